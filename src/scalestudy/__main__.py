@@ -1,0 +1,3 @@
+from scalestudy.cli import main
+
+main()

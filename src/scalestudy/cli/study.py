@@ -1,0 +1,3 @@
+"""CLI commands (study): work in progress."""
+
+from scalestudy.cli import app  # noqa: F401

@@ -1,0 +1,144 @@
+"""Devices and clusters. Device numbers are data (`hardware/*.yaml`), not code.
+
+Conventions: bytes are bytes, bandwidths are bytes/s in one direction per device, peaks are dense FLOP/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from scalestudy.errors import ScalestudyError
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    memory_bytes: int
+    peak_flops: dict[str, float]  # precision -> dense FLOP/s (tensor cores where the device has them)
+    # Achieved fraction of peak for a GEMM, as [[smallest matrix dimension, fraction], ...] ascending;
+    # interpolated linearly in log2(dimension). Data from published GEMM benchmarks (see each YAML's source).
+    matmul_efficiency: list[list[float]]
+    hbm_bytes_per_s: float
+    pcie_bytes_per_s: float
+    intra_node_bytes_per_s: float  # per device, one direction (NVLink / NVSwitch / shared memory)
+    intra_node_latency_s: float
+    inter_node_bytes_per_s: float  # per device, one direction (NIC share)
+    inter_node_latency_s: float
+    host_memory_bytes: int  # per node
+    cpu_adam_params_per_s: float  # DeepSpeed CPU-Adam update rate per node (parameters/s)
+    kind: str = "gpu"
+    source: str = ""
+
+    def peak(self, precision: str) -> float:
+        if precision not in self.peak_flops:
+            raise ScalestudyError(f"device {self.name} does not support {precision} (has {', '.join(self.peak_flops)})")
+        return self.peak_flops[precision]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    device: DeviceSpec
+    nodes: int = 1
+    gpus_per_node: int = 1
+    # Optional overrides of the device's interconnect (custom clusters): None keeps the device value.
+    intra_node_bytes_per_s: float | None = None
+    inter_node_bytes_per_s: float | None = None
+    intra_node_latency_s: float | None = None
+    inter_node_latency_s: float | None = None
+    name: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ScalestudyError(f"nodes and gpus per node must be >= 1, got {self.nodes} and {self.gpus_per_node}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def _get(self, name: str) -> float:
+        value = getattr(self, name)
+        return getattr(self.device, name) if value is None else value
+
+    @property
+    def intra_bw(self) -> float:
+        return self._get("intra_node_bytes_per_s")
+
+    @property
+    def inter_bw(self) -> float:
+        return self._get("inter_node_bytes_per_s")
+
+    @property
+    def intra_latency(self) -> float:
+        return self._get("intra_node_latency_s")
+
+    @property
+    def inter_latency(self) -> float:
+        return self._get("inter_node_latency_s")
+
+    def with_nodes(self, nodes: int) -> ClusterSpec:
+        return replace(self, nodes=nodes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["device"] = self.device.name
+        return d
+
+
+def _hardware_dir():
+    return resources.files("scalestudy.specs") / "hardware"
+
+
+def device_names() -> list[str]:
+    return sorted(p.name[: -len(".yaml")] for p in _hardware_dir().iterdir() if p.name.endswith(".yaml"))
+
+
+def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
+    known = {f.name for f in fields(DeviceSpec)}
+    unknown = set(data) - known
+    if unknown:
+        raise ScalestudyError(f"{origin}: unknown device field(s) {', '.join(sorted(unknown))}")
+    try:
+        return DeviceSpec(**data)
+    except TypeError as exc:
+        raise ScalestudyError(f"{origin}: {exc}") from None
+
+
+@lru_cache(maxsize=None)
+def get_device(name: str) -> DeviceSpec:
+    """A device by name (`a100-40gb`) or a path to a device YAML file."""
+    key = name.lower()
+    path = _hardware_dir() / f"{key}.yaml"
+    if path.is_file():
+        return _device_from_dict(yaml.safe_load(path.read_text()), f"device {key}")
+    if Path(name).is_file():
+        return _device_from_dict(yaml.safe_load(Path(name).read_text()), name)
+    raise ScalestudyError(f"unknown device {name!r}: choose from {', '.join(device_names())} or give a YAML path")
+
+
+def load_cluster(path: str | Path) -> ClusterSpec:
+    """A cluster YAML: `device: a100-40gb`, `nodes`, `gpus_per_node`, optional bandwidth/latency overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScalestudyError(f"cluster file not found: {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict) or "device" not in data:
+        raise ScalestudyError(f"cluster file {path}: needs a mapping with at least 'device'")
+    device = data.pop("device")
+    device = _device_from_dict(device, str(path)) if isinstance(device, dict) else get_device(str(device))
+    known = {f.name for f in fields(ClusterSpec)} - {"device"}
+    unknown = set(data) - known
+    if unknown:
+        raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")
+    return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
+
+
+def make_cluster(gpu: str = "a100-40gb", nodes: int = 1, gpus_per_node: int = 8, cluster_file: str | None = None
+                 ) -> ClusterSpec:
+    if cluster_file:
+        return load_cluster(cluster_file)
+    return ClusterSpec(device=get_device(gpu), nodes=nodes, gpus_per_node=gpus_per_node, name=gpu)

@@ -1,0 +1,238 @@
+"""ModelSpec: the architecture of an encoder-decoder (T5/mT5) or decoder-only (GPT-2/Llama) Transformer.
+
+Pure Python (no torch): the cost model, the planner and the engine all read the same spec.
+Built from a preset name (`PRESETS`) or a Hugging Face `config.json` (`from_hf_config`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from scalestudy.errors import ScalestudyError
+
+Family = Literal["t5", "mt5", "gpt2", "llama"]
+Ffn = Literal["relu", "gelu", "gated-gelu", "swiglu"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture hyperparameters; names follow the T5 config where the families differ.
+
+    For decoder-only models `num_layers` is the decoder depth and `num_decoder_layers` is 0.
+    `d_kv` is the per-head dimension: T5 allows `d_kv * num_heads != d_model` (t5-3b, t5-11b).
+    """
+
+    name: str
+    family: Family
+    vocab_size: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    d_kv: int
+    d_ff: int
+    ffn: Ffn
+    tie_word_embeddings: bool
+    num_decoder_layers: int = 0
+    num_kv_heads: int = 0  # 0 means num_heads (no grouped-query attention)
+    relative_attention_num_buckets: int = 32
+    max_position_embeddings: int = 0  # learned positions (GPT-2) or RoPE context (Llama)
+
+    def __post_init__(self) -> None:
+        for field in ("vocab_size", "d_model", "num_layers", "num_heads", "d_kv", "d_ff"):
+            if getattr(self, field) <= 0:
+                raise ScalestudyError(f"model {self.name!r}: {field} must be positive, got {getattr(self, field)}")
+        if self.num_decoder_layers < 0 or self.num_kv_heads < 0:
+            raise ScalestudyError(f"model {self.name!r}: layer and head counts must not be negative")
+        if self.is_encoder_decoder and self.num_decoder_layers == 0:
+            raise ScalestudyError(f"model {self.name!r}: an encoder-decoder model needs num_decoder_layers > 0")
+        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ScalestudyError(
+                f"model {self.name!r}: num_heads {self.num_heads} not divisible by num_kv_heads {self.num_kv_heads}"
+            )
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.family in ("t5", "mt5")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def inner_dim(self) -> int:
+        """Width of the attention projections: num_heads * d_kv."""
+        return self.num_heads * self.d_kv
+
+    @property
+    def total_layers(self) -> int:
+        return self.num_layers + self.num_decoder_layers
+
+    @property
+    def gated_ffn(self) -> bool:
+        return self.ffn in ("gated-gelu", "swiglu")
+
+    def with_vocab(self, vocab_size: int) -> ModelSpec:
+        return replace(self, vocab_size=vocab_size)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _t5(name: str, d_model: int, d_kv: int, d_ff: int, heads: int, layers: int, *, v1_1: bool = False,
+        vocab: int = 32128) -> ModelSpec:
+    # Original T5: ReLU FFN and a head tied to the input embedding. T5 v1.1 / mT5: gated-GELU, untied head.
+    return ModelSpec(
+        name=name, family="t5", vocab_size=vocab, d_model=d_model, num_layers=layers, num_decoder_layers=layers,
+        num_heads=heads, d_kv=d_kv, d_ff=d_ff, ffn="gated-gelu" if v1_1 else "relu", tie_word_embeddings=not v1_1,
+    )
+
+
+def _mt5(name: str, d_model: int, d_ff: int, heads: int, layers: int) -> ModelSpec:
+    # mT5 (Xue et al. 2021): T5 v1.1 architecture, 250,112-token vocabulary, untied LM head.
+    return ModelSpec(
+        name=name, family="mt5", vocab_size=250112, d_model=d_model, num_layers=layers, num_decoder_layers=layers,
+        num_heads=heads, d_kv=64, d_ff=d_ff, ffn="gated-gelu", tie_word_embeddings=False,
+    )
+
+
+def _gpt2(name: str, d_model: int, layers: int, heads: int, vocab: int = 50257, positions: int = 1024) -> ModelSpec:
+    return ModelSpec(
+        name=name, family="gpt2", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=True,
+        max_position_embeddings=positions,
+    )
+
+
+def _llama(name: str, d_model: int, d_ff: int, layers: int, heads: int, kv_heads: int = 0, vocab: int = 32000,
+           positions: int = 2048) -> ModelSpec:
+    return ModelSpec(
+        name=name, family="llama", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
+        num_kv_heads=kv_heads, d_kv=d_model // heads, d_ff=d_ff, ffn="swiglu", tie_word_embeddings=False,
+        max_position_embeddings=positions,
+    )
+
+
+# Hyperparameters from the published Hugging Face configs (google/mt5-*, t5-*, google/t5-v1_1-xxl, gpt2*,
+# Llama 1 7B/13B, Llama 2 70B). Tiny presets (vocabulary 8192, our bundled tokenizer) are CPU proxies.
+PRESETS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in [
+        _mt5("mt5-small", 512, 1024, 6, 8),
+        _mt5("mt5-base", 768, 2048, 12, 12),
+        _mt5("mt5-large", 1024, 2816, 16, 24),
+        _mt5("mt5-xl", 2048, 5120, 32, 24),
+        _mt5("mt5-xxl", 4096, 10240, 64, 24),
+        _t5("t5-small", 512, 64, 2048, 8, 6),
+        _t5("t5-base", 768, 64, 3072, 12, 12),
+        _t5("t5-large", 1024, 64, 4096, 16, 24),
+        _t5("t5-3b", 1024, 128, 16384, 32, 24),
+        _t5("t5-11b", 1024, 128, 65536, 128, 24),
+        _t5("t5-v1_1-xxl", 4096, 64, 10240, 64, 24, v1_1=True),
+        _gpt2("gpt2", 768, 12, 12),
+        _gpt2("gpt2-medium", 1024, 24, 16),
+        _gpt2("gpt2-large", 1280, 36, 20),
+        _gpt2("gpt2-xl", 1600, 48, 25),
+        _llama("llama-7b", 4096, 11008, 32, 32),
+        _llama("llama-13b", 5120, 13824, 40, 40),
+        _llama("llama-70b", 8192, 28672, 80, 64, kv_heads=8, positions=4096),
+        # CPU proxies: a family of tiny T5 v1.1-style models for tests, demos and scaling-law studies.
+        _t5("t5-tiny", 128, 32, 512, 4, 2, v1_1=True, vocab=8192),
+        _t5("t5-mini", 256, 32, 1024, 8, 4, v1_1=True, vocab=8192),
+        _t5("t5-micro", 384, 48, 1536, 8, 6, v1_1=True, vocab=8192),
+        _gpt2("gpt2-tiny", 128, 2, 4, vocab=8192, positions=512),
+        _llama("llama-tiny", 128, 384, 2, 4, kv_heads=2, vocab=8192, positions=512),
+    ]
+}
+
+
+def from_hf_config(path: str | Path) -> ModelSpec:
+    """Build a spec from a Hugging Face `config.json` (t5, mt5, gpt2 or llama `model_type`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScalestudyError(f"model config not found: {path}")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ScalestudyError(f"model config {path} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise ScalestudyError(f"model config {path} must hold a JSON object")
+    kind = cfg.get("model_type")
+    name = cfg.get("_name_or_path") or path.stem
+    try:
+        if kind in ("t5", "mt5"):
+            proj = cfg.get("feed_forward_proj", "relu")
+            ffn = {"relu": "relu", "gated-gelu": "gated-gelu", "gated-gelu_new": "gated-gelu"}.get(proj)
+            if ffn is None:
+                raise ScalestudyError(f"model config {path}: unsupported feed_forward_proj {proj!r}")
+            layers = int(cfg["num_layers"])
+            return ModelSpec(
+                name=name, family=kind, vocab_size=int(cfg["vocab_size"]), d_model=int(cfg["d_model"]),
+                num_layers=layers, num_decoder_layers=int(cfg.get("num_decoder_layers") or layers),
+                num_heads=int(cfg["num_heads"]), d_kv=int(cfg["d_kv"]), d_ff=int(cfg["d_ff"]), ffn=ffn,
+                # T5 defaults to tied; mT5's published configs say false (and mean it).
+                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "t5")),
+                relative_attention_num_buckets=int(cfg.get("relative_attention_num_buckets", 32)),
+            )
+        if kind == "gpt2":
+            d = int(cfg["n_embd"])
+            heads = int(cfg["n_head"])
+            return ModelSpec(
+                name=name, family="gpt2", vocab_size=int(cfg["vocab_size"]), d_model=d, num_layers=int(cfg["n_layer"]),
+                num_heads=heads, d_kv=d // heads, d_ff=int(cfg.get("n_inner") or 4 * d), ffn="gelu",
+                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+                max_position_embeddings=int(cfg.get("n_positions", 1024)),
+            )
+        if kind == "llama":
+            d = int(cfg["hidden_size"])
+            heads = int(cfg["num_attention_heads"])
+            kv = int(cfg.get("num_key_value_heads") or heads)
+            return ModelSpec(
+                name=name, family="llama", vocab_size=int(cfg["vocab_size"]), d_model=d,
+                num_layers=int(cfg["num_hidden_layers"]), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
+                d_kv=int(cfg.get("head_dim") or d // heads), d_ff=int(cfg["intermediate_size"]), ffn="swiglu",
+                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+                max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+            )
+    except KeyError as exc:
+        raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
+    raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, llama)")
+
+
+def get_model(name_or_path: str) -> ModelSpec:
+    """A preset name, or a path to a Hugging Face config.json (or a folder holding one)."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" or path.exists():
+        return from_hf_config(path)
+    raise ScalestudyError(f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}) or a config.json path")
+
+
+def to_hf_config(spec: ModelSpec) -> dict:
+    """The Hugging Face config dict (model_type + fields) that builds this architecture."""
+    if spec.is_encoder_decoder:
+        return {
+            "model_type": spec.family, "vocab_size": spec.vocab_size, "d_model": spec.d_model, "d_kv": spec.d_kv,
+            "d_ff": spec.d_ff, "num_layers": spec.num_layers, "num_decoder_layers": spec.num_decoder_layers,
+            "num_heads": spec.num_heads, "feed_forward_proj": spec.ffn,
+            "relative_attention_num_buckets": spec.relative_attention_num_buckets,
+            "tie_word_embeddings": spec.tie_word_embeddings, "decoder_start_token_id": 0, "pad_token_id": 0,
+            "eos_token_id": 1,
+        }
+    if spec.family == "gpt2":
+        return {
+            "model_type": "gpt2", "vocab_size": spec.vocab_size, "n_embd": spec.d_model, "n_layer": spec.num_layers,
+            "n_head": spec.num_heads, "n_inner": spec.d_ff, "n_positions": spec.max_position_embeddings,
+            "tie_word_embeddings": spec.tie_word_embeddings,
+        }
+    return {
+        "model_type": "llama", "vocab_size": spec.vocab_size, "hidden_size": spec.d_model,
+        "intermediate_size": spec.d_ff, "num_hidden_layers": spec.num_layers, "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.kv_heads, "head_dim": spec.d_kv,
+        "max_position_embeddings": spec.max_position_embeddings, "tie_word_embeddings": spec.tie_word_embeddings,
+    }
