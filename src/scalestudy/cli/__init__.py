@@ -23,6 +23,11 @@ app = typer.Typer(
 err_console = Console(stderr=True)
 
 
+@app.callback()
+def _root() -> None:
+    """Plan, run, tune and report distributed pre-training of encoder-decoder and decoder-only LLMs."""
+
+
 @app.command()
 def version() -> None:
     """Print the scalestudy version."""
