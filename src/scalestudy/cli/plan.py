@@ -1,3 +1,163 @@
-"""CLI commands (plan): work in progress."""
+"""CLI commands `plan` (model-based strategy search), `tune` (measured search) and `calibrate` (hardware profile).
 
-from scalestudy.cli import app  # noqa: F401
+Thin: parse flags, call `scalestudy.search` / `scalestudy.costmodel.calibrate`, print. Heavy imports stay inside
+the command functions so `scalestudy --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from scalestudy.cli import app
+from scalestudy.errors import ScalestudyError
+
+GIB = 2**30
+
+
+def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ScalestudyError(f"--{name} takes integers separated by commas, got {text!r}") from None
+
+
+def _strs(text: Optional[str]) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip()) if text else ()
+
+
+def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
+    if not text or text == "any":
+        return ("none", "cpu")
+    return _strs(text)
+
+
+def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
+                      vary_nodes=False):
+    from scalestudy.search.space import Constraints
+
+    return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=_ints(pp, "pp"),
+                       micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute),
+                       offload_optimizer=_offloads(offload, "offload"),
+                       offload_params=_offloads(offload_params, "offload-params"), precision=precision,
+                       max_nodes=max_nodes, vary_nodes=vary_nodes)
+
+
+def default_precision(device) -> str:
+    """bf16 where the device has it, else fp16, else fp32 (CPUs here: fp32, see FACTS.md)."""
+    if device.kind == "cpu":
+        return "fp32"
+    for p in ("bf16", "fp16", "fp32"):
+        if p in device.peak_flops:
+            return p
+    return "fp32"
+
+
+def _breakdown(estimate) -> str:
+    from scalestudy.search.planner import _time_terms
+
+    terms = sorted(_time_terms(estimate).items(), key=lambda kv: -kv[1])[:3]
+    return ", ".join(f"{k.removesuffix('_s')} {v:.3g}" for k, v in terms if v > 0)
+
+
+def print_plan(result, cluster, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.search.planner import explain
+
+    console = Console()
+    w = result.workload
+    table = Table(title=f"Top {min(top, len(result.candidates))} of {result.feasible} feasible strategies "
+                        f"({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
+                        f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
+    for col in ("#", "strategy", "nodes", "dp", "accum", "mem GiB/dev", "headroom GiB", "step s", "tokens/s",
+                "MFU %", "time-to-train h" if w.train_tokens else "s per 1M tokens", "step-time breakdown (s)"):
+        table.add_column(col, justify="left" if col in ("strategy", "step-time breakdown (s)") else "right")
+    for i, c in enumerate(result.candidates[:top], 1):
+        e = c.estimate
+        ttt = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
+        table.add_row(str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
+                      f"{e.per_device_bytes / GIB:.2f}", f"{c.headroom_bytes / GIB:.2f}", f"{e.step_s:.3f}",
+                      f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{ttt:.3g}", _breakdown(e))
+    console.print(table)
+    console.print("Units: GiB = 2^30 bytes per device (estimate of peak); tokens/s = encoder + decoder tokens per "
+                  "second over the whole job; MFU = model FLOPs (no recompute) / (devices x dense peak x step time).",
+                  highlight=False)
+    front = ", ".join(f"{c.strategy.label} [{c.estimate.tokens_per_s:,.0f} tokens/s, {c.headroom_bytes / GIB:.1f} GiB "
+                      f"free]" for c in result.pareto[:8])
+    more = f" (+{len(result.pareto) - 8} more)" if len(result.pareto) > 8 else ""
+    console.print(f"Pareto front (tokens/s vs memory headroom per device), {len(result.pareto)} point(s): {front}{more}",
+                  highlight=False)
+    console.print("Why: " + explain(result), highlight=False)
+
+
+@app.command()
+def plan(
+    model: str = typer.Option(..., help="Model preset or config.json path."),
+    gpu: str = typer.Option("a100-40gb", help="Device name or a hardware profile YAML (e.g. from `calibrate`)."),
+    nodes: int = typer.Option(1, help="Nodes in the cluster."),
+    gpus_per_node: int = typer.Option(8, help="Devices per node."),
+    cluster: Optional[str] = typer.Option(None, help="Cluster YAML (overrides --gpu/--nodes/--gpus-per-node)."),
+    global_batch: int = typer.Option(..., help="Global batch in sequences per optimizer step."),
+    seq_len: int = typer.Option(..., help="Encoder (or decoder-only) sequence length in tokens."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default seq_len/4."),
+    train_tokens: float = typer.Option(0.0, help="Tokens to train, for time-to-train and device-hours."),
+    objective: str = typer.Option("throughput", help="throughput | time | cost (device-hours) | min-nodes."),
+    min_throughput: Optional[float] = typer.Option(None, help="Tokens/s the plan must reach (min-nodes)."),
+    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (deepspeed,fsdp,ddp)."),
+    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated."),
+    tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees."),
+    pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
+    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
+    recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),
+    offload: Optional[str] = typer.Option(None, help="Optimizer offload: none | cpu | nvme | any (default none,cpu)."),
+    offload_params: Optional[str] = typer.Option(None, help="Parameter offload: none | cpu | nvme | any."),
+    precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 (default: bf16 where supported)."),
+    max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
+    top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
+    emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON result (schema: docs/plan-schema.md)."),
+    no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
+) -> None:
+    """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
+    from scalestudy.search.planner import OBJECTIVES, plan as run_plan
+    from scalestudy.specs.hardware import make_cluster
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Workload
+
+    if objective not in OBJECTIVES:
+        raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+    spec = get_model(model)
+    clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
+    tlen = (target_len if target_len is not None else max(1, seq_len // 4)) if spec.is_encoder_decoder else 0
+    workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
+    prec = precision or default_precision(clus.device)
+    clus.device.peak(prec)  # clear error when the device lacks the precision
+    cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
+                             offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
+                             vary_nodes=max_nodes is not None)
+    result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
+                      prune=not no_prune)
+    if emit_dir:
+        emit_winner(emit_dir, spec, clus, result)
+    if as_json:
+        print(json.dumps(result.to_json(top), indent=2))
+        return
+    print_plan(result, clus, top)
+    if emit_dir:
+        print(f"Wrote the winner's configs and launch commands to {emit_dir}")
+
+
+def emit_winner(out_dir: str, spec, cluster, result) -> None:
+    from scalestudy.search.emit import emit
+
+    best = result.best
+    record = {"model": spec.name, "cluster": cluster.to_dict(), **best.to_dict()}
+    emit(out_dir, spec, best.strategy, result.workload, dp=best.point.dp, grad_accum=best.point.grad_accum,
+         gpus_per_node=cluster.gpus_per_node, nnodes=best.nodes, cpu=cluster.device.kind == "cpu",
+         plan_record=record)

@@ -1,0 +1,248 @@
+"""The planner: estimate every strategy of the space, drop what does not fit, rank, Pareto front, explain.
+
+Pure Python (no torch). The estimator is `scalestudy.costmodel.estimate.estimate` unless the caller passes
+another callable with the same signature (the tuner passes one built on a calibrated device).
+
+Speed: strategies are estimated in groups that differ only in micro-batch, ascending, and recompute is tried
+full -> selective -> none. Memory per device grows with the micro-batch and shrinks with recompute, so the first
+micro-batch that does not fit ends its group, and a layout/engine whose full-recompute micro-batch 1 does not fit
+is skipped for every lighter recompute. Pruned strategies are counted, never proposed (`prune=False` turns this off).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.search.space import Constraints, Point, SpaceStats, enumerate_groups
+from scalestudy.specs.hardware import ClusterSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import Strategy, Workload
+
+OBJECTIVES = ("throughput", "time", "cost", "min-nodes")
+GIB = 2**30
+
+Estimator = Callable[[ModelSpec, ClusterSpec, Strategy, Workload], Any]
+
+
+def default_estimator() -> Estimator:
+    from scalestudy.costmodel.estimate import estimate
+
+    return estimate
+
+
+@dataclass
+class Candidate:
+    """A feasible strategy and its estimate (an `Estimate`: .fits .step_s .tokens_per_s .mfu .per_device_bytes)."""
+
+    point: Point
+    estimate: Any
+    device_memory_bytes: int
+    train_tokens: float = 0.0
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.point.strategy
+
+    @property
+    def nodes(self) -> int:
+        return self.point.nodes
+
+    @property
+    def world_size(self) -> int:
+        return self.point.dp * self.strategy.tp * self.strategy.pp
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Device memory left free by the estimate (bytes)."""
+        return int(self.device_memory_bytes - self.estimate.per_device_bytes)
+
+    @property
+    def time_to_train_s(self) -> float:
+        """Seconds to train `train_tokens`; seconds per million tokens when no token budget was given."""
+        tokens = self.train_tokens or 1e6
+        return tokens / self.estimate.tokens_per_s
+
+    @property
+    def device_hours(self) -> float:
+        """Device-hours for `train_tokens` (per million tokens when no token budget was given)."""
+        return self.world_size * self.time_to_train_s / 3600.0
+
+    def layout_dict(self) -> dict:
+        return {"nodes": self.nodes, "world_size": self.world_size, "dp": self.point.dp, "tp": self.strategy.tp,
+                "pp": self.strategy.pp, "grad_accum": self.point.grad_accum}
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy.to_dict(), "layout": self.layout_dict(), "label": self.strategy.label,
+                "headroom_bytes": self.headroom_bytes, "time_to_train_s": self.time_to_train_s,
+                "device_hours": self.device_hours, "estimate": self.estimate.to_dict()}
+
+
+@dataclass
+class PlanResult:
+    candidates: list[Candidate]  # feasible, deduplicated, best first
+    pareto: list[Candidate]  # throughput vs memory headroom, by throughput descending
+    objective: str
+    evaluated: int  # strategies in the space (estimated + pruned)
+    estimated: int  # full cost-model estimates computed
+    pruned: int  # skipped by the memory bound (certainly do not fit)
+    feasible: int  # estimated strategies that fit (before deduplication)
+    duplicates: int  # feasible strategies whose estimate equals an earlier one's (same cost, other engine)
+    elapsed_s: float
+    workload: Workload
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def to_json(self, top: int = 0) -> dict:
+        chosen = self.candidates if top <= 0 else self.candidates[:top]
+        return {
+            "candidates": [c.to_dict() for c in chosen],
+            "evaluated": self.evaluated, "feasible": self.feasible, "estimated": self.estimated,
+            "pruned": self.pruned, "duplicates": self.duplicates, "objective": self.objective,
+            "pareto": [c.strategy.label for c in self.pareto], "elapsed_s": self.elapsed_s,
+            "workload": {"global_batch": self.workload.global_batch, "seq_len": self.workload.seq_len,
+                         "target_len": self.workload.target_len, "train_tokens": self.workload.train_tokens},
+        }
+
+
+def rank_key(objective: str) -> Callable[[Candidate], tuple]:
+    """Sort key (ascending = better) for an objective; ties break on more headroom, then fewer devices."""
+    if objective == "throughput":
+        return lambda c: (-c.estimate.tokens_per_s, -c.headroom_bytes, c.world_size)
+    if objective == "time":
+        return lambda c: (c.time_to_train_s, -c.headroom_bytes, c.world_size)
+    if objective == "cost":
+        return lambda c: (c.device_hours, c.time_to_train_s, -c.headroom_bytes)
+    if objective == "min-nodes":
+        return lambda c: (c.nodes, -c.estimate.tokens_per_s, -c.headroom_bytes)
+    raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+
+
+def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
+    """Non-dominated candidates for (tokens/s up, headroom up), by throughput descending."""
+    front: list[Candidate] = []
+    best_headroom = -math.inf
+    for c in sorted(candidates, key=lambda c: (-c.estimate.tokens_per_s, -c.headroom_bytes)):
+        if c.headroom_bytes > best_headroom:
+            front.append(c)
+            best_headroom = c.headroom_bytes
+    return front
+
+
+def _signature(c: Candidate) -> tuple:
+    # Strategies with the same layout, micro-batch and recompute whose cost-model numbers are equal are one choice
+    # as far as the model can tell (e.g. an engine that costs the same); the earlier (preferred) engine stays.
+    s, e = c.strategy, c.estimate
+    return (c.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(e.step_s, 12), int(e.per_device_bytes))
+
+
+def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
+             estimator: Estimator, *, prune: bool = True) -> tuple[list[Candidate], dict]:
+    """Estimate the space; return the feasible candidates and counters."""
+    stats = SpaceStats()
+    feasible: list[Candidate] = []
+    estimated = pruned = 0
+    dead: set[tuple] = set()  # layouts/engines whose lightest memory setting does not fit
+    clusters = {}
+    for group in enumerate_groups(model, cluster, workload, constraints, stats):
+        first = group[0]
+        s = first.strategy
+        family = (first.nodes, s.tp, s.pp, s.engine, s.zero, s.offload_optimizer, s.offload_params)
+        if prune and family in dead:
+            pruned += len(group)
+            continue
+        sub = clusters.get(first.nodes) or clusters.setdefault(first.nodes, cluster.with_nodes(first.nodes))
+        for i, point in enumerate(group):
+            est = estimator(model, sub, point.strategy, workload)
+            estimated += 1
+            if est.fits:
+                feasible.append(Candidate(point, est, cluster.device.memory_bytes, workload.train_tokens))
+                continue
+            if prune:
+                pruned += len(group) - i - 1
+                if i == 0 and s.recompute == "full":
+                    dead.add(family)
+                break
+    counters = {"evaluated": estimated + pruned, "estimated": estimated, "pruned": pruned,
+                "feasible": len(feasible), "skipped": stats.skipped}
+    return feasible, counters
+
+
+def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints | None = None, *,
+         objective: str = "throughput", min_throughput: float | None = None, estimator: Estimator | None = None,
+         prune: bool = True) -> PlanResult:
+    """Evaluate the whole space, keep what fits, rank by `objective` (see `rank_key`)."""
+    start = time.perf_counter()
+    constraints = constraints or Constraints()
+    key = rank_key(objective)
+    if objective == "min-nodes" and not min_throughput:
+        raise ScalestudyError("objective min-nodes needs --min-throughput (tokens/s the plan must reach)")
+    if objective in ("min-nodes", "cost") and not constraints.vary_nodes:
+        constraints = Constraints(**{**constraints.__dict__, "vary_nodes": True})
+    estimator = estimator or default_estimator()
+    feasible, counters = evaluate(model, cluster, workload, constraints, estimator, prune=prune)
+    if not feasible:
+        raise ScalestudyError(
+            f"no strategy fits: {counters['evaluated']} evaluated for {model.name} on "
+            f"{cluster.world_size} x {cluster.device.name} (relax the constraints, add nodes or lower the batch)")
+    if min_throughput:
+        reach = [c for c in feasible if c.estimate.tokens_per_s >= min_throughput]
+        if not reach:
+            best = max(c.estimate.tokens_per_s for c in feasible)
+            raise ScalestudyError(f"no strategy reaches {min_throughput:,.0f} tokens/s (best {best:,.0f} tokens/s)")
+        feasible = reach
+    ranked = sorted(feasible, key=key)
+    unique, seen = [], set()
+    for c in ranked:
+        sig = _signature(c)
+        if sig not in seen:
+            seen.add(sig)
+            unique.append(c)
+    return PlanResult(candidates=unique, pareto=pareto_front(unique), objective=objective,
+                      evaluated=counters["evaluated"], estimated=counters["estimated"], pruned=counters["pruned"],
+                      feasible=counters["feasible"], duplicates=len(ranked) - len(unique),
+                      elapsed_s=time.perf_counter() - start, workload=workload, skipped=counters["skipped"])
+
+
+def _time_terms(estimate: Any) -> dict[str, float]:
+    """Flat {name: seconds} of the estimate's step-time breakdown (keys ending in _s under 'time')."""
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif isinstance(node, (int, float)) and prefix.endswith("_s") and prefix != "step_s":
+            out[prefix] = float(node)
+
+    walk("", estimate.to_dict().get("time", {}))
+    return out
+
+
+def explain(result: PlanResult) -> str:
+    """One or two lines of numbers: why the winner beats the runner-up."""
+    if len(result.candidates) < 2:
+        return f"Only one feasible strategy: {result.best.strategy.label}."
+    a, b = result.candidates[0], result.candidates[1]
+    ea, eb = a.estimate, b.estimate
+    gain = (ea.tokens_per_s / eb.tokens_per_s - 1.0) * 100.0
+    line1 = (f"{a.strategy.label} ({a.nodes} node(s)) beats {b.strategy.label} ({b.nodes} node(s)): "
+             f"{ea.tokens_per_s:,.0f} vs {eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {ea.step_s:.3f} vs "
+             f"{eb.step_s:.3f} s, memory {ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
+             f"(headroom {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
+    ta, tb = _time_terms(ea), _time_terms(eb)
+    diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
+    parts = [f"{k} {ta.get(k, 0.0):.3f} vs {tb.get(k, 0.0):.3f} s" for d, k in diffs[:3] if d > 0]
+    if result.objective in ("cost", "min-nodes"):
+        parts.insert(0, f"device-hours{'' if a.train_tokens else ' per 1M tokens'} {a.device_hours:.3g} vs "
+                        f"{b.device_hours:.3g}")
+    if not parts:
+        return line1
+    return line1 + "\nLargest step-time differences (winner vs runner-up): " + "; ".join(parts) + "."

@@ -1,0 +1,189 @@
+"""The strategy search space: every Strategy a model can train with on a cluster at a given global batch.
+
+Pure Python (no torch). A point of the space is a `Strategy` plus the node count it runs on; validity of the
+degrees is checked by `scalestudy.specs.strategy.resolve_layout`, so the planner never proposes what `train`
+(or the cost model) would reject for divisibility.
+
+Dimensions, outermost first:
+- node count (only the given one, unless the user lets the planner use fewer: `Constraints.node_counts`);
+- tp x pp x dp factorisations of the device count: tp divides the devices per node (tensor parallelism stays inside
+  a node, on the fast link), the attention heads divide by tp, the layers divide by pp;
+- engine x ZeRO stage x offload: DeepSpeed ZeRO 0-3 with optimizer offload (stage >= 1) and parameter offload
+  (stage 3), DDP (plain, or + ZeroRedundancyOptimizer), FSDP2 (reshard = ZeRO-3-like, no reshard = ZeRO-2-like);
+- activation recompute none / selective / full;
+- micro-batch: every divisor of the per-replica batch, and the gradient accumulation that keeps the global batch.
+
+Pipeline split of encoder-decoder models (T5/mT5): the encoder and decoder stacks are concatenated into one stack
+of `num_layers + num_decoder_layers` blocks and cut into `pp` stages of equal block count (a stage may hold the last
+encoder and the first decoder blocks; the encoder output then travels with the decoder activations). So `pp` must
+divide the total block count; for decoder-only models it must divide `num_layers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import ClusterSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import OFFLOADS, RECOMPUTES, ZERO_STAGES, Strategy, Workload, resolve_layout
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """User constraints that narrow the space; None / empty means "search this dimension"."""
+
+    engines: tuple[str, ...] = ()
+    zero: tuple[int, ...] = ()
+    tp: tuple[int, ...] = ()
+    pp: tuple[int, ...] = ()
+    micro_batch: tuple[int, ...] = ()
+    recompute: tuple[str, ...] = ()
+    offload_optimizer: tuple[str, ...] = ("none", "cpu")  # nvme only when asked for: it needs a local SSD path
+    offload_params: tuple[str, ...] = ("none", "cpu")
+    precision: str = "bf16"
+    max_nodes: int | None = None
+    vary_nodes: bool = False  # search node counts 1..max_nodes (or 1..cluster.nodes) instead of exactly cluster.nodes
+    max_micro_batch: int = 0  # 0 = no cap
+
+    def __post_init__(self) -> None:
+        for off in (*self.offload_optimizer, *self.offload_params):
+            if off not in OFFLOADS:
+                raise ScalestudyError(f"unknown offload {off!r} (choose from {', '.join(OFFLOADS)})")
+        for rc in self.recompute:
+            if rc not in RECOMPUTES:
+                raise ScalestudyError(f"unknown recompute {rc!r} (choose from {', '.join(RECOMPUTES)})")
+        for eng in self.engines:
+            if eng not in ZERO_STAGES:
+                raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)})")
+        for z in self.zero:
+            if z not in (0, 1, 2, 3):
+                raise ScalestudyError(f"zero stage must be 0-3, got {z}")
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise ScalestudyError(f"max nodes must be >= 1, got {self.max_nodes}")
+
+    def node_counts(self, cluster: ClusterSpec) -> list[int]:
+        """Exactly the cluster's nodes (capped by max_nodes), or every count up to that when vary_nodes."""
+        top = cluster.nodes if self.max_nodes is None else min(cluster.nodes, self.max_nodes)
+        return list(range(1, top + 1)) if self.vary_nodes else [top]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the space: a strategy on a number of nodes (the cluster is the planner's, cut to `nodes`)."""
+
+    strategy: Strategy
+    nodes: int
+    dp: int
+    grad_accum: int
+
+
+@dataclass
+class SpaceStats:
+    points: int = 0
+    layouts: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def pipeline_layers(model: ModelSpec) -> int:
+    """Blocks the pipeline cuts into stages (encoder + decoder concatenated for T5/mT5; see module docstring)."""
+    return model.total_layers
+
+
+def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]:
+    """(engine, zero, offload_optimizer, offload_params) combinations the Strategy accepts, narrowed by constraints."""
+    out = []
+    for engine, stages in ZERO_STAGES.items():
+        if constraints.engines and engine not in constraints.engines:
+            continue
+        for zero in stages:
+            if constraints.zero and zero not in constraints.zero:
+                continue
+            for off_opt in constraints.offload_optimizer:
+                if off_opt != "none" and not (engine == "deepspeed" and zero >= 1):
+                    continue
+                for off_par in constraints.offload_params:
+                    if off_par != "none" and not (engine == "deepspeed" and zero == 3):
+                        continue
+                    # Parameter offload without optimizer offload is a legal but strictly worse DeepSpeed setting.
+                    if off_par != "none" and off_opt == "none":
+                        continue
+                    out.append((engine, zero, off_opt, off_par))
+    return out
+
+
+def model_parallel_degrees(model: ModelSpec, cluster: ClusterSpec, world: int, constraints: Constraints
+                           ) -> Iterator[tuple[int, int]]:
+    """(tp, pp) pairs valid for the model on `world` devices: tp inside a node, heads % tp, layers % pp."""
+    layers = pipeline_layers(model)
+    for tp in divisors(cluster.gpus_per_node):
+        if constraints.tp and tp not in constraints.tp:
+            continue
+        if model.num_heads % tp or world % tp:
+            continue
+        for pp in divisors(world // tp):
+            if constraints.pp and pp not in constraints.pp:
+                continue
+            if layers % pp:
+                continue
+            yield tp, pp
+
+
+def micro_batches(per_replica: int, constraints: Constraints) -> list[int]:
+    out = divisors(per_replica)
+    if constraints.micro_batch:
+        out = [m for m in out if m in constraints.micro_batch]
+    if constraints.max_micro_batch:
+        out = [m for m in out if m <= constraints.max_micro_batch]
+    return out
+
+
+def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
+                     stats: SpaceStats | None = None) -> Iterator[list[Point]]:
+    """Yield groups of points that differ only in micro-batch (ascending): memory grows with micro-batch, so the
+    planner can stop a group at its first micro-batch that does not fit."""
+    stats = stats if stats is not None else SpaceStats()
+    variants = engine_variants(constraints)
+    # Cheapest memory first (full recompute): when that does not fit at micro-batch 1, nothing lighter will.
+    recomputes = [rc for rc in ("full", "selective", "none") if rc in (constraints.recompute or RECOMPUTES)]
+    for nodes in constraints.node_counts(cluster):
+        world = nodes * cluster.gpus_per_node
+        for tp, pp in model_parallel_degrees(model, cluster, world, constraints):
+            dp = world // (tp * pp)
+            if workload.global_batch % dp:
+                stats.skipped["global batch not divisible by dp"] = stats.skipped.get(
+                    "global batch not divisible by dp", 0) + 1
+                continue
+            stats.layouts += 1
+            mbs = micro_batches(workload.global_batch // dp, constraints)
+            for engine, zero, off_opt, off_par in variants:
+                if pp > 1 and engine == "deepspeed" and zero >= 2:
+                    continue  # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
+                if pp > 1 and engine != "deepspeed":
+                    continue  # pipeline schedules come from DeepSpeed's PipelineModule here; DDP/FSDP have none
+                for rc in recomputes:
+                    group = []
+                    for mb in mbs:
+                        strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
+                                            offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
+                                            precision=constraints.precision)
+                        layout = resolve_layout(strategy, world, workload.global_batch,
+                                                gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
+                                                num_layers=pipeline_layers(model))
+                        group.append(Point(strategy, nodes, layout.dp, layout.grad_accum))
+                    stats.points += len(group)
+                    if group:
+                        yield group
+
+
+def enumerate_space(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
+                    constraints: Constraints | None = None) -> list[Point]:
+    """Every point of the space (flattened), for inspection and tests."""
+    constraints = constraints or Constraints()
+    return [p for group in enumerate_groups(model, cluster, workload, constraints) for p in group]

@@ -1,0 +1,90 @@
+"""The strategy search space: valid, complete for a hand-counted case, narrowed by constraints."""
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.search.space import Constraints, divisors, enumerate_space, engine_variants
+from scalestudy.specs.hardware import make_cluster
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Workload, resolve_layout
+
+
+def test_divisors():
+    assert divisors(1) == [1]
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert divisors(49) == [1, 7, 49]
+
+
+def test_hand_counted_space_t5_tiny_two_ranks():
+    # t5-tiny: 4 heads, 2+2 blocks. 1 node x 2 devices, global batch 4.
+    # Layouts: (tp1,pp1,dp2) (tp1,pp2,dp1) (tp2,pp1,dp1).
+    # Engine variants: DeepSpeed z0, z1, z1+opt, z2, z2+opt, z3, z3+opt, z3+opt+param (8) + DDP 2 + FSDP 2 = 12;
+    # with pp > 1 only DeepSpeed z0, z1, z1+opt (3). Recompute 3. Micro-batches: dp2 -> {1,2}; dp1 -> {1,2,4}.
+    pts = enumerate_space(get_model("t5-tiny"), make_cluster("local-cpu", 1, 2), Workload(4, 64, 16))
+    assert len(pts) == 12 * 3 * 2 + 3 * 3 * 3 + 12 * 3 * 3 == 207
+    assert len({(p.strategy, p.nodes) for p in pts}) == len(pts)
+
+
+def test_every_point_is_a_valid_layout_keeping_the_global_batch():
+    model = get_model("mt5-xxl")
+    cluster = make_cluster("a100-40gb", 4, 8)
+    w = Workload(256, 512, 128)
+    pts = enumerate_space(model, cluster, w)
+    assert pts
+    for p in pts:
+        s = p.strategy
+        layout = resolve_layout(s, 32, 256, gpus_per_node=8, num_heads=64, num_layers=48)
+        assert (layout.dp, layout.grad_accum) == (p.dp, p.grad_accum)
+        assert s.micro_batch * p.grad_accum * p.dp == 256
+        assert s.tp <= 8 and 64 % s.tp == 0 and 48 % s.pp == 0
+    assert {p.strategy.tp for p in pts} == {1, 2, 4, 8}
+    assert {p.strategy.pp for p in pts} == {1, 2, 4, 8, 16}  # divisors of 48 that divide 32/tp
+    assert {p.strategy.engine for p in pts} == {"deepspeed", "fsdp", "ddp"}
+    assert {p.strategy.recompute for p in pts} == {"none", "selective", "full"}
+
+
+def test_heads_limit_tp_and_encoder_decoder_pipeline_split():
+    # t5-tiny has 4 heads: tp 8 is impossible even with 8 devices per node; 4 blocks in total -> pp in {1,2,4}.
+    pts = enumerate_space(get_model("t5-tiny"), make_cluster("a100-40gb", 1, 8), Workload(64, 64, 16))
+    assert {p.strategy.tp for p in pts} == {1, 2, 4}
+    assert {p.strategy.pp for p in pts} == {1, 2, 4}
+
+
+def test_constraints_narrow_the_space():
+    model, cluster, w = get_model("mt5-xl"), make_cluster("a100-80gb", 2, 8), Workload(128, 512, 128)
+    full = enumerate_space(model, cluster, w)
+    z2 = enumerate_space(model, cluster, w, Constraints(zero=(2,), tp=(1,)))
+    assert 0 < len(z2) < len(full)
+    assert {p.strategy.zero for p in z2} == {2} and {p.strategy.tp for p in z2} == {1}
+    assert {p.strategy.engine for p in z2} == {"deepspeed", "fsdp"}
+    ddp = enumerate_space(model, cluster, w, Constraints(engines=("ddp",), recompute=("none",)))
+    assert {(p.strategy.engine, p.strategy.zero) for p in ddp} == {("ddp", 0), ("ddp", 1)}
+    assert all(p.strategy.pp == 1 for p in ddp)  # pipelines come from DeepSpeed here
+    no_off = enumerate_space(model, cluster, w, Constraints(offload_optimizer=("none",), offload_params=("none",)))
+    assert all(p.strategy.offload_optimizer == "none" for p in no_off)
+    mb = enumerate_space(model, cluster, w, Constraints(micro_batch=(2,)))
+    assert {p.strategy.micro_batch for p in mb} == {2}
+
+
+def test_node_counts_max_nodes_and_vary():
+    model, w = get_model("mt5-base"), Workload(64, 512, 128)
+    cluster = make_cluster("a100-40gb", 4, 8)
+    assert {p.nodes for p in enumerate_space(model, cluster, w)} == {4}
+    assert {p.nodes for p in enumerate_space(model, cluster, w, Constraints(max_nodes=2))} == {2}
+    assert {p.nodes for p in enumerate_space(model, cluster, w, Constraints(vary_nodes=True))} == {1, 2, 3, 4}
+
+
+def test_engine_variants_respect_strategy_rules():
+    variants = engine_variants(Constraints())
+    assert ("deepspeed", 3, "cpu", "cpu") in variants
+    assert all(not (e != "deepspeed" and (o != "none" or p != "none")) for e, _, o, p in variants)
+    assert len(variants) == 12
+
+
+def test_bad_constraints_raise_clear_errors():
+    with pytest.raises(ScalestudyError, match="unknown recompute"):
+        Constraints(recompute=("partial",))
+    with pytest.raises(ScalestudyError, match="zero stage"):
+        Constraints(zero=(4,))
+    with pytest.raises(ScalestudyError, match="max nodes"):
+        Constraints(max_nodes=0)
