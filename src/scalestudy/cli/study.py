@@ -1,3 +1,98 @@
-"""CLI commands (study): work in progress."""
+"""CLI: `scalestudy study run|status|export`, `scalestudy report`, `scalestudy demo` (thin over study/ and report/)."""
 
-from scalestudy.cli import app  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scalestudy.cli import app
+
+study_app = typer.Typer(help="Sweeps of real training runs into a crash-proof SQLite store.", no_args_is_help=True)
+app.add_typer(study_app, name="study")
+console = Console()
+
+
+@study_app.command("run")
+def study_run(
+    spec: Path = typer.Argument(..., help="Study spec YAML (see examples/)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Study directory (DIR/study.sqlite); re-running resumes."),
+    executor: Optional[str] = typer.Option(None, help="local or slurm (default: the spec's executor)."),
+    concurrency: Optional[int] = typer.Option(None, help="Local: trials at once (bounded by CPU cores)."),
+    retry: list[str] = typer.Option([], help="Re-run finished trials with this status (OOM, FAILED, TIMEOUT)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Slurm: write and print the sbatch scripts, submit nothing."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Slurm: submit and return (collect with `study status`)."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+) -> None:
+    """Run (or resume) every trial of a study; each result is committed as soon as its trial ends."""
+    from scalestudy.study.runner import run_study
+    from scalestudy.study.spec import load_spec
+
+    study = load_spec(spec)
+    for reason in study.skipped:
+        console.print(f"[yellow]filtered[/] {reason}", highlight=False)
+    result = run_study(study, output, executor=executor, concurrency=concurrency, retry=tuple(retry),
+                       dry_run=dry_run, progress=not no_progress, console=console, wait=not no_wait)
+    if dry_run:
+        return
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
+    console.print(f"study {study.name!r}: {result.total} trials ({result.skipped_finished} already finished, "
+                  f"{result.ran} run now in {result.wall_s:.1f} s); outcomes: {counts}; store {output}/study.sqlite",
+                  highlight=False)
+
+
+@study_app.command("status")
+def study_status(directory: Path = typer.Argument(..., help="Study directory.")) -> None:
+    """Trials finished (by outcome), interrupted and left; collects Slurm results from shared storage."""
+    from scalestudy.study.status import status
+
+    info = status(directory)
+    table = Table(title=f"study {info['name']!r} in {directory}")
+    for col in ("outcome", "trials"):
+        table.add_column(col)
+    for key, value in info["counts"].items():
+        table.add_row(key, str(value))
+    table.add_row("interrupted (will re-run)", str(info["interrupted"]))
+    table.add_row("not started", str(info["not_started"]))
+    table.add_row("total", str(info["total"]))
+    console.print(table)
+    for row in info["failures"]:
+        console.print(f"[red]{row['status']}[/] {row['label']}: {row['reason']}", highlight=False)
+
+
+@study_app.command("export")
+def study_export(
+    directory: Path = typer.Argument(..., help="Study directory."),
+    output: Path = typer.Option(..., "--output", "-o", help="File ending in .csv or .parquet."),
+    table: str = typer.Option("trials", help="trials, metrics or runs (params/tokens/flops/loss of OK trials)."),
+) -> None:
+    """Export a store table to CSV or Parquet."""
+    from scalestudy.study.store import Store
+
+    with Store(directory, create=False) as store:
+        path = store.export(output, table=table)
+    console.print(f"wrote {path}")
+
+
+@app.command("report")
+def report(directory: Path = typer.Argument(..., help="Study directory (holding study.sqlite).")) -> None:
+    """Write DIR/report.html (self-contained), DIR/report.md and DIR/plots/*.png from a study's store."""
+    from scalestudy.report.render import write_report
+
+    paths = write_report(directory)
+    console.print(f"report: {paths['html']} (HTML), {paths['md']} (Markdown), {len(paths['plots'])} plots in "
+                  f"{paths['plots_dir']}", highlight=False)
+
+
+@app.command("demo")
+def demo(
+    output: Path = typer.Option(Path("scalestudy-demo"), "--output", "-o", help="Study directory to write."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+) -> None:
+    """Run a small real scaling study on this CPU (tiny T5, ZeRO 0-3 and FSDP, 1-2 ranks) and write its report."""
+    from scalestudy.study.demo import run_demo
+
+    run_demo(output, console=console, progress=not no_progress)

@@ -1,0 +1,65 @@
+"""The sweep's live display: trials done / left, outcome counts, elapsed time and ETA (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from scalestudy.study.store import STATUSES
+
+COLOURS = {"OK": "green", "OOM": "magenta", "FAILED": "red", "TIMEOUT": "yellow"}
+
+
+def _fmt(value, unit: str, scale: float = 1.0, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value * scale:.{digits}g} {unit}"
+
+
+def describe(row: dict) -> str:
+    """One line about a finished trial, units included."""
+    status = row["status"]
+    text = f"[{COLOURS[status]}]{status:7}[/] {row['label']}"
+    if status == "OK":
+        text += (f"  step {_fmt(row.get('step_s'), 's')} (median after warm-up)  "
+                 f"{_fmt(row.get('tokens_per_s'), 'tokens/s')}  final loss {_fmt(row.get('loss'), 'nats/token')}")
+    else:
+        reason = (row.get("error_tail") or "").splitlines()[:1]
+        text += f"  ({reason[0] if reason else 'no output'})"
+    return text + f"  wall {row['wall_s']:.1f} s"
+
+
+class SweepProgress:
+    """Context manager; `finished(row)` after each trial."""
+
+    def __init__(self, total: int, *, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.counts = {s: 0 for s in STATUSES}
+        self.total = total
+        self.done = 0
+        self.progress = Progress(
+            TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=self.console, disable=not enabled, transient=False,
+        )
+        self.task = self.progress.add_task("trials", total=total, info=self._info(""))
+
+    def _info(self, running: str) -> str:
+        counts = " ".join(f"{s} {n}" for s, n in self.counts.items())
+        run = f" | running: {running}" if running else ""
+        return f"left {self.total - self.done} | {counts}{run}"
+
+    def __enter__(self) -> SweepProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def running(self, labels: list[str]) -> None:
+        self.progress.update(self.task, info=self._info(", ".join(labels)))
+
+    def finished(self, row: dict, running: list[str]) -> None:
+        self.done += 1
+        self.counts[row["status"]] += 1
+        self.progress.console.print(describe(row), highlight=False)
+        self.progress.update(self.task, advance=1, info=self._info(", ".join(running)))

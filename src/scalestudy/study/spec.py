@@ -1,0 +1,337 @@
+"""Study spec (YAML): a grid of training trials, expanded and validated into `Trial`s.
+
+Format (every axis takes a scalar or a list; the grid is the Cartesian product of all lists):
+
+    name: cpu-zero-sweep
+    model: [t5-tiny, t5-mini]           # presets or config.json paths
+    strategies:                          # optional; each entry expands its own lists
+      - {engine: deepspeed, zero: [0, 1, 2, 3]}
+      - {engine: fsdp, zero: [2, 3]}
+    nproc: [1, 2]                        # ranks per node (GPUs per node on a cluster)
+    nodes: 1
+    micro_batch: 2
+    global_batch: 8
+    precision: fp32
+    lr: [1.0e-3, 3.0e-3]
+    steps: 12
+    warmup_steps: 2
+    timeout_s: 600                       # per trial
+    include:                             # extra trials; unlisted axes take the grid's (first) value
+      - {model: t5-tiny, engine: ddp, zero: 1, memory_limit_bytes: 400000000}
+
+Invalid combinations produced by the grid (e.g. `fsdp` with `zero: 1`, a global batch that does not divide by
+micro-batch x data-parallel degree) are *filtered*, each with its reason (see `Expansion.skipped`; the CLI prints
+them). A spec whose grid yields no valid trial, an unknown key or a value of the wrong type is *rejected* with a
+one-line `ScalestudyError`.
+
+Trial identity is a stable hash of the resolved training parameters (not of run control such as the timeout or a
+memory cap), so re-running a study skips finished trials and never duplicates a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import shlex
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+
+# Training parameters of one trial (they define its identity), with their type and default.
+AXES: dict[str, tuple[type, Any]] = {
+    "model": (str, "t5-tiny"),
+    "engine": (str, "deepspeed"),
+    "zero": (int, 0),
+    "offload_optimizer": (str, "none"),
+    "offload_params": (str, "none"),
+    "tp": (int, 1),
+    "pp": (int, 1),
+    "recompute": (str, "none"),
+    "precision": (str, "fp32"),
+    "micro_batch": (int, 1),
+    "global_batch": (int, 8),
+    "nodes": (int, 1),
+    "nproc": (int, 1),
+    "seq_len": (int, 64),
+    "target_len": (int, 16),
+    "objective": (str, "span"),
+    "lr": (float, 1e-3),
+    "warmup_steps": (int, 2),
+    "steps": (int, 10),
+    "seed": (int, 0),
+}
+STRATEGY_KEYS = ("engine", "zero", "offload_optimizer", "offload_params", "tp", "pp", "recompute")
+# Run control: per trial, but not part of its identity (changing a timeout does not re-run finished trials).
+CONTROL: dict[str, tuple[type, Any]] = {
+    "timeout_s": (float, 900.0),
+    "memory_limit_bytes": (int, 0),  # 0 = no cap; else RLIMIT_AS of each trial process (forces OOM in tests)
+}
+STUDY_KEYS = {
+    "name", "description", "strategies", "include", "device", "data", "executor", "concurrency", "max_ranks",
+    "command_template", "env", "extra_args", "slurm", "skip_unfit",
+}
+EXECUTORS = ("local", "slurm")
+SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "python",
+              "qos", "constraint"}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One fully resolved training run of a study."""
+
+    model: str
+    engine: str
+    zero: int
+    offload_optimizer: str
+    offload_params: str
+    tp: int
+    pp: int
+    recompute: str
+    precision: str
+    micro_batch: int
+    global_batch: int
+    nodes: int
+    nproc: int
+    seq_len: int
+    target_len: int
+    objective: str
+    lr: float
+    warmup_steps: int
+    steps: int
+    seed: int
+    timeout_s: float = 900.0
+    memory_limit_bytes: int = 0
+
+    def params(self) -> dict:
+        """The training parameters (identity); run control excluded."""
+        return {k: getattr(self, k) for k in AXES}
+
+    @property
+    def trial_id(self) -> str:
+        blob = json.dumps(self.params(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc
+
+    @property
+    def strategy(self) -> Strategy:
+        return Strategy(**{k: getattr(self, k) for k in STRATEGY_KEYS}, micro_batch=self.micro_batch,
+                        precision=self.precision)
+
+    @property
+    def workload(self) -> Workload:
+        """Global batch and lengths; decoder-only (causal) trials have no separate target length."""
+        target = 0 if self.objective == "causal" else self.target_len
+        return Workload(global_batch=self.global_batch, seq_len=self.seq_len, target_len=target)
+
+    @property
+    def label(self) -> str:
+        """Short name, e.g. 't5-tiny ds-z2 ws2 mb2 gb8 lr0.001'."""
+        return (f"{self.model} {self.strategy.label.split(' ')[0]} ws{self.world_size} mb{self.micro_batch} "
+                f"gb{self.global_batch} lr{self.lr:g}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Trial:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A validated study: its trials plus how to run them."""
+
+    name: str
+    trials: tuple[Trial, ...]
+    skipped: tuple[str, ...] = ()  # "combination: reason" for each filtered grid point
+    description: str = ""
+    device: str = "local-cpu"  # cost-model device for predictions (local CPU trials: local-cpu)
+    data: tuple[str, ...] = ()  # corpus paths for `scalestudy train --data`; empty = bundled corpus
+    executor: str = "local"
+    concurrency: int = 1  # local: trials run at once (bounded by max_ranks)
+    max_ranks: int = 0  # local: ranks running at once, 0 = number of CPU cores
+    command_template: str = ""  # general override of the trial command (see `runner.trial_command`)
+    env: dict = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()  # appended to every `scalestudy train` command
+    slurm: dict = field(default_factory=dict)
+    skip_unfit: bool = False  # drop trials the cost model predicts not to fit in memory
+    source: dict = field(default_factory=dict)  # the YAML as given
+
+    def to_json(self) -> str:
+        return json.dumps(self.source, sort_keys=True)
+
+
+def _type_name(tp: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string"}[tp]
+
+
+def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
+    ok = (isinstance(value, tp) and not isinstance(value, bool)) or (
+        tp is float and isinstance(value, int) and not isinstance(value, bool))
+    if tp is float and isinstance(value, str):
+        try:  # YAML reads `1e-3` (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    if not ok:
+        raise ScalestudyError(f"{where}: {key} must be {_type_name(tp)} (or a list of them), got {value!r}")
+    return float(value) if tp is float else value
+
+
+def _as_list(key: str, value: Any, tp: type, where: str) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ScalestudyError(f"{where}: {key} is an empty list")
+    return [_check_value(key, v, tp, where) for v in values]
+
+
+def _expand(mapping: dict, schema: dict[str, tuple[type, Any]], where: str) -> list[dict]:
+    """Cartesian product of one mapping's values (scalars are one-element lists)."""
+    for key in mapping:
+        if key not in schema:
+            raise ScalestudyError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(schema))})")
+    keys = list(mapping)
+    lists = [_as_list(k, mapping[k], schema[k][0], where) for k in keys]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*lists)]
+
+
+def _describe(point: dict) -> str:
+    return " ".join(f"{k}={point[k]}" for k in ("model", "engine", "zero", "nodes", "nproc", "micro_batch",
+                                                 "global_batch", "tp", "pp") if k in point)
+
+
+def _validate(point: dict) -> str:
+    """Empty string if the trial is runnable, else the reason it is not."""
+    try:
+        trial = Trial(**point)
+        model = get_model(trial.model)
+        resolve_layout(trial.strategy, trial.world_size, trial.global_batch, gpus_per_node=trial.nproc,
+                       num_heads=model.num_heads, num_layers=model.total_layers)
+        trial.workload  # noqa: B018 - validates lengths and batch
+    except ScalestudyError as exc:
+        return str(exc)
+    for key in ("steps", "nodes", "nproc"):
+        if point[key] < 1:
+            return f"{key} must be >= 1"
+    if point["warmup_steps"] < 0 or point["warmup_steps"] >= point["steps"]:
+        return f"warmup_steps {point['warmup_steps']} must be >= 0 and below steps {point['steps']}"
+    if point["objective"] not in ("span", "knowledge", "causal"):
+        return f"unknown objective {point['objective']!r} (span, knowledge, causal)"
+    if (point["objective"] == "causal") == model.is_encoder_decoder:
+        return f"objective {point['objective']} does not suit {model.name} ({model.family})"
+    if point["lr"] <= 0 or point["timeout_s"] <= 0 or point["memory_limit_bytes"] < 0:
+        return "lr and timeout_s must be positive and memory_limit_bytes >= 0"
+    return ""
+
+
+def _study_field(raw: dict, key: str, tp: type, default: Any, where: str) -> Any:
+    if key not in raw or raw[key] is None:
+        return default
+    return _check_value(key, raw[key], tp, where)
+
+
+def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
+    """Validate a loaded YAML mapping and expand it into trials."""
+    if not isinstance(raw, dict):
+        raise ScalestudyError(f"{where}: must be a YAML mapping of keys to values")
+    schema = {**AXES, **CONTROL}
+    unknown = set(raw) - set(schema) - STUDY_KEYS
+    if unknown:
+        raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
+                              f"(axes: {', '.join(AXES)}; see scalestudy.study.spec)")
+    base = {k: raw[k] for k in schema if k in raw}
+    strategies = raw.get("strategies") or [{}]
+    if not isinstance(strategies, list) or not all(isinstance(s, dict) for s in strategies):
+        raise ScalestudyError(f"{where}: strategies must be a list of mappings")
+    strategy_schema = {k: AXES[k] for k in STRATEGY_KEYS}
+    include = raw.get("include") or []
+    if not isinstance(include, list) or not all(isinstance(s, dict) for s in include):
+        raise ScalestudyError(f"{where}: include must be a list of mappings")
+
+    defaults = {k: v[1] for k, v in schema.items()}
+    points: list[dict] = []
+    for i, strat in enumerate(strategies):
+        for s in _expand(strat, strategy_schema, f"{where}: strategies[{i}]"):
+            for g in _expand({k: v for k, v in base.items() if k not in s}, schema, where):
+                points.append({**defaults, **g, **s})
+    if "include" in raw:
+        # Axes an include entry leaves out take the grid's value (its first one, for a list).
+        firsts = {k: (v[0] if isinstance(v, list) and v else v) for k, v in base.items()}
+        firsts = {k: v for k, v in _expand(firsts, schema, where)[0].items()}
+        for i, extra in enumerate(include):
+            for g in _expand(extra, schema, f"{where}: include[{i}]"):
+                points.append({**defaults, **firsts, **g})
+
+    trials: dict[str, Trial] = {}
+    skipped: list[str] = []
+    for point in points:
+        reason = _validate(point)
+        if reason:
+            skipped.append(f"{_describe(point)}: {reason}")
+            continue
+        trial = Trial(**point)
+        trials.setdefault(trial.trial_id, trial)  # the same trial listed twice runs once
+    if not trials:
+        first = f" (first: {skipped[0]})" if skipped else ""
+        raise ScalestudyError(f"{where}: no valid trial in the grid{first}")
+
+    executor = _study_field(raw, "executor", str, "local", where)
+    if executor not in EXECUTORS:
+        raise ScalestudyError(f"{where}: executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    slurm = raw.get("slurm") or {}
+    if not isinstance(slurm, dict) or set(slurm) - SLURM_KEYS:
+        bad = sorted(set(slurm) - SLURM_KEYS) if isinstance(slurm, dict) else slurm
+        raise ScalestudyError(f"{where}: slurm must be a mapping with keys {', '.join(sorted(SLURM_KEYS))}; "
+                              f"unknown {bad}")
+    data = raw.get("data") or []
+    data = [data] if isinstance(data, str) else data
+    extra_args = raw.get("extra_args") or []
+    extra_args = shlex.split(extra_args) if isinstance(extra_args, str) else [str(a) for a in extra_args]
+    env = raw.get("env") or {}
+    if not isinstance(env, dict):
+        raise ScalestudyError(f"{where}: env must be a mapping of variable names to values")
+    concurrency = _study_field(raw, "concurrency", int, 1, where)
+    if concurrency < 1:
+        raise ScalestudyError(f"{where}: concurrency must be >= 1, got {concurrency}")
+    return StudySpec(
+        name=str(raw.get("name") or "study"),
+        trials=tuple(trials.values()),
+        skipped=tuple(skipped),
+        description=str(raw.get("description") or ""),
+        device=_study_field(raw, "device", str, "local-cpu", where),
+        data=tuple(str(d) for d in data),
+        executor=executor,
+        concurrency=concurrency,
+        max_ranks=_study_field(raw, "max_ranks", int, 0, where),
+        command_template=_study_field(raw, "command_template", str, "", where),
+        env={str(k): str(v) for k, v in env.items()},
+        extra_args=tuple(extra_args),
+        slurm=dict(slurm),
+        skip_unfit=bool(raw.get("skip_unfit", False)),
+        source=raw,
+    )
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study spec YAML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScalestudyError(f"study spec not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ScalestudyError(f"study spec {path}: invalid YAML{at}") from None
+    return parse_spec(raw, f"study spec {path.name}")

@@ -1,0 +1,232 @@
+"""The study store: one SQLite file per study (DIR/study.sqlite), crash-proof.
+
+- WAL journal, `synchronous=FULL`: a committed trial survives kill -9 of the runner and power loss of the writer.
+- A trial is written only when it has finished, in ONE transaction (its `trials` row and all its `metrics` rows),
+  keyed by `trial_id` (PRIMARY KEY): a kill at any moment leaves either the whole result or nothing, and a re-run
+  replaces instead of duplicating. Started-but-unfinished trials live only in `attempts`; they re-run.
+
+Tables:
+- `trials`: one row per finished trial. status in OK / OOM / FAILED / TIMEOUT. Columns: the trial's parameters
+  (model, engine, zero, ..., world_size), `params` (parameter count), `tokens` (tokens trained = steps x global
+  batch x (seq_len + target_len)), `flops` (model FLOPs of the run = costmodel training_flops x steps), `loss`
+  (final), measured medians (step_s, tokens_per_s, samples_per_s, mfu), peak memory, the cost model's prediction
+  (pred_*), error tail, environment, timestamps.
+- `metrics`: per optimizer step (trial_id, step, loss, lr, step_s, tokens_per_s, mfu, peak_mem_bytes, data JSON).
+- `meta`: key/value (spec, environment, name).
+- `attempts`: one row per trial start (for `study status`: interrupted trials).
+
+The scaling-law fit reads `Store.runs_table()`: the OK trials with `params`, `tokens`, `flops`, `loss`, `model`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from scalestudy.errors import ScalestudyError
+
+STATUSES = ("OK", "OOM", "FAILED", "TIMEOUT")
+STORE_NAME = "study.sqlite"
+
+TRIAL_COLUMNS: dict[str, str] = {
+    "trial_id": "TEXT PRIMARY KEY",
+    "study": "TEXT",
+    "status": "TEXT NOT NULL CHECK (status IN ('OK','OOM','FAILED','TIMEOUT'))",
+    "label": "TEXT",
+    "model": "TEXT",
+    "family": "TEXT",
+    "params": "INTEGER",  # parameter count (cost model's param_count)
+    "engine": "TEXT",
+    "zero": "INTEGER",
+    "offload_optimizer": "TEXT",
+    "offload_params": "TEXT",
+    "tp": "INTEGER",
+    "pp": "INTEGER",
+    "recompute": "TEXT",
+    "precision": "TEXT",
+    "strategy": "TEXT",  # Strategy.label
+    "micro_batch": "INTEGER",
+    "global_batch": "INTEGER",
+    "nodes": "INTEGER",
+    "nproc": "INTEGER",
+    "world_size": "INTEGER",
+    "dp": "INTEGER",
+    "grad_accum": "INTEGER",
+    "seq_len": "INTEGER",
+    "target_len": "INTEGER",
+    "objective": "TEXT",
+    "lr": "REAL",
+    "warmup_steps": "INTEGER",
+    "steps": "INTEGER",
+    "seed": "INTEGER",
+    "timeout_s": "REAL",
+    "memory_limit_bytes": "INTEGER",
+    "tokens": "REAL",  # tokens trained (encoder + decoder)
+    "flops": "REAL",  # model FLOPs of the whole run (training_flops per step x steps)
+    "loss": "REAL",  # final loss
+    "step_s": "REAL",  # median seconds per optimizer step after warm-up
+    "tokens_per_s": "REAL",
+    "samples_per_s": "REAL",
+    "mfu": "REAL",
+    "peak_mem_bytes": "REAL",  # per rank, as `scalestudy train` measures it (shard bytes on CPU)
+    "pred_step_s": "REAL",
+    "pred_tokens_per_s": "REAL",
+    "pred_per_device_bytes": "REAL",
+    "pred_mfu": "REAL",
+    "pred_fits": "INTEGER",
+    "pred_error": "TEXT",  # why there is no prediction, if none
+    "returncode": "INTEGER",
+    "wall_s": "REAL",
+    "error_tail": "TEXT",
+    "command": "TEXT",
+    "trial_json": "TEXT",  # the resolved trial
+    "summary_json": "TEXT",  # train's summary.json as written
+    "prediction_json": "TEXT",  # Estimate.to_dict()
+    "env_json": "TEXT",  # versions, hardware
+    "started_at": "REAL",  # unix seconds
+    "finished_at": "REAL",
+}
+METRIC_COLUMNS = ("step", "loss", "lr", "step_s", "tokens_per_s", "mfu", "peak_mem_bytes")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS trials ({', '.join(f'{k} {v}' for k, v in TRIAL_COLUMNS.items())});
+CREATE TABLE IF NOT EXISTS metrics (
+  trial_id TEXT NOT NULL, step INTEGER NOT NULL, loss REAL, lr REAL, step_s REAL, tokens_per_s REAL, mfu REAL,
+  peak_mem_bytes REAL, data TEXT, PRIMARY KEY (trial_id, step));
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS attempts (trial_id TEXT NOT NULL, started_at REAL NOT NULL, pid INTEGER, host TEXT);
+"""
+
+
+def store_path(study_dir: str | Path) -> Path:
+    return Path(study_dir) / STORE_NAME
+
+
+class Store:
+    """A study's SQLite store. `Store(path)` takes the .sqlite file or the study directory."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        path = Path(path)
+        if path.is_dir() or path.suffix != ".sqlite":
+            path = store_path(path)
+        if not create and not path.is_file():
+            raise ScalestudyError(f"no study store at {path} (run `scalestudy study run SPEC --output DIR` first)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so each trial is one explicit transaction.
+        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- meta ---------------------------------------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                          (key, json.dumps(value)))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row["value"]) if row else default
+
+    # -- writes -------------------------------------------------------------------------------------------------
+    def record_attempt(self, trial_id: str, pid: int, host: str) -> None:
+        self.conn.execute("INSERT INTO attempts(trial_id, started_at, pid, host) VALUES (?, ?, ?, ?)",
+                          (trial_id, time.time(), pid, host))
+
+    def record_trial(self, row: dict, metrics: Iterable[dict] = ()) -> None:
+        """Write one finished trial and its per-step metrics atomically (replacing an earlier result)."""
+        if row.get("status") not in STATUSES:
+            raise ScalestudyError(f"trial status must be one of {', '.join(STATUSES)}, got {row.get('status')!r}")
+        unknown = set(row) - set(TRIAL_COLUMNS)
+        if unknown:
+            raise ScalestudyError(f"unknown trial column(s): {', '.join(sorted(unknown))}")
+        cols = list(row)
+        sql = (f"INSERT INTO trials ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+               f"ON CONFLICT(trial_id) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in cols if c != 'trial_id')}")
+        mrows = [(row["trial_id"], int(m["step"]), *(_num(m.get(c)) for c in METRIC_COLUMNS[1:]), json.dumps(m))
+                 for m in metrics if "step" in m]
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.execute(sql, [_sql_value(row[c]) for c in cols])
+            cur.execute("DELETE FROM metrics WHERE trial_id=?", (row["trial_id"],))
+            cur.executemany("INSERT OR REPLACE INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", mrows)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    # -- reads --------------------------------------------------------------------------------------------------
+    def finished_ids(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT trial_id FROM trials")}
+
+    def trials(self, status: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM trials", ()
+        if status:
+            sql, args = sql + " WHERE status=?", (status,)
+        return [dict(r) for r in self.conn.execute(sql + " ORDER BY started_at, trial_id", args)]
+
+    def metrics(self, trial_id: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM metrics", ()
+        if trial_id:
+            sql, args = sql + " WHERE trial_id=?", (trial_id,)
+        return [dict(r) for r in self.conn.execute(sql + " ORDER BY trial_id, step", args)]
+
+    def attempts(self) -> list[dict]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM attempts ORDER BY started_at")]
+
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in STATUSES}
+        for r in self.conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status"):
+            counts[r[0]] = r[1]
+        return counts
+
+    def runs_table(self) -> list[dict]:
+        """OK trials as rows with `params`, `tokens`, `flops`, `loss` (final), `model` (+ strategy columns).
+
+        The scaling-law fit (`scalestudy fit STUDY_DIR`) reads this.
+        """
+        cols = ("trial_id", "model", "params", "tokens", "flops", "loss", "engine", "zero", "world_size", "lr",
+                "global_batch", "micro_batch", "steps", "step_s", "tokens_per_s")
+        rows = self.conn.execute(f"SELECT {', '.join(cols)} FROM trials WHERE status='OK' AND loss IS NOT NULL "
+                                 "ORDER BY params, flops")
+        return [dict(r) for r in rows]
+
+    def export(self, out: str | Path, *, table: str = "trials") -> Path:
+        """Write a table to CSV or Parquet (by suffix), atomically."""
+        from scalestudy.study.export import export_rows
+
+        if table not in ("trials", "metrics", "runs"):
+            raise ScalestudyError(f"unknown table {table!r} (trials, metrics, runs)")
+        rows = {"trials": self.trials, "metrics": self.metrics, "runs": self.runs_table}[table]()
+        columns = {"trials": list(TRIAL_COLUMNS),
+                   "metrics": ["trial_id", *METRIC_COLUMNS, "data"]}.get(table, list(rows[0]) if rows else [])
+        return export_rows(rows, columns, Path(out))
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _sql_value(v: Any) -> Any:
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return int(v)
+    return v
