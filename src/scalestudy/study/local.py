@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.study.progress import SweepProgress
-from scalestudy.study.runner import trial_command, trial_dir, trial_env, trial_row
+from scalestudy.study.runner import trial_command, trial_dir, trial_env, trial_row, write_train_config
 from scalestudy.study.spec import StudySpec, Trial
 from scalestudy.study.store import Store
 
@@ -71,6 +71,7 @@ class LocalExecutor:
 
             shutil.rmtree(tdir)
         tdir.mkdir(parents=True)
+        write_train_config(self.spec, trial, tdir)
         command = trial_command(self.spec, trial, tdir)
         launcher = [sys.executable, "-m", "scalestudy.study.launch", str(trial.memory_limit_bytes),
                     str(os.getpid()), "--"]

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.strategy import resolve_layout
 from scalestudy.study import env as envinfo
@@ -50,19 +52,31 @@ def trial_dir(out: Path, trial: Trial) -> Path:
     return out / "trials" / trial.trial_id
 
 
+TRIAL_CONFIG = "trial.yaml"
+
+
+def train_config(spec: StudySpec, trial: Trial, output: Path) -> dict:
+    """The trial as a `scalestudy train --config` YAML mapping (TrainConfig's option names)."""
+    cfg = {k: getattr(trial, k) for k in ("model", "objective", "engine", "zero", "offload_optimizer",
+                                          "offload_params", "tp", "pp", "precision", "recompute", "nproc",
+                                          "micro_batch", "global_batch", "seq_len", "target_len", "steps", "lr",
+                                          "warmup_steps", "warmup", "seed")}
+    cfg.update(nnodes=trial.nodes, data=list(spec.data), output=str(output), progress=False)
+    cfg.update(trial.options())
+    return cfg
+
+
+def write_train_config(spec: StudySpec, trial: Trial, output: Path) -> Path:
+    path = output / TRIAL_CONFIG
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(train_config(spec, trial, output), sort_keys=False), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def train_args(spec: StudySpec, trial: Trial, output: Path) -> list[str]:
-    """Flags of `scalestudy train` for one trial (the training contract's interface)."""
-    args = [
-        "--model", trial.model, "--engine", trial.engine, "--zero", str(trial.zero),
-        "--offload-optimizer", trial.offload_optimizer, "--nproc", str(trial.nproc), "--steps", str(trial.steps),
-        "--micro-batch", str(trial.micro_batch), "--global-batch", str(trial.global_batch),
-        "--seq-len", str(trial.seq_len), "--target-len", str(trial.target_len), "--objective", trial.objective,
-        "--seed", str(trial.seed), "--lr", repr(trial.lr), "--warmup-steps", str(trial.warmup_steps),
-        "--precision", trial.precision, "--output", str(output),
-    ]
-    for path in spec.data:
-        args += ["--data", path]
-    return args + list(spec.extra_args)
+    """Flags of `scalestudy train` for one trial: its config file (written by `write_train_config`)."""
+    return ["--config", str(output / TRIAL_CONFIG), "--output", str(output), *spec.extra_args]
 
 
 def trial_command(spec: StudySpec, trial: Trial, output: Path) -> list[str]:

@@ -14,7 +14,9 @@ Format (every axis takes a scalar or a list; the grid is the Cartesian product o
     precision: fp32
     lr: [1.0e-3, 3.0e-3]
     steps: 12
-    warmup_steps: 2
+    warmup_steps: 2                      # learning-rate warm-up
+    warmup: 2                            # timing warm-up: first steps excluded from the medians
+    train_options: {weight_decay: 0.01}  # any other `scalestudy train` option, the same for every trial
     timeout_s: 600                       # per trial
     include:                             # extra trials; unlisted axes take the grid's (first) value
       - {model: t5-tiny, engine: ddp, zero: 1, memory_limit_bytes: 400000000}
@@ -63,7 +65,8 @@ AXES: dict[str, tuple[type, Any]] = {
     "target_len": (int, 16),
     "objective": (str, "span"),
     "lr": (float, 1e-3),
-    "warmup_steps": (int, 2),
+    "warmup_steps": (int, 2),  # learning-rate warm-up (optimizer steps)
+    "warmup": (int, 2),  # measured steps excluded from the summary medians (timing warm-up)
     "steps": (int, 10),
     "seed": (int, 0),
 }
@@ -74,12 +77,12 @@ CONTROL: dict[str, tuple[type, Any]] = {
     "memory_limit_bytes": (int, 0),  # 0 = no cap; else RLIMIT_AS of each trial process (forces OOM in tests)
 }
 STUDY_KEYS = {
-    "name", "description", "strategies", "include", "device", "data", "executor", "concurrency", "max_ranks",
+    "name", "description", "strategies", "include", "train_options", "device", "data", "executor", "concurrency", "max_ranks",
     "command_template", "env", "extra_args", "slurm", "skip_unfit",
 }
 EXECUTORS = ("local", "slurm")
-SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "python",
-              "qos", "constraint"}
+SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "qos",
+              "constraint"}
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,22 @@ class Trial:
     objective: str
     lr: float
     warmup_steps: int
+    warmup: int
     steps: int
     seed: int
     timeout_s: float = 900.0
     memory_limit_bytes: int = 0
+    train_options: str = ""  # canonical JSON of extra `scalestudy train` options (weight_decay, decay, ...)
 
     def params(self) -> dict:
         """The training parameters (identity); run control excluded."""
-        return {k: getattr(self, k) for k in AXES}
+        params = {k: getattr(self, k) for k in AXES}
+        if self.train_options:
+            params["train_options"] = self.train_options
+        return params
+
+    def options(self) -> dict:
+        return json.loads(self.train_options) if self.train_options else {}
 
     @property
     def trial_id(self) -> str:
@@ -224,8 +235,10 @@ def _validate(point: dict) -> str:
     for key in ("steps", "nodes", "nproc"):
         if point[key] < 1:
             return f"{key} must be >= 1"
-    if point["warmup_steps"] < 0 or point["warmup_steps"] >= point["steps"]:
-        return f"warmup_steps {point['warmup_steps']} must be >= 0 and below steps {point['steps']}"
+    if point["warmup"] < 0 or point["warmup"] >= point["steps"]:
+        return f"warmup {point['warmup']} (timed steps excluded) must be >= 0 and below steps {point['steps']}"
+    if point["warmup_steps"] < 0:
+        return f"warmup_steps must be >= 0, got {point['warmup_steps']}"
     if point["objective"] not in ("span", "knowledge", "causal"):
         return f"unknown objective {point['objective']!r} (span, knowledge, causal)"
     if (point["objective"] == "causal") == model.is_encoder_decoder:
@@ -233,6 +246,29 @@ def _validate(point: dict) -> str:
     if point["lr"] <= 0 or point["timeout_s"] <= 0 or point["memory_limit_bytes"] < 0:
         return "lr and timeout_s must be positive and memory_limit_bytes >= 0"
     return ""
+
+
+# Options a study sets itself (per trial or per run); train_options must not override them.
+_OWN_OPTIONS = set(AXES) | {"nnodes", "output", "resume", "progress", "crash_after_step"}
+
+
+def _train_options(raw: Any, where: str) -> str:
+    if not raw:
+        return ""
+    if not isinstance(raw, dict):
+        raise ScalestudyError(f"{where}: train_options must be a mapping of `scalestudy train` options")
+    clash = sorted(set(raw) & _OWN_OPTIONS)
+    if clash:
+        raise ScalestudyError(f"{where}: train_options may not set {', '.join(clash)} (use the study's axes)")
+    try:
+        from scalestudy.engine.config import TrainConfig
+    except ImportError:
+        known = None
+    else:
+        known = TrainConfig.field_names()
+    if known is not None and set(raw) - known:
+        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(set(raw) - known))}")
+    return json.dumps(raw, sort_keys=True)
 
 
 def _study_field(raw: dict, key: str, tp: type, default: Any, where: str) -> Any:
@@ -273,9 +309,11 @@ def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
             for g in _expand(extra, schema, f"{where}: include[{i}]"):
                 points.append({**defaults, **firsts, **g})
 
+    options = _train_options(raw.get("train_options"), where)
     trials: dict[str, Trial] = {}
     skipped: list[str] = []
     for point in points:
+        point["train_options"] = options
         reason = _validate(point)
         if reason:
             skipped.append(f"{_describe(point)}: {reason}")

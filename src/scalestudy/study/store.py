@@ -59,7 +59,9 @@ TRIAL_COLUMNS: dict[str, str] = {
     "target_len": "INTEGER",
     "objective": "TEXT",
     "lr": "REAL",
-    "warmup_steps": "INTEGER",
+    "warmup_steps": "INTEGER",  # learning-rate warm-up
+    "warmup": "INTEGER",  # timed steps excluded from the medians
+    "train_options": "TEXT",  # extra `scalestudy train` options (JSON)
     "steps": "INTEGER",
     "seed": "INTEGER",
     "timeout_s": "REAL",
