@@ -103,9 +103,44 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
     if unknown:
         raise ScalestudyError(f"{origin}: unknown device field(s) {', '.join(sorted(unknown))}")
     try:
-        return DeviceSpec(**data)
+        return DeviceSpec(**_numbers(data, origin))
     except TypeError as exc:
         raise ScalestudyError(f"{origin}: {exc}") from None
+
+
+_INT_FIELDS = ("memory_bytes", "host_memory_bytes")
+_FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
+                 "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s")
+
+
+def _num(value, name: str, origin: str) -> float:
+    # YAML 1.1 (PyYAML) reads `312.0e12` (no exponent sign) as a string: convert, and reject what is not a number.
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ScalestudyError(f"{origin}: {name} must be a number, got {value!r}") from None
+    if out < 0:
+        raise ScalestudyError(f"{origin}: {name} must not be negative, got {value!r}")
+    return out
+
+
+def _numbers(data: dict, origin: str) -> dict:
+    data = dict(data)
+    for name in _INT_FIELDS:
+        if name in data:
+            data[name] = int(_num(data[name], name, origin))
+    for name in _FLOAT_FIELDS:
+        if name in data:
+            data[name] = _num(data[name], name, origin)
+    if isinstance(data.get("peak_flops"), dict):
+        data["peak_flops"] = {str(k): _num(v, f"peak_flops.{k}", origin) for k, v in data["peak_flops"].items()}
+    if isinstance(data.get("matmul_efficiency"), list):
+        try:
+            data["matmul_efficiency"] = [[_num(d, "matmul_efficiency", origin), _num(f, "matmul_efficiency", origin)]
+                                         for d, f in data["matmul_efficiency"]]
+        except (TypeError, ValueError):
+            raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
+    return data
 
 
 @lru_cache(maxsize=None)
@@ -134,6 +169,12 @@ def load_cluster(path: str | Path) -> ClusterSpec:
     unknown = set(data) - known
     if unknown:
         raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s"):
+        if data.get(key) is not None:
+            data[key] = _num(data[key], key, str(path))
+    for key in ("nodes", "gpus_per_node"):
+        if key in data:
+            data[key] = int(_num(data[key], key, str(path)))
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
 
 

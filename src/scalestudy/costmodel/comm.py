@@ -1,0 +1,83 @@
+"""Collective communication times on a two-level cluster (NVLink/shared memory inside a node, NICs across nodes).
+
+Ring algorithms (Thakur et al. 2005; NCCL): all-reduce of B bytes over n ranks sends 2(n-1)/n * B per rank,
+reduce-scatter and all-gather (n-1)/n * B. A group that spans nodes runs hierarchically, as NCCL does on
+multi-NIC nodes: a reduce-scatter among the g group members inside each node (intra-node bandwidth), then one
+ring per member across the N nodes on B/g bytes (each member uses its own NIC share), then an intra-node
+all-gather. Each ring step pays the link latency.
+Bandwidths are per device, one direction, bytes/s (specs/hardware/*.yaml).
+"""
+
+from __future__ import annotations
+
+from scalestudy.specs.hardware import ClusterSpec
+
+
+def _ring(volume_factor: float, nbytes: float, n: int, bw: float, latency: float) -> float:
+    """Time of a ring collective moving volume_factor*(n-1)/n*nbytes per rank over links of bandwidth bw."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return volume_factor * (n - 1) / n * nbytes / bw + volume_factor * (n - 1) * latency
+
+
+def _collective(volume_factor: float, nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    g = max(1, min(per_node, n))
+    if g >= n:
+        return _ring(volume_factor, nbytes, n, cluster.intra_bw, cluster.intra_latency)
+    nodes = n // g
+    inner = _ring(volume_factor, nbytes, g, cluster.intra_bw, cluster.intra_latency)
+    outer = _ring(volume_factor, nbytes / g, nodes, cluster.inter_bw, cluster.inter_latency)
+    return inner + outer
+
+
+def allreduce_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
+    """All-reduce of `nbytes` among n ranks, `per_node` of which share a node."""
+    return _collective(2.0, nbytes, n, per_node, cluster)
+
+
+def allgather_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
+    """All-gather whose gathered result is `nbytes` (each rank contributes nbytes/n)."""
+    return _collective(1.0, nbytes, n, per_node, cluster)
+
+
+reduce_scatter_time = allgather_time  # same volume as all-gather: (n-1)/n of the full buffer per rank
+
+
+def p2p_time(nbytes: float, cross_node: bool, cluster: ClusterSpec) -> float:
+    """Point-to-point send of `nbytes` (pipeline activations/gradients between neighbouring stages)."""
+    if nbytes <= 0:
+        return 0.0
+    if cross_node:
+        return nbytes / cluster.inter_bw + cluster.inter_latency
+    return nbytes / cluster.intra_bw + cluster.intra_latency
+
+
+def dp_comm_volume(psi: float, engine: str, zero: int, grad_accum: int, grad_bytes: float, param_bytes: float
+                   ) -> dict[str, float]:
+    """Bytes each data-parallel rank must move per optimizer step, in units of ring traffic of the full buffer.
+
+    Returns {"grad_allreduce", "grad_reduce_scatter", "param_allgather"} as full-buffer sizes (bytes); the time
+    functions apply the (n-1)/n ring factors. ZeRO paper Sec. 7: DP all-reduce = reduce-scatter + all-gather =
+    2 psi; ZeRO-1/2 the same 2 psi; ZeRO-3 adds a second parameter all-gather (forward and backward): 3 psi.
+    """
+    if engine == "ddp":
+        vol = {"grad_allreduce": psi * grad_bytes, "grad_reduce_scatter": 0.0, "param_allgather": 0.0}
+        if zero == 1:
+            vol["param_allgather"] = psi * param_bytes  # ZeroRedundancyOptimizer re-broadcasts updated shards
+        return vol
+    if engine == "deepspeed" and zero == 0:
+        return {"grad_allreduce": psi * grad_bytes, "grad_reduce_scatter": 0.0, "param_allgather": 0.0}
+    if engine == "deepspeed" and zero == 1:
+        # stage 1 reduces (reduce-scatter) at the accumulation boundary, then all-gathers the updated weights
+        return {"grad_allreduce": 0.0, "grad_reduce_scatter": psi * grad_bytes, "param_allgather": psi * param_bytes}
+    if engine == "deepspeed" and zero == 2:
+        # stage 2 partitions gradients, so it reduce-scatters after every micro-batch's backward
+        return {"grad_allreduce": 0.0, "grad_reduce_scatter": grad_accum * psi * grad_bytes,
+                "param_allgather": psi * param_bytes}
+    # ZeRO-3 / FSDP: weights gathered for forward and again for backward (FSDP zero=2 keeps them: once),
+    # gradients reduce-scattered, every micro-batch
+    gathers = 1 if (engine == "fsdp" and zero == 2) else 2
+    return {"grad_allreduce": 0.0, "grad_reduce_scatter": grad_accum * psi * grad_bytes,
+            "param_allgather": grad_accum * gathers * psi * param_bytes}

@@ -1,0 +1,43 @@
+"""Achieved fraction of peak for a matrix multiply, interpolated from the device's measured table (data).
+
+Each `hardware/*.yaml` lists [[dimension, fraction], ...]: the fraction of dense peak a GEMM reaches when its
+characteristic dimension is `dimension`. We use the geometric mean of (M, N, K) as that dimension, so a batched
+attention product with a short K (the head dimension) and long M, N is not treated like a skinny GEMM.
+Interpolation is linear in log2(dimension) and clamps at both ends.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scalestudy.specs.hardware import DeviceSpec
+
+_TABLES: dict[int, tuple[DeviceSpec, tuple[float, ...], tuple[float, ...]]] = {}
+
+
+def _table(device: DeviceSpec) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    hit = _TABLES.get(id(device))
+    if hit is None or hit[0] is not device:
+        rows = sorted(device.matmul_efficiency)
+        hit = (device, tuple(math.log2(r[0]) for r in rows), tuple(float(r[1]) for r in rows))
+        _TABLES[id(device)] = hit
+    return hit[1], hit[2]
+
+
+def matmul_efficiency(device: DeviceSpec, dim: float) -> float:
+    """Fraction of peak for a GEMM of characteristic dimension `dim` (geometric mean of M, N, K)."""
+    xs, ys = _table(device)
+    x = math.log2(max(dim, 1.0))
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    for j in range(1, len(xs)):
+        if x <= xs[j]:
+            w = (x - xs[j - 1]) / (xs[j] - xs[j - 1])
+            return ys[j - 1] + w * (ys[j] - ys[j - 1])
+    return ys[-1]
+
+
+def gemm_dim(m: float, n: float, k: float) -> float:
+    return (max(m, 1.0) * max(n, 1.0) * max(k, 1.0)) ** (1.0 / 3.0)

@@ -1,0 +1,203 @@
+"""Memory per device, term by term: parameters, gradients, optimizer states, activations, buffers, overhead.
+
+Model states follow the ZeRO paper (Rajbhandari et al. 2020, Sec. 3.1 and 5): mixed-precision Adam keeps
+2 bytes/param of 16-bit weights, 2 of 16-bit gradients and K = 12 of fp32 master weights, momentum and variance;
+ZeRO-1 partitions the K term over the N_d data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+fp32 training keeps 4 + 4 + 8 (no master copy). What an implementation adds beyond the paper's formula (DeepSpeed's
+fp32 gradient partition and communication buckets, ZeRO-3 gathered layers, DDP's gradient buckets) is reported
+separately as `buffers`, so `params + grads + optimizer` is always the paper's number.
+
+Activations follow Korthikanti et al. 2022 (Sec. 4, Table 2): per layer s*b*h*(34 + 5*a*s/h) bytes in 16-bit,
+generalised to inner width != d_model, gated FFNs, fp32, dropout-free models (Llama), T5 cross-attention with its
+own lengths, tensor parallelism (with or without sequence parallelism), selective / full recomputation, and the
+1F1B pipeline schedule (the first stage holds min(pp, micro-batches) micro-batches in flight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from scalestudy.costmodel.options import CostOptions, uses_flash
+from scalestudy.costmodel.params import param_breakdown
+from scalestudy.specs.model import ModelSpec
+
+# Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
+STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
+ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# Per-process framework overhead: CUDA context + cuBLAS/NCCL workspaces on a GPU (~1 GiB is what nvidia-smi shows
+# before the first tensor); interpreter + torch + transformers + DeepSpeed imports on a CPU rank (FACTS.md: ~350 MB).
+GPU_OVERHEAD_BYTES = 1 << 30
+CPU_OVERHEAD_BYTES = 350 * (1 << 20)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Bytes per device (and per rank on the host), by term."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+    buffers: float
+    overhead: float
+    host_bytes: float = 0.0  # offloaded states held in host RAM, per rank
+    nvme_bytes: float = 0.0  # offloaded states held on NVMe, per rank
+
+    @property
+    def model_states(self) -> float:
+        return self.params + self.grads + self.optimizer
+
+    @property
+    def total(self) -> float:
+        return self.params + self.grads + self.optimizer + self.activations + self.buffers + self.overhead
+
+    def parts(self) -> dict:
+        return {"params": self.params, "grads": self.grads, "optimizer": self.optimizer,
+                "activations": self.activations, "buffers": self.buffers, "overhead": self.overhead}
+
+
+# ---------------------------------------------------------------------------------------------- model states
+
+def zero_model_states(psi: float, dp: int, stage: int, precision: str = "bf16") -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per device for `psi` parameters, ZeRO paper Sec. 5.1-5.3 / Fig. 1.
+
+    Stage 0: (2+2+K)psi; 1: 2psi + 2psi + K psi/N_d; 2: 2psi + (2+K)psi/N_d; 3: (2+2+K)psi/N_d.
+    """
+    p, g, k = STATE_BYTES[precision]
+    return (p * psi / (dp if stage >= 3 else 1), g * psi / (dp if stage >= 2 else 1), k * psi / (dp if stage >= 1 else 1))
+
+
+def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, offload_optimizer: str = "none",
+                 offload_params: str = "none") -> tuple[float, float, float, float, float]:
+    """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank."""
+    if engine == "ddp":
+        # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
+        # (zero=1) partitions the moments.
+        return 4.0 * psi, 4.0 * psi, 8.0 * psi / (dp if zero else 1), 0.0, 0.0
+    if engine == "fsdp":
+        # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
+        # unsharded compute-dtype weights alive from forward to backward.
+        w = 4.0 * psi / dp + (ACT_BYTES[precision] * psi if zero == 2 else 0.0)
+        return w, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
+    w, g, o = zero_model_states(psi, dp, zero, precision)
+    host = nvme = 0.0
+    if offload_optimizer != "none":
+        # ZeRO-Offload: fp32 master weights + moments (and the fp32 gradient partition) live off the device.
+        off = o + 4.0 * psi / dp
+        o = 0.0
+        if offload_optimizer == "cpu":
+            host += off
+        else:
+            nvme += off
+    if offload_params != "none":
+        if offload_params == "cpu":
+            host += w
+        else:
+            nvme += w
+        w = 0.0
+    return w, g, o, host, nvme
+
+
+def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
+                 offload_optimizer: str, options: CostOptions) -> float:
+    """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
+    p = param_breakdown(model)
+    layer = max(p.encoder_layer, p.decoder_layer) / tp
+    half = ACT_BYTES[precision]
+    if engine == "ddp":
+        return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
+    if engine == "fsdp":
+        # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter
+        return 2 * half * layer + 4.0 * layer
+    if zero == 0 or dp == 1 and zero < 3:
+        return 0.0
+    fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" else 4.0 * psi / dp
+    reduce = half * min(options.reduce_bucket_elems, psi) * (2 if options.overlap_grad_comm else 1)
+    if zero in (1, 2):
+        return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi)
+    gathered = 2 * half * layer + half * min(options.stage3_prefetch_elems, psi)
+    return fp32_grad_partition + half * min(options.reduce_bucket_elems, psi) + gathered
+
+
+# ---------------------------------------------------------------------------------------------- activations
+
+def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a: int, mask: int, flash: bool,
+                cross: bool) -> tuple[float, float, float]:
+    """(replicated, tensor-parallel-sharded, softmax) bytes of one attention sublayer (Korthikanti Sec. 4.1).
+
+    Self-attention: LN output into QKV (a*h), Q and K (2a*inner), V (a*inner), output-projection input
+    (a*inner), dropout mask (mask*h); per query token. Cross-attention keeps K and V of the encoder output
+    (kv_tokens each). Softmax: probabilities + dropout mask + dropout output, (2a + mask)*heads*kv_len per query.
+    """
+    if cross:
+        rep = q_tokens * (a * h + mask * h)
+        shard = q_tokens * 2 * a * inner + kv_tokens * 2 * a * inner
+    else:
+        rep = q_tokens * (a * h + mask * h)
+        shard = q_tokens * 4 * a * inner
+    soft = 0.0 if flash else q_tokens * kv_tokens * heads * (2 * a + mask)
+    return rep, shard, soft
+
+
+def _ffn_block(h: int, f: int, tokens: int, a: int, mask: int, gated: bool) -> tuple[float, float]:
+    """(replicated, sharded): input (a*h), activation inputs/outputs (2 or 4 tensors of width f), dropout mask."""
+    return tokens * (a * h + mask * h), tokens * a * f * (4 if gated else 2)
+
+
+@lru_cache(maxsize=8192)
+def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                     flash: bool) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
+    """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
+    each (replicated, sharded, softmax, block input)."""
+    m, a = model, ACT_BYTES[precision]
+    h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
+    mask = 0 if m.family == "llama" else 1  # Llama has no dropout
+    b = micro_batch
+    enc = (0.0, 0.0, 0.0, 0.0)
+    if m.is_encoder_decoder:
+        s, t = seq_len * b, target_len * b
+        r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False)
+        r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn)
+        enc = (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
+        r1, s1, x1 = _attn_block(h, i, t, target_len, heads, a, mask, flash, False)
+        r3, s3, x3 = _attn_block(h, i, t, seq_len, heads, a, mask, flash, True)
+        r2, s2 = _ffn_block(h, f, t, a, mask, m.gated_ffn)
+        dec = (r1 + r2 + r3 + 3 * a * h * t, s1 + s2 + s3, x1 + x3, a * h * t)
+        return enc, dec
+    s = seq_len * b
+    r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False)
+    r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn)
+    return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
+
+
+def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp: bool, recompute: str) -> float:
+    """One block's stored activations on one tensor-parallel rank (Korthikanti Table 2)."""
+    rep, shard, soft, inp = part
+    if recompute == "full":
+        return inp / tp if sp else inp  # only the block input is kept
+    if recompute == "selective":
+        soft = 0.0  # the softmax and its dropout are recomputed
+    return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
+
+
+def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                     tp: int, pp: int, microbatches: int, recompute: str, options: CostOptions) -> float:
+    """Activation bytes on the busiest device (the first pipeline stage under 1F1B), plus the logits."""
+    flash = uses_flash(options, model.family)
+    sp = options.sequence_parallel and tp > 1
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
+    le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
+    total = le * layer_activation_bytes(enc, tp, sp, recompute) + ld * layer_activation_bytes(dec, tp, sp, recompute)
+    out_tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    # logits in the compute dtype plus the fp32 log-softmax the cross-entropy keeps (vocabulary-parallel under tp)
+    logits = out_tokens * model.vocab_size * (ACT_BYTES[precision] + 4) / tp
+    if pp == 1:
+        return total + logits
+    # first stage: min(pp, m) micro-batches in flight, no head; last stage: one micro-batch plus the logits
+    in_flight = min(pp, microbatches)
+    return max(total / pp * in_flight, total / pp + logits)
+
+
+def overhead_bytes(kind: str) -> float:
+    return CPU_OVERHEAD_BYTES if kind == "cpu" else GPU_OVERHEAD_BYTES

@@ -1,0 +1,127 @@
+"""Step time: compute (GEMMs at interpolated efficiency + memory-bound element-wise work), tensor-parallel and
+pipeline communication, the 1F1B bubble, data-parallel / ZeRO communication with a stated overlap model, the
+optimizer update and ZeRO-Offload transfers.
+
+Overlap model (what hides behind what):
+- tensor-parallel all-reduces and pipeline sends: on the critical path (Megatron-LM runs them synchronously);
+- pipeline: (m + pp - 1) slots of one micro-batch's stage time, i.e. a bubble of (pp-1)/m (Narayanan et al. 2021);
+- data-parallel gradient reduction (DDP, ZeRO-0/1/2): overlaps the backward pass of the micro-batch it follows
+  when `CostOptions.overlap_grad_comm` (bucketed), otherwise it runs after the backward pass; the post-step
+  weight all-gather of ZeRO-1/2 is exposed;
+- ZeRO-3 / FSDP: each micro-batch's weight all-gathers overlap its forward / backward compute (prefetch) and the
+  gradient reduce-scatter overlaps the backward; only the excess is exposed;
+- optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
+from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
+from scalestudy.specs.hardware import DeviceSpec
+from scalestudy.specs.model import ModelSpec
+
+# Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
+# byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
+# A full recompute repeats the forward's 2 passes.
+ELEMENTWISE_PASSES = 4.0
+RECOMPUTE_PASSES = 2.0
+# Adam's update touches, per local parameter: fp32 weight, momentum, variance (read + write), the gradient and the
+# 16-bit weight copy -> ~30 bytes mixed precision, ~28 bytes in fp32 (ZeRO-Offload paper, Sec. 4).
+OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeTimes:
+    """Seconds for one micro-batch on one device holding the whole depth (divide layer terms by pp)."""
+
+    forward: float  # layers, forward pass
+    backward: float  # layers, backward pass incl. recomputation
+    head: float  # LM head forward + backward (last pipeline stage)
+    tp_bytes: float  # bytes of one tensor-parallel all-reduce (one sublayer output of this micro-batch)
+    tp_ops: int  # number of those all-reduces over all layers (forward + backward + recompute)
+    flops_hw: float  # hardware FLOPs of this micro-batch on this device (all layers + head)
+
+
+def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
+    """Yield (forward FLOPs, characteristic dim, is_attention) of every matmul of one micro-batch, all layers."""
+    m, d, i = model, model.d_model, model.inner_dim
+    f_in = m.d_ff * (2 if m.gated_ffn else 1)
+    dk = m.d_kv
+    if m.is_encoder_decoder:
+        stacks = ((s, m.num_layers, None), (t, m.num_decoder_layers, s))
+    else:
+        stacks = ((s, m.num_layers, None),)
+    kv = m.kv_heads * dk
+    for length, layers, cross in stacks:
+        tok = b * length
+        qkv_n = (i + 2 * kv) if not m.is_encoder_decoder else 3 * i
+        for mm, nn, kk in ((tok, qkv_n / tp, d), (tok, d, i / tp), (tok, f_in / tp, d), (tok, d, m.d_ff / tp)):
+            yield layers * 2.0 * mm * nn * kk, gemm_dim(mm, nn, kk), False
+        # scores and attention-over-values: batch b*heads/tp, (length x dk) @ (dk x length)
+        yield layers * 4.0 * b * length * length * i / tp, gemm_dim(length, length, dk), True
+        if cross is not None:
+            src = b * cross
+            yield layers * 2.0 * tok * (2 * i / tp) * d, gemm_dim(tok, 2 * i / tp, d), False  # cross Q, O
+            yield layers * 2.0 * src * (2 * i / tp) * d, gemm_dim(src, 2 * i / tp, d), False  # cross K, V
+            yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), True
+
+
+_CACHE: dict = {}
+
+
+def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
+                  target_len: int, recompute: str, flash: bool, sp: bool) -> ComputeTimes:
+    """Compute and tensor-parallel time of one micro-batch (cached per configuration)."""
+    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is device:
+        return hit[1]
+    peak = device.peak(precision)
+    dense_t = attn_t = dense_f = attn_f = 0.0
+    for flops, dim, is_attn in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
+        sec = flops / (peak * matmul_efficiency(device, dim))
+        if is_attn:
+            attn_t += sec
+            attn_f += flops
+        else:
+            dense_t += sec
+            dense_f += flops
+    out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
+    head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
+                                                                       model.d_model)))
+    # element-wise traffic from the activation footprint (no recomputation, this tp/sp layout)
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
+    ew_fwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
+    ew_bwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
+    fwd = dense_t + attn_t + ew_fwd
+    bwd = 2.0 * (dense_t + attn_t) + ew_bwd
+    hw = 3.0 * (dense_f + attn_f)
+    if recompute == "full":
+        bwd += dense_t + attn_t + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
+        hw += dense_f + attn_f
+    elif recompute == "selective":
+        bwd += attn_t
+        hw += attn_f
+    # tensor parallelism: one all-reduce (or reduce-scatter + all-gather under sp) per sublayer, forward and
+    # backward, of the sublayer's output activations; full recomputation repeats the forward ones
+    tp_bytes, tp_ops = 0.0, 0
+    if tp > 1:
+        a = ACT_BYTES[precision]
+        passes = 3 if recompute == "full" else 2
+        if model.is_encoder_decoder:
+            total = (2 * le * seq_len + 3 * ld * target_len) * micro_batch * model.d_model * a
+            tp_ops = passes * (2 * le + 3 * ld)
+        else:
+            total = 2 * ld * micro_batch * seq_len * model.d_model * a
+            tp_ops = passes * 2 * ld
+        tp_bytes = total * passes / tp_ops
+    result = ComputeTimes(forward=fwd, backward=bwd, head=head_t, tp_bytes=tp_bytes, tp_ops=tp_ops,
+                          flops_hw=hw + 3.0 * head_f)
+    _CACHE[key] = (device, result)
+    return result

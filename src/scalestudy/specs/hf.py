@@ -1,0 +1,72 @@
+"""The one place that turns a ModelSpec into a Hugging Face config and model.
+
+Transformers 5.x forces `tie_word_embeddings=True` inside `T5Config` and `MT5Config` (their `__post_init__`
+overwrites it), so a config that says "untied" still builds a tied LM head: mt5-base comes out 390M instead of the
+published 582M. `build_hf_model` builds the model and then unties the head itself, so T5 v1.1 / mT5 presets get
+their real architecture. torch and transformers are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+from scalestudy.specs.model import ModelSpec, to_hf_config
+
+
+def build_hf_config(spec: ModelSpec):
+    """A transformers config object for `spec` (T5Config / MT5Config / GPT2Config / LlamaConfig).
+
+    For T5-family specs the returned config may still say `tie_word_embeddings=True` (transformers forces it);
+    `build_hf_model` corrects the model and its config afterwards. For T5 the constructor argument still decides
+    `scale_decoder_outputs` (original T5 scales the decoder output by d_model**-0.5 because its head is tied).
+    """
+    import transformers
+
+    fields = dict(to_hf_config(spec))
+    kind = fields.pop("model_type")
+    cls = {"t5": transformers.T5Config, "mt5": transformers.MT5Config, "gpt2": transformers.GPT2Config,
+           "llama": transformers.LlamaConfig}[kind]
+    return cls(**fields)
+
+
+def _model_class(spec: ModelSpec):
+    import transformers
+
+    return {"t5": transformers.T5ForConditionalGeneration, "mt5": transformers.MT5ForConditionalGeneration,
+            "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM}[spec.family]
+
+
+def _untie_lm_head(model, config) -> None:
+    """Give the model its own LM head (HF's init for untied heads: normal(0, initializer_factor))."""
+    import torch
+
+    shared = model.get_input_embeddings().weight
+    head = torch.nn.Parameter(torch.empty_like(shared))
+    if head.device.type != "meta":
+        with torch.no_grad():
+            head.normal_(mean=0.0, std=getattr(config, "initializer_factor", 1.0))
+    model.lm_head.weight = head
+    model.config.tie_word_embeddings = False
+    # Keep the input-embedding ties (encoder/decoder embed_tokens -> shared), drop the head's, so a later
+    # `tie_weights()` (save/load, resize) cannot re-tie the head.
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if isinstance(tied, dict):
+        model.all_tied_weights_keys = {k: v for k, v in tied.items() if not k.startswith("lm_head")}
+
+
+def build_hf_model(spec: ModelSpec, device=None):
+    """The transformers model for `spec`, with the head tied or untied exactly as `spec.tie_word_embeddings` says.
+
+    `device` is anything `torch.device` accepts ("meta" builds shapes only, for counting parameters).
+    """
+    import torch
+
+    config = build_hf_config(spec)
+    with torch.device(device or "cpu"):
+        model = _model_class(spec)(config)
+        if not spec.tie_word_embeddings and model.lm_head.weight is model.get_input_embeddings().weight:
+            _untie_lm_head(model, config)
+    return model
+
+
+def hf_param_count(model) -> int:
+    """Parameters of a torch module, shared (tied) tensors counted once (`parameters()` deduplicates)."""
+    return sum(p.numel() for p in model.parameters())
