@@ -1,3 +1,101 @@
-"""CLI commands (train): work in progress."""
+"""CLI: `scalestudy train` — one Strategy, launched through torchrun on this machine (or printed for a cluster)."""
 
-from scalestudy.cli import app  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from scalestudy.cli import app
+
+console = Console()
+
+
+@app.command()
+def train(
+    model: Optional[str] = typer.Option(None, help="Preset name (t5-tiny, gpt2-tiny, ...) or a config.json path."),
+    engine: Optional[str] = typer.Option(None, help="deepspeed, fsdp or ddp."),
+    zero: Optional[int] = typer.Option(None, help="ZeRO stage: deepspeed 0-3; ddp 0 (DDP) or 1 (ZeroRedundancy"
+                                                  "Optimizer); fsdp 2 (keep gathered) or 3 (reshard after forward)."),
+    offload_optimizer: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO >= 1)."),
+    offload_params: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO-3)."),
+    nproc: Optional[int] = typer.Option(None, help="Ranks on this machine (torchrun --nproc-per-node)."),
+    nnodes: Optional[int] = typer.Option(None, help="Nodes (> 1 only with --print-launch)."),
+    steps: Optional[int] = typer.Option(None, help="Optimizer steps to train (in total, counting resumed ones)."),
+    micro_batch: Optional[int] = typer.Option(None, help="Sequences per rank per micro-step."),
+    global_batch: Optional[int] = typer.Option(None, help="Sequences per optimizer step (= micro-batch x "
+                                                          "accumulation x dp); default micro-batch x dp."),
+    seq_len: Optional[int] = typer.Option(None, help="Encoder (or decoder-only) length in tokens."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length in tokens (span, knowledge)."),
+    objective: Optional[str] = typer.Option(None, help="span, knowledge or causal."),
+    data: Optional[list[str]] = typer.Option(None, help="Corpus file(s): .txt, .jsonl, .parquet (repeatable); "
+                                                        "default: the bundled corpus."),
+    seed: Optional[int] = typer.Option(None, help="Seed of weights and data order."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (metrics.jsonl, summary.json, "
+                                                                      "tb/, checkpoints/)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from DIR's latest checkpoint."),
+    config: Optional[Path] = typer.Option(None, help="YAML file of options (flags override it)."),
+    lr: Optional[float] = typer.Option(None, help="Peak learning rate (AdamW)."),
+    warmup_steps: Optional[int] = typer.Option(None, help="Learning-rate warm-up steps (linear)."),
+    decay: Optional[str] = typer.Option(None, help="Learning-rate decay after warm-up: cosine, linear, constant."),
+    warmup: Optional[int] = typer.Option(None, help="First steps excluded from the summary medians."),
+    precision: Optional[str] = typer.Option(None, help="fp32 (CPU), bf16 or fp16 (GPU)."),
+    recompute: Optional[str] = typer.Option(None, help="Activation checkpointing: none or full."),
+    grad_clip: Optional[float] = typer.Option(None, help="Gradient-norm clipping (0: off)."),
+    save_every: Optional[int] = typer.Option(None, help="Checkpoint every N steps (0: only at the end)."),
+    lexicon: Optional[str] = typer.Option(None, help="Entity/phrase lexicon for the knowledge objective."),
+    tokenizer: Optional[str] = typer.Option(None, help="tokenizer.json to use (default: train one on the corpus)."),
+    text_field: Optional[str] = typer.Option(None, help="Text field of JSONL/Parquet corpora."),
+    vocab_size: Optional[int] = typer.Option(None, help="Vocabulary of a tokenizer trained on the corpus."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar (a line every 10%)."),
+    print_launch: bool = typer.Option(False, "--print-launch", help="Print the multi-node torchrun and Slurm "
+                                                                    "commands for this config; run nothing."),
+    gpus_per_node: Optional[int] = typer.Option(None, help="With --print-launch: ranks per node (default --nproc)."),
+) -> None:
+    """Train a model with one Strategy; writes DIR/metrics.jsonl, DIR/tb, DIR/checkpoints and DIR/summary.json."""
+    from scalestudy.engine.config import TrainConfig
+
+    flags = {
+        "model": model, "engine": engine, "zero": zero, "offload_optimizer": offload_optimizer,
+        "offload_params": offload_params, "nproc": nproc, "nnodes": nnodes, "steps": steps,
+        "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "target_len": target_len,
+        "objective": objective, "data": data or None, "seed": seed, "output": output, "lr": lr,
+        "warmup_steps": warmup_steps, "decay": decay, "warmup": warmup, "precision": precision,
+        "recompute": recompute, "grad_clip": grad_clip, "save_every": save_every, "lexicon": lexicon,
+        "tokenizer": tokenizer, "text_field": text_field, "vocab_size": vocab_size,
+        "resume": resume or None, "progress": False if no_progress else None,
+    }
+    cfg = TrainConfig.merged(str(config) if config else None, flags)
+    if print_launch:
+        from scalestudy.engine.launch import launch_commands, write_cluster_config
+
+        path = write_cluster_config(cfg, gpus_per_node)
+        print(f"# wrote {path}")
+        print(launch_commands(cfg, gpus_per_node))
+        return
+    from scalestudy.engine.launch import run_local
+
+    summary = run_local(cfg)
+    _print_summary(summary, cfg.output)
+
+
+def _print_summary(s: dict, output: str) -> None:
+    def fmt(value, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    mfu = None if s["median_mfu"] is None else 100 * s["median_mfu"]
+    console.print(
+        f"[bold]{s['strategy_label']}[/] {s['model']} on {s['world_size']} rank(s) ({s['device']}): "
+        f"{s['steps']} steps, final loss {s['final_loss']:.4f}\n"
+        f"  medians over {s['measured_steps']} steps (first {s['warmup_steps_excluded']} excluded): "
+        f"{fmt(s['median_step_s'], '.3f')} s/step, {fmt(s['median_tokens_per_s'], ',.0f')} tokens/s, "
+        f"{fmt(s['median_samples_per_s'], '.2f')} samples/s, {fmt(s['median_model_tflops'], '.4f')} model TFLOP/s "
+        f"per rank, MFU {fmt(mfu, '.1f')}%\n"
+        f"  MFU: model FLOPs (cost-model formula, no recompute) / peak from {s['mfu_peak_source']}\n"
+        f"  peak memory per rank: {s['peak_mem_bytes'] / 2**20:,.1f} MiB ({s['memory_convention']}); "
+        f"peak RSS {s['peak_rss_bytes'] / 2**20:,.1f} MiB\n"
+        f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb",
+        highlight=False,
+    )

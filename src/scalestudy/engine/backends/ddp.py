@@ -1,0 +1,70 @@
+"""PyTorch DDP (zero 0) and DDP + ZeroRedundancyOptimizer (zero 1: optimizer states sharded across ranks)."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel
+
+from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, grad_norm_value, make_adamw,
+                                               make_scheduler)
+from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
+
+
+class DDPBackend(Backend):
+    name = "ddp"
+
+    def __init__(self, model, cfg, strategy, layout, device) -> None:
+        super().__init__(model, cfg, strategy, layout, device)
+        model.to(device)
+        # Gradients as views into DDP's buckets: no second copy of every gradient (and counted once).
+        self.model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
+                                             gradient_as_bucket_view=True)
+        self.params = list(model.parameters())
+        if strategy.zero == 1:
+            self.optimizer = ZeroRedundancyOptimizer(self.params, optimizer_class=torch.optim.AdamW,
+                                                     **adamw_kwargs(cfg))
+            self._local_optimizer = self.optimizer.optim
+        else:
+            self.optimizer = make_adamw(self.params, cfg)
+            self._local_optimizer = self.optimizer
+        self.scheduler = make_scheduler(self.optimizer, cfg)
+
+    def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
+        with nullcontext() if last else self.model.no_sync():
+            loss = self.model(**inputs).loss
+            (loss / self.layout.grad_accum).backward()
+        return loss.detach()
+
+    def optimizer_step(self) -> float:
+        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+        counter = StorageCounter()
+        params = counter.add(self.params)
+        grads = counter.add(p.grad for p in self.params)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.memory = MemoryParts(params, grads, counter.add(optimizer_state_tensors(self._local_optimizer)))
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def save(self, path: Path) -> None:
+        if isinstance(self.optimizer, ZeroRedundancyOptimizer):
+            self.optimizer.consolidate_state_dict(to=0)  # collective: every rank takes part
+        if dist.get_rank() == 0:
+            state = {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict()}
+            torch.save(state, path / "ddp_state.pt")
+
+    def load(self, path: Path) -> None:
+        state = torch.load(path / "ddp_state.pt", map_location=self.device, weights_only=False)
+        self.model.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def close(self) -> None:
+        del self.model, self.optimizer, self.scheduler, self.params, self._local_optimizer

@@ -1,0 +1,116 @@
+"""DeepSpeed ZeRO stages 0-3, optional optimizer offload (stage >= 1) and parameter offload (stage 3).
+
+The model arrives fully built (not under `deepspeed.zero.Init`), so every engine starts from the same weights;
+`deepspeed.initialize` partitions it. Without offload the optimizer is the same torch AdamW as elsewhere;
+ZeRO-Offload runs DeepSpeed's CPU Adam (its optimizer is built from the config, as DeepSpeed requires).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, lr_multiplier, make_adamw,
+                                               make_scheduler)
+from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors, tensors_in
+
+CHECKPOINT_TAG = "engine"
+
+
+def ds_config(cfg, strategy, layout) -> dict:
+    """The DeepSpeed JSON config for this Strategy (also what `scalestudy plan` users would hand to DeepSpeed)."""
+    zero: dict = {"stage": strategy.zero}
+    if strategy.offload_optimizer != "none":
+        zero["offload_optimizer"] = {"device": strategy.offload_optimizer, "pin_memory": False}
+    if strategy.offload_params != "none":
+        zero["offload_param"] = {"device": strategy.offload_params, "pin_memory": False}
+    config = {
+        "train_micro_batch_size_per_gpu": strategy.micro_batch,
+        "gradient_accumulation_steps": layout.grad_accum,
+        "train_batch_size": strategy.micro_batch * layout.grad_accum * layout.dp,
+        "gradient_clipping": cfg.grad_clip,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,  # torch AdamW as a client optimizer
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if strategy.precision == "bf16":
+        config["bf16"] = {"enabled": True}
+    elif strategy.precision == "fp16":
+        config["fp16"] = {"enabled": True, "initial_scale_power": 16}
+    if strategy.offload_optimizer != "none":
+        kw = adamw_kwargs(cfg)
+        config["optimizer"] = {"type": "AdamW", "params": {**kw, "betas": list(kw["betas"])}}
+    return config
+
+
+class DeepSpeedBackend(Backend):
+    name = "deepspeed"
+
+    def __init__(self, model, cfg, strategy, layout, device) -> None:
+        super().__init__(model, cfg, strategy, layout, device)
+        import deepspeed
+
+        config = ds_config(cfg, strategy, layout)
+        if "optimizer" in config:  # ZeRO-Offload: DeepSpeed builds its CPU Adam; we attach our schedule to it
+            optimizer = None
+            scheduler = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, cfg))  # noqa: E731
+        else:
+            optimizer = make_adamw(model.parameters(), cfg)
+            scheduler = make_scheduler(optimizer, cfg)
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, model_parameters=None if optimizer else model.parameters(), optimizer=optimizer,
+            lr_scheduler=scheduler, config=config, dist_init_required=False)
+        self.module = self.engine.module
+
+    def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
+        loss = self.engine(**inputs).loss
+        self.engine.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
+        if not last:
+            self.engine.step()  # not a boundary: DeepSpeed only accumulates
+        return loss.detach()
+
+    def optimizer_step(self) -> float:
+        grads_counter = StorageCounter()
+        params = self._param_bytes(grads_counter)
+        grads = grads_counter.add(self._grad_tensors())
+        self.engine.step()  # boundary: reduce, clip, update, advance the schedule
+        optim = StorageCounter().add(optimizer_state_tensors(self._inner_optimizer()))
+        self.memory = MemoryParts(params, grads, optim)
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    # ---- memory census -----------------------------------------------------------------------------------
+    def _inner_optimizer(self) -> torch.optim.Optimizer:
+        opt = self.engine.optimizer
+        return getattr(opt, "optimizer", opt)  # ZeRO wraps the torch optimizer; stage 0 fp32 does not
+
+    def _param_bytes(self, counter: StorageCounter) -> int:
+        # ZeRO-3 keeps the local partition in `ds_tensor` (the parameter itself is an empty placeholder);
+        # the optimizer's own parameters are the fp32 master partitions (a separate copy under ZeRO 1-3).
+        module = [getattr(p, "ds_tensor", p) for p in self.module.parameters()]
+        master = [p for group in self._inner_optimizer().param_groups for p in group["params"]]
+        return counter.add(module) + counter.add(master)
+
+    def _grad_tensors(self):
+        yield from (p.grad for p in self.module.parameters())
+        opt = self.engine.optimizer
+        if opt is not self._inner_optimizer():  # ZeRO: reduction buckets and gradient partitions
+            for name, value in vars(opt).items():
+                if "grad" in name or "ipg" in name:
+                    yield from tensors_in(value, depth=3)
+
+    # ---- checkpoints -------------------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        self.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG, save_latest=False)
+
+    def load(self, path: Path) -> None:
+        load_path, _ = self.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG, load_optimizer_states=True,
+                                                   load_lr_scheduler_states=True)
+        if load_path is None:
+            raise RuntimeError(f"DeepSpeed found no checkpoint in {path}")
+
+    def close(self) -> None:
+        self.engine.destroy()
+        del self.engine, self.optimizer, self.scheduler, self.module

@@ -1,0 +1,83 @@
+"""PyTorch FSDP2 (`fully_shard`): zero 3 reshards parameters after forward, zero 2 keeps them until backward.
+
+Each Transformer layer is its own FSDP unit (gathered just before use), the root holds embeddings and head.
+Checkpoints use torch.distributed.checkpoint: every rank writes its own shard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+from scalestudy.engine.backends.common import Backend, MemoryParts, grad_norm_value, make_adamw, make_scheduler
+from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
+
+# Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
+LAYER_LISTS = ("block", "h", "layers")
+
+
+def transformer_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    layers = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and name.rsplit(".", 1)[-1] in LAYER_LISTS:
+            layers.extend(module)
+    return layers
+
+
+class FSDPBackend(Backend):
+    name = "fsdp"
+
+    def __init__(self, model, cfg, strategy, layout, device) -> None:
+        super().__init__(model, cfg, strategy, layout, device)
+        model.to(device)
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        reshard = strategy.zero == 3
+        for layer in transformer_layers(model):
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        self.model = model
+        self.params = list(model.parameters())
+        self.optimizer = make_adamw(self.params, cfg)
+        self.scheduler = make_scheduler(self.optimizer, cfg)
+
+    def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
+        # Skip the reduce-scatter on all but the last micro-batch: gradients accumulate unsharded locally.
+        self.model.set_requires_gradient_sync(last)
+        loss = self.model(**inputs).loss
+        (loss / self.layout.grad_accum).backward()
+        return loss.detach()
+
+    def optimizer_step(self) -> float:
+        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+        counter = StorageCounter()
+        params = counter.add(self.params)
+        grads = counter.add(p.grad for p in self.params)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.memory = MemoryParts(params, grads, counter.add(optimizer_state_tensors(self.optimizer)))
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def save(self, path: Path) -> None:
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+        dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(path / "fsdp"))
+        if dist.get_rank() == 0:
+            torch.save(self.scheduler.state_dict(), path / "scheduler.pt")
+
+    def load(self, path: Path) -> None:
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+        state = {"model": model_sd, "optimizer": optim_sd}
+        dcp.load(state, checkpoint_id=str(path / "fsdp"))
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optimizer"])
+        self.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+
+    def close(self) -> None:
+        del self.model, self.optimizer, self.scheduler, self.params

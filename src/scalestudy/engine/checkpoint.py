@@ -1,0 +1,107 @@
+"""Atomic checkpoints: engine state + each rank's data-stream position and RNG, under DIR/checkpoints.
+
+A checkpoint is written into `.tmp-step-N`, completed with `meta.json`, renamed to `step-N`, and only then
+named in `latest` (itself replaced atomically). A crash at any moment leaves `latest` pointing at the previous
+complete checkpoint; leftovers of an interrupted save are ignored and cleaned on the next save.
+Resuming requires the same world size and strategy (engine shards are per rank).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from scalestudy.errors import ScalestudyError
+
+LATEST = "latest"
+
+
+def checkpoint_root(out: Path) -> Path:
+    return Path(out) / "checkpoints"
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def save(out: Path, step: int, backend, stream, meta: dict) -> Path:
+    """Collective: every rank calls it after optimizer step `step` (1-based count of completed steps)."""
+    root = checkpoint_root(out)
+    rank = dist.get_rank()
+    final = root / f"step-{step:08d}"
+    tmp = root / f".tmp-step-{step:08d}"
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    dist.barrier()
+    backend.save(tmp)
+    _write_json(tmp / f"stream-rank{rank}.json", stream.state_dict())
+    torch.save(rng_state(), tmp / f"rng-rank{rank}.pt")
+    dist.barrier()
+    if rank == 0:
+        _write_json(tmp / "meta.json", {**meta, "step": step, "world_size": dist.get_world_size()})
+        if final.exists():  # re-saving a step after a resume
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _write_json(root / LATEST, {"dir": final.name, "step": step})
+        for old in root.iterdir():  # keep only the newest complete checkpoint (and nothing half-written)
+            if old.is_dir() and old != final:
+                shutil.rmtree(old, ignore_errors=True)
+    dist.barrier()
+    return final
+
+
+def latest(out: Path) -> Path | None:
+    """The newest complete checkpoint directory, or None."""
+    pointer = checkpoint_root(out) / LATEST
+    if not pointer.is_file():
+        return None
+    try:
+        path = checkpoint_root(out) / json.loads(pointer.read_text(encoding="utf-8"))["dir"]
+    except (ValueError, KeyError):
+        return None
+    return path if (path / "meta.json").is_file() else None
+
+
+def restore(out: Path, backend, stream, meta: dict) -> int:
+    """Load the latest checkpoint into backend, stream and RNG; return the number of completed steps."""
+    path = latest(out)
+    if path is None:
+        raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
+    saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    if saved["world_size"] != dist.get_world_size():
+        raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
+                              f"{dist.get_world_size()} (engine shards are per rank)")
+    if saved.get("strategy") != meta.get("strategy"):
+        raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
+                              f"{meta.get('strategy')}")
+    rank = dist.get_rank()
+    backend.load(path)
+    stream.load_state_dict(json.loads((path / f"stream-rank{rank}.json").read_text(encoding="utf-8")))
+    set_rng_state(torch.load(path / f"rng-rank{rank}.pt", weights_only=False))
+    dist.barrier()
+    return int(saved["step"])

@@ -1,0 +1,153 @@
+"""Start the training workers: torchrun on this machine, or the command text for multi-node and Slurm clusters.
+
+Locally the calling process becomes torchrun's launcher (`elastic_launch`, standalone c10d rendezvous on a free
+port, so concurrent runs never collide); the workers run `python -m scalestudy.engine.train --config ...`.
+Everything checkable is checked here first, so bad input fails in one line before any worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+import uuid
+from pathlib import Path
+
+from scalestudy.engine.config import TrainConfig
+from scalestudy.errors import ScalestudyError
+
+CONFIG_NAME = "train_config.yaml"
+WORKER_MODULE = "scalestudy.engine.train"
+
+
+class TrainingFailed(ScalestudyError):
+    """A worker failed; the message is its one-line reason ("out of memory: ..." for OOM)."""
+
+
+def worker_env(nproc: int) -> None:
+    """Environment the workers inherit: one thread per rank unless set, CPU DeepSpeed without GPUs."""
+    import torch
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def prepare_output(cfg: TrainConfig) -> TrainConfig:
+    """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' config."""
+    import torch
+
+    cfg.validate(cuda=torch.cuda.is_available())
+    if cfg.nnodes != 1:
+        raise ScalestudyError(f"--nnodes {cfg.nnodes}: run on a cluster with the commands from --print-launch")
+    out = Path(cfg.output)
+    if out.exists() and not out.is_dir():
+        raise ScalestudyError(f"--output {out} exists and is not a directory")
+    if not cfg.resume and (out / "metrics.jsonl").exists():
+        raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)  # only a finished run may leave a summary
+    failures = out / ".failures"
+    for stale in failures.glob("*.txt") if failures.is_dir() else []:
+        stale.unlink()
+    tokenizer = cfg.tokenizer
+    if tokenizer is None and cfg.resume and (out / "tokenizer.json").is_file():
+        tokenizer = str(out / "tokenizer.json")
+    from scalestudy.engine.train import data_config
+    from scalestudy.engine.data.pipeline import prepare
+
+    prepared = prepare(data_config(cfg, tokenizer), out, write=tokenizer is None)
+    from scalestudy.engine.models import check_vocab
+
+    check_vocab(cfg.model_spec(), prepared.vocab_size)
+    return cfg.replace(tokenizer=tokenizer or str(out / "tokenizer.json"))
+
+
+def run_local(cfg: TrainConfig) -> dict:
+    """Train on this machine with `cfg.nproc` ranks; return DIR/summary.json as a dict."""
+    import json
+
+    wcfg = prepare_output(cfg)
+    out = Path(cfg.output)
+    config_path = out / CONFIG_NAME
+    wcfg.write_yaml(config_path)
+    worker_env(cfg.nproc)
+    _launch(cfg.nproc, [str(config_path)], out)
+    summary = out / "summary.json"
+    if not summary.is_file():
+        raise TrainingFailed("training ended without writing summary.json")
+    return json.loads(summary.read_text(encoding="utf-8"))
+
+
+def _launch(nproc: int, config_args: list[str], out: Path) -> None:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    # torchrun's own failure report is a page of text; ours is the worker's one-line reason.
+    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"scalestudy-{uuid.uuid4().hex[:8]}",
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
+    try:
+        elastic_launch(config, sys.executable)("-m", WORKER_MODULE, "--config", *config_args)
+    except ChildFailedError as exc:
+        raise TrainingFailed(failure_reason(out, exc.failures)) from None
+
+
+def failure_reason(out: Path, failures: dict) -> str:
+    """The first worker's own reason, or what its exit code says (SIGKILL on CPU usually is the OOM killer)."""
+    folder = out / ".failures"
+    reasons = sorted(folder.glob("rank*.txt")) if folder.is_dir() else []
+    if reasons:
+        return reasons[0].read_text(encoding="utf-8").strip()
+    first = min(failures.items())[1] if failures else None
+    code = getattr(first, "exitcode", None)
+    if code in (-9, 137):
+        return "out of memory: a worker was killed by SIGKILL (the kernel's OOM killer, most likely)"
+    return f"a training worker failed (exit code {code}); see its output above"
+
+
+def launch_commands(cfg: TrainConfig, gpus_per_node: int | None = None, port: int = 29500) -> str:
+    """Text of the multi-node torchrun command and a Slurm batch script for this config (nothing is run)."""
+    nproc = gpus_per_node or cfg.nproc
+    config = str(Path(cfg.output) / CONFIG_NAME)
+    worker = f"-m {WORKER_MODULE} --config {shlex.quote(config)}"
+    env = "OMP_NUM_THREADS=1"
+    torchrun = (f"{env} torchrun --nnodes {cfg.nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
+                f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $RUN_ID {worker}")
+    slurm = "\n".join([
+        "#!/bin/bash",
+        "#SBATCH --job-name=scalestudy-train",
+        f"#SBATCH --nodes={cfg.nnodes}",
+        "#SBATCH --ntasks-per-node=1          # one torchrun per node; it starts the per-GPU workers",
+        f"#SBATCH --gpus-per-node={nproc}",
+        "#SBATCH --exclusive",
+        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"srun {env} torchrun --nnodes $SLURM_NNODES --nproc-per-node {nproc} --rdzv-backend c10d "
+        f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $SLURM_JOB_ID {worker}",
+    ])
+    return "\n".join([
+        f"# {config} must be on a filesystem every node sees (checkpoints and metrics are written beside it).",
+        f"# Multi-node torchrun: run on each of the {cfg.nnodes} nodes (MASTER_ADDR = node 0's address, RUN_ID any "
+        "shared id):",
+        torchrun,
+        "",
+        "# Slurm: save as train.sbatch and submit with `sbatch train.sbatch`:",
+        slurm,
+    ])
+
+
+def write_cluster_config(cfg: TrainConfig, gpus_per_node: int | None = None) -> Path:
+    """Validate for the cluster's world size and write DIR/train_config.yaml for the printed commands."""
+    nproc = gpus_per_node or cfg.nproc
+    cluster_cfg = cfg.replace(nproc=nproc)
+    cluster_cfg.validate(cuda=True)  # clusters have GPUs: bf16 and fp16 are fine there
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / CONFIG_NAME
+    cluster_cfg.write_yaml(path)
+    return path

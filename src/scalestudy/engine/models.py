@@ -1,0 +1,46 @@
+"""Randomly initialised Hugging Face models from a ModelSpec (T5/mT5, GPT-2, Llama); never a hub download.
+
+Every engine builds its model through `build_model` on the host with `torch.manual_seed(seed)` first, so all
+engines start from bit-identical weights (DeepSpeed's `zero.Init` would draw different ones: FACTS.md).
+The one place that turns a spec into a Transformers model is `scalestudy.specs.hf.build_hf_model`
+(it keeps mT5 heads untied, which `MT5Config` alone no longer does).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.model import ModelSpec
+
+
+def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout: float = 0.0) -> torch.nn.Module:
+    """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations."""
+    from scalestudy.specs.hf import build_hf_model
+
+    torch.manual_seed(seed)
+    model = build_hf_model(spec)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = dropout
+    model.config.use_cache = False  # no KV cache in training (and HF refuses it with checkpointing)
+    if recompute == "full":
+        # Non-reentrant checkpointing works with DDP, ZeRO-3 hooks and FSDP2 alike.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif recompute != "none":
+        raise ScalestudyError(f"recompute {recompute!r} is not available for Hugging Face models (none or full)")
+    return model.float().train()
+
+
+def check_vocab(spec: ModelSpec, tokenizer_vocab: int) -> None:
+    """The embedding must cover every token id; unused extra rows (a model vocabulary > tokenizer's) are fine."""
+    if spec.vocab_size < tokenizer_vocab:
+        raise ScalestudyError(f"model {spec.name} has a {spec.vocab_size}-token vocabulary but the tokenizer has "
+                              f"{tokenizer_vocab}: use a smaller tokenizer vocabulary or a larger model")
+
+
+def model_inputs(batch: dict, device: torch.device, pad_id: int = 0) -> dict:
+    """Numpy micro-batch -> model keyword arguments (attention mask from padding)."""
+    input_ids = torch.as_tensor(batch["input_ids"], dtype=torch.long, device=device)
+    labels = torch.as_tensor(batch["labels"], dtype=torch.long, device=device)
+    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(), "labels": labels}

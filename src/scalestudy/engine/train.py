@@ -1,0 +1,300 @@
+"""The training loop, run by every rank: `python -m scalestudy.engine.train --config DIR/train_config.yaml`.
+
+`scalestudy train` starts these workers through torchrun (engine/launch.py). Each optimizer step runs
+`grad_accum` micro-batches through the Strategy's backend, then logs the global mean loss, throughput, MFU and
+memory per rank. `run_training` can be called several times in one process group (tests compare engines that way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalestudy.engine.config import TrainConfig
+from scalestudy.errors import ScalestudyError
+
+FAILURE_DIR = ".failures"
+MFU_CONVENTION = ("model FLOPs per optimizer step (scalestudy.costmodel.flops.training_flops, recompute excluded; "
+                  "encoder and decoder at their own lengths) / step time / world size / peak FLOP/s per rank")
+CPU_MEMORY_CONVENTION = ("bytes of this rank's parameter + gradient + optimizer-state storages (counted tensors; "
+                         "max over ranks); rss_bytes = process resident set size (max over ranks)")
+GPU_MEMORY_CONVENTION = "torch.cuda.max_memory_allocated (max over ranks)"
+
+
+class SimulatedCrash(RuntimeError):
+    """Raised by `crash_after_step` (tests): the worker dies without cleanup, as if killed."""
+
+
+@dataclass
+class DistContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: "torch.device"  # noqa: F821
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed() -> DistContext:
+    """Join the torchrun process group: NCCL when this rank has a GPU, gloo otherwise."""
+    import torch
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return DistContext(dist.get_rank(), local_rank, dist.get_world_size(), device)
+
+
+def teardown_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()  # FSDP2 can abort at exit without it (FACTS.md)
+        dist.destroy_process_group()
+
+
+def data_config(cfg: TrainConfig, tokenizer: str | None):
+    from scalestudy.engine.data.pipeline import DataConfig
+
+    return DataConfig(paths=list(cfg.data), text_field=cfg.text_field, objective=cfg.objective,
+                      seq_len=cfg.seq_len, target_len=cfg.target_len, lexicon=cfg.lexicon, tokenizer=tokenizer,
+                      vocab_size=cfg.vocab_size)
+
+
+def load_data(cfg: TrainConfig, ctx: DistContext, out: Path):
+    """The prepared corpus on every rank; without a tokenizer, rank 0 trains and saves it, the others load it."""
+    import torch.distributed as dist
+
+    from scalestudy.engine.data.pipeline import prepare
+
+    if cfg.tokenizer:
+        return prepare(data_config(cfg, cfg.tokenizer), out, write=False)
+    prepared = prepare(data_config(cfg, None), out, write=True) if ctx.is_main else None
+    dist.barrier()
+    return prepared or prepare(data_config(cfg, str(out / "tokenizer.json")), out, write=False)
+
+
+def step_flops(spec, workload) -> float:
+    from scalestudy.costmodel.flops import training_flops
+
+    return float(training_flops(spec, workload, recompute="none"))
+
+
+def versions() -> dict:
+    import platform
+
+    import torch
+    import transformers
+
+    import scalestudy
+
+    out = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+           "scalestudy": scalestudy.__version__}
+    try:
+        import deepspeed
+
+        out["deepspeed"] = deepspeed.__version__
+    except ImportError:
+        out["deepspeed"] = None
+    return out
+
+
+def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
+    """One all_gather per step: [loss, params, grads, optim, rss, cuda peak] of every rank."""
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor([float(loss), memory.params_bytes, memory.grads_bytes, memory.optim_bytes, rss, cuda_peak],
+                        dtype=torch.float64, device=ctx.device)
+    parts = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(parts, mine)
+    return torch.stack(parts).cpu().tolist()
+
+
+def run_training(cfg: TrainConfig, ctx: DistContext) -> dict:
+    """Train `cfg.steps` optimizer steps (continuing from the last checkpoint with `cfg.resume`); return the summary."""
+    import torch
+
+    from scalestudy.engine import checkpoint, metrics
+    from scalestudy.engine.backends import make_backend
+    from scalestudy.engine.memory import rss_bytes
+    from scalestudy.engine.models import build_model, check_vocab, model_inputs
+    from scalestudy.engine.probe import peak_flops
+
+    cuda = ctx.device.type == "cuda"
+    spec, strategy, workload, layout = cfg.validate(cuda=cuda)
+    if layout.world_size != ctx.world_size:
+        raise ScalestudyError(f"strategy expects world size {layout.world_size} (--nproc x --nnodes) but "
+                              f"{ctx.world_size} ranks were started")
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    prepared = load_data(cfg, ctx, out)
+    check_vocab(spec, prepared.vocab_size)
+
+    model = build_model(spec, seed=cfg.seed, recompute=cfg.recompute, dropout=cfg.dropout)
+    backend = make_backend(model, cfg, strategy, layout, ctx.device)
+    del model
+    torch.manual_seed(cfg.seed + ctx.rank)  # per-rank stream for dropout, after the shared init
+    from scalestudy.engine.data.pipeline import BatchStream
+
+    stream = BatchStream(prepared, cfg.micro_batch, dp_rank=ctx.rank, dp_size=layout.dp, seed=cfg.seed)
+    meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.seed}
+    start = checkpoint.restore(out, backend, stream, meta) if cfg.resume else 0
+    if start >= cfg.steps:
+        raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
+
+    flops = step_flops(spec, workload)
+    peak, peak_source = peak_flops(ctx.device, strategy.precision)
+    logger = metrics.MetricsLogger(out, ctx.is_main, cfg.steps, start, cfg.progress, strategy.label)
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            row = train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, model_inputs,
+                             rss_bytes)
+            row["step"] = step
+            logger.log(row)
+            if cfg.save_every and step % cfg.save_every == 0 or step == cfg.steps:
+                checkpoint.save(out, step, backend, stream, meta)
+            if cfg.crash_after_step == step:
+                raise SimulatedCrash(f"crash requested after step {step}")
+    finally:
+        logger.close()
+    summary = None
+    if ctx.is_main:
+        rows = logger.all_rows
+        summary = {
+            "status": "ok",
+            "strategy": strategy.to_dict(),
+            "strategy_label": strategy.label,
+            "engine_backend": backend.name,
+            "model": spec.name,
+            "model_spec": spec.to_dict(),
+            "objective": cfg.objective,
+            "world_size": ctx.world_size,
+            "dp": layout.dp,
+            "grad_accum": layout.grad_accum,
+            "global_batch": workload.global_batch,
+            "seq_len": workload.seq_len,
+            "target_len": workload.target_len,
+            "tokens_per_step": workload.tokens_per_step,
+            "steps": cfg.steps,
+            "resumed_from_step": start,
+            "device": ctx.device.type,
+            **metrics.summarize(logger.rows, cfg.warmup),
+            "peak_mem_bytes": max(r["peak_mem_bytes"] for r in logger.rows),
+            "peak_rss_bytes": max(r["rss_bytes"] for r in logger.rows),
+            "memory_convention": GPU_MEMORY_CONVENTION if cuda else CPU_MEMORY_CONVENTION,
+            "model_flops_per_step": flops,
+            "peak_flops_per_rank": peak,
+            "mfu_peak_source": peak_source,
+            "mfu_convention": MFU_CONVENTION,
+            "tokens_convention": "tokens = global batch x (encoder length + decoder length), padding included",
+            "final_loss": rows[-1]["loss"],
+            "losses": [r["loss"] for r in rows],
+            "versions": versions(),
+        }
+        metrics.write_json_atomic(out / metrics.SUMMARY, summary)
+    backend.close()
+    return summary
+
+
+def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, model_inputs, rss_bytes) -> dict:
+    import torch
+
+    if cuda:
+        torch.cuda.synchronize(ctx.device)
+    t0 = time.perf_counter()
+    loss_sum = 0.0
+    for micro in range(layout.grad_accum):
+        loss = backend.micro_step(model_inputs(next(stream), ctx.device), last=micro == layout.grad_accum - 1)
+        loss_sum += float(loss)
+    lr = backend.lr  # the rate this step's update uses
+    grad_norm = backend.optimizer_step()
+    cuda_peak = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
+    stats = gather_stats(ctx, loss_sum / layout.grad_accum, backend.memory, rss_bytes(), cuda_peak)
+    if cuda:
+        torch.cuda.synchronize(ctx.device)
+    step_s = time.perf_counter() - t0
+    counted = [s[1] + s[2] + s[3] for s in stats]
+    top = max(range(len(stats)), key=counted.__getitem__)
+    return {
+        "loss": sum(s[0] for s in stats) / len(stats),
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "step_s": step_s,
+        "tokens_per_s": workload.tokens_per_step / step_s,
+        "samples_per_s": workload.global_batch / step_s,
+        "model_tflops": flops / step_s / ctx.world_size / 1e12,
+        "mfu": flops / step_s / ctx.world_size / peak,
+        "peak_mem_bytes": int(max(s[5] for s in stats)) if cuda else int(counted[top]),
+        "params_bytes": int(stats[top][1]),
+        "grads_bytes": int(stats[top][2]),
+        "optim_bytes": int(stats[top][3]),
+        "rss_bytes": int(max(s[4] for s in stats)),
+        "mem_bytes_per_rank": [int(c) for c in counted],
+    }
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+def report_failure(out: Path, rank: int, message: str) -> None:
+    """Leave a one-line reason for the launcher, which prints it (workers stay quiet for user errors)."""
+    try:
+        folder = out / FAILURE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"rank{rank}.txt").write_text(" ".join(message.split()), encoding="utf-8")
+    except OSError:
+        print(f"error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m scalestudy.engine.train")
+    parser.add_argument("--config", required=True, help="TrainConfig YAML (written by `scalestudy train`)")
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    cfg = None
+    code = 0
+    try:
+        cfg = TrainConfig.from_yaml(args.config)
+        ctx = setup_distributed()
+        run_training(cfg, ctx)
+    except SimulatedCrash:
+        os._exit(1)  # like a kill: no cleanup, no summary
+    except ScalestudyError as exc:
+        code, message = 2, str(exc)
+    except BaseException as exc:  # noqa: BLE001 - every failure must leave a reason and a non-zero exit
+        if is_out_of_memory(exc):
+            code, message = 3, f"out of memory: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        else:
+            traceback.print_exc()
+            code, message = 1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if code:
+        report_failure(Path(cfg.output) if cfg else Path("."), rank, message)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # peers may be stuck in a collective: torchrun stops them
+    teardown_distributed()
+
+
+if __name__ == "__main__":
+    main()
