@@ -1,8 +1,9 @@
 """Achieved fraction of peak for a matrix multiply, interpolated from the device's measured table (data).
 
 Each `hardware/*.yaml` lists [[dimension, fraction], ...]: the fraction of dense peak a GEMM reaches when its
-characteristic dimension is `dimension`. We use the geometric mean of (M, N, K) as that dimension, so a batched
-attention product with a short K (the head dimension) and long M, N is not treated like a skinny GEMM.
+characteristic dimension is `dimension`. For C[M,N] = A[M,K] @ B[K,N] we take min(M, sqrt(N*K)): the weight
+shape (N, K) sets the tile and wave efficiency, the token count M only limits it when it is the smaller one
+(small micro-batches); an attention product with K = head dimension is correspondingly less efficient.
 Interpolation is linear in log2(dimension) and clamps at both ends.
 """
 
@@ -25,7 +26,7 @@ def _table(device: DeviceSpec) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 
 def matmul_efficiency(device: DeviceSpec, dim: float) -> float:
-    """Fraction of peak for a GEMM of characteristic dimension `dim` (geometric mean of M, N, K)."""
+    """Fraction of peak for a GEMM of characteristic dimension `dim` (see `gemm_dim`)."""
     xs, ys = _table(device)
     x = math.log2(max(dim, 1.0))
     if x <= xs[0]:
@@ -40,4 +41,4 @@ def matmul_efficiency(device: DeviceSpec, dim: float) -> float:
 
 
 def gemm_dim(m: float, n: float, k: float) -> float:
-    return (max(m, 1.0) * max(n, 1.0) * max(k, 1.0)) ** (1.0 / 3.0)
+    return min(max(m, 1.0), (max(n, 1.0) * max(k, 1.0)) ** 0.5)
