@@ -57,11 +57,15 @@ def default_precision(device) -> str:
     return "fp32"
 
 
+SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
+         "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl"}
+
+
 def _breakdown(estimate) -> str:
     from scalestudy.search.planner import _time_terms
 
     terms = sorted(_time_terms(estimate).items(), key=lambda kv: -kv[1])[:3]
-    return ", ".join(f"{k.removesuffix('_s')} {v:.3g}" for k, v in terms if v > 0)
+    return " ".join(f"{SHORT.get(k, k)} {v:.3f}" for k, v in terms if v > 0)
 
 
 def print_plan(result, cluster, top: int) -> None:
@@ -70,28 +74,31 @@ def print_plan(result, cluster, top: int) -> None:
 
     from scalestudy.search.planner import explain
 
-    console = Console()
+    console = Console(width=max(Console().width, 140))  # a piped table keeps its columns readable
     w = result.workload
     table = Table(title=f"Top {min(top, len(result.candidates))} of {result.feasible} feasible strategies "
                         f"({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
                         f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
-    for col in ("#", "strategy", "nodes", "dp", "accum", "mem GiB/dev", "headroom GiB", "step s", "tokens/s",
-                "MFU %", "time-to-train h" if w.train_tokens else "s per 1M tokens", "step-time breakdown (s)"):
-        table.add_column(col, justify="left" if col in ("strategy", "step-time breakdown (s)") else "right")
+    ttt = "train h" if w.train_tokens else "s/1M tok"
+    for col in ("#", "strategy", "nodes", "dp", "accum", "GiB/dev", "free GiB", "step s", "tokens/s", "MFU %", ttt,
+                "largest step-time terms (s)"):
+        left = col in ("strategy", "largest step-time terms (s)")
+        table.add_column(col, justify="left" if left else "right", no_wrap=left)
     for i, c in enumerate(result.candidates[:top], 1):
         e = c.estimate
-        ttt = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
+        t = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
         table.add_row(str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
-                      f"{e.per_device_bytes / GIB:.2f}", f"{c.headroom_bytes / GIB:.2f}", f"{e.step_s:.3f}",
-                      f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{ttt:.3g}", _breakdown(e))
+                      f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.3f}",
+                      f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{t:.3g}", _breakdown(e))
     console.print(table)
-    console.print("Units: GiB = 2^30 bytes per device (estimate of peak); tokens/s = encoder + decoder tokens per "
-                  "second over the whole job; MFU = model FLOPs (no recompute) / (devices x dense peak x step time).",
-                  highlight=False)
-    front = ", ".join(f"{c.strategy.label} [{c.estimate.tokens_per_s:,.0f} tokens/s, {c.headroom_bytes / GIB:.1f} GiB "
-                      f"free]" for c in result.pareto[:8])
-    more = f" (+{len(result.pareto) - 8} more)" if len(result.pareto) > 8 else ""
-    console.print(f"Pareto front (tokens/s vs memory headroom per device), {len(result.pareto)} point(s): {front}{more}",
+    console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; tokens/s = "
+                  "encoder + decoder tokens per second, whole job; MFU = model FLOPs (no recompute) / (devices x "
+                  "dense peak x step time); step-time terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer)"
+                  ", offl(oad), bubble (pipeline).", highlight=False)
+    front = "; ".join(f"{c.strategy.label} {c.estimate.tokens_per_s:,.0f} tokens/s {c.headroom_bytes / GIB:.1f} GiB free"
+                      for c in result.pareto[:6])
+    more = f" (+{len(result.pareto) - 6} more)" if len(result.pareto) > 6 else ""
+    console.print(f"Pareto front (tokens/s vs free memory per device), {len(result.pareto)} point(s): {front}{more}",
                   highlight=False)
     console.print("Why: " + explain(result), highlight=False)
 
@@ -121,6 +128,7 @@ def plan(
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
     emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
+    train_steps: int = typer.Option(1000, help="Optimizer steps written into the emitted train config."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result (schema: docs/plan-schema.md)."),
     no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
 ) -> None:
@@ -143,21 +151,37 @@ def plan(
                              vary_nodes=max_nodes is not None)
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
-    if emit_dir:
-        emit_winner(emit_dir, spec, clus, result)
+    note = emit_winner(emit_dir, spec, clus, result, train_steps) if emit_dir else None
     if as_json:
         print(json.dumps(result.to_json(top), indent=2))
         return
     print_plan(result, clus, top)
-    if emit_dir:
-        print(f"Wrote the winner's configs and launch commands to {emit_dir}")
+    if note:
+        print(note)
 
 
-def emit_winner(out_dir: str, spec, cluster, result) -> None:
-    from scalestudy.search.emit import emit
+def emit_winner(out_dir: str, spec, cluster, result, steps: int) -> str:
+    """Emit the best strategy `scalestudy train` can run (usually the winner); return a line saying which."""
+    from scalestudy.search.emit import emit, train_options, trainable
 
-    best = result.best
-    record = {"model": spec.name, "cluster": cluster.to_dict(), **best.to_dict()}
+    cuda = cluster.device.kind != "cpu"
+    chosen, reasons = None, []
+    for rank, c in enumerate(result.candidates, 1):
+        opts = train_options(spec, c.strategy, result.workload, nproc=cluster.gpus_per_node, nnodes=c.nodes)
+        reason = trainable(opts, cuda=cuda)
+        if reason is None:
+            chosen = (rank, c)
+            break
+        reasons.append(reason)
+    if chosen is None:
+        raise ScalestudyError(f"no feasible strategy is runnable by `scalestudy train` ({reasons[0]})")
+    rank, best = chosen
+    record = {"model": spec.name, "cluster": cluster.to_dict(), "rank": rank, **best.to_dict()}
     emit(out_dir, spec, best.strategy, result.workload, dp=best.point.dp, grad_accum=best.point.grad_accum,
-         gpus_per_node=cluster.gpus_per_node, nnodes=best.nodes, cpu=cluster.device.kind == "cpu",
-         plan_record=record)
+         gpus_per_node=cluster.gpus_per_node, nnodes=best.nodes, cpu=not cuda, steps=steps, plan_record=record)
+    if rank == 1:
+        return f"Wrote configs and launch commands for the winner, {best.strategy.label}, to {out_dir}"
+    slower = (1 - best.estimate.tokens_per_s / result.best.estimate.tokens_per_s) * 100
+    return (f"The winner is not runnable by `scalestudy train` ({reasons[0]}); wrote configs and launch commands "
+            f"for the best runnable strategy, #{rank} {best.strategy.label} ({slower:.1f}% fewer tokens/s), "
+            f"to {out_dir}")

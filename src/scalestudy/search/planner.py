@@ -212,18 +212,10 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
 
 
 def _time_terms(estimate: Any) -> dict[str, float]:
-    """Flat {name: seconds} of the estimate's step-time breakdown (keys ending in _s under 'time')."""
-    out: dict[str, float] = {}
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(f"{prefix}.{k}" if prefix else k, v)
-        elif isinstance(node, (int, float)) and prefix.endswith("_s") and prefix != "step_s":
-            out[prefix] = float(node)
-
-    walk("", estimate.to_dict().get("time", {}))
-    return out
+    """{name: seconds} of the estimate's step-time breakdown (`time.parts` of the estimate schema)."""
+    parts = estimate.time_parts() if hasattr(estimate, "time_parts") else \
+        estimate.to_dict().get("time", {}).get("parts", {})
+    return {k: float(v) for k, v in parts.items() if isinstance(v, (int, float))}
 
 
 def explain(result: PlanResult) -> str:
@@ -233,10 +225,13 @@ def explain(result: PlanResult) -> str:
     a, b = result.candidates[0], result.candidates[1]
     ea, eb = a.estimate, b.estimate
     gain = (ea.tokens_per_s / eb.tokens_per_s - 1.0) * 100.0
-    line1 = (f"{a.strategy.label} ({a.nodes} node(s)) beats {b.strategy.label} ({b.nodes} node(s)): "
-             f"{ea.tokens_per_s:,.0f} vs {eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {ea.step_s:.3f} vs "
-             f"{eb.step_s:.3f} s, memory {ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
-             f"(headroom {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
+    tie = abs(gain) < 0.05
+    verdict = f"ties with {b.strategy.label} on throughput and wins on headroom" if tie and \
+        result.objective == "throughput" else f"beats {b.strategy.label}"
+    line1 = (f"{a.strategy.label} ({a.nodes} node(s)) {verdict}: {ea.tokens_per_s:,.0f} vs {eb.tokens_per_s:,.0f} "
+             f"tokens/s ({gain:+.1f}%), step {ea.step_s:.3f} vs {eb.step_s:.3f} s, memory "
+             f"{ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
+             f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
     ta, tb = _time_terms(ea), _time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
     parts = [f"{k} {ta.get(k, 0.0):.3f} vs {tb.get(k, 0.0):.3f} s" for d, k in diffs[:3] if d > 0]

@@ -1,0 +1,174 @@
+"""Micro-benchmarks of the machine at hand, for calibrating the cost model (`scalestudy calibrate`).
+
+Every rank measures at once (as in training, where all ranks compute together):
+- matmul throughput (FLOP/s per rank) vs square size and dtype;
+- memory copy bandwidth (bytes/s per rank) and the torch AdamW update rate (parameters/s per rank);
+- with more than one rank, collective time vs message size over the real backend (gloo on CPU, NCCL on GPU):
+  all_reduce, all_gather, reduce_scatter.
+Rank 0 writes one JSON file; `scalestudy.costmodel.calibrate` turns it into a hardware profile.
+
+Run under torchrun (`launch()` does that): python -m scalestudy.engine.microbench --output FILE [--quick].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device: torch.device, reps: int, min_s: float = 0.0) -> float:
+    """Median seconds of `fn()` over `reps` runs after one warm-up (repeats until `min_s` total when given)."""
+    fn()
+    _sync(device)
+    times: list[float] = []
+    total = 0.0
+    while len(times) < reps or total < min_s:
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        total += dt
+        if len(times) >= 50:
+            break
+    return statistics.median(times)
+
+
+def bench_matmul(device: torch.device, sizes: list[int], dtype: str, budget_s: float) -> list[dict]:
+    out = []
+    for n in sizes:
+        a = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
+        b = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
+        flops = 2.0 * n**3
+        t = timed(lambda: torch.mm(a, b), device, reps=3, min_s=min(0.2, budget_s))
+        out.append({"n": n, "dtype": dtype, "seconds": t, "flops_per_s": flops / t})
+        if t > budget_s:  # slow dtype (e.g. bf16 on CPUs without native support): stop growing
+            break
+    return out
+
+
+def bench_copy(device: torch.device, nbytes: int) -> dict:
+    src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src), device, reps=5)
+    return {"bytes": nbytes, "seconds": t, "bytes_per_s": 2.0 * nbytes / t}  # read + write
+
+
+def bench_adam(device: torch.device, numel: int) -> dict:
+    p = torch.nn.Parameter(torch.randn(numel, device=device))
+    p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW([p], lr=1e-3)
+    t = timed(opt.step, device, reps=5)
+    return {"params": numel, "seconds": t, "params_per_s": numel / t}
+
+
+def bench_collective(op: str, nbytes: int, world: int, device: torch.device, reps: int) -> dict:
+    numel = max(world, nbytes // 4 // world * world)
+    x = torch.ones(numel, device=device)
+    if op == "all_reduce":
+        fn = lambda: dist.all_reduce(x)  # noqa: E731
+    elif op == "all_gather":
+        shard = torch.ones(numel // world, device=device)
+        fn = lambda: dist.all_gather_into_tensor(x, shard)  # noqa: E731
+    else:
+        shard = torch.empty(numel // world, device=device)
+        fn = lambda: dist.reduce_scatter_tensor(shard, x)  # noqa: E731
+
+    def step():
+        fn()
+        _sync(device)
+
+    dist.barrier()
+    t = timed(step, device, reps=reps)
+    # Each rank's median; the slowest rank sets the collective's time.
+    tt = torch.tensor([t], dtype=torch.float64)
+    dist.all_reduce(tt, op=dist.ReduceOp.MAX)
+    size = numel * 4
+    return {"op": op, "bytes": size, "seconds": float(tt.item()), "algbw_bytes_per_s": size / float(tt.item())}
+
+
+def run(output: str, quick: bool) -> dict:
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else \
+        torch.device("cpu")
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank = dist.get_rank() if world > 1 else 0
+    sizes = [64, 128, 256, 512, 1024] if quick else [64, 128, 256, 512, 1024, 2048]
+    if device.type == "cuda":
+        sizes = [256, 512, 1024, 2048, 4096, 8192]
+    result: dict = {"world_size": world, "device": device.type, "threads": torch.get_num_threads(),
+                    "torch": torch.__version__, "matmul": [], "collectives": []}
+    if world > 1:
+        dist.barrier()
+    t0 = time.perf_counter()
+    for dtype in ("fp32", "bf16", "fp16"):
+        # Low-precision sizes stop early when one matmul is slow (no native support on these CPUs).
+        result["matmul"] += bench_matmul(device, sizes if dtype == "fp32" else sizes[:4], dtype,
+                                         budget_s=0.5 if dtype == "fp32" else 0.05)
+    result["copy"] = bench_copy(device, 64 << 20)
+    result["adam"] = bench_adam(device, 4 << 20)
+    if world > 1:
+        sizes_b = [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20] if quick else \
+            [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 128 << 20]
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            for nbytes in sizes_b:
+                result["collectives"].append(bench_collective(op, nbytes, world, device,
+                                                              reps=3 if nbytes >= 8 << 20 else 10))
+    result["elapsed_s"] = time.perf_counter() - t0
+    if rank == 0:
+        path = Path(output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return result
+
+
+def launch(output: str, nproc: int, *, quick: bool = True, timeout_s: float = 300.0) -> dict:
+    """Run the micro-benchmarks on `nproc` local ranks through torchrun; return the measurements."""
+    from scalestudy.errors import ScalestudyError
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+           "-m", "scalestudy.engine.microbench", "--output", str(output)] + (["--quick"] if quick else [])
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ScalestudyError(f"micro-benchmarks timed out after {timeout_s:.0f} s") from None
+    if proc.returncode != 0 or not Path(output).is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ScalestudyError(f"micro-benchmarks failed (exit {proc.returncode}): {tail[0]}")
+    return json.loads(Path(output).read_text(encoding="utf-8"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    run(args.output, args.quick)
+
+
+if __name__ == "__main__":
+    main()
