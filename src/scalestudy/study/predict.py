@@ -29,6 +29,7 @@ def predict(trial, device: str) -> dict:
         "pred_tokens_per_s": float(est.tokens_per_s),
         "pred_per_device_bytes": float(est.per_device_bytes),
         "pred_mfu": float(est.mfu),
+        "pred_model_states_bytes": _model_states(est),
         "pred_fits": int(bool(est.fits)),
         "prediction_json": est.to_dict() if hasattr(est, "to_dict") else None,
     }
@@ -53,3 +54,10 @@ def run_flops(trial) -> float | None:
     except ImportError:
         return None
     return float(training_flops(get_model(trial.model), workload_of(trial), recompute="none")) * trial.steps
+
+
+def _model_states(est) -> float | None:
+    try:
+        return float(est.to_dict()["memory"]["model_states_bytes"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None

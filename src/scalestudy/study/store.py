@@ -74,9 +74,12 @@ TRIAL_COLUMNS: dict[str, str] = {
     "samples_per_s": "REAL",
     "mfu": "REAL",
     "peak_mem_bytes": "REAL",  # per rank, as `scalestudy train` measures it (shard bytes on CPU)
+    "peak_rss_bytes": "REAL",  # process resident set size, max over ranks (CPU)
+    "memory_convention": "TEXT",  # what peak_mem_bytes counts (from summary.json)
     "pred_step_s": "REAL",
     "pred_tokens_per_s": "REAL",
     "pred_per_device_bytes": "REAL",
+    "pred_model_states_bytes": "REAL",  # parameters + gradients + optimizer states per device
     "pred_mfu": "REAL",
     "pred_fits": "INTEGER",
     "pred_error": "TEXT",  # why there is no prediction, if none

@@ -1,0 +1,133 @@
+"""Automatic findings: sentences with the numbers behind them, computed from the OK trials.
+
+Conventions: times are medians of seconds per optimizer step after the timing warm-up; "A is X% faster than B"
+means B's seconds per step / A's - 1 (so X% more steps per second); memory is peak memory per rank.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from scalestudy.report.plots import MIB, efficiency_points, percent_error
+from scalestudy.report.table import StudyData
+
+
+def _ranks(n: int) -> str:
+    return f"{n} rank" + ("s" if n != 1 else "")
+
+
+def _faster(a: float, b: float) -> float:
+    """How much faster (%) a step time `a` is than `b`."""
+    return 100.0 * (b / a - 1.0)
+
+
+def stage_comparisons(data: StudyData) -> list[str]:
+    """Per model and world size: the fastest vs the slowest strategy, and ZeRO-2 vs ZeRO-3 (the paper's question)."""
+    out = []
+    for model in data.models():
+        pts = data.points(model, "step_s")
+        sizes = sorted({n for p in pts.values() for n in p})
+        for n in sizes:
+            at = {s: p[n] for s, p in pts.items() if n in p}
+            if len(at) < 2:
+                continue
+            fast, slow = min(at, key=at.get), max(at, key=at.get)
+            if at[fast] == at[slow]:
+                continue
+            out.append(f"At {_ranks(n)} for {model}, {fast} is the fastest ({at[fast]:.3g} s/step) and {slow} the "
+                       f"slowest ({at[slow]:.3g} s/step): {fast} is {_faster(at[fast], at[slow]):.0f}% faster.")
+            for two, three in (("ds-z2", "ds-z3"), ("fsdp-z2", "fsdp-z3")):
+                if two in at and three in at:
+                    a, b = at[two], at[three]
+                    word, pct = ("faster", _faster(a, b)) if a <= b else ("slower", _faster(b, a))
+                    out.append(f"{two.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} is {pct:.0f}% "
+                               f"{word} than {three.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} at "
+                               f"{_ranks(n)} for {model} ({a:.3g} vs {b:.3g} s/step).")
+    return out
+
+
+def scaling(data: StudyData) -> list[str]:
+    """Throughput gain from the smallest to the largest world size, per strategy; and where adding ranks hurt."""
+    out = []
+    for model in data.models():
+        eff = efficiency_points(data, model)
+        tps = data.points(model, "tokens_per_s")
+        no_gain = []
+        for series, pts in eff.items():
+            n0, n1 = min(pts), max(pts)
+            gain = tps[series][n1] / tps[series][n0]
+            out.append(f"{model} {series}: {_ranks(n0)} -> {_ranks(n1)} changes throughput {gain:.2f}x "
+                       f"({tps[series][n0]:.4g} -> {tps[series][n1]:.4g} tokens/s), scaling efficiency "
+                       f"{pts[n1]:.0f}%.")
+            if gain <= 1.0:
+                no_gain.append(series)
+        if eff and no_gain:
+            out.append(f"For {model}, adding ranks did not increase throughput for {len(no_gain)} of {len(eff)} "
+                       f"strategies ({', '.join(no_gain)}): communication outweighed the extra compute.")
+    return out
+
+
+def memory(data: StudyData) -> list[str]:
+    """Memory per rank of the highest vs lowest ZeRO stage at the largest world size, per model."""
+    out = []
+    for model in data.models():
+        pts = data.points(model, "peak_mem_bytes")
+        sizes = sorted({n for p in pts.values() for n in p})
+        if not sizes:
+            continue
+        n = sizes[-1]
+        ds = {s: p[n] for s, p in pts.items() if n in p and s.startswith("ds-z")}
+        if len(ds) >= 2:
+            lo, hi = min(ds, key=ds.get), max(ds, key=ds.get)
+            saving = 100.0 * (1 - ds[lo] / ds[hi])
+            out.append(f"At {_ranks(n)} for {model}, {lo} needs {saving:.0f}% less memory per rank than {hi} "
+                       f"({ds[lo] / MIB:.1f} vs {ds[hi] / MIB:.1f} MiB).")
+    return out
+
+
+def prediction(data: StudyData) -> list[str]:
+    out = []
+    for meas, pred, what in (("step_s", "pred_step_s", "step time"),
+                             ("peak_mem_bytes", "pred_mem_bytes", "memory per rank")):
+        errs = [(percent_error(t[pred], t[meas]), t["label"]) for t in data.ok if t.get(meas) and t.get(pred)]
+        if not errs:
+            continue
+        med = statistics.median(abs(e) for e, _ in errs)
+        worst = max(errs, key=lambda x: abs(x[0]))
+        bias = statistics.median(e for e, _ in errs)
+        out.append(f"Cost model {what}: median |error| {med:.0f}% over {len(errs)} trials (median signed error "
+                   f"{bias:+.0f}%, + = over-prediction); worst {worst[0]:+.0f}% for {worst[1]}.")
+    missing = [t for t in data.ok if t.get("pred_error")]
+    if missing:
+        out.append(f"No cost-model prediction for {len(missing)} trials: {missing[0]['pred_error']}.")
+    return out
+
+
+def outcomes(data: StudyData) -> list[str]:
+    counts: dict[str, int] = {}
+    for t in data.trials:
+        counts[t["status"]] = counts.get(t["status"], 0) + 1
+    text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    line = f"{len(data.trials)} of {data.planned or len(data.trials)} planned trials finished ({text})."
+    out = [line]
+    for t in data.failed:
+        first = (t.get("error_tail") or "").splitlines()[:1]
+        out.append(f"{t['status']}: {t['label']} ({first[0] if first else 'no output'}).")
+    return out
+
+
+def losses(data: StudyData) -> list[str]:
+    done = [t for t in data.ok if t.get("loss") is not None]
+    if not done:
+        return []
+    best = min(done, key=lambda t: t["loss"])
+    worst = max(done, key=lambda t: t["loss"])
+    return [f"Final training loss ranges {best['loss']:.3f}-{worst['loss']:.3f} nats/token; lowest for "
+            f"{best['label']} after {best['steps']} steps ({best['tokens']:.3g} tokens)."]
+
+
+SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, losses)
+
+
+def findings(data: StudyData) -> list[str]:
+    return [line for section in SECTIONS for line in section(data)]

@@ -1,0 +1,189 @@
+"""`scalestudy report DIR`: DIR/report.html (self-contained: plots embedded as base64 PNG), DIR/report.md (plots
+linked from DIR/plots/) and DIR/plots/*.png, from the study's store. Files are written to temp and renamed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import inspect
+import os
+import time
+from pathlib import Path
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.report.findings import findings
+from scalestudy.report.plots import MIB, write_plots
+from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
+
+CAPTIONS = {
+    "step_time.png": "Seconds per optimizer step vs world size, per model and strategy (median after warm-up).",
+    "throughput.png": "Training throughput (tokens/s, encoder + decoder tokens) vs world size.",
+    "scaling_efficiency.png": "Scaling efficiency: tokens/s at N ranks / (tokens/s at the smallest size x N/N0).",
+    "memory.png": "Peak memory per rank by strategy and world size (bars measured, x = cost-model prediction).",
+    "predicted_vs_measured.png": "Cost-model prediction vs measurement (time per step and memory per rank).",
+    "loss_curves.png": "Training loss per optimizer step (nats/token).",
+}
+# (column, header, format) of the trials table; None values print as "-".
+COLUMNS = (
+    ("model", "model", "{}"), ("strategy", "strategy", "{}"), ("world_size", "ranks", "{}"),
+    ("global_batch", "global batch (seq)", "{}"), ("step_s", "s/step (median)", "{:.3g}"),
+    ("tokens_per_s", "tokens/s", "{:.4g}"), ("mfu", "MFU (%)", "pct"),
+    ("peak_mem_bytes", "peak mem/rank (MiB)", "mib"), ("pred_step_s", "predicted s/step", "{:.3g}"),
+    ("pred_mem_bytes", "predicted mem/rank (MiB)", "mib"), ("loss", "final loss (nats/token)", "{:.3f}"),
+)
+
+
+def _fmt(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    if fmt == "mib":
+        return f"{value / MIB:.1f}"
+    if fmt == "pct":
+        return f"{100 * value:.2f}"
+    return fmt.format(value)
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def scaling_section(directory: Path) -> tuple[str, str]:
+    """(markdown, html) of the scaling-law section from `scalestudy.scaling.report_section`, or why there is none."""
+    try:
+        from scalestudy.scaling import report_section
+    except ImportError as exc:
+        reason = f"scalestudy.scaling.report_section is not available ({exc})"
+        return f"_No scaling section: {reason}._", f"<p><em>No scaling section: {html.escape(reason)}.</em></p>"
+    try:
+        params = inspect.signature(report_section).parameters
+        kwargs = {"plots_dir": directory / "plots"} if "plots_dir" in params else {}
+        section = report_section(directory, **kwargs)
+    except ScalestudyError as exc:
+        return f"_No scaling section: {exc}._", f"<p><em>No scaling section: {html.escape(str(exc))}.</em></p>"
+    except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
+        reason = f"the scaling fit failed: {type(exc).__name__}: {_first_line(str(exc))}"
+        return f"_No scaling section: {reason}._", f"<p><em>No scaling section: {html.escape(reason)}.</em></p>"
+    if isinstance(section, str):
+        return section, f"<pre>{html.escape(section)}</pre>"
+    get = section.get if isinstance(section, dict) else lambda k, d=None: getattr(section, k, d)
+    md = get("markdown") or get("md") or ""
+    body = get("html") or (f"<pre>{html.escape(md)}</pre>" if md else "")
+    for png in get("plots", None) or []:
+        body += _img_tag(Path(png), Path(png).name)
+        md += f"\n\n![{Path(png).name}]({os.path.relpath(png, directory)})"
+    return md, body
+
+
+def _img_tag(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></figure>'
+
+
+def _trial_rows(data: StudyData) -> list[list[str]]:
+    return [[_fmt(t.get(c), f) for c, _, f in COLUMNS] for t in data.ok]
+
+
+def _failure_rows(data: StudyData) -> list[list[str]]:
+    return [[t["status"], t["label"], f"{t['wall_s']:.1f}", _first_line(t.get("error_tail")),
+             "\n".join((t.get("error_tail") or "").splitlines()[-6:])] for t in data.failed]
+
+
+FAIL_HEAD = ["outcome", "trial", "wall time (s)", "reason", "last lines of output"]
+
+
+def _env_line(data: StudyData) -> str:
+    env = data.env
+    versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items() if v)
+    mem = env.get("memory_bytes")
+    mem_text = f", {mem / 2**30:.0f} GiB RAM" if mem else ""
+    return (f"host {env.get('host', '?')}: {env.get('cpu', '?')} x {env.get('cpu_count', '?')} cores{mem_text}; "
+            f"Python {env.get('python', '?')}; {versions}")
+
+
+def render_markdown(data: StudyData, lines: list[str], plots: list[Path], scaling_md: str) -> str:
+    out = [f"# Study report: {data.name}", "", f"_{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+           f"{_env_line(data)}_", "", "## Findings", ""]
+    out += [f"- {line}" for line in lines] + ["", "## Plots", ""]
+    for p in plots:
+        out += [f"![{p.name}](plots/{p.name})", "", f"_{CAPTIONS.get(p.name, '')}_", ""]
+    out += ["## Trials (OK)", "", "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
+            "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(r) + " |" for r in _trial_rows(data)]
+    out += ["", f"Memory: {MEMORY_CONVENTION}. MFU: model FLOPs (cost-model convention) / time / peak.", "",
+            "## Failures", ""]
+    fails = _failure_rows(data)
+    if fails:
+        out += ["| " + " | ".join(FAIL_HEAD[:4]) + " |", "|---|---|---|---|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r[:4]) + " |" for r in fails]
+    else:
+        out.append("None: every trial finished OK.")
+    out += ["", "## Scaling laws", "", scaling_md, ""]
+    return "\n".join(out)
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
+color:#222;padding:0 1em} h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ccc;padding:.25em .5em;
+text-align:left;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right} figure{margin:1em 0}
+img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85em;color:#555} pre{white-space:pre-wrap;
+font-size:.8em;margin:0} .meta{color:#555;font-size:.9em} .OOM{color:#a0a} .FAILED{color:#c00} .TIMEOUT{color:#b80}
+"""
+
+
+def _html_table(head: list[str], rows: list[list[str]], pre_last: bool = False) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = []
+    for r in rows:
+        cells = [f"<td>{html.escape(c)}</td>" for c in r]
+        if pre_last:
+            cells[-1] = f"<td><pre>{html.escape(r[-1])}</pre></td>"
+            cells[0] = f'<td class="{html.escape(r[0])}">{html.escape(r[0])}</td>'
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render_html(data: StudyData, lines: list[str], plots: list[Path], scaling_html: str) -> str:
+    figs = "".join(
+        _img_tag(p, p.name).replace("</figure>", f"<figcaption>{html.escape(CAPTIONS.get(p.name, ''))}"
+                                                   "</figcaption></figure>") for p in plots)
+    fails = _failure_rows(data)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Study report: {html.escape(data.name)}</title><style>{CSS}</style></head><body>",
+        f"<h1>Study report: {html.escape(data.name)}</h1>",
+        f'<p class="meta">{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}; {html.escape(_env_line(data))}</p>',
+        "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>",
+        "<h2>Plots</h2>" + (figs or "<p>No OK trial to plot.</p>"),
+        "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data)),
+        f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. MFU: model FLOPs (cost-model convention) / '
+        "time / peak FLOP/s.</p>",
+        "<h2>Failures</h2>" + (_html_table(FAIL_HEAD, fails, pre_last=True) if fails
+                               else "<p>None: every trial finished OK.</p>"),
+        "<h2>Scaling laws</h2>" + scaling_html,
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(directory: str | Path) -> dict:
+    """Write the report files; return their paths."""
+    directory = Path(directory)
+    data = load(directory)
+    if not data.trials:
+        raise ScalestudyError(f"study {directory} has no finished trial yet: nothing to report")
+    plots_dir = directory / "plots"
+    plots = write_plots(data, plots_dir)
+    lines = findings(data)
+    scaling_md, scaling_html = scaling_section(directory)
+    _write(directory / "report.md", render_markdown(data, lines, plots, scaling_md))
+    _write(directory / "report.html", render_html(data, lines, plots, scaling_html))
+    return {"html": directory / "report.html", "md": directory / "report.md", "plots": plots,
+            "plots_dir": plots_dir, "findings": lines}

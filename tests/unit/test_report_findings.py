@@ -1,0 +1,88 @@
+"""Report from a store with known numbers: findings state the right percentages; plots and files are written."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.report.findings import findings
+from scalestudy.report.render import write_report
+from scalestudy.report.table import load
+from scalestudy.study.spec import parse_spec
+from scalestudy.study.store import Store
+
+# t5-tiny; seconds per step by (strategy, ranks) and measured shard bytes
+STEP_S = {("deepspeed", 2, 1): 0.40, ("deepspeed", 3, 1): 0.50, ("deepspeed", 2, 2): 0.30, ("deepspeed", 3, 2): 0.354,
+          ("fsdp", 3, 1): 0.45, ("fsdp", 3, 2): 0.60}
+MEM = {2: 40e6, 3: 20e6}
+
+
+def build_store(directory, *, with_failures: bool = True) -> Store:
+    spec = parse_spec({"name": "synthetic", "model": "t5-tiny", "nproc": [1, 2], "global_batch": 8, "steps": 4,
+                       "warmup": 1, "strategies": [{"engine": "deepspeed", "zero": [2, 3]},
+                                                   {"engine": "fsdp", "zero": 3}]})
+    store = Store(directory)
+    store.set_meta("name", spec.name)
+    store.set_meta("trial_ids", [t.trial_id for t in spec.trials])
+    tokens_per_step = 8 * (64 + 16)
+    for i, t in enumerate(spec.trials):
+        step_s = STEP_S[(t.engine, t.zero, t.nproc)]
+        failed = with_failures and t.engine == "fsdp" and t.nproc == 2
+        row = {**t.to_dict(), "trial_id": t.trial_id, "study": spec.name, "label": t.label, "params": 3278592,
+               "strategy": t.strategy.label, "world_size": t.world_size, "tokens": 4.0 * tokens_per_step,
+               "flops": 1e12, "started_at": float(i), "finished_at": i + 1.0, "wall_s": 1.0,
+               "trial_json": t.to_dict()}
+        if failed:
+            row.update(status="OOM", error_tail="ran out of memory\nRuntimeError: out of memory: DefaultCPUAllocator")
+            store.record_trial(row)
+            continue
+        row.update(status="OK", step_s=step_s, tokens_per_s=tokens_per_step / step_s, loss=7.0 - t.nproc * 0.1,
+                   peak_mem_bytes=MEM[t.zero] / t.nproc, pred_step_s=step_s * 1.1,
+                   pred_model_states_bytes=MEM[t.zero] / t.nproc * 0.9, pred_per_device_bytes=5e8,
+                   memory_convention="bytes of this rank's parameter + gradient + optimizer-state storages")
+        store.record_trial(row, [{"step": s, "loss": 9.0 - s, "lr": 1e-3, "step_s": step_s} for s in range(1, 5)])
+    return store
+
+
+def test_findings_carry_the_numbers(tmp_path):
+    build_store(tmp_path).close()
+    lines = findings(load(tmp_path))
+    text = "\n".join(lines)
+    # 0.50 / 0.40 - 1 = 25% at 1 rank; 0.354 / 0.30 - 1 = 18% at 2 ranks
+    assert "ZeRO-2 is 25% faster than ZeRO-3 at 1 rank for t5-tiny (0.4 vs 0.5 s/step)" in text
+    assert "ZeRO-2 is 18% faster than ZeRO-3 at 2 ranks for t5-tiny (0.3 vs 0.354 s/step)" in text
+    # throughput 1 -> 2 ranks for ds-z2: 0.40/0.30 = 1.33x, efficiency 1.33/2 = 67%
+    assert re.search(r"ds-z2: 1 rank -> 2 ranks changes throughput 1\.33x .* scaling efficiency 67%", text)
+    # memory: ZeRO-3 10 MB vs ZeRO-2 20 MB at 2 ranks -> 50% less
+    assert "ds-z3 needs 50% less memory per rank than ds-z2" in text
+    # predictions were 10% high (time) and 10% low (memory): median errors say so
+    assert "step time: median |error| 10%" in text and "median signed error +10%" in text
+    assert "memory per rank: median |error| 10%" in text
+    assert "OOM: t5-tiny fsdp-z3 ws2" in text and "6 of 6 planned trials finished (OK 5, OOM 1)" in text
+
+
+def test_report_files_and_units(tmp_path):
+    build_store(tmp_path).close()
+    paths = write_report(tmp_path)
+    names = sorted(p.name for p in paths["plots"])
+    assert names == sorted(["step_time.png", "throughput.png", "scaling_efficiency.png", "memory.png",
+                            "predicted_vs_measured.png", "loss_curves.png"])
+    for p in paths["plots"]:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+    page = paths["html"].read_text()
+    assert page.count('src="data:image/png;base64,') == 6  # self-contained
+    assert "<h2>Failures</h2>" in page and "DefaultCPUAllocator" in page
+    md = paths["md"].read_text()
+    assert "![memory.png](plots/memory.png)" in md
+    assert "s/step (median)" in md and "(MiB)" in md and "nats/token" in md
+    assert "Scaling laws" in md and ("No scaling section" in md or "scaling" in md.lower())
+
+
+def test_report_of_empty_study_is_a_clear_error(tmp_path):
+    Store(tmp_path).close()
+    with pytest.raises(ScalestudyError, match="no finished trial"):
+        write_report(tmp_path)
+    with pytest.raises(ScalestudyError, match="no study store"):
+        write_report(tmp_path / "missing")
