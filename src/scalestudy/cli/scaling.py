@@ -1,3 +1,92 @@
-"""CLI commands (scaling): work in progress."""
+"""CLI: `scalestudy fit` (scaling-law fits with bootstrap CIs and extrapolation) and `scalestudy search`
+(hyperparameter search on a family of small proxies). Thin over scalestudy.scaling."""
 
-from scalestudy.cli import app  # noqa: F401
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scalestudy.cli import app
+
+console = Console()
+
+
+@app.command()
+def fit(
+    source: Path = typer.Argument(..., help="Study directory (DIR/study.sqlite) or a runs CSV "
+                                            "(columns params, tokens, flops, loss; optional model)."),
+    law: str = typer.Option("chinchilla", help="compute: L(C) = a C^-b + L_inf; "
+                                               "chinchilla: L(N, D) = E + A/N^alpha + B/D^beta."),
+    target_params: Optional[float] = typer.Option(None, help="Extrapolate to N parameters (with --target-tokens)."),
+    target_tokens: Optional[float] = typer.Option(None, help="Extrapolate to D training tokens."),
+    budget_flops: Optional[float] = typer.Option(None, help="Extrapolate to a compute budget C in FLOPs "
+                                                            "(chinchilla: compute-optimal N and D)."),
+    flops_per_param_token: str = typer.Option("6", help="k in C = k N D (6: decoder-only convention), or 'auto' "
+                                                        "to measure it from the runs' flops (encoder-decoder)."),
+    bootstrap: int = typer.Option(200, help="Bootstrap replicates (resample runs, refit)."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    level: float = typer.Option(0.95, help="Confidence level of the intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fit as JSON."),
+    plot: Optional[Path] = typer.Option(None, help="Write the loss-vs-compute (and iso-FLOP) figure to this PNG."),
+) -> None:
+    """Fit a scaling law to a study's runs, with bootstrap confidence intervals and extrapolation."""
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.scaling.analysis import analyze
+
+    if flops_per_param_token == "auto":
+        k: float | str = "auto"
+    else:
+        try:
+            k = float(flops_per_param_token)
+        except ValueError:
+            raise ScalestudyError(f"--flops-per-param-token must be a number or 'auto', got {flops_per_param_token!r}") from None
+    result = analyze(source, law, target_params=target_params, target_tokens=target_tokens,
+                     budget_flops=budget_flops, n_boot=bootstrap, seed=seed, level=level, flops_per_param_token=k)
+    if plot is not None:
+        from scalestudy.scaling.plots import plot_fit
+
+        plot_fit(result, plot)
+    data = result.to_dict()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    _print_fit(data)
+    if plot is not None:
+        console.print(f"wrote {plot}", highlight=False)
+
+
+def _print_fit(data: dict) -> None:
+    level = f"{data['ci_level']:.0%}"
+    table = Table(title=f"{data['formula']}; {data['n_runs']} runs")
+    for col in ("coefficient", "value", f"{level} CI (bootstrap, {data['bootstrap']['replicates']} refits)"):
+        table.add_column(col)
+    for name, value in data["coef"].items():
+        ci = data["ci"].get(name)
+        table.add_row(name, f"{value:.4g}", "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]")
+    console.print(table)
+    console.print(f"fit: Huber(delta={data['fit']['huber_delta']:g}) on log-loss, L-BFGS from a grid "
+                  f"(Hoffmann et al. 2022); residual s.d. {data['fit']['residual_sd_log']:.3g} (log-loss units)",
+                  highlight=False)
+    pred = data["prediction"]
+    if not pred:
+        return
+    def iv(key):
+        v = pred.get(key)
+        return "n/a" if v is None else f"[{v[0]:.4g}, {v[1]:.4g}]"
+    if "params_opt" in pred:
+        console.print(f"compute-optimal for C = {pred['flops']:.3g} FLOPs ({pred['convention']}): "
+                      f"N = {pred['params_opt']:.3g} params {iv('params_opt_ci')}, "
+                      f"D = {pred['tokens_opt']:.3g} tokens {iv('tokens_opt_ci')}, "
+                      f"D/N = {pred['tokens_per_param_opt']:.3g}", highlight=False)
+    elif "params" in pred:
+        console.print(f"target N = {pred['params']:.3g} params, D = {pred['tokens']:.3g} tokens "
+                      f"(C = {pred['flops']:.3g} FLOPs, {pred['convention']})", highlight=False)
+    else:
+        console.print(f"target C = {pred['flops']:.3g} FLOPs", highlight=False)
+    console.print(f"predicted loss {pred['loss']:.4g} nats/token; {level} CI of the curve {iv('loss_ci')}; "
+                  f"{level} prediction interval of a run {iv('loss_pi')}", highlight=False)

@@ -1,0 +1,143 @@
+"""One scaling analysis: load runs, fit a law, bootstrap it, extrapolate to a target or budget.
+
+`analyze(...)` is what `scalestudy fit` and the report's scaling section call; `Analysis.to_dict()` is the
+schema of `scalestudy fit --json`:
+    {"law", "formula", "n_runs", "coef": {...}, "ci": {name: [lo, hi]}, "ci_level", "bootstrap": {...},
+     "fit": {...}, "flops_per_param_token", "prediction": {...} | null}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.scaling.bootstrap import Bootstrap, bootstrap, percentile_ci, prediction_samples
+from scalestudy.scaling.compute_optimal import KAPLAN_K, compute_optimal, effective_k
+from scalestudy.scaling.laws import HUBER_DELTA, Fit, fit_law, make_law
+from scalestudy.scaling.runs import Runs, load_runs
+
+FORMULAS = {
+    "compute": "L(C) = a * C^(-b) + L_inf  (C in FLOPs, L in nats/token)",
+    "chinchilla": "L(N, D) = E + A / N^alpha + B / D^beta  (N parameters, D tokens, L in nats/token)",
+}
+
+
+@dataclass
+class Analysis:
+    law: object
+    runs: Runs
+    fit: Fit
+    boot: Bootstrap
+    level: float
+    k: float  # FLOPs per parameter per token used for budgets (C = k N D)
+    prediction: dict | None
+
+    def ci(self, name: str) -> tuple[float, float] | None:
+        return percentile_ci(self.boot.samples(name), self.level) if self.boot.coefs else None
+
+    def to_dict(self) -> dict:
+        return {
+            "law": self.fit.law,
+            "formula": FORMULAS[self.fit.law],
+            "n_runs": self.fit.n,
+            "coef": self.fit.coef,
+            "ci": {name: _pair(self.ci(name)) for name in self.fit.coef},
+            "ci_level": self.level,
+            "bootstrap": {"replicates": len(self.boot.coefs), "requested": self.boot.n_requested,
+                          "skipped_degenerate": self.boot.skipped, "seed": self.boot.seed,
+                          "method": "resample runs with replacement, refit, percentile interval"},
+            "fit": {"method": "Huber loss on log-loss, L-BFGS from a grid of initialisations (Hoffmann et al. 2022)",
+                    "huber_delta": HUBER_DELTA, "objective": self.fit.objective,
+                    "residual_sd_log": self.fit.residual_sd},
+            "flops_per_param_token": self.k,
+            "prediction": self.prediction,
+        }
+
+
+def _pair(ci):
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def _interval(point_fn, analysis_boot: Bootstrap, level: float, seed: int):
+    """CI of the fitted curve and PI of a new run at one target, from the bootstrap replicates."""
+    curve = np.array([point_fn(c) for c in analysis_boot.coefs])
+    ci = percentile_ci(curve, level)
+    pi = percentile_ci(prediction_samples(analysis_boot, curve, seed), level) if len(curve) else None
+    return _pair(ci), _pair(pi)
+
+
+def check_target(target_params=None, target_tokens=None, budget_flops=None) -> None:
+    """Validate an extrapolation target before any fitting (one-line errors)."""
+    if budget_flops is not None and (target_params is not None or target_tokens is not None):
+        raise ScalestudyError("give either --target-params/--target-tokens or --budget-flops, not both")
+    if budget_flops is None and (target_params is None) != (target_tokens is None):
+        raise ScalestudyError("a target needs both --target-params N and --target-tokens D")
+    for label, v in (("target params", target_params), ("target tokens", target_tokens),
+                     ("budget flops", budget_flops)):
+        if v is not None and not (np.isfinite(v) and v > 0):
+            raise ScalestudyError(f"{label} must be a positive number, got {v:g}")
+
+
+def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, *, target_params=None,
+             target_tokens=None, budget_flops=None) -> dict | None:
+    if budget_flops is None and target_params is None and target_tokens is None:
+        return None
+    by_nd = law.name == "chinchilla" or budget_flops is None
+    out: dict = {"convention": f"C = {k:g} N D (FLOPs)" if by_nd else "C in FLOPs, as in the runs' flops column"}
+    if budget_flops is None:
+        flops = k * target_params * target_tokens
+        out.update(params=float(target_params), tokens=float(target_tokens), flops=float(flops))
+
+        def point(c):
+            return float(law.predict(c, params=target_params, tokens=target_tokens, flops=flops))
+    elif law.name == "chinchilla":
+        out.update(flops=float(budget_flops), **{f"{key}_opt": v for key, v in
+                                                 compute_optimal(fit.coef, budget_flops, k).items() if key != "loss"})
+        for key in ("params", "tokens", "tokens_per_param"):
+            out[f"{key}_opt_ci"] = _pair(percentile_ci(
+                [compute_optimal(c, budget_flops, k)[key] for c in boot.coefs if c["alpha"] > 0 and c["beta"] > 0],
+                level))
+
+        def point(c):
+            return compute_optimal(c, budget_flops, k)["loss"] if c["alpha"] > 0 and c["beta"] > 0 else np.nan
+    else:
+        out.update(flops=float(budget_flops))
+
+        def point(c):
+            return float(law.predict(c, flops=budget_flops))
+    out["loss"] = point(fit.coef)
+    out["loss_ci"], out["loss_pi"] = _interval(point, boot, level, seed)
+    out["intervals"] = (f"loss_ci: {level:.0%} bootstrap interval of the fitted curve; loss_pi: {level:.0%} "
+                        "prediction interval of one new run (adds the runs' scatter around the fit)")
+    return out
+
+
+def analyze(source, law: str = "chinchilla", *, target_params: float | None = None,
+            target_tokens: float | None = None, budget_flops: float | None = None, n_boot: int = 200,
+            seed: int = 0, level: float = 0.95, flops_per_param_token: float | str = KAPLAN_K) -> Analysis:
+    """Fit `law` to runs from `source` (CSV path, study dir, rows, Runs), bootstrap, and extrapolate.
+
+    flops_per_param_token: k in C = k N D for budgets and targets (6 = decoder-only convention), or "auto" to
+    measure it from the runs' flops column (use it for encoder-decoder studies whose FLOPs come from the
+    cost model).
+    """
+    if not 0 < level < 1:
+        raise ScalestudyError(f"confidence level must be in (0, 1), got {level}")
+    check_target(target_params, target_tokens, budget_flops)
+    the_law = make_law(law)
+    runs = load_runs(source)
+    if flops_per_param_token == "auto":
+        runs.require("params", "tokens", "flops")
+        k = effective_k(runs.params, runs.tokens, runs.flops)
+    else:
+        k = float(flops_per_param_token)
+        if not k > 0:
+            raise ScalestudyError(f"FLOPs per parameter per token must be positive, got {k:g}")
+    runs = runs.with_flops(k)
+    fit = fit_law(the_law, runs)
+    boot = bootstrap(the_law, runs, fit, n_boot=n_boot, seed=seed)
+    prediction = _predict(the_law, fit, boot, level, seed, k, target_params=target_params,
+                          target_tokens=target_tokens, budget_flops=budget_flops)
+    return Analysis(law=the_law, runs=runs, fit=fit, boot=boot, level=level, k=k, prediction=prediction)
