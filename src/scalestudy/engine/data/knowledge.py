@@ -25,7 +25,8 @@ from scalestudy.errors import ScalestudyError
 
 
 UNIT_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
-_SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()] + [0x2028, 0x2029, 0x202F, 0x205F], dtype=np.uint32)
+# Lookup table: is code point c whitespace (str.isspace)? Every whitespace code point is <= U+3000.
+_IS_SPACE = np.array([chr(c).isspace() for c in range(0x3001)] + [False])
 # Per-token flags stored beside the token stream: bit 0 = first token of a unit, bits 1-2 = unit kind.
 START = 1
 WORD, PHRASE, ENTITY = 0, 1, 2
@@ -91,27 +92,48 @@ class PhraseMatcher:
         """Non-overlapping (first unit, last unit + 1, kind) phrase/entity spans over a text's units, left to right.
 
         `units` are the text's words and punctuation marks in order (UNIT_RE): adjacent words are separated by
-        whitespace only, so a phrase never runs across punctuation.
+        whitespace only, so a phrase never runs across punctuation. Lexicon entities come first: overlapping
+        occurrences ("Son of God" / "God of Israel") merge into one span, so no occurrence is ever cut. Detected
+        phrases fill the gaps between entities.
         """
-        out = []
-        i, n_units = 0, len(units)
-        entries, names, collocations = self.entries, self.names, self.collocations
-        while i < n_units:
-            word = units[i]
-            n, kind = 0, WORD
+        out: list[tuple[int, int, int]] = []
+        for first, last in self._entities(units):
+            if out and first < out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], last), ENTITY)
+            else:
+                out.append((first, last, ENTITY))
+        phrases: list[tuple[int, int, int]] = []
+        gap_start = 0
+        for first, last, _ in out + [(len(units), len(units), WORD)]:
+            phrases.extend(self._phrases(units, gap_start, first))
+            gap_start = last
+        return sorted(out + phrases)
+
+    def _entities(self, units: Sequence[str]):
+        """(first, last + 1) of the longest lexicon entry starting at each unit, in order."""
+        entries = self.entries
+        for i, word in enumerate(units):
             for words in entries.get(word, ()):
                 if tuple(units[i: i + len(words)]) == words:
-                    n, kind = len(words), ENTITY
+                    yield i, i + len(words)
                     break
-            if not n and word in names:
+
+    def _phrases(self, units: Sequence[str], start: int, stop: int) -> list[tuple[int, int, int]]:
+        """Capitalised names and collocations inside units[start:stop], leftmost-longest."""
+        out = []
+        names, collocations = self.names, self.collocations
+        i = start
+        while i < stop:
+            n = 0
+            if units[i] in names:
                 n = 1
-                while i + n < n_units and units[i + n] in names:
+                while i + n < stop and units[i + n] in names:
                     n += 1
-                n, kind = (n, PHRASE) if n >= 2 else (0, WORD)
-            if not n and i + 1 < n_units and (word, units[i + 1]) in collocations:
-                n, kind = 2, PHRASE
+                n = n if n >= 2 else 0
+            if not n and i + 1 < stop and (units[i], units[i + 1]) in collocations:
+                n = 2
             if n:
-                out.append((i, i + n, kind))
+                out.append((i, i + n, PHRASE))
                 i += n
             else:
                 i += 1
@@ -142,7 +164,7 @@ def token_flags(text: str, offsets: Sequence[tuple[int, int]], matcher: PhraseMa
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     # A token's first unit: the match holding its first character, or, when that is whitespace (the "▁" of a word
     # start), the next match. Its last unit: the match holding its last character (never before the first).
-    on_space = np.isin(codes[begin], _SPACES)
+    on_space = _IS_SPACE[np.minimum(codes[begin], 0x3001)]
     first = np.where(on_space, np.searchsorted(unit_start, begin, side="left"),
                      np.searchsorted(unit_start, begin, side="right") - 1)
     first = np.clip(first, 0, len(matches) - 1)
@@ -166,12 +188,13 @@ def unit_bounds(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def knowledge_noise_mask(flags: np.ndarray, noise_density: float, rng: np.random.Generator,
                          mean_noise_span_length: float = 3.0, knowledge_weight: float = 4.0,
-                         limit: int | None = None, max_targets: int | None = None) -> np.ndarray:
+                         limit: int | None = None, max_targets: int | None = None, max_spans: int = 100
+                         ) -> np.ndarray:
     """Noise mask made of whole units, about `noise_density` of the first `limit` tokens (default: all).
 
     Only units that end within the first `limit` tokens are masked; later tokens stay unmasked (slack that the
     pipeline uses to fill the inputs to exactly seq_len). With `max_targets`, a span is taken only while the targets
-    (noise tokens + one sentinel per span + eos) stay within it.
+    (noise tokens + one sentinel per span + eos) stay within it; never more than `max_spans` spans (sentinels).
 
     Units are visited in a weighted random order (phrases and entities `knowledge_weight` times as likely to come
     early as words). A word starts a span that grows over the following plain words up to `mean_noise_span_length`
@@ -202,7 +225,8 @@ def knowledge_noise_mask(flags: np.ndarray, noise_density: float, rng: np.random
         size = ends[last] - starts[u]
         # A new span joins any masked neighbour instead of adding a sentinel.
         new_spans = 1 - int(u > 0 and unit_masked[u - 1]) - int(last + 1 < len(starts) and unit_masked[last + 1])
-        if masked + size > budget or masked + size + spans + new_spans + 1 > max_targets:
+        if (masked + size > budget or masked + size + spans + new_spans + 1 > max_targets
+                or spans + new_spans > max_spans):
             continue
         unit_masked[u: last + 1] = True
         mask[starts[u]: ends[last]] = True

@@ -43,11 +43,13 @@ from scalestudy.engine.data.packing import num_windows, pack, pack_flags
 from scalestudy.engine.data.span_corruption import (
     apply_noise_mask,
     compute_input_and_target_lengths,
+    noise_counts,
     pad_to,
     random_spans_noise_mask,
 )
 from scalestudy.engine.data.tokenizer import (
     EOS_ID,
+    NUM_SENTINELS,
     PAD_ID,
     fingerprint_tokenizer,
     load_tokenizer,
@@ -198,15 +200,56 @@ def _lengths(cfg: DataConfig) -> tuple[int, int, int]:
     raw, needed = compute_input_and_target_lengths(cfg.seq_len, cfg.noise_density, cfg.mean_noise_span_length,
                                                    cfg.target_len or None)
     target = cfg.target_len or needed
+    spans = noise_counts(raw, cfg.noise_density, cfg.mean_noise_span_length)[1]
+    if spans > NUM_SENTINELS:
+        raise ScalestudyError(f"seq_len {cfg.seq_len} at noise density {cfg.noise_density} and mean span "
+                              f"{cfg.mean_noise_span_length} needs {spans} noise spans, more than the "
+                              f"{NUM_SENTINELS} sentinels: raise mean_noise_span_length or lower seq_len")
     window = raw if cfg.objective == "span" else raw + raw // 8 + 8  # slack: knowledge spans are longer
     return raw, window, target
+
+
+def _encode(cfg: DataConfig, docs: list[str], tok: Tokenizer) -> tuple[np.ndarray, np.ndarray | None]:
+    encodings = tok.encode_batch(docs, add_special_tokens=False)
+    tokens = pack([e.ids for e in encodings], EOS_ID)
+    if cfg.objective != "knowledge":
+        return tokens, None
+    matcher = PhraseMatcher.fit(docs, _lexicon(cfg))
+    return tokens, pack_flags([token_flags(d, e.offsets, matcher) for d, e in zip(docs, encodings)])
+
+
+def _tokenize(cfg: DataConfig, docs: list[str], tok: Tokenizer, corpus_hash: str, out: Path | None, write: bool
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Token stream (and knowledge flags), cached in out/tokens.npz under a key of everything they depend on."""
+    knowledge = cfg.objective == "knowledge"
+    key = _sha(corpus_hash, fingerprint_tokenizer(tok), str(knowledge), *(_lexicon(cfg) if knowledge else []),
+               str(FORMAT_VERSION))
+    cache = out / "tokens.npz" if out is not None else None
+    if cache is not None and cache.is_file():
+        try:
+            with np.load(cache) as data:
+                if str(data["key"]) == key:
+                    return data["tokens"], (data["flags"] if knowledge else None)
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable or older cache: rebuild
+    tokens, flags = _encode(cfg, docs, tok)
+    if write and cache is not None:
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            arrays = {"key": np.array(key), "tokens": tokens}
+            if flags is not None:
+                arrays["flags"] = flags
+            np.savez(f, **arrays)
+        os.replace(tmp, cache)
+    return tokens, flags
 
 
 def prepare(cfg: DataConfig, out_dir: str | Path | None = None, *, write: bool = False) -> Prepared:
     """Read the corpora, train or load the tokenizer, tokenize and pack. Deterministic in `cfg`.
 
-    With `write`, the tokenizer is saved to out_dir/tokenizer.json (reused on the next call when it was trained on
-    the same corpus with the same settings) and a summary to out_dir/data.json. Let one rank write.
+    With `write`, the tokenizer is saved to out_dir/tokenizer.json and the token stream to out_dir/tokens.npz; any
+    later call (any rank) reuses them when they were made from the same corpus and settings. A summary goes to
+    out_dir/data.json. Let one rank write.
     """
     timings = {}
     t0 = time.perf_counter()
@@ -220,13 +263,7 @@ def prepare(cfg: DataConfig, out_dir: str | Path | None = None, *, write: bool =
     tok = _tokenizer(cfg, docs, corpus_hash, out, write)
     timings["tokenizer_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    knowledge = cfg.objective == "knowledge"
-    encodings = tok.encode_batch(docs, add_special_tokens=False)
-    tokens = pack([e.ids for e in encodings], EOS_ID)
-    flags = None
-    if knowledge:
-        matcher = PhraseMatcher.fit(docs, _lexicon(cfg))
-        flags = pack_flags([token_flags(d, e.offsets, matcher) for d, e in zip(docs, encodings)])
+    tokens, flags = _tokenize(cfg, docs, tok, corpus_hash, out, write)
     timings["tokenize_s"] = time.perf_counter() - t0
     raw, window, target = _lengths(cfg)
     n = num_windows(len(tokens), raw, window)

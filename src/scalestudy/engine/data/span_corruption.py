@@ -16,7 +16,7 @@ import numpy as np
 from scalestudy.errors import ScalestudyError
 
 
-def _counts(raw_len: int, noise_density: float, mean_span: float) -> tuple[int, int]:
+def noise_counts(raw_len: int, noise_density: float, mean_span: float) -> tuple[int, int]:
     """(noise tokens, noise spans) for a window, with T5's guards against degenerate windows."""
     length = max(raw_len, 2)
     noise = min(max(int(round(length * noise_density)), 1), length - 1)
@@ -26,7 +26,7 @@ def _counts(raw_len: int, noise_density: float, mean_span: float) -> tuple[int, 
 
 def corrupted_lengths(raw_len: int, noise_density: float, mean_span: float) -> tuple[int, int]:
     """(inputs length, targets length) after corrupting `raw_len` tokens, eos included."""
-    noise, spans = _counts(raw_len, noise_density, mean_span)
+    noise, spans = noise_counts(raw_len, noise_density, mean_span)
     return raw_len - noise + spans + 1, noise + spans + 1
 
 
@@ -75,7 +75,7 @@ def random_spans_noise_mask(length: int, noise_density: float, rng: np.random.Ge
     """Boolean noise mask of `length` tokens with T5's span statistics (non-noise first)."""
     orig_length = length
     length = max(length, 2)
-    noise, spans = _counts(length, noise_density, mean_noise_span_length)
+    noise, spans = noise_counts(length, noise_density, mean_noise_span_length)
     noise_lengths = _random_segmentation(noise, spans, rng)
     nonnoise_lengths = _random_segmentation(length - noise, spans, rng)
     interleaved = np.stack([nonnoise_lengths, noise_lengths], axis=1).reshape(-1)

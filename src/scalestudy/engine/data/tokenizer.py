@@ -15,6 +15,7 @@ Training is deterministic: the same documents and settings give the same tokeniz
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -118,6 +119,9 @@ def train_tokenizer(docs: Sequence[str], vocab_size: int = 8192, kind: str = "un
     n_base = vocab_size - NUM_SENTINELS
     tok = _train_unigram(docs, n_base) if kind == "unigram" else _train_bpe(docs, n_base, byte_level=True)
     tok.add_special_tokens([f"<extra_id_{i}>" for i in reversed(range(NUM_SENTINELS))])
+    # Round-trip through JSON: parsing can move a score's last bit, and a rank that trains must hold exactly the
+    # tokenizer a rank that loads tokenizer.json holds (serialization is stable after one round trip).
+    tok = Tokenizer.from_str(tok.to_str())
     check_layout(tok, vocab_size, origin="trained tokenizer")
     return tok
 
@@ -156,8 +160,6 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
 
 
 def fingerprint_tokenizer(tok: Tokenizer) -> str:
-    import hashlib
-
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
