@@ -337,13 +337,14 @@ class BatchStream:
     def load_state_dict(self, state: dict) -> None:
         """Resume exactly after the last batch recorded in `state` (same data, seed and global batch geometry)."""
         try:
-            if state["fingerprint"] != self.prepared.fingerprint:
-                raise ScalestudyError("data state was saved for different data or data settings; cannot resume")
-            if state["seed"] != self.seed:
-                raise ScalestudyError(f"data state has seed {state['seed']}, this stream {self.seed}")
+            fingerprint, seed = state["fingerprint"], state["seed"]
             consumed = int(state["step"]) * int(state["dp_size"]) * int(state["micro_batch"])
         except (KeyError, TypeError, ValueError):
             raise ScalestudyError("malformed data state (expected BatchStream.state_dict())") from None
+        if fingerprint != self.prepared.fingerprint:
+            raise ScalestudyError("data state was saved for different data or data settings; cannot resume")
+        if seed != self.seed:
+            raise ScalestudyError(f"data state has seed {seed}, this stream {self.seed}; cannot resume")
         per_step = self.dp_size * self.micro_batch
         if consumed % per_step:
             raise ScalestudyError(f"cannot resume: {consumed} examples consumed is not a multiple of dp_size x "
