@@ -44,9 +44,23 @@ def test_metrics_that_cross_zero_use_a_linear_scale():
 
 
 def test_bad_series_are_clear_errors():
-    with pytest.raises(ScalestudyError, match="at least 4 points"):
+    with pytest.raises(ScalestudyError, match="at least 4 runs"):
         detect_jumps(N[:3], LOSS[:3])
     with pytest.raises(ScalestudyError, match="positive scales"):
         detect_jumps(-N, LOSS)
     with pytest.raises(ScalestudyError, match="equal length"):
         detect_jumps(N, LOSS[:-1])
+
+
+def test_grid_study_in_params_and_tokens():
+    rng = np.random.default_rng(2)
+    n, d = (a.ravel() for a in np.meshgrid(np.logspace(7, 9, 4), np.logspace(9, 10.5, 4)))
+    loss = (1.69 + 406.4 / n**0.34 + 410.7 / d**0.28) * np.exp(0.01 * rng.normal(size=n.size))
+    scale = np.column_stack([n, d])
+    assert detect_jumps(scale, loss) == []  # many N per compute: smooth in (N, D), not in C alone
+    accuracy = np.where(6 * n * d >= 1e19, 0.5, 0.02) * np.exp(0.01 * rng.normal(size=n.size))
+    flags = detect_jumps(scale, accuracy)
+    assert flags and all(6 * f.scale[0] * f.scale[1] >= 1e19 for f in flags)
+    jumped = loss.copy()
+    jumped[7] *= 0.7
+    assert [f.scale for f in detect_jumps(scale, jumped)] == [(n[7], d[7])]

@@ -1,0 +1,172 @@
+"""The study report's scaling section: fits with their uncertainty, the extrapolation, and jump flags.
+
+    report_section(source, plots_dir=None, **options) -> ScalingSection(markdown, html, pngs)
+
+`source` is a study directory, a runs CSV, a list of row dicts or `Runs`. The markdown and HTML hold the text and
+tables only; the caller places the PNGs (written to `plots_dir`; none when it is None), e.g. embedded in the HTML.
+A law that cannot be fitted to these runs (too few runs, one model size, ...) is reported with its reason instead
+of failing the section.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.scaling.analysis import Analysis, analyze
+from scalestudy.scaling.jumps import JumpFlag, detect_jumps
+from scalestudy.scaling.runs import Runs, load_runs
+
+
+class ScalingSection(NamedTuple):
+    markdown: str
+    html: str
+    pngs: list[Path]
+
+    @property
+    def plots(self) -> list[Path]:  # the name the report renderer looks for
+        return self.pngs
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _coef_table(data: dict) -> tuple[list[str], list[list[str]]]:
+    head = ["coefficient", "value", f"{data['ci_level']:.0%} CI (bootstrap, {data['bootstrap']['replicates']} refits)"]
+    rows = []
+    for name, value in data["coef"].items():
+        ci = data["ci"].get(name)
+        rows.append([name, _fmt(value), "-" if ci is None else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"])
+    return head, rows
+
+
+def _interval(v) -> str:
+    return "n/a" if not v else f"[{_fmt(v[0])}, {_fmt(v[1])}]"
+
+
+def _prediction_line(data: dict) -> str:
+    p = data["prediction"]
+    if not p:
+        return ""
+    level = f"{data['ci_level']:.0%}"
+    loss = (f"predicted loss {_fmt(p['loss'])} nats/token ({level} CI of the curve {_interval(p['loss_ci'])}, "
+            f"{level} prediction interval of a run {_interval(p['loss_pi'])})")
+    if "params_opt" in p:
+        return (f"Extrapolation to C = {p['flops']:.3g} FLOPs ({p['convention']}): compute-optimal "
+                f"N = {p['params_opt']:.3g} parameters {_interval(p['params_opt_ci'])}, "
+                f"D = {p['tokens_opt']:.3g} tokens {_interval(p['tokens_opt_ci'])}; {loss}.")
+    if "params" in p:
+        return (f"Extrapolation to N = {p['params']:.3g} parameters, D = {p['tokens']:.3g} tokens "
+                f"(C = {p['flops']:.3g} FLOPs, {p['convention']}): {loss}.")
+    return f"Extrapolation to C = {p['flops']:.3g} FLOPs: {loss}."
+
+
+def _series(runs: Runs, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scale of each run, (N, D) when known (a grid has many N per compute) else C, and the metric; runs at the
+    same scale are averaged."""
+    scale = (np.column_stack([runs.params, runs.tokens]) if runs.params is not None and runs.tokens is not None
+             else runs.flops[:, None])
+    ok = np.isfinite(values) & np.all(np.isfinite(scale), axis=1)
+    keys, inverse = np.unique(scale[ok], axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    return keys, np.array([values[ok][inverse == j].mean() for j in range(len(keys))])
+
+
+def jump_report(runs: Runs, k: float = 3.0) -> list[tuple[str, list[JumpFlag] | str]]:
+    """For the loss and each extra numeric metric: its jump flags vs scale, or why it was not tested."""
+    out = []
+    for name, values in {"loss": runs.loss, **runs.metrics}.items():
+        if runs.flops is None and (runs.params is None or runs.tokens is None):
+            out.append((name, "no scale columns (params and tokens, or flops)"))
+            continue
+        x, y = _series(runs, values)
+        try:
+            out.append((name, detect_jumps(x, y, k=k)))
+        except ScalestudyError as exc:
+            out.append((name, str(exc)))
+    return out
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    esc = html_lib.escape
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{''.join(f'<th>{esc(h)}</th>' for h in head)}</tr>{body}</table>"
+
+
+def _jump_rows(jumps, k: float) -> tuple[list[str], list[list[str]], list[str]]:
+    head = ["metric", "scale", "value", "trend without it", "t score", "threshold", "test"]
+    rows, notes = [], []
+    for name, result in jumps:
+        if isinstance(result, str):
+            notes.append(f"{name}: not tested ({result})")
+        elif not result:
+            notes.append(f"{name}: follows a smooth trend (no point beyond {k:g} sigma)")
+        for f in result if not isinstance(result, str) else []:
+            scale = (f"N={f.scale[0]:.3g}, D={f.scale[1]:.3g}" if isinstance(f.scale, tuple)
+                     else f"C={f.scale:.3g} FLOPs")
+            rows.append([name, scale, _fmt(f.value), _fmt(f.expected), f"{f.score:.3g}",
+                         f"{f.threshold:.3g}", f.test])
+    return head, rows, notes
+
+
+def report_section(source, plots_dir: str | Path | None = None, *, laws=("compute", "chinchilla"),
+                   target_params: float | None = None, target_tokens: float | None = None,
+                   budget_flops: float | None = None, n_boot: int = 200, seed: int = 0, level: float = 0.95,
+                   flops_per_param_token: float | str | None = None, jump_k: float = 3.0) -> ScalingSection:
+    """Markdown, HTML and PNGs of the scaling section for a study.
+
+    Extrapolates to (target_params, target_tokens), or budget_flops, or by default 10x the largest run's compute.
+    flops_per_param_token: k in C = k N D; default "auto" (measured from the runs' flops: the study's FLOPs come
+    from the encoder-decoder-aware cost model) when the runs have params, tokens and flops, else 6.
+    """
+    runs = load_runs(source)
+    if flops_per_param_token is None:
+        have = runs.params is not None and runs.tokens is not None and runs.flops is not None
+        flops_per_param_token = "auto" if have else 6.0
+    if budget_flops is None and target_params is None and target_tokens is None and runs.flops is not None:
+        finite = runs.flops[np.isfinite(runs.flops)]
+        budget_flops = 10 * float(finite.max()) if len(finite) else None
+    md = [f"{len(runs)} finished runs. Fits: Huber loss on log-loss, L-BFGS from a grid of initialisations "
+          f"(Hoffmann et al. 2022); {level:.0%} intervals from {n_boot} bootstrap refits (runs resampled, seed {seed})."]
+    html = [f"<p>{html_lib.escape(md[0])}</p>"]
+    pngs: list[Path] = []
+    for law in laws:
+        try:
+            result: Analysis = analyze(runs, law, target_params=target_params, target_tokens=target_tokens,
+                                       budget_flops=budget_flops, n_boot=n_boot, seed=seed, level=level,
+                                       flops_per_param_token=flops_per_param_token)
+        except ScalestudyError as exc:
+            md.append(f"### {law} law\n\n_Not fitted: {exc}._")
+            html.append(f"<h3>{law} law</h3><p><em>Not fitted: {html_lib.escape(str(exc))}.</em></p>")
+            continue
+        data = result.to_dict()
+        head, rows = _coef_table(data)
+        quality = (f"{data['n_runs']} runs; residual s.d. {data['fit']['residual_sd_log']:.3g} in log-loss "
+                   f"(about {100 * data['fit']['residual_sd_log']:.2g}% scatter of the runs around the fit).")
+        pred = _prediction_line(data)
+        md.append(f"### {law} law: `{data['formula']}`\n\n{_md_table(head, rows)}\n\n{quality}\n\n{pred}".rstrip())
+        html.append(f"<h3>{law} law: <code>{html_lib.escape(data['formula'])}</code></h3>{_html_table(head, rows)}"
+                    f"<p>{html_lib.escape(quality)}</p>" + (f"<p>{html_lib.escape(pred)}</p>" if pred else ""))
+        if plots_dir is not None:
+            from scalestudy.scaling.plots import plot_fit
+
+            pngs.append(plot_fit(result, Path(plots_dir) / f"scaling_{law}.png"))
+    head, rows, notes = _jump_rows(jump_report(runs, jump_k), jump_k)
+    intro = (f"Jumps: each metric against a smooth power-law trend in scale (parameters N and tokens D, else compute "
+             f"C): leave-one-out and forecast from smaller runs, flagged beyond {jump_k:g} sigma (Ganguli et al. 2022).")
+    md.append(f"### Smooth trend or jump?\n\n{intro}\n\n" + (_md_table(head, rows) + "\n\n" if rows else "")
+              + "\n".join(f"- {n}" for n in notes))
+    html.append(f"<h3>Smooth trend or jump?</h3><p>{html_lib.escape(intro)}</p>"
+                + (_html_table(head, rows) if rows else "")
+                + "<ul>" + "".join(f"<li>{html_lib.escape(n)}</li>" for n in notes) + "</ul>")
+    return ScalingSection("\n\n".join(md).strip() + "\n", "\n".join(html), pngs)
