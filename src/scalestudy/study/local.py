@@ -7,6 +7,7 @@ Each trial runs in its own session / process group (start_new_session) so that a
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,8 +68,6 @@ class LocalExecutor:
     def _start(self, trial: Trial) -> _Running:
         tdir = trial_dir(self.out, trial)
         if tdir.exists():  # an interrupted attempt: start clean
-            import shutil
-
             shutil.rmtree(tdir)
         tdir.mkdir(parents=True)
         write_train_config(self.spec, trial, tdir)
@@ -88,6 +87,8 @@ class LocalExecutor:
         row, metrics = trial_row(self.spec, run.trial, run.tdir, returncode=returncode, timed_out=timed_out,
                                  started=run.started, finished=time.time(), command=run.command, env=self.env)
         self.store.record_trial(row, metrics)
+        if not self.spec.keep_checkpoints:  # a study measures; checkpoints of every trial would fill the disk
+            shutil.rmtree(run.tdir / "checkpoints", ignore_errors=True)
         return row
 
     def _can_start(self, trial: Trial, running: list[_Running]) -> bool:

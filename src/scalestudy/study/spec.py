@@ -78,7 +78,7 @@ CONTROL: dict[str, tuple[type, Any]] = {
 }
 STUDY_KEYS = {
     "name", "description", "strategies", "include", "train_options", "device", "data", "executor", "concurrency", "max_ranks",
-    "command_template", "env", "extra_args", "slurm", "skip_unfit",
+    "command_template", "env", "extra_args", "slurm", "skip_unfit", "keep_checkpoints",
 }
 EXECUTORS = ("local", "slurm")
 SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "qos",
@@ -177,6 +177,7 @@ class StudySpec:
     extra_args: tuple[str, ...] = ()  # appended to every `scalestudy train` command
     slurm: dict = field(default_factory=dict)
     skip_unfit: bool = False  # drop trials the cost model predicts not to fit in memory
+    keep_checkpoints: bool = False  # local: delete each trial's final checkpoint once its result is stored
     source: dict = field(default_factory=dict)  # the YAML as given
 
     def to_json(self) -> str:
@@ -357,6 +358,7 @@ def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
         extra_args=tuple(extra_args),
         slurm=dict(slurm),
         skip_unfit=bool(raw.get("skip_unfit", False)),
+        keep_checkpoints=bool(raw.get("keep_checkpoints", False)),
         source=raw,
     )
 

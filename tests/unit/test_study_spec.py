@@ -1,0 +1,85 @@
+"""Study spec: grid expansion, filtering of invalid combinations, validation errors, stable trial identity."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.study.spec import Trial, load_spec, parse_spec
+
+
+def test_grid_is_the_product_of_lists_and_strategies():
+    spec = parse_spec({"model": ["t5-tiny", "t5-mini"], "nproc": [1, 2], "lr": [1e-3, "3e-3"],
+                       "strategies": [{"engine": "deepspeed", "zero": [0, 1, 2, 3]}, {"engine": "fsdp", "zero": 3}]})
+    assert len(spec.trials) == 2 * 2 * 2 * 5
+    assert {t.lr for t in spec.trials} == {1e-3, 3e-3}  # YAML's "3e-3" string read as a number
+    assert {(t.engine, t.zero) for t in spec.trials} == {("deepspeed", z) for z in range(4)} | {("fsdp", 3)}
+    assert len({t.trial_id for t in spec.trials}) == len(spec.trials)
+
+
+def test_invalid_combinations_are_filtered_with_reasons():
+    spec = parse_spec({"model": "t5-tiny", "engine": "fsdp", "zero": [1, 2, 3], "nproc": [1, 3],
+                       "global_batch": 4, "micro_batch": 2})
+    # fsdp has no zero 1; 4 sequences do not split into micro-batch 2 x dp 3
+    assert {(t.zero, t.nproc) for t in spec.trials} == {(2, 1), (3, 1)}
+    assert len(spec.skipped) == 4
+    assert any("engine fsdp supports zero stage 2, 3, not 1" in s for s in spec.skipped)
+    assert any("global batch 4 is not divisible by micro-batch 2 x dp 3" in s for s in spec.skipped)
+
+
+def test_include_adds_trials_that_inherit_the_grid():
+    spec = parse_spec({"model": "t5-tiny", "nproc": [1, 2], "zero": 0, "steps": 5,
+                       "include": [{"engine": "ddp", "zero": 1, "memory_limit_bytes": 10**9, "timeout_s": 2}]})
+    extra = [t for t in spec.trials if t.engine == "ddp"]
+    assert len(spec.trials) == 3 and len(extra) == 1
+    assert extra[0].nproc == 1 and extra[0].steps == 5 and extra[0].memory_limit_bytes == 10**9
+
+
+def test_identity_is_stable_and_ignores_run_control():
+    a = parse_spec({"model": "t5-tiny", "zero": 2, "timeout_s": 10}).trials[0]
+    b = parse_spec({"zero": 2, "model": "t5-tiny", "timeout_s": 999, "memory_limit_bytes": 5 * 10**8}).trials[0]
+    c = parse_spec({"model": "t5-tiny", "zero": 2, "lr": 2e-3}).trials[0]
+    assert a.trial_id == b.trial_id != c.trial_id
+    assert len(a.trial_id) == 16
+    # the same hash across processes and versions of Python: it is sha256 of sorted JSON, not hash()
+    assert Trial.from_dict(a.to_dict()).trial_id == a.trial_id
+    assert parse_spec({"model": "t5-tiny"}).trials[0].trial_id == "137d72a8990d9e74"  # pinned: a change would orphan existing stores
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"model": "t5-tiny", "zero": "two"}, "zero must be an integer"),
+    ({"model": "t5-tiny", "bogus": 1}, "unknown key(s) bogus"),
+    ({"model": "t5-tiny", "strategies": [{"engine": "deepspeed", "nproc": 2}]}, "unknown key 'nproc'"),
+    ({"model": "t5-tiny", "engine": "fsdp", "zero": 1}, "no valid trial in the grid"),
+    ({"model": "no-such-model"}, "unknown model"),
+    ({"model": "t5-tiny", "executor": "k8s"}, "executor must be one of local, slurm"),
+    ({"model": "t5-tiny", "nproc": []}, "nproc is an empty list"),
+    ({"model": "t5-tiny", "train_options": {"lr": 1}}, "train_options may not set lr"),
+    ({"model": "t5-tiny", "steps": 3, "warmup": 3}, "no valid trial"),
+    ([1, 2], "must be a YAML mapping"),
+])
+def test_bad_specs_raise_one_line_errors(raw, message):
+    with pytest.raises(ScalestudyError, match=None) as info:
+        parse_spec(raw)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_load_spec_errors(tmp_path):
+    with pytest.raises(ScalestudyError, match="study spec not found"):
+        load_spec(tmp_path / "none.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [t5-tiny\n")
+    with pytest.raises(ScalestudyError, match="invalid YAML at line"):
+        load_spec(bad)
+
+
+def test_examples_are_valid():
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "examples"
+    cpu = load_spec(root / "study-cpu.yaml")
+    cluster = load_spec(root / "study-cluster-mt5.yaml")
+    assert cpu.executor == "local" and len(cpu.trials) == 2 * 7 * 2
+    assert cluster.executor == "slurm" and cluster.device == "a100-40gb"
+    assert {t.model for t in cluster.trials} == {"mt5-base", "mt5-large", "mt5-xl", "mt5-xxl"}
+    assert {t.nodes for t in cluster.trials} == {1, 2, 4, 8} and {t.zero for t in cluster.trials} == {1, 2, 3}

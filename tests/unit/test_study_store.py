@@ -1,0 +1,77 @@
+"""Study store: atomic upsert per trial, WAL, runs_table for the scaling fit, CSV/Parquet export."""
+
+from __future__ import annotations
+
+import csv
+import sqlite3
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.study.store import Store
+
+
+def _row(tid: str, status: str = "OK", loss: float = 3.0) -> dict:
+    return {"trial_id": tid, "status": status, "model": "t5-tiny", "params": 3278592, "tokens": 3200.0,
+            "flops": 1.6e10, "loss": loss if status == "OK" else None, "started_at": 1.0, "summary_json": {"a": 1}}
+
+
+def test_wal_and_upsert_never_duplicates(tmp_path):
+    with Store(tmp_path) as store:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        store.record_trial(_row("a", "FAILED"), [{"step": 1, "loss": 9.0}])
+        store.record_trial(_row("a", "OK", 2.5), [{"step": 1, "loss": 9.0}, {"step": 2, "loss": 8.0}])
+        store.record_trial(_row("b"), [{"step": 1, "loss": 7.0, "extra": "kept"}])
+        assert store.counts() == {"OK": 2, "OOM": 0, "FAILED": 0, "TIMEOUT": 0}
+        assert [m["step"] for m in store.metrics("a")] == [1, 2]
+        assert '"extra": "kept"' in store.metrics("b")[0]["data"]
+        assert store.trials()[0]["summary_json"] == '{"a": 1}'
+    con = sqlite3.connect(tmp_path / "study.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 2
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    with Store(tmp_path) as store:
+        # a failure after the trial row and the first metrics row went in: the whole trial rolls back
+        store.conn.execute("CREATE TRIGGER boom BEFORE INSERT ON metrics WHEN NEW.step = 99 "
+                           "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+        with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+            store.record_trial(_row("a"), [{"step": 1, "loss": 1.0}, {"step": 99, "loss": 2.0}])
+        assert store.trials() == [] and store.metrics() == []
+        store.record_trial(_row("a"), [{"step": 1, "loss": 1.0}])  # the connection is still usable
+        assert len(store.trials()) == 1
+        with pytest.raises(ScalestudyError, match="status must be one of"):
+            store.record_trial(_row("b", "RUNNING"))
+        with pytest.raises(ScalestudyError, match="unknown trial column"):
+            store.record_trial({**_row("b"), "colour": "red"})
+
+
+def test_runs_table_has_the_fit_columns(tmp_path):
+    with Store(tmp_path) as store:
+        store.record_trial(_row("a", "OK", 2.0))
+        store.record_trial(_row("b", "OOM"))
+        runs = store.runs_table()
+    assert len(runs) == 1
+    assert {k: runs[0][k] for k in ("params", "tokens", "flops", "loss", "model")} == {
+        "params": 3278592, "tokens": 3200.0, "flops": 1.6e10, "loss": 2.0, "model": "t5-tiny"}
+
+
+def test_export_csv_and_parquet(tmp_path):
+    with Store(tmp_path / "s") as store:
+        store.record_trial(_row("a"), [{"step": 1, "loss": 9.0}])
+        store.record_trial(_row("b", "TIMEOUT"))
+        out_csv = store.export(tmp_path / "t.csv")
+        out_pq = store.export(tmp_path / "m.parquet", table="metrics")
+        with pytest.raises(ScalestudyError, match=r"\.csv or \.parquet"):
+            store.export(tmp_path / "t.xlsx")
+    rows = list(csv.DictReader(open(out_csv)))
+    assert [r["status"] for r in rows] == ["OK", "TIMEOUT"] and rows[0]["params"] == "3278592"
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out_pq)
+    assert table.column("loss").to_pylist() == [9.0]
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    with pytest.raises(ScalestudyError, match="no study store"):
+        Store(tmp_path / "nothing", create=False)
