@@ -7,6 +7,7 @@ the command functions so `scalestudy --help` stays fast.
 from __future__ import annotations
 
 import json
+import time
 from typing import Optional
 
 import typer
@@ -185,3 +186,125 @@ def emit_winner(out_dir: str, spec, cluster, result, steps: int) -> str:
     return (f"The winner is not runnable by `scalestudy train` ({reasons[0]}); wrote configs and launch commands "
             f"for the best runnable strategy, #{rank} {best.strategy.label} ({slower:.1f}% fewer tokens/s), "
             f"to {out_dir}")
+
+
+@app.command()
+def calibrate(
+    nproc: int = typer.Option(2, help="Ranks to measure with (collectives need >= 2)."),
+    output: str = typer.Option(..., help="Directory for microbench.json and hardware_profile.yaml."),
+    base: str = typer.Option("local-cpu", help="Device whose unmeasured fields the profile keeps."),
+    name: str = typer.Option("local-calibrated", help="Name of the profile."),
+    full: bool = typer.Option(False, help="More sizes (slower)."),
+) -> None:
+    """Micro-benchmark this machine (matmul, copy, Adam, collectives) and save a hardware profile YAML."""
+    from pathlib import Path
+
+    from scalestudy.search.tuner import calibrate as run_calibrate
+    from scalestudy.specs.hardware import get_device
+
+    if nproc < 1:
+        raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    device, path, secs = run_calibrate(Path(output), nproc, get_device(base), name, quick=not full)
+    print_profile(device, secs)
+    print(f"Wrote {path} (use it as --gpu {path})")
+
+
+def print_profile(device, secs: float) -> None:
+    curve = ", ".join(f"{int(n)}: {f:.2f}" for n, f in device.matmul_efficiency)
+    peaks = ", ".join(f"{k} {v / 1e9:.2f}" for k, v in device.peak_flops.items())
+    print(f"Calibrated in {secs:.1f} s: peak matmul GFLOP/s per rank ({peaks}); fp32 efficiency vs matrix size "
+          f"(fraction of peak) {curve}; link {device.intra_node_bytes_per_s / 1e9:.3f} GB/s per rank one direction "
+          f"(ring all-reduce fit), latency {device.intra_node_latency_s * 1e6:.0f} us per hop; copy "
+          f"{device.hbm_bytes_per_s / 1e9:.2f} GB/s; Adam {device.cpu_adam_params_per_s / 1e6:.0f} M params/s per node")
+
+
+@app.command()
+def tune(
+    model: str = typer.Option(..., help="Model preset or config.json path."),
+    nproc: int = typer.Option(2, help="Ranks on this machine."),
+    global_batch: int = typer.Option(..., help="Global batch in sequences per optimizer step."),
+    seq_len: int = typer.Option(128, help="Encoder (or decoder-only) length in tokens."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default seq_len/4."),
+    output: str = typer.Option(..., help="Directory for the profile, trials, tune.json and tune.md."),
+    budget_s: float = typer.Option(900.0, help="Wall-clock budget for calibration + trials (s)."),
+    steps: int = typer.Option(8, help="Optimizer steps per trial."),
+    warmup: int = typer.Option(3, help="First steps of each trial excluded from its median."),
+    max_trials: int = typer.Option(0, help="Cap on trials (0: budget only)."),
+    screen: int = typer.Option(3, help="Engine/ZeRO families screened before model-guided trials."),
+    margin: float = typer.Option(0.0, help="Run a candidate only if predicted faster than the best measured by this "
+                                            "fraction."),
+    profile: Optional[str] = typer.Option(None, help="Use this hardware profile YAML instead of calibrating."),
+    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated."),
+    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages."),
+    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
+    recompute: Optional[str] = typer.Option(None, help="Constraint: none,full."),
+    offload: str = typer.Option("none", help="Optimizer offload: none | cpu | any (cpu JIT-builds CPU-Adam once)."),
+    trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
+) -> None:
+    """Calibrate, then run few short real trials guided by the refit cost model; pick the fastest strategy."""
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.search import tuner
+    from scalestudy.specs.hardware import get_device
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Workload
+
+    spec = get_model(model)
+    tlen = (target_len if target_len is not None else max(1, seq_len // 4)) if spec.is_encoder_decoder else 0
+    workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
+    if nproc < 1 or steps <= warmup:
+        raise ScalestudyError("--nproc must be >= 1 and --steps larger than --warmup")
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if profile:
+        device, calib_s = get_device(profile), 0.0
+    else:
+        device, path, calib_s = tuner.calibrate(out, nproc, get_device("local-cpu"))
+        print_profile(device, calib_s)
+    prec = default_precision(device)
+    cons = build_constraints(engine=engine, zero=zero, tp="1", pp="1", micro_batch=micro_batch,
+                             recompute=recompute or "none,full", offload=offload, offload_params=offload,
+                             precision=prec, max_nodes=None)
+    cands = tuner.local_candidates(spec, device, nproc, workload, cons)
+    print(f"{len(cands)} runnable strategies fit; trials of {steps} steps ({warmup} warm-up excluded)")
+    settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,
+                                  screen=screen, margin=margin, trial_timeout_s=trial_timeout_s)
+    result = tuner.search(cands, spec, workload, nproc, out, settings, calibration_s=calib_s)
+    meta = {"model": spec.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
+            "elapsed_s": time.perf_counter() - t0}
+    tuner.save_results(out, result, settings, meta)
+    from scalestudy.costmodel.calibrate import save_profile
+
+    table = Table(title=f"tune: {len(result.trials)} trial(s), calibration {result.calibration_s:.1f} s + trials "
+                        f"{result.trials_s:.1f} s; stop: {result.stop_reason}")
+    for col in ("#", "strategy", "status", "measured s/step", "predicted before s", "err %", "after calib. s",
+                "err %", "wall s"):
+        table.add_column(col, justify="left" if col in ("strategy", "status") else "right", no_wrap=True)
+    for r in tuner.report_rows(result):
+        def f(v, spec):
+            return "n/a" if v is None or v != v else format(v, spec)
+
+        table.add_row(str(r["trial"]), r["strategy"], r["status"], f(r["measured_step_s"], ".3f"),
+                      f(r["predicted_before_s"], ".3f"), f(r["error_before_pct"], "+.1f"),
+                      f(r["predicted_final_s"], ".3f"), f(r["error_final_pct"], "+.1f"), f(r["wall_s"], ".1f"))
+    Console(width=max(Console().width, 140)).print(table)
+    print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
+          "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
+    e = result.model.fit_
+    print(f"Efficiency terms: compute x{e.compute:.2f}, communication x{e.comm:.2f}, optimizer x{e.optimizer:.2f}, "
+          f"framework overhead {e.overhead_s * 1e3:.1f} ms per micro-step (+ per family: "
+          + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
+    from scalestudy.costmodel.calibrate import apply_efficiency
+
+    save_profile(device, out / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
+    save_profile(apply_efficiency(device, e), out / "tuned_profile.yaml",
+                 "hardware profile with the refit compute/communication factors (overheads: tune.json)")
+    if result.best:
+        print(f"Pick: {result.best.label} ({result.best.measured_step_s:.3f} s/step measured). "
+              f"Results: {out}/tune.json, {out}/tune.md")
+    else:
+        print(f"No trial succeeded; see {out}/trials/*/tune_trial.log")

@@ -4,15 +4,13 @@ Pure Python (no torch): the measurements come from `scalestudy.engine.microbench
 training trials (`scalestudy train` summaries); this module only fits numbers.
 
 1. `profile_from_microbench`: peak FLOP/s per precision = the best measured matmul rate per rank; the GEMM
-   efficiency curve = measured rate / peak vs matrix size (made non-decreasing, since a smaller GEMM is never
-   faster per FLOP than a larger one and a lower point at a larger size is contention noise); memory bandwidth
+   efficiency curve = measured rate / peak vs matrix size (as measured, see `efficiency_curve`); memory bandwidth
    from a copy; CPU Adam rate from torch AdamW; the link from an alpha-beta fit of all_reduce time vs size
    (ring all-reduce: t = 2(n-1) alpha + 2(n-1)/n * S / B, Thakur et al. 2005; alpha = per-hop latency,
    B = per-device one-direction bandwidth, the convention of `DeviceSpec.intra_node_bytes_per_s`).
-2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate): a compute
-   factor (scales the GEMM efficiency curve), a communication factor (scales link bandwidths) and a fixed
-   per-micro-step overhead (framework time: Python, hooks, kernel launches) that the analytical model has no
-   term for. Fitted by least squares on log step time; fewer trials fit fewer terms (1: compute factor only).
+2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): a
+   compute factor, a communication factor, an optimizer factor and a per-micro-step framework overhead (with an
+   engine/ZeRO-family part) that the analytical model has no term for (`EfficiencyFit`).
 3. `save_profile` / `load_profile`: YAML with exactly the DeviceSpec fields (`--gpu PATH.yaml` reads it back).
 """
 
@@ -20,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -40,13 +38,16 @@ def best_rates(matmul: list[dict]) -> dict[str, float]:
 
 
 def efficiency_curve(matmul: list[dict], dtype: str, peak: float) -> list[list[float]]:
-    """[[size, fraction of peak], ...] ascending in size, non-decreasing (running maximum, see module doc)."""
-    rows = sorted((int(r["n"]), float(r["flops_per_s"]) / peak) for r in matmul if r["dtype"] == dtype)
-    curve, best = [], 0.0
-    for n, frac in rows:
-        best = max(best, frac)
-        curve.append([n, round(min(best, 1.0), 4)])
-    return curve
+    """[[size, fraction of peak], ...] ascending in size, as measured (the best of repeated sizes).
+
+    Not forced monotone: on a CPU whose caches hold the small matrices a larger GEMM can be slower per FLOP, and
+    all ranks measure at once, as they compute in training.
+    """
+    best: dict[int, float] = {}
+    for r in matmul:
+        if r["dtype"] == dtype:
+            best[int(r["n"])] = max(best.get(int(r["n"]), 0.0), float(r["flops_per_s"]) / peak)
+    return [[n, round(min(f, 1.0), 4)] for n, f in sorted(best.items())]
 
 
 def fit_alpha_beta(points: list[tuple[float, float]], world: int) -> tuple[float, float]:
@@ -105,75 +106,83 @@ def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSp
 
 
 @dataclass(frozen=True)
-class Efficiency:
-    """Efficiency terms refit from measured trials (1.0 / 1.0 / 0.0 = the uncalibrated model)."""
+class StepTerms:
+    """The cost model's step time of one strategy, split into the parts the refit scales (seconds per step)."""
 
-    compute: float = 1.0  # multiplies the GEMM efficiency curve (achieved / modelled compute rate)
-    comm: float = 1.0  # multiplies link bandwidths (achieved / modelled)
-    overhead_s: float = 0.0  # fixed seconds per micro-step (framework time the model has no term for)
+    compute_s: float  # compute + pipeline bubble + tensor/pipeline communication
+    comm_s: float  # data-parallel / ZeRO communication, in full (nothing overlaps on one-thread gloo ranks)
+    optimizer_s: float  # optimizer update + offload transfers
+    micro_steps: int  # gradient-accumulation micro-steps per optimizer step
+    family: str  # engine/ZeRO family, e.g. "ds-z2", "fsdp-z3", "ddp"
+
+
+@dataclass
+class EfficiencyFit:
+    """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
+
+    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s
+           + micro_steps * (overhead_s + family_overhead_s[family])
+    `overhead_s` is framework time per micro-step (Python, hooks, kernel launches) the analytical model has no term
+    for; `family_overhead_s` its engine/ZeRO-specific part (0 for a family never measured).
+    """
+
+    compute: float = 1.0
+    comm: float = 1.0
+    optimizer: float = 1.0
+    overhead_s: float = 0.0
+    family_overhead_s: dict = field(default_factory=dict)
+    prior: float = 0.3  # ridge weight pulling compute/comm/optimizer to 1 and family terms to 0
+    trials_fitted: int = 0
+
+    def predict(self, t: StepTerms) -> float:
+        over = max(0.0, self.overhead_s + self.family_overhead_s.get(t.family, 0.0))
+        return self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s + t.micro_steps * over
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def apply_efficiency(device: DeviceSpec, eff: Efficiency) -> DeviceSpec:
-    """The device with the compute and communication factors applied (the overhead is added by `predict`)."""
-    curve = [[n, f * eff.compute] for n, f in device.matmul_efficiency]
-    return replace(device, matmul_efficiency=curve,
-                   intra_node_bytes_per_s=device.intra_node_bytes_per_s * eff.comm,
-                   inter_node_bytes_per_s=device.inter_node_bytes_per_s * eff.comm)
+def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) -> EfficiencyFit:
+    """Least squares on relative error, sum ((pred - m) / m)^2, plus the ridge prior; negative factors clip.
 
-
-@dataclass(frozen=True)
-class Observation:
-    """One measured trial: its strategy's step time as estimated for given factors, via `model(eff)`."""
-
-    measured_step_s: float
-    grad_accum: int
-    # step time (s) the cost model gives with the factors applied: callable(compute, comm) -> seconds
-    model: object
-
-
-def predict(obs: Observation, eff: Efficiency) -> float:
-    return obs.model(eff.compute, eff.comm) + eff.overhead_s * obs.grad_accum
-
-
-def _loss(obs: list[Observation], eff: Efficiency) -> float:
-    return sum((math.log(predict(o, eff)) - math.log(o.measured_step_s)) ** 2 for o in obs)
-
-
-def fit_efficiency(obs: list[Observation], start: Efficiency | None = None) -> Efficiency:
-    """Least squares on log step time by coordinate search (a few hundred model calls; no scipy needed).
-
-    Terms fitted: 1 trial -> compute; 2 -> compute + overhead; >= 3 -> compute + comm + overhead.
+    Linear in the unknowns, so one `numpy.linalg.lstsq`; with one trial the whole residual goes to the
+    (unpenalised) per-micro-step overhead, with more the factors move away from 1 as the data demand.
     """
-    ok = [o for o in obs if o.measured_step_s > 0]
-    if not ok:
-        return start or Efficiency()
-    eff = start or Efficiency()
-    terms = ["compute"] + (["overhead_s"] if len(ok) >= 2 else []) + (["comm"] if len(ok) >= 3 else [])
-    best = _loss(ok, eff)
-    step = {"compute": 0.5, "comm": 0.5, "overhead_s": 0.25}
-    floor = {"compute": 1e-3, "comm": 1e-3, "overhead_s": 0.0}
-    scale = min(o.measured_step_s / max(o.grad_accum, 1) for o in ok)  # overhead moves in units of a micro-step
-    for _ in range(60):
-        improved = False
-        for t in terms:
-            for sign in (+1, -1):
-                cur = getattr(eff, t)
-                if t == "overhead_s":
-                    new = max(floor[t], cur + sign * step[t] * scale)
-                else:
-                    new = max(floor[t], cur * math.exp(sign * step[t]))
-                cand = replace(eff, **{t: new})
-                loss = _loss(ok, cand)
-                if loss < best - 1e-12:
-                    eff, best, improved = cand, loss, True
-        if not improved:
-            step = {k: v / 2 for k, v in step.items()}
-            if max(step.values()) < 1e-3:
-                break
-    return eff
+    import numpy as np
+
+    obs = [(t, m) for t, m in observed if m > 0]
+    fams = sorted({t.family for t, _ in obs})
+    n = 4 + len(fams)
+    rows, rhs = [], []
+    for t, m in obs:
+        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.micro_steps / m]
+                    + [t.micro_steps / m if t.family == f else 0.0 for f in fams])
+        rhs.append(1.0)
+    w = math.sqrt(prior)
+    for j in range(3):
+        rows.append([w if k == j else 0.0 for k in range(n)])
+        rhs.append(w)
+    rows.append([1e-3 if k == 3 else 0.0 for k in range(n)])  # keeps the system defined with no trials
+    rhs.append(0.0)
+    for j in range(len(fams)):
+        rows.append([w if k == 4 + j else 0.0 for k in range(n)])
+        rhs.append(0.0)
+    theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
+    a, b, c = (max(0.05, float(x)) for x in theta[:3])
+    return EfficiencyFit(compute=a, comm=b, optimizer=c, overhead_s=float(theta[3]),
+                         family_overhead_s={f: float(theta[4 + j]) for j, f in enumerate(fams)}, prior=prior,
+                         trials_fitted=len(obs))
+
+
+def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
+    """The device with the fitted compute and communication factors folded in (GEMM efficiency / compute factor,
+    link bandwidths / comm factor), so `--gpu` on the saved profile predicts like the refit model minus overheads."""
+    curve = [[n, f / fit.compute] for n, f in device.matmul_efficiency]
+    return replace(device, matmul_efficiency=curve,
+                   intra_node_bytes_per_s=device.intra_node_bytes_per_s / fit.comm,
+                   inter_node_bytes_per_s=device.inter_node_bytes_per_s / fit.comm,
+                   source=device.source + f"; refit from {fit.trials_fitted} trial(s): compute x{fit.compute:.3g}, "
+                                          f"comm x{fit.comm:.3g}")
 
 
 # ---------------------------------------------------------------------------------------------- files

@@ -56,7 +56,7 @@ def bench_matmul(device: torch.device, sizes: list[int], dtype: str, budget_s: f
         a = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
         b = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
         flops = 2.0 * n**3
-        t = timed(lambda: torch.mm(a, b), device, reps=3, min_s=min(0.2, budget_s))
+        t = timed(lambda: torch.mm(a, b), device, reps=3, min_s=min(0.05, budget_s))
         out.append({"n": n, "dtype": dtype, "seconds": t, "flops_per_s": flops / t})
         if t > budget_s:  # slow dtype (e.g. bf16 on CPUs without native support): stop growing
             break
@@ -120,12 +120,12 @@ def run(output: str, quick: bool) -> dict:
     t0 = time.perf_counter()
     for dtype in ("fp32", "bf16", "fp16"):
         # Low-precision sizes stop early when one matmul is slow (no native support on these CPUs).
-        result["matmul"] += bench_matmul(device, sizes if dtype == "fp32" else sizes[:4], dtype,
+        result["matmul"] += bench_matmul(device, sizes if dtype == "fp32" else sizes[:2 if quick else 4], dtype,
                                          budget_s=0.5 if dtype == "fp32" else 0.05)
-    result["copy"] = bench_copy(device, 64 << 20)
-    result["adam"] = bench_adam(device, 4 << 20)
+    result["copy"] = bench_copy(device, 16 << 20 if quick else 64 << 20)
+    result["adam"] = bench_adam(device, 1 << 20 if quick else 4 << 20)
     if world > 1:
-        sizes_b = [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20] if quick else \
+        sizes_b = [4 << 10, 256 << 10, 4 << 20, 16 << 20] if quick else \
             [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 128 << 20]
         for op in ("all_reduce", "all_gather", "reduce_scatter"):
             for nbytes in sizes_b:

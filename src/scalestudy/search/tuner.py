@@ -1,0 +1,350 @@
+"""Measured strategy search on the machine at hand (`scalestudy tune`).
+
+1. Calibrate: micro-benchmarks (matmul rate vs size and dtype, copy bandwidth, Adam rate, gloo collectives vs
+   message size; `scalestudy.engine.microbench` under torchrun) -> a hardware profile YAML
+   (`scalestudy.costmodel.calibrate.profile_from_microbench`), usable as `--gpu PATH.yaml` by estimate and plan.
+2. Rank every strategy `scalestudy train` can run here with the cost model on that profile.
+3. Trials: short real `scalestudy train` runs (the first `warmup` steps excluded from the median step time).
+   After every trial the efficiency terms are refit (`EfficiencyModel`) and every candidate is re-predicted.
+   Order of trials: first a screen of the best predicted strategy of each of the `screen` most promising
+   engine/ZeRO families (their framework overheads differ most and the model cannot know them unmeasured), then
+   model-guided elimination: run the best-predicted unmeasured strategy while its prediction beats the best
+   measured step time by more than `margin`; stop when none does (the top choice is stable), or at the budget.
+   Failed / OOM / timed-out trials are recorded and the search goes on.
+
+Efficiency model (refit from the trials, least squares on relative error with a ridge prior toward the
+uncalibrated model): step = a * compute + b * data-parallel communication + c * optimizer/offload
++ micro-steps * (o + o_family). On one-thread gloo ranks nothing overlaps, so communication counts in full
+(`dp_comm_total_s`); `o` is the framework time per micro-step (Python, hooks, launches) the analytical model has no
+term for, and `o_family` its engine/ZeRO-specific part (0 until that family is measured).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
+from scalestudy.errors import ScalestudyError
+from scalestudy.search.emit import train_options, trainable, write_atomic
+from scalestudy.search.planner import Candidate, evaluate
+from scalestudy.search.space import Constraints
+from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import Workload
+
+# ---------------------------------------------------------------------------------------------- efficiency model
+
+
+def family(c: Candidate) -> str:
+    s = c.strategy
+    fam = {"deepspeed": f"ds-z{s.zero}", "ddp": "ddp" if s.zero == 0 else "ddp-zero1", "fsdp": f"fsdp-z{s.zero}"}
+    return fam[s.engine] + ("+opt" if s.offload_optimizer != "none" else "") + \
+        ("+param" if s.offload_params != "none" else "")
+
+
+def terms(c: Candidate) -> StepTerms:
+    """The estimate's step time split into the parts the refit scales."""
+    e = c.estimate
+    return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
+                     optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c))
+
+
+class EfficiencyModel:
+    """`EfficiencyFit` over candidates (caches each candidate's step terms)."""
+
+    def __init__(self, fit: EfficiencyFit | None = None) -> None:
+        self.fit_ = fit or EfficiencyFit()
+        self._terms: dict[int, StepTerms] = {}
+
+    def _t(self, c: Candidate) -> StepTerms:
+        t = self._terms.get(id(c))
+        if t is None:
+            t = self._terms[id(c)] = terms(c)
+        return t
+
+    def predict(self, c: Candidate) -> float:
+        return self.fit_.predict(self._t(c))
+
+    def refit(self, observed: list[tuple[Candidate, float]]) -> EfficiencyModel:
+        model = EfficiencyModel(fit_efficiency([(self._t(c), m) for c, m in observed]))
+        model._terms = self._terms
+        return model
+
+    def to_dict(self) -> dict:
+        return self.fit_.to_dict()
+
+
+# ---------------------------------------------------------------------------------------------- trials
+
+
+@dataclass
+class Trial:
+    index: int
+    label: str
+    strategy: dict
+    grad_accum: int
+    status: str  # OK | OOM | FAILED | TIMEOUT
+    measured_step_s: float | None
+    predicted_before_s: float  # prediction of the efficiency model fitted on the trials before this one
+    predicted_uncalibrated_s: float  # the cost model on the calibrated profile, no refit
+    wall_s: float
+    steps: int
+    run_dir: str
+    reason: str = ""
+    predicted_final_s: float | None = None  # prediction of the final fit (after all trials)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def train_command(opts: dict, *, steps: int, warmup: int, output: Path, seed: int = 1234) -> list[str]:
+    """`python -m scalestudy train ...` for one trial (fixed seed and data so trials differ only in strategy)."""
+    opts = dict(opts, steps=steps, output=str(output), warmup=warmup, seed=seed)
+    args = [sys.executable, "-m", "scalestudy", "train", "--no-progress"]
+    for key, value in opts.items():
+        if key in ("nnodes", "tp", "pp"):
+            continue  # local single-node runs; tp = pp = 1 (what train runs)
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def classify(returncode: int, text: str, timed_out: bool, summary: dict | None) -> tuple[str, str]:
+    if timed_out:
+        return "TIMEOUT", "trial exceeded its time limit"
+    if returncode == 0 and summary and summary.get("median_step_s"):
+        return "OK", ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    oom = [ln for ln in lines if "out of memory" in ln.lower()]
+    if oom:
+        return "OOM", oom[-1][:300]
+    return "FAILED", (lines[-1][:300] if lines else f"exit code {returncode}")
+
+
+def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload, nproc: int, out_dir: Path, *,
+              steps: int, warmup: int, timeout_s: float, predicted_before_s: float = float("nan"),
+              predicted_uncalibrated_s: float = float("nan"), extra_env: dict | None = None) -> Trial:
+    """Run one real `scalestudy train` trial; never raises for a failed run (it is recorded)."""
+    label = cand.strategy.label
+    run_dir = out_dir / "trials" / f"{index:03d}-{label.replace(' ', '_')}"
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    opts = train_options(model, cand.strategy, workload, nproc=nproc, nnodes=1)
+    cmd = train_command(opts, steps=steps, warmup=warmup, output=run_dir)
+    env = dict(os.environ, OMP_NUM_THREADS="1", **(extra_env or {}))
+    t0 = time.perf_counter()
+    timed_out = False
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        text, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        text = (exc.stdout or b"").decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rc, timed_out = -1, True
+    wall = time.perf_counter() - t0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / "tune_trial.log", shlex.join(cmd) + "\n" + text)
+    summary = None
+    if (run_dir / "summary.json").is_file():
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        except ValueError:
+            summary = None
+    status, reason = classify(rc, text, timed_out, summary)
+    measured = float(summary["median_step_s"]) if status == "OK" else None
+    return Trial(index=index, label=label, strategy=cand.strategy.to_dict(), grad_accum=cand.point.grad_accum,
+                 status=status, measured_step_s=measured, predicted_before_s=predicted_before_s,
+                 predicted_uncalibrated_s=predicted_uncalibrated_s, wall_s=wall, steps=steps, run_dir=str(run_dir),
+                 reason=reason)
+
+
+# ---------------------------------------------------------------------------------------------- the search
+
+
+@dataclass
+class TuneSettings:
+    steps: int = 8
+    warmup: int = 3
+    budget_s: float = 900.0
+    max_trials: int = 0  # 0 = no cap besides the budget
+    screen: int = 3  # engine/ZeRO families screened first
+    margin: float = 0.0  # run a candidate only if predicted faster than the best measured by more than this
+    trial_timeout_s: float = 300.0
+
+
+@dataclass
+class TuneResult:
+    candidates: list[Candidate]
+    trials: list[Trial]
+    model: EfficiencyModel
+    best: Trial | None
+    stop_reason: str
+    calibration_s: float
+    trials_s: float
+    total_s: float
+
+    def to_dict(self) -> dict:
+        return {"best": self.best.to_dict() if self.best else None, "stop_reason": self.stop_reason,
+                "trials": [t.to_dict() for t in self.trials], "efficiency": self.model.to_dict(),
+                "candidates": len(self.candidates), "calibration_s": self.calibration_s, "trials_s": self.trials_s,
+                "total_s": self.total_s}
+
+
+def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload: Workload,
+                     constraints: Constraints) -> list[Candidate]:
+    """Feasible strategies on this machine (one node of `nproc` ranks) that `scalestudy train` can run."""
+    from scalestudy.costmodel.estimate import estimate
+
+    cluster = ClusterSpec(device=device, nodes=1, gpus_per_node=nproc, name=device.name)
+    feasible, _ = evaluate(model, cluster, workload, constraints, estimate)
+    cuda = device.kind != "cpu"
+    out = []
+    for c in feasible:
+        opts = train_options(model, c.strategy, workload, nproc=nproc, nnodes=1)
+        if trainable(opts, cuda=cuda) is None:
+            out.append(c)
+    if not out:
+        raise ScalestudyError(f"no strategy for {model.name} on {nproc} rank(s) both fits and is runnable here")
+    return out
+
+
+def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[Candidate]:
+    """The best-predicted candidate of each of the k families whose best prediction is lowest."""
+    best: dict[str, Candidate] = {}
+    for c in sorted(cands, key=eff.predict):
+        best.setdefault(family(c), c)
+    return sorted(best.values(), key=eff.predict)[:k]
+
+
+def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
+           settings: TuneSettings, *, calibration_s: float = 0.0, log=print) -> TuneResult:
+    """Screen, then model-guided elimination (module docstring); returns every trial and the pick."""
+    start = time.perf_counter()
+    eff = EfficiencyModel()
+    base = {id(c): eff.predict(c) for c in cands}
+    trials: list[Trial] = []
+    observed: list[tuple[Candidate, float]] = []
+    measured_ids: set[int] = set()
+    screen = _screen_order(cands, eff, settings.screen)
+    stop = ""
+
+    def budget_left() -> bool:
+        spent = calibration_s + (time.perf_counter() - start)
+        typical = max((t.wall_s for t in trials), default=0.0)
+        return spent + typical <= settings.budget_s
+
+    while True:
+        if settings.max_trials and len(trials) >= settings.max_trials:
+            stop = f"reached --max-trials {settings.max_trials}"
+            break
+        if not budget_left():
+            stop = f"budget of {settings.budget_s:.0f} s would be exceeded by another trial"
+            break
+        pending = [c for c in screen if id(c) not in measured_ids]
+        if pending:
+            nxt = pending[0]
+        else:
+            rest = sorted((c for c in cands if id(c) not in measured_ids), key=eff.predict)
+            if not rest:
+                stop = "every candidate measured"
+                break
+            incumbent = min((m for _, m in observed), default=math.inf)
+            nxt = rest[0]
+            if eff.predict(nxt) >= incumbent * (1 - settings.margin):
+                stop = (f"top choice stable: the best unmeasured prediction ({nxt.strategy.label}, "
+                        f"{eff.predict(nxt):.3f} s) does not beat the best measured step ({incumbent:.3f} s)")
+                break
+        trial = run_trial(len(trials) + 1, nxt, model, workload, nproc, out_dir, steps=settings.steps,
+                          warmup=settings.warmup, timeout_s=settings.trial_timeout_s,
+                          predicted_before_s=eff.predict(nxt), predicted_uncalibrated_s=base[id(nxt)])
+        trials.append(trial)
+        measured_ids.add(id(nxt))
+        if trial.status == "OK":
+            observed.append((nxt, trial.measured_step_s))
+            eff = eff.refit(observed)
+        shown = f"{trial.measured_step_s:.3f} s" if trial.measured_step_s else trial.reason
+        log(f"trial {trial.index}: {trial.label}: {trial.status} {shown} (predicted {trial.predicted_before_s:.3f} s; "
+            f"{trial.wall_s:.0f} s wall)")
+    for t, c in zip(trials, _trial_cands(trials, cands)):
+        t.predicted_final_s = eff.predict(c)
+    ok = [t for t in trials if t.status == "OK"]
+    best = min(ok, key=lambda t: t.measured_step_s) if ok else None
+    trials_s = time.perf_counter() - start
+    return TuneResult(cands, trials, eff, best, stop or "done", calibration_s, trials_s, calibration_s + trials_s)
+
+
+def _trial_cands(trials: list[Trial], cands: list[Candidate]) -> list[Candidate]:
+    by_label = {c.strategy.label: c for c in cands}
+    return [by_label[t.label] for t in trials]
+
+
+# ---------------------------------------------------------------------------------------------- calibration + report
+
+
+def calibrate(out_dir: Path, nproc: int, base: DeviceSpec, name: str = "local-calibrated", *, quick: bool = True
+              ) -> tuple[DeviceSpec, Path, float]:
+    """Run the micro-benchmarks on `nproc` ranks; save DIR/hardware_profile.yaml; return (device, path, seconds)."""
+    from scalestudy.costmodel.calibrate import profile_from_microbench, save_profile
+    from scalestudy.engine.microbench import launch
+
+    t0 = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meas = launch(str(out_dir / "microbench.json"), nproc, quick=quick)
+    device = profile_from_microbench(meas, base, name)
+    path = save_profile(device, out_dir / "hardware_profile.yaml",
+                        "hardware profile from `scalestudy calibrate`; use as --gpu PATH in estimate/plan")
+    return device, path, time.perf_counter() - t0
+
+
+def error_pct(pred: float | None, meas: float | None) -> float | None:
+    if pred is None or meas is None or not math.isfinite(pred) or meas <= 0:
+        return None
+    return 100.0 * (pred - meas) / meas
+
+
+def report_rows(result: TuneResult) -> list[dict]:
+    rows = []
+    for t in result.trials:
+        rows.append({"trial": t.index, "strategy": t.label, "status": t.status, "measured_step_s": t.measured_step_s,
+                     "predicted_uncalibrated_s": t.predicted_uncalibrated_s,
+                     "predicted_before_s": t.predicted_before_s, "predicted_final_s": t.predicted_final_s,
+                     "error_before_pct": error_pct(t.predicted_before_s, t.measured_step_s),
+                     "error_final_pct": error_pct(t.predicted_final_s, t.measured_step_s),
+                     "wall_s": t.wall_s, "reason": t.reason})
+    return rows
+
+
+def markdown_table(rows: list[dict]) -> str:
+    def f(v, spec):
+        return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+    head = ("| # | strategy | status | measured s/step | predicted before s | error before % | predicted after "
+            "calibration s | error after % | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(f"| {r['trial']} | {r['strategy']} | {r['status']} | {f(r['measured_step_s'], '.3f')} | "
+                   f"{f(r['predicted_before_s'], '.3f')} | {f(r['error_before_pct'], '+.1f')} | "
+                   f"{f(r['predicted_final_s'], '.3f')} | {f(r['error_final_pct'], '+.1f')} | "
+                   f"{f(r['wall_s'], '.1f')} |\n" for r in rows)
+    return head + body
+
+
+def save_results(out_dir: Path, result: TuneResult, settings: TuneSettings, meta: dict) -> None:
+    rows = report_rows(result)
+    data = {"meta": meta, "settings": asdict(settings), **result.to_dict(), "table": rows,
+            "units": "seconds per optimizer step (median over measured steps, warm-up excluded); errors = "
+                     "(predicted - measured) / measured in %"}
+    write_atomic(out_dir / "tune.json", json.dumps(data, indent=2) + "\n")
+    best = result.best.label if result.best else "none (no trial succeeded)"
+    md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
+          f"Pick: **{best}**. Trials: {len(result.trials)}; stop: {result.stop_reason}.\n"
+          f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
+          f"{result.total_s:.1f} s (wall).\n\n" + markdown_table(rows))
+    write_atomic(out_dir / "tune.md", md)

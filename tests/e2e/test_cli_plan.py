@@ -1,0 +1,115 @@
+"""`scalestudy plan` end to end (in-process CLI): speed, never an infeasible proposal, constraints, output, errors."""
+
+import json
+import time
+
+import pytest
+
+from scalestudy.cli import main
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.specs.hardware import make_cluster
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Strategy, Workload
+
+MT5_XXL = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
+           "--global-batch", "256", "--seq-len", "512", "--target-len", "128"]
+
+
+def run_cli(capsys, args):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_mt5_xxl_on_4x8_a100_answers_under_2s_and_every_proposal_fits(capsys):
+    # Warm the imports first (the test measures the planner, not the interpreter's first import of rich/typer).
+    run_cli(capsys, ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "1",
+                     "--global-batch", "2", "--seq-len", "16", "--json"])
+    t0 = time.perf_counter()
+    code, out, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
+    elapsed = time.perf_counter() - t0
+    assert code == 0
+    assert elapsed < 2.0, f"plan took {elapsed:.2f} s"
+    data = json.loads(out)
+    assert data["evaluated"] == data["estimated"] + data["pruned"] > 1000
+    assert len(data["candidates"]) == data["feasible"] - data["duplicates"] > 0
+    model, cluster, w = get_model("mt5-xxl"), make_cluster("a100-40gb", 4, 8), Workload(256, 512, 128)
+    for cand in data["candidates"]:
+        est = estimate(model, cluster, Strategy.from_dict(cand["strategy"]), w)
+        assert est.fits, cand["label"]
+        assert cand["estimate"]["fits"] is True
+        assert cand["estimate"]["memory"]["per_device_bytes"] <= cluster.device.memory_bytes
+    tps = [c["estimate"]["throughput"]["tokens_per_s"] for c in data["candidates"]]
+    assert tps == sorted(tps, reverse=True)
+
+
+def test_pruning_agrees_with_estimating_everything(capsys):
+    _, pruned, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
+    _, full, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0", "--no-prune"])
+    a, b = json.loads(pruned), json.loads(full)
+    assert a["pruned"] > 0 and b["pruned"] == 0
+    assert [c["label"] for c in a["candidates"]] == [c["label"] for c in b["candidates"]]
+    assert a["feasible"] == b["feasible"]
+
+
+def test_table_pareto_and_explanation(capsys):
+    code, out, _ = run_cli(capsys, MT5_XXL + ["--top", "5"])
+    assert code == 0
+    assert "tokens/s" in out and "GiB/dev" in out and "MFU %" in out
+    assert "Pareto front" in out and "Why:" in out and " vs " in out
+    assert "Units:" in out
+
+
+def test_constraints_narrow_the_plan(capsys):
+    code, out, _ = run_cli(capsys, MT5_XXL + ["--zero", "2", "--tp", "1", "--json", "--top", "0"])
+    assert code == 0
+    data = json.loads(out)
+    assert data["candidates"]
+    assert {(c["strategy"]["zero"], c["strategy"]["tp"]) for c in data["candidates"]} == {(2, 1)}
+
+
+def test_min_nodes_objective_uses_fewer_nodes(capsys):
+    base = ["plan", "--model", "mt5-base", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
+            "--global-batch", "256", "--seq-len", "512", "--json", "--top", "1"]
+    code, out, _ = run_cli(capsys, base)
+    best4 = json.loads(out)["candidates"][0]["estimate"]["throughput"]["tokens_per_s"]
+    code, out, _ = run_cli(capsys, base + ["--objective", "min-nodes", "--min-throughput", str(0.2 * best4)])
+    assert code == 0
+    cand = json.loads(out)["candidates"][0]
+    assert cand["layout"]["nodes"] < 4
+    assert cand["estimate"]["throughput"]["tokens_per_s"] >= 0.2 * best4
+
+
+def test_emit_for_cluster_plan_writes_consistent_files(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, MT5_XXL + ["--engine", "deepspeed", "--top", "3", "--emit", str(tmp_path)])
+    assert code == 0 and "wrote configs and launch commands" in out.lower()
+    ds = json.loads((tmp_path / "ds_config.json").read_text())
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    lay = plan["layout"]
+    assert ds["train_batch_size"] == 256 == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] \
+        * lay["dp"]
+    assert ds["zero_optimization"]["stage"] == plan["strategy"]["zero"]
+    assert ds["bf16"]["enabled"] is True and ds["gradient_clipping"] == 1.0
+    slurm = (tmp_path / "launch_slurm.sbatch").read_text()
+    assert "#SBATCH --nodes=4" in slurm and "--nproc-per-node 8" in slurm and "scalestudy.engine.train" in slurm
+    assert "--nnodes 4" in (tmp_path / "launch_multi_node.sh").read_text()
+    assert "scalestudy train --config" in (tmp_path / "launch_single_node.sh").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "no-such-model"], "unknown model"),
+    (["--objective", "fastest"], "unknown objective"),
+    (["--zero", "x"], "--zero takes integers"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, message):
+    base = {"--model": "mt5-xxl", "--gpu": "a100-40gb", "--global-batch": "64", "--seq-len": "512"}
+    for k, v in zip(args[::2], args[1::2]):
+        base[k] = v
+    argv = ["plan"] + [x for kv in base.items() for x in kv]
+    code, _, err = run_cli(capsys, argv)
+    assert code == 2
+    assert message in err and "Traceback" not in err
