@@ -1,0 +1,63 @@
+"""A real study: `scalestudy train` trials (torchrun, gloo, CPU), one of them out of memory under a memory cap."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.dist]
+
+
+def test_real_trials_ok_and_oom_then_report(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(textwrap.dedent("""
+        name: real
+        model: t5-tiny
+        engine: ddp
+        nproc: 1
+        micro_batch: 2
+        global_batch: 4
+        seq_len: 32
+        target_len: 8
+        steps: 4
+        warmup: 1
+        warmup_steps: 1
+        timeout_s: 300
+        include:
+          # 64 x 512 tokens through t5-tiny needs several GB of activations: under a 1.8 GB address-space cap the
+          # CPU allocator fails, and `scalestudy train` reports "out of memory"
+          - {micro_batch: 64, global_batch: 64, seq_len: 512, target_len: 128, memory_limit_bytes: 1800000000}
+    """))
+    out = tmp_path / "study"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    res = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run", str(spec), "-o", str(out),
+                          "--no-progress"], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    con = sqlite3.connect(out / "study.sqlite")
+    con.row_factory = sqlite3.Row
+    rows = {r["micro_batch"]: dict(r) for r in con.execute("SELECT * FROM trials")}
+    ok, oom = rows[2], rows[64]
+    assert ok["status"] == "OK", ok["error_tail"]
+    assert oom["status"] == "OOM" and "out of memory" in oom["error_tail"]
+    # measured summary, per-step metrics, prediction and scaling-fit columns
+    assert ok["step_s"] > 0 and ok["tokens_per_s"] > 0 and ok["peak_mem_bytes"] > 0
+    assert math.isfinite(ok["loss"]) and ok["params"] > 1e6
+    assert ok["tokens"] == 4 * 4 * (32 + 8) and ok["flops"] > 0
+    assert ok["pred_step_s"] > 0 and ok["pred_per_device_bytes"] > 0, ok["pred_error"]
+    steps = [r[0] for r in con.execute("SELECT step FROM metrics WHERE trial_id=? ORDER BY step", (ok["trial_id"],))]
+    assert steps == [1, 2, 3, 4]
+    assert '"torch"' in ok["env_json"]
+    con.close()
+    assert not (out / "trials" / ok["trial_id"] / "checkpoints").exists()  # a study keeps measurements only
+
+    rep = subprocess.run([sys.executable, "-m", "scalestudy", "report", str(out)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    md = (out / "report.md").read_text()
+    assert "OOM" in md and "t5-tiny" in md
