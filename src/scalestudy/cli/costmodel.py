@@ -1,3 +1,215 @@
-"""CLI commands (costmodel): work in progress."""
+"""CLI commands of the cost model: `estimate`, `validate`, `presets`, `devices`.
 
-from scalestudy.cli import app  # noqa: F401
+Thin: parse flags, call scalestudy.costmodel, print (rich table or --json). Bad input raises ScalestudyError,
+which `scalestudy.cli.main` prints on one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from scalestudy.cli import app
+
+GIB = float(1 << 30)
+
+
+def _gib(x: float | None) -> str:
+    return "-" if x is None else f"{x / GIB:,.2f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 3600:
+        return f"{seconds:,.1f} s"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:,.2f} h"
+    return f"{seconds / 86400:,.2f} days"
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`) or a config.json path."),
+    gpu: str = typer.Option("a100-40gb", "--gpu", help="Device name (see `scalestudy devices`) or a device YAML."),
+    nodes: int = typer.Option(1, "--nodes", help="Number of nodes."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Devices (ranks) per node."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML (device, nodes, gpus_per_node, "
+                                                                  "bandwidth overrides); replaces --gpu/--nodes."),
+    engine: str = typer.Option("deepspeed", "--engine", help="deepspeed | fsdp | ddp"),
+    zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (ddp: 0-1, fsdp: 2-3)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel rank."),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch",
+                                               help="Sequences per optimizer step (default: micro-batch x dp)."),
+    seq_len: int = typer.Option(512, "--seq-len", help="Encoder (or decoder-only) length in tokens."),
+    target_len: int = typer.Option(0, "--target-len", help="Decoder length of encoder-decoder models "
+                                                           "(0: same as --seq-len)."),
+    recompute: str = typer.Option("none", "--recompute", help="none | selective | full"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 on "
+                                                                      "GPUs, fp32 on CPUs)."),
+    offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
+    offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
+    train_tokens: float = typer.Option(0.0, "--train-tokens", help="Tokens to train, for time and device-hours."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON schema (docs/estimate-schema.md)."),
+) -> None:
+    """Predict memory per device, step time, throughput and MFU of one training configuration."""
+    from scalestudy.costmodel.estimate import estimate as run_estimate
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.hardware import make_cluster
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+
+    spec = get_model(model)
+    clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
+    if precision is None:
+        precision = "fp32" if clus.device.kind == "cpu" else "bf16"
+    strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
+                        precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params)
+    if global_batch is None:
+        if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
+            raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")
+        global_batch = micro_batch * clus.world_size // (tp * pp)
+    if seq_len < 1:
+        raise ScalestudyError(f"sequence length must be >= 1, got {seq_len}")
+    workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=target_len, train_tokens=train_tokens)
+    est = run_estimate(spec, clus, strategy, workload)
+    if as_json:
+        print(json.dumps(est.to_dict(), indent=2))
+        return
+    _print_estimate(est)
+
+
+def _print_estimate(est) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    d = est.to_dict()
+    lay, mem, tm, thr = d["layout"], d["memory"], d["time"], d["throughput"]
+    console = Console()
+    title = (f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {d['cluster']['world_size']} x "
+             f"{d['cluster']['device']} - {est.strategy.label}")
+    console.print(f"[bold]{title}[/]")
+    console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
+                  f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
+                  f"({d['workload']['tokens_per_step']:,} tokens/step)")
+
+    t = Table(title="Memory per device", show_header=True)
+    t.add_column("term")
+    t.add_column("GiB", justify="right")
+    for k, v in mem["parts"].items():
+        t.add_row(k, _gib(v))
+    t.add_row("[bold]total[/]", f"[bold]{_gib(mem['per_device_bytes'])}[/]")
+    t.add_row("capacity", _gib(mem["capacity_bytes"]))
+    if mem["host_bytes_per_rank"]:
+        t.add_row("host RAM per rank (offload)", _gib(mem["host_bytes_per_rank"]))
+    if mem["nvme_bytes_per_rank"]:
+        t.add_row("NVMe per rank (offload)", _gib(mem["nvme_bytes_per_rank"]))
+    t.add_row("fits", "[green]yes[/]" if d["fits"] else "[red]NO (out of memory)[/]")
+    console.print(t)
+
+    t = Table(title="Step time", show_header=True)
+    t.add_column("part")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in tm["parts"].items():
+        t.add_row(k.removesuffix("_s"), f"{v:.4f}", f"{100 * v / tm['step_s']:.1f}%")
+    t.add_row("[bold]step[/]", f"[bold]{tm['step_s']:.4f}[/]", "100%")
+    t.add_row("dp comm total (incl. overlapped)", f"{tm['dp_comm_total_s']:.4f}", "")
+    console.print(t)
+
+    t = Table(title="Throughput", show_header=True)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("samples/s", f"{thr['samples_per_s']:,.2f}")
+    t.add_row("tokens/s (whole cluster)", f"{thr['tokens_per_s']:,.0f}")
+    t.add_row("tokens/s per device", f"{thr['tokens_per_s_per_device']:,.0f}")
+    t.add_row("model TFLOP/s per device", f"{thr['model_tflops_per_device']:,.3f}")
+    t.add_row("hardware TFLOP/s per device (incl. recompute)", f"{thr['hardware_tflops_per_device']:,.3f}")
+    t.add_row("MFU (model FLOPs / dense peak)", f"{100 * d['mfu']:.1f}%")
+    t.add_row("HFU (hardware FLOPs / dense peak)", f"{100 * d['hfu']:.1f}%")
+    if tm["time_to_train_s"] is not None:
+        t.add_row(f"time to train {d['workload']['train_tokens']:.3g} tokens", _duration(tm["time_to_train_s"]))
+        t.add_row("device-hours", f"{tm['device_hours']:,.1f}")
+    console.print(t)
+    console.print(f"[dim]FLOPs convention: {d['flops']['convention']}. Peak: "
+                  f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}.[/]")
+
+
+@app.command()
+def validate(as_json: bool = typer.Option(False, "--json", help="Print rows and summary as JSON.")) -> None:
+    """Compare the cost model with published throughput and memory numbers (% error per row, with sources)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.costmodel.published import load, summary, validation_rows
+
+    rows = validation_rows()
+    summ = summary(rows)
+    if as_json:
+        print(json.dumps({"rows": [{"id": r.id, "kind": r.kind, "metric": r.metric, "unit": r.unit,
+                                    "published": r.published, "predicted": r.predicted, "error": r.error,
+                                    "config": r.config, "source": r.source} for r in rows],
+                          "summary": summ, "sources": load()["sources"]}, indent=2))
+        return
+    console = Console()
+    for kind, title in (("throughput", "Throughput: predicted vs published"),
+                        ("memory", "Memory: predicted vs published")):
+        t = Table(title=title, show_lines=False)
+        for col, just in (("row", "left"), ("configuration", "left"), ("metric (unit)", "left"),
+                          ("published", "right"), ("predicted", "right"), ("error", "right"), ("source", "left")):
+            t.add_column(col, justify=just)
+        for r in (r for r in rows if r.kind == kind):
+            fmt = (lambda v: f"{100 * v:.1f}%") if r.metric == "mfu" else (lambda v: f"{v:,.4g}")
+            colour = "green" if abs(r.error) < 0.10 else "yellow" if abs(r.error) < 0.20 else "red"
+            t.add_row(r.id, r.config, f"{r.metric} ({r.unit})", fmt(r.published), fmt(r.predicted),
+                      f"[{colour}]{100 * r.error:+.1f}%[/]", r.source)
+        console.print(t)
+    console.print(f"throughput: {summ['throughput_rows']} rows, mean |error| "
+                  f"{100 * summ['throughput_mean_abs_error']:.1f}%, max |error| "
+                  f"{100 * summ['throughput_max_abs_error']:.1f}%; memory: {summ['memory_rows']} rows, max |error| "
+                  f"{100 * summ['memory_max_abs_error']:.2f}%")
+    console.print("[dim]Sources:[/]")
+    for key, text in load()["sources"].items():
+        console.print(f"[dim]  {key}: {text}[/]")
+
+
+@app.command()
+def presets() -> None:
+    """List model presets with their parameter counts (equal to Transformers' counts)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.costmodel.params import param_count
+    from scalestudy.specs.model import PRESETS
+
+    t = Table(title="Model presets (params: Transformers' count, tied tensors once)", box=None)
+    for col in ("name", "params", "layers", "d_model", "heads", "d_ff", "vocab", "head"):
+        t.add_column(col, justify="left" if col in ("name", "head") else "right", no_wrap=True)
+    for name, s in PRESETS.items():
+        layers = f"{s.num_layers}+{s.num_decoder_layers}" if s.is_encoder_decoder else str(s.num_layers)
+        t.add_row(name, f"{param_count(s):,}", layers, str(s.d_model), str(s.num_heads), str(s.d_ff),
+                  str(s.vocab_size), "tied" if s.tie_word_embeddings else "untied")
+    Console().print(t)
+
+
+@app.command()
+def devices() -> None:
+    """List device data files (peaks, memory, bandwidths)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.specs.hardware import device_names, get_device
+
+    t = Table(title="Devices (specs/hardware/*.yaml)", box=None)
+    for col in ("name", "memory GiB", "dense peak TFLOP/s", "HBM GB/s", "intra GB/s", "inter GB/s"):
+        t.add_column(col, justify="left" if col in ("name", "dense peak TFLOP/s") else "right")
+    for name in device_names():
+        d = get_device(name)
+        peaks = " ".join(f"{k}:{v / 1e12:g}" for k, v in d.peak_flops.items())
+        t.add_row(f"{name} ({d.kind})", f"{d.memory_bytes / GIB:,.1f}", peaks, f"{d.hbm_bytes_per_s / 1e9:,.0f}",
+                  f"{d.intra_node_bytes_per_s / 1e9:,.1f}", f"{d.inter_node_bytes_per_s / 1e9:,.2f}")
+    Console().print(t)

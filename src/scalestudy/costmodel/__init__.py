@@ -1,0 +1,19 @@
+"""Analytical cost model for parallel pre-training: parameters, FLOPs, memory, communication, step time.
+
+Pure Python (no torch). Entry point: `scalestudy.costmodel.estimate.estimate(model, cluster, strategy, workload)`.
+"""
+
+from scalestudy.costmodel import estimate  # noqa: F401  (module; `estimate.estimate` is the function)
+
+
+def activation_cache_clear() -> None:
+    """Drop every memoised per-model quantity (benchmarks measure cold evaluation with it)."""
+    from scalestudy.costmodel import estimate, flops, memory, params, step
+
+    params.param_breakdown.cache_clear()
+    params.param_count.cache_clear()
+    params.params_per_device.cache_clear()
+    flops.forward_flops.cache_clear()
+    memory.activation_parts.cache_clear()
+    step._CACHE.clear()
+    estimate._SHAPES.clear()

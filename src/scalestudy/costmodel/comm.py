@@ -20,15 +20,28 @@ def _ring(volume_factor: float, nbytes: float, n: int, bw: float, latency: float
     return volume_factor * (n - 1) / n * nbytes / bw + volume_factor * (n - 1) * latency
 
 
+_LINKS: dict[int, tuple] = {}
+
+
+def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
+    """(intra bw, intra latency, inter bw, inter latency), memoised per cluster object (hot path)."""
+    hit = _LINKS.get(id(cluster))
+    if hit is None or hit[0] is not cluster:
+        hit = (cluster, (cluster.intra_bw, cluster.intra_latency, cluster.inter_bw, cluster.inter_latency))
+        _LINKS[id(cluster)] = hit
+    return hit[1]
+
+
 def _collective(volume_factor: float, nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
+    intra_bw, intra_lat, inter_bw, inter_lat = links(cluster)
     g = max(1, min(per_node, n))
     if g >= n:
-        return _ring(volume_factor, nbytes, n, cluster.intra_bw, cluster.intra_latency)
+        return _ring(volume_factor, nbytes, n, intra_bw, intra_lat)
     nodes = n // g
-    inner = _ring(volume_factor, nbytes, g, cluster.intra_bw, cluster.intra_latency)
-    outer = _ring(volume_factor, nbytes / g, nodes, cluster.inter_bw, cluster.inter_latency)
+    inner = _ring(volume_factor, nbytes, g, intra_bw, intra_lat)
+    outer = _ring(volume_factor, nbytes / g, nodes, inter_bw, inter_lat)
     return inner + outer
 
 
@@ -49,9 +62,10 @@ def p2p_time(nbytes: float, cross_node: bool, cluster: ClusterSpec) -> float:
     """Point-to-point send of `nbytes` (pipeline activations/gradients between neighbouring stages)."""
     if nbytes <= 0:
         return 0.0
+    intra_bw, intra_lat, inter_bw, inter_lat = links(cluster)
     if cross_node:
-        return nbytes / cluster.inter_bw + cluster.inter_latency
-    return nbytes / cluster.intra_bw + cluster.intra_latency
+        return nbytes / inter_bw + inter_lat
+    return nbytes / intra_bw + intra_lat
 
 
 def dp_comm_volume(psi: float, engine: str, zero: int, grad_accum: int, grad_bytes: float, param_bytes: float

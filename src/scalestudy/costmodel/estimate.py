@@ -17,7 +17,7 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, bu
                                          overhead_bytes)
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions, uses_flash
 from scalestudy.costmodel.params import param_count, params_per_device
-from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -152,6 +152,40 @@ class Estimate:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Everything that depends only on (model, device, precision, tp, pp, micro-batch, lengths, recompute)."""
+
+    psi: int
+    params_total: int
+    activations: float
+    compute: ComputeTimes
+    model_flops_per_seq: float
+    hardware_flops_per_seq: float
+
+
+_SHAPES: dict[tuple, tuple] = {}
+
+
+def _shape(model, dev, prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, options) -> _Shape:
+    # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
+    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is dev:
+        return hit[2]
+    if len(_SHAPES) > 200_000:
+        _SHAPES.clear()
+    shape = _Shape(
+        psi=params_per_device(model, tp, pp), params_total=param_count(model),
+        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, options),
+        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp),
+        model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
+        hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
+    )
+    _SHAPES[key] = (model, dev, shape)
+    return shape
+
+
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
              options: CostOptions = DEFAULT_OPTIONS) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
@@ -167,21 +201,21 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     t = (workload.target_len or s) if model.is_encoder_decoder else 0
     prec, mb = st.precision, st.micro_batch
 
+    flash = uses_flash(options, model.family)
+    sp = options.sequence_parallel and tp > 1
+    shape = _shape(model, dev, prec, tp, pp, mb, s, t, st.recompute, flash, sp, min(pp, ga), options)
+    psi, ct = shape.psi, shape.compute
+
     # ---- memory
-    psi = params_per_device(model, tp, pp)
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options)
-    act = activation_bytes(model, mb, s, t, prec, tp, pp, ga, st.recompute, options)
-    mem = Memory(w, g, o, act, buf, overhead_bytes(dev.kind), host, nvme)
+    mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev.kind), host, nvme)
     ranks_per_node = gpn
     capacity = dev.memory_bytes / ranks_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
     host_capacity = dev.host_memory_bytes / ranks_per_node
     fits = mem.total <= capacity and host <= host_capacity
 
     # ---- compute and tensor/pipeline communication (per micro-batch on the busiest stage)
-    flash = uses_flash(options, model.family)
-    sp = options.sequence_parallel and tp > 1
-    ct = compute_times(model, dev, prec, tp, mb, s, t, st.recompute, flash, sp)
     fwd, bwd = ct.forward / pp, ct.backward / pp
     stage = fwd + bwd + ct.head
     tp_mb = ct.tp_ops / pp * allreduce_time(ct.tp_bytes, tp, tp, cluster) if tp > 1 else 0.0
@@ -233,11 +267,11 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         offload_s += ga * 2 * shard / bw  # fetched for forward and again for backward
 
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s
-    model_f = workload.global_batch * step_flops_per_sequence(model, s, t, "none")
-    hw_f = workload.global_batch * step_flops_per_sequence(model, s, t, st.recompute)
+    model_f = workload.global_batch * shape.model_flops_per_seq
+    hw_f = workload.global_batch * shape.hardware_flops_per_seq
     return Estimate(
         model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
-        params_total=param_count(model), params_per_device=psi, memory=mem, capacity_bytes=capacity,
+        params_total=shape.params_total, params_per_device=psi, memory=mem, capacity_bytes=capacity,
         host_capacity_bytes=host_capacity, fits=fits, compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=tp_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_comm_total_s=dp_total, optimizer_s=opt_s, offload_s=offload_s,
         step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),

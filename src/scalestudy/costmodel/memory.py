@@ -110,14 +110,16 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if engine == "fsdp":
         # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter
         return 2 * half * layer + 4.0 * layer
-    if zero == 0 or dp == 1 and zero < 3:
-        return 0.0
-    fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" else 4.0 * psi / dp
+    # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
     reduce = half * min(options.reduce_bucket_elems, psi) * (2 if options.overlap_grad_comm else 1)
+    if zero == 0 or dp == 1 and zero < 3:
+        return reduce
+    fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" else 4.0 * psi / dp
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi)
+    # stage 3: the layer being computed and the prefetched one, gathered, plus the prefetch bucket
     gathered = 2 * half * layer + half * min(options.stage3_prefetch_elems, psi)
-    return fp32_grad_partition + half * min(options.reduce_bucket_elems, psi) + gathered
+    return fp32_grad_partition + reduce + gathered
 
 
 # ---------------------------------------------------------------------------------------------- activations

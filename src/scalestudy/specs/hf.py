@@ -22,6 +22,9 @@ def build_hf_config(spec: ModelSpec):
 
     fields = dict(to_hf_config(spec))
     kind = fields.pop("model_type")
+    if kind == "gpt2" and spec.vocab_size <= 50256:
+        # GPT-2's default bos/eos id 50256 lies outside small (our 8k) vocabularies: use scalestudy's eos id 1
+        fields.update(bos_token_id=1, eos_token_id=1)
     cls = {"t5": transformers.T5Config, "mt5": transformers.MT5Config, "gpt2": transformers.GPT2Config,
            "llama": transformers.LlamaConfig}[kind]
     return cls(**fields)

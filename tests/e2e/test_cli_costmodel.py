@@ -1,0 +1,86 @@
+"""CLI: `scalestudy estimate / validate / presets / devices`; bad input -> one line on stderr, exit 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scalestudy.cli import main
+
+
+def _run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code or 0, out.out, out.err
+
+
+def test_estimate_json_schema(capsys):
+    code, out, _ = _run(capsys, "estimate", "--model", "mt5-base", "--gpu", "a100-40gb", "--nodes", "2",
+                        "--gpus-per-node", "8", "--zero", "2", "--micro-batch", "4", "--global-batch", "128",
+                        "--seq-len", "512", "--target-len", "114", "--train-tokens", "1e9", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["params_total"] == 582_401_280
+    assert d["layout"] == {"world_size": 16, "dp": 16, "tp": 1, "pp": 1, "grad_accum": 2, "micro_batch": 4}
+    assert d["fits"] is True and 0 < d["mfu"] < 1
+    assert d["time"]["device_hours"] > 0 and d["throughput"]["tokens_per_s"] > 0
+
+
+def test_estimate_human_table_has_units(capsys):
+    code, out, _ = _run(capsys, "estimate", "--model", "t5-tiny", "--gpu", "local-cpu", "--gpus-per-node", "2",
+                        "--engine", "ddp", "--seq-len", "128", "--target-len", "32", "--micro-batch", "4")
+    assert code == 0
+    for text in ("GiB", "seconds", "tokens/s", "TFLOP/s", "MFU (model FLOPs", "fp32", "FLOPs convention"):
+        assert text in out
+
+
+def test_estimate_with_cluster_file_and_offload(capsys, tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_bytes_per_s: 5.0e9\n")
+    code, out, _ = _run(capsys, "estimate", "--model", "mt5-xl", "--cluster", str(p), "--zero", "3",
+                        "--offload-optimizer", "cpu", "--offload-params", "cpu", "--micro-batch", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["cluster"]["inter_node_bytes_per_s"] == 5e9
+    assert d["memory"]["host_bytes_per_rank"] > 0 and d["time"]["parts"]["offload_s"] > 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "mt5-huge"], "unknown model"),
+    (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"], "not divisible by tp*pp"),
+    (["--model", "gpt2", "--tp", "8"], "heads are not divisible by tp 8"),
+    (["--model", "mt5-base", "--micro-batch", "-1"], "micro_batch must be >= 1"),
+    (["--model", "mt5-base", "--global-batch", "-8"], "global batch must be >= 1"),
+    (["--model", "mt5-base", "--seq-len", "-5"], "sequence length must be >= 1"),
+    (["--model", "mt5-base", "--nodes", "0"], "nodes and gpus per node must be >= 1"),
+    (["--model", "mt5-base", "--zero", "7"], "supports zero stage"),
+    (["--model", "mt5-base", "--recompute", "some"], "unknown recompute"),
+    (["--model", "t5-tiny", "--gpu", "local-cpu", "--precision", "bf16"], "does not support bf16"),
+    (["--model", "mt5-base", "--global-batch", "12"], "global batch 12 is not divisible"),
+])
+def test_bad_input_one_line_exit_2(capsys, args, needle):
+    code, out, err = _run(capsys, "estimate", *args)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_validate_presets_devices(capsys):
+    code, out, _ = _run(capsys, "validate", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["summary"]["throughput_mean_abs_error"] < 0.10
+    assert all(r["source"] for r in d["rows"])
+    code, out, _ = _run(capsys, "validate")
+    assert code == 0 and "mean |error|" in out and "narayanan2021" in out
+    code, out, _ = _run(capsys, "presets")
+    assert "582,401,280" in out and "untied" in out
+    code, out, _ = _run(capsys, "devices")
+    assert "a100-40gb" in out and "local-cpu" in out
+
+
+def test_subprocess_exit_code_and_single_line():
+    proc = subprocess.run([sys.executable, "-m", "scalestudy", "estimate", "--model", "gpt2", "--tp", "8"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "heads are not divisible" in proc.stderr

@@ -1,0 +1,95 @@
+"""estimate(): schema, invariants, CPU support, invalid input, throughput bookkeeping."""
+
+import json
+
+import pytest
+
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.flops import training_flops
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import make_cluster
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Strategy, Workload
+
+
+def _est(model="mt5-large", nodes=1, gpn=8, gpu="a100-40gb", work=None, **st):
+    return estimate(get_model(model), make_cluster(gpu, nodes, gpn), Strategy(**st),
+                    work or Workload(global_batch=64, seq_len=512, target_len=114, train_tokens=1e9))
+
+
+def test_schema_keys_and_json():
+    d = _est(zero=2, micro_batch=4).to_dict()
+    json.dumps(d)
+    for key in ("params_total", "fits", "mfu", "hfu", "memory", "time", "throughput", "flops", "layout"):
+        assert key in d
+    assert set(d["memory"]["parts"]) == {"params", "grads", "optimizer", "activations", "buffers", "overhead"}
+    assert d["memory"]["per_device_bytes"] == pytest.approx(sum(d["memory"]["parts"].values()))
+    assert d["time"]["step_s"] == pytest.approx(sum(d["time"]["parts"].values()))
+    for key in ("tokens_per_s", "model_tflops_per_device", "hardware_tflops_per_device", "samples_per_s"):
+        assert d["throughput"][key] > 0
+    assert d["params_total"] == 1_229_581_312
+
+
+def test_throughput_bookkeeping():
+    e = _est(zero=1, micro_batch=2, recompute="full")
+    w = e.workload
+    assert e.model_flops == pytest.approx(training_flops(e.model, w))
+    assert e.hardware_flops == pytest.approx(training_flops(e.model, w, "full"))
+    assert e.tokens_per_s == pytest.approx(64 * (512 + 114) / e.step_s)
+    assert e.mfu == pytest.approx(e.model_tflops_per_device * 1e12 / 312e12)
+    assert e.hfu > e.mfu and 0 < e.mfu < 1
+    assert e.time_to_train_s == pytest.approx(1e9 / e.tokens_per_s)
+    assert e.device_hours == pytest.approx(e.time_to_train_s * 8 / 3600)
+
+
+def test_more_nodes_more_throughput_and_recompute_costs_time():
+    small = _est(zero=2, micro_batch=4, work=Workload(256, 512, 114))
+    big = _est(zero=2, micro_batch=4, nodes=4, work=Workload(256, 512, 114))
+    assert big.tokens_per_s > small.tokens_per_s
+    assert big.tokens_per_s < 4 * small.tokens_per_s  # communication is not free
+    assert _est(micro_batch=4, recompute="full").step_s > _est(micro_batch=4).step_s
+
+
+def test_encoder_decoder_target_defaults_to_seq_len():
+    e = _est(work=Workload(global_batch=8, seq_len=256))
+    assert e.target_len == 256 and e.tokens_per_step == 8 * 512
+
+
+@pytest.mark.parametrize("engine,zero", [("ddp", 0), ("ddp", 1), ("deepspeed", 0), ("deepspeed", 3), ("fsdp", 2),
+                                         ("fsdp", 3)])
+def test_cpu_strategies_for_one_and_two_ranks(engine, zero):
+    for ranks in (1, 2):
+        e = _est("t5-tiny", gpu="local-cpu", gpn=ranks, engine=engine, zero=zero, precision="fp32", micro_batch=4,
+                 work=Workload(global_batch=8 * ranks, seq_len=128, target_len=32))
+        assert e.fits and 0 < e.mfu < 1 and e.step_s > 0
+        assert e.peak_flops == 80e9
+
+
+def test_cpu_rejects_bf16():
+    with pytest.raises(ScalestudyError, match="does not support bf16"):
+        _est("t5-tiny", gpu="local-cpu", gpn=2, engine="ddp", micro_batch=4, work=Workload(8, 128, 32))
+
+
+@pytest.mark.parametrize("kwargs,work,match", [
+    ({"tp": 3}, None, "not divisible by tp\\*pp"),
+    ({"tp": 4, "gpn": 6, "nodes": 2}, Workload(48, 512, 114), "does not divide 6 devices per node"),
+    ({"tp": 8, "model": "gpt2"}, Workload(64, 512), "heads are not divisible by tp"),
+    ({"pp": 5}, None, "not divisible by tp\\*pp"),
+    ({"micro_batch": 3}, None, "global batch 64 is not divisible"),
+    ({"pp": 8, "model": "gpt2", "gpn": 8}, Workload(64, 512), "layers are not divisible by pp"),
+])
+def test_invalid_layouts_raise(kwargs, work, match):
+    model = kwargs.pop("model", "mt5-large")
+    gpn = kwargs.pop("gpn", 8)
+    nodes = kwargs.pop("nodes", 1)
+    with pytest.raises(ScalestudyError, match=match):
+        _est(model, nodes=nodes, gpn=gpn, work=work, **kwargs)
+
+
+def test_negative_sizes_raise():
+    with pytest.raises(ScalestudyError):
+        Workload(global_batch=-1, seq_len=512)
+    with pytest.raises(ScalestudyError):
+        Strategy(micro_batch=0)
+    with pytest.raises(ScalestudyError):
+        make_cluster("a100-40gb", nodes=0)

@@ -1,0 +1,143 @@
+"""Memory model: ZeRO paper numbers, monotone in the stage, offload, Korthikanti activations, pipeline in-flight."""
+
+import pytest
+
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, model_states, zero_model_states
+from scalestudy.costmodel.options import CostOptions
+from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
+from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.strategy import Strategy, Workload
+
+GB = 1e9
+
+
+@pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_7_5b_on_64_devices(stage, expected_gb):
+    # Rajbhandari et al. 2020, Fig. 1 / Table 1: Psi = 7.5B, N_d = 64, K = 12
+    w, g, o = zero_model_states(7.5e9, 64, stage)
+    assert (w + g + o) / GB == pytest.approx(expected_gb, abs=0.06)
+
+
+def test_zero_paper_through_estimate():
+    # the same example through the public API: a 7.5B-parameter GPT on 64 devices; params+grads+optimizer terms
+    m = ModelSpec(name="gpt-7.5b", family="gpt2", vocab_size=51200, d_model=4096, num_layers=36, num_heads=32,
+                  d_kv=128, d_ff=16384, ffn="gelu", tie_word_embeddings=True, max_position_embeddings=2048)
+    cluster = make_cluster("a100-80gb", nodes=8, gpus_per_node=8)
+    psi = None
+    for stage, (pw, pg, po) in zip(range(4), [(2, 2, 12), (2, 2, 12 / 64), (2, 2 / 64, 12 / 64),
+                                              (2 / 64, 2 / 64, 12 / 64)]):
+        e = estimate(m, cluster, Strategy(zero=stage), Workload(global_batch=64, seq_len=2048))
+        psi = e.params_per_device
+        parts = e.memory.parts()
+        assert parts["params"] == pytest.approx(pw * psi)
+        assert parts["grads"] == pytest.approx(pg * psi)
+        assert parts["optimizer"] == pytest.approx(po * psi)
+    assert 7.4e9 < psi < 7.8e9
+
+
+@pytest.mark.parametrize("model,nodes,mb", [("mt5-xl", 1, 1), ("mt5-xxl", 4, 2), ("llama-13b", 2, 4), ("t5-tiny", 1, 8)])
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_memory_never_rises_with_stage(model, nodes, mb, precision):
+    cluster = make_cluster("a100-80gb", nodes=nodes, gpus_per_node=8)
+    spec = get_model(model)
+    work = Workload(global_batch=8 * nodes * mb * 2, seq_len=512, target_len=128)
+    prev = None
+    for stage in range(4):
+        e = estimate(spec, cluster, Strategy(zero=stage, micro_batch=mb, precision=precision), work)
+        if prev is not None:
+            assert e.per_device_bytes <= prev.per_device_bytes
+            assert e.memory.model_states <= prev.memory.model_states
+            for term in ("params", "grads", "optimizer"):
+                assert getattr(e.memory, term) <= getattr(prev.memory, term)
+        prev = e
+
+
+def test_offload_moves_optimizer_to_host_and_costs_time():
+    cluster = make_cluster("a100-40gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("mt5-xl"), Workload(global_batch=32, seq_len=512, target_len=114)
+    base = estimate(spec, cluster, Strategy(zero=2, micro_batch=4), work)
+    off = estimate(spec, cluster, Strategy(zero=2, micro_batch=4, offload_optimizer="cpu"), work)
+    assert off.memory.optimizer == 0 and base.memory.optimizer > 0
+    # host keeps the K=12 states plus DeepSpeed's fp32 gradient partition: 16 bytes per local parameter
+    assert off.memory.host_bytes == pytest.approx(16 * base.params_per_device / 8)
+    assert off.per_device_bytes < base.per_device_bytes
+    assert off.step_s > base.step_s and off.offload_s > 0
+    p3 = estimate(spec, cluster, Strategy(zero=3, micro_batch=4, offload_optimizer="cpu", offload_params="cpu"), work)
+    assert p3.memory.params == 0 and p3.memory.host_bytes > off.memory.host_bytes
+    nvme = estimate(spec, cluster, Strategy(zero=3, micro_batch=4, offload_optimizer="nvme"), work)
+    assert nvme.memory.nvme_bytes > 0 and nvme.memory.host_bytes == 0
+
+
+def _gpt3_layer():
+    m = ModelSpec(name="gpt3", family="gpt2", vocab_size=51200, d_model=12288, num_layers=96, num_heads=96,
+                  d_kv=128, d_ff=4 * 12288, ffn="gelu", tie_word_embeddings=True, max_position_embeddings=2048)
+    return activation_parts(m, 1, 2048, 0, "bf16", False)[1]
+
+
+@pytest.mark.parametrize("tp,sp,recompute,coef", [
+    (1, False, "none", lambda s, b, h, a, t: s * b * h * (34 + 5 * a * s / h)),
+    (8, False, "none", lambda s, b, h, a, t: s * b * h * (10 + 24 / t + 5 * a * s / (h * t))),
+    (8, True, "none", lambda s, b, h, a, t: s * b * h / t * (34 + 5 * a * s / h)),
+    (8, False, "selective", lambda s, b, h, a, t: s * b * h * (10 + 24 / t)),
+    (8, True, "selective", lambda s, b, h, a, t: s * b * h * 34 / t),
+    (8, False, "full", lambda s, b, h, a, t: 2 * s * b * h),
+])
+def test_korthikanti_table2(tp, sp, recompute, coef):
+    got = layer_activation_bytes(_gpt3_layer(), tp, sp, recompute)
+    assert got == pytest.approx(coef(2048, 1, 12288, 96, tp), rel=1e-12)
+
+
+def test_t5_activations_scale_with_their_lengths_and_flash_drops_softmax():
+    m = get_model("mt5-base")
+    enc, dec = activation_parts(m, 1, 512, 114, "bf16", False)
+    enc2, dec2 = activation_parts(m, 1, 1024, 114, "bf16", False)
+    assert enc2[2] == pytest.approx(4 * enc[2])  # encoder softmax grows with s^2
+    assert dec2[2] > dec[2]  # cross-attention scores grow with the source length
+    assert activation_parts(m, 1, 512, 114, "bf16", True)[0][2] == 0  # flash keeps no probabilities
+    assert activation_parts(m, 1, 512, 114, "fp32", False)[0][0] > enc[0]
+
+
+def test_recompute_and_pipeline_in_flight():
+    cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("llama-7b"), Workload(global_batch=64, seq_len=2048)
+    acts = [estimate(spec, cluster, Strategy(micro_batch=1, recompute=r, zero=1), work).memory.activations
+            for r in ("none", "selective", "full")]
+    assert acts[0] >= acts[1] > acts[2]
+    # 1F1B: the first stage holds pp micro-batches of its L/pp layers = as many layer-activations as no pipeline
+    one = estimate(spec, cluster, Strategy(micro_batch=1, zero=1), work).memory.activations
+    pp4 = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), work).memory.activations
+    assert pp4 == pytest.approx(one, rel=0.05)
+    # with fewer micro-batches than stages, fewer are in flight
+    few = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), Workload(global_batch=2, seq_len=2048))
+    assert few.memory.activations < pp4
+
+
+def test_fits_verdict_and_cpu_capacity_is_shared_per_rank():
+    cpu = make_cluster("local-cpu", nodes=1, gpus_per_node=2)
+    e = estimate(get_model("t5-tiny"), cpu, Strategy(engine="ddp", precision="fp32", micro_batch=8),
+                 Workload(global_batch=16, seq_len=128, target_len=32))
+    assert e.fits and e.capacity_bytes == get_device("local-cpu").memory_bytes / 2
+    big = estimate(get_model("mt5-xxl"), make_cluster("a100-40gb", 1, 8), Strategy(zero=0), Workload(8, 512, 114))
+    assert not big.fits and big.per_device_bytes > big.capacity_bytes
+
+
+def test_model_state_helpers_for_other_engines():
+    # DDP + autocast: fp32 weights and grads (4+4), moments 8; ZeroRedundancyOptimizer partitions the moments
+    assert model_states(100, 4, "ddp", 0, "bf16")[:3] == (400, 400, 800)
+    assert model_states(100, 4, "ddp", 1, "bf16")[:3] == (400, 400, 200)
+    # FSDP full shard: 16 bytes / N_d; zero=2 keeps the unsharded bf16 weights between forward and backward
+    assert sum(model_states(100, 4, "fsdp", 3, "bf16")[:3]) == 400
+    assert sum(model_states(100, 4, "fsdp", 2, "bf16")[:3]) == 600
+    assert CostOptions().sequence_parallel
+
+
+def test_custom_cluster_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("device: a100-40gb\nnodes: 4\ngpus_per_node: 8\ninter_node_bytes_per_s: 1.0e9\n")
+    from scalestudy.specs.hardware import load_cluster
+
+    slow = load_cluster(path)
+    fast = ClusterSpec(device=get_device("a100-40gb"), nodes=4, gpus_per_node=8)
+    work, st = Workload(256, 512, 114), Strategy(zero=3, micro_batch=8)
+    assert estimate(get_model("mt5-xl"), slow, st, work).step_s > estimate(get_model("mt5-xl"), fast, st, work).step_s

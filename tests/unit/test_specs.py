@@ -1,0 +1,67 @@
+"""Specs: presets, config.json round trip, hardware data files, clusters, strategies (pure Python)."""
+
+import json
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import device_names, get_device, load_cluster, make_cluster
+from scalestudy.specs.model import PRESETS, from_hf_config, get_model, to_hf_config
+from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_config_json_round_trip(tmp_path, name):
+    spec = PRESETS[name]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(to_hf_config(spec)))
+    back = from_hf_config(path)
+    assert back.to_dict() | {"name": name} == spec.to_dict()
+    assert get_model(str(tmp_path)).d_model == spec.d_model  # a folder holding config.json works too
+
+
+def test_unknown_and_broken_models(tmp_path):
+    with pytest.raises(ScalestudyError, match="unknown model 'mt5-huge'"):
+        get_model("mt5-huge")
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ScalestudyError, match="not valid JSON"):
+        from_hf_config(bad)
+    bad.write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ScalestudyError, match="unsupported model_type"):
+        from_hf_config(bad)
+
+
+def test_every_device_file_loads_with_numeric_fields():
+    for name in device_names():
+        d = get_device(name)
+        assert all(isinstance(v, float) and v > 0 for v in d.peak_flops.values())
+        assert d.memory_bytes > 0 and d.hbm_bytes_per_s > 0 and d.intra_node_bytes_per_s > 0
+        effs = [f for _, f in d.matmul_efficiency]
+        assert effs == sorted(effs) and 0 < effs[0] and effs[-1] <= 1  # monotone fractions of peak
+    assert "local-cpu" in device_names() and get_device("local-cpu").kind == "cpu"
+
+
+def test_cluster_file_with_custom_bandwidth(tmp_path):
+    p = tmp_path / "cluster.yaml"
+    p.write_text("device: h100-80gb\nnodes: 2\ngpus_per_node: 4\ninter_node_bytes_per_s: 12.5e9\n")
+    c = load_cluster(p)
+    assert c.world_size == 8 and c.inter_bw == 12.5e9 and c.intra_bw == get_device("h100-80gb").intra_node_bytes_per_s
+    p.write_text("device: h100-80gb\nbogus: 1\n")
+    with pytest.raises(ScalestudyError, match="unknown field"):
+        load_cluster(p)
+    p.write_text("device: {name: x, memory_bytes: -5}\n")
+    with pytest.raises(ScalestudyError):
+        load_cluster(p)
+    with pytest.raises(ScalestudyError, match="unknown device"):
+        make_cluster("tpu-v9")
+
+
+def test_strategy_and_layout_validation():
+    with pytest.raises(ScalestudyError, match="supports zero stage"):
+        Strategy(engine="ddp", zero=3)
+    with pytest.raises(ScalestudyError, match="parameter offload needs"):
+        Strategy(zero=2, offload_params="cpu")
+    lay = resolve_layout(Strategy(tp=2, pp=2, micro_batch=2), 16, 64, gpus_per_node=8, num_heads=8, num_layers=8)
+    assert (lay.dp, lay.grad_accum) == (4, 8)
+    assert Workload(8, 512, 114).tokens_per_step == 8 * 626
