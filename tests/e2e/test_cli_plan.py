@@ -113,3 +113,32 @@ def test_bad_input_is_one_line_exit_2(capsys, args, message):
     code, _, err = run_cli(capsys, argv)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
+    from scalestudy.specs.hardware import get_device
+
+    out = tmp_path / "tune"
+    code, text, err = run_cli(capsys, ["tune", "--model", "t5-tiny", "--nproc", "2", "--global-batch", "4",
+                                       "--seq-len", "32", "--target-len", "8", "--steps", "3", "--warmup", "1",
+                                       "--max-trials", "1", "--engine", "ddp", "--micro-batch", "2",
+                                       "--recompute", "none", "--output", str(out)])
+    assert code == 0, err
+    assert "Calibrated in" in text and "Pick: ddp" in text and "reached --max-trials 1" in text
+    data = json.loads((out / "tune.json").read_text())
+    (trial,) = data["trials"]
+    assert trial["status"] == "OK" and trial["measured_step_s"] > 0
+    row = data["table"][0]
+    assert row["error_before_pct"] is not None and row["error_final_pct"] is not None
+    # One trial: the refit puts the residual into the per-micro-step overhead and reproduces the measurement.
+    assert abs(row["error_final_pct"]) < abs(row["error_before_pct"])
+    assert data["efficiency"]["trials_fitted"] == 1
+    profile = get_device(str(out / "hardware_profile.yaml"))
+    mb = json.loads((out / "microbench.json").read_text())
+    assert mb["world_size"] == 2 and {c["op"] for c in mb["collectives"]} == {"all_reduce", "all_gather",
+                                                                             "reduce_scatter"}
+    assert profile.peak_flops["fp32"] == max(r["flops_per_s"] for r in mb["matmul"] if r["dtype"] == "fp32")
+    assert profile.intra_node_bytes_per_s != get_device("local-cpu").intra_node_bytes_per_s  # measured, not copied
+    assert (out / "tune.md").read_text().count("| 1 |") == 1

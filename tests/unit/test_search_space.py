@@ -72,6 +72,9 @@ def test_node_counts_max_nodes_and_vary():
     assert {p.nodes for p in enumerate_space(model, cluster, w)} == {4}
     assert {p.nodes for p in enumerate_space(model, cluster, w, Constraints(max_nodes=2))} == {2}
     assert {p.nodes for p in enumerate_space(model, cluster, w, Constraints(vary_nodes=True))} == {1, 2, 3, 4}
+    big = make_cluster("a100-40gb", 100, 8)
+    assert Constraints(vary_nodes=True).node_counts(big) == list(range(1, 17)) + [32, 64, 100]
+    assert Constraints(vary_nodes=True, max_nodes=20).node_counts(big) == list(range(1, 17)) + [20]
 
 
 def test_engine_variants_respect_strategy_rules():

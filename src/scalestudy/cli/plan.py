@@ -32,9 +32,10 @@ def _strs(text: Optional[str]) -> tuple[str, ...]:
 
 
 def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
-    if not text or text == "any":
+    """Default none,cpu; `any` adds nvme (which needs a local SSD path at run time)."""
+    if not text:
         return ("none", "cpu")
-    return _strs(text)
+    return ("none", "cpu", "nvme") if text == "any" else _strs(text)
 
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
@@ -123,7 +124,8 @@ def plan(
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),
-    offload: Optional[str] = typer.Option(None, help="Optimizer offload: none | cpu | nvme | any (default none,cpu)."),
+    offload: Optional[str] = typer.Option(None, help="Optimizer offload, comma-separated none,cpu,nvme or any "
+                                                     "(default none,cpu)."),
     offload_params: Optional[str] = typer.Option(None, help="Parameter offload: none | cpu | nvme | any."),
     precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 (default: bf16 where supported)."),
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
@@ -238,7 +240,8 @@ def tune(
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,full."),
-    offload: str = typer.Option("none", help="Optimizer offload: none | cpu | any (cpu JIT-builds CPU-Adam once)."),
+    offload: str = typer.Option("none", help="Optimizer offload: none | cpu | none,cpu (cpu JIT-builds CPU-Adam "
+                                             "once, ~75 s)."),
     trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
 ) -> None:
     """Calibrate, then run few short real trials guided by the refit cost model; pick the fastest strategy."""

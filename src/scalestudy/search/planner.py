@@ -58,7 +58,7 @@ class Candidate:
 
     @property
     def headroom_bytes(self) -> int:
-        """Device memory left free by the estimate (bytes)."""
+        """Memory per device (per rank on a CPU node) left free by the estimate (bytes)."""
         return int(self.device_memory_bytes - self.estimate.per_device_bytes)
 
     @property
@@ -163,7 +163,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
             est = estimator(model, sub, point.strategy, workload)
             estimated += 1
             if est.fits:
-                feasible.append(Candidate(point, est, cluster.device.memory_bytes, workload.train_tokens))
+                # Capacity per device as the estimate counts it (on a CPU node the ranks share the host's memory).
+                capacity = getattr(est, "capacity_bytes", cluster.device.memory_bytes)
+                feasible.append(Candidate(point, est, capacity, workload.train_tokens))
                 continue
             if prune:
                 pruned += len(group) - i - 1

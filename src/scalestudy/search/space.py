@@ -64,9 +64,13 @@ class Constraints:
             raise ScalestudyError(f"max nodes must be >= 1, got {self.max_nodes}")
 
     def node_counts(self, cluster: ClusterSpec) -> list[int]:
-        """Exactly the cluster's nodes (capped by max_nodes), or every count up to that when vary_nodes."""
+        """Exactly the cluster's nodes (capped by max_nodes), or, when vary_nodes, every count up to 16 and then
+        powers of two and the cap itself (a 128-node search stays a few thousand strategies per count)."""
         top = cluster.nodes if self.max_nodes is None else min(cluster.nodes, self.max_nodes)
-        return list(range(1, top + 1)) if self.vary_nodes else [top]
+        if not self.vary_nodes:
+            return [top]
+        counts = set(range(1, min(top, 16) + 1)) | {2**k for k in range(5, 30) if 2**k <= top} | {top}
+        return sorted(counts)
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,12 @@ def classify(returncode: int, text: str, timed_out: bool, summary: dict | None) 
 
 def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload, nproc: int, out_dir: Path, *,
               steps: int, warmup: int, timeout_s: float, predicted_before_s: float = float("nan"),
-              predicted_uncalibrated_s: float = float("nan"), extra_env: dict | None = None) -> Trial:
-    """Run one real `scalestudy train` trial; never raises for a failed run (it is recorded)."""
+              predicted_uncalibrated_s: float = float("nan"), extra_env: dict | None = None,
+              tokenizer: str | None = None) -> Trial:
+    """Run one real `scalestudy train` trial; never raises for a failed run (it is recorded).
+
+    `tokenizer`: a tokenizer.json from an earlier trial, so later trials skip training it (same data either way).
+    """
     label = cand.strategy.label
     run_dir = out_dir / "trials" / f"{index:03d}-{label.replace(' ', '_')}"
     if run_dir.exists():
@@ -140,6 +144,8 @@ def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload,
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     opts = train_options(model, cand.strategy, workload, nproc=nproc, nnodes=1)
+    if tokenizer:
+        opts["tokenizer"] = tokenizer
     cmd = train_command(opts, steps=steps, warmup=warmup, output=run_dir)
     env = dict(os.environ, OMP_NUM_THREADS="1", **(extra_env or {}))
     t0 = time.perf_counter()
@@ -265,7 +271,8 @@ def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: 
                 break
         trial = run_trial(len(trials) + 1, nxt, model, workload, nproc, out_dir, steps=settings.steps,
                           warmup=settings.warmup, timeout_s=settings.trial_timeout_s,
-                          predicted_before_s=eff.predict(nxt), predicted_uncalibrated_s=base[id(nxt)])
+                          predicted_before_s=eff.predict(nxt), predicted_uncalibrated_s=base[id(nxt)],
+                          tokenizer=shared_tokenizer(trials))
         trials.append(trial)
         measured_ids.add(id(nxt))
         if trial.status == "OK":
@@ -280,6 +287,15 @@ def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: 
     best = min(ok, key=lambda t: t.measured_step_s) if ok else None
     trials_s = time.perf_counter() - start
     return TuneResult(cands, trials, eff, best, stop or "done", calibration_s, trials_s, calibration_s + trials_s)
+
+
+def shared_tokenizer(trials: list[Trial]) -> str | None:
+    """The tokenizer.json an earlier trial trained (all trials read the same corpus with the same settings)."""
+    for t in trials:
+        path = Path(t.run_dir) / "tokenizer.json"
+        if path.is_file():
+            return str(path.resolve())
+    return None
 
 
 def _trial_cands(trials: list[Trial], cands: list[Candidate]) -> list[Candidate]:
