@@ -16,6 +16,11 @@ def _ranks(n: int) -> str:
     return f"{n} rank" + ("s" if n != 1 else "")
 
 
+def _signed(pct: float) -> str:
+    """A signed whole percentage without '-0'."""
+    return f"{round(pct):+d}%"
+
+
 def _faster(a: float, b: float) -> float:
     """How much faster (%) a step time `a` is than `b`."""
     return 100.0 * (b / a - 1.0)
@@ -96,7 +101,7 @@ def prediction(data: StudyData) -> list[str]:
         worst = max(errs, key=lambda x: abs(x[0]))
         bias = statistics.median(e for e, _ in errs)
         out.append(f"Cost model {what}: median |error| {med:.0f}% over {len(errs)} trials (median signed error "
-                   f"{bias:+.0f}%, + = over-prediction); worst {worst[0]:+.0f}% for {worst[1]}.")
+                   f"{_signed(bias)}, + = over-prediction); worst {_signed(worst[0])} for {worst[1]}.")
     missing = [t for t in data.ok if t.get("pred_error")]
     if missing:
         out.append(f"No cost-model prediction for {len(missing)} trials: {missing[0]['pred_error']}.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from scalestudy.report.table import MEMORY_CONVENTION, StudyData
+from scalestudy.report.table import StudyData
 
 MIB = 2**20
 DPI = 100
@@ -133,7 +133,6 @@ def memory(data: StudyData, folder: Path) -> Path | None:
         ax.set_title(model)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, axis="y")
-    fig.text(0.01, 0.005, "measured: " + MEMORY_CONVENTION, fontsize=6)
     return _save(fig, folder / "memory.png")
 
 

@@ -20,7 +20,8 @@ CAPTIONS = {
     "step_time.png": "Seconds per optimizer step vs world size, per model and strategy (median after warm-up).",
     "throughput.png": "Training throughput (tokens/s, encoder + decoder tokens) vs world size.",
     "scaling_efficiency.png": "Scaling efficiency: tokens/s at N ranks / (tokens/s at the smallest size x N/N0).",
-    "memory.png": "Peak memory per rank by strategy and world size (bars measured, x = cost-model prediction).",
+    "memory.png": "Peak memory per rank by strategy and world size (bars measured, x = cost-model prediction of "
+                  "the same quantity: model states on CPU, the device total on GPU).",
     "predicted_vs_measured.png": "Cost-model prediction vs measurement (time per step and memory per rank).",
     "loss_curves.png": "Training loss per optimizer step (nats/token).",
 }
@@ -127,6 +128,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em a
 color:#222;padding:0 1em} h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ccc;padding:.25em .5em;
 text-align:left;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right} figure{margin:1em 0}
+.figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{margin:0;max-width:100%}
 img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85em;color:#555} pre{white-space:pre-wrap;
 font-size:.8em;margin:0} .meta{color:#555;font-size:.9em} .OOM{color:#a0a} .FAILED{color:#c00} .TIMEOUT{color:#b80}
 """
@@ -155,7 +157,7 @@ def render_html(data: StudyData, lines: list[str], plots: list[Path], scaling_ht
         f"<h1>Study report: {html.escape(data.name)}</h1>",
         f'<p class="meta">{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}; {html.escape(_env_line(data))}</p>',
         "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>",
-        "<h2>Plots</h2>" + (figs or "<p>No OK trial to plot.</p>"),
+        "<h2>Plots</h2>" + (f'<div class="figs">{figs}</div>' if figs else "<p>No OK trial to plot.</p>"),
         "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data)),
         f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. MFU: model FLOPs (cost-model convention) / '
         "time / peak FLOP/s.</p>",
