@@ -129,6 +129,10 @@ def test_model_state_helpers_for_other_engines():
     # FSDP full shard: 16 bytes / N_d; zero=2 keeps the unsharded bf16 weights between forward and backward
     assert sum(model_states(100, 4, "fsdp", 3, "bf16")[:3]) == 400
     assert sum(model_states(100, 4, "fsdp", 2, "bf16")[:3]) == 600
+    # DeepSpeed fp32: stage 0/3 K = 8 (stage 3 reuses the fp32 partition), stage 1/2 clone a master copy: K = 12
+    assert model_states(100, 4, "deepspeed", 0, "fp32")[:3] == (400, 400, 800)
+    assert model_states(100, 4, "deepspeed", 1, "fp32")[:3] == (400, 400, 300)
+    assert model_states(100, 4, "deepspeed", 3, "fp32")[:3] == (100, 100, 200)
     assert CostOptions().sequence_parallel
 
 

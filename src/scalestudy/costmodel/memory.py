@@ -81,6 +81,10 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
         w = 4.0 * psi / dp + (ACT_BYTES[precision] * psi if zero == 2 else 0.0)
         return w, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
     w, g, o = zero_model_states(psi, dp, zero, precision)
+    if precision == "fp32" and zero in (1, 2):
+        # DeepSpeed stage 1/2 always clones its partition into a separate fp32 master copy
+        # (stage_1_and_2.py: single_partition_of_fp32_groups), even when the model is already fp32: K = 4 + 8.
+        o = 12.0 * psi / dp
     host = nvme = 0.0
     if offload_optimizer != "none":
         # ZeRO-Offload: fp32 master weights + moments (and the fp32 gradient partition) live off the device.
