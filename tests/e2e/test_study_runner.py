@@ -15,7 +15,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
 
 FAKE_TRAIN = textwrap.dedent('''
     """Follows the training contract: metrics.jsonl per step, summary.json at the end. Mode chosen by seed."""

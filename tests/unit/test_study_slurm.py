@@ -85,3 +85,8 @@ def test_without_sbatch_only_dry_run_works(tmp_path, capsys):
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("#!/bin/bash") == 4 and "srun --kill-on-bad-exit=1 torchrun" in res.stdout
     assert "filtered (cost model: does not fit) mt5-xxl" in res.stdout
+
+
+def test_multi_node_trials_need_slurm(tmp_path):
+    with pytest.raises(ScalestudyError, match="need 4 nodes: the local executor runs on one machine"):
+        run_study(parse_spec(SPEC), tmp_path, executor="local", progress=False)

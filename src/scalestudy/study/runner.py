@@ -274,6 +274,10 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
         return slurm_dry_run(spec, out, console=console)
     if dry_run:
         raise ScalestudyError("--dry-run prints the Slurm scripts: use it with --executor slurm")
+    multi = [t for t in spec.trials if t.nodes > 1]
+    if kind == "local" and multi:
+        raise ScalestudyError(f"{len(multi)} trials need {max(t.nodes for t in multi)} nodes: the local executor runs "
+                              "on one machine (use --executor slurm)")
     out.mkdir(parents=True, exist_ok=True)
     lock = _Lock(out)
     try:
