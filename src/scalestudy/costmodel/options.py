@@ -18,8 +18,9 @@ Attention = Literal["auto", "eager", "flash"]
 @dataclass(frozen=True)
 class CostOptions:
     # "eager" stores the softmax probabilities (5*a*s^2 bytes per layer in 16-bit, Korthikanti et al.) and moves
-    # them through memory; "flash" (FlashAttention / SDPA) keeps neither. "auto": eager for T5/mT5 (their
-    # relative position bias is added to the scores), flash for GPT-2/Llama (SDPA).
+    # them through memory; "flash" (FlashAttention / memory-efficient SDPA) keeps neither. "auto" = flash:
+    # Transformers 5 runs T5/mT5 (relative position bias passed as an additive mask), GPT-2 and Llama through
+    # torch SDPA by default (`_supports_sdpa = True`).
     attention: Attention = "auto"
     sequence_parallel: bool = True  # Megatron sequence parallelism whenever tp > 1 (Korthikanti et al. 2022)
     overlap_grad_comm: bool = True  # data-parallel gradient reduction overlaps the backward pass (buckets)
@@ -40,6 +41,4 @@ DEFAULT_OPTIONS = CostOptions()
 
 
 def uses_flash(options: CostOptions, family: str) -> bool:
-    if options.attention == "auto":
-        return family not in ("t5", "mt5")
-    return options.attention == "flash"
+    return options.attention != "eager"

@@ -121,6 +121,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             total = 2 * ld * micro_batch * seq_len * model.d_model * a
             tp_ops = passes * 2 * ld
         tp_bytes = total * passes / tp_ops
+    if len(_CACHE) > 100_000:
+        _CACHE.clear()
     result = ComputeTimes(forward=fwd, backward=bwd, head=head_t, tp_bytes=tp_bytes, tp_ops=tp_ops,
                           flops_hw=hw + 3.0 * head_f)
     _CACHE[key] = (device, result)
