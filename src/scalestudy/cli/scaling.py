@@ -90,3 +90,64 @@ def _print_fit(data: dict) -> None:
         console.print(f"target C = {pred['flops']:.3g} FLOPs", highlight=False)
     console.print(f"predicted loss {pred['loss']:.4g} nats/token; {level} CI of the curve {iv('loss_ci')}; "
                   f"{level} prediction interval of a run {iv('loss_pi')}", highlight=False)
+
+
+@app.command()
+def search(
+    spec: Path = typer.Argument(..., help="Search spec YAML: a study spec plus a `search:` block "
+                                          "(see examples/scaling/search-t5-proxies.yaml)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Search directory (study.sqlite, search.sqlite, "
+                                                            "search.json, best_runs.csv); re-running resumes."),
+    trials_per_model: Optional[int] = typer.Option(None, help="Override search.trials_per_model."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Hyperparameter search (lr, batch, warm-up, precision) over small proxies with ASHA early stopping."""
+    from dataclasses import replace
+
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.scaling.search import load_search, run_search
+
+    loaded = load_search(spec)
+    if trials_per_model is not None:
+        if trials_per_model < 1:
+            raise ScalestudyError(f"--trials-per-model must be >= 1, got {trials_per_model}")
+        loaded.config = replace(loaded.config, trials_per_model=trials_per_model)
+    log = (lambda s: None) if as_json else (lambda s: console.print(s, highlight=False))
+    result = run_search(loaded, output, log=log)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    _print_search(result)
+
+
+def _print_search(result: dict) -> None:
+    table = Table(title=f"search {result['name']!r}: {result['objective']}")
+    for col in ("proxy", "params", "best lr", "batch (seq)", "warm-up (steps)", "precision", "final loss",
+                "trials (complete/pruned/failed)"):
+        table.add_column(col)
+    for m in result["models"]:
+        b, t = m["best"], m["trials"]
+        counts = f"{t.get('complete', 0)}/{t.get('pruned', 0)}/{t.get('fail', 0)}"
+        if b is None:
+            table.add_row(m["model"], f"{m['params']:.3g}", "-", "-", "-", "-", "-", counts)
+            continue
+        p = b["params"]
+        table.add_row(m["model"], f"{m['params']:.3g}", f"{p['lr']:.3g}", str(p["global_batch"]),
+                      str(p["warmup_steps"]), p["precision"], f"{b['loss']:.4g}", counts)
+    console.print(table)
+    console.print(result["pruner"], highlight=False)
+    for key, label in (("lr", "best learning rate"), ("global_batch", "best global batch (sequences)")):
+        tr = result["trends"][key]
+        if "error" in tr:
+            console.print(f"{label} trend: not fitted ({tr['error']})", highlight=False)
+            continue
+        ci = tr.get("exponent_ci")
+        line = (f"{label} ~ {tr['coef']:.3g} * N^{tr['exponent']:.3f}"
+                + (f" (exponent {tr['level']:.0%} CI [{ci[0]:.3f}, {ci[1]:.3f}])" if ci else ""))
+        if tr.get("target_params"):
+            pi = tr.get("target_pi")
+            line += (f"; at {result['target_model']} (N = {tr['target_params']:.3g}): {tr['target_value']:.3g}"
+                     + (f" ({tr['level']:.0%} PI [{pi[0]:.3g}, {pi[1]:.3g}])" if pi else ""))
+        console.print(line, highlight=False)
+    if result.get("best_runs_csv"):
+        console.print(f"best runs for `scalestudy fit`: {result['best_runs_csv']}", highlight=False)
