@@ -32,10 +32,11 @@ def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
     return hit[1]
 
 
-def _collective(volume_factor: float, nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
+def collective(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tuple) -> float:
+    """Ring collective (volume_factor 2: all-reduce, 1: all-gather / reduce-scatter) over links `lk` = links()."""
     if n <= 1 or nbytes <= 0:
         return 0.0
-    intra_bw, intra_lat, inter_bw, inter_lat = links(cluster)
+    intra_bw, intra_lat, inter_bw, inter_lat = lk
     g = max(1, min(per_node, n))
     if g >= n:
         return _ring(volume_factor, nbytes, n, intra_bw, intra_lat)
@@ -47,12 +48,12 @@ def _collective(volume_factor: float, nbytes: float, n: int, per_node: int, clus
 
 def allreduce_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
     """All-reduce of `nbytes` among n ranks, `per_node` of which share a node."""
-    return _collective(2.0, nbytes, n, per_node, cluster)
+    return collective(2.0, nbytes, n, per_node, links(cluster))
 
 
 def allgather_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:
     """All-gather whose gathered result is `nbytes` (each rank contributes nbytes/n)."""
-    return _collective(1.0, nbytes, n, per_node, cluster)
+    return collective(1.0, nbytes, n, per_node, links(cluster))
 
 
 reduce_scatter_time = allgather_time  # same volume as all-gather: (n-1)/n of the full buffer per rank

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalestudy.costmodel.comm import allgather_time, allreduce_time, dp_comm_volume, p2p_time, reduce_scatter_time
+from scalestudy.costmodel.comm import collective, dp_comm_volume, links, p2p_time
 from scalestudy.costmodel.flops import step_flops_per_sequence
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
@@ -218,7 +218,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     # ---- compute and tensor/pipeline communication (per micro-batch on the busiest stage)
     fwd, bwd = ct.forward / pp, ct.backward / pp
     stage = fwd + bwd + ct.head
-    tp_mb = ct.tp_ops / pp * allreduce_time(ct.tp_bytes, tp, tp, cluster) if tp > 1 else 0.0
+    lk = links(cluster)
+    tp_mb = ct.tp_ops / pp * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
         boundary = mb * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
@@ -230,11 +231,13 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     half = 4 if prec == "fp32" else 2
     grad_bytes = 4 if st.engine == "ddp" else half
     param_bytes = 4 if st.engine == "ddp" else half
-    vol = dp_comm_volume(psi, st.engine, st.zero, ga, grad_bytes, param_bytes)
-    per_node = max(1, min(dp, gpn // tp))
-    ar = allreduce_time(vol["grad_allreduce"], dp, per_node, cluster)
-    rs = reduce_scatter_time(vol["grad_reduce_scatter"], dp, per_node, cluster)
-    ag = allgather_time(vol["param_allgather"], dp, per_node, cluster)
+    ar = rs = ag = 0.0
+    if dp > 1:
+        vol = dp_comm_volume(psi, st.engine, st.zero, ga, grad_bytes, param_bytes)
+        per_node = max(1, min(dp, gpn // tp))
+        ar = collective(2.0, vol["grad_allreduce"], dp, per_node, lk)
+        rs = collective(1.0, vol["grad_reduce_scatter"], dp, per_node, lk)
+        ag = collective(1.0, vol["param_allgather"], dp, per_node, lk)
     dp_total = ar + rs + ag
     if st.engine == "fsdp" or st.zero == 3:
         gathers = 1 if (st.engine == "fsdp" and st.zero == 2) else 2
