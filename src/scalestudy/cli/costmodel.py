@@ -145,33 +145,47 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows and 
     from rich.console import Console
     from rich.table import Table
 
-    from scalestudy.costmodel.published import load, summary, validation_rows
+    from scalestudy.costmodel.published import cross_source_check, load, summary, validation_rows
 
     rows = validation_rows()
     summ = summary(rows)
+    megatron = ("narayanan2021", "korthikanti2022")
+    checks = [cross_source_check(("mosaicml2023",), megatron), cross_source_check(megatron, ("mosaicml2023",))]
     if as_json:
         print(json.dumps({"rows": [{"id": r.id, "kind": r.kind, "metric": r.metric, "unit": r.unit,
                                     "published": r.published, "predicted": r.predicted, "error": r.error,
-                                    "config": r.config, "source": r.source} for r in rows],
-                          "summary": summ, "sources": load()["sources"]}, indent=2))
+                                    "config": r.config, "source": r.source, "source_key": r.source_key}
+                                   for r in rows],
+                          "summary": summ, "cross_source_checks": checks, "sources": load()["sources"]}, indent=2))
         return
     console = Console()
-    for kind, title in (("throughput", "Throughput: predicted vs published"),
-                        ("memory", "Memory: predicted vs published")):
-        t = Table(title=title, show_lines=False)
-        for col, just in (("row", "left"), ("configuration", "left"), ("metric (unit)", "left"),
-                          ("published", "right"), ("predicted", "right"), ("error", "right"), ("source", "left")):
-            t.add_column(col, justify=just)
-        for r in (r for r in rows if r.kind == kind):
+    if not console.is_terminal:  # files and pipes: wide enough that every row stays on one line
+        console = Console(width=170)
+    groups: dict[tuple[str, str], list] = {}
+    for r in rows:
+        groups.setdefault((r.kind, r.metric if r.kind == "throughput" else r.metric), []).append(r)
+    for (kind, metric), group in groups.items():
+        unit = group[0].unit
+        t = Table(title=f"{kind}: {metric} [{unit}] - predicted vs published", box=None, title_justify="left")
+        for col, just in (("row", "left"), ("configuration", "left"), ("published", "right"),
+                          ("predicted", "right"), ("error", "right"), ("source", "left")):
+            t.add_column(col, justify=just, no_wrap=col != "configuration")
+        for r in group:
             fmt = (lambda v: f"{100 * v:.1f}%") if r.metric == "mfu" else (lambda v: f"{v:,.4g}")
             colour = "green" if abs(r.error) < 0.10 else "yellow" if abs(r.error) < 0.20 else "red"
-            t.add_row(r.id, r.config, f"{r.metric} ({r.unit})", fmt(r.published), fmt(r.predicted),
-                      f"[{colour}]{100 * r.error:+.1f}%[/]", r.source)
+            t.add_row(r.id, r.config, fmt(r.published), fmt(r.predicted), f"[{colour}]{100 * r.error:+.1f}%[/]",
+                      r.source_key)
         console.print(t)
+        console.print()
     console.print(f"throughput: {summ['throughput_rows']} rows, mean |error| "
                   f"{100 * summ['throughput_mean_abs_error']:.1f}%, max |error| "
                   f"{100 * summ['throughput_max_abs_error']:.1f}%; memory: {summ['memory_rows']} rows, max |error| "
                   f"{100 * summ['memory_max_abs_error']:.2f}%")
+    for c in checks:
+        console.print(f"out-of-sample: efficiency scale refit on {'+'.join(c['fit_sources'])} only "
+                      f"(x{c['scale']:.3f}) -> {'+'.join(c['test_sources'])}: mean |error| "
+                      f"{100 * c['test_mean_abs_error']:.1f}%, max {100 * c['test_max_abs_error']:.1f}% "
+                      f"over {c['test_rows']} rows")
     console.print("[dim]Sources:[/]")
     for key, text in load()["sources"].items():
         console.print(f"[dim]  {key}: {text}[/]")

@@ -9,8 +9,8 @@ training trials (`scalestudy train` summaries); this module only fits numbers.
    (ring all-reduce: t = 2(n-1) alpha + 2(n-1)/n * S / B, Thakur et al. 2005; alpha = per-hop latency,
    B = per-device one-direction bandwidth, the convention of `DeviceSpec.intra_node_bytes_per_s`).
 2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): a
-   compute factor, a communication factor, an optimizer factor and a per-micro-step framework overhead (with an
-   engine/ZeRO-family part) that the analytical model has no term for (`EfficiencyFit`).
+   compute factor, a communication factor, an optimizer factor and a per-micro-step framework overhead (with
+   engine and engine/ZeRO-family parts) that the analytical model has no term for (`EfficiencyFit`).
 3. `save_profile` / `load_profile`: YAML with exactly the DeviceSpec fields (`--gpu PATH.yaml` reads it back).
 """
 
@@ -114,6 +114,7 @@ class StepTerms:
     optimizer_s: float  # optimizer update + offload transfers
     micro_steps: int  # gradient-accumulation micro-steps per optimizer step
     family: str  # engine/ZeRO family, e.g. "ds-z2", "fsdp-z3", "ddp"
+    engine: str = ""  # deepspeed | fsdp | ddp
 
 
 @dataclass
@@ -121,22 +122,25 @@ class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
     step = compute * compute_s + comm * comm_s + optimizer * optimizer_s
-           + micro_steps * (overhead_s + family_overhead_s[family])
+           + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
     `overhead_s` is framework time per micro-step (Python, hooks, kernel launches) the analytical model has no term
-    for; `family_overhead_s` its engine/ZeRO-specific part (0 for a family never measured).
+    for; the engine and engine/ZeRO-family parts are 0 for an engine or family never measured, so a measured
+    DeepSpeed ZeRO-1 trial informs the prediction of ZeRO-2 (same engine) before ZeRO-2 is run.
     """
 
     compute: float = 1.0
     comm: float = 1.0
     optimizer: float = 1.0
     overhead_s: float = 0.0
+    engine_overhead_s: dict = field(default_factory=dict)
     family_overhead_s: dict = field(default_factory=dict)
-    prior: float = 0.3  # ridge weight pulling compute/comm/optimizer to 1 and family terms to 0
+    prior: float = 0.3  # ridge weight pulling compute/comm/optimizer to 1 and engine/family terms to 0
     trials_fitted: int = 0
 
     def predict(self, t: StepTerms) -> float:
-        over = max(0.0, self.overhead_s + self.family_overhead_s.get(t.family, 0.0))
-        return self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s + t.micro_steps * over
+        over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
+        return (self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s
+                + t.micro_steps * max(0.0, over))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,32 +150,37 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
     """Least squares on relative error, sum ((pred - m) / m)^2, plus the ridge prior; negative factors clip.
 
     Linear in the unknowns, so one `numpy.linalg.lstsq`; with one trial the whole residual goes to the
-    (unpenalised) per-micro-step overhead, with more the factors move away from 1 as the data demand.
+    (unpenalised) per-micro-step overhead, with more the factors and engine/family terms move as the data demand.
     """
     import numpy as np
 
     obs = [(t, m) for t, m in observed if m > 0]
+    engines = sorted({t.engine for t, _ in obs})
     fams = sorted({t.family for t, _ in obs})
-    n = 4 + len(fams)
+    n = 4 + len(engines) + len(fams)
     rows, rhs = [], []
     for t, m in obs:
         rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.micro_steps / m]
+                    + [t.micro_steps / m if t.engine == e else 0.0 for e in engines]
                     + [t.micro_steps / m if t.family == f else 0.0 for f in fams])
         rhs.append(1.0)
     w = math.sqrt(prior)
+
+    def prior_row(j: int, weight: float, target: float) -> None:
+        rows.append([weight if k == j else 0.0 for k in range(n)])
+        rhs.append(weight * target)
+
     for j in range(3):
-        rows.append([w if k == j else 0.0 for k in range(n)])
-        rhs.append(w)
-    rows.append([1e-3 if k == 3 else 0.0 for k in range(n)])  # keeps the system defined with no trials
-    rhs.append(0.0)
-    for j in range(len(fams)):
-        rows.append([w if k == 4 + j else 0.0 for k in range(n)])
-        rhs.append(0.0)
+        prior_row(j, w, 1.0)
+    prior_row(3, 1e-3, 0.0)  # keeps the system defined with no trials
+    for j in range(4, n):
+        prior_row(j, w, 0.0)
     theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
     a, b, c = (max(0.05, float(x)) for x in theta[:3])
     return EfficiencyFit(compute=a, comm=b, optimizer=c, overhead_s=float(theta[3]),
-                         family_overhead_s={f: float(theta[4 + j]) for j, f in enumerate(fams)}, prior=prior,
-                         trials_fitted=len(obs))
+                         engine_overhead_s={e: float(theta[4 + j]) for j, e in enumerate(engines)},
+                         family_overhead_s={f: float(theta[4 + len(engines) + j]) for j, f in enumerate(fams)},
+                         prior=prior, trials_fitted=len(obs))
 
 
 def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:

@@ -17,7 +17,7 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, bu
                                          overhead_bytes)
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions, uses_flash
 from scalestudy.costmodel.params import param_count, params_per_device
-from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, OVERLAP_MODEL, ComputeTimes, compute_times
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -148,7 +148,7 @@ class Estimate:
                       "convention": FLOPS_CONVENTION},
             "mfu": self.mfu,
             "hfu": self.hfu,
-            "assumptions": self.options.to_dict(),
+            "assumptions": {**self.options.to_dict(), "overlap_model": OVERLAP_MODEL},
         }
 
 

@@ -5,7 +5,7 @@ Every row is predicted from its configuration alone through the public `estimate
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -29,6 +29,7 @@ class Row:
     predicted: float
     source: str
     config: str
+    source_key: str = ""
 
     @property
     def error(self) -> float:
@@ -54,9 +55,11 @@ _UNITS = {"hardware_tflops_per_device": "TFLOP/s/device (hardware FLOPs)",
           "model_tflops_per_device": "TFLOP/s/device (model FLOPs)", "mfu": "MFU (model FLOPs / peak)"}
 
 
-def throughput_row(r: dict, sources: dict) -> Row:
+def throughput_row(r: dict, sources: dict, efficiency_scale: float = 1.0) -> Row:
     model = gpt_spec(r["id"], r["model"])
     device = get_device(r["device"])
+    if efficiency_scale != 1.0:
+        device = replace(device, matmul_efficiency=[[d, f * efficiency_scale] for d, f in device.matmul_efficiency])
     cluster = ClusterSpec(device=device, nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
                           name=r["device"])
     strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)), pp=int(r.get("pp", 1)),
@@ -69,7 +72,7 @@ def throughput_row(r: dict, sources: dict) -> Row:
               f"dp{est.layout.dp} mb{strategy.micro_batch} gb{workload.global_batch} {strategy.label.split()[0]} "
               f"rc-{strategy.recompute}")
     return Row(r["id"], "throughput", r["metric"], _UNITS[r["metric"]], float(r["published"]), float(predicted),
-               sources[r["source"]].split(",")[0] + f" ({r['source']})", config)
+               sources[r["source"]], config, r["source"])
 
 
 def memory_row(r: dict, sources: dict) -> Row:
@@ -85,7 +88,7 @@ def memory_row(r: dict, sources: dict) -> Row:
         config = f"GPT-3 175B layer, s=2048 b=1, tp{r['tp']}{' +sp' if r['sp'] else ''}, recompute {r['recompute']}"
         metric = "activations per layer"
     return Row(r["id"], "memory", metric, "GB (1e9 bytes)", float(r["published_gb"]), predicted,
-               sources[r["source"]].split(",")[0] + f" ({r['source']})", config)
+               sources[r["source"]], config, r["source"])
 
 
 def validation_rows() -> list[Row]:
@@ -101,3 +104,27 @@ def summary(rows: list[Row]) -> dict:
     return {"throughput_rows": len(tp), "throughput_mean_abs_error": sum(tp) / len(tp),
             "throughput_max_abs_error": max(tp), "memory_rows": len(mem),
             "memory_max_abs_error": max(mem) if mem else 0.0}
+
+
+def cross_source_check(fit_sources: tuple[str, ...], test_sources: tuple[str, ...]) -> dict:
+    """Out-of-sample check of the calibration: refit one global scale of the GEMM efficiency tables on the rows
+    of `fit_sources` only (golden-section search on mean |error|), then report the error on `test_sources`."""
+    data = load()
+    fit = [r for r in data["throughput"] if r["source"] in fit_sources]
+    test = [r for r in data["throughput"] if r["source"] in test_sources]
+
+    def mean_err(rows, scale):
+        return sum(abs(throughput_row(r, data["sources"], scale).error) for r in rows) / len(rows)
+
+    lo, hi = 0.6, 1.4
+    g = (5 ** 0.5 - 1) / 2
+    for _ in range(30):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if mean_err(fit, a) < mean_err(fit, b):
+            hi = b
+        else:
+            lo = a
+    scale = (lo + hi) / 2
+    errs = [abs(throughput_row(r, data["sources"], scale).error) for r in test]
+    return {"fit_sources": list(fit_sources), "test_sources": list(test_sources), "scale": scale,
+            "test_rows": len(errs), "test_mean_abs_error": sum(errs) / len(errs), "test_max_abs_error": max(errs)}

@@ -22,6 +22,11 @@ from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activ
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
+OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; 1F1B bubble (pp-1) micro-batch slots; DP gradient "
+                 "reduction hidden behind the last micro-batch's backward when overlap_grad_comm (ZeRO-2: every "
+                 "micro-batch's); ZeRO-1/2 post-step all-gather exposed; ZeRO-3/FSDP gathers hidden behind each "
+                 "micro-batch's forward/backward, excess exposed; optimizer and offload transfers exposed")
+
 # Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
 # byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
 # A full recompute repeats the forward's 2 passes.
