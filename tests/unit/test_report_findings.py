@@ -60,6 +60,9 @@ def test_findings_carry_the_numbers(tmp_path):
     # predictions were 10% high (time) and 10% low (memory): median errors say so
     assert "step time: median |error| 10%" in text and "median signed error +10%" in text
     assert "memory per rank: median |error| 10%" in text
+    # identical synthetic curves for every strategy at a world size
+    assert "Loss curves of 3 strategies (ds-z2, ds-z3, fsdp-z3) for t5-tiny at 1 rank (same data" in text
+    assert "differ by at most 0 nats/token over 4 steps" in text
     assert "OOM: t5-tiny fsdp-z3 ws2" in text and "6 of 6 planned trials finished (OK 5, OOM 1)" in text
 
 

@@ -68,7 +68,7 @@ def scaling(data: StudyData) -> list[str]:
                 no_gain.append(series)
         if eff and no_gain:
             out.append(f"For {model}, adding ranks did not increase throughput for {len(no_gain)} of {len(eff)} "
-                       f"strategies ({', '.join(no_gain)}): communication outweighed the extra compute.")
+                       f"strategies ({', '.join(no_gain)}).")
     return out
 
 
@@ -121,6 +121,32 @@ def outcomes(data: StudyData) -> list[str]:
     return out
 
 
+SAME_RUN = ("model", "world_size", "global_batch", "seq_len", "target_len", "objective", "lr", "warmup_steps",
+            "steps", "seed", "precision", "train_options")
+
+
+def consistency(data: StudyData) -> list[str]:
+    """Strategies that train the same model on the same data should give the same loss curve: how close are they?"""
+    groups: dict[tuple, list[dict]] = {}
+    for t in data.ok:
+        if data.metrics.get(t["trial_id"]):
+            groups.setdefault(tuple(t.get(k) for k in SAME_RUN), []).append(t)
+    out = []
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        curves = [{m["step"]: m["loss"] for m in data.metrics[t["trial_id"]] if m.get("loss") is not None}
+                  for t in members]
+        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        if not steps:
+            continue
+        gap = max(max(c[s] for c in curves) - min(c[s] for c in curves) for s in steps)
+        names = ", ".join(sorted({data.series(t) for t in members}))
+        out.append(f"Loss curves of {len(members)} strategies ({names}) for {key[0]} at {_ranks(key[1])} (same data, "
+                   f"seed and hyperparameters) differ by at most {gap:.2g} nats/token over {len(steps)} steps.")
+    return out
+
+
 def losses(data: StudyData) -> list[str]:
     done = [t for t in data.ok if t.get("loss") is not None]
     if not done:
@@ -131,7 +157,7 @@ def losses(data: StudyData) -> list[str]:
             f"{best['label']} after {best['steps']} steps ({best['tokens']:.3g} tokens)."]
 
 
-SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, losses)
+SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, consistency, losses)
 
 
 def findings(data: StudyData) -> list[str]:
