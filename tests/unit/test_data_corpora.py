@@ -93,3 +93,28 @@ def test_interleave_proportions_within_statistical_bound(temperature):
     assert sorted(c_docs[:10]) == sorted(corpora[2])
     assert interleave(corpora, temperature, seed=7, total=total) == mixed
     assert interleave(corpora, temperature, seed=8, total=total) != mixed
+
+
+def test_hf_spec_streams_through_datasets(monkeypatch):
+    """hf:NAME[:CONFIG] calls datasets.load_dataset(NAME, CONFIG, split="train", streaming=True); no network here."""
+    import sys
+    import types
+
+    calls = []
+
+    def load_dataset(name, config, split, streaming):
+        calls.append((name, config, split, streaming))
+        return iter({"content": f"doc {i}", "id": i} for i in range(10**9))  # unbounded, like a real stream
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert read_corpus("hf:allenai/c4:en", text_field="content", max_docs=3) == ["doc 0", "doc 1", "doc 2"]
+    assert calls == [("allenai/c4", "en", "train", True)]
+    with pytest.raises(ScalestudyError, match=r"hf:wiki: no field 'text' \(fields: content, id\)"):
+        read_corpus("hf:wiki")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach the Hub\nlong details")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=offline))
+    with pytest.raises(ScalestudyError, match="^cannot stream hf:wiki: Couldn't reach the Hub$"):
+        read_corpus("hf:wiki")

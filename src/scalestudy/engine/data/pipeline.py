@@ -270,9 +270,11 @@ def prepare(cfg: DataConfig, out_dir: str | Path | None = None, *, write: bool =
     if n == 0:
         raise ScalestudyError(f"corpus has {len(tokens)} tokens, fewer than one example of {window} tokens: "
                               f"add text or lower seq_len")
+    # Content, not paths: a rank that loads tokenizer.json by path must get the trainer's fingerprint.
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("paths", "tokenizer", "lexicon")}
     fingerprint = _sha(fingerprint_tokenizer(tok), hashlib.sha256(tokens.tobytes()).hexdigest(),
-                       json.dumps({k: v for k, v in cfg.to_dict().items() if k not in ("paths", "tokenizer")}),
-                       str(FORMAT_VERSION))
+                       hashlib.sha256(flags.tobytes()).hexdigest() if flags is not None else "",
+                       json.dumps(settings, sort_keys=True), str(FORMAT_VERSION))
     stats.update(tokens=int(len(tokens)), examples=n, raw_len=raw, window=window, vocab_size=tok.get_vocab_size(),
                  timings=timings)
     prepared = Prepared(config=cfg, tokenizer=tok, tokens=tokens, flags=flags, raw_len=raw, window=window,
