@@ -146,7 +146,7 @@ def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
     t0 = time.time()
     res = _cli("study", "run", str(spec), "-o", str(out), "--no-progress")
     assert res.returncode == 0, res.stderr
-    assert time.time() - t0 < 40  # the hung trial cost its 2 s timeout, not an hour
+    assert time.time() - t0 < 90  # the hung trial cost its 2 s timeout, not an hour
     rows = {(z, s): (st, tail) for z, s, st, tail in
             _rows(out / "study.sqlite", "SELECT zero, seed, status, error_tail FROM trials")}
     assert len(rows) == 5

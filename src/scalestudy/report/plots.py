@@ -6,6 +6,7 @@ Every axis names its quantity and unit; world sizes are ranks (devices).
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 from scalestudy.report.table import StudyData
@@ -160,8 +161,7 @@ def predicted_vs_measured(data: StudyData, folder: Path) -> Path | None:
         ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=0.8, label="prediction = measurement")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        errors = sorted(abs(percent_error(p, m)) for m, p in pairs)
-        median = errors[len(errors) // 2]
+        median = statistics.median(abs(percent_error(p, m)) for m, p in pairs)
         ax.set_title(f"{what}: median |error| {median:.0f}% over {len(pairs)} trials")
         ax.set_xlabel(f"measured {what} ({unit})")
         ax.set_ylabel(f"predicted {what} ({unit}, cost model)")
