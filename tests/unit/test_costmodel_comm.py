@@ -82,3 +82,16 @@ def test_overlap_hides_ddp_gradient_allreduce():
     sync = estimate(spec, cluster, st, work, CostOptions(overlap_grad_comm=False))
     assert sync.dp_comm_s == pytest.approx(sync.dp_comm_total_s)
     assert over.dp_comm_s < sync.dp_comm_s and over.step_s < sync.step_s
+
+
+def test_nothing_overlaps_on_cpu_ranks():
+    cpu = make_cluster("local-cpu", nodes=1, gpus_per_node=2)
+    work = Workload(global_batch=16, seq_len=128, target_len=32)
+    for engine, zero in (("ddp", 0), ("deepspeed", 2), ("fsdp", 3)):
+        e = estimate(get_model("t5-mini"), cpu, Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=4),
+                     work)
+        assert e.dp_comm_s == pytest.approx(e.dp_comm_total_s) and e.dp_comm_s > 0
+    z3 = estimate(get_model("t5-mini"), cpu, Strategy(engine="deepspeed", zero=3, precision="fp32", micro_batch=4),
+                  work)
+    ddp = estimate(get_model("t5-mini"), cpu, Strategy(engine="ddp", precision="fp32", micro_batch=4), work)
+    assert z3.dp_comm_s > ddp.dp_comm_s  # ZeRO-3 moves 1.5x the bytes of an all-reduce, per micro-batch

@@ -239,7 +239,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         rs = collective(1.0, vol["grad_reduce_scatter"], dp, per_node, lk)
         ag = collective(1.0, vol["param_allgather"], dp, per_node, lk)
     dp_total = ar + rs + ag
-    if st.engine == "fsdp" or st.zero == 3:
+    if dev.kind == "cpu":
+        dp_s = dp_total  # gloo collectives and compute share the ranks' only thread: nothing overlaps
+    elif st.engine == "fsdp" or st.zero == 3:
         gathers = 1 if (st.engine == "fsdp" and st.zero == 2) else 2
         ag_mb, rs_mb = ag / ga / gathers, rs / ga
         bwd_ag = ag_mb if gathers == 2 else 0.0

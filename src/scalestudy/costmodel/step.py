@@ -10,7 +10,8 @@ Overlap model (what hides behind what):
   weight all-gather of ZeRO-1/2 is exposed;
 - ZeRO-3 / FSDP: each micro-batch's weight all-gathers overlap its forward / backward compute (prefetch) and the
   gradient reduce-scatter overlaps the backward; only the excess is exposed;
-- optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed.
+- optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed;
+- CPU devices (gloo, OMP_NUM_THREADS=1): collectives and compute share the rank's thread, nothing overlaps.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from scalestudy.specs.model import ModelSpec
 OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; 1F1B bubble (pp-1) micro-batch slots; DP gradient "
                  "reduction hidden behind the last micro-batch's backward when overlap_grad_comm (ZeRO-2: every "
                  "micro-batch's); ZeRO-1/2 post-step all-gather exposed; ZeRO-3/FSDP gathers hidden behind each "
-                 "micro-batch's forward/backward, excess exposed; optimizer and offload transfers exposed")
+                 "micro-batch's forward/backward, excess exposed; optimizer and offload transfers exposed; CPU "
+                 "devices (gloo, one thread per rank): no overlap at all")
 
 # Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
 # byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
