@@ -89,8 +89,9 @@ def read_parquet(path: str, text_field: str = "text", max_docs: int = 0) -> list
         raise ScalestudyError(f"cannot read parquet file {path}: {str(exc).splitlines()[0]}") from None
     if text_field not in schema.names:
         raise ScalestudyError(f"{path}: no column {text_field!r} (columns: {', '.join(schema.names)}); set text_field")
-    if not (pa.types.is_string(schema.field(text_field).type) or pa.types.is_large_string(schema.field(text_field).type)):
-        raise ScalestudyError(f"{path}: column {text_field!r} has type {schema.field(text_field).type}, not string")
+    column_type = schema.field(text_field).type
+    if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
+        raise ScalestudyError(f"{path}: column {text_field!r} has type {column_type}, not string")
     column = pq.read_table(path, columns=[text_field]).column(text_field).to_pylist()
     docs = [v.strip() for v in column if v is not None and v.strip()]
     return docs[:max_docs] if max_docs else docs

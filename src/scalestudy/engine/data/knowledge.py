@@ -7,8 +7,9 @@ built-in detector fitted on the corpus:
   capitalised word only counts if it is more often capitalised than not in the corpus (so "And", "The" do not);
 - frequent collocations: adjacent lowercase word pairs seen >= `min_count` times whose pointwise mutual information
   is >= `min_pmi` nats, neither among the `common_words` most frequent words ("burnt offering", "seventh day").
-Matches are leftmost-longest and never overlap (entity > name > collocation). A unit is never split: all its tokens
-are masked or none are. The masked units then go through the same sentinel/target format as T5 span corruption.
+Entities are matched first (longest entry at each word; overlapping occurrences merge into one unit), detected
+phrases fill the gaps between them (leftmost-longest). A unit is never split: all its tokens are masked or none
+are. The masked units then go through the same sentinel/target format as T5 span corruption.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ import numpy as np
 
 from scalestudy.errors import ScalestudyError
 
-
-UNIT_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+UNIT_RE = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")  # a word (with inner apostrophes) or one punctuation mark
 # Lookup table: is code point c whitespace (str.isspace)? Every whitespace code point is <= U+3000.
 _IS_SPACE = np.array([chr(c).isspace() for c in range(0x3001)] + [False])
 # Per-token flags stored beside the token stream: bit 0 = first token of a unit, bits 1-2 = unit kind.
@@ -49,7 +49,7 @@ def load_lexicon(path: str | Path) -> list[str]:
 
 
 class PhraseMatcher:
-    """Finds entity and phrase spans (character offsets) in a text; fitted once per corpus, deterministic."""
+    """Finds entity and phrase spans in a text's word/punctuation units; fitted once per corpus, deterministic."""
 
     def __init__(self, lexicon: Sequence[str] = (), names: frozenset[str] = frozenset(),
                  collocations: frozenset[tuple[str, str]] = frozenset()):

@@ -209,13 +209,19 @@ def _lengths(cfg: DataConfig) -> tuple[int, int, int]:
     return raw, window, target
 
 
+ENCODE_CHUNK = 4096  # documents per encode_batch call: bounds the memory held in Encoding objects
+
+
 def _encode(cfg: DataConfig, docs: list[str], tok: Tokenizer) -> tuple[np.ndarray, np.ndarray | None]:
-    encodings = tok.encode_batch(docs, add_special_tokens=False)
-    tokens = pack([e.ids for e in encodings], EOS_ID)
-    if cfg.objective != "knowledge":
-        return tokens, None
-    matcher = PhraseMatcher.fit(docs, _lexicon(cfg))
-    return tokens, pack_flags([token_flags(d, e.offsets, matcher) for d, e in zip(docs, encodings)])
+    matcher = PhraseMatcher.fit(docs, _lexicon(cfg)) if cfg.objective == "knowledge" else None
+    ids, flags = [], []
+    for i in range(0, len(docs), ENCODE_CHUNK):
+        chunk = docs[i: i + ENCODE_CHUNK]
+        encodings = tok.encode_batch(chunk, add_special_tokens=False)
+        ids.extend(np.asarray(e.ids, dtype=np.int32) for e in encodings)
+        if matcher is not None:
+            flags.extend(token_flags(d, e.offsets, matcher) for d, e in zip(chunk, encodings))
+    return pack(ids, EOS_ID), (pack_flags(flags) if matcher is not None else None)
 
 
 def _tokenize(cfg: DataConfig, docs: list[str], tok: Tokenizer, corpus_hash: str, out: Path | None, write: bool

@@ -41,7 +41,7 @@ def sentinel_id(i: int, vocab_size: int) -> int:
 
 def _check_vocab_size(vocab_size: int) -> None:
     if vocab_size < 512:
-        raise ScalestudyError(f"vocab_size must be at least 512 (3 specials + 100 sentinels + pieces), got {vocab_size}")
+        raise ScalestudyError(f"vocab_size must be at least 512 (3 specials, 100 sentinels, pieces), got {vocab_size}")
 
 
 def _metaspace():
