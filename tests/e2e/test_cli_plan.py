@@ -118,10 +118,11 @@ def test_bad_input_is_one_line_exit_2(capsys, args, message):
 @pytest.mark.dist
 @pytest.mark.slow
 def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
+    # One rank keeps this test short (collective fits: test_search_calibrate.py, bench_tune.py on 2 ranks).
     from scalestudy.specs.hardware import get_device
 
     out = tmp_path / "tune"
-    code, text, err = run_cli(capsys, ["tune", "--model", "t5-tiny", "--nproc", "2", "--global-batch", "4",
+    code, text, err = run_cli(capsys, ["tune", "--model", "t5-tiny", "--nproc", "1", "--global-batch", "2",
                                        "--seq-len", "32", "--target-len", "8", "--steps", "3", "--warmup", "1",
                                        "--max-trials", "1", "--engine", "ddp", "--micro-batch", "2",
                                        "--recompute", "none", "--output", str(out)])
@@ -137,8 +138,8 @@ def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
     assert data["efficiency"]["trials_fitted"] == 1
     profile = get_device(str(out / "hardware_profile.yaml"))
     mb = json.loads((out / "microbench.json").read_text())
-    assert mb["world_size"] == 2 and {c["op"] for c in mb["collectives"]} == {"all_reduce", "all_gather",
-                                                                             "reduce_scatter"}
-    assert profile.peak_flops["fp32"] == max(r["flops_per_s"] for r in mb["matmul"] if r["dtype"] == "fp32")
-    assert profile.intra_node_bytes_per_s != get_device("local-cpu").intra_node_bytes_per_s  # measured, not copied
+    assert mb["world_size"] == 1 and mb["collectives"] == []
+    best = max(r["flops_per_s"] for r in mb["matmul"] if r["dtype"] == "fp32")
+    assert profile.peak_flops["fp32"] == pytest.approx(best, rel=1e-3)
+    assert profile.hbm_bytes_per_s == pytest.approx(mb["copy"]["bytes_per_s"], rel=1e-3)
     assert (out / "tune.md").read_text().count("| 1 |") == 1

@@ -64,7 +64,7 @@ def test_efficiency_fit_recovers_known_terms():
     obs = []
     for i, (fam, comp, comm, micro) in enumerate([("ds-z1", 0.2, 0.1, 1), ("ds-z1", 0.2, 0.05, 2), ("ddp", 0.4, 0.2, 1),
                                                    ("ddp", 0.1, 0.3, 4), ("ds-z1", 0.5, 0.02, 1), ("ddp", 0.3, 0.1, 2)]):
-        t = StepTerms(comp, comm, 0.01, micro, fam)
+        t = StepTerms(comp, comm, 0.01, micro, fam, "deepspeed" if fam.startswith("ds") else "ddp")
         m = (truth["compute"] * comp + truth["comm"] * comm + 0.01 + micro * (truth["overhead"] + fams[fam]))
         obs.append((t, m))
     fit = fit_efficiency(obs, prior=1e-6)
@@ -75,6 +75,14 @@ def test_efficiency_fit_recovers_known_terms():
     one = fit_efficiency(obs[:1])
     assert one.predict(obs[0][0]) == pytest.approx(obs[0][1], rel=0.05)
     assert one.compute == pytest.approx(1.0, abs=0.1)
+    # An unmeasured family of a measured engine inherits that engine's overhead; an unmeasured engine does not.
+    ds1 = StepTerms(0.2, 0.1, 0.01, 1, "ds-z1", "deepspeed")
+    ddp = StepTerms(0.4, 0.2, 0.01, 1, "ddp", "ddp")
+    two = fit_efficiency([(ds1, 0.31 + 0.10), (ddp, 0.61 + 0.02)])  # exact terms + 100 ms vs 20 ms of overhead
+    z2 = StepTerms(0.2, 0.1, 0.01, 1, "ds-z2", "deepspeed")
+    fsdp = StepTerms(0.2, 0.1, 0.01, 1, "fsdp-z2", "fsdp")
+    assert two.engine_overhead_s["deepspeed"] > two.engine_overhead_s["ddp"]
+    assert two.predict(z2) > two.predict(fsdp) == pytest.approx(two.predict(StepTerms(0.2, 0.1, 0.01, 1, "x", "y")))
     scaled = apply_efficiency(get_device("local-cpu"), fit)
     assert scaled.intra_node_bytes_per_s == pytest.approx(get_device("local-cpu").intra_node_bytes_per_s / fit.comm)
 
@@ -103,6 +111,8 @@ def test_search_records_failures_keeps_going_and_stops_when_stable(monkeypatch, 
         return tuner.Trial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OK", step,
                            kw["predicted_before_s"], kw["predicted_uncalibrated_s"], 1.0, 3, "")
     monkeypatch.setattr(tuner, "run_trial", fake_run)
+    screen = tuner._screen_order(cands, tuner.EfficiencyModel(), 3)
+    assert sorted(c.strategy.engine for c in screen) == ["ddp", "deepspeed", "fsdp"]  # one of each engine first
     monkeypatch.setattr(tuner, "_screen_order", lambda cands, eff, k: [
         next(c for c in sorted(cands, key=eff.predict) if tuner.family(c) == f) for f in ("ds-z3", "ds-z1", "ddp")])
     result = tuner.search(cands, spec, w, 2, tmp_path, tuner.TuneSettings(screen=3, budget_s=1e9), log=lambda m: None)

@@ -90,7 +90,7 @@ def print_plan(result, cluster, top: int) -> None:
         e = c.estimate
         t = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
         table.add_row(str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
-                      f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.3f}",
+                      f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.4g}",
                       f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{t:.3g}", _breakdown(e))
     console.print(table)
     console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; tokens/s = "
@@ -232,7 +232,8 @@ def tune(
     steps: int = typer.Option(8, help="Optimizer steps per trial."),
     warmup: int = typer.Option(3, help="First steps of each trial excluded from its median."),
     max_trials: int = typer.Option(0, help="Cap on trials (0: budget only)."),
-    screen: int = typer.Option(3, help="Engine/ZeRO families screened before model-guided trials."),
+    screen: int = typer.Option(3, help="Strategies screened before model-guided trials: the best predicted of "
+                                       "each engine, then of further engine/ZeRO families."),
     margin: float = typer.Option(0.0, help="Run a candidate only if predicted faster than the best measured by this "
                                             "fraction."),
     profile: Optional[str] = typer.Option(None, help="Use this hardware profile YAML instead of calibrating."),
@@ -299,7 +300,8 @@ def tune(
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
     e = result.model.fit_
     print(f"Efficiency terms: compute x{e.compute:.2f}, communication x{e.comm:.2f}, optimizer x{e.optimizer:.2f}, "
-          f"framework overhead {e.overhead_s * 1e3:.1f} ms per micro-step (+ per family: "
+          f"framework overhead {e.overhead_s * 1e3:.1f} ms per micro-step (+ per engine: "
+          + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.engine_overhead_s.items()) + "; per family: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
     from scalestudy.costmodel.calibrate import apply_efficiency
 

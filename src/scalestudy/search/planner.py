@@ -160,7 +160,12 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
             continue
         sub = clusters.get(first.nodes) or clusters.setdefault(first.nodes, cluster.with_nodes(first.nodes))
         for i, point in enumerate(group):
-            est = estimator(model, sub, point.strategy, workload)
+            try:
+                est = estimator(model, sub, point.strategy, workload)
+            except ScalestudyError as exc:  # a rule of the cost model the space does not know: skip, count why
+                key = f"rejected by the cost model: {exc}"
+                stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                continue
             estimated += 1
             if est.fits:
                 # Capacity per device as the estimate counts it (on a CPU node the ranks share the host's memory).
@@ -231,12 +236,12 @@ def explain(result: PlanResult) -> str:
     verdict = f"ties with {b.strategy.label} on throughput and wins on headroom" if tie and \
         result.objective == "throughput" else f"beats {b.strategy.label}"
     line1 = (f"{a.strategy.label} ({a.nodes} node(s)) {verdict}: {ea.tokens_per_s:,.0f} vs {eb.tokens_per_s:,.0f} "
-             f"tokens/s ({gain:+.1f}%), step {ea.step_s:.3f} vs {eb.step_s:.3f} s, memory "
+             f"tokens/s ({gain:+.1f}%), step {ea.step_s:.4g} vs {eb.step_s:.4g} s, memory "
              f"{ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
              f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
     ta, tb = _time_terms(ea), _time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
-    parts = [f"{k} {ta.get(k, 0.0):.3f} vs {tb.get(k, 0.0):.3f} s" for d, k in diffs[:3] if d > 0]
+    parts = [f"{k} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s" for d, k in diffs[:3] if d > 0]
     if result.objective in ("cost", "min-nodes"):
         parts.insert(0, f"device-hours{'' if a.train_tokens else ' per 1M tokens'} {a.device_hours:.3g} vs "
                         f"{b.device_hours:.3g}")

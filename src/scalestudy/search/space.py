@@ -7,7 +7,7 @@ degrees is checked by `scalestudy.specs.strategy.resolve_layout`, so the planner
 Dimensions, outermost first:
 - node count (only the given one, unless the user lets the planner use fewer: `Constraints.node_counts`);
 - tp x pp x dp factorisations of the device count: tp divides the devices per node (tensor parallelism stays inside
-  a node, on the fast link), the attention heads divide by tp, the layers divide by pp;
+  a node, on the fast link), the attention heads (and grouped-query K/V heads) divide by tp, the layers by pp;
 - engine x ZeRO stage x offload: DeepSpeed ZeRO 0-3 with optimizer offload (stage >= 1) and parameter offload
   (stage 3), DDP (plain, or + ZeroRedundancyOptimizer), FSDP2 (reshard = ZeRO-3-like, no reshard = ZeRO-2-like);
 - activation recompute none / selective / full;
@@ -129,7 +129,7 @@ def model_parallel_degrees(model: ModelSpec, cluster: ClusterSpec, world: int, c
     for tp in divisors(cluster.gpus_per_node):
         if constraints.tp and tp not in constraints.tp:
             continue
-        if model.num_heads % tp or world % tp:
+        if model.num_heads % tp or model.kv_heads % tp or world % tp:  # grouped-query K/V heads split too
             continue
         for pp in divisors(world // tp):
             if constraints.pp and pp not in constraints.pp:

@@ -6,17 +6,17 @@
 2. Rank every strategy `scalestudy train` can run here with the cost model on that profile.
 3. Trials: short real `scalestudy train` runs (the first `warmup` steps excluded from the median step time).
    After every trial the efficiency terms are refit (`EfficiencyModel`) and every candidate is re-predicted.
-   Order of trials: first a screen of the best predicted strategy of each of the `screen` most promising
-   engine/ZeRO families (their framework overheads differ most and the model cannot know them unmeasured), then
+   Order of trials: first a screen of the best predicted strategy of each engine (DeepSpeed, FSDP, DDP: their
+   framework overheads differ most and the model cannot know them unmeasured; `screen` caps it), then
    model-guided elimination: run the best-predicted unmeasured strategy while its prediction beats the best
    measured step time by more than `margin`; stop when none does (the top choice is stable), or at the budget.
    Failed / OOM / timed-out trials are recorded and the search goes on.
 
 Efficiency model (refit from the trials, least squares on relative error with a ridge prior toward the
 uncalibrated model): step = a * compute + b * data-parallel communication + c * optimizer/offload
-+ micro-steps * (o + o_family). On one-thread gloo ranks nothing overlaps, so communication counts in full
-(`dp_comm_total_s`); `o` is the framework time per micro-step (Python, hooks, launches) the analytical model has no
-term for, and `o_family` its engine/ZeRO-specific part (0 until that family is measured).
++ micro-steps * (o + o_engine + o_family). On one-thread gloo ranks nothing overlaps, so communication counts in
+full (`dp_comm_total_s`); `o` is the framework time per micro-step (Python, hooks, launches) the analytical model
+has no term for, `o_engine` / `o_family` its engine- and engine/ZeRO-specific parts (0 until measured).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def terms(c: Candidate) -> StepTerms:
     """The estimate's step time split into the parts the refit scales."""
     e = c.estimate
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
-                     optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c))
+                     optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
+                     engine=c.strategy.engine)
 
 
 class EfficiencyModel:
@@ -182,7 +183,7 @@ class TuneSettings:
     warmup: int = 3
     budget_s: float = 900.0
     max_trials: int = 0  # 0 = no cap besides the budget
-    screen: int = 3  # engine/ZeRO families screened first
+    screen: int = 3  # strategies screened first: the best of each engine, then of further families
     margin: float = 0.0  # run a candidate only if predicted faster than the best measured by more than this
     trial_timeout_s: float = 300.0
 
@@ -224,11 +225,17 @@ def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload:
 
 
 def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[Candidate]:
-    """The best-predicted candidate of each of the k families whose best prediction is lowest."""
-    best: dict[str, Candidate] = {}
-    for c in sorted(cands, key=eff.predict):
-        best.setdefault(family(c), c)
-    return sorted(best.values(), key=eff.predict)[:k]
+    """The best-predicted candidate of each engine (DeepSpeed, FSDP, DDP), best first, then of further families
+    up to k: engines differ most in the framework overhead the analytical model cannot know unmeasured."""
+    ranked = sorted(cands, key=eff.predict)
+    by_engine: dict[str, Candidate] = {}
+    by_family: dict[str, Candidate] = {}
+    for c in ranked:
+        by_engine.setdefault(c.strategy.engine, c)
+        by_family.setdefault(family(c), c)
+    order = sorted(by_engine.values(), key=eff.predict)
+    order += [c for c in sorted(by_family.values(), key=eff.predict) if c not in order]
+    return order[:k]
 
 
 def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
