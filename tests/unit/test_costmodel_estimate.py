@@ -53,6 +53,7 @@ def test_more_nodes_more_throughput_and_recompute_costs_time():
 def test_encoder_decoder_target_defaults_to_seq_len():
     e = _est(work=Workload(global_batch=8, seq_len=256))
     assert e.target_len == 256 and e.tokens_per_step == 8 * 512
+    assert e.model_flops == training_flops(e.model, e.workload)  # the same rule in training_flops
 
 
 @pytest.mark.parametrize("engine,zero", [("ddp", 0), ("ddp", 1), ("deepspeed", 0), ("deepspeed", 3), ("fsdp", 2),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, dp_comm_volume, links, p2p_time
-from scalestudy.costmodel.flops import step_flops_per_sequence
+from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions, uses_flash
@@ -198,7 +198,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     peak = dev.peak(st.precision)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
     s = workload.seq_len
-    t = (workload.target_len or s) if model.is_encoder_decoder else 0
+    t = target_length(model, workload)
     prec, mb = st.precision, st.micro_batch
 
     flash = uses_flash(options, model.family)
