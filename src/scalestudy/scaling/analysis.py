@@ -38,6 +38,9 @@ class Analysis:
         return percentile_ci(self.boot.samples(name), self.level) if self.boot.coefs else None
 
     def to_dict(self) -> dict:
+        return _finite(self._dict())
+
+    def _dict(self) -> dict:
         return {
             "law": self.fit.law,
             "formula": FORMULAS[self.fit.law],
@@ -54,6 +57,17 @@ class Analysis:
             "flops_per_param_token": self.k,
             "prediction": self.prediction,
         }
+
+
+def _finite(value):
+    """Non-finite floats become None: --json output stays valid JSON."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
 
 
 def _pair(ci):

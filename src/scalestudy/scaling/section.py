@@ -121,7 +121,7 @@ def _jump_rows(jumps, k: float) -> tuple[list[str], list[list[str]], list[str]]:
 
 def report_section(source, plots_dir: str | Path | None = None, *, laws=("compute", "chinchilla"),
                    target_params: float | None = None, target_tokens: float | None = None,
-                   budget_flops: float | None = None, n_boot: int = 200, seed: int = 0, level: float = 0.95,
+                   budget_flops: float | None = None, n_boot: int = 100, seed: int = 0, level: float = 0.95,
                    flops_per_param_token: float | str | None = None, jump_k: float = 3.0) -> ScalingSection:
     """Markdown, HTML and PNGs of the scaling section for a study.
 
