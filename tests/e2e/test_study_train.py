@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,8 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
           # 64 x 512 tokens through t5-tiny needs several GB of activations: under a 1.8 GB address-space cap the
           # CPU allocator fails, and `scalestudy train` reports "out of memory"
           - {micro_batch: 64, global_batch: 64, seq_len: 512, target_len: 128, memory_limit_bytes: 1800000000}
+          # 2 ranks training far longer than their timeout: killed (launcher and both ranks) and recorded TIMEOUT
+          - {nproc: 2, steps: 100000, timeout_s: 25}
     """))
     out = tmp_path / "study"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
@@ -41,8 +44,9 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     con = sqlite3.connect(out / "study.sqlite")
     con.row_factory = sqlite3.Row
-    rows = {r["micro_batch"]: dict(r) for r in con.execute("SELECT * FROM trials")}
-    ok, oom = rows[2], rows[64]
+    rows = {(r["micro_batch"], r["nproc"]): dict(r) for r in con.execute("SELECT * FROM trials")}
+    ok, oom, hung = rows[(2, 1)], rows[(64, 1)], rows[(2, 2)]
+    assert hung["status"] == "TIMEOUT" and 25 <= hung["wall_s"] < 60
     assert ok["status"] == "OK", ok["error_tail"]
     assert oom["status"] == "OOM" and "out of memory" in oom["error_tail"]
     # measured summary, per-step metrics, prediction and scaling-fit columns
@@ -54,6 +58,15 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
     assert steps == [1, 2, 3, 4]
     assert '"torch"' in ok["env_json"]
     con.close()
+    marker = f"SCALESTUDY_STUDY_DIR={out.resolve()}".encode()
+    alive = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (d / "environ").read_bytes().split(b"\0"):
+                alive.append(d.name)
+        except OSError:
+            pass
+    assert alive == []  # no rank outlived its trial
     assert not (out / "trials" / ok["trial_id"] / "checkpoints").exists()  # a study keeps measurements only
 
     rep = subprocess.run([sys.executable, "-m", "scalestudy", "report", str(out)], capture_output=True, text=True,

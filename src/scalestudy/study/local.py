@@ -1,7 +1,9 @@
 """Local executor: trial processes on this machine, one at a time or several at once when cores allow.
 
-Each trial runs in its own session / process group (start_new_session) so that a timeout kills the whole tree
-(scalestudy train -> torchrun -> ranks) with os.killpg; the loop polls, so a hung trial never blocks the others.
+Each trial runs in its own session / process group (start_new_session) so that a timeout kills its tree with
+os.killpg (SIGTERM: torchrun's agent stops its ranks; SIGKILL after a grace period). torchrun starts every rank in a
+session of its own, so the ranks are also found and killed by the trial's environment marker. The loop polls, so a
+hung trial never blocks the others.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.study.progress import SweepProgress
-from scalestudy.study.runner import trial_command, trial_dir, trial_env, trial_row, write_train_config
+from scalestudy.study.runner import (TRIAL_MARKER, kill_leftovers, trial_command, trial_dir, trial_env, trial_row,
+                                     write_train_config)
 from scalestudy.study.spec import StudySpec, Trial
 from scalestudy.study.store import Store
 
@@ -76,13 +79,15 @@ class LocalExecutor:
                     str(os.getpid()), "--"]
         log = open(tdir / "train.log", "wb")  # noqa: SIM115 - closed in _finish
         proc = subprocess.Popen(launcher + command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=self.proc_env, cwd=str(tdir), start_new_session=True)
+                                env={**self.proc_env, TRIAL_MARKER: trial.trial_id}, cwd=str(tdir),
+                                start_new_session=True)
         self.store.record_attempt(trial.trial_id, proc.pid, socket.gethostname())
         return _Running(trial, proc, log, tdir, command, time.time())
 
     def _finish(self, run: _Running, timed_out: bool) -> dict:
         kill_group(run.proc.pid, grace_s=TERM_GRACE_S if timed_out else 0.5)  # leftover ranks, if any
         returncode = run.proc.wait()
+        kill_leftovers(self.out, run.trial.trial_id)  # ranks in sessions of their own (torchrun's default)
         run.log.close()
         row, metrics = trial_row(self.spec, run.trial, run.tdir, returncode=returncode, timed_out=timed_out,
                                  started=run.started, finished=time.time(), command=run.command, env=self.env)
@@ -116,3 +121,4 @@ class LocalExecutor:
             finally:  # Ctrl-C or an error in the runner: no trial outlives it
                 for run in running:
                     kill_group(run.proc.pid, grace_s=0.5)
+                    kill_leftovers(self.out, run.trial.trial_id)

@@ -33,6 +33,7 @@ from scalestudy.study.spec import StudySpec, Trial, load_spec
 from scalestudy.study.store import STATUSES, Store
 
 MARKER = "SCALESTUDY_STUDY_DIR"  # environment marker of every trial process (finds leftovers of a killed runner)
+TRIAL_MARKER = "SCALESTUDY_TRIAL_ID"  # and of one trial (torchrun starts each rank in a session of its own)
 
 
 @dataclass
@@ -171,15 +172,19 @@ def trial_row(spec: StudySpec, trial: Trial, tdir: Path, *, returncode: int | No
     return row, metrics
 
 
-def kill_leftovers(out: Path) -> int:
-    """Kill trial processes a previous (killed) runner of this study left behind; they carry our env marker."""
-    marker = f"{MARKER}={out.resolve()}".encode()
+def kill_leftovers(out: Path, trial_id: str | None = None) -> int:
+    """SIGKILL the processes of this study (or of one of its trials) that are still alive: leftovers of a killed
+    runner, or ranks that torchrun started in sessions of their own. They carry our environment markers."""
+    markers = [f"{MARKER}={out.resolve()}".encode()]
+    if trial_id:
+        markers.append(f"{TRIAL_MARKER}={trial_id}".encode())
     killed = 0
     for pid_dir in Path("/proc").glob("[0-9]*"):
         try:
             if int(pid_dir.name) == os.getpid():
                 continue
-            if marker not in (pid_dir / "environ").read_bytes().split(b"\0"):
+            environ = (pid_dir / "environ").read_bytes().split(b"\0")
+            if not all(m in environ for m in markers):
                 continue
             os.kill(int(pid_dir.name), signal.SIGKILL)
             killed += 1
