@@ -141,8 +141,11 @@ def launch_scripts(opts: dict, *, gpus_per_node: int, nnodes: int, env: dict[str
     torchrun = (f"torchrun --nnodes {nnodes} --nproc-per-node {gpus_per_node} --rdzv-backend c10d "
                 "--rdzv-endpoint \"$MASTER_ADDR:${MASTER_PORT:-29500}\" --rdzv-id \"$RUN_ID\" "
                 f"-m {WORKER_MODULE} --config \"$HERE/train_config.yaml\"")
+    flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in opts.items()
+                     if k not in ("nnodes", "output"))
     return {
-        "launch_single_node.sh": head + f"# One node, {gpus_per_node} ranks through torchrun's launcher.\n" + (
+        "launch_single_node.sh": head + f"# One node, {gpus_per_node} ranks through torchrun's launcher.\n"
+        f"# Same as: scalestudy train {flags}\n" + (
             f"# The plan is for {nnodes} nodes: on one node the same strategy keeps the global batch with {nnodes}x "
             "the accumulation (and ZeRO shards over fewer ranks, so it needs more memory per device).\n"
             if nnodes > 1 else "") +

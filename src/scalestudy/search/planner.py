@@ -225,6 +225,26 @@ def _time_terms(estimate: Any) -> dict[str, float]:
     return {k: float(v) for k, v in parts.items() if isinstance(v, (int, float))}
 
 
+def _verdict(a: Candidate, b: Candidate, objective: str) -> str:
+    """'beats X' or, when the objective's number ties, 'ties with X on ... and wins on <tie-break>'."""
+    primary = {"throughput": (a.estimate.tokens_per_s, b.estimate.tokens_per_s, "throughput"),
+               "time": (a.time_to_train_s, b.time_to_train_s, "time-to-train"),
+               "cost": (a.device_hours, b.device_hours, "device-hours"),
+               "min-nodes": (a.nodes, b.nodes, "node count")}[objective]
+    if abs(primary[0] - primary[1]) > 5e-4 * abs(primary[1]):
+        return f"beats {b.strategy.label}"
+    if objective == "min-nodes" and abs(a.estimate.tokens_per_s - b.estimate.tokens_per_s) > \
+            5e-4 * b.estimate.tokens_per_s:
+        why = "throughput"
+    elif objective == "cost" and abs(a.time_to_train_s - b.time_to_train_s) > 5e-4 * b.time_to_train_s:
+        why = "time-to-train"
+    elif a.headroom_bytes != b.headroom_bytes:
+        why = "memory headroom"
+    else:
+        why = "fewer devices" if a.world_size < b.world_size else "enumeration order (equal on every measure)"
+    return f"ties with {b.strategy.label} on {primary[2]} and wins on {why}"
+
+
 def explain(result: PlanResult) -> str:
     """One or two lines of numbers: why the winner beats the runner-up."""
     if len(result.candidates) < 2:
@@ -232,19 +252,16 @@ def explain(result: PlanResult) -> str:
     a, b = result.candidates[0], result.candidates[1]
     ea, eb = a.estimate, b.estimate
     gain = (ea.tokens_per_s / eb.tokens_per_s - 1.0) * 100.0
-    tie = abs(gain) < 0.05
-    verdict = f"ties with {b.strategy.label} on throughput and wins on headroom" if tie and \
-        result.objective == "throughput" else f"beats {b.strategy.label}"
-    line1 = (f"{a.strategy.label} ({a.nodes} node(s)) {verdict}: {ea.tokens_per_s:,.0f} vs {eb.tokens_per_s:,.0f} "
-             f"tokens/s ({gain:+.1f}%), step {ea.step_s:.4g} vs {eb.step_s:.4g} s, memory "
+    line1 = (f"{a.strategy.label} ({a.nodes} node(s)) {_verdict(a, b, result.objective)}: {ea.tokens_per_s:,.0f} vs "
+             f"{eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {ea.step_s:.4g} vs {eb.step_s:.4g} s, memory "
              f"{ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
              f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
     ta, tb = _time_terms(ea), _time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
     parts = [f"{k} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s" for d, k in diffs[:3] if d > 0]
     if result.objective in ("cost", "min-nodes"):
-        parts.insert(0, f"device-hours{'' if a.train_tokens else ' per 1M tokens'} {a.device_hours:.3g} vs "
-                        f"{b.device_hours:.3g}")
+        parts.insert(0, f"{a.world_size} vs {b.world_size} devices, device-hours"
+                        f"{'' if a.train_tokens else ' per 1M tokens'} {a.device_hours:.4g} vs {b.device_hours:.4g}")
     if not parts:
         return line1
-    return line1 + "\nLargest step-time differences (winner vs runner-up): " + "; ".join(parts) + "."
+    return line1 + "\nLargest differences (winner vs runner-up): " + "; ".join(parts) + "."
