@@ -126,6 +126,11 @@ def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
     assert "6 already finished, 0 run now" in third.stdout
     assert len(_rows(db, "SELECT * FROM trials")) == 6
 
+    exported = _cli("study", "export", str(out), "-o", str(tmp_path / "trials.csv"))
+    assert exported.returncode == 0, exported.stderr
+    lines = (tmp_path / "trials.csv").read_text().splitlines()
+    assert len(lines) == 7 and lines[0].startswith("trial_id,study,status")
+
 
 def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
     spec = _write_spec(tmp_path, """
