@@ -242,6 +242,8 @@ def _validate(point: dict) -> str:
         return f"warmup_steps must be >= 0, got {point['warmup_steps']}"
     if point["objective"] not in ("span", "knowledge", "causal"):
         return f"unknown objective {point['objective']!r} (span, knowledge, causal)"
+    if point["objective"] != "causal" and point["target_len"] < 1:
+        return f"target_len must be >= 1 for objective {point['objective']} (tokens and FLOPs count it)"
     if (point["objective"] == "causal") == model.is_encoder_decoder:
         return f"objective {point['objective']} does not suit {model.name} ({model.family})"
     if point["lr"] <= 0 or point["timeout_s"] <= 0 or point["memory_limit_bytes"] < 0:
