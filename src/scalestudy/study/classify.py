@@ -47,6 +47,8 @@ def classify(returncode: int | None, output: str, *, timed_out: bool, has_summar
         return Outcome("TIMEOUT", "exceeded its timeout; process group killed", tail(output))
     if returncode == 0 and has_summary:
         return Outcome("OK", "", "")
+    if has_summary:  # training finished and was summarised; a crash in teardown does not void the measurement
+        return Outcome("OK", f"exited with status {returncode} after writing summary.json (teardown)", tail(output))
     if OOM_PATTERNS.search(output):
         return Outcome("OOM", "ran out of memory", tail(output))
     if memory_capped and killed_by_sigkill(returncode, output):

@@ -164,7 +164,7 @@ def trial_row(spec: StudySpec, trial: Trial, tdir: Path, *, returncode: int | No
         "memory_convention": summary.get("memory_convention"),
         **predict(trial, spec.device),
         "returncode": returncode, "wall_s": finished - started,
-        "error_tail": (outcome.reason + "\n" + outcome.error_tail).strip() if outcome.status != "OK" else None,
+        "error_tail": (outcome.reason + "\n" + outcome.error_tail).strip() or None,
         "command": shlex.join(command), "trial_json": trial.to_dict(), "summary_json": summary or None,
         "env_json": {**env, "train_versions": summary.get("versions")}, "started_at": started,
         "finished_at": finished,
