@@ -158,11 +158,37 @@ def collect(out: Path, store: Store, spec: StudySpec | None = None) -> int:
     return added
 
 
+def jobs_alive(job_ids: list[str]) -> bool | None:
+    """Whether any of these jobs is still queued or running (None when squeue is not available)."""
+    if not job_ids or shutil.which("squeue") is None:
+        return None
+    res = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)], capture_output=True, text=True)
+    if res.returncode:  # squeue errors for ids it no longer knows
+        return False
+    return bool(res.stdout.strip())
+
+
+def record_lost(out: Path, store: Store, spec: StudySpec, trial_ids: set[str]) -> int:
+    """Trials whose job ended without writing an exit code (cancelled, node failure, Slurm time limit)."""
+    lost = 0
+    for trial in spec.trials:
+        if trial.trial_id not in trial_ids or trial.trial_id in store.finished_ids():
+            continue
+        now = time.time()
+        row, metrics = trial_row(spec, trial, trial_dir(out, trial), returncode=None, timed_out=False, started=now,
+                                 finished=now, command=["sbatch", "(job array)"], env=store.get_meta("env", {}))
+        row["error_tail"] = ("the Slurm job ended without an exit code (cancelled, node failure or time limit)\n"
+                             + (row.get("error_tail") or ""))
+        row["status"] = "FAILED" if row["status"] == "OK" else row["status"]
+        store.record_trial(row, metrics)
+        lost += 1
+    return lost
+
+
 class SlurmExecutor:
-    def __init__(self, spec: StudySpec, out: Path, store: Store, env: dict, console=None,
-                 poll_s: float = 30.0) -> None:
+    def __init__(self, spec: StudySpec, out: Path, store: Store, env: dict, console=None) -> None:
         self.spec, self.out, self.store, self.env = spec, out, store, env
-        self.poll_s = poll_s
+        self.poll_s = float(spec.slurm.get("poll_s", 30.0))
         from rich.console import Console
 
         self.console = console or Console()
@@ -186,7 +212,13 @@ class SlurmExecutor:
             jobs.append({"job": job, "script": str(script), "trials": [t.trial_id for t in members]})
             self.console.print(f"submitted {script.name}: job array {job} ({len(members)} trials)")
         self.store.set_meta("slurm_jobs", jobs)
-        while wait and not {t.trial_id for t in todo} <= self.store.finished_ids():
+        wanted = {t.trial_id for t in todo}
+        submitted = [j["job"] for j in jobs if set(j["trials"]) & wanted]
+        while wait and not wanted <= self.store.finished_ids():
             time.sleep(self.poll_s)
+            alive = jobs_alive(submitted)  # asked before collecting: a task that ends in between is collected
             if collect(self.out, self.store, self.spec):
                 self.console.print(f"collected: {self.store.counts()}")
+            if alive is False:
+                collect(self.out, self.store, self.spec)
+                record_lost(self.out, self.store, self.spec, wanted)

@@ -82,7 +82,7 @@ STUDY_KEYS = {
 }
 EXECUTORS = ("local", "slurm")
 SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "qos",
-              "constraint"}
+              "constraint", "poll_s"}
 
 
 @dataclass(frozen=True)
