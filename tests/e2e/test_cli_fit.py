@@ -66,17 +66,21 @@ def test_fit_table_output_compute_law(tmp_path, capsys):
     assert "predicted loss" in out and "nats/token" in out and "C = 1.2e+22 FLOPs" in out
 
 
-def test_degenerate_inputs_exit_2_with_one_line(tmp_path):
+def test_degenerate_inputs_exit_2_with_one_line(tmp_path, capsys):
     single = _write_csv(tmp_path / "single.csv", [
         {"params": 1e8, "tokens": 10 ** (9 + i / 3), "flops": 6e8 * 10 ** (9 + i / 3), "loss": 3 - i / 10}
         for i in range(6)])
     nonpos = _write_csv(tmp_path / "neg.csv", [{"flops": 10 ** (17 + i), "loss": 1 - i / 2} for i in range(5)])
     missing = _write_csv(tmp_path / "missing.csv", [{"params": 1e8, "tokens": 1e9} for _ in range(5)])
-    for path, law, needle in ((single, "chinchilla", "2 or more model sizes"),
-                              (nonpos, "compute", "must be positive"),
+    # A real process once (exit status, stderr), the other cases in-process through the same entry point.
+    proc = _cli("fit", single, "--law", "chinchilla", "--bootstrap", "0")
+    assert proc.returncode == 2, proc.stderr
+    assert "2 or more model sizes" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    for path, law, needle in ((nonpos, "compute", "must be positive"),
                               (missing, "compute", "missing column 'loss'"),
                               (tmp_path / "nope.csv", "compute", "no such file")):
-        proc = _cli("fit", path, "--law", law, "--bootstrap", "0")
-        assert proc.returncode == 2, (path, proc.stderr)
-        assert needle in proc.stderr and "Traceback" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        with pytest.raises(SystemExit) as exc:
+            main(["fit", str(path), "--law", law, "--bootstrap", "0"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
