@@ -31,7 +31,7 @@ class TrainConfig:
     tokenizer: str | None = None  # tokenizer.json; trained on the corpus when None
     vocab_size: int = 8192
     seq_len: int = 128
-    target_len: int = 32  # decoder length (encoder-decoder objectives); ignored for causal
+    target_len: int = 0  # decoder length (span/knowledge); 0 -> what span corruption of seq_len needs; causal: unused
     # how (one Strategy)
     engine: str = "ddp"
     zero: int = 0
@@ -149,15 +149,13 @@ class TrainConfig:
         for name in ("steps", "nproc", "nnodes", "micro_batch", "seq_len"):
             if getattr(self, name) < 1:
                 raise ScalestudyError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("global_batch", "warmup_steps", "warmup", "save_every", "crash_after_step"):
+        for name in ("global_batch", "target_len", "warmup_steps", "warmup", "save_every", "crash_after_step"):
             if getattr(self, name) < 0:
                 raise ScalestudyError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if self.objective not in OBJECTIVES:
             raise ScalestudyError(f"unknown objective {self.objective!r} (choose from {', '.join(OBJECTIVES)})")
         if self.decay not in DECAYS:
             raise ScalestudyError(f"unknown decay {self.decay!r} (choose from {', '.join(DECAYS)})")
-        if not self.is_causal and self.target_len < 1:
-            raise ScalestudyError(f"--target-len must be >= 1 for the {self.objective} objective")
         if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ScalestudyError("--lr must be > 0 and min_lr_ratio within [0, 1]")
         spec = self.model_spec()

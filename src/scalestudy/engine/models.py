@@ -20,9 +20,7 @@ def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout:
 
     torch.manual_seed(seed)
     model = build_hf_model(spec)
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = dropout
+    set_dropout(model, dropout)
     model.config.use_cache = False  # no KV cache in training (and HF refuses it with checkpointing)
     if recompute == "full":
         # Non-reentrant checkpointing works with DDP, ZeRO-3 hooks and FSDP2 alike.
@@ -30,6 +28,24 @@ def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout:
     elif recompute != "none":
         raise ScalestudyError(f"recompute {recompute!r} is not available for Hugging Face models (none or full)")
     return model.float().train()
+
+
+# Dropout rates that HF attention layers keep as plain floats (T5Attention.dropout, LlamaAttention.attention_dropout).
+FLOAT_DROPOUTS = ("dropout", "attention_dropout")
+CONFIG_DROPOUTS = ("dropout_rate", "resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout")
+
+
+def set_dropout(model: torch.nn.Module, rate: float) -> None:
+    """One dropout rate everywhere: nn.Dropout modules, float rates inside attention layers, and the config."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = rate
+        for name in FLOAT_DROPOUTS:
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, rate)
+    for name in CONFIG_DROPOUTS:
+        if hasattr(model.config, name):
+            setattr(model.config, name, rate)
 
 
 def check_vocab(spec: ModelSpec, tokenizer_vocab: int) -> None:

@@ -17,8 +17,9 @@ GPU_NAMES = (("H200", "h200"), ("H100", "h100-80gb"), ("A100-SXM4-40GB", "a100-4
 
 def measure_matmul_flops(n: int = 1024, seconds: float = 0.3, dtype: torch.dtype = torch.float32) -> float:
     """Best observed FLOP/s of an n x n x n matmul on this process's threads (2 n^3 FLOPs per product)."""
-    a = torch.randn(n, n, dtype=dtype)
-    b = torch.randn(n, n, dtype=dtype)
+    gen = torch.Generator().manual_seed(0)  # a private generator: the training RNG stream stays untouched
+    a = torch.randn(n, n, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, dtype=dtype, generator=gen)
     torch.mm(a, b)  # warm-up (allocation, thread pool)
     best = float("inf")
     deadline = time.perf_counter() + seconds

@@ -8,10 +8,12 @@ memory per rank. `run_training` can be called several times in one process group
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +129,11 @@ def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
     return torch.stack(parts).cpu().tolist()
 
 
-def run_training(cfg: TrainConfig, ctx: DistContext) -> dict:
-    """Train `cfg.steps` optimizer steps (continuing from the last checkpoint with `cfg.resume`); return the summary."""
+def run_training(cfg: TrainConfig, ctx: DistContext, prepared=None) -> dict:
+    """Train `cfg.steps` optimizer steps (continuing from the last checkpoint with `cfg.resume`); return the summary.
+
+    `prepared` (the data pipeline's `Prepared` for this config) skips re-reading the corpus when given.
+    """
     import torch
 
     from scalestudy.engine import checkpoint, metrics
@@ -144,8 +149,10 @@ def run_training(cfg: TrainConfig, ctx: DistContext) -> dict:
                               f"{ctx.world_size} ranks were started")
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
-    prepared = load_data(cfg, ctx, out)
+    prepared = prepared or load_data(cfg, ctx, out)
     check_vocab(spec, prepared.vocab_size)
+    if not cfg.is_causal:  # the pipeline decides the decoder length when --target-len is 0
+        workload = dataclasses.replace(workload, target_len=prepared.target_len)
 
     model = build_model(spec, seed=cfg.seed, recompute=cfg.recompute, dropout=cfg.dropout)
     backend = make_backend(model, cfg, strategy, layout, ctx.device)
@@ -154,13 +161,12 @@ def run_training(cfg: TrainConfig, ctx: DistContext) -> dict:
     from scalestudy.engine.data.pipeline import BatchStream
 
     stream = BatchStream(prepared, cfg.micro_batch, dp_rank=ctx.rank, dp_size=layout.dp, seed=cfg.seed)
-    meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.seed}
-    start = checkpoint.restore(out, backend, stream, meta) if cfg.resume else 0
-    if start >= cfg.steps:
-        raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
-
     flops = step_flops(spec, workload)
     peak, peak_source = peak_flops(ctx.device, strategy.precision)
+    meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.seed}
+    start = checkpoint.restore(out, backend, stream, meta) if cfg.resume else 0  # last: it restores the RNG
+    if start >= cfg.steps:
+        raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
     logger = metrics.MetricsLogger(out, ctx.is_main, cfg.steps, start, cfg.progress, strategy.label)
     try:
         for step in range(start + 1, cfg.steps + 1):
@@ -271,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalestudy.engine.train")
     parser.add_argument("--config", required=True, help="TrainConfig YAML (written by `scalestudy train`)")
     args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation chatter from DeepSpeed's comm calls
     rank = int(os.environ.get("RANK", 0))
     cfg = None
     code = 0

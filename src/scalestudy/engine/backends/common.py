@@ -38,6 +38,12 @@ def make_scheduler(optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.Lamb
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, cfg))
 
 
+def restore_lr(optimizer, scheduler) -> None:
+    """Put the schedule's current rate into the optimizer (loading a scheduler's state does not)."""
+    for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+        group["lr"] = lr
+
+
 def adamw_kwargs(cfg: TrainConfig) -> dict:
     return {"lr": cfg.lr, "betas": (cfg.beta1, cfg.beta2), "eps": 1e-8, "weight_decay": cfg.weight_decay}
 

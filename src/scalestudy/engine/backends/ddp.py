@@ -11,7 +11,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, grad_norm_value, make_adamw,
-                                               make_scheduler)
+                                               make_scheduler, restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 
 
@@ -53,18 +53,23 @@ class DDPBackend(Backend):
         return norm
 
     def save(self, path: Path) -> None:
-        if isinstance(self.optimizer, ZeroRedundancyOptimizer):
-            self.optimizer.consolidate_state_dict(to=0)  # collective: every rank takes part
-        if dist.get_rank() == 0:
-            state = {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scheduler": self.scheduler.state_dict()}
-            torch.save(state, path / "ddp_state.pt")
+        # Each rank saves the optimizer state it owns (its ZeRO shard; rank 0 alone when nothing is sharded).
+        rank = dist.get_rank()
+        if rank == 0:
+            torch.save({"model": self.model.module.state_dict(), "scheduler": self.scheduler.state_dict()},
+                       path / "ddp_state.pt")
+        if rank == 0 or self.strategy.zero == 1:
+            torch.save(self._local_optimizer.state_dict(), path / f"optim-rank{rank if self.strategy.zero else 0}.pt")
 
     def load(self, path: Path) -> None:
+        rank = dist.get_rank()
         state = torch.load(path / "ddp_state.pt", map_location=self.device, weights_only=False)
         self.model.module.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        optim = torch.load(path / f"optim-rank{rank if self.strategy.zero else 0}.pt", map_location=self.device,
+                           weights_only=False)
+        self._local_optimizer.load_state_dict(optim)
         self.scheduler.load_state_dict(state["scheduler"])
+        restore_lr(self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.model, self.optimizer, self.scheduler, self.params, self._local_optimizer

@@ -7,6 +7,7 @@ ZeRO-Offload runs DeepSpeed's CPU Adam (its optimizer is built from the config, 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -51,7 +52,9 @@ class DeepSpeedBackend(Backend):
     def __init__(self, model, cfg, strategy, layout, device) -> None:
         super().__init__(model, cfg, strategy, layout, device)
         import deepspeed
+        from deepspeed.utils import logger as ds_logger
 
+        ds_logger.setLevel(logging.WARNING)  # its INFO lines would bury the step log
         config = ds_config(cfg, strategy, layout)
         if "optimizer" in config:  # ZeRO-Offload: DeepSpeed builds its CPU Adam; we attach our schedule to it
             optimizer = None

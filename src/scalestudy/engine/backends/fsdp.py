@@ -15,7 +15,8 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from scalestudy.engine.backends.common import Backend, MemoryParts, grad_norm_value, make_adamw, make_scheduler
+from scalestudy.engine.backends.common import (Backend, MemoryParts, grad_norm_value, make_adamw, make_scheduler,
+                                               restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 
 # Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
@@ -78,6 +79,7 @@ class FSDPBackend(Backend):
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optimizer"])
         self.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+        restore_lr(self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.model, self.optimizer, self.scheduler, self.params

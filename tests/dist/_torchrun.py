@@ -1,0 +1,20 @@
+"""Run tests/dist/strategies_worker.py under torchrun (2 CPU ranks, gloo, one thread each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+WORKER = Path(__file__).with_name("strategies_worker.py")
+
+
+def run_worker(out: Path, mode: str, strategies: list[str], nproc: int = 2, timeout: int = 400) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           str(WORKER), str(out), mode, *strategies]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return json.loads((out / "results.json").read_text())

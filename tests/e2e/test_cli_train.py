@@ -1,0 +1,138 @@
+"""`scalestudy train` end to end: real runs through torchrun, a hard kill and --resume, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scalestudy.cli import main
+
+TINY = ["--model", "t5-tiny", "--seq-len", "64", "--target-len", "16", "--no-progress"]
+
+
+def scalestudy(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run([sys.executable, "-m", "scalestudy", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def cli_error(capsys, *args: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["train", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """The bundled corpus's tokenizer, trained once for this module (runs pass --tokenizer)."""
+    from scalestudy.engine.data.pipeline import DataConfig, prepare
+
+    out = tmp_path_factory.mktemp("tok")
+    prepare(DataConfig(seq_len=64, target_len=16), out, write=True)
+    return str(out / "tokenizer.json")
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, tokenizer):
+    common = [*TINY, "--engine", "deepspeed", "--zero", "1", "--nproc", "2", "--steps", "6", "--micro-batch", "2",
+              "--global-batch", "8", "--seed", "3", "--save-every", "3", "--tokenizer", tokenizer]
+    full = scalestudy("train", *common, "--output", str(tmp_path / "full"))
+    assert full.returncode == 0, full.stderr[-3000:]
+    summary = json.loads((tmp_path / "full" / "summary.json").read_text())
+    rows = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    for key in ("loss", "lr", "step_s", "tokens_per_s", "mfu", "peak_mem_bytes", "rss_bytes", "params_bytes"):
+        assert all(r[key] > 0 for r in rows), key
+    assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["strategy"]["zero"] == 1
+    assert summary["warmup_steps_excluded"] == 2 and summary["measured_steps"] == 4
+    assert summary["median_step_s"] > 0 and 0 < summary["median_mfu"] < 1
+    assert "measured fp32 matmul" in summary["mfu_peak_source"]
+    assert (tmp_path / "full" / "tb").is_dir()
+
+    killed = tmp_path / "killed"
+    config = tmp_path / "crash.yaml"
+    config.write_text("crash_after_step: 3\n")  # the worker dies hard right after step 3's checkpoint
+    crash = scalestudy("train", *common, "--output", str(killed), "--config", str(config))
+    assert crash.returncode != 0
+    assert not (killed / "summary.json").exists()
+    resumed = scalestudy("train", *common, "--output", str(killed), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = json.loads((killed / "summary.json").read_text())
+    assert after["resumed_from_step"] == 3
+    assert after["losses"] == pytest.approx(summary["losses"], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
+    env_threads = {"OMP_NUM_THREADS": "2"}  # one rank may use both cores
+    os.environ.update(env_threads)
+    try:
+        proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
+                          "--engine", "ddp", "--nproc", "1", "--steps", "200", "--micro-batch", "16", "--lr", "3e-3",
+                          "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"))
+    finally:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    losses = json.loads((tmp_path / "run" / "summary.json").read_text())["losses"]
+    late = sum(losses[-20:]) / 20
+    # Below the uniform-guess loss ln(8192) = 9.01 by a wide margin, and far below the start.
+    assert late < 7.0 and late < 0.5 * losses[0], (losses[0], late)
+
+
+def test_unknown_model_through_the_real_cli(tmp_path):
+    proc = scalestudy("train", "--model", "t5-nano", "--output", str(tmp_path / "run"), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "unknown model 't5-nano'" in proc.stderr
+
+
+def test_missing_corpus(tmp_path, capsys):
+    err = cli_error(capsys, *TINY, "--data", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "run"))
+    assert "nope.txt" in err
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_empty_corpus(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    err = cli_error(capsys, *TINY, "--data", str(empty), "--output", str(tmp_path / "run"))
+    assert "empty" in err.lower() or "no text" in err.lower()
+
+
+def test_non_utf8_corpus(tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\u00e9 au lait\n".encode("latin-1") * 50)
+    err = cli_error(capsys, *TINY, "--data", str(bad), "--output", str(tmp_path / "run"))
+    assert "utf-8" in err.lower()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nproc", "3", "--micro-batch", "2", "--global-batch", "8"], "not divisible by micro-batch 2 x dp 3"),
+    (["--nproc", "2", "--micro-batch", "4", "--global-batch", "12"], "not divisible by micro-batch 4 x dp 2"),
+    (["--engine", "ddp", "--zero", "3"], "engine ddp supports zero stage 0, 1, not 3"),
+    (["--precision", "bf16"], "needs a GPU"),
+])
+def test_strategy_and_batch_mismatches(tmp_path, capsys, args, message):
+    assert message in cli_error(capsys, *TINY, *args, "--output", str(tmp_path / "run"))
+
+
+def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(tmp_path, capsys, tokenizer):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    assert "add --resume" in cli_error(capsys, *TINY, "--output", str(run))
+
+
+def test_print_launch_writes_config_and_commands(tmp_path, capsys):
+    main(["train", *TINY, "--nnodes", "2", "--nproc", "8", "--micro-batch", "4", "--precision", "bf16",
+          "--output", str(tmp_path / "run"), "--print-launch"])
+    out = capsys.readouterr().out
+    assert "torchrun --nnodes 2 --nproc-per-node 8" in out and "#SBATCH --nodes=2" in out
+    assert (tmp_path / "run" / "train_config.yaml").is_file()

@@ -1,0 +1,45 @@
+"""Counting per-rank bytes by storage, and finding the last complete checkpoint after an interrupted save."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from scalestudy.engine import checkpoint
+from scalestudy.engine.memory import StorageCounter, rss_bytes, tensors_in
+
+
+def test_views_into_one_flat_buffer_count_once():
+    flat = torch.zeros(1000)  # like a DDP bucket or a ZeRO flat group
+    views = [flat[:400].view(20, 20), flat[400:]]
+    counter = StorageCounter()
+    assert counter.add(views) == 4000
+    assert counter.add([flat]) == 0  # already counted in another category
+    assert counter.add([torch.zeros(10, dtype=torch.float64), None]) == 80
+
+
+def test_optimizer_state_tensors_are_found_in_nested_containers():
+    p = torch.nn.Parameter(torch.ones(5))
+    opt = torch.optim.AdamW([p])
+    p.grad = torch.ones(5)
+    opt.step()
+    state = [t for s in opt.state.values() for t in tensors_in(s)]
+    assert StorageCounter().add(state) == 5 * 4 * 2 + 4  # exp_avg, exp_avg_sq (fp32) and the step counter
+
+
+def test_rss_is_reported():
+    assert rss_bytes() > 10 * 2**20
+
+
+def test_latest_skips_an_interrupted_save(tmp_path):
+    root = checkpoint.checkpoint_root(tmp_path)
+    good = root / "step-00000003"
+    good.mkdir(parents=True)
+    (good / "meta.json").write_text(json.dumps({"step": 3, "world_size": 2}))
+    (root / "latest").write_text(json.dumps({"dir": good.name, "step": 3}))
+    (root / ".tmp-step-00000006").mkdir()  # a save that crashed before its rename
+    assert checkpoint.latest(tmp_path) == good
+    (root / "latest").write_text(json.dumps({"dir": "step-00000006", "step": 6}))  # pointer to an incomplete dir
+    assert checkpoint.latest(tmp_path) is None
+    assert checkpoint.latest(tmp_path / "nothing") is None
