@@ -101,3 +101,11 @@ def test_bad_targets_are_clear_errors():
         analyze(rows, "compute", n_boot=0, target_params=1e9)
     with pytest.raises(ScalestudyError, match="positive"):
         analyze(rows, "compute", n_boot=0, budget_flops=-1.0)
+
+
+def test_fits_that_say_nothing_carry_warnings():
+    rising = [{"flops": c, "loss": 3.0 + 0.1 * i + 0.3 * (i % 2)} for i, c in enumerate(np.logspace(15, 20, 8))]
+    warnings = analyze(rising, "compute", n_boot=10).to_dict()["warnings"]
+    assert any("b = 0 sits at its bound" in w for w in warnings)
+    assert any("describes them poorly" in w for w in warnings)
+    assert analyze(compute_rows(2.0e3, 0.18, 1.8, noise=0.01, n=10), "compute", n_boot=10).to_dict()["warnings"] == []

@@ -72,6 +72,8 @@ def _print_fit(data: dict) -> None:
     console.print(f"fit: Huber(delta={data['fit']['huber_delta']:g}) on log-loss, L-BFGS from a grid "
                   f"(Hoffmann et al. 2022); residual s.d. {data['fit']['residual_sd_log']:.3g} (log-loss units)",
                   highlight=False)
+    for warning in data.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     pred = data["prediction"]
     if not pred:
         return

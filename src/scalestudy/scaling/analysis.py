@@ -18,6 +18,7 @@ from scalestudy.scaling.compute_optimal import KAPLAN_K, compute_optimal, effect
 from scalestudy.scaling.laws import HUBER_DELTA, Fit, fit_law, make_law
 from scalestudy.scaling.runs import Runs, load_runs
 
+POOR_FIT_SD = 0.05  # log-loss residual s.d. (~5% scatter) above which a fit is flagged as poor
 FORMULAS = {
     "compute": "L(C) = a * C^(-b) + L_inf  (C in FLOPs, L in nats/token)",
     "chinchilla": "L(N, D) = E + A / N^alpha + B / D^beta  (N parameters, D tokens, L in nats/token)",
@@ -56,7 +57,24 @@ class Analysis:
                     "residual_sd_log": self.fit.residual_sd},
             "flops_per_param_token": self.k,
             "prediction": self.prediction,
+            "warnings": self.warnings(),
         }
+
+    def warnings(self) -> list[str]:
+        """What makes this fit untrustworthy: exponents at their bounds, a poor fit, unidentified coefficients."""
+        out = []
+        for name, (lo, hi) in zip(self.law.coef_names, self.law.bounds):
+            v = self.fit.coef[name]
+            if lo is not None and hi is not None and (v <= lo + 1e-6 or v >= hi - 1e-6):
+                out.append(f"{name} = {v:g} sits at its bound [{lo:g}, {hi:g}]: these runs do not determine it")
+        if self.fit.residual_sd > POOR_FIT_SD:
+            out.append(f"the runs scatter {self.fit.residual_sd:.0%} (log-loss s.d.) around the fit: "
+                       f"the {self.fit.law} law describes them poorly")
+        for name in self.fit.coef:
+            ci = self.ci(name)
+            if ci is not None and ci[1] - ci[0] <= 1e-9 * max(abs(ci[0]), 1e-300):
+                out.append(f"the bootstrap never moved {name}: it is not identified by these runs")
+        return out
 
 
 def _finite(value):

@@ -154,9 +154,12 @@ def report_section(source, plots_dir: str | Path | None = None, *, laws=("comput
         quality = (f"{data['n_runs']} runs; residual s.d. {data['fit']['residual_sd_log']:.3g} in log-loss "
                    f"(about {100 * data['fit']['residual_sd_log']:.2g}% scatter of the runs around the fit).")
         pred = _prediction_line(data)
-        md.append(f"### {law} law: `{data['formula']}`\n\n{_md_table(head, rows)}\n\n{quality}\n\n{pred}".rstrip())
+        warn = data["warnings"]
+        md.append(f"### {law} law: `{data['formula']}`\n\n{_md_table(head, rows)}\n\n{quality}\n\n{pred}".rstrip()
+                  + "".join(f"\n- **warning:** {w}" for w in warn))
         html.append(f"<h3>{law} law: <code>{html_lib.escape(data['formula'])}</code></h3>{_html_table(head, rows)}"
-                    f"<p>{html_lib.escape(quality)}</p>" + (f"<p>{html_lib.escape(pred)}</p>" if pred else ""))
+                    f"<p>{html_lib.escape(quality)}</p>" + (f"<p>{html_lib.escape(pred)}</p>" if pred else "")
+                    + "".join(f"<p><strong>warning:</strong> {html_lib.escape(w)}</p>" for w in warn))
         if plots_dir is not None:
             from scalestudy.scaling.plots import plot_fit
 
