@@ -16,7 +16,6 @@ Training is deterministic: the same documents and settings give the same tokeniz
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from collections import Counter
@@ -161,7 +160,3 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
 
 def fingerprint_tokenizer(tok: Tokenizer) -> str:
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
-
-
-def to_json(tok: Tokenizer) -> dict:
-    return json.loads(tok.to_str())
