@@ -39,7 +39,35 @@ def test_section_from_a_study_store_reports_why_a_law_is_not_fitted(tmp_path):
                                 "tokens": r["tokens"], "flops": r["flops"], "loss": r["loss"], "lr": 1e-3})
         store.record_trial({"trial_id": "oom", "status": "OOM", "model": "t5-big", "params": 10**9})
     md, html, pngs = report_section(tmp_path, n_boot=20, target_params=1e8, target_tokens=1e11)
-    assert "5 finished runs" in md
+    assert "5 rows: finished runs" in md
     assert "### compute law" in md and "Extrapolation to N = 1e+08 parameters" in md
     assert "_Not fitted: chinchilla law needs runs at 2 or more model sizes" in md
     assert pngs == []
+
+
+def test_section_of_a_search_directory_summarises_the_search_and_fits_best_runs(tmp_path):
+    import csv
+    import json
+
+    rows = _rows(sizes=3, token_counts=4)
+    with open(tmp_path / "best_runs.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = {
+        "objective": "final training loss (nats/token) after 3200 tokens", "sampler": "Optuna TPE (seed 0)",
+        "pruner": "ASHA", "target_model": "mt5-xxl",
+        "models": [{"model": "t5-tiny", "params": 3.3e6, "trials": {"complete": 2, "pruned": 1},
+                    "best": {"params": {"lr": 3e-3, "global_batch": 8, "warmup_steps": 2, "precision": "fp32"},
+                             "loss": 5.1}},
+                   {"model": "t5-mini", "params": 1.4e7, "trials": {"fail": 3}, "best": None}],
+        "trends": {"lr": {"coef": 0.5, "exponent": -0.3, "exponent_ci": None, "level": 0.95,
+                          "target_params": 1.3e10, "target_value": 4e-4, "target_pi": None},
+                   "global_batch": {"error": "a trend needs at least 2 model sizes, got 1"}},
+    }
+    (tmp_path / "search.json").write_text(json.dumps(result))
+    md, html, _ = report_section(tmp_path, n_boot=10, laws=("compute",))
+    assert "### Hyperparameter search on proxies" in md and "| t5-tiny | 3.3e+06 | 0.003 | 8 | 2 | fp32 |" in md
+    assert "| t5-mini | 1.4e+07 | - |" in md and "0/0/3" in md
+    assert "extrapolated to mt5-xxl (N = 1.3e+10): 0.0004" in md and "not fitted (a trend needs" in md
+    assert "12 rows: the best trial of each proxy" in md and "<h3>Hyperparameter search on proxies</h3>" in html

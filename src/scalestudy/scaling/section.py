@@ -11,6 +11,7 @@ of failing the section.
 from __future__ import annotations
 
 import html as html_lib
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -119,6 +120,41 @@ def _jump_rows(jumps, k: float) -> tuple[list[str], list[list[str]], list[str]]:
     return head, rows, notes
 
 
+def search_summary(result: dict) -> tuple[str, str]:
+    """Markdown and HTML of a hyperparameter search (DIR/search.json): best setting per proxy, trends."""
+    head = ["proxy", "params", "best lr", "batch (seq)", "warm-up (steps)", "precision", "final loss (nats/token)",
+            "trials complete/pruned/failed"]
+    rows = []
+    for m in result["models"]:
+        b, t = m["best"], m["trials"]
+        counts = f"{t.get('complete', 0)}/{t.get('pruned', 0)}/{t.get('fail', 0)}"
+        if b is None:
+            rows.append([m["model"], f"{m['params']:.3g}", "-", "-", "-", "-", "-", counts])
+        else:
+            p = b["params"]
+            rows.append([m["model"], f"{m['params']:.3g}", f"{p['lr']:.3g}", str(p["global_batch"]),
+                         str(p["warmup_steps"]), p["precision"], _fmt(b["loss"]), counts])
+    lines = [f"Objective: {result['objective']}. {result['sampler']}; {result['pruner']}."]
+    for key, label in (("lr", "best learning rate"), ("global_batch", "best global batch (sequences)")):
+        tr = result["trends"].get(key, {})
+        if "error" in tr:
+            lines.append(f"Trend of the {label}: not fitted ({tr['error']}).")
+            continue
+        line = f"Trend of the {label}: {tr['coef']:.3g} * N^{tr['exponent']:.3f}"
+        if tr.get("exponent_ci"):
+            line += f" (exponent {tr['level']:.0%} CI [{tr['exponent_ci'][0]:.3f}, {tr['exponent_ci'][1]:.3f}])"
+        if tr.get("target_params"):
+            line += (f"; extrapolated to {result['target_model']} (N = {tr['target_params']:.3g}): "
+                     f"{tr['target_value']:.3g}" + (f", {tr['level']:.0%} prediction interval "
+                                                   f"{_interval(tr['target_pi'])}" if tr.get("target_pi") else ""))
+        lines.append(line + ".")
+    md = "### Hyperparameter search on proxies\n\n" + _md_table(head, rows) + "\n\n" + "\n".join(
+        f"- {x}" for x in lines)
+    html = ("<h3>Hyperparameter search on proxies</h3>" + _html_table(head, rows) + "<ul>"
+            + "".join(f"<li>{html_lib.escape(x)}</li>" for x in lines) + "</ul>")
+    return md, html
+
+
 def report_section(source, plots_dir: str | Path | None = None, *, laws=("compute", "chinchilla"),
                    target_params: float | None = None, target_tokens: float | None = None,
                    budget_flops: float | None = None, n_boot: int = 100, seed: int = 0, level: float = 0.95,
@@ -129,16 +165,31 @@ def report_section(source, plots_dir: str | Path | None = None, *, laws=("comput
     flops_per_param_token: k in C = k N D; default "auto" (measured from the runs' flops: the study's FLOPs come
     from the encoder-decoder-aware cost model) when the runs have params, tokens and flops, else 6.
     """
-    runs = load_runs(source)
+    search_dir = Path(source) if isinstance(source, (str, Path)) and Path(source).is_dir() else None
+    best_runs = search_dir / "best_runs.csv" if search_dir is not None else None
+    # A search directory's store mixes good and bad hyperparameters: fit its best runs instead.
+    use_best = best_runs is not None and best_runs.is_file() and (search_dir / "search.json").is_file()
+    runs = load_runs(best_runs if use_best else source)
     if flops_per_param_token is None:
         have = runs.params is not None and runs.tokens is not None and runs.flops is not None
         flops_per_param_token = "auto" if have else 6.0
     if budget_flops is None and target_params is None and target_tokens is None and runs.flops is not None:
         finite = runs.flops[np.isfinite(runs.flops)]
         budget_flops = 10 * float(finite.max()) if len(finite) else None
-    md = [f"{len(runs)} finished runs. Fits: Huber loss on log-loss, L-BFGS from a grid of initialisations "
+    search_json = search_dir / "search.json" if search_dir is not None else None
+    md, html = [], []
+    if search_json is not None and search_json.is_file():
+        try:
+            smd, shtml = search_summary(json.loads(search_json.read_text(encoding="utf-8")))
+            md.append(smd)
+            html.append(shtml)
+        except (ValueError, KeyError, TypeError) as exc:
+            md.append(f"_Hyperparameter search summary unreadable ({search_json}: {exc})._")
+    what = ("the best trial of each proxy at several fractions of its token budget (best_runs.csv)" if use_best
+            else "finished runs")
+    md += [f"{len(runs)} rows: {what}. Fits: Huber loss on log-loss, L-BFGS from a grid of initialisations "
           f"(Hoffmann et al. 2022); {level:.0%} intervals from {n_boot} bootstrap refits (runs resampled, seed {seed})."]
-    html = [f"<p>{html_lib.escape(md[0])}</p>"]
+    html.append(f"<p>{html_lib.escape(md[-1])}</p>")
     pngs: list[Path] = []
     for law in laws:
         try:
