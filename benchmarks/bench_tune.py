@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--screen", type=int, default=3)
     ap.add_argument("--out", default="/tmp/bench_tune")
     ap.add_argument("--profile", default=None, help="skip calibration: use this profile YAML")
+    ap.add_argument("--grid-from", default=None, help="reuse the grid of an earlier run's bench_tune.json (said so "
+                                                      "in the output) instead of measuring it again")
     args = ap.parse_args()
 
     out = Path(args.out)
@@ -73,10 +75,12 @@ def main() -> None:
     tuned = tuner.search(cands, spec, w, args.nproc, out / "tune", settings, calibration_s=calib_s, log=log)
     print(f"  stop: {tuned.stop_reason}")
 
-    print("grid:")
+    print("grid:" if not args.grid_from else f"grid: REUSED from {args.grid_from} (measured in an earlier run)")
     grid: list[tuner.Trial] = []
     t0 = time.perf_counter()
-    for i, c in enumerate(cands, 1):
+    if args.grid_from:
+        grid = [tuner.Trial(**t) for t in json.loads(Path(args.grid_from).read_text())["grid"]]
+    for i, c in enumerate(cands if not args.grid_from else [], 1):
         t = tuner.run_trial(i, c, spec, w, args.nproc, out / "grid", steps=args.steps, warmup=args.warmup,
                             timeout_s=600, tokenizer=tuner.shared_tokenizer(grid))
         grid.append(t)

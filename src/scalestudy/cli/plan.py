@@ -300,7 +300,8 @@ def tune(
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
     e = result.model.fit_
     print(f"Efficiency terms: compute x{e.compute:.2f}, communication x{e.comm:.2f}, optimizer x{e.optimizer:.2f}, "
-          f"framework overhead {e.overhead_s * 1e3:.1f} ms per micro-step (+ per engine: "
+          f"framework overhead {e.step_overhead_s * 1e3:.1f} ms per step + {e.overhead_s * 1e3:.1f} ms per "
+          "micro-step (+ per engine: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.engine_overhead_s.items()) + "; per family: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
     from scalestudy.costmodel.calibrate import apply_efficiency

@@ -121,17 +121,20 @@ class StepTerms:
 class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
-    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s
+    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s + step_overhead_s
            + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
     `overhead_s` is framework time per micro-step (Python, hooks, kernel launches) the analytical model has no term
-    for; the engine and engine/ZeRO-family parts are 0 for an engine or family never measured, so a measured
-    DeepSpeed ZeRO-1 trial informs the prediction of ZeRO-2 (same engine) before ZeRO-2 is run.
+    for, `step_overhead_s` the same per optimizer step (clipping, scheduler, bookkeeping); the two are told apart
+    only by trials with different accumulation (with one accumulation the least-norm solution splits them evenly).
+    The engine and engine/ZeRO-family parts are 0 for an engine or family never measured, so a measured DeepSpeed
+    ZeRO-1 trial informs the prediction of ZeRO-2 (same engine) before ZeRO-2 is run.
     """
 
     compute: float = 1.0
     comm: float = 1.0
     optimizer: float = 1.0
     overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
     engine_overhead_s: dict = field(default_factory=dict)
     family_overhead_s: dict = field(default_factory=dict)
     prior: float = 0.3  # ridge weight pulling compute/comm/optimizer to 1 and engine/family terms to 0
@@ -140,7 +143,7 @@ class EfficiencyFit:
     def predict(self, t: StepTerms) -> float:
         over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
         return (self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s
-                + t.micro_steps * max(0.0, over))
+                + max(0.0, self.step_overhead_s) + t.micro_steps * max(0.0, over))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -157,10 +160,10 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
     obs = [(t, m) for t, m in observed if m > 0]
     engines = sorted({t.engine for t, _ in obs})
     fams = sorted({t.family for t, _ in obs})
-    n = 4 + len(engines) + len(fams)
+    n = 5 + len(engines) + len(fams)
     rows, rhs = [], []
     for t, m in obs:
-        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.micro_steps / m]
+        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.micro_steps / m, 1.0 / m]
                     + [t.micro_steps / m if t.engine == e else 0.0 for e in engines]
                     + [t.micro_steps / m if t.family == f else 0.0 for f in fams])
         rhs.append(1.0)
@@ -172,14 +175,15 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
 
     for j in range(3):
         prior_row(j, w, 1.0)
-    prior_row(3, 1e-3, 0.0)  # keeps the system defined with no trials
-    for j in range(4, n):
+    prior_row(3, 1e-3, 0.0)  # keep the system defined with no trials; equal tiny weights -> even split
+    prior_row(4, 1e-3, 0.0)
+    for j in range(5, n):
         prior_row(j, w, 0.0)
     theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
     a, b, c = (max(0.05, float(x)) for x in theta[:3])
-    return EfficiencyFit(compute=a, comm=b, optimizer=c, overhead_s=float(theta[3]),
-                         engine_overhead_s={e: float(theta[4 + j]) for j, e in enumerate(engines)},
-                         family_overhead_s={f: float(theta[4 + len(engines) + j]) for j, f in enumerate(fams)},
+    return EfficiencyFit(compute=a, comm=b, optimizer=c, overhead_s=float(theta[3]), step_overhead_s=float(theta[4]),
+                         engine_overhead_s={e: float(theta[5 + j]) for j, e in enumerate(engines)},
+                         family_overhead_s={f: float(theta[5 + len(engines) + j]) for j, f in enumerate(fams)},
                          prior=prior, trials_fitted=len(obs))
 
 

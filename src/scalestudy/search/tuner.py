@@ -13,10 +13,11 @@
    Failed / OOM / timed-out trials are recorded and the search goes on.
 
 Efficiency model (refit from the trials, least squares on relative error with a ridge prior toward the
-uncalibrated model): step = a * compute + b * data-parallel communication + c * optimizer/offload
+uncalibrated model): step = a * compute + b * data-parallel communication + c * optimizer/offload + o_step
 + micro-steps * (o + o_engine + o_family). On one-thread gloo ranks nothing overlaps, so communication counts in
 full (`dp_comm_total_s`); `o` is the framework time per micro-step (Python, hooks, launches) the analytical model
-has no term for, `o_engine` / `o_family` its engine- and engine/ZeRO-specific parts (0 until measured).
+has no term for (`o_step` its per-optimizer-step part), `o_engine` / `o_family` its engine- and
+engine/ZeRO-specific parts (0 until measured).
 """
 
 from __future__ import annotations
