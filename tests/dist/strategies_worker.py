@@ -22,7 +22,7 @@ STEPS = int(os.environ.get("WORKER_STEPS", "5"))
 
 def base_config(out: Path, engine: str, zero: int, **changes) -> TrainConfig:
     cfg = TrainConfig(model="t5-tiny", engine=engine, zero=zero, nproc=int(os.environ["WORLD_SIZE"]), steps=STEPS,
-                      micro_batch=2, global_batch=8, seq_len=64, target_len=16, lr=1e-3, warmup_steps=2, warmup=1,
+                      micro_batch=1, global_batch=4, seq_len=64, target_len=16, lr=1e-3, warmup_steps=2, warmup=1,
                       seed=7, progress=False, tokenizer=str(out / "tokenizer.json"), output=str(out / f"{engine}{zero}"))
     return cfg.replace(**changes)
 

@@ -177,6 +177,9 @@ class TrainConfig:
             # (no native bf16/fp16 matmul), so its throughput numbers would be meaningless.
             raise ScalestudyError(f"--precision {strategy.precision} needs a GPU (CPUs here have no native "
                                   f"{strategy.precision} matmul, ~100x slower than fp32): use --precision fp32")
+        if strategy.precision == "fp16" and strategy.engine != "deepspeed":
+            raise ScalestudyError("fp16 needs loss scaling, which scalestudy runs through DeepSpeed: use --engine "
+                                  "deepspeed, or bf16 with ddp/fsdp")
         if self.global_batch and self.global_batch < self.micro_batch:
             raise ScalestudyError(f"--global-batch {self.global_batch} is smaller than --micro-batch {self.micro_batch}")
         layout = resolve_layout(strategy, self.world_size, self.effective_global_batch())

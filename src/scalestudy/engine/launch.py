@@ -60,7 +60,7 @@ def prepare_output(cfg: TrainConfig) -> TrainConfig:
     from scalestudy.engine.train import data_config
     from scalestudy.engine.data.pipeline import prepare
 
-    prepared = prepare(data_config(cfg, tokenizer), out, write=tokenizer is None)
+    prepared = prepare(data_config(cfg, tokenizer), out, write=True)  # caches tokens.npz for the workers
     from scalestudy.engine.models import check_vocab
 
     check_vocab(cfg.model_spec(), prepared.vocab_size)
@@ -116,8 +116,7 @@ def launch_commands(cfg: TrainConfig, gpus_per_node: int | None = None, port: in
     nproc = gpus_per_node or cfg.nproc
     config = str(Path(cfg.output) / CONFIG_NAME)
     worker = f"-m {WORKER_MODULE} --config {shlex.quote(config)}"
-    env = "OMP_NUM_THREADS=1"
-    torchrun = (f"{env} torchrun --nnodes {cfg.nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
+    torchrun = (f"OMP_NUM_THREADS=1 torchrun --nnodes {cfg.nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
                 f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $RUN_ID {worker}")
     slurm = "\n".join([
         "#!/bin/bash",
@@ -127,7 +126,8 @@ def launch_commands(cfg: TrainConfig, gpus_per_node: int | None = None, port: in
         f"#SBATCH --gpus-per-node={nproc}",
         "#SBATCH --exclusive",
         'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        f"srun {env} torchrun --nnodes $SLURM_NNODES --nproc-per-node {nproc} --rdzv-backend c10d "
+        "export OMP_NUM_THREADS=1",
+        f"srun torchrun --nnodes $SLURM_NNODES --nproc-per-node {nproc} --rdzv-backend c10d "
         f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $SLURM_JOB_ID {worker}",
     ])
     return "\n".join([

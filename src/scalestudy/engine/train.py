@@ -253,6 +253,7 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
         "optim_bytes": int(stats[top][3]),
         "rss_bytes": int(max(s[4] for s in stats)),
         "mem_bytes_per_rank": [int(c) for c in counted],
+        "wall_time": time.time(),  # step end (seconds since the epoch): intervals include the loop's own overhead
     }
 
 

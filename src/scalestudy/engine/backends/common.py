@@ -6,6 +6,7 @@ engines; only DeepSpeed with optimizer offload uses DeepSpeed's CPU Adam (ZeRO-O
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,13 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
 
 def make_scheduler(optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, cfg))
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 mixed precision for DDP (fp32 master weights and gradients); a no-op for fp32."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def restore_lr(optimizer, scheduler) -> None:

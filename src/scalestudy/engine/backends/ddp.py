@@ -10,8 +10,8 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, grad_norm_value, make_adamw,
-                                               make_scheduler, restore_lr)
+from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, autocast, grad_norm_value,
+                                               make_adamw, make_scheduler, restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 
 
@@ -35,7 +35,7 @@ class DDPBackend(Backend):
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
-        with nullcontext() if last else self.model.no_sync():
+        with nullcontext() if last else self.model.no_sync(), autocast(self.device, self.strategy.precision):
             loss = self.model(**inputs).loss
             (loss / self.layout.grad_accum).backward()
         return loss.detach()

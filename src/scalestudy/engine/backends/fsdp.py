@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from scalestudy.engine.backends.common import (Backend, MemoryParts, grad_norm_value, make_adamw, make_scheduler,
                                                restore_lr)
@@ -38,10 +38,12 @@ class FSDPBackend(Backend):
         super().__init__(model, cfg, strategy, layout, device)
         model.to(device)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-        reshard = strategy.zero == 3
+        kwargs = {"mesh": mesh, "reshard_after_forward": strategy.zero == 3}
+        if strategy.precision == "bf16":  # bf16 compute and all-gathers, fp32 gradient reduction and master weights
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for layer in transformer_layers(model):
-            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
-        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(layer, **kwargs)
+        fully_shard(model, **kwargs)
         self.model = model
         self.params = list(model.parameters())
         self.optimizer = make_adamw(self.params, cfg)
