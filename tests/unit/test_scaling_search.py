@@ -91,6 +91,7 @@ def test_power_trend_exact_and_interval():
     noisy = power_trend(n, [best_lr(x) * f for x, f in zip(n, (1.2, 0.8, 1.1))], target=1e10)
     lo, hi = noisy["target_pi"]
     assert lo < best_lr(1e10) < hi and noisy["exponent_ci"][0] < -1.0 < noisy["exponent_ci"][1]
+    assert tr["note"] is None and "did not resolve" in power_trend(n, [3e-3] * 3, target=1e10)["note"]
     with pytest.raises(ScalestudyError, match="2 distinct model sizes"):
         power_trend([1e6, 1e6], [1e-3, 2e-3])
 

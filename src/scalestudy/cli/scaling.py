@@ -150,6 +150,6 @@ def _print_search(result: dict) -> None:
             pi = tr.get("target_pi")
             line += (f"; at {result['target_model']} (N = {tr['target_params']:.3g}): {tr['target_value']:.3g}"
                      + (f" ({tr['level']:.0%} PI [{pi[0]:.3g}, {pi[1]:.3g}])" if pi else ""))
-        console.print(line, highlight=False)
+        console.print(line + (f" [yellow]note:[/] {tr['note']}" if tr.get("note") else ""), highlight=False)
     if result.get("best_runs_csv"):
         console.print(f"best runs for `scalestudy fit`: {result['best_runs_csv']}", highlight=False)

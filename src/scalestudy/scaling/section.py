@@ -147,7 +147,7 @@ def search_summary(result: dict) -> tuple[str, str]:
             line += (f"; extrapolated to {result['target_model']} (N = {tr['target_params']:.3g}): "
                      f"{tr['target_value']:.3g}" + (f", {tr['level']:.0%} prediction interval "
                                                    f"{_interval(tr['target_pi'])}" if tr.get("target_pi") else ""))
-        lines.append(line + ".")
+        lines.append(line + "." + (f" Note: {tr['note']}." if tr.get("note") else ""))
     md = "### Hyperparameter search on proxies\n\n" + _md_table(head, rows) + "\n\n" + "\n".join(
         f"- {x}" for x in lines)
     html = ("<h3>Hyperparameter search on proxies</h3>" + _html_table(head, rows) + "<ul>"

@@ -22,11 +22,15 @@ def power_trend(sizes, values, *, target: float | None = None, level: float = 0.
     if len(np.unique(n)) < 2:
         raise ScalestudyError("a trend needs at least 2 distinct model sizes")
     lx, ly = np.log(n), np.log(y)
+    note = None
+    if np.ptp(ly) == 0:
+        note = ("every size has the same best value: the search did not resolve a size dependence "
+                "(a zero-width interval here means no spread, not certainty)")
     X = np.column_stack([np.ones_like(lx), lx])
     coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
     dof = len(n) - 2
     out = {"coef": float(math.exp(coef[0])), "exponent": float(coef[1]), "points": len(n), "level": level,
-           "form": "value = coef * N^exponent (OLS in log-log)"}
+           "form": "value = coef * N^exponent (OLS in log-log)", "note": note}
     cov = None
     if dof > 0:
         resid = ly - X @ coef
