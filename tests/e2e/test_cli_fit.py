@@ -39,7 +39,7 @@ def _cli(*args):
 def test_fit_json_and_plot(tmp_path):
     src = _chinchilla_csv(tmp_path / "runs.csv")
     png = tmp_path / "fit.png"
-    proc = _cli("fit", src, "--law", "chinchilla", "--budget-flops", "5.76e23", "--bootstrap", "30", "--json",
+    proc = _cli("fit", src, "--law", "chinchilla", "--budget-flops", "5.76e23", "--bootstrap", "20", "--json",
                 "--plot", png)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

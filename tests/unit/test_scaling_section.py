@@ -20,10 +20,10 @@ def test_section_from_rows_with_jump_and_plots(tmp_path):
     rows = _rows()
     for r in rows:  # an "emergent" metric: flat, then a step at large compute
         r["accuracy"] = 0.02 * (r["flops"] / 6e16) ** 0.02 if r["flops"] < 1e19 else 0.5
-    section = report_section(rows, tmp_path / "plots", n_boot=30)
+    section = report_section(rows, tmp_path / "plots", n_boot=20)
     md, html, pngs = section
     assert "### compute law" in md and "### chinchilla law" in md
-    assert "| alpha |" in md and "95% CI (bootstrap, 30 refits)" in md
+    assert "| alpha |" in md and "95% CI (bootstrap, 20 refits)" in md
     assert "Extrapolation to C = " in md and "compute-optimal N = " in md
     assert "| accuracy |" in md and "forecast" in md  # the step is flagged
     assert "loss: follows a smooth trend" in md

@@ -1,6 +1,7 @@
 """Bootstrap uncertainty for a fitted law: resample runs with replacement, refit, take percentiles.
 
-Each refit starts L-BFGS from the point estimate (the full grid search is done once, for the point fit).
+Each refit starts L-BFGS from the point estimate and from the best grid point of the resample (the wider grid
+search is done once, for the point fit).
 A resample that is degenerate for the law (e.g. a single model size left) is skipped and counted.
 """
 
@@ -43,7 +44,9 @@ def bootstrap(law, runs: Runs, fit: Fit, *, n_boot: int = 200, seed: int = 0) ->
         except ScalestudyError:
             skipped += 1
             continue
-        coefs.append(fit_law(law, sample, starts=0, extra_inits=[theta0], check=False, prepare=False).coef)
+        # From the point estimate and from the best grid point of this resample: a refit that could only start
+        # from the point estimate can stay stuck where a coefficient has no gradient, hiding uncertainty.
+        coefs.append(fit_law(law, sample, starts=1, extra_inits=[theta0], check=False, prepare=False).coef)
     resid = np.log(runs.loss) - law.log_predict(theta0, law.features(runs))
     return Bootstrap(coefs=coefs, residuals=resid, n_requested=n_boot, seed=seed, skipped=skipped)
 
