@@ -38,7 +38,9 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -202,7 +204,8 @@ class TrainRunner:
 
     def __call__(self, trial, report: Callable[[int, float], bool]) -> float:
         from scalestudy.study.local import kill_group
-        from scalestudy.study.runner import trial_command, trial_dir, trial_row, write_train_config
+        from scalestudy.study.runner import (TRIAL_MARKER, kill_leftovers, trial_command, trial_dir, trial_row,
+                                             write_train_config)
 
         done = {r["trial_id"]: r for r in self.store.trials("OK")}
         if trial.trial_id in done and done[trial.trial_id].get("loss") is not None:
@@ -212,14 +215,21 @@ class TrainRunner:
         tdir.mkdir(parents=True)
         write_train_config(self.spec.study, trial, tdir)
         command = trial_command(self.spec.study, trial, tdir)
+        # As the study's local executor does: memory cap and parent-death signal through its launcher, a session
+        # of its own, and a per-trial environment marker to find ranks torchrun starts in sessions of their own.
+        launcher = [sys.executable, "-m", "scalestudy.study.launch", str(trial.memory_limit_bytes),
+                    str(os.getpid()), "--"]
         started = time.time()
         with open(tdir / "train.log", "wb") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(launcher + command, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env={**self.env, TRIAL_MARKER: trial.trial_id},
+                                    cwd=str(tdir), start_new_session=True)
+            self.store.record_attempt(trial.trial_id, proc.pid, socket.gethostname())
             pruned, timed_out = self._watch(proc, trial, tdir / "metrics.jsonl", report, started)
-            if pruned or timed_out:
-                kill_group(proc.pid)
+            kill_group(proc.pid, grace_s=2.0 if (pruned or timed_out) else 0.5)  # leftovers, if any
             returncode = proc.wait()
+            kill_leftovers(self.out, trial.trial_id)
+        shutil.rmtree(tdir / "checkpoints", ignore_errors=True)  # a search measures; checkpoints fill the disk
         if pruned:
             raise Pruned(f"pruned at {pruned}% of the token budget")
         row, metrics = trial_row(self.spec.study, trial, tdir, returncode=returncode, timed_out=timed_out,
@@ -430,9 +440,9 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
 
     if not isinstance(spec, SearchSpec):
         spec = load_search(spec)
-    out = Path(out)
+    out = Path(out).resolve()  # trials run with their own directory as working directory
     out.mkdir(parents=True, exist_ok=True)
-    storage = f"sqlite:///{(out / 'search.sqlite').resolve()}"
+    storage = f"sqlite:///{out / 'search.sqlite'}"
     started = time.time()
     store = open_study(spec.study, out)
     try:
