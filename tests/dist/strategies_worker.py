@@ -1,6 +1,7 @@
 """Runs several strategies inside ONE torchrun launch (start-up paid once) and writes their loss curves.
 
-Usage (under torchrun): strategies_worker.py OUT MODE STRATEGY... with STRATEGY like `deepspeed:3` or `ddp:1`.
+Usage (under torchrun): strategies_worker.py OUT MODE STRATEGY... with STRATEGY `engine:zero[:extra]`, e.g.
+`deepspeed:3`, `ddp:1`, `deepspeed:3:full` (activation checkpointing), `deepspeed:2:offload` (CPU Adam offload).
 MODE `losses`: train each strategy for STEPS steps from the same seed.
 MODE `resume`: per strategy, one uninterrupted run, and one killed after step 3 (checkpoint at 3) then resumed.
 Rank 0 writes OUT/results.json: {strategy: {"losses": [...], ...}}.
@@ -35,8 +36,12 @@ def main() -> None:
     prepared = load_data(base_config(out, "ddp", 0, tokenizer=None), ctx, out)
     results = {}
     for item in strategies:
-        engine, zero = item.split(":")
+        engine, zero, *extra = item.split(":")
         cfg = base_config(out, engine, int(zero))
+        if "full" in extra:
+            cfg = cfg.replace(recompute="full", output=cfg.output + "-recompute")
+        if "offload" in extra:
+            cfg = cfg.replace(offload_optimizer="cpu", output=cfg.output + "-offload")
         if mode == "losses":
             summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
             if ctx.is_main:

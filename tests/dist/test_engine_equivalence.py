@@ -1,4 +1,8 @@
-"""Same seed, same data, fp32: every engine and ZeRO stage gives the same first losses on 2 CPU ranks."""
+"""Same seed, same data, fp32: every engine and ZeRO stage gives the same first losses on 2 CPU ranks.
+
+Also with activation checkpointing (recomputation must not change the maths) and with ZeRO-Offload (DeepSpeed's
+CPU Adam, which differs from torch AdamW only by rounding, ~1e-6 relative: FACTS.md).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import pytest
 
 from _torchrun import run_worker
 
-STRATEGIES = ["ddp:0", "ddp:1", "deepspeed:0", "deepspeed:1", "deepspeed:2", "deepspeed:3", "fsdp:2", "fsdp:3"]
+STRATEGIES = ["ddp:0", "ddp:1", "deepspeed:0", "deepspeed:1", "deepspeed:2", "deepspeed:3", "fsdp:2", "fsdp:3",
+              "deepspeed:3:full", "deepspeed:2:offload"]  # + activation checkpointing; + CPU-Adam offload
 
 
 @pytest.mark.dist

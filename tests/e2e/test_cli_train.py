@@ -138,3 +138,21 @@ def test_print_launch_writes_config_and_commands(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "torchrun --nnodes 2 --nproc-per-node 8" in out and "#SBATCH --nodes=2" in out
     assert (tmp_path / "run" / "train_config.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_out_of_memory_is_reported_in_one_line(tmp_path, tokenizer):
+    import resource
+
+    def cap() -> None:  # 1.8 GB of address space: imports fit, a 64 x 512 T5 batch's activations do not
+        resource.setrlimit(resource.RLIMIT_AS, (1_800_000_000, 1_800_000_000))
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-m", "scalestudy", "train", "--model", "t5-tiny", "--nproc", "1",
+                           "--steps", "2", "--micro-batch", "64", "--seq-len", "512", "--target-len", "128",
+                           "--no-progress", "--tokenizer", tokenizer, "--output", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=300, preexec_fn=cap)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: out of memory"), proc.stderr[-2000:]
+    assert not (tmp_path / "run" / "summary.json").exists()
