@@ -247,14 +247,14 @@ class TrainRunner:
         while True:
             finished = proc.poll() is not None
             try:
-                with open(metrics_path, encoding="utf-8") as fh:
+                with open(metrics_path, "rb") as fh:
                     fh.seek(offset)
                     chunk = fh.read()
             except OSError:
-                chunk = ""
-            complete = chunk[: chunk.rfind("\n") + 1]  # a line being written is read next time
-            offset += len(complete.encode("utf-8"))
-            for line in complete.splitlines():
+                chunk = b""
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
+            offset += len(complete)
+            for line in complete.decode("utf-8", "replace").splitlines():
                 try:
                     row = json.loads(line)
                 except ValueError:
