@@ -185,6 +185,8 @@ def report_section(source, plots_dir: str | Path | None = None, *, laws=("comput
             html.append(shtml)
         except (ValueError, KeyError, TypeError) as exc:
             md.append(f"_Hyperparameter search summary unreadable ({search_json}: {exc})._")
+            html.append(f"<p><em>Hyperparameter search summary unreadable ({html_lib.escape(f'{search_json}: {exc}')})."
+                        "</em></p>")
     what = ("the best trial of each proxy at several fractions of its token budget (best_runs.csv)" if use_best
             else "finished runs")
     md += [f"{len(runs)} rows: {what}. Fits: Huber loss on log-loss, L-BFGS from a grid of initialisations "
