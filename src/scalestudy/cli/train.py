@@ -97,5 +97,5 @@ def _print_summary(s: dict, output: str) -> None:
         f"  peak memory per rank: {s['peak_mem_bytes'] / 2**20:,.1f} MiB ({s['memory_convention']}); "
         f"peak RSS {s['peak_rss_bytes'] / 2**20:,.1f} MiB\n"
         f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb",
-        highlight=False,
+        highlight=False, soft_wrap=True,
     )
