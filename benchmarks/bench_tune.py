@@ -33,6 +33,63 @@ def pct(a: float, b: float) -> float:
     return 100.0 * (a - b) / b
 
 
+def confirm(cands, spec, w, args, pick: str, best: str, out: Path) -> None:
+    """Re-measure the tune's pick and the grid's best back to back, twice (A B A B), so both see the same load."""
+    by_label = {c.strategy.label: c for c in cands}
+    runs: dict[str, list[float]] = {pick: [], best: []}
+    tok = None
+    for i, label in enumerate([pick, best, pick, best]):
+        t = tuner.run_trial(100 + i, by_label[label], spec, w, args.nproc, out / "confirm", steps=args.steps,
+                            warmup=args.warmup, timeout_s=600, tokenizer=tok)
+        tok = tok or tuner.shared_tokenizer([t])
+        if t.measured_step_s:
+            runs[label].append(t.measured_step_s)
+    if runs[pick] and runs[best]:
+        a, b = statistics.median(runs[pick]), statistics.median(runs[best])
+        print(f"back-to-back re-measurement (A B A B): tune pick {pick} {a:.3f} s/step vs grid best {best} "
+              f"{b:.3f} s/step -> {pct(a, b):+.1f}% (target <= +5%); runs {runs}")
+
+
+def replay(cands, spec, w, args, grid, best, calib_s, grid_trial_s, out) -> None:
+    """The same search with every trial answered by the grid's measurement of that strategy (no new runs).
+
+    The live comparison above mixes two things: the search's choices and the machine's load drifting between the
+    tune's trials and the grid's (other jobs share these 2 cores). Replaying on the grid isolates the choices.
+    """
+    measured = {t.label: t for t in grid}
+
+    def from_grid(index, cand, model, workload, nproc, out_dir, **kw):
+        g = measured[cand.strategy.label]
+        return tuner.Trial(index, g.label, g.strategy, g.grad_accum, g.status, g.measured_step_s,
+                           kw["predicted_before_s"], kw["predicted_uncalibrated_s"], g.wall_s, g.steps, g.run_dir,
+                           g.reason)
+
+    live = tuner.run_trial
+    tuner.run_trial = from_grid
+    try:
+        settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen)
+        r = tuner.search(cands, spec, w, args.nproc, out / "replay", settings, calibration_s=calib_s,
+                         log=lambda m: None)
+    finally:
+        tuner.run_trial = live
+    used = sum(t.wall_s for t in r.trials)
+    print()
+    print(f"replay of the search on the grid's measurements (same load conditions for every answer): "
+          f"{len(r.trials)} trials [{', '.join(t.label for t in r.trials)}]")
+    if r.best:
+        print(f"  pick {r.best.label} {r.best.measured_step_s:.3f} s/step -> "
+              f"{pct(r.best.measured_step_s, best.measured_step_s):+.1f}% vs grid best {best.label} "
+              f"{best.measured_step_s:.3f} s/step (target <= +5%); trial time {100 * used / grid_trial_s:.1f}% of "
+              f"the grid's, {100 * (used + calib_s) / grid_trial_s:.1f}% with calibration (target <= 30%)")
+    errs = [abs(tuner.error_pct(t.predicted_final_s, t.measured_step_s)) for t in r.trials if t.status == "OK"]
+    errs_b = [abs(tuner.error_pct(t.predicted_before_s, t.measured_step_s)) for t in r.trials[1:]
+              if t.status == "OK"]
+    if errs:
+        print(f"  |error| after calibration on its trials: max {max(errs):.1f}%, median {statistics.median(errs):.1f}%"
+              f"; before each trial (fit on earlier trials only, trials 2+): "
+              f"median {statistics.median(errs_b) if errs_b else float('nan'):.1f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="t5-tiny")
@@ -49,6 +106,7 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="skip calibration: use this profile YAML")
     ap.add_argument("--grid-from", default=None, help="reuse the grid of an earlier run's bench_tune.json (said so "
                                                       "in the output) instead of measuring it again")
+    ap.add_argument("--replay-only", action="store_true", help="only replay the search on --grid-from's grid")
     args = ap.parse_args()
 
     out = Path(args.out)
@@ -69,6 +127,13 @@ def main() -> None:
     print(f"space: {len(cands)} strategies ({args.model}, {args.nproc} ranks, global batch {args.global_batch}, "
           f"seq {w.seq_len}+{w.target_len}); trials of {args.steps} steps, {args.warmup} warm-up excluded")
     print(f"calibration: {calib_s:.1f} s")
+    if args.replay_only:  # decisions only, on an earlier run's grid (needs --grid-from and that run's --profile)
+        rec = json.loads(Path(args.grid_from).read_text())
+        grid = [tuner.Trial(**t) for t in rec["grid"]]
+        ok = [t for t in grid if t.status == "OK"]
+        replay(cands, spec, w, args, grid, min(ok, key=lambda t: t.measured_step_s), rec["calibration_s"],
+               sum(t.wall_s for t in grid), out)
+        return
 
     print("tune:")
     settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen)
@@ -137,6 +202,9 @@ def main() -> None:
     if grid_err:
         print(f"final refit on the whole grid: |error| max {max(grid_err):.1f}%, median "
               f"{statistics.median(grid_err):.1f}%")
+    if pick is not None and pick.label != best.label:
+        confirm(cands, spec, w, args, pick.label, best.label, out)
+    replay(cands, spec, w, args, grid, best, calib_s, grid_trial_s, out)
     record = {"date": f"{started:%Y-%m-%d %H:%M} UTC", "args": vars(args), "calibration_s": calib_s,
               "tune": tuned.to_dict(), "grid": [t.to_dict() for t in grid], "grid_wall_s": grid_wall}
     (out / "bench_tune.json").write_text(json.dumps(record, indent=2))
