@@ -43,3 +43,18 @@ def test_latest_skips_an_interrupted_save(tmp_path):
     (root / "latest").write_text(json.dumps({"dir": "step-00000006", "step": 6}))  # pointer to an incomplete dir
     assert checkpoint.latest(tmp_path) is None
     assert checkpoint.latest(tmp_path / "nothing") is None
+
+
+def test_worker_failures_become_one_line_reasons(tmp_path):
+    from types import SimpleNamespace
+
+    from scalestudy.engine.launch import failure_reason
+    from scalestudy.engine.train import is_out_of_memory, report_failure
+
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 GB"))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))
+    killed = {0: SimpleNamespace(exitcode=-9)}
+    assert failure_reason(tmp_path, killed).startswith("out of memory")  # SIGKILL on CPU: the OOM killer
+    report_failure(tmp_path, 1, "out of memory:\n  tried to allocate 4 GiB")
+    assert failure_reason(tmp_path, killed) == "out of memory: tried to allocate 4 GiB"

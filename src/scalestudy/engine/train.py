@@ -122,8 +122,9 @@ def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
     import torch
     import torch.distributed as dist
 
-    mine = torch.tensor([float(loss), memory.params_bytes, memory.grads_bytes, memory.optim_bytes, rss, cuda_peak],
+    rest = torch.tensor([memory.params_bytes, memory.grads_bytes, memory.optim_bytes, rss, cuda_peak],
                         dtype=torch.float64, device=ctx.device)
+    mine = torch.cat([loss.detach().to(torch.float64).reshape(1), rest])
     parts = [torch.empty_like(mine) for _ in range(ctx.world_size)]
     dist.all_gather(parts, mine)
     return torch.stack(parts).cpu().tolist()
@@ -225,10 +226,10 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
     if cuda:
         torch.cuda.synchronize(ctx.device)
     t0 = time.perf_counter()
-    loss_sum = 0.0
+    loss_sum = 0.0  # stays a device tensor: one host sync per step (in gather_stats), not one per micro-batch
     for micro in range(layout.grad_accum):
-        loss = backend.micro_step(model_inputs(next(stream), ctx.device), last=micro == layout.grad_accum - 1)
-        loss_sum += float(loss)
+        loss_sum = loss_sum + backend.micro_step(model_inputs(next(stream), ctx.device),
+                                                 last=micro == layout.grad_accum - 1).float()
     lr = backend.lr  # the rate this step's update uses
     grad_norm = backend.optimizer_step()
     cuda_peak = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
