@@ -46,3 +46,10 @@ def test_encoder_decoder_k_and_errors():
         compute_optimal({**COEF, "alpha": 0.0}, 1e22)
     with pytest.raises(ScalestudyError, match="positive"):
         compute_optimal(COEF, 0.0)
+
+
+def test_wild_bootstrap_coefficients_do_not_crash():
+    wild = {"E": 1e-11, "A": 1e-300, "B": 1e300, "alpha": 5.0, "beta": 1e-3}
+    opt = compute_optimal(wild, 3e12, k=2.3)
+    assert opt["tokens"] == 0.0 or np.isfinite(opt["tokens"]) or opt["tokens"] == np.inf
+    assert opt["params"] >= 0 and not np.isnan(opt["loss"])

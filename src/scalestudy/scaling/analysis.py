@@ -125,15 +125,20 @@ def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, 
         def point(c):
             return float(law.predict(c, params=target_params, tokens=target_tokens, flops=flops))
     elif law.name == "chinchilla":
-        out.update(flops=float(budget_flops), **{f"{key}_opt": v for key, v in
-                                                 compute_optimal(fit.coef, budget_flops, k).items() if key != "loss"})
+        def optimal(c):
+            try:
+                return compute_optimal(c, budget_flops, k)
+            except ScalestudyError:  # an exponent at 0 (or A, B underflowing) has no optimum: not a number
+                return {key: np.nan for key in ("params", "tokens", "loss", "tokens_per_param")}
+
+        out.update(flops=float(budget_flops),
+                   **{f"{key}_opt": v for key, v in optimal(fit.coef).items() if key != "loss"})
+        replicates = [optimal(c) for c in boot.coefs]
         for key in ("params", "tokens", "tokens_per_param"):
-            out[f"{key}_opt_ci"] = _pair(percentile_ci(
-                [compute_optimal(c, budget_flops, k)[key] for c in boot.coefs if c["alpha"] > 0 and c["beta"] > 0],
-                level))
+            out[f"{key}_opt_ci"] = _pair(percentile_ci([r[key] for r in replicates], level))
 
         def point(c):
-            return compute_optimal(c, budget_flops, k)["loss"] if c["alpha"] > 0 and c["beta"] > 0 else np.nan
+            return optimal(c)["loss"]
     else:
         out.update(flops=float(budget_flops))
 

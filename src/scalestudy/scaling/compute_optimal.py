@@ -10,6 +10,8 @@ lengths), so k is not 6; `effective_k` measures it from the runs (median of C / 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scalestudy.errors import ScalestudyError
@@ -17,24 +19,36 @@ from scalestudy.errors import ScalestudyError
 KAPLAN_K = 6.0
 
 
-def allocation_constant(coef: dict) -> float:
-    """G = (alpha A / (beta B))^(1/(alpha+beta))."""
+def log_allocation_constant(coef: dict) -> float:
+    """log G, G = (alpha A / (beta B))^(1/(alpha+beta)); in logs because bootstrap refits can make G over/underflow."""
     al, be = coef["alpha"], coef["beta"]
     if al <= 0 or be <= 0:
         raise ScalestudyError(f"compute-optimal allocation needs alpha, beta > 0 (got {al:g}, {be:g})")
-    return (al * coef["A"] / (be * coef["B"])) ** (1.0 / (al + be))
+    if coef["A"] <= 0 or coef["B"] <= 0:
+        raise ScalestudyError("compute-optimal allocation needs A, B > 0")
+    return (math.log(al) + math.log(coef["A"]) - math.log(be) - math.log(coef["B"])) / (al + be)
+
+
+def allocation_constant(coef: dict) -> float:
+    """G = (alpha A / (beta B))^(1/(alpha+beta))."""
+    return _exp(log_allocation_constant(coef))
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 def compute_optimal(coef: dict, budget_flops: float, k: float = KAPLAN_K) -> dict:
-    """N_opt, D_opt and the predicted loss for a budget C = k N D."""
+    """N_opt, D_opt and the predicted loss for a budget C = k N D (inf where a wild fit overflows a float)."""
     if not budget_flops > 0:
         raise ScalestudyError(f"compute budget must be positive FLOPs, got {budget_flops:g}")
     al, be = coef["alpha"], coef["beta"]
-    g = allocation_constant(coef)
-    n = g * (budget_flops / k) ** (be / (al + be))
-    d = (budget_flops / k) ** (al / (al + be)) / g
-    loss = coef["E"] + coef["A"] / n**al + coef["B"] / d**be
-    return {"params": float(n), "tokens": float(d), "loss": float(loss), "tokens_per_param": float(d / n)}
+    log_g = log_allocation_constant(coef)
+    log_c = math.log(budget_flops / k)
+    log_n = log_g + log_c * be / (al + be)
+    log_d = log_c * al / (al + be) - log_g
+    loss = coef["E"] + _exp(math.log(coef["A"]) - al * log_n) + _exp(math.log(coef["B"]) - be * log_d)
+    return {"params": _exp(log_n), "tokens": _exp(log_d), "loss": float(loss), "tokens_per_param": _exp(log_d - log_n)}
 
 
 def effective_k(params: np.ndarray, tokens: np.ndarray, flops: np.ndarray) -> float:
