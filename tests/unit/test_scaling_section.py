@@ -71,3 +71,11 @@ def test_section_of_a_search_directory_summarises_the_search_and_fits_best_runs(
     assert "| t5-mini | 1.4e+07 | - |" in md and "0/0/3" in md
     assert "extrapolated to mt5-xxl (N = 1.3e+10): 0.0004" in md and "not fitted (a trend needs" in md
     assert "12 rows: the best trial of each proxy" in md and "<h3>Hyperparameter search on proxies</h3>" in html
+
+
+def test_section_survives_runs_the_laws_cannot_describe(tmp_path):
+    # Bigger models worse, as on CPU proxies trained for a few steps: wild bootstrap refits, no optimum.
+    rows = [{"params": n, "tokens": d, "flops": 2.3 * n * d, "loss": 10 + 3 * np.log10(n / 3e6) - np.log10(d / 1e3)}
+            for n in (3.3e6, 1.4e7, 3.8e7) for d in (8e2, 1.6e3, 2.4e3, 3.2e3)]
+    md, _, pngs = report_section(rows, tmp_path, n_boot=20, laws=("chinchilla",))
+    assert "### chinchilla law" in md and len(pngs) == 1 and pngs[0].stat().st_size > 0

@@ -14,7 +14,7 @@ import numpy as np
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.scaling.bootstrap import Bootstrap, bootstrap, percentile_ci, prediction_samples
-from scalestudy.scaling.compute_optimal import KAPLAN_K, compute_optimal, effective_k
+from scalestudy.scaling.compute_optimal import KAPLAN_K, compute_optimal_or_nan, effective_k
 from scalestudy.scaling.laws import HUBER_DELTA, Fit, fit_law, make_law
 from scalestudy.scaling.runs import Runs, load_runs
 
@@ -126,10 +126,7 @@ def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, 
             return float(law.predict(c, params=target_params, tokens=target_tokens, flops=flops))
     elif law.name == "chinchilla":
         def optimal(c):
-            try:
-                return compute_optimal(c, budget_flops, k)
-            except ScalestudyError:  # an exponent at 0 (or A, B underflowing) has no optimum: not a number
-                return {key: np.nan for key in ("params", "tokens", "loss", "tokens_per_param")}
+            return compute_optimal_or_nan(c, budget_flops, k)
 
         out.update(flops=float(budget_flops),
                    **{f"{key}_opt": v for key, v in optimal(fit.coef).items() if key != "loss"})

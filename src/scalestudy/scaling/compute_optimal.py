@@ -51,6 +51,15 @@ def compute_optimal(coef: dict, budget_flops: float, k: float = KAPLAN_K) -> dic
     return {"params": _exp(log_n), "tokens": _exp(log_d), "loss": float(loss), "tokens_per_param": _exp(log_d - log_n)}
 
 
+def compute_optimal_or_nan(coef: dict, budget_flops: float, k: float = KAPLAN_K) -> dict:
+    """compute_optimal, or NaNs for a fit without an optimum (an exponent at 0, A or B underflowed): for bootstrap
+    replicates and plots, where one wild refit must not stop the rest."""
+    try:
+        return compute_optimal(coef, budget_flops, k)
+    except ScalestudyError:
+        return {key: float("nan") for key in ("params", "tokens", "loss", "tokens_per_param")}
+
+
 def effective_k(params: np.ndarray, tokens: np.ndarray, flops: np.ndarray) -> float:
     """The FLOPs-per-parameter-per-token factor the runs were counted with (median of C / (N D))."""
     return float(np.median(flops / (params * tokens)))

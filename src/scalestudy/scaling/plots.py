@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalestudy.scaling.compute_optimal import compute_optimal
+from scalestudy.scaling.compute_optimal import compute_optimal_or_nan
 
 
 def _pyplot():
@@ -30,9 +30,7 @@ def _frontier(analysis, c_grid: np.ndarray, coef: dict) -> np.ndarray:
     """Loss the law predicts at each compute: L(C) for the compute law, L(N_opt, D_opt) for chinchilla."""
     if analysis.fit.law == "compute":
         return analysis.law.predict(coef, flops=c_grid)
-    if coef["alpha"] <= 0 or coef["beta"] <= 0:
-        return np.full_like(c_grid, np.nan)
-    return np.array([compute_optimal(coef, c, analysis.k)["loss"] for c in c_grid])
+    return np.array([compute_optimal_or_nan(coef, c, analysis.k)["loss"] for c in c_grid])
 
 
 def _compute_panel(ax, analysis) -> None:
@@ -69,8 +67,8 @@ def _isoflop_panel(ax, analysis) -> None:
         ax.plot(n, loss, color=f"C{i}", label=f"C = {c:.2g} FLOPs")
         near = np.abs(np.log(runs.flops / c)) < np.log(1.5)
         ax.scatter(runs.params[near], runs.loss[near], color=f"C{i}", s=14)
-        if coef["alpha"] > 0 and coef["beta"] > 0:
-            opt = compute_optimal(coef, c, k)
+        opt = compute_optimal_or_nan(coef, c, k)
+        if np.isfinite(opt["params"]) and np.isfinite(opt["loss"]):
             ax.scatter([opt["params"]], [opt["loss"]], color=f"C{i}", marker="D", edgecolor="k", zorder=4)
     # The law's curves explode far from the optimum; keep the view on the runs and the minima.
     ax.set_ylim(0.97 * min(runs.loss.min(), coef["E"]), 1.1 * runs.loss.max())
