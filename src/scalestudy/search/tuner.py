@@ -6,8 +6,9 @@
 2. Rank every strategy `scalestudy train` can run here with the cost model on that profile.
 3. Trials: short real `scalestudy train` runs (the first `warmup` steps excluded from the median step time).
    After every trial the efficiency terms are refit (`EfficiencyModel`) and every candidate is re-predicted.
-   Order of trials: first a screen of the best predicted strategy of each engine (DeepSpeed, FSDP, DDP: their
-   framework overheads differ most and the model cannot know them unmeasured; `screen` caps it), then
+   Order of trials: first a screen of each engine (DeepSpeed, FSDP, DDP) in its lowest ZeRO stage, the
+   best-predicted such strategy (framework overheads differ most between engines and grow with the stage; the
+   model cannot know them unmeasured; `screen` caps it), then
    model-guided elimination: run the best-predicted unmeasured strategy while its prediction beats the best
    measured step time by more than `margin`; stop when none does (the top choice is stable), or at the budget.
    Failed / OOM / timed-out trials are recorded and the search goes on.
@@ -226,13 +227,22 @@ def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload:
 
 
 def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[Candidate]:
-    """The best-predicted candidate of each engine (DeepSpeed, FSDP, DDP), best first, then of further families
-    up to k: engines differ most in the framework overhead the analytical model cannot know unmeasured."""
+    """Per engine (DeepSpeed, FSDP, DDP) the best-predicted candidate of its lowest ZeRO stage, best first, then
+    the best of further families up to k.
+
+    Engines differ most in framework overhead, which the model cannot know unmeasured, and that overhead grows
+    with the ZeRO stage (more hooks and collectives per step; FACTS.md: DDP < ZeRO-0 < 1 < 2 < 3 on CPU), so each
+    engine is first measured in its simplest form; the refit's engine term carries over to its other stages.
+    """
     ranked = sorted(cands, key=eff.predict)
+    lowest = {}
+    for c in cands:
+        lowest[c.strategy.engine] = min(lowest.get(c.strategy.engine, 9), c.strategy.zero)
     by_engine: dict[str, Candidate] = {}
     by_family: dict[str, Candidate] = {}
     for c in ranked:
-        by_engine.setdefault(c.strategy.engine, c)
+        if c.strategy.zero == lowest[c.strategy.engine]:
+            by_engine.setdefault(c.strategy.engine, c)
         by_family.setdefault(family(c), c)
     order = sorted(by_engine.values(), key=eff.predict)
     order += [c for c in sorted(by_family.values(), key=eff.predict) if c not in order]
