@@ -20,6 +20,7 @@ def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout:
 
     torch.manual_seed(seed)
     model = build_hf_model(spec)
+    init_untied_t5_head(model, spec)
     set_dropout(model, dropout)
     model.config.use_cache = False  # no KV cache in training (and HF refuses it with checkpointing)
     if recompute == "full":
@@ -28,6 +29,17 @@ def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout:
     elif recompute != "none":
         raise ScalestudyError(f"recompute {recompute!r} is not available for Hugging Face models (none or full)")
     return model.float().train()
+
+
+def init_untied_t5_head(model: torch.nn.Module, spec: ModelSpec) -> None:
+    """Fan-in init (std d_model^-0.5) for an untied T5/mT5 LM head, as Mesh TensorFlow's dense layers do.
+
+    Transformers draws it with std 1.0, so logits start with std ~sqrt(d_model) and a tiny T5's first loss is
+    40-80 nats instead of ~ln(vocab): small proxies then spend their whole budget undoing the init.
+    """
+    if spec.is_encoder_decoder and not spec.tie_word_embeddings:
+        with torch.no_grad():
+            model.lm_head.weight.normal_(mean=0.0, std=spec.d_model ** -0.5)
 
 
 # Dropout rates that HF attention layers keep as plain floats (T5Attention.dropout, LlamaAttention.attention_dropout).
