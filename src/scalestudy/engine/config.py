@@ -15,6 +15,7 @@ import yaml
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec, get_model
 from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
+from scalestudy.yamlfile import read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
 DECAYS = ("cosine", "linear", "constant")
@@ -87,12 +88,12 @@ class TrainConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> TrainConfig:
-        return cls.from_dict(read_yaml(path))
+        return cls.from_dict(read_yaml_config(path))
 
     @classmethod
     def merged(cls, yaml_path: str | None, overrides: dict) -> TrainConfig:
         """Defaults <- YAML file <- explicit flags (None values in `overrides` mean 'not given')."""
-        base = read_yaml(yaml_path) if yaml_path else {}
+        base = read_yaml_config(yaml_path) if yaml_path else {}
         base = {str(k).replace("-", "_"): v for k, v in base.items()}
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls.from_dict(base)
@@ -186,16 +187,8 @@ class TrainConfig:
         return spec, strategy, self.workload(), layout
 
 
-def read_yaml(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ScalestudyError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ScalestudyError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if data is None:
-        return {}
+def read_yaml_config(path: str | Path) -> dict:
+    data = read_yaml(path, "config file")
     if not isinstance(data, dict):
         raise ScalestudyError(f"config file {path} must hold a mapping of option: value")
     return data

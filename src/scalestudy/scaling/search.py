@@ -46,9 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from scalestudy.errors import ScalestudyError
+from scalestudy.yamlfile import read_yaml
 
 SPACE_KEYS = ("lr", "global_batch", "warmup_steps", "precision")
 SEARCH_KEYS = {"target_model", "trials_per_model", "budget_tokens", "min_resource", "reduction_factor", "seed",
@@ -161,13 +160,7 @@ def parse_search(raw: dict, where: str = "search spec") -> SearchSpec:
 
 
 def load_search(path: str | Path) -> SearchSpec:
-    path = Path(path)
-    if not path.is_file():
-        raise ScalestudyError(f"search spec not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ScalestudyError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    raw = read_yaml(path, "search spec")
     return parse_search(raw, str(path))
 
 

@@ -40,11 +40,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+from scalestudy.yamlfile import read_yaml
 
 # Training parameters of one trial (they define its identity), with their type and default.
 AXES: dict[str, tuple[type, Any]] = {
@@ -367,13 +366,5 @@ def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
 
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate a study spec YAML file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ScalestudyError(f"study spec not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ScalestudyError(f"study spec {path}: invalid YAML{at}") from None
-    return parse_spec(raw, f"study spec {path.name}")
+    raw = read_yaml(path, "study spec")
+    return parse_spec(raw, f"study spec {Path(path).name}")

@@ -101,6 +101,25 @@ class Backend:
     def optimizer_step(self) -> float:
         raise NotImplementedError
 
+    def _torch_optimizer_step(self, params: list, local_optimizer) -> float:
+        """Clip, step a torch optimizer and the schedule, count this rank's bytes; the global grad norm.
+
+        `local_optimizer` is the one whose state this rank holds (ZeroRedundancyOptimizer's shard, or the
+        optimizer itself); memory is counted here, while gradients and optimizer states both exist.
+        """
+        from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
+
+        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        counter = StorageCounter()
+        params_bytes = counter.add(params)
+        grads_bytes = counter.add(p.grad for p in params)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.memory = MemoryParts(params_bytes, grads_bytes, counter.add(optimizer_state_tensors(local_optimizer)))
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
     def save(self, path: Path) -> None:
         raise NotImplementedError
 

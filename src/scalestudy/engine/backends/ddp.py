@@ -10,9 +10,7 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, autocast, grad_norm_value,
-                                               make_adamw, make_scheduler, restore_lr)
-from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
+from scalestudy.engine.backends.common import (Backend, adamw_kwargs, autocast, make_adamw, make_scheduler, restore_lr)
 
 
 class DDPBackend(Backend):
@@ -41,16 +39,7 @@ class DDPBackend(Backend):
         return loss.detach()
 
     def optimizer_step(self) -> float:
-        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
-        norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
-        counter = StorageCounter()
-        params = counter.add(self.params)
-        grads = counter.add(p.grad for p in self.params)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.memory = MemoryParts(params, grads, counter.add(optimizer_state_tensors(self._local_optimizer)))
-        self.optimizer.zero_grad(set_to_none=True)
-        return norm
+        return self._torch_optimizer_step(self.params, self._local_optimizer)
 
     def save(self, path: Path) -> None:
         # Each rank saves the optimizer state it owns (its ZeRO shard; rank 0 alone when nothing is sharded).

@@ -15,9 +15,8 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from scalestudy.engine.backends.common import (Backend, MemoryParts, grad_norm_value, make_adamw, make_scheduler,
+from scalestudy.engine.backends.common import (Backend, make_adamw, make_scheduler,
                                                restore_lr)
-from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 
 # Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
 LAYER_LISTS = ("block", "h", "layers")
@@ -57,16 +56,7 @@ class FSDPBackend(Backend):
         return loss.detach()
 
     def optimizer_step(self) -> float:
-        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
-        norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
-        counter = StorageCounter()
-        params = counter.add(self.params)
-        grads = counter.add(p.grad for p in self.params)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.memory = MemoryParts(params, grads, counter.add(optimizer_state_tensors(self.optimizer)))
-        self.optimizer.zero_grad(set_to_none=True)
-        return norm
+        return self._torch_optimizer_step(self.params, self.optimizer)
 
     def save(self, path: Path) -> None:
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
