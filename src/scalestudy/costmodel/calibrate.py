@@ -17,7 +17,6 @@ training trials (`scalestudy train` summaries); this module only fits numbers.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import yaml
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import DeviceSpec, get_device
+from scalestudy.atomicfile import write_text_atomic
 
 # ---------------------------------------------------------------------------------------------- micro-benchmarks
 
@@ -207,10 +207,7 @@ def save_profile(device: DeviceSpec, path: str | Path, extra_comment: str = "") 
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(device)
     text = (f"# {extra_comment}\n" if extra_comment else "") + yaml.safe_dump(data, sort_keys=False)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, text)
 
 
 def load_profile(path: str | Path) -> DeviceSpec:

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.atomicfile import write_text_atomic
 
 LATEST = "latest"
 
@@ -28,9 +29,7 @@ def checkpoint_root(out: Path) -> Path:
 
 
 def _write_json(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data))
 
 
 def rng_state() -> dict:

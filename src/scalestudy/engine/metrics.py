@@ -11,6 +11,7 @@ import os
 import statistics
 import sys
 from pathlib import Path
+from scalestudy.atomicfile import write_text_atomic
 
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
@@ -28,9 +29,7 @@ def read_metrics(out: Path, up_to_step: int | None = None) -> list[dict]:
 
 
 def write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 class MetricsLogger:

@@ -15,6 +15,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.report.findings import findings
 from scalestudy.report.plots import MIB, write_plots
 from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
+from scalestudy.atomicfile import write_text_atomic
 
 CAPTIONS = {
     "step_time.png": "Seconds per optimizer step vs world size, per model and strategy (median after warm-up).",
@@ -170,9 +171,7 @@ def render_html(data: StudyData, lines: list[str], plots: list[Path], scaling_ht
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_report(directory: str | Path) -> dict:

@@ -48,6 +48,7 @@ from typing import Callable
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.yamlfile import read_yaml
+from scalestudy.atomicfile import write_text_atomic
 
 SPACE_KEYS = ("lr", "global_batch", "warmup_steps", "precision")
 SEARCH_KEYS = {"target_model", "trials_per_model", "budget_tokens", "min_resource", "reduction_factor", "seed",
@@ -380,9 +381,7 @@ def summarize(spec: SearchSpec, studies: dict, sizes: dict[str, float], level: f
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_best_runs(spec: SearchSpec, result: dict, store, out: Path) -> Path | None:

@@ -15,7 +15,6 @@ All files are written to a temporary name first and renamed, so DIR never holds 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import yaml
 
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.atomicfile import write_text_atomic
 
 DEFAULT_OPTIM = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
 
@@ -170,11 +170,7 @@ def launch_scripts(opts: dict, *, gpus_per_node: int, nnodes: int, env: dict[str
 
 
 def write_atomic(path: Path, text: str, *, executable: bool = False) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if executable:
-        tmp.chmod(0o755)
-    os.replace(tmp, path)
+    write_text_atomic(path, text, executable=executable)
 
 
 def emit(out_dir: str | Path, model: ModelSpec, strategy: Strategy, workload: Workload, *, dp: int, grad_accum: int,

@@ -31,6 +31,7 @@ from scalestudy.study.classify import classify
 from scalestudy.study.predict import param_count, predict, run_flops
 from scalestudy.study.spec import StudySpec, Trial, load_spec
 from scalestudy.study.store import STATUSES, Store
+from scalestudy.atomicfile import write_text_atomic
 
 MARKER = "SCALESTUDY_STUDY_DIR"  # environment marker of every trial process (finds leftovers of a killed runner)
 TRIAL_MARKER = "SCALESTUDY_TRIAL_ID"  # and of one trial (torchrun starts each rank in a session of its own)
@@ -69,10 +70,7 @@ def train_config(spec: StudySpec, trial: Trial, output: Path) -> dict:
 
 def write_train_config(spec: StudySpec, trial: Trial, output: Path) -> Path:
     path = output / TRIAL_CONFIG
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(train_config(spec, trial, output), sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, yaml.safe_dump(train_config(spec, trial, output), sort_keys=False))
 
 
 def train_args(spec: StudySpec, trial: Trial, output: Path) -> list[str]:

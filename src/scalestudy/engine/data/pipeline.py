@@ -57,6 +57,7 @@ from scalestudy.engine.data.tokenizer import (
     train_tokenizer,
 )
 from scalestudy.errors import ScalestudyError
+from scalestudy.atomicfile import write_text_atomic
 
 OBJECTIVES = ("span", "knowledge", "causal")
 LABEL_PAD = -100
@@ -182,9 +183,7 @@ def _tokenizer(cfg: DataConfig, docs: list[str], corpus_hash: str, out_dir: Path
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1))
 
 
 def _lexicon(cfg: DataConfig) -> list[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.atomicfile import write_text_atomic
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
@@ -141,9 +141,7 @@ def check_layout(tok: Tokenizer, vocab_size: int | None = None, origin: str = "t
 def save_tokenizer(tok: Tokenizer, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(tok.to_str(pretty=True), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, tok.to_str(pretty=True))
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

@@ -1,0 +1,17 @@
+"""Write a file so a reader (or a crash) never sees it half-written: temp file beside it, then rename."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_text_atomic(path: str | Path, text: str, *, executable: bool = False) -> Path:
+    """Replace `path` with `text` in one rename; the temp name carries the pid so concurrent writers don't clash."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    if executable:
+        tmp.chmod(0o755)
+    os.replace(tmp, path)
+    return path
