@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-from scalestudy.search.planner import plan
-from scalestudy.search.space import Constraints
+from scalestudy.plan.planner import plan
+from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload

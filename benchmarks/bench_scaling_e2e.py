@@ -36,7 +36,7 @@ def main() -> int:
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     out = args.output or Path(tempfile.mkdtemp(prefix="scalestudy-bench-scaling-"))
     from scalestudy.scaling import analyze, report_section
-    from scalestudy.scaling.search import load_search, run_search
+    from scalestudy.search.hyperparams import load_search, run_search
 
     stages = {}
     t0 = time.perf_counter()

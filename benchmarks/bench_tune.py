@@ -2,7 +2,7 @@
 
 One run, side by side:
 1. calibrate (micro-benchmarks on --nproc ranks) -> hardware profile;
-2. tune: screen + model-guided trials with refit efficiency terms (`scalestudy.search.tuner.search`);
+2. tune: screen + model-guided trials with refit efficiency terms (`scalestudy.plan.tuner.search`);
 3. grid: every strategy of the same space, one real `scalestudy train` trial each, same steps and warm-up.
 Prints: the grid's measured best, the tuned pick and its grid-measured step time (gap in %), the fraction of the
 grid's trial time the tune used (with and without its calibration), and predicted vs measured step time for every
@@ -22,8 +22,8 @@ import statistics
 import time
 from pathlib import Path
 
-from scalestudy.search import tuner
-from scalestudy.search.space import Constraints
+from scalestudy.plan import tuner
+from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload

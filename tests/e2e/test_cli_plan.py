@@ -118,7 +118,7 @@ def test_bad_input_is_one_line_exit_2(capsys, args, message):
 @pytest.mark.dist
 @pytest.mark.slow
 def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
-    # One rank keeps this test short (collective fits: test_search_calibrate.py, bench_tune.py on 2 ranks).
+    # One rank keeps this test short (collective fits: test_plan_calibrate.py, bench_tune.py on 2 ranks).
     from scalestudy.specs.hardware import get_device
 
     out = tmp_path / "tune"

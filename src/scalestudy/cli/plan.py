@@ -1,6 +1,6 @@
 """CLI commands `plan` (model-based strategy search), `tune` (measured search) and `calibrate` (hardware profile).
 
-Thin: parse flags, call `scalestudy.search` / `scalestudy.costmodel.calibrate`, print. Heavy imports stay inside
+Thin: parse flags, call `scalestudy.plan` / `scalestudy.costmodel.calibrate`, print. Heavy imports stay inside
 the command functions so `scalestudy --help` stays fast.
 """
 
@@ -40,7 +40,7 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
                       vary_nodes=False):
-    from scalestudy.search.space import Constraints
+    from scalestudy.plan.space import Constraints
 
     return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=_ints(pp, "pp"),
                        micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute),
@@ -64,7 +64,7 @@ SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", 
 
 
 def _breakdown(estimate) -> str:
-    from scalestudy.search.planner import _time_terms
+    from scalestudy.plan.planner import _time_terms
 
     terms = sorted(_time_terms(estimate).items(), key=lambda kv: -kv[1])[:3]
     return " ".join(f"{SHORT.get(k, k)} {v:.3f}" for k, v in terms if v > 0)
@@ -74,7 +74,7 @@ def print_plan(result, cluster, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from scalestudy.search.planner import explain
+    from scalestudy.plan.planner import explain
 
     console = Console(width=max(Console().width, 140))  # a piped table keeps its columns readable
     w = result.workload
@@ -136,7 +136,7 @@ def plan(
     no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
-    from scalestudy.search.planner import OBJECTIVES, plan as run_plan
+    from scalestudy.plan.planner import OBJECTIVES, plan as run_plan
     from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Workload
@@ -165,7 +165,7 @@ def plan(
 
 def emit_winner(out_dir: str, spec, cluster, result, steps: int) -> str:
     """Emit the best strategy `scalestudy train` can run (usually the winner); return a line saying which."""
-    from scalestudy.search.emit import emit, train_options, trainable
+    from scalestudy.plan.emit import emit, train_options, trainable
 
     cuda = cluster.device.kind != "cpu"
     chosen, reasons = None, []
@@ -201,7 +201,7 @@ def calibrate(
     """Micro-benchmark this machine (matmul, copy, Adam, collectives) and save a hardware profile YAML."""
     from pathlib import Path
 
-    from scalestudy.search.tuner import calibrate as run_calibrate
+    from scalestudy.plan.tuner import calibrate as run_calibrate
     from scalestudy.specs.hardware import get_device
 
     if nproc < 1:
@@ -251,7 +251,7 @@ def tune(
     from rich.console import Console
     from rich.table import Table
 
-    from scalestudy.search import tuner
+    from scalestudy.plan import tuner
     from scalestudy.specs.hardware import get_device
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Workload

@@ -107,7 +107,7 @@ def search(
     from dataclasses import replace
 
     from scalestudy.errors import ScalestudyError
-    from scalestudy.scaling.search import load_search, run_search
+    from scalestudy.search.hyperparams import load_search, run_search
 
     loaded = load_search(spec)
     if trials_per_model is not None:

@@ -1,5 +1,5 @@
 """Scaling laws (fits with bootstrap CIs, extrapolation, compute-optimal N/D), jump detection, the report's scaling
-section, and hyperparameter search on small proxies.
+section. (Hyperparameter search on small proxies: scalestudy.search.)
 
 Public API: `analyze` (scalestudy fit), `report_section`, `detect_jumps`, `compute_optimal`, `load_runs`.
 """

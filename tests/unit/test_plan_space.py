@@ -3,7 +3,7 @@
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.search.space import Constraints, divisors, enumerate_space, engine_variants
+from scalestudy.plan.space import Constraints, divisors, enumerate_space, engine_variants
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload, resolve_layout

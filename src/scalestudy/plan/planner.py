@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.search.space import Constraints, Point, SpaceStats, enumerate_groups
+from scalestudy.plan.space import Constraints, Point, SpaceStats, enumerate_groups
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload

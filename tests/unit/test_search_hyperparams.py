@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.scaling.search import Pruned, TrialFailed, parse_search, run_search
+from scalestudy.search.hyperparams import Pruned, TrialFailed, parse_search, run_search
 from scalestudy.scaling.trend import power_trend
 from scalestudy.study.predict import param_count
 

@@ -8,8 +8,8 @@ import pytest
 from scalestudy.costmodel.calibrate import (StepTerms, apply_efficiency, fit_alpha_beta, fit_efficiency,
                                             profile_from_microbench, save_profile)
 from scalestudy.errors import ScalestudyError
-from scalestudy.search import tuner
-from scalestudy.search.space import Constraints
+from scalestudy.plan import tuner
+from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload

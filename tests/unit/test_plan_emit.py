@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from scalestudy.engine.config import TrainConfig
-from scalestudy.search.emit import deepspeed_config, emit, train_options, trainable
+from scalestudy.plan.emit import deepspeed_config, emit, train_options, trainable
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.search.planner import explain, pareto_front, plan
-from scalestudy.search.space import Constraints
+from scalestudy.plan.planner import explain, pareto_front, plan
+from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
 from scalestudy.errors import ScalestudyError
-from scalestudy.search.emit import train_options, trainable, write_atomic
-from scalestudy.search.planner import Candidate, evaluate
-from scalestudy.search.space import Constraints
+from scalestudy.plan.emit import train_options, trainable, write_atomic
+from scalestudy.plan.planner import Candidate, evaluate
+from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Workload
