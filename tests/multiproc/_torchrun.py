@@ -1,4 +1,4 @@
-"""Run tests/dist/strategies_worker.py under torchrun (2 CPU ranks, gloo, one thread each)."""
+"""Run tests/multiproc/strategies_worker.py under torchrun (2 CPU ranks, gloo, one thread each)."""
 
 from __future__ import annotations
 
