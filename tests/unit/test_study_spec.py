@@ -83,3 +83,46 @@ def test_examples_are_valid():
     assert cluster.executor == "slurm" and cluster.device == "a100-40gb"
     assert {t.model for t in cluster.trials} == {"mt5-base", "mt5-large", "mt5-xl", "mt5-xxl"}
     assert {t.nodes for t in cluster.trials} == {1, 2, 4, 8} and {t.zero for t in cluster.trials} == {1, 2, 3}
+
+
+def test_paths_in_a_spec_resolve_against_its_directory_not_the_cwd(tmp_path, monkeypatch):
+    """Trials run in their own directory: every file a spec names must reach them as an absolute path, taken
+    against the spec's directory (as a reader of the YAML expects), whatever the runner's cwd."""
+    import json
+    from pathlib import Path
+
+    from scalestudy.search.hyperparams import load_search
+    from scalestudy.specs.hardware import get_device
+    from scalestudy.specs.model import to_hf_config, get_model
+
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "config.json").write_text(json.dumps(to_hf_config(get_model("t5-tiny"))))
+    profile = Path(__file__).parents[2] / "src/scalestudy/specs/hardware/local-cpu.yaml"
+    (project / "cpu.yaml").write_text(profile.read_text())
+    (project / "specs").mkdir()
+    spec = project / "specs" / "spec.yaml"
+    spec.write_text("model: [t5-tiny, ../models/config.json]\ndevice: ../cpu.yaml\ndata: [../corpus.txt, hf:wiki]\n"
+                    "train_options: {lexicon: lex.txt, tokenizer: /abs/tok.json}\n"
+                    "include: [{model: ../models}]\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    study = load_spec(Path("../project/specs/spec.yaml"))
+    config = str(project / "models" / "config.json")
+    assert {t.model for t in study.trials} == {"t5-tiny", config, str(project / "models")}
+    assert study.device == str(project / "cpu.yaml") and get_device(study.device).name
+    assert study.data == (str(project / "corpus.txt"), "hf:wiki")
+    options = study.trials[0].options()
+    assert options == {"lexicon": str(project / "specs" / "lex.txt"), "tokenizer": "/abs/tok.json"}
+    assert parse_spec(study.source).trials == study.trials  # the stored (resolved) spec re-parses anywhere
+
+    search = project / "specs" / "search.yaml"
+    search.write_text("model: ../models/config.json\ndata: ../corpus.txt\n"
+                      "search: {budget_tokens: 4000, target_model: ../models/config.json}\n")
+    found = load_search(Path("../project/specs/search.yaml"))
+    assert found.models == [config] and found.config.target_model == config
+    assert found.study.data == (str(project / "corpus.txt"),)
+    # a misspelt preset stays as typed in the error, not turned into a path
+    with pytest.raises(ScalestudyError, match="'t5-tiyn'"):
+        parse_spec({"model": "t5-tiyn"})

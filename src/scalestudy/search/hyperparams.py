@@ -102,13 +102,17 @@ def _choices(space: dict, key: str, tp: type, default: tuple) -> tuple:
         raise ScalestudyError(f"search space: {key} values must be {tp.__name__}, got {values!r}") from None
 
 
-def parse_search(raw: dict, where: str = "search spec") -> SearchSpec:
-    """Validate a search spec mapping (a study spec plus a `search:` block)."""
-    from scalestudy.study.spec import parse_spec
+def parse_search(raw: dict, where: str = "search spec", base: Path | None = None) -> SearchSpec:
+    """Validate a search spec mapping (a study spec plus a `search:` block); relative file paths in it resolve
+    against `base` (the spec file's directory; default the current directory)."""
+    from scalestudy.study.spec import parse_spec, resolve_spec_paths
 
     if not isinstance(raw, dict) or not isinstance(raw.get("search"), dict):
         raise ScalestudyError(f"{where}: needs a `search:` mapping (budget_tokens, space, ...)")
+    base = Path.cwd() if base is None else base
     block = dict(raw["search"])
+    if block.get("target_model") is not None:
+        block["target_model"] = resolve_spec_paths({"model": block["target_model"]}, base)["model"]
     unknown = set(block) - SEARCH_KEYS
     if unknown:
         raise ScalestudyError(f"{where}: unknown search key(s) {', '.join(sorted(unknown))} "
@@ -146,7 +150,7 @@ def parse_search(raw: dict, where: str = "search spec") -> SearchSpec:
         raise ScalestudyError(f"{where}: search.checkpoints are budget fractions in (0, 1]")
     study_raw.setdefault("global_batch", cfg.global_batch[0])
     study_raw.setdefault("name", "search")
-    study = parse_spec(study_raw, where)
+    study = parse_spec(study_raw, where, base=base)
     spec = SearchSpec(name=study.name, study=study, config=cfg, source=raw)
     if cfg.target_model is not None:
         from scalestudy.specs.model import get_model
@@ -162,7 +166,7 @@ def parse_search(raw: dict, where: str = "search spec") -> SearchSpec:
 
 def load_search(path: str | Path) -> SearchSpec:
     raw = read_yaml(path, "search spec")
-    return parse_search(raw, str(path))
+    return parse_search(raw, str(path), base=Path(path).resolve().parent)
 
 
 def _base_trials(spec: SearchSpec) -> dict:

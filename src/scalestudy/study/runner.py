@@ -266,7 +266,7 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
     """Run (or resume) a study into `out` (DIR/study.sqlite, DIR/trials/<trial_id>/)."""
     if not isinstance(spec, StudySpec):
         spec = load_spec(spec)
-    out = Path(out)
+    out = Path(out).resolve()  # trial processes run in their own directory: a relative path would miss
     kind = executor or spec.executor
     bad = set(retry) - set(STATUSES)
     if bad:

@@ -279,10 +279,63 @@ def _study_field(raw: dict, key: str, tp: type, default: Any, where: str) -> Any
     return _check_value(key, raw[key], tp, where)
 
 
-def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
-    """Validate a loaded YAML mapping and expand it into trials."""
+def _is_preset_or_device(value: str) -> bool:
+    from scalestudy.specs.hardware import device_names
+    from scalestudy.specs.model import PRESETS
+
+    return value in PRESETS or value.lower() in device_names()
+
+
+def resolve_user_path(value: Any, base: Path) -> Any:
+    """A relative file path given in a spec, made absolute against `base` (the spec file's directory); preset and
+    device names, `hf:` datasets and non-strings pass through. Trials run in their own directory, so a path left
+    relative would resolve against the wrong one."""
+    if not isinstance(value, str) or not value or value.startswith("hf:") or _is_preset_or_device(value):
+        return value
+    path = Path(value).expanduser()
+    return value if path.is_absolute() else str((base / path).resolve())
+
+
+def _looks_like_path(value: Any, base: Path) -> bool:
+    """A model/device value naming a file rather than a (possibly misspelt) preset: keeps 'unknown model' errors
+    about the name the user typed."""
+    return isinstance(value, str) and ("/" in value or Path(value).suffix in (".json", ".yaml", ".yml")
+                                       or (base / value).exists())
+
+
+def _resolve_axis(value: Any, base: Path, *, named: bool = False) -> Any:
+    """`named`: the axis also takes preset/device names; only values that look like paths are resolved."""
+    def one(v: Any) -> Any:
+        return resolve_user_path(v, base) if not named or _looks_like_path(v, base) else v
+
+    return [one(v) for v in value] if isinstance(value, list) else one(value)
+
+
+_PATH_OPTIONS = ("data", "lexicon", "tokenizer")  # train_options that name files
+
+
+def resolve_spec_paths(raw: dict, base: Path) -> dict:
+    """A copy of a spec mapping whose file paths (model config.json, data, device profile, lexicon, tokenizer)
+    are absolute, relative ones taken against `base`."""
+    raw = dict(raw)
+    for key in ("model", "device", "data"):
+        if key in raw:
+            raw[key] = _resolve_axis(raw[key], base, named=key != "data")
+    if isinstance(raw.get("include"), list):
+        raw["include"] = [{**e, "model": _resolve_axis(e["model"], base, named=True)}
+                          if isinstance(e, dict) and "model" in e else e for e in raw["include"]]
+    if isinstance(raw.get("train_options"), dict):
+        raw["train_options"] = {k: (_resolve_axis(v, base) if k in _PATH_OPTIONS else v)
+                                for k, v in raw["train_options"].items()}
+    return raw
+
+
+def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) -> StudySpec:
+    """Validate a loaded YAML mapping and expand it into trials. Relative file paths in it resolve against `base`
+    (the spec file's directory; default the current directory)."""
     if not isinstance(raw, dict):
         raise ScalestudyError(f"{where}: must be a YAML mapping of keys to values")
+    raw = resolve_spec_paths(raw, Path.cwd() if base is None else base)
     schema = {**AXES, **CONTROL}
     unknown = set(raw) - set(schema) - STUDY_KEYS
     if unknown:
@@ -367,4 +420,4 @@ def parse_spec(raw: Any, where: str = "study spec") -> StudySpec:
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate a study spec YAML file."""
     raw = read_yaml(path, "study spec")
-    return parse_spec(raw, f"study spec {Path(path).name}")
+    return parse_spec(raw, f"study spec {Path(path).name}", base=Path(path).resolve().parent)
