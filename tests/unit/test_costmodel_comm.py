@@ -74,12 +74,10 @@ def test_tensor_and_pipeline_terms_and_bubble():
 
 
 def test_overlap_hides_ddp_gradient_allreduce():
-    from scalestudy.costmodel.options import CostOptions
-
     cluster = make_cluster("a100-40gb", nodes=2, gpus_per_node=8)
     spec, work, st = get_model("gpt2-xl"), Workload(global_batch=64, seq_len=1024), Strategy(engine="ddp", micro_batch=4)
     over = estimate(spec, cluster, st, work)
-    sync = estimate(spec, cluster, st, work, CostOptions(overlap_grad_comm=False))
+    sync = estimate(spec, cluster, st.replace(overlap_grad_comm=False), work)
     assert sync.dp_comm_s == pytest.approx(sync.dp_comm_total_s)
     assert over.dp_comm_s < sync.dp_comm_s and over.step_s < sync.step_s
 

@@ -77,7 +77,7 @@ def test_cpu_rejects_bf16():
     ({"tp": 8, "model": "gpt2"}, Workload(64, 512), "heads are not divisible by tp"),
     ({"pp": 5}, None, "not divisible by tp\\*pp"),
     ({"micro_batch": 3}, None, "global batch 64 is not divisible"),
-    ({"pp": 8, "model": "gpt2", "gpn": 8}, Workload(64, 512), "layers are not divisible by pp"),
+    ({"pp": 2, "stage_layers": (5, 5), "model": "gpt2"}, Workload(64, 512), "stage_layers sum to 10, the model has 12"),
 ])
 def test_invalid_layouts_raise(kwargs, work, match):
     model = kwargs.pop("model", "mt5-large")

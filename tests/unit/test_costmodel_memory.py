@@ -4,7 +4,6 @@ import pytest
 
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, model_states, zero_model_states
-from scalestudy.costmodel.options import CostOptions
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
 from scalestudy.specs.model import ModelSpec, get_model
 from scalestudy.specs.strategy import Strategy, Workload
@@ -133,7 +132,7 @@ def test_model_state_helpers_for_other_engines():
     assert model_states(100, 4, "deepspeed", 0, "fp32")[:3] == (400, 400, 800)
     assert model_states(100, 4, "deepspeed", 1, "fp32")[:3] == (400, 400, 300)
     assert model_states(100, 4, "deepspeed", 3, "fp32")[:3] == (100, 100, 200)
-    assert CostOptions().sequence_parallel
+    assert Strategy().sequence_parallel and Strategy().attention == "flash"
 
 
 def test_custom_cluster_file(tmp_path):

@@ -15,7 +15,7 @@ from scalestudy.costmodel.comm import collective, dp_comm_volume, links, p2p_tim
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
-from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions, uses_flash
+from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.params import param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OVERLAP_MODEL, ComputeTimes, compute_times
 from scalestudy.errors import ScalestudyError
@@ -177,7 +177,7 @@ def _shape(model, dev, prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, 
         _SHAPES.clear()
     shape = _Shape(
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
-        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, options),
+        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
@@ -201,14 +201,15 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     t = target_length(model, workload)
     prec, mb = st.precision, st.micro_batch
 
-    flash = uses_flash(options, model.family)
-    sp = options.sequence_parallel and tp > 1
+    flash = st.attention == "flash"
+    sp = st.sequence_parallel and tp > 1
     shape = _shape(model, dev, prec, tp, pp, mb, s, t, st.recompute, flash, sp, min(pp, ga), options)
     psi, ct = shape.psi, shape.compute
 
     # ---- memory
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
-    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options)
+    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
+                       st.overlap_grad_comm)
     mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev.kind), host, nvme)
     ranks_per_node = gpn
     capacity = dev.memory_bytes / ranks_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
@@ -247,7 +248,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         bwd_ag = ag_mb if gathers == 2 else 0.0
         dp_s = ga * (max(0.0, ag_mb - fwd) + max(0.0, bwd_ag + rs_mb - bwd))
     else:
-        if not options.overlap_grad_comm:
+        if not st.overlap_grad_comm:
             grad_s = ar + rs
         elif st.engine == "deepspeed" and st.zero == 2:
             grad_s = ga * max(0.0, rs / ga - bwd)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scalestudy.costmodel.options import CostOptions, uses_flash
+from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.specs.model import ModelSpec
 
@@ -104,7 +104,7 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
 
 
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
-                 offload_optimizer: str, options: CostOptions) -> float:
+                 offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
     """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
     p = param_breakdown(model)
     layer = max(p.encoder_layer, p.decoder_layer) / tp
@@ -115,7 +115,7 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter
         return 2 * half * layer + 4.0 * layer
     # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
-    reduce = half * min(options.reduce_bucket_elems, psi) * (2 if options.overlap_grad_comm else 1)
+    reduce = half * min(options.reduce_bucket_elems, psi) * (2 if overlap_grad_comm else 1)
     if zero == 0 or dp == 1 and zero < 3:
         return reduce
     fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" else 4.0 * psi / dp
@@ -188,10 +188,9 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
 
 
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     tp: int, pp: int, microbatches: int, recompute: str, options: CostOptions) -> float:
+                     tp: int, pp: int, microbatches: int, recompute: str, flash: bool, sp: bool) -> float:
     """Activation bytes on the busiest device (the first pipeline stage under 1F1B), plus the logits."""
-    flash = uses_flash(options, model.family)
-    sp = options.sequence_parallel and tp > 1
+    sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     total = le * layer_activation_bytes(enc, tp, sp, recompute) + ld * layer_activation_bytes(dec, tp, sp, recompute)

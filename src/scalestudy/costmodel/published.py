@@ -13,7 +13,6 @@ import yaml
 
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, zero_model_states
-from scalestudy.costmodel.options import CostOptions
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload
@@ -63,10 +62,10 @@ def throughput_row(r: dict, sources: dict, efficiency_scale: float = 1.0) -> Row
     cluster = ClusterSpec(device=device, nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
                           name=r["device"])
     strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)), pp=int(r.get("pp", 1)),
-                        micro_batch=int(r["micro_batch"]), recompute=r["recompute"], precision=r.get("precision", "bf16"))
+                        micro_batch=int(r["micro_batch"]), recompute=r["recompute"], precision=r.get("precision", "bf16"),
+                        **r.get("software", {}))
     workload = Workload(global_batch=int(r["global_batch"]), seq_len=int(r["model"]["seq"]))
-    options = CostOptions(**r.get("options", {}))
-    est = estimate(model, cluster, strategy, workload, options)
+    est = estimate(model, cluster, strategy, workload)
     predicted = getattr(est, r["metric"])
     config = (f"{est.params_total / 1e9:.1f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
               f"dp{est.layout.dp} mb{strategy.micro_batch} gb{workload.global_batch} {strategy.label.split()[0]} "

@@ -6,7 +6,18 @@ Engine x zero semantics:
 - deepspeed: zero 0-3 as DeepSpeed ZeRO stages; optimizer offload (stage >= 1), parameter offload (stage 3).
 - ddp:       zero 0 = DistributedDataParallel; zero 1 = DDP + torch ZeroRedundancyOptimizer.
 - fsdp:      FSDP2 `fully_shard`; zero 3 = reshard after forward (ZeRO-3-like),
-             zero 2 = keep parameters gathered between forward and backward (ZeRO-2-like).
+             zero 2 = keep parameters gathered between forward and backward (ZeRO-2-like);
+             CPU offload (`CPUOffloadPolicy`) moves parameters, gradients and the optimizer step to the host
+             together, so offload_params and offload_optimizer are both "cpu" or both "none".
+
+Execution options (defaults = what scalestudy's engines do; published runs set what their software did):
+- attention:         "flash" (FlashAttention / SDPA, no stored probabilities) or "eager" (materialised softmax).
+- sequence_parallel: Megatron sequence parallelism when tp > 1 (Korthikanti et al. 2022).
+- overlap_grad_comm: data-parallel gradient reduction overlaps the backward pass (bucketed), or runs after it.
+- pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
+                     (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2).
+- stage_layers:      explicit layers per pipeline stage (sum = the model's layers); empty = even split with the
+                     remainder spread over the first stages (`stage_split`).
 """
 
 from __future__ import annotations
@@ -20,12 +31,16 @@ Engine = Literal["deepspeed", "fsdp", "ddp"]
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp32"]
+Attention = Literal["flash", "eager"]
+PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 
 ENGINES = ("deepspeed", "fsdp", "ddp")
 OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp32")
 ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}
+ATTENTIONS = ("flash", "eager")
+PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
 
 @dataclass(frozen=True)
@@ -41,8 +56,16 @@ class Strategy:
     micro_batch: int = 1
     recompute: Recompute = "none"
     precision: Precision = "bf16"
+    attention: Attention = "flash"
+    sequence_parallel: bool = True  # only meaningful when tp > 1
+    overlap_grad_comm: bool = True
+    pp_schedule: PipelineSchedule = "1f1b"
+    virtual_stages: int = 1  # model chunks per pipeline device (interleaved schedule only)
+    stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
 
     def __post_init__(self) -> None:
+        if not isinstance(self.stage_layers, tuple):
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))  # lists from YAML/JSON
         if self.engine not in ENGINES:
             raise ScalestudyError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
         if self.zero not in ZERO_STAGES[self.engine]:
@@ -53,18 +76,64 @@ class Strategy:
             ("offload_params", self.offload_params, OFFLOADS),
             ("recompute", self.recompute, RECOMPUTES),
             ("precision", self.precision, PRECISIONS),
+            ("attention", self.attention, ATTENTIONS),
+            ("pp_schedule", self.pp_schedule, PP_SCHEDULES),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
-        for name in ("tp", "pp", "micro_batch"):
-            if getattr(self, name) < 1:
-                raise ScalestudyError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.offload_optimizer != "none" and not (self.engine == "deepspeed" and self.zero >= 1):
-            raise ScalestudyError("optimizer offload needs DeepSpeed ZeRO stage 1, 2 or 3")
-        if self.offload_params != "none" and not (self.engine == "deepspeed" and self.zero == 3):
-            raise ScalestudyError("parameter offload needs DeepSpeed ZeRO stage 3")
+        for name in ("sequence_parallel", "overlap_grad_comm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("tp", "pp", "micro_batch", "virtual_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ScalestudyError(f"{name} must be an integer >= 1, got {value!r}")
+        self._check_offload()
+        self._check_pipeline()
         if self.pp > 1 and self.engine == "deepspeed" and self.zero >= 2:
             raise ScalestudyError("pipeline parallelism is incompatible with ZeRO stage 2/3 (DeepSpeed allows 0-1)")
+
+    def _check_offload(self) -> None:
+        if self.engine == "fsdp":
+            if (self.offload_optimizer, self.offload_params) not in (("none", "none"), ("cpu", "cpu")):
+                raise ScalestudyError("FSDP offloads parameters and optimizer to the CPU together: set both "
+                                      "offload_params and offload_optimizer to cpu (no nvme)")
+            return
+        if self.offload_optimizer != "none" and not (self.engine == "deepspeed" and self.zero >= 1):
+            raise ScalestudyError("optimizer offload needs DeepSpeed ZeRO stage 1, 2 or 3 (or FSDP with "
+                                  "parameter offload)")
+        if self.offload_params != "none" and not (self.engine == "deepspeed" and self.zero == 3):
+            raise ScalestudyError("parameter offload needs DeepSpeed ZeRO stage 3 (or FSDP with optimizer offload)")
+
+    def _check_pipeline(self) -> None:
+        if self.pp_schedule == "interleaved":
+            if self.pp < 2:
+                raise ScalestudyError("the interleaved pipeline schedule needs pp >= 2")
+            if self.virtual_stages < 2:
+                raise ScalestudyError("the interleaved pipeline schedule needs virtual_stages >= 2")
+        elif self.virtual_stages != 1:
+            raise ScalestudyError(f"virtual_stages {self.virtual_stages} needs pp_schedule interleaved")
+        if self.stage_layers:
+            if len(self.stage_layers) != self.pp:
+                raise ScalestudyError(f"stage_layers lists {len(self.stage_layers)} stages, pp is {self.pp}")
+            if any(not isinstance(n, int) or isinstance(n, bool) or n < self.virtual_stages
+                   for n in self.stage_layers):
+                raise ScalestudyError(f"every pipeline stage needs at least {self.virtual_stages} layer(s) "
+                                      f"(stage_layers {','.join(map(str, self.stage_layers))})")
+
+    def stage_split(self, num_layers: int) -> tuple[int, ...]:
+        """Layers held by each pipeline stage: `stage_layers`, or an even split with the remainder on the first
+        stages (e.g. 30 layers over pp 4 -> 8, 8, 7, 7). Raises ScalestudyError when the counts cannot work."""
+        if self.stage_layers:
+            if sum(self.stage_layers) != num_layers:
+                raise ScalestudyError(f"stage_layers sum to {sum(self.stage_layers)}, the model has {num_layers} "
+                                      "layers")
+            return self.stage_layers
+        if num_layers < self.pp * self.virtual_stages:
+            raise ScalestudyError(f"{num_layers} layers cannot fill pp {self.pp} x virtual_stages "
+                                  f"{self.virtual_stages} model chunks")
+        base, extra = divmod(num_layers, self.pp)
+        return tuple(base + (1 if k < extra else 0) for k in range(self.pp))
 
     @property
     def label(self) -> str:
@@ -76,10 +145,27 @@ class Strategy:
         if self.offload_params != "none":
             base += f"+param{self.offload_params}"
         rc = "" if self.recompute == "none" else f" rc-{self.recompute}"
-        return f"{base} tp{self.tp} pp{self.pp} mb{self.micro_batch}{rc} {self.precision}"
+        return f"{base} tp{self.tp} pp{self.pp} mb{self.micro_batch}{rc} {self.precision}{self._options_label()}"
+
+    def _options_label(self) -> str:
+        """Non-default execution options only, so default strategies keep their short label."""
+        parts = []
+        if self.attention != "flash":
+            parts.append(f"attn-{self.attention}")
+        if self.tp > 1 and not self.sequence_parallel:
+            parts.append("no-sp")
+        if not self.overlap_grad_comm:
+            parts.append("sync-grad")
+        if self.pp > 1 and self.pp_schedule != "1f1b":
+            parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
+        if self.stage_layers:
+            parts.append("stages " + "/".join(map(str, self.stage_layers)))
+        return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["stage_layers"] = list(self.stage_layers)  # JSON/YAML have lists, not tuples
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Strategy:
@@ -140,8 +226,8 @@ def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gp
         raise ScalestudyError(f"tp {strategy.tp} does not divide {gpus_per_node} devices per node")
     if num_heads and num_heads % strategy.tp:
         raise ScalestudyError(f"{num_heads} attention heads are not divisible by tp {strategy.tp}")
-    if num_layers and num_layers % strategy.pp:
-        raise ScalestudyError(f"{num_layers} layers are not divisible by pp {strategy.pp}")
+    if num_layers:
+        strategy.stage_split(num_layers)  # raises when the layers cannot be spread over the stages
     dp = world_size // model_par
     per_step = strategy.micro_batch * dp
     if global_batch % per_step:

@@ -1,0 +1,57 @@
+"""Strategy execution options: validation, defaults (today's behaviour), label and dict round trip."""
+
+import json
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.strategy import Strategy, resolve_layout
+
+
+def test_defaults_keep_todays_behaviour_and_label():
+    s = Strategy(tp=2, micro_batch=4)
+    assert (s.attention, s.sequence_parallel, s.overlap_grad_comm) == ("flash", True, True)
+    assert (s.pp_schedule, s.virtual_stages, s.stage_layers) == ("1f1b", 1, ())
+    assert s.label == "ds-z0 tp2 pp1 mb4 bf16"
+
+
+def test_options_appear_in_label_and_round_trip_through_json():
+    s = Strategy(engine="ddp", tp=8, pp=4, attention="eager", sequence_parallel=False, overlap_grad_comm=False,
+                 pp_schedule="interleaved", virtual_stages=2, stage_layers=(10, 10, 10, 10))
+    assert s.label.endswith("attn-eager no-sp sync-grad interleaved-v2 stages 10/10/10/10")
+    back = Strategy.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s and isinstance(back.stage_layers, tuple)
+    assert Strategy.from_dict({"zero": 2}) == Strategy(zero=2)  # rows stored before the new fields
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"attention": "sdpa"}, "unknown attention 'sdpa'"),
+    ({"pp_schedule": "zb"}, "unknown pp_schedule 'zb'"),
+    ({"pp": 4, "pp_schedule": "interleaved"}, "needs virtual_stages >= 2"),
+    ({"pp_schedule": "interleaved", "virtual_stages": 2}, "needs pp >= 2"),
+    ({"pp": 2, "virtual_stages": 2}, "virtual_stages 2 needs pp_schedule interleaved"),
+    ({"virtual_stages": 0}, "virtual_stages must be an integer >= 1"),
+    ({"pp": 2, "stage_layers": (3, 3, 3)}, "lists 3 stages, pp is 2"),
+    ({"pp": 2, "stage_layers": (0, 6)}, "at least 1 layer"),
+    ({"sequence_parallel": "yes"}, "sequence_parallel must be true or false"),
+    ({"engine": "fsdp", "zero": 3, "offload_optimizer": "cpu"}, "FSDP offloads parameters and optimizer"),
+    ({"engine": "fsdp", "zero": 3, "offload_optimizer": "nvme", "offload_params": "nvme"}, "no nvme"),
+    ({"engine": "ddp", "offload_optimizer": "cpu"}, "optimizer offload needs DeepSpeed"),
+])
+def test_invalid_options_are_one_line_errors(kwargs, match):
+    with pytest.raises(ScalestudyError, match=match):
+        Strategy(**kwargs)
+
+
+def test_fsdp_cpu_offload_is_allowed():
+    s = Strategy(engine="fsdp", zero=3, offload_optimizer="cpu", offload_params="cpu")
+    assert s.label.startswith("fsdp-z3+optcpu+paramcpu")
+
+
+def test_stage_split_spreads_the_remainder_or_takes_explicit_counts():
+    assert Strategy(pp=4).stage_split(30) == (8, 8, 7, 7)
+    assert Strategy(pp=2, stage_layers=(11, 13)).stage_split(24) == (11, 13)
+    with pytest.raises(ScalestudyError, match="cannot fill pp 4 x virtual_stages 2"):
+        Strategy(pp=4, pp_schedule="interleaved", virtual_stages=2).stage_split(6)
+    # layer counts need not divide pp any more
+    assert resolve_layout(Strategy(pp=4), 8, 16, num_layers=30).pp == 4
