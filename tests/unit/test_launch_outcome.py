@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalestudy.study.classify import classify, tail
+from scalestudy.launch.outcome import classify_outcome as classify, tail
 
 
 def test_outcomes():

@@ -1,7 +1,7 @@
 """Start one trial process: apply the memory cap and the parent-death signal, then exec the trial command.
 
-Used as `python -m scalestudy.study.launch MEMORY_LIMIT_BYTES PARENT_PID -- CMD...` by the local executor (instead of
-a `preexec_fn`, which is unsafe while the runner's progress display has threads running).
+Used as `python -m scalestudy.launch.capped_exec MEMORY_LIMIT_BYTES PARENT_PID -- CMD...` by the trial process
+(launch/process.py; instead of a `preexec_fn`, which is unsafe while the runner's progress display has threads running).
 - MEMORY_LIMIT_BYTES > 0 sets RLIMIT_AS (address space) for the trial and every process it starts, so a trial
   that needs more fails with an out-of-memory error (how tests force an OOM without filling the machine).
 - PR_SET_PDEATHSIG: if the runner dies (even by SIGKILL) the trial receives SIGTERM instead of running on as an
@@ -31,7 +31,7 @@ def _set_parent_death_signal(parent_pid: int) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 4 or argv[2] != "--":
-        sys.exit("usage: python -m scalestudy.study.launch MEMORY_LIMIT_BYTES PARENT_PID -- CMD...")
+        sys.exit("usage: python -m scalestudy.launch.capped_exec MEMORY_LIMIT_BYTES PARENT_PID -- CMD...")
     limit, parent, cmd = int(argv[0]), int(argv[1]), argv[3:]
     if limit > 0:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

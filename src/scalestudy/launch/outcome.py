@@ -1,4 +1,4 @@
-"""Classify a finished trial process as OK / OOM / FAILED / TIMEOUT, keeping the tail of its output.
+"""How a finished trial process ended: OK / OOM / FAILED / TIMEOUT, keeping the tail of its output.
 
 OOM is recognised from the text engines print (PyTorch "CUDA out of memory" / OutOfMemoryError, the CPU
 allocator's "can't allocate memory", Python's MemoryError, std::bad_alloc, the contract's "out of memory" line
@@ -40,7 +40,7 @@ def killed_by_sigkill(returncode: int | None, output: str) -> bool:
     return returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) or bool(SIGKILL_TEXT.search(output))
 
 
-def classify(returncode: int | None, output: str, *, timed_out: bool, has_summary: bool,
+def classify_outcome(returncode: int | None, output: str, *, timed_out: bool, has_summary: bool,
              memory_capped: bool = False) -> Outcome:
     """The outcome of one trial from its exit status, its output and whether it wrote summary.json."""
     if timed_out:

@@ -215,7 +215,7 @@ class TrainRunner:
         command = trial_command(self.spec.study, trial, tdir)
         # As the study's local executor does: memory cap and parent-death signal through its launcher, a session
         # of its own, and a per-trial environment marker to find ranks torchrun starts in sessions of their own.
-        launcher = [sys.executable, "-m", "scalestudy.study.launch", str(trial.memory_limit_bytes),
+        launcher = [sys.executable, "-m", "scalestudy.launch.capped_exec", str(trial.memory_limit_bytes),
                     str(os.getpid()), "--"]
         started = time.time()
         with open(tdir / "train.log", "wb") as log:

@@ -75,7 +75,7 @@ class LocalExecutor:
         tdir.mkdir(parents=True)
         write_train_config(self.spec, trial, tdir)
         command = trial_command(self.spec, trial, tdir)
-        launcher = [sys.executable, "-m", "scalestudy.study.launch", str(trial.memory_limit_bytes),
+        launcher = [sys.executable, "-m", "scalestudy.launch.capped_exec", str(trial.memory_limit_bytes),
                     str(os.getpid()), "--"]
         log = open(tdir / "train.log", "wb")  # noqa: SIM115 - closed in _finish
         proc = subprocess.Popen(launcher + command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

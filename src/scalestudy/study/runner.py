@@ -27,7 +27,7 @@ import yaml
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.strategy import resolve_layout
 from scalestudy.study import env as envinfo
-from scalestudy.study.classify import classify
+from scalestudy.launch.outcome import classify_outcome
 from scalestudy.study.predict import param_count, predict, run_flops
 from scalestudy.study.spec import StudySpec, Trial, load_spec
 from scalestudy.study.store import STATUSES, Store
@@ -138,7 +138,7 @@ def trial_row(spec: StudySpec, trial: Trial, tdir: Path, *, returncode: int | No
     summary = _read_json(tdir / "summary.json")
     ok_summary = summary is not None and str(summary.get("status", "ok")).lower() == "ok"
     output = _read_tail(tdir / "train.log")
-    outcome = classify(returncode, output, timed_out=timed_out, has_summary=ok_summary,
+    outcome = classify_outcome(returncode, output, timed_out=timed_out, has_summary=ok_summary,
                        memory_capped=trial.memory_limit_bytes > 0)
     summary = summary or {}
     metrics = _read_metrics(tdir / "metrics.jsonl")

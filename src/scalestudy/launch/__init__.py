@@ -1,0 +1,8 @@
+"""Launching runs: the text that starts them and the processes that run them.
+
+    process.py      one trial as a process: start, watch (pruning callback), stop its whole tree, result
+    outcome.py      how a finished trial process ended: OK / OOM / FAILED / TIMEOUT
+    capped_exec.py  what runs first inside a trial process: memory cap and parent-death signal, then exec
+
+Standard library only: the study runner, tune and the hyperparameter search import it without torch.
+"""
