@@ -1,0 +1,350 @@
+"""RunConfig: the one description of a training run, from `train` flags, `train --config`, study/tune/search trials
+and `plan --emit` alike. Torch-free, so planning and study code build it without the engine.
+
+Sections (YAML keys), in the spirit of torchtitan's job config:
+
+    model:     {source: t5-tiny, dropout: 0.0}             # preset name or config.json path
+    strategy:  {engine: deepspeed, zero: 0, ..., precision: fp32}   # the one frozen `Strategy`, every field
+    workload:  {seq_len: 128, target_len: 0, global_batch: 0, nproc: 1, nnodes: 1, steps: 100}
+    optimizer: {lr: 1.0e-3, min_lr_ratio: 0.1, warmup_steps: 10, decay: cosine, weight_decay: 0.01,
+                beta1: 0.9, beta2: 0.999, grad_clip: 1.0, seed: 1234}
+    data:      {objective: span, files: [], text_field: text, lexicon: null, tokenizer: null, vocab_size: 8192}
+    output:    {dir: runs/train, resume: false, save_every: 0, timing_warmup: 2, progress: true}
+
+Derived values are resolved in one place, `RunConfig.resolved()`:
+- target_len 0 = the decoder length span corruption of seq_len needs (T5: density 0.15, mean span 3; 512 -> 114);
+  causal models have none (0). `estimate`, `plan` and `train` all default --target-len this way.
+- global_batch 0 = micro_batch x data-parallel degree (no gradient accumulation).
+Flat option names (`lr`, `engine`, `seq_len`, `output`, ...: the `train` flags) map onto the sections through
+`FLAT_KEYS`; `train --config` also reads the older flat YAML files that way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
+from scalestudy.yamlfile import read_yaml
+
+OBJECTIVES = ("span", "knowledge", "causal")
+DECAYS = ("cosine", "linear", "constant")
+SPAN_NOISE_DENSITY = 0.15  # T5 pre-training (Raffel et al. 2020); the data pipeline's defaults
+SPAN_MEAN_LENGTH = 3.0
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    source: str = "t5-tiny"  # preset name or a Hugging Face config.json path
+    dropout: float = 0.0  # T5 v1.1 / mT5 pre-training used none; also keeps engines bit-comparable
+
+
+@dataclass(frozen=True)
+class WorkloadSection:
+    seq_len: int = 128  # encoder (or decoder-only) length in tokens
+    target_len: int = 0  # decoder length of span/knowledge objectives; 0 -> what span corruption of seq_len needs
+    global_batch: int = 0  # sequences per optimizer step; 0 -> micro_batch x dp (no accumulation)
+    nproc: int = 1  # ranks per node
+    nnodes: int = 1
+    steps: int = 100  # optimizer steps in total (resumed ones included)
+
+
+@dataclass(frozen=True)
+class OptimizerSection:
+    """AdamW, linear warm-up, then decay to min_lr_ratio x lr at the last step."""
+
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 10
+    decay: str = "cosine"
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # 0 disables clipping
+    seed: int = 1234  # weights and data order
+
+
+@dataclass(frozen=True)
+class DataSection:
+    objective: str = "span"  # span, knowledge (encoder-decoder) or causal (decoder-only)
+    files: tuple[str, ...] = ()  # empty -> the bundled corpus
+    text_field: str = "text"
+    lexicon: str | None = None
+    tokenizer: str | None = None  # tokenizer.json; trained on the corpus when None
+    vocab_size: int = 8192
+
+
+@dataclass(frozen=True)
+class OutputSection:
+    dir: str = "runs/train"
+    resume: bool = False
+    save_every: int = 0  # 0 -> only the final checkpoint
+    timing_warmup: int = 2  # measured steps excluded from the summary medians
+    progress: bool = True
+    crash_after_step: int = 0  # tests only: die hard right after this step (after its checkpoint)
+
+
+# The one default strategy of a run: Strategy's own defaults, in fp32 (CPUs here have no fast bf16 matmul, and
+# an fp32 run is valid on every device).
+DEFAULT_STRATEGY = Strategy(precision="fp32")
+
+SECTIONS: dict[str, type] = {"model": ModelSection, "workload": WorkloadSection, "optimizer": OptimizerSection,
+                             "data": DataSection, "output": OutputSection}
+
+
+def _flat_keys() -> dict[str, tuple[str, str]]:
+    """Flat option name (train flag) -> (section, field). Strategy fields keep their names, so new ones flow."""
+    keys = {name: ("strategy", name) for name in Strategy.__dataclass_fields__}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            keys.setdefault(f.name, (section, f.name))
+    keys.update({"model": ("model", "source"), "data": ("data", "files"), "output": ("output", "dir"),
+                 "warmup": ("output", "timing_warmup")})
+    for renamed in ("source", "files", "dir", "timing_warmup"):
+        keys.pop(renamed, None)
+    return keys
+
+
+FLAT_KEYS = _flat_keys()
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelSection = field(default_factory=ModelSection)
+    strategy: Strategy = DEFAULT_STRATEGY
+    workload: WorkloadSection = field(default_factory=WorkloadSection)
+    optimizer: OptimizerSection = field(default_factory=OptimizerSection)
+    data: DataSection = field(default_factory=DataSection)
+    output: OutputSection = field(default_factory=OutputSection)
+
+    # ---- construction ------------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: dict | None) -> RunConfig:
+        """Nested mapping (the YAML shape) or, for compatibility, the flat option names."""
+        raw = dict(raw or {})
+        if raw and not _is_nested(raw):
+            return cls().with_flat(raw)
+        unknown = set(raw) - {"strategy", *SECTIONS}
+        if unknown:
+            raise ScalestudyError(f"unknown run-config section(s): {', '.join(sorted(unknown))} "
+                                  f"(sections: model, strategy, workload, optimizer, data, output)")
+        parts = {}
+        for name in ("strategy", *SECTIONS):
+            value = raw.get(name) or {}
+            if not isinstance(value, dict):
+                raise ScalestudyError(f"run-config section {name} must be a mapping, got {value!r}")
+            parts[name] = value
+        return cls().with_flat({_flat_name(section, key): v for section, value in parts.items()
+                                for key, v in value.items()})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RunConfig:
+        data = read_yaml(path, "config file")
+        if data is not None and not isinstance(data, dict):
+            raise ScalestudyError(f"config file {path} must hold a mapping of sections (model, strategy, workload, "
+                                  "optimizer, data, output)")
+        return cls.from_dict(data)
+
+    @classmethod
+    def merged(cls, yaml_path: str | None, flags: dict) -> RunConfig:
+        """Defaults <- YAML file <- explicit flags (flat names; None means 'not given')."""
+        base = cls.from_yaml(yaml_path) if yaml_path else cls()
+        return base.with_flat({k: v for k, v in flags.items() if v is not None})
+
+    def with_flat(self, options: dict) -> RunConfig:
+        """A copy with flat options (`lr`, `engine`, `output`, ...) applied; unknown names are one-line errors."""
+        options = {str(k).replace("-", "_"): v for k, v in options.items()}
+        unknown = sorted(k for k in options if k not in FLAT_KEYS)
+        if unknown:
+            raise ScalestudyError(f"unknown training option(s): {', '.join(unknown)}")
+        grouped: dict[str, dict] = {}
+        for key, value in options.items():
+            section, name = FLAT_KEYS[key]
+            grouped.setdefault(section, {})[name] = value
+        changes = {}
+        for section, values in grouped.items():
+            current = getattr(self, section)
+            if section == "strategy":
+                try:
+                    changes[section] = Strategy.from_dict({**_plain(current.to_dict()), **values})
+                except TypeError as exc:
+                    raise ScalestudyError(f"bad strategy options: {exc}") from None
+                continue
+            changes[section] = dataclasses.replace(current, **_typed(type(current), values))
+        return dataclasses.replace(self, **changes)
+
+    def replace(self, **flat) -> RunConfig:
+        """Shorthand for `with_flat`: cfg.replace(output="DIR", steps=4)."""
+        return self.with_flat(flat)
+
+    def to_dict(self) -> dict:
+        """The nested YAML shape (plain lists and scalars)."""
+        return {name: _plain(dataclasses.asdict(getattr(self, name)))
+                for name in ("model", "strategy", "workload", "optimizer", "data", "output")}
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def write_yaml(self, path: str | Path) -> Path:
+        from scalestudy.atomicfile import write_text_atomic
+
+        return write_text_atomic(Path(path), self.to_yaml())
+
+    # ---- derived values (the one place) ------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.workload.nproc * self.workload.nnodes
+
+    @property
+    def is_causal(self) -> bool:
+        return self.data.objective == "causal"
+
+    def model_spec(self) -> ModelSpec:
+        return get_model(self.model.source)
+
+    @property
+    def display_name(self) -> str:
+        return self.model_spec().name
+
+    def resolved(self) -> RunConfig:
+        """Fill the derived values: target length and global batch (see the module docstring)."""
+        target = resolve_target_len(self.data.objective, self.workload.seq_len, self.workload.target_len)
+        gb = self.workload.global_batch or self.strategy.micro_batch * max(
+            1, self.world_size // (self.strategy.tp * self.strategy.pp))
+        return dataclasses.replace(self, workload=dataclasses.replace(self.workload, target_len=target,
+                                                                      global_batch=gb))
+
+    def to_workload(self) -> Workload:
+        w = self.resolved().workload
+        return Workload(global_batch=w.global_batch, seq_len=w.seq_len, target_len=w.target_len)
+
+    def layout(self) -> Layout:
+        return resolve_layout(self.strategy, self.world_size, self.to_workload().global_batch)
+
+    # ---- validation --------------------------------------------------------------------------------------
+    def validate(self, *, cuda: bool = False) -> tuple[ModelSpec, Strategy, Workload, Layout]:
+        """Check everything checkable before any process starts; one-line ScalestudyError otherwise."""
+        w, o, d = self.workload, self.optimizer, self.data
+        for name in ("steps", "nproc", "nnodes", "seq_len"):
+            if getattr(w, name) < 1:
+                raise ScalestudyError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(w, name)}")
+        for section, name in (("workload", "global_batch"), ("workload", "target_len"),
+                              ("optimizer", "warmup_steps"), ("output", "timing_warmup"),
+                              ("output", "save_every"), ("output", "crash_after_step")):
+            value = getattr(getattr(self, section), name)
+            if value < 0:
+                flag = "warmup" if name == "timing_warmup" else name.replace("_", "-")
+                raise ScalestudyError(f"--{flag} must be >= 0, got {value}")
+        if d.objective not in OBJECTIVES:
+            raise ScalestudyError(f"unknown objective {d.objective!r} (choose from {', '.join(OBJECTIVES)})")
+        if o.decay not in DECAYS:
+            raise ScalestudyError(f"unknown decay {o.decay!r} (choose from {', '.join(DECAYS)})")
+        if o.lr <= 0 or not 0 <= o.min_lr_ratio <= 1:
+            raise ScalestudyError("--lr must be > 0 and min_lr_ratio within [0, 1]")
+        if d.vocab_size < 1:
+            raise ScalestudyError(f"--vocab-size must be >= 1, got {d.vocab_size}")
+        spec = self.model_spec()
+        strategy = self.strategy
+        if spec.is_encoder_decoder and self.is_causal:
+            raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
+        if not spec.is_encoder_decoder and not self.is_causal:
+            raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
+        if strategy.tp > 1 or strategy.pp > 1:
+            raise ScalestudyError("tp/pp > 1: the Hugging Face models trained here have no tensor/pipeline-parallel "
+                                  "implementation (the cost model and planner still reason about them); use tp=pp=1")
+        if strategy.recompute == "selective":
+            raise ScalestudyError("--recompute selective is not available for Hugging Face models "
+                                  "(they checkpoint whole layers): use none or full")
+        if strategy.offload_optimizer == "nvme" or strategy.offload_params == "nvme":
+            raise ScalestudyError("NVMe offload is not supported by `scalestudy train`: use --offload-optimizer cpu")
+        if not cuda and strategy.precision != "fp32":
+            # Decision: refuse rather than silently fall back: a bf16 run on these CPUs is ~100x slower than fp32
+            # (no native bf16/fp16 matmul), so its throughput numbers would be meaningless.
+            raise ScalestudyError(f"--precision {strategy.precision} needs a GPU (CPUs here have no native "
+                                  f"{strategy.precision} matmul, ~100x slower than fp32): use --precision fp32")
+        if strategy.precision == "fp16" and strategy.engine != "deepspeed":
+            raise ScalestudyError("fp16 needs loss scaling, which scalestudy runs through DeepSpeed: use --engine "
+                                  "deepspeed, or bf16 with ddp/fsdp")
+        if w.global_batch and w.global_batch < strategy.micro_batch:
+            raise ScalestudyError(f"--global-batch {w.global_batch} is smaller than --micro-batch "
+                                  f"{strategy.micro_batch}")
+        workload = self.to_workload()
+        layout = resolve_layout(strategy, self.world_size, workload.global_batch)
+        return spec, strategy, workload, layout
+
+
+def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:
+    """The decoder length of a run: 0 for causal models, `target_len` when given, else what T5 span corruption of
+    `seq_len` needs (the data pipeline builds exactly that length)."""
+    if objective == "causal":
+        return 0
+    if target_len:
+        return target_len
+    return span_target_len(seq_len)
+
+
+def span_target_len(seq_len: int) -> int:
+    """Targets length of T5 span corruption whose inputs fill `seq_len` (512 -> 114, as published)."""
+    from scalestudy.engine.data.span_corruption import compute_input_and_target_lengths  # numpy-only
+
+    return compute_input_and_target_lengths(max(seq_len, 4), SPAN_NOISE_DENSITY, SPAN_MEAN_LENGTH)[1]
+
+
+def _is_nested(raw: dict) -> bool:
+    nested = {"strategy", *SECTIONS}
+    return any(k in nested and isinstance(v, dict) for k, v in raw.items()) or (
+        set(raw) <= nested and all(v is None or isinstance(v, dict) for v in raw.values()))
+
+
+def _flat_name(section: str, key: str) -> str:
+    """The flat option name of (section, key) (e.g. (output, dir) -> output)."""
+    key = str(key).replace("-", "_")
+    for flat, (sec, name) in FLAT_KEYS.items():
+        if sec == section and name == key:
+            return flat
+    raise ScalestudyError(f"unknown key {key!r} in run-config section {section}")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _typed(cls: type, values: dict) -> dict:
+    """Check and coerce one section's values against its field types; one-line errors."""
+    out = {}
+    types = {f.name: str(f.type) for f in fields(cls)}
+    for name, value in values.items():
+        kind = types[name]
+        if kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ScalestudyError(f"option {name} must be an integer, got {value!r}")
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ScalestudyError(f"option {name} must be a number, got {value!r}")
+            try:  # YAML 1.1 reads `1e-3` (no dot) as a string
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ScalestudyError(f"option {name} must be a number, got {value!r}") from None
+        if kind == "bool" and not isinstance(value, bool):
+            raise ScalestudyError(f"option {name} must be true or false, got {value!r}")
+        if kind == "str" and not isinstance(value, str):
+            raise ScalestudyError(f"option {name} must be a string, got {value!r}")
+        if kind == "str | None" and value is not None and not isinstance(value, str):
+            raise ScalestudyError(f"option {name} must be a path, got {value!r}")
+        if kind.startswith("tuple"):
+            value = (value,) if isinstance(value, str) else value
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise ScalestudyError(f"option {name} must be a list of paths, got {value!r}")
+            value = tuple(value)
+        out[name] = value
+    return out
