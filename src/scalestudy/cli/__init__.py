@@ -41,10 +41,32 @@ def _register() -> None:
     from scalestudy.cli import costmodel, plan, scaling, study, train  # noqa: F401
 
 
+def _print_error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {' '.join(message.split())}", highlight=False, soft_wrap=True,
+                      markup=True)
+
+
+def _usage_error(exc: typer.TyperException) -> str:
+    """Click's usage error as one line (its default is a 5-6 line box), pointing at the command's --help."""
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return f"{exc.format_message()}{hint}"
+
+
 def main(argv: list[str] | None = None) -> None:
     _register()
     try:
-        app(args=argv, prog_name="scalestudy")
+        code = app(args=argv, prog_name="scalestudy", standalone_mode=False)
+    except typer.TyperException as exc:  # usage errors (typer's click)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `scalestudy` or `scalestudy study`: the help
+            exc.show()
+        else:
+            _print_error(_usage_error(exc))
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        _print_error("aborted")
+        sys.exit(130)
     except ScalestudyError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _print_error(str(exc))
+        sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
