@@ -9,7 +9,7 @@ import pytest
 from scalestudy.errors import ScalestudyError
 from scalestudy.search.hyperparams import Pruned, TrialFailed, parse_search, run_search
 from scalestudy.scaling.trend import power_trend
-from scalestudy.study.predict import param_count
+from scalestudy.study.predict import trial_param_count
 
 
 def _spec(trials=10, **search):
@@ -36,7 +36,7 @@ class Synthetic:
 
     def __call__(self, trial, report):
         self.calls += 1
-        n = param_count(trial)
+        n = trial_param_count(trial)
         quality = 1 + 2 * math.log(trial.lr / best_lr(n)) ** 2 + (1.0 if trial.precision == "bf16" else 0.0)
         quality += 0.05 * (trial.global_batch == 4)
         for pct in range(20, 101, 20):
@@ -58,8 +58,17 @@ def test_search_finds_planted_optimum_prunes_and_extrapolates(tmp_path):
         assert best["params"]["precision"] == "fp32"
     lr_trend = result["trends"]["lr"]
     assert lr_trend["exponent"] == pytest.approx(-1.0, abs=0.4)
-    truth = best_lr(result["target_params"])
-    assert result["target_params"] > 1e10  # mt5-xxl, ~13B
+    from scalestudy.costmodel.params import param_count
+    from scalestudy.specs.model import get_model
+
+    target = float(param_count(get_model("mt5-xxl")))
+    assert result["target_params"] == lr_trend["target_params"] == target
+    # the extrapolation is the fitted line evaluated at the target, fitted on the proxies' best lr
+    assert lr_trend["target_value"] == pytest.approx(lr_trend["coef"] * target ** lr_trend["exponent"], rel=1e-9)
+    sizes = [m["params"] for m in result["models"]]
+    bests = [m["best"]["params"]["lr"] for m in result["models"]]
+    assert lr_trend["exponent"] == pytest.approx(power_trend(sizes, bests)["exponent"], rel=1e-12)
+    truth = best_lr(target)
     assert abs(math.log(lr_trend["target_value"] / truth)) < 2.5  # 340x beyond the largest proxy
     saved = json.loads((tmp_path / "search.json").read_text())
     assert saved["models"] == result["models"] and (tmp_path / "search.sqlite").is_file()

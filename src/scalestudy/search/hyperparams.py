@@ -39,16 +39,16 @@ import math
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from scalestudy.errors import ScalestudyError
-from scalestudy.yamlfile import read_yaml
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.errors import ScalestudyError
+from scalestudy.launch.process import start_trial, trial_environment
+from scalestudy.study.trials import trial_command, trial_dir, trial_row, write_train_config
+from scalestudy.yamlfile import read_yaml
 
 SPACE_KEYS = ("lr", "global_batch", "warmup_steps", "precision")
 SEARCH_KEYS = {"target_model", "trials_per_model", "budget_tokens", "min_resource", "reduction_factor", "seed",
@@ -191,20 +191,14 @@ def make_trial(spec: SearchSpec, base, *, lr: float, global_batch: int, warmup_s
 
 # ---- running one trial ---------------------------------------------------------------------------------------
 class TrainRunner:
-    """Runs a trial as a real `scalestudy train` process; `report(pct, loss) -> bool` says whether to stop it."""
+    """Runs a trial as a real `scalestudy train` trial process; `report(pct, loss) -> bool` says whether to stop it."""
 
     def __init__(self, spec: SearchSpec, out: Path, store, *, poll_s: float = 0.5, smooth: int = 5) -> None:
-        from scalestudy.study.runner import trial_env
-
         self.spec, self.out, self.store = spec, out, store
-        self.env = trial_env(spec.study, out)
+        self.env = trial_environment(spec.study.env)
         self.poll_s, self.smooth = poll_s, smooth
 
     def __call__(self, trial, report: Callable[[int, float], bool]) -> float:
-        from scalestudy.study.local import kill_group
-        from scalestudy.study.runner import (TRIAL_MARKER, kill_leftovers, trial_command, trial_dir, trial_row,
-                                             write_train_config)
-
         done = {r["trial_id"]: r for r in self.store.trials("OK")}
         if trial.trial_id in done and done[trial.trial_id].get("loss") is not None:
             return float(done[trial.trial_id]["loss"])  # resumed search: this exact trial already finished
@@ -212,26 +206,16 @@ class TrainRunner:
         shutil.rmtree(tdir, ignore_errors=True)  # a pruned or interrupted earlier attempt
         tdir.mkdir(parents=True)
         write_train_config(self.spec.study, trial, tdir)
-        command = trial_command(self.spec.study, trial, tdir)
-        # As the study's local executor does: memory cap and parent-death signal through its launcher, a session
-        # of its own, and a per-trial environment marker to find ranks torchrun starts in sessions of their own.
-        launcher = [sys.executable, "-m", "scalestudy.launch.capped_exec", str(trial.memory_limit_bytes),
-                    str(os.getpid()), "--"]
-        started = time.time()
-        with open(tdir / "train.log", "wb") as log:
-            proc = subprocess.Popen(launcher + command, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env={**self.env, TRIAL_MARKER: trial.trial_id},
-                                    cwd=str(tdir), start_new_session=True)
-            self.store.record_attempt(trial.trial_id, proc.pid, socket.gethostname())
-            pruned, timed_out = self._watch(proc, trial, tdir / "metrics.jsonl", report, started)
-            kill_group(proc.pid, grace_s=2.0 if (pruned or timed_out) else 0.5)  # leftovers, if any
-            returncode = proc.wait()
-            kill_leftovers(self.out, trial.trial_id)
+        process = start_trial(trial_command(self.spec.study, trial, tdir), tdir, trial_id=trial.trial_id,
+                              owner_dir=self.out, env=self.env, timeout_s=trial.timeout_s,
+                              memory_limit_bytes=trial.memory_limit_bytes)
+        self.store.record_attempt(trial.trial_id, process.pid, socket.gethostname())
+        reporter = LossReporter(trial.steps, report, self.smooth)
+        result = process.watch(reporter, poll_s=self.poll_s)
         shutil.rmtree(tdir / "checkpoints", ignore_errors=True)  # a search measures; checkpoints fill the disk
-        if pruned:
-            raise Pruned(f"pruned at {pruned}% of the token budget")
-        row, metrics = trial_row(self.spec.study, trial, tdir, returncode=returncode, timed_out=timed_out,
-                                 started=started, finished=time.time(), command=command, env=self.env)
+        if result.pruned:
+            raise Pruned(f"pruned at {reporter.pct}% of the token budget")
+        row, metrics = trial_row(self.spec.study, trial, result, self.env)
         self.store.record_trial(row, metrics)
         loss = row.get("loss")
         if row["status"] != "OK" or loss is None or not math.isfinite(loss):
@@ -239,38 +223,27 @@ class TrainRunner:
             raise TrialFailed(f"{row['status']}: {reason}")
         return float(loss)
 
-    def _watch(self, proc, trial, metrics_path: Path, report, started: float) -> tuple[int, bool]:
-        """Follow metrics.jsonl while the trial runs; report smoothed loss per percent of budget."""
-        offset, losses, last_pct = 0, [], 0
-        while True:
-            finished = proc.poll() is not None
-            try:
-                with open(metrics_path, "rb") as fh:
-                    fh.seek(offset)
-                    chunk = fh.read()
-            except OSError:
-                chunk = b""
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
-            offset += len(complete)
-            for line in complete.decode("utf-8", "replace").splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(row, dict) or "step" not in row or not isinstance(row.get("loss"), (int, float)):
-                    continue
-                losses.append(float(row["loss"]))
-                pct = min(PCT, int(PCT * int(row["step"]) / trial.steps))
-                value = sum(losses[-self.smooth:]) / len(losses[-self.smooth:])
-                if pct > last_pct and math.isfinite(value):
-                    last_pct = pct
-                    if pct < PCT and report(pct, value):
-                        return pct, False
-            if finished:
-                return 0, False
-            if time.time() - started > trial.timeout_s:
-                return 0, True
-            time.sleep(self.poll_s)
+
+class LossReporter:
+    """The trial watcher's callback: per metrics row, the smoothed loss at each new percent of the token budget
+    goes to `report(pct, loss)`; True (the pruner says stop) stops the trial, and `pct` says where."""
+
+    def __init__(self, steps: int, report: Callable[[int, float], bool], smooth: int) -> None:
+        self.steps, self.report, self.smooth = steps, report, smooth
+        self.losses: list[float] = []
+        self.pct = 0
+
+    def __call__(self, row: dict) -> bool:
+        if not isinstance(row.get("loss"), (int, float)):
+            return False
+        self.losses.append(float(row["loss"]))
+        pct = min(PCT, int(PCT * int(row["step"]) / self.steps))
+        window = self.losses[-self.smooth:]
+        value = sum(window) / len(window)
+        if pct <= self.pct or not math.isfinite(value):
+            return False
+        self.pct = pct
+        return pct < PCT and self.report(pct, value)
 
 
 # ---- the search ------------------------------------------------------------------------------------------------
@@ -431,7 +404,7 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
     `runner(trial, report) -> final loss` runs one trial (default: a real `scalestudy train` process); it raises
     `Pruned` when `report(pct, loss)` returns True, `TrialFailed` when the trial has no usable loss.
     """
-    from scalestudy.study.predict import param_count
+    from scalestudy.study.predict import trial_param_count
     from scalestudy.study.runner import open_study
 
     if not isinstance(spec, SearchSpec):
@@ -445,9 +418,9 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
         store.set_meta("search", spec.source)
         trial_runner = runner or TrainRunner(spec, out, store)
         studies, sizes, previous = {}, {}, None
-        bases = sorted(_base_trials(spec).items(), key=lambda kv: param_count(kv[1]) or 0)  # small to large
+        bases = sorted(_base_trials(spec).items(), key=lambda kv: trial_param_count(kv[1]))  # small to large
         for index, (model, base) in enumerate(bases):
-            sizes[model] = float(param_count(base) or 0.0)
+            sizes[model] = float(trial_param_count(base))
             studies[model] = search_model(spec, model, base, trial_runner, storage, index=index,
                                           warm_start=previous, log=log)
             previous = (_best(studies[model]) or {}).get("params")

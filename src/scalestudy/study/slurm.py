@@ -18,14 +18,16 @@ import time
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.study.runner import MARKER, StudyRun, filter_unfit, plan, train_config, trial_dir, trial_row
+from scalestudy.launch.process import DIR_MARKER, read_result
 from scalestudy.study.spec import StudySpec, Trial
 from scalestudy.study.store import Store
+from scalestudy.study.trials import train_config, trial_dir, trial_row
 
 WORKER_MODULE = "scalestudy.engine.train"  # the per-rank entry of `scalestudy train` (engine/launch.py)
 WORKER_CONFIG = "train_config.yaml"
 EXIT_FILE = "exit_code"
 TIMEOUT_RC = 124  # GNU timeout's status when the limit was hit
+SUBMITTED = ["sbatch", "(job array)"]  # the command recorded for a trial of a job array
 
 
 def _hms(seconds: float) -> str:
@@ -64,7 +66,7 @@ def render_script(spec: StudySpec, out: Path, nodes: int, gpus: int, trials: lis
     lines += [f"#SBATCH {arg}" for arg in cfg.get("sbatch_args", [])]
     ids = " ".join(t.trial_id for t in trials)
     timeouts = " ".join(str(int(math.ceil(t.timeout_s))) for t in trials)
-    env = {"OMP_NUM_THREADS": "1", **spec.env, MARKER: str(out)}
+    env = {"OMP_NUM_THREADS": "1", **spec.env, DIR_MARKER: str(out)}
     lines += [
         "set -uo pipefail",
         *[str(s) for s in cfg.get("setup", [])],
@@ -110,23 +112,16 @@ def write_scripts(spec: StudySpec, out: Path, trials: list[Trial]) -> list[tuple
     return scripts
 
 
-def dry_run(spec: StudySpec, out: Path, console=None) -> StudyRun:
-    """Write the scripts and print them; submit nothing."""
+def print_scripts(spec: StudySpec, out: Path, todo: list[Trial], unfit: list[str], console=None) -> None:
+    """Write the scripts of `todo` and print them (`study run --dry-run`); submit nothing."""
     from rich.console import Console
 
     console = console or Console()
-    todo = list(spec.trials)
-    if (out / "study.sqlite").is_file():
-        with Store(out) as store:
-            todo, _ = plan(spec, store)
-    todo, unfit = filter_unfit(spec, todo)
     for reason in unfit:
         console.print(f"# filtered (cost model: does not fit) {reason}", highlight=False)
-    scripts = write_scripts(spec, out, todo)
-    for path, members in scripts:
+    for path, members in write_scripts(spec, out, todo):
         console.print(f"# {path} ({len(members)} trials; submit with: sbatch {path})", highlight=False)
         console.print(path.read_text(), highlight=False, markup=False, soft_wrap=True)
-    return StudyRun(out=out, total=len(spec.trials), skipped_finished=len(spec.trials) - len(todo))
 
 
 def _read_exit(path: Path) -> tuple[int, float, float] | None:
@@ -151,8 +146,10 @@ def collect(out: Path, store: Store, spec: StudySpec | None = None) -> int:
         if trial.trial_id in done or info is None:
             continue
         rc, start, end = info
-        row, metrics = trial_row(spec, trial, tdir, returncode=rc, timed_out=rc == TIMEOUT_RC, started=start,
-                                 finished=end, command=["sbatch", "(job array)"], env=env)
+        result = read_result(tdir, trial_id=trial.trial_id, returncode=rc, timed_out=rc == TIMEOUT_RC,
+                             started=start, finished=end, command=SUBMITTED,
+                             memory_capped=trial.memory_limit_bytes > 0)
+        row, metrics = trial_row(spec, trial, result, env)
         store.record_trial(row, metrics)
         added += 1
     return added
@@ -175,8 +172,9 @@ def record_lost(out: Path, store: Store, spec: StudySpec, trial_ids: set[str]) -
         if trial.trial_id not in trial_ids or trial.trial_id in store.finished_ids():
             continue
         now = time.time()
-        row, metrics = trial_row(spec, trial, trial_dir(out, trial), returncode=None, timed_out=False, started=now,
-                                 finished=now, command=["sbatch", "(job array)"], env=store.get_meta("env", {}))
+        result = read_result(trial_dir(out, trial), trial_id=trial.trial_id, returncode=None, timed_out=False,
+                             started=now, finished=now, command=SUBMITTED, memory_capped=trial.memory_limit_bytes > 0)
+        row, metrics = trial_row(spec, trial, result, store.get_meta("env", {}))
         row["error_tail"] = ("the Slurm job ended without an exit code (cancelled, node failure or time limit)\n"
                              + (row.get("error_tail") or ""))
         row["status"] = "FAILED" if row["status"] == "OK" else row["status"]
