@@ -74,13 +74,29 @@ def test_report_files_and_units(tmp_path):
                             "predicted_vs_measured.png", "loss_curves.png"])
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+        import matplotlib.image
+
+        assert matplotlib.image.imread(p).shape[1] >= 1000  # 2x: 5-inch panels at 200 dpi
+    for svg in paths["svgs"]:
+        assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
     page = paths["html"].read_text()
-    assert page.count('src="data:image/png;base64,') == 6  # self-contained
+    assert page.count('src="data:image/svg+xml;base64,') == 6  # self-contained, vector
+    # alt text says what each plot shows, with its numbers (not a file name)
+    alts = re.findall(r'<img alt="([^"]+)"', page)
+    assert len(alts) == 6 and not any(a.endswith((".png", ".svg")) for a in alts)
+    assert any(a.startswith("Line chart of seconds per optimizer step against world size") and "ds-z2" in a
+               for a in alts)
+    assert any("Scatter plots, log axes" in a and "median error 10%" in a for a in alts)
+    # numeric columns right-aligned in both formats; text columns not
+    assert '<td class="num">' in page and "<td>t5-tiny</td>" in page
+    assert "|---|---|---:|---:|" in paths["md"].read_text()
     assert "<h2>Failures</h2>" in page and "DefaultCPUAllocator" in page
     md = paths["md"].read_text()
-    assert "![memory.png](plots/memory.png)" in md
+    assert re.search(r"!\[Bar chart of peak memory per rank \(MiB\)[^\]]*\]\(plots/memory\.png\)", md)
     assert "s/step (median)" in md and "(MiB)" in md and "nats/token" in md
-    assert "Scaling laws" in md and ("No scaling section" in md or "scaling" in md.lower())
+    # one model size, one compute budget: one line saying why, no empty "Scaling laws" heading
+    assert "## Scaling laws" not in md and "<h2>Scaling laws</h2>" not in page
+    assert re.search(r"No scaling-law section: compute law needs runs at 3 or more distinct compute budgets", md)
 
 
 def test_report_of_empty_study_is_a_clear_error(tmp_path):
@@ -100,5 +116,44 @@ def test_scaling_section_says_why_it_is_missing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(scaling, "report_section", refuses)
     md, page = scaling_section(tmp_path)
-    assert md == "_No scaling section: chinchilla law needs runs at 2 or more model sizes._"
-    assert "No scaling section: chinchilla law" in page
+    assert md == "_No scaling-law section: chinchilla law needs runs at 2 or more model sizes._"
+    assert "No scaling-law section: chinchilla law" in page
+
+
+def test_large_speed_ratios_read_as_multiples():
+    from scalestudy.report.findings import _faster, _slower
+
+    assert _faster(0.1, 0.342) == "3.4x faster"  # not "242% faster"
+    assert _faster(0.4, 0.5) == "25% faster" and _faster(1.0, 2.0) == "2x faster"
+    assert _slower(0.1, 0.25) == "2.5x slower"
+
+
+def test_coinciding_loss_curves_are_drawn_once_and_named_together():
+    from scalestudy.report.plots import _loss_label, coinciding, style
+
+    same = {s: 9.0 - s * 0.3 for s in range(1, 11)}
+    curves = {f"ds-z{z} ws1": dict(same) for z in range(4)}
+    curves["ddp ws1"] = {s: v + 0.5 for s, v in same.items()}
+    groups = coinciding(curves, tol=1e-3)
+    assert groups == [["ds-z0 ws1", "ds-z1 ws1", "ds-z2 ws1", "ds-z3 ws1"], ["ddp ws1"]]
+    assert _loss_label(groups[0]) == "ws1: ds-z0, ds-z1, ds-z2, ds-z3 (4 coincide)"
+    # every series differs in colour, marker and dash from its neighbour
+    a, b = style(0, 5), style(1, 5)
+    assert a["color"] != b["color"] and a["marker"] != b["marker"] and a["linestyle"] != b["linestyle"]
+    assert a["markersize"] > b["markersize"]  # the one drawn later, on top, is smaller: both stay visible
+
+
+def test_log_axis_labels_do_not_run_together():
+    from scalestudy.report.plots import _plt, log_ticks
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    ax.set_xscale("log")
+    ax.set_xlim(0.035, 0.6)  # 1.2 decades: matplotlib's default labels many minor ticks here
+    log_ticks(ax.xaxis, 0.035, 0.6)
+    fig.canvas.draw()
+    labels = [t for t in ax.get_xticklabels(which="both") if t.get_text() and 0.035 <= t.get_position()[0] <= 0.6]
+    boxes = sorted((t.get_window_extent().x0, t.get_window_extent().x1) for t in labels)
+    assert [t.get_text() for t in sorted(labels, key=lambda t: t.get_position()[0])] == ["0.05", "0.1", "0.2", "0.5"]
+    assert all(right < next_left for (_, right), (next_left, _) in zip(boxes, boxes[1:]))  # no overlap
+    plt.close(fig)

@@ -1,7 +1,8 @@
 """Automatic findings: sentences with the numbers behind them, computed from the OK trials.
 
 Conventions: times are medians of seconds per optimizer step after the timing warm-up; "A is X% faster than B"
-means B's seconds per step / A's - 1 (so X% more steps per second); memory is peak memory per rank.
+means B's seconds per step / A's - 1 (so X% more steps per second), and from twice as fast on the ratio itself reads
+better: "A is 3.4x faster" (B's seconds per step / A's = 3.4); memory is peak memory per rank.
 """
 
 from __future__ import annotations
@@ -21,9 +22,15 @@ def _signed(pct: float) -> str:
     return f"{round(pct):+d}%"
 
 
-def _faster(a: float, b: float) -> float:
-    """How much faster (%) a step time `a` is than `b`."""
-    return 100.0 * (b / a - 1.0)
+def _faster(a: float, b: float) -> str:
+    """How much faster a step time `a` is than `b`: '25% faster' below 2x, '3.4x faster' from 2x on."""
+    ratio = b / a
+    return f"{100.0 * (ratio - 1.0):.0f}% faster" if ratio < 2 else f"{ratio:.2g}x faster"
+
+
+def _slower(a: float, b: float) -> str:
+    """How much slower a step time `b` is than a faster `a`: '20% slower' below 2x, '3.4x slower' from 2x on."""
+    return _faster(a, b).replace("faster", "slower")
 
 
 def stage_comparisons(data: StudyData) -> list[str]:
@@ -40,13 +47,13 @@ def stage_comparisons(data: StudyData) -> list[str]:
             if at[fast] == at[slow]:
                 continue
             out.append(f"At {_ranks(n)} for {model}, {fast} is the fastest ({at[fast]:.3g} s/step) and {slow} the "
-                       f"slowest ({at[slow]:.3g} s/step): {fast} is {_faster(at[fast], at[slow]):.0f}% faster.")
+                       f"slowest ({at[slow]:.3g} s/step): {fast} is {_faster(at[fast], at[slow])}.")
             for two, three in (("ds-z2", "ds-z3"), ("fsdp-z2", "fsdp-z3")):
                 if two in at and three in at:
                     a, b = at[two], at[three]
-                    word, pct = ("faster", _faster(a, b)) if a <= b else ("slower", _faster(b, a))
-                    out.append(f"{two.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} is {pct:.0f}% "
-                               f"{word} than {three.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} at "
+                    how = _faster(a, b) if a <= b else _slower(b, a)
+                    out.append(f"{two.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} is {how} "
+                               f"than {three.replace('ds-z', 'ZeRO-').replace('fsdp-z', 'FSDP zero-')} at "
                                f"{_ranks(n)} for {model} ({a:.3g} vs {b:.3g} s/step).")
     return out
 

@@ -1,19 +1,18 @@
-"""`scalestudy report DIR`: DIR/report.html (self-contained: plots embedded as base64 PNG), DIR/report.md (plots
-linked from DIR/plots/) and DIR/plots/*.png, from the study's store. Files are written to temp and renamed.
+"""`scalestudy report DIR`: DIR/report.html (self-contained: plots embedded as SVG), DIR/report.md (plots linked
+from DIR/plots/ as 2x PNG) and DIR/plots/*.svg|png, from the study's store. Files are written to temp and renamed.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import inspect
 import os
 import time
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.report.findings import findings
-from scalestudy.report.plots import MIB, write_plots
+from scalestudy.report.plots import MIB, Plot, write_plots
 from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
 from scalestudy.atomicfile import write_text_atomic
 
@@ -24,8 +23,12 @@ CAPTIONS = {
     "memory.png": "Peak memory per rank by strategy and world size (bars measured, x = cost-model prediction of "
                   "the same quantity: model states on CPU, the device total on GPU).",
     "predicted_vs_measured.png": "Cost-model prediction vs measurement (time per step and memory per rank).",
-    "loss_curves.png": "Training loss per optimizer step (nats/token).",
+    "loss_curves.png": "Training loss per optimizer step (nats/token); runs whose curves coincide are drawn once and "
+                       "named together in the legend.",
 }
+SPREAD = " Points at the same world size are spread slightly sideways so that coinciding lines stay visible."
+for _name in ("step_time.png", "throughput.png", "scaling_efficiency.png"):
+    CAPTIONS[_name] += SPREAD
 # (column, header, format) of the trials table; None values print as "-".
 COLUMNS = (
     ("model", "model", "{}"), ("strategy", "strategy", "{}"), ("world_size", "ranks", "{}"),
@@ -34,6 +37,7 @@ COLUMNS = (
     ("peak_mem_bytes", "peak mem/rank (MiB)", "mib"), ("pred_step_s", "predicted s/step", "{:.3g}"),
     ("pred_mem_bytes", "predicted mem/rank (MiB)", "mib"), ("loss", "final loss (nats/token)", "{:.3f}"),
 )
+TEXT_COLUMNS = ("model", "strategy")  # every other column holds numbers: right-aligned so digits line up
 
 
 def _fmt(value, fmt: str) -> str:
@@ -50,36 +54,41 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
+NO_SECTION = "No scaling-law section: "
+
+
+def _no_section(reason: str) -> tuple[str, str]:
+    """One line in place of the section (no heading over nothing)."""
+    return f"_{NO_SECTION}{reason}._", f'<p class="meta">{html.escape(NO_SECTION + reason)}.</p>'
+
+
 def scaling_section(directory: Path) -> tuple[str, str]:
-    """(markdown, html) of the scaling-law section from `scalestudy.scaling.report_section`, or why there is none."""
+    """(markdown, html) of the scaling-law section from `scalestudy.scaling.report_section`, or one line saying why
+    there is none (starting with NO_SECTION)."""
+    from scalestudy.scaling import report_section
+
     try:
-        from scalestudy.scaling import report_section
-    except ImportError as exc:
-        reason = f"scalestudy.scaling.report_section is not available ({exc})"
-        return f"_No scaling section: {reason}._", f"<p><em>No scaling section: {html.escape(reason)}.</em></p>"
-    try:
-        params = inspect.signature(report_section).parameters
-        kwargs = {"plots_dir": directory / "plots"} if "plots_dir" in params else {}
-        section = report_section(directory, **kwargs)
+        section = report_section(directory, plots_dir=directory / "plots")
     except ScalestudyError as exc:
-        return f"_No scaling section: {exc}._", f"<p><em>No scaling section: {html.escape(str(exc))}.</em></p>"
+        return _no_section(str(exc))
     except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
-        reason = f"the scaling fit failed: {type(exc).__name__}: {_first_line(str(exc))}"
-        return f"_No scaling section: {reason}._", f"<p><em>No scaling section: {html.escape(reason)}.</em></p>"
-    if isinstance(section, str):
-        return section, f"<pre>{html.escape(section)}</pre>"
-    get = section.get if isinstance(section, dict) else lambda k, d=None: getattr(section, k, d)
-    md = get("markdown") or get("md") or ""
-    body = get("html") or (f"<pre>{html.escape(md)}</pre>" if md else "")
-    for png in get("plots", None) or []:
-        body += _img_tag(Path(png), Path(png).name)
+        return _no_section(f"the scaling fit failed: {type(exc).__name__}: {_first_line(str(exc))}")
+    if not section.fitted:  # only reasons to show: say them in one line instead of an empty-looking section
+        reason = "; ".join(section.not_fitted) or "no scaling law was fitted"
+        return _no_section(f"{reason} (runs at several model sizes and compute budgets, e.g. from "
+                           "`scalestudy search` or a study over several models, give one)")
+    md, body = section.markdown, section.html
+    for png in section.plots:
+        body += _img_tag(Path(png), f"Scaling-law fit: {Path(png).stem.replace('_', ' ')}")
         md += f"\n\n![{Path(png).name}]({os.path.relpath(png, directory)})"
     return md, body
 
 
-def _img_tag(path: Path, alt: str) -> str:
+def _img_tag(path: Path, alt: str, caption: str = "") -> str:
+    mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></figure>'
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return f'<figure><img alt="{html.escape(alt, quote=True)}" src="data:{mime};base64,{data}">{cap}</figure>'
 
 
 def _trial_rows(data: StudyData) -> list[list[str]]:
@@ -92,6 +101,14 @@ def _failure_rows(data: StudyData) -> list[list[str]]:
 
 
 FAIL_HEAD = ["outcome", "trial", "wall time (s)", "reason", "last lines of output"]
+TRIAL_NUMERIC = [h not in TEXT_COLUMNS for h, _, _ in COLUMNS]
+FAIL_NUMERIC = [h == "wall time (s)" for h in FAIL_HEAD]
+
+
+def _md_table(head: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:
+    """A Markdown table with numeric columns right-aligned (`---:`) and '|' in cells escaped."""
+    out = ["| " + " | ".join(head) + " |", "|" + "".join("---:|" if n else "---|" for n in numeric)]
+    return out + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
 
 
 def _env_line(data: StudyData) -> str:
@@ -103,24 +120,22 @@ def _env_line(data: StudyData) -> str:
             f"Python {env.get('python', '?')}; {versions}")
 
 
-def render_markdown(data: StudyData, lines: list[str], plots: list[Path], scaling_md: str) -> str:
+def render_markdown(data: StudyData, lines: list[str], plots: list[Plot], scaling_md: str) -> str:
     out = [f"# Study report: {data.name}", "", f"_{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
            f"{_env_line(data)}_", "", "## Findings", ""]
     out += [f"- {line}" for line in lines] + ["", "## Plots", ""]
     for p in plots:
-        out += [f"![{p.name}](plots/{p.name})", "", f"_{CAPTIONS.get(p.name, '')}_", ""]
-    out += ["## Trials (OK)", "", "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-            "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(r) + " |" for r in _trial_rows(data)]
+        out += [f"![{p.alt.replace(']', ')').replace('[', '(')}](plots/{p.name})", "",
+                f"_{CAPTIONS.get(p.name, '')}_", ""]
+    out += ["## Trials (OK)", ""] + _md_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC)
     out += ["", f"Memory: {MEMORY_CONVENTION}. MFU: model FLOPs (cost-model convention) / time / peak.", "",
             "## Failures", ""]
     fails = _failure_rows(data)
     if fails:
-        out += ["| " + " | ".join(FAIL_HEAD[:4]) + " |", "|---|---|---|---|"]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in r[:4]) + " |" for r in fails]
+        out += _md_table(FAIL_HEAD[:4], [r[:4] for r in fails], FAIL_NUMERIC[:4])
     else:
         out.append("None: every trial finished OK.")
-    out += ["", "## Scaling laws", "", scaling_md, ""]
+    out += ["", "## Scaling laws", "", scaling_md, ""] if _has_section(scaling_md) else ["", scaling_md, ""]
     return "\n".join(out)
 
 
@@ -128,29 +143,38 @@ CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
 color:#222;padding:0 1em} h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ccc;padding:.25em .5em;
-text-align:left;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right} figure{margin:1em 0}
-.figs{display:flex;flex-wrap:wrap;gap:1em} .figs figure{margin:0;max-width:100%}
+text-align:left;vertical-align:top} th{background:#f3f3f3} td.num,th.num{text-align:right;
+font-variant-numeric:tabular-nums;white-space:nowrap} figure{margin:1em 0}
+.figs{display:flex;flex-wrap:wrap;gap:1.5em 1em;align-items:flex-start} .figs figure{margin:0;display:table}
+.figs figcaption{display:table-caption;caption-side:bottom;padding-top:.3em} .scroll{overflow-x:auto}
+.trials td{white-space:nowrap}
 img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85em;color:#555} pre{white-space:pre-wrap;
 font-size:.8em;margin:0} .meta{color:#555;font-size:.9em} .OOM{color:#a0a} .FAILED{color:#c00} .TIMEOUT{color:#b80}
 """
 
 
-def _html_table(head: list[str], rows: list[list[str]], pre_last: bool = False) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+def _has_section(scaling: str) -> bool:
+    return NO_SECTION not in scaling
+
+
+def _html_table(head: list[str], rows: list[list[str]], numeric: list[bool], pre_last: bool = False,
+                css_class: str = "") -> str:
+    th = "".join(f'<th class="num">{html.escape(h)}</th>' if n else f"<th>{html.escape(h)}</th>"
+                 for h, n in zip(head, numeric))
     body = []
     for r in rows:
-        cells = [f"<td>{html.escape(c)}</td>" for c in r]
+        cells = [f'<td class="num">{html.escape(c)}</td>' if n else f"<td>{html.escape(c)}</td>"
+                 for c, n in zip(r, numeric)]
         if pre_last:
             cells[-1] = f"<td><pre>{html.escape(r[-1])}</pre></td>"
             cells[0] = f'<td class="{html.escape(r[0])}">{html.escape(r[0])}</td>'
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    cls = f' class="{css_class}"' if css_class else ""
+    return f'<div class="scroll"><table{cls}><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def render_html(data: StudyData, lines: list[str], plots: list[Path], scaling_html: str) -> str:
-    figs = "".join(
-        _img_tag(p, p.name).replace("</figure>", f"<figcaption>{html.escape(CAPTIONS.get(p.name, ''))}"
-                                                   "</figcaption></figure>") for p in plots)
+def render_html(data: StudyData, lines: list[str], plots: list[Plot], scaling_html: str) -> str:
+    figs = "".join(_img_tag(p.svg, p.alt, CAPTIONS.get(p.name, "")) for p in plots)
     fails = _failure_rows(data)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -159,12 +183,12 @@ def render_html(data: StudyData, lines: list[str], plots: list[Path], scaling_ht
         f'<p class="meta">{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}; {html.escape(_env_line(data))}</p>',
         "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>",
         "<h2>Plots</h2>" + (f'<div class="figs">{figs}</div>' if figs else "<p>No OK trial to plot.</p>"),
-        "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data)),
+        "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC, css_class="trials"),
         f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. MFU: model FLOPs (cost-model convention) / '
         "time / peak FLOP/s.</p>",
-        "<h2>Failures</h2>" + (_html_table(FAIL_HEAD, fails, pre_last=True) if fails
+        "<h2>Failures</h2>" + (_html_table(FAIL_HEAD, fails, FAIL_NUMERIC, pre_last=True) if fails
                                else "<p>None: every trial finished OK.</p>"),
-        "<h2>Scaling laws</h2>" + scaling_html,
+        ("<h2>Scaling laws</h2>" if _has_section(scaling_html) else "") + scaling_html,
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -186,5 +210,5 @@ def write_report(directory: str | Path) -> dict:
     scaling_md, scaling_html = scaling_section(directory)
     _write(directory / "report.md", render_markdown(data, lines, plots, scaling_md))
     _write(directory / "report.html", render_html(data, lines, plots, scaling_html))
-    return {"html": directory / "report.html", "md": directory / "report.md", "plots": plots,
-            "plots_dir": plots_dir, "findings": lines}
+    return {"html": directory / "report.html", "md": directory / "report.md", "plots": [p.png for p in plots],
+            "svgs": [p.svg for p in plots], "plots_dir": plots_dir, "findings": lines}

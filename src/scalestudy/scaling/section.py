@@ -23,10 +23,20 @@ from scalestudy.scaling.jumps import JumpFlag, detect_jumps
 from scalestudy.scaling.runs import Runs, load_runs
 
 
-class ScalingSection(NamedTuple):
+class _Parts(NamedTuple):
     markdown: str
     html: str
     pngs: list[Path]
+
+
+class ScalingSection(_Parts):
+    """Unpacks as (markdown, html, pngs); also says which laws were fitted and, one sentence each, why the others
+    were not (a report with no fitted law says so in one line instead of showing an empty-looking section)."""
+
+    def __new__(cls, markdown: str, html: str, pngs: list[Path], fitted=(), not_fitted=()):
+        self = super().__new__(cls, markdown, html, pngs)
+        self.fitted, self.not_fitted = tuple(fitted), tuple(not_fitted)
+        return self
 
     @property
     def plots(self) -> list[Path]:  # the name the report renderer looks for
@@ -193,15 +203,18 @@ def report_section(source, plots_dir: str | Path | None = None, *, laws=("comput
           f"(Hoffmann et al. 2022); {level:.0%} intervals from {n_boot} bootstrap refits (runs resampled, seed {seed})."]
     html.append(f"<p>{html_lib.escape(md[-1])}</p>")
     pngs: list[Path] = []
+    fitted, not_fitted = [], []
     for law in laws:
         try:
             result: Analysis = analyze(runs, law, target_params=target_params, target_tokens=target_tokens,
                                        budget_flops=budget_flops, n_boot=n_boot, seed=seed, level=level,
                                        flops_per_param_token=flops_per_param_token)
         except ScalestudyError as exc:
+            not_fitted.append(str(exc))
             md.append(f"### {law} law\n\n_Not fitted: {exc}._")
             html.append(f"<h3>{law} law</h3><p><em>Not fitted: {html_lib.escape(str(exc))}.</em></p>")
             continue
+        fitted.append(law)
         data = result.to_dict()
         head, rows = _coef_table(data)
         quality = (f"{data['n_runs']} runs; residual s.d. {data['fit']['residual_sd_log']:.3g} in log-loss "
@@ -225,4 +238,4 @@ def report_section(source, plots_dir: str | Path | None = None, *, laws=("comput
     html.append(f"<h3>Smooth trend or jump?</h3><p>{html_lib.escape(intro)}</p>"
                 + (_html_table(head, rows) if rows else "")
                 + "<ul>" + "".join(f"<li>{html_lib.escape(n)}</li>" for n in notes) + "</ul>")
-    return ScalingSection("\n\n".join(md).strip() + "\n", "\n".join(html), pngs)
+    return ScalingSection("\n\n".join(md).strip() + "\n", "\n".join(html), pngs, tuple(fitted), tuple(not_fitted))
