@@ -45,6 +45,10 @@ def fit(
             k = float(flops_per_param_token)
         except ValueError:
             raise ScalestudyError(f"--flops-per-param-token must be a number or 'auto', got {flops_per_param_token!r}") from None
+    if plot is not None:
+        from scalestudy.outputs import check_output_file
+
+        check_output_file(plot, "--plot", (".png",))
     result = analyze(source, law, target_params=target_params, target_tokens=target_tokens,
                      budget_flops=budget_flops, n_boot=bootstrap, seed=seed, level=level, flops_per_param_token=k)
     if plot is not None:

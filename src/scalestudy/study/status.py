@@ -9,11 +9,14 @@ from scalestudy.study.store import Store
 
 def status(directory: str | Path) -> dict:
     directory = Path(directory)
-    with Store(directory, create=False) as store:
-        if store.get_meta("executor") == "slurm":
-            from scalestudy.study.slurm import collect
+    with Store(directory, create=False) as store:  # read-only: works on a study the user cannot write
+        slurm = store.get_meta("executor") == "slurm"
+    if slurm:  # collecting Slurm results from shared storage writes them into the store
+        from scalestudy.study.slurm import collect
 
+        with Store(directory, create=False, readonly=False) as store:
             collect(directory, store)
+    with Store(directory, create=False) as store:
         planned = store.get_meta("trial_ids", [])
         finished = store.trials()
         done = {t["trial_id"] for t in finished}

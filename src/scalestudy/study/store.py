@@ -25,6 +25,7 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote
 
 from scalestudy.errors import ScalestudyError
 
@@ -113,20 +114,30 @@ def store_path(study_dir: str | Path) -> Path:
 class Store:
     """A study's SQLite store. `Store(path)` takes the .sqlite file or the study directory."""
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, readonly: bool | None = None) -> None:
+        """`create=False`: the store must exist and is opened read-only (unless `readonly=False`), so readers
+        work on studies they cannot write and never modify them. An existing file that is not an intact study
+        store (empty, not SQLite, corrupt, another program's database, missing columns) is refused, never written."""
         path = Path(path)
         if path.is_dir() or path.suffix != ".sqlite":
             path = store_path(path)
-        if not create and not path.is_file():
+        readonly = not create if readonly is None else readonly
+        if path.exists() and not path.is_file():
+            raise ScalestudyError(f"{path} is not a file, so not a study store")
+        if (readonly or not create) and not path.is_file():
             raise ScalestudyError(f"no study store at {path} (run `scalestudy study run SPEC --output DIR` first)")
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so each trial is one explicit transaction.
-        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        if path.is_file():
+            self.conn = _open_existing(path, readonly)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so each trial is one explicit transaction.
+            self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.executescript(_SCHEMA)
+        if not readonly:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.executescript(_SCHEMA)
 
     def close(self) -> None:
         self.conn.close()
@@ -220,6 +231,49 @@ class Store:
         columns = {"trials": list(TRIAL_COLUMNS),
                    "metrics": ["trial_id", *METRIC_COLUMNS, "data"]}.get(table, list(rows[0]) if rows else [])
         return export_rows(rows, columns, Path(out))
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+# Columns the readers (status, export, report, fit) and the runner rely on: a store without them is refused.
+REQUIRED_TRIAL_COLUMNS = ("trial_id", "status", "label", "model", "params", "tokens", "flops", "loss", "engine",
+                          "zero", "world_size", "steps", "step_s", "tokens_per_s", "error_tail", "started_at")
+
+
+def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
+    """Connect to an existing store after checking it is one; ScalestudyError (one line) otherwise."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_HEADER))
+    if not head:
+        raise ScalestudyError(f"{path} is an empty file, not a study store")
+    if head != SQLITE_HEADER:
+        raise ScalestudyError(f"{path} is not a study store (not an SQLite database)")
+    uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rw'}"
+    if readonly and not Path(f"{path}-wal").exists():
+        # No -wal file: no writer has the store open (WAL keeps it while any connection is open). Reading it as
+        # immutable creates no -wal/-shm beside it (a plain read-only WAL open would) and works in a directory the
+        # user cannot write. A runner starting meanwhile only appends to its WAL; it checkpoints into this file
+        # after ~1000 pages or at exit, far beyond the milliseconds a read takes.
+        uri += "&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise sqlite3.DatabaseError(check)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(trials)")}
+    except sqlite3.DatabaseError as exc:
+        raise ScalestudyError(f"{path} is corrupt or unreadable, not a usable study store "
+                              f"({str(exc).splitlines()[0]})") from None
+    if "trials" not in tables or "meta" not in tables:
+        conn.close()
+        found = f"its tables: {', '.join(sorted(tables))}" if tables else "it holds no tables"
+        raise ScalestudyError(f"{path} is not a study store ({found})")
+    missing = [c for c in REQUIRED_TRIAL_COLUMNS if c not in columns]
+    if missing:
+        conn.close()
+        raise ScalestudyError(f"{path}: the trials table lacks column(s) {', '.join(missing)}; not a study store "
+                              "this version can use")
+    return conn
 
 
 def _num(v: Any) -> float | None:
