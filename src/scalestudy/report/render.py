@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.outputs import check_output_dir
 from scalestudy.report.findings import findings
 from scalestudy.report.plots import MIB, Plot, write_plots
 from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
@@ -204,6 +205,7 @@ def write_report(directory: str | Path) -> dict:
     data = load(directory)
     if not data.trials:
         raise ScalestudyError(f"study {directory} has no finished trial yet: nothing to report")
+    check_output_dir(directory, "report: study directory")  # before any plot is written
     plots_dir = directory / "plots"
     plots = write_plots(data, plots_dir)
     lines = findings(data)
