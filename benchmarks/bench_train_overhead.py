@@ -43,19 +43,20 @@ def minimal_loop(cfg, prepared, ctx) -> list[float]:
     import torch
 
     from scalestudy.engine.backends.common import make_adamw, make_scheduler
-    from scalestudy.engine.backends.deepspeed import ds_config
+    from scalestudy.engine.settings import adamw_params, deepspeed_config
     from scalestudy.engine.data.pipeline import BatchStream
     from scalestudy.engine.models import build_model
 
     _, strategy, _, layout = cfg.validate()
-    model = build_model(cfg.model_spec(), seed=cfg.seed)
-    optimizer = make_adamw(model.parameters(), cfg)
+    model = build_model(cfg.model_spec(), seed=cfg.optimizer.seed)
+    optimizer = make_adamw(model.parameters(), adamw_params(cfg))
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
                                            lr_scheduler=make_scheduler(optimizer, cfg),
-                                           config=ds_config(cfg, strategy, layout), dist_init_required=False)
-    stream = BatchStream(prepared, cfg.micro_batch, dp_rank=ctx.rank, dp_size=layout.dp, seed=cfg.seed)
+                                           config=deepspeed_config(cfg, cuda=ctx.device.type == "cuda"),
+                                           dist_init_required=False)
+    stream = BatchStream(prepared, strategy.micro_batch, dp_rank=ctx.rank, dp_size=layout.dp, seed=cfg.optimizer.seed)
     ends = []
-    for _ in range(cfg.steps):
+    for _ in range(cfg.workload.steps):
         for _ in range(layout.grad_accum):
             batch = next(stream)
             ids = torch.as_tensor(batch["input_ids"])
@@ -77,15 +78,15 @@ def worker(args: argparse.Namespace) -> None:
 
     import torch.distributed as dist
 
-    from scalestudy.engine.config import TrainConfig
+    from scalestudy.specs.run import RunConfig
     from scalestudy.engine.train import load_data, run_training, setup_distributed, teardown_distributed
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     ctx = setup_distributed()
     out = Path(args.out)
-    cfg = TrainConfig(model=args.model, engine="deepspeed", zero=args.zero, nproc=args.nproc, steps=args.steps,
-                      micro_batch=args.micro_batch, seq_len=args.seq_len, target_len=args.target_len, seed=1,
-                      progress=False, warmup=args.warmup, output=str(out))
+    cfg = RunConfig().replace(model=args.model, engine="deepspeed", zero=args.zero, nproc=args.nproc,
+                              steps=args.steps, micro_batch=args.micro_batch, seq_len=args.seq_len,
+                              target_len=args.target_len, seed=1, progress=False, warmup=args.warmup, output=str(out))
     prepared = load_data(cfg, ctx, out)
     rounds = []
     for r in range(args.rounds):

@@ -15,16 +15,17 @@ import sys
 import warnings
 from pathlib import Path
 
-from scalestudy.engine.config import TrainConfig
+from scalestudy.specs.run import RunConfig
 from scalestudy.engine.train import SimulatedCrash, load_data, run_training, setup_distributed, teardown_distributed
 
 STEPS = int(os.environ.get("WORKER_STEPS", "5"))
 
 
-def base_config(out: Path, engine: str, zero: int, **changes) -> TrainConfig:
-    cfg = TrainConfig(model="t5-tiny", engine=engine, zero=zero, nproc=int(os.environ["WORLD_SIZE"]), steps=STEPS,
-                      micro_batch=1, global_batch=4, seq_len=64, target_len=16, lr=1e-3, warmup_steps=2, warmup=1,
-                      seed=7, progress=False, tokenizer=str(out / "tokenizer.json"), output=str(out / f"{engine}{zero}"))
+def base_config(out: Path, engine: str, zero: int, **changes) -> RunConfig:
+    cfg = RunConfig().replace(model="t5-tiny", engine=engine, zero=zero, nproc=int(os.environ["WORLD_SIZE"]),
+                              steps=STEPS, micro_batch=1, global_batch=4, seq_len=64, target_len=16, lr=1e-3,
+                              warmup_steps=2, warmup=1, seed=7, progress=False, tokenizer=str(out / "tokenizer.json"),
+                              output=str(out / f"{engine}{zero}"))
     return cfg.replace(**changes)
 
 
@@ -39,20 +40,20 @@ def main() -> None:
         engine, zero, *extra = item.split(":")
         cfg = base_config(out, engine, int(zero))
         if "full" in extra:
-            cfg = cfg.replace(recompute="full", output=cfg.output + "-recompute")
+            cfg = cfg.replace(recompute="full", output=cfg.output.dir + "-recompute")
         if "offload" in extra:
-            cfg = cfg.replace(offload_optimizer="cpu", output=cfg.output + "-offload")
+            cfg = cfg.replace(offload_optimizer="cpu", output=cfg.output.dir + "-offload")
         if mode == "losses":
             summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
             if ctx.is_main:
                 results[item] = {"losses": summary["losses"], "peak_mem_bytes": summary["peak_mem_bytes"]}
             continue
-        full = run_training(cfg.replace(output=cfg.output + "-full"), ctx, prepared)
+        full = run_training(cfg.replace(output=cfg.output.dir + "-full"), ctx, prepared)
         try:
-            run_training(cfg.replace(output=cfg.output + "-killed", save_every=3, crash_after_step=3), ctx, prepared)
+            run_training(cfg.replace(output=cfg.output.dir + "-killed", save_every=3, crash_after_step=3), ctx, prepared)
         except SimulatedCrash:
             pass
-        resumed = run_training(cfg.replace(output=cfg.output + "-killed", resume=True), ctx, prepared)
+        resumed = run_training(cfg.replace(output=cfg.output.dir + "-killed", resume=True), ctx, prepared)
         if ctx.is_main:
             results[item] = {"full": full["losses"], "resumed": resumed["losses"],
                              "resumed_from": resumed["resumed_from_step"]}

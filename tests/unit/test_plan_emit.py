@@ -1,56 +1,92 @@
-"""Emitted files for a strategy: DeepSpeed JSON, FSDP/DDP settings, train config, launch scripts (pure checks)."""
+"""Emitted files: the run's config, its engine settings (the builder training uses) and launch scripts that pass
+`bash -n` and shellcheck, for CPU and GPU plans, one or many nodes, and `train --print-launch`."""
 
 import json
+import shutil
+import subprocess
 
 import pytest
 import yaml
 
-from scalestudy.engine.config import TrainConfig
-from scalestudy.plan.emit import deepspeed_config, emit, train_options, trainable
-from scalestudy.specs.model import get_model
+from scalestudy.cli import main
+from scalestudy.engine.settings import deepspeed_config
+from scalestudy.plan.emit import emit, trainable
+from scalestudy.specs.run import RunConfig
 from scalestudy.specs.strategy import Strategy, Workload
 
+SCRIPTS = ("launch_single_node.sh", "launch_multi_node.sh", "launch_slurm.sbatch")
 
-def test_deepspeed_config_keys_follow_the_strategy():
-    s = Strategy(engine="deepspeed", zero=3, offload_optimizer="cpu", offload_params="cpu", micro_batch=4,
-                 precision="fp16", recompute="full")
-    cfg = deepspeed_config(s, Workload(256, 512, 128), dp=32, grad_accum=2)
+
+def check_scripts(paths) -> None:
+    """Every script parses (bash -n) and is shellcheck clean (shellcheck is a CI dependency, .ci/run)."""
+    assert shutil.which("shellcheck"), "shellcheck missing: apt-get install shellcheck"
+    for path in paths:
+        parsed = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert parsed.returncode == 0, (path, parsed.stderr)
+        checked = subprocess.run(["shellcheck", "--shell=bash", str(path)], capture_output=True, text=True)
+        assert checked.returncode == 0, (path, checked.stdout)
+
+
+def test_deepspeed_json_follows_the_run():
+    run = RunConfig.build("mt5-xxl", Strategy(zero=3, offload_optimizer="cpu", offload_params="cpu", micro_batch=4,
+                                             precision="fp16"), Workload(256, 512, 128), nproc=8, nnodes=4,
+                          lr=2e-4, grad_clip=0.5)
+    cfg = deepspeed_config(run, cuda=True)
     assert (cfg["train_batch_size"], cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]) == \
         (256, 4, 2)
     z = cfg["zero_optimization"]
-    assert z["stage"] == 3 and z["offload_optimizer"]["device"] == "cpu" and z["offload_param"]["device"] == "cpu"
-    assert cfg["fp16"]["enabled"] and not cfg["bf16"]["enabled"]
-    assert cfg["optimizer"]["type"] == "AdamW" and "torch_adam" not in cfg["optimizer"]["params"]
-    z0 = deepspeed_config(Strategy(zero=0, precision="fp32"), Workload(8, 64, 16), dp=2, grad_accum=4, cpu=True)
-    assert z0["zero_optimization"] == {"stage": 0} and z0["optimizer"]["params"]["torch_adam"] is True
-    with pytest.raises(AssertionError):
-        deepspeed_config(Strategy(micro_batch=3), Workload(8, 64, 16), dp=2, grad_accum=1)
+    assert z["stage"] == 3 and z["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    assert z["overlap_comm"] is True and cfg["fp16"]["enabled"] and "bf16" not in cfg
+    assert cfg["optimizer"] == {"type": "AdamW", "params": {"lr": 2e-4, "betas": [0.9, 0.999], "eps": 1e-8,
+                                                             "weight_decay": 0.01}}
+    assert cfg["gradient_clipping"] == 0.5
+    cpu = deepspeed_config(run.replace(offload_optimizer="none", offload_params="none", zero=2), cuda=False)
+    assert cpu["zero_optimization"] == {"stage": 2, "overlap_comm": False} and "optimizer" not in cpu
 
 
-def test_emit_writes_a_train_config_that_train_accepts(tmp_path):
-    model = get_model("t5-tiny")
-    s = Strategy(engine="fsdp", zero=3, micro_batch=2, precision="fp32", recompute="full")
-    w = Workload(8, 64, 16)
-    paths = emit(tmp_path, model, s, w, dp=2, grad_accum=2, gpus_per_node=2, nnodes=1, cpu=True, steps=5)
-    assert set(paths) == {"fsdp_config.json", "train_config.yaml", "launch_single_node.sh", "launch_multi_node.sh",
-                          "launch_slurm.sbatch"}
-    fsdp = json.loads(paths["fsdp_config.json"].read_text())
-    assert fsdp["reshard_after_forward"] is True and fsdp["gradient_accumulation_steps"] == 2
-    cfg = TrainConfig.from_dict(yaml.safe_load(paths["train_config.yaml"].read_text()))
-    spec, strategy, workload, layout = cfg.validate(cuda=False)
-    assert strategy == s and workload.global_batch == 8 and (layout.dp, layout.grad_accum) == (2, 2)
+@pytest.mark.parametrize("engine, zero, cuda, nnodes", [("fsdp", 3, False, 1), ("deepspeed", 2, True, 4),
+                                                         ("ddp", 1, False, 2)])
+def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, cuda, nnodes):
+    s = Strategy(engine=engine, zero=zero, micro_batch=2, precision="bf16" if cuda else "fp32", recompute="full")
+    run = RunConfig.build("t5-tiny", s, Workload(8 * nnodes, 64, 16), nproc=2, nnodes=nnodes, steps=5)
+    paths = emit(tmp_path, run, cuda=cuda)
+    settings_file = {"fsdp": "fsdp_config.json", "deepspeed": "ds_config.json", "ddp": "ddp_config.json"}[engine]
+    assert set(paths) == {settings_file, "train_config.yaml", *SCRIPTS}
+    cfg = RunConfig.from_yaml(paths["train_config.yaml"])
+    spec, strategy, workload, layout = cfg.validate(cuda=cuda)
+    assert strategy == s and workload.global_batch == 8 * nnodes and (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
+    assert json.loads(paths[settings_file].read_text())["gradient_accumulation_steps"] == 2
+    sbatch = paths["launch_slurm.sbatch"].read_text()
+    assert ("--gpus-per-node=2" in sbatch) == cuda and ("--cpus-per-task=2" in sbatch) != cuda
+    assert str(paths["train_config.yaml"].resolve()) in sbatch  # absolute: submit from any directory
     single = paths["launch_single_node.sh"].read_text()
-    assert "export OMP_NUM_THREADS" in single and "export DS_ACCELERATOR" in single
-    assert paths["launch_single_node.sh"].stat().st_mode & 0o111
-    assert not list(tmp_path.glob("*.tmp"))
+    assert ("export OMP_NUM_THREADS" in single) != cuda and paths["launch_single_node.sh"].stat().st_mode & 0o111
+    check_scripts(paths[name] for name in SCRIPTS)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_trainable_names_what_train_cannot_run():
-    model, w = get_model("mt5-xxl"), Workload(256, 512, 128)
-    ok = train_options(model, Strategy(engine="deepspeed", zero=2, micro_batch=4), w, nproc=8, nnodes=4)
-    assert trainable(ok, cuda=True) is None
-    tp = train_options(model, Strategy(tp=2, micro_batch=4), w, nproc=8, nnodes=4)
-    assert "tp/pp" in trainable(tp, cuda=True)
-    sel = train_options(model, Strategy(recompute="selective", micro_batch=4), w, nproc=8, nnodes=4)
-    assert "selective" in trainable(sel, cuda=True)
-    assert "GPU" in trainable(ok, cuda=False)  # bf16 on these CPUs is refused
+    w = Workload(256, 512, 128)
+
+    def run(**strategy):
+        return RunConfig.build("mt5-xxl", Strategy(micro_batch=4, **strategy), w, nproc=8, nnodes=4)
+
+    assert trainable(run(zero=2), cuda=True) is None
+    assert "tp/pp" in trainable(run(tp=2), cuda=True)
+    assert "selective" in trainable(run(recompute="selective"), cuda=True)
+    assert "GPU" in trainable(run(zero=2), cuda=False)  # bf16 on these CPUs is refused
+
+
+def test_train_print_launch_writes_the_same_files(tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", "t5-tiny", "--seq-len", "64", "--nnodes", "2", "--nproc", "8", "--micro-batch", "4",
+              "--precision", "bf16", "--output", str(out), "--print-launch"])
+    assert exc.value.code in (0, None)
+    printed = capsys.readouterr().out
+    assert "torchrun --nnodes 2 --nproc-per-node 8" in printed and "#SBATCH --nodes=2" in printed
+    cfg = RunConfig.from_yaml(out / "train_config.yaml")
+    assert cfg.workload.target_len == 14 and cfg.output.dir == str(out)  # resolved: span need of 64 tokens
+    assert json.loads((out / "ds_config.json").read_text()) == deepspeed_config(cfg, cuda=True)
+    check_scripts(out / name for name in SCRIPTS)
+    assert yaml.safe_load((out / "train_config.yaml").read_text())["workload"]["global_batch"] == 64

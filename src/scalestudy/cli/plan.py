@@ -114,7 +114,8 @@ def plan(
     cluster: Optional[str] = typer.Option(None, help="Cluster YAML (overrides --gpu/--nodes/--gpus-per-node)."),
     global_batch: int = typer.Option(..., help="Global batch in sequences per optimizer step."),
     seq_len: int = typer.Option(..., help="Encoder (or decoder-only) sequence length in tokens."),
-    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default seq_len/4."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default: what T5 span "
+                                                        "corruption of --seq-len needs (512 -> 114)."),
     train_tokens: float = typer.Option(0.0, help="Tokens to train, for time-to-train and device-hours."),
     objective: str = typer.Option("throughput", help="throughput | time | cost (device-hours) | min-nodes."),
     min_throughput: Optional[float] = typer.Option(None, help="Tokens/s the plan must reach (min-nodes)."),
@@ -132,6 +133,13 @@ def plan(
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
     emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
     train_steps: int = typer.Option(1000, help="Optimizer steps written into the emitted train config."),
+    data: Optional[list[str]] = typer.Option(None, help="With --emit: corpus file(s) the emitted run trains on."),
+    tokenizer: Optional[str] = typer.Option(None, help="With --emit: tokenizer.json of the emitted run."),
+    text_field: Optional[str] = typer.Option(None, help="With --emit: text field of JSONL/Parquet corpora."),
+    lexicon: Optional[str] = typer.Option(None, help="With --emit: lexicon of the knowledge objective."),
+    vocab_size: Optional[int] = typer.Option(None, help="With --emit: vocabulary of a tokenizer trained on the data."),
+    train_objective: Optional[str] = typer.Option(None, help="With --emit: span, knowledge or causal (default: span "
+                                                             "for encoder-decoder, causal for decoder-only)."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result (schema: docs/plan-schema.md)."),
     no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
 ) -> None:
@@ -139,13 +147,14 @@ def plan(
     from scalestudy.plan.planner import OBJECTIVES, plan as run_plan
     from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import resolve_target_len
     from scalestudy.specs.strategy import Workload
 
     if objective not in OBJECTIVES:
         raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
     spec = get_model(model)
     clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
-    tlen = (target_len if target_len is not None else max(1, seq_len // 4)) if spec.is_encoder_decoder else 0
+    tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
     prec = precision or default_precision(clus.device)
     clus.device.peak(prec)  # clear error when the device lacks the precision
@@ -154,40 +163,19 @@ def plan(
                              vary_nodes=max_nodes is not None)
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
-    note = emit_winner(emit_dir, spec, clus, result, train_steps) if emit_dir else None
+    note = None
+    if emit_dir:
+        from scalestudy.plan.emit import emit_best_runnable
+
+        options = {"steps": train_steps, "data": data or None, "tokenizer": tokenizer, "text_field": text_field,
+                   "lexicon": lexicon, "vocab_size": vocab_size, "objective": train_objective}
+        note = emit_best_runnable(emit_dir, model, clus, result, **{k: v for k, v in options.items() if v is not None})
     if as_json:
         print(json.dumps(result.to_json(top), indent=2))
         return
     print_plan(result, clus, top)
     if note:
         print(note)
-
-
-def emit_winner(out_dir: str, spec, cluster, result, steps: int) -> str:
-    """Emit the best strategy `scalestudy train` can run (usually the winner); return a line saying which."""
-    from scalestudy.plan.emit import emit, train_options, trainable
-
-    cuda = cluster.device.kind != "cpu"
-    chosen, reasons = None, []
-    for rank, c in enumerate(result.candidates, 1):
-        opts = train_options(spec, c.strategy, result.workload, nproc=cluster.gpus_per_node, nnodes=c.nodes)
-        reason = trainable(opts, cuda=cuda)
-        if reason is None:
-            chosen = (rank, c)
-            break
-        reasons.append(reason)
-    if chosen is None:
-        raise ScalestudyError(f"no feasible strategy is runnable by `scalestudy train` ({reasons[0]})")
-    rank, best = chosen
-    record = {"model": spec.name, "cluster": cluster.to_dict(), "rank": rank, **best.to_dict()}
-    emit(out_dir, spec, best.strategy, result.workload, dp=best.point.dp, grad_accum=best.point.grad_accum,
-         gpus_per_node=cluster.gpus_per_node, nnodes=best.nodes, cpu=not cuda, steps=steps, plan_record=record)
-    if rank == 1:
-        return f"Wrote configs and launch commands for the winner, {best.strategy.label}, to {out_dir}"
-    slower = (1 - best.estimate.tokens_per_s / result.best.estimate.tokens_per_s) * 100
-    return (f"The winner is not runnable by `scalestudy train` ({reasons[0]}); wrote configs and launch commands "
-            f"for the best runnable strategy, #{rank} {best.strategy.label} ({slower:.1f}% fewer tokens/s), "
-            f"to {out_dir}")
 
 
 @app.command()
@@ -226,7 +214,8 @@ def tune(
     nproc: int = typer.Option(2, help="Ranks on this machine."),
     global_batch: int = typer.Option(..., help="Global batch in sequences per optimizer step."),
     seq_len: int = typer.Option(128, help="Encoder (or decoder-only) length in tokens."),
-    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default seq_len/4."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default: what T5 span "
+                                                        "corruption of --seq-len needs (512 -> 114)."),
     output: str = typer.Option(..., help="Directory for the profile, trials, tune.json and tune.md."),
     budget_s: float = typer.Option(900.0, help="Wall-clock budget for calibration + trials (s)."),
     steps: int = typer.Option(8, help="Optimizer steps per trial."),
@@ -257,7 +246,9 @@ def tune(
     from scalestudy.specs.strategy import Workload
 
     spec = get_model(model)
-    tlen = (target_len if target_len is not None else max(1, seq_len // 4)) if spec.is_encoder_decoder else 0
+    from scalestudy.specs.run import resolve_target_len
+
+    tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
     if nproc < 1 or steps <= warmup:
         raise ScalestudyError("--nproc must be >= 1 and --steps larger than --warmup")

@@ -36,7 +36,8 @@ def train(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (metrics.jsonl, summary.json, "
                                                                       "tb/, checkpoints/)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from DIR's latest checkpoint."),
-    config: Optional[Path] = typer.Option(None, help="YAML file of options (flags override it)."),
+    config: Optional[Path] = typer.Option(None, help="RunConfig YAML (sections model, strategy, workload, optimizer, "
+                                                     "data, output; flat option names also read); flags override it."),
     lr: Optional[float] = typer.Option(None, help="Peak learning rate (AdamW)."),
     warmup_steps: Optional[int] = typer.Option(None, help="Learning-rate warm-up steps (linear)."),
     decay: Optional[str] = typer.Option(None, help="Learning-rate decay after warm-up: cosine, linear, constant."),
@@ -50,12 +51,13 @@ def train(
     text_field: Optional[str] = typer.Option(None, help="Text field of JSONL/Parquet corpora."),
     vocab_size: Optional[int] = typer.Option(None, help="Vocabulary of a tokenizer trained on the corpus."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar (a line every 10%)."),
-    print_launch: bool = typer.Option(False, "--print-launch", help="Print the multi-node torchrun and Slurm "
-                                                                    "commands for this config; run nothing."),
+    print_launch: bool = typer.Option(False, "--print-launch", help="Write DIR/train_config.yaml and the launch "
+                                                                    "scripts (single node, multi-node torchrun, "
+                                                                    "Slurm) for this config, print them; run nothing."),
     gpus_per_node: Optional[int] = typer.Option(None, help="With --print-launch: ranks per node (default --nproc)."),
 ) -> None:
     """Train a model with one Strategy; writes DIR/metrics.jsonl, DIR/tb, DIR/checkpoints and DIR/summary.json."""
-    from scalestudy.engine.config import TrainConfig
+    from scalestudy.specs.run import RunConfig
 
     flags = {
         "model": model, "engine": engine, "zero": zero, "offload_optimizer": offload_optimizer,
@@ -67,18 +69,22 @@ def train(
         "tokenizer": tokenizer, "text_field": text_field, "vocab_size": vocab_size,
         "resume": resume or None, "progress": False if no_progress else None,
     }
-    cfg = TrainConfig.merged(str(config) if config else None, flags)
+    cfg = RunConfig.merged(str(config) if config else None, flags)
     if print_launch:
-        from scalestudy.engine.launch import launch_commands, write_cluster_config
+        from scalestudy.plan.emit import emit
 
-        path = write_cluster_config(cfg, gpus_per_node)
-        print(f"# wrote {path}")
-        print(launch_commands(cfg, gpus_per_node))
+        # A cluster has GPUs: its scripts ask for them and bf16/fp16 are fine there.
+        run = cfg.replace(nproc=gpus_per_node or cfg.workload.nproc,
+                          output=str(Path(cfg.output.dir).resolve())).with_absolute_paths()
+        run.validate(cuda=True)
+        for path in emit(cfg.output.dir, run, cuda=True, origin="`scalestudy train --print-launch`").values():
+            print(f"# ---- {path}")
+            print(path.read_text(encoding="utf-8"), end="")
         return
     from scalestudy.engine.launch import run_local
 
     summary = run_local(cfg)
-    _print_summary(summary, cfg.output)
+    _print_summary(summary, cfg.output.dir)
 
 
 def _print_summary(s: dict, output: str) -> None:

@@ -1,7 +1,7 @@
 """Real distributed training: one Strategy -> DeepSpeed ZeRO 0-3 (+offload), DDP / ZeroRedundancyOptimizer, FSDP2.
 
-    config.py      TrainConfig (YAML + flags), validation into (ModelSpec, Strategy, Workload, Layout)
-    launch.py      run_local(cfg) through torchrun's launcher; launch_commands(cfg) for multi-node / Slurm
+    settings.py    the exact DeepSpeed JSON / FSDP2 / DDP arguments of a RunConfig (torch-free; plan --emit uses it)
+    launch.py      run_local(cfg) through torchrun's launcher (cluster scripts: scalestudy.launch.commands)
     train.py       the per-rank loop (`python -m scalestudy.engine.train --config DIR/train_config.yaml`)
     backends/      one Backend per engine: micro_step, optimizer_step, save, load, memory census
     models.py      randomly initialised HF models from a ModelSpec (same weights on every engine)

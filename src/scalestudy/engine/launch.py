@@ -1,24 +1,22 @@
-"""Start the training workers: torchrun on this machine, or the command text for multi-node and Slurm clusters.
+"""Start the training workers on this machine through torchrun's launcher.
 
-Locally the calling process becomes torchrun's launcher (`elastic_launch`, standalone c10d rendezvous on a free
-port, so concurrent runs never collide); the workers run `python -m scalestudy.engine.train --config ...`.
-Everything checkable is checked here first, so bad input fails in one line before any worker starts.
+The calling process becomes torchrun's launcher (`elastic_launch`, standalone c10d rendezvous on a free port, so
+concurrent runs never collide); the workers run `python -m scalestudy.engine.train --config DIR/train_config.yaml`,
+the resolved RunConfig. Everything checkable is checked here first, so bad input fails in one line before any
+worker starts. Cluster command text (multi-node torchrun, Slurm) is rendered by scalestudy.launch.commands.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shlex
 import sys
 import uuid
 from pathlib import Path
 
-from scalestudy.engine.config import TrainConfig
+from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
+from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
-
-CONFIG_NAME = "train_config.yaml"
-WORKER_MODULE = "scalestudy.engine.train"
 
 
 class TrainingFailed(ScalestudyError):
@@ -37,25 +35,26 @@ def worker_env(nproc: int) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def prepare_output(cfg: TrainConfig) -> TrainConfig:
-    """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' config."""
+def prepare_output(cfg: RunConfig) -> RunConfig:
+    """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' resolved config."""
     import torch
 
     cfg.validate(cuda=torch.cuda.is_available())
-    if cfg.nnodes != 1:
-        raise ScalestudyError(f"--nnodes {cfg.nnodes}: run on a cluster with the commands from --print-launch")
-    out = Path(cfg.output)
+    if cfg.workload.nnodes != 1:
+        raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
+                              "--print-launch")
+    out = Path(cfg.output.dir)
     if out.exists() and not out.is_dir():
         raise ScalestudyError(f"--output {out} exists and is not a directory")
-    if not cfg.resume and (out / "metrics.jsonl").exists():
+    if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").unlink(missing_ok=True)  # only a finished run may leave a summary
     failures = out / ".failures"
     for stale in failures.glob("*.txt") if failures.is_dir() else []:
         stale.unlink()
-    tokenizer = cfg.tokenizer
-    if tokenizer is None and cfg.resume and (out / "tokenizer.json").is_file():
+    tokenizer = cfg.data.tokenizer
+    if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
         tokenizer = str(out / "tokenizer.json")
     from scalestudy.engine.train import data_config
     from scalestudy.engine.data.pipeline import prepare
@@ -64,19 +63,19 @@ def prepare_output(cfg: TrainConfig) -> TrainConfig:
     from scalestudy.engine.models import check_vocab
 
     check_vocab(cfg.model_spec(), prepared.vocab_size)
-    return cfg.replace(tokenizer=tokenizer or str(out / "tokenizer.json"))
+    return cfg.resolved().replace(tokenizer=tokenizer or str(out / "tokenizer.json"))
 
 
-def run_local(cfg: TrainConfig) -> dict:
-    """Train on this machine with `cfg.nproc` ranks; return DIR/summary.json as a dict."""
+def run_local(cfg: RunConfig) -> dict:
+    """Train on this machine with `workload.nproc` ranks; return DIR/summary.json as a dict."""
     import json
 
     wcfg = prepare_output(cfg)
-    out = Path(cfg.output)
+    out = Path(cfg.output.dir)
     config_path = out / CONFIG_NAME
-    wcfg.write_yaml(config_path)
-    worker_env(cfg.nproc)
-    _launch(cfg.nproc, [str(config_path)], out)
+    wcfg.write_yaml(config_path)  # the resolved configuration of the run, read by every worker
+    worker_env(cfg.workload.nproc)
+    _launch(cfg.workload.nproc, [str(config_path)], out)
     summary = out / "summary.json"
     if not summary.is_file():
         raise TrainingFailed("training ended without writing summary.json")
@@ -109,45 +108,3 @@ def failure_reason(out: Path, failures: dict) -> str:
     if code in (-9, 137):
         return "out of memory: a worker was killed by SIGKILL (the kernel's OOM killer, most likely)"
     return f"a training worker failed (exit code {code}); see its output above"
-
-
-def launch_commands(cfg: TrainConfig, gpus_per_node: int | None = None, port: int = 29500) -> str:
-    """Text of the multi-node torchrun command and a Slurm batch script for this config (nothing is run)."""
-    nproc = gpus_per_node or cfg.nproc
-    config = str(Path(cfg.output) / CONFIG_NAME)
-    worker = f"-m {WORKER_MODULE} --config {shlex.quote(config)}"
-    torchrun = (f"OMP_NUM_THREADS=1 torchrun --nnodes {cfg.nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
-                f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $RUN_ID {worker}")
-    slurm = "\n".join([
-        "#!/bin/bash",
-        "#SBATCH --job-name=scalestudy-train",
-        f"#SBATCH --nodes={cfg.nnodes}",
-        "#SBATCH --ntasks-per-node=1          # one torchrun per node; it starts the per-GPU workers",
-        f"#SBATCH --gpus-per-node={nproc}",
-        "#SBATCH --exclusive",
-        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "export OMP_NUM_THREADS=1",
-        f"srun torchrun --nnodes $SLURM_NNODES --nproc-per-node {nproc} --rdzv-backend c10d "
-        f"--rdzv-endpoint $MASTER_ADDR:{port} --rdzv-id $SLURM_JOB_ID {worker}",
-    ])
-    return "\n".join([
-        f"# {config} must be on a filesystem every node sees (checkpoints and metrics are written beside it).",
-        f"# Multi-node torchrun: run on each of the {cfg.nnodes} nodes (MASTER_ADDR = node 0's address, RUN_ID any "
-        "shared id):",
-        torchrun,
-        "",
-        "# Slurm: save as train.sbatch and submit with `sbatch train.sbatch`:",
-        slurm,
-    ])
-
-
-def write_cluster_config(cfg: TrainConfig, gpus_per_node: int | None = None) -> Path:
-    """Validate for the cluster's world size and write DIR/train_config.yaml for the printed commands."""
-    nproc = gpus_per_node or cfg.nproc
-    cluster_cfg = cfg.replace(nproc=nproc)
-    cluster_cfg.validate(cuda=True)  # clusters have GPUs: bf16 and fp16 are fine there
-    out = Path(cfg.output)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / CONFIG_NAME
-    cluster_cfg.write_yaml(path)
-    return path

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalestudy.engine.config import TrainConfig
+from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 
 FAILURE_DIR = ".failures"
@@ -71,22 +71,22 @@ def teardown_distributed() -> None:
         dist.destroy_process_group()
 
 
-def data_config(cfg: TrainConfig, tokenizer: str | None):
+def data_config(cfg: RunConfig, tokenizer: str | None):
     from scalestudy.engine.data.pipeline import DataConfig
 
-    return DataConfig(paths=list(cfg.data), text_field=cfg.text_field, objective=cfg.objective,
-                      seq_len=cfg.seq_len, target_len=cfg.target_len, lexicon=cfg.lexicon, tokenizer=tokenizer,
-                      vocab_size=cfg.vocab_size)
+    d, w = cfg.data, cfg.resolved().workload
+    return DataConfig(paths=list(d.files), text_field=d.text_field, objective=d.objective, seq_len=w.seq_len,
+                      target_len=w.target_len, lexicon=d.lexicon, tokenizer=tokenizer, vocab_size=d.vocab_size)
 
 
-def load_data(cfg: TrainConfig, ctx: DistContext, out: Path):
+def load_data(cfg: RunConfig, ctx: DistContext, out: Path):
     """The prepared corpus on every rank; without a tokenizer, rank 0 trains and saves it, the others load it."""
     import torch.distributed as dist
 
     from scalestudy.engine.data.pipeline import prepare
 
-    if cfg.tokenizer:
-        return prepare(data_config(cfg, cfg.tokenizer), out, write=False)
+    if cfg.data.tokenizer:
+        return prepare(data_config(cfg, cfg.data.tokenizer), out, write=False)
     prepared = prepare(data_config(cfg, None), out, write=True) if ctx.is_main else None
     dist.barrier()
     return prepared or prepare(data_config(cfg, str(out / "tokenizer.json")), out, write=False)
@@ -130,8 +130,9 @@ def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
     return torch.stack(parts).cpu().tolist()
 
 
-def run_training(cfg: TrainConfig, ctx: DistContext, prepared=None) -> dict:
-    """Train `cfg.steps` optimizer steps (continuing from the last checkpoint with `cfg.resume`); return the summary.
+def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
+    """Train `workload.steps` optimizer steps (continuing from the last checkpoint with `output.resume`); return
+    the summary.
 
     `prepared` (the data pipeline's `Prepared` for this config) skips re-reading the corpus when given.
     """
@@ -148,36 +149,38 @@ def run_training(cfg: TrainConfig, ctx: DistContext, prepared=None) -> dict:
     if layout.world_size != ctx.world_size:
         raise ScalestudyError(f"strategy expects world size {layout.world_size} (--nproc x --nnodes) but "
                               f"{ctx.world_size} ranks were started")
-    out = Path(cfg.output)
+    out = Path(cfg.output.dir)
     out.mkdir(parents=True, exist_ok=True)
     prepared = prepared or load_data(cfg, ctx, out)
     check_vocab(spec, prepared.vocab_size)
-    if not cfg.is_causal:  # the pipeline decides the decoder length when --target-len is 0
+    if not cfg.is_causal:  # the decoder length the pipeline built (= RunConfig.resolved()'s)
         workload = dataclasses.replace(workload, target_len=prepared.target_len)
 
-    model = build_model(spec, seed=cfg.seed, recompute=cfg.recompute, dropout=cfg.dropout)
+    model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout)
     backend = make_backend(model, cfg, strategy, layout, ctx.device)
     del model
-    torch.manual_seed(cfg.seed + ctx.rank)  # per-rank stream for dropout, after the shared init
+    torch.manual_seed(cfg.optimizer.seed + ctx.rank)  # per-rank stream for dropout, after the shared init
     from scalestudy.engine.data.pipeline import BatchStream
 
-    stream = BatchStream(prepared, cfg.micro_batch, dp_rank=ctx.rank, dp_size=layout.dp, seed=cfg.seed)
+    dp_rank = getattr(backend, "dp_rank", ctx.rank)  # tp/pp ranks of one data-parallel replica read the same data
+    stream = BatchStream(prepared, strategy.micro_batch, dp_rank=dp_rank, dp_size=layout.dp, seed=cfg.optimizer.seed)
     flops = step_flops(spec, workload)
     peak, peak_source = peak_flops(ctx.device, strategy.precision)
-    meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.seed}
-    start = checkpoint.restore(out, backend, stream, meta) if cfg.resume else 0  # last: it restores the RNG
-    if start >= cfg.steps:
+    meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.optimizer.seed}
+    start = checkpoint.restore(out, backend, stream, meta) if cfg.output.resume else 0  # last: it restores the RNG
+    steps = cfg.workload.steps
+    if start >= steps:
         raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
-    logger = metrics.MetricsLogger(out, ctx.is_main, cfg.steps, start, cfg.progress, strategy.label)
+    logger = metrics.MetricsLogger(out, ctx.is_main, steps, start, cfg.output.progress, strategy.label)
     try:
-        for step in range(start + 1, cfg.steps + 1):
+        for step in range(start + 1, steps + 1):
             row = train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, model_inputs,
                              rss_bytes)
             row["step"] = step
             logger.log(row)
-            if cfg.save_every and step % cfg.save_every == 0 or step == cfg.steps:
+            if cfg.output.save_every and step % cfg.output.save_every == 0 or step == steps:
                 checkpoint.save(out, step, backend, stream, meta)
-            if cfg.crash_after_step == step:
+            if cfg.output.crash_after_step == step:
                 raise SimulatedCrash(f"crash requested after step {step}")
     finally:
         logger.close()
@@ -191,7 +194,7 @@ def run_training(cfg: TrainConfig, ctx: DistContext, prepared=None) -> dict:
             "engine_backend": backend.name,
             "model": spec.name,
             "model_spec": spec.to_dict(),
-            "objective": cfg.objective,
+            "objective": cfg.data.objective,
             "world_size": ctx.world_size,
             "dp": layout.dp,
             "grad_accum": layout.grad_accum,
@@ -199,10 +202,10 @@ def run_training(cfg: TrainConfig, ctx: DistContext, prepared=None) -> dict:
             "seq_len": workload.seq_len,
             "target_len": workload.target_len,
             "tokens_per_step": workload.tokens_per_step,
-            "steps": cfg.steps,
+            "steps": steps,
             "resumed_from_step": start,
             "device": ctx.device.type,
-            **metrics.summarize(logger.rows, cfg.warmup),
+            **metrics.summarize(logger.rows, cfg.output.timing_warmup),
             "peak_mem_bytes": max(r["peak_mem_bytes"] for r in logger.rows),
             "peak_rss_bytes": max(r["rss_bytes"] for r in logger.rows),
             "memory_convention": GPU_MEMORY_CONVENTION if cuda else CPU_MEMORY_CONVENTION,
@@ -226,14 +229,11 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
     if cuda:
         torch.cuda.synchronize(ctx.device)
     t0 = time.perf_counter()
-    loss_sum = 0.0  # stays a device tensor: one host sync per step (in gather_stats), not one per micro-batch
-    for micro in range(layout.grad_accum):
-        loss_sum = loss_sum + backend.micro_step(model_inputs(next(stream), ctx.device),
-                                                 last=micro == layout.grad_accum - 1).float()
+    loss = backend.forward_backward([model_inputs(next(stream), ctx.device) for _ in range(layout.grad_accum)])
     lr = backend.lr  # the rate this step's update uses
     grad_norm = backend.optimizer_step()
     cuda_peak = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
-    stats = gather_stats(ctx, loss_sum / layout.grad_accum, backend.memory, rss_bytes(), cuda_peak)
+    stats = gather_stats(ctx, loss, backend.memory, rss_bytes(), cuda_peak)
     if cuda:
         torch.cuda.synchronize(ctx.device)
     step_s = time.perf_counter() - t0
@@ -277,14 +277,14 @@ def report_failure(out: Path, rank: int, message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalestudy.engine.train")
-    parser.add_argument("--config", required=True, help="TrainConfig YAML (written by `scalestudy train`)")
+    parser.add_argument("--config", required=True, help="RunConfig YAML (written by `scalestudy train`)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation chatter from DeepSpeed's comm calls
     rank = int(os.environ.get("RANK", 0))
     cfg = None
     code = 0
     try:
-        cfg = TrainConfig.from_yaml(args.config)
+        cfg = RunConfig.from_yaml(args.config)
         ctx = setup_distributed()
         run_training(cfg, ctx)
     except SimulatedCrash:
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
             code, message = 1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if code:
-        report_failure(Path(cfg.output) if cfg else Path("."), rank, message)
+        report_failure(Path(cfg.output.dir) if cfg else Path("."), rank, message)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # peers may be stuck in a collective: torchrun stops them

@@ -25,21 +25,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shlex
-import subprocess
+import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
 from scalestudy.errors import ScalestudyError
-from scalestudy.plan.emit import train_options, trainable, write_atomic
+from scalestudy.launch.process import TrialResult, start_trial, trial_environment
+from scalestudy.atomicfile import write_text_atomic as write_atomic
+from scalestudy.launch.commands import CONFIG_NAME
+from scalestudy.plan.emit import trainable
 from scalestudy.plan.planner import Candidate, evaluate
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.run import RunConfig
 from scalestudy.specs.strategy import Workload
 
 # ---------------------------------------------------------------------------------------------- efficiency model
@@ -89,7 +91,9 @@ class EfficiencyModel:
 
 
 @dataclass
-class Trial:
+class TuneTrial:
+    """One measured `tune` trial: a strategy, how its process ended, and the step time predicted for it."""
+
     index: int
     label: str
     strategy: dict
@@ -108,72 +112,55 @@ class Trial:
         return asdict(self)
 
 
-def train_command(opts: dict, *, steps: int, warmup: int, output: Path, seed: int = 1234) -> list[str]:
-    """`python -m scalestudy train ...` for one trial (fixed seed and data so trials differ only in strategy)."""
-    opts = dict(opts, steps=steps, output=str(output), warmup=warmup, seed=seed)
-    args = [sys.executable, "-m", "scalestudy", "train", "--no-progress"]
-    for key, value in opts.items():
-        if key in ("nnodes", "tp", "pp"):
-            continue  # local single-node runs; tp = pp = 1 (what train runs)
-        args += [f"--{key.replace('_', '-')}", str(value)]
-    return args
+def trial_run_config(model: ModelSpec, strategy, workload: Workload, nproc: int, *, model_source: str = "",
+                     **flat) -> RunConfig:
+    """The RunConfig of one tune trial on this machine (fixed seed and data: trials differ only in strategy).
+
+    `model_source`: the preset name or config.json path the model came from (default: its preset name)."""
+    return RunConfig.build(model_source or model.name, strategy, workload, nproc=nproc, nnodes=1, seed=1234,
+                           progress=False, **flat)
 
 
-def classify(returncode: int, text: str, timed_out: bool, summary: dict | None) -> tuple[str, str]:
-    if timed_out:
-        return "TIMEOUT", "trial exceeded its time limit"
-    if returncode == 0 and summary and summary.get("median_step_s"):
-        return "OK", ""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    oom = [ln for ln in lines if "out of memory" in ln.lower()]
-    if oom:
-        return "OOM", oom[-1][:300]
-    return "FAILED", (lines[-1][:300] if lines else f"exit code {returncode}")
+def train_command(run: RunConfig, output: Path) -> list[str]:
+    """Write the trial's RunConfig to OUTPUT/train_config.yaml; `python -m scalestudy train --config` on it."""
+    output.mkdir(parents=True, exist_ok=True)
+    path = run.replace(output=str(output)).write_yaml(output / CONFIG_NAME)
+    return [sys.executable, "-m", "scalestudy", "train", "--config", str(path)]
+
+
+def measured_step(result: TrialResult) -> tuple[str, float | None, str]:
+    """(status, median step time, reason) of a finished trial; an OK run without a measured step failed."""
+    if result.status != "OK":
+        return result.status, None, result.failure_line
+    step = (result.summary or {}).get("median_step_s")
+    if not isinstance(step, (int, float)) or isinstance(step, bool) or not step > 0:
+        return "FAILED", None, "summary.json has no median step time (more steps than warm-up steps?)"
+    return "OK", float(step), result.reason
 
 
 def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload, nproc: int, out_dir: Path, *,
               steps: int, warmup: int, timeout_s: float, predicted_before_s: float = float("nan"),
               predicted_uncalibrated_s: float = float("nan"), extra_env: dict | None = None,
-              tokenizer: str | None = None) -> Trial:
-    """Run one real `scalestudy train` trial; never raises for a failed run (it is recorded).
+              tokenizer: str | None = None, memory_limit_bytes: int = 0, model_source: str = "") -> TuneTrial:
+    """Run one real `scalestudy train` trial process; never raises for a failed run (it is recorded).
 
     `tokenizer`: a tokenizer.json from an earlier trial, so later trials skip training it (same data either way).
     """
     label = cand.strategy.label
-    run_dir = out_dir / "trials" / f"{index:03d}-{label.replace(' ', '_')}"
-    if run_dir.exists():
-        import shutil
-
-        shutil.rmtree(run_dir)
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    opts = train_options(model, cand.strategy, workload, nproc=nproc, nnodes=1)
-    if tokenizer:
-        opts["tokenizer"] = tokenizer
-    cmd = train_command(opts, steps=steps, warmup=warmup, output=run_dir)
-    env = dict(os.environ, OMP_NUM_THREADS="1", **(extra_env or {}))
-    t0 = time.perf_counter()
-    timed_out = False
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-        text, rc = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        text = (exc.stdout or b"").decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        rc, timed_out = -1, True
-    wall = time.perf_counter() - t0
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "tune_trial.log", shlex.join(cmd) + "\n" + text)
-    summary = None
-    if (run_dir / "summary.json").is_file():
-        try:
-            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        except ValueError:
-            summary = None
-    status, reason = classify(rc, text, timed_out, summary)
-    measured = float(summary["median_step_s"]) if status == "OK" else None
-    return Trial(index=index, label=label, strategy=cand.strategy.to_dict(), grad_accum=cand.point.grad_accum,
-                 status=status, measured_step_s=measured, predicted_before_s=predicted_before_s,
-                 predicted_uncalibrated_s=predicted_uncalibrated_s, wall_s=wall, steps=steps, run_dir=str(run_dir),
-                 reason=reason)
+    run_dir = (out_dir / "trials" / f"{index:03d}-{label.replace(' ', '_')}").resolve()
+    shutil.rmtree(run_dir, ignore_errors=True)  # an earlier tune into the same directory
+    run = trial_run_config(model, cand.strategy, workload, nproc, model_source=model_source, steps=steps,
+                           warmup=warmup, tokenizer=tokenizer)
+    cmd = train_command(run, run_dir)
+    env = trial_environment({"OMP_NUM_THREADS": "1", **(extra_env or {})})  # one thread per rank, as calibrated
+    process = start_trial(cmd, run_dir, trial_id=run_dir.name, owner_dir=out_dir, env=env, timeout_s=timeout_s,
+                          memory_limit_bytes=memory_limit_bytes)
+    result = process.watch()
+    status, measured, reason = measured_step(result)
+    return TuneTrial(index=index, label=label, strategy=cand.strategy.to_dict(), grad_accum=cand.point.grad_accum,
+                     status=status, measured_step_s=measured, predicted_before_s=predicted_before_s,
+                     predicted_uncalibrated_s=predicted_uncalibrated_s, wall_s=result.wall_s, steps=steps,
+                     run_dir=str(run_dir), reason=reason)
 
 
 # ---------------------------------------------------------------------------------------------- the search
@@ -188,14 +175,22 @@ class TuneSettings:
     screen: int = 3  # strategies screened first: the best of each engine, then of further families
     margin: float = 0.0  # run a candidate only if predicted faster than the best measured by more than this
     trial_timeout_s: float = 300.0
+    memory_limit_bytes: int = 0  # 0 = none; else the address-space cap (RLIMIT_AS) of each trial process
+
+    def __post_init__(self) -> None:
+        if self.steps <= self.warmup or self.warmup < 0:
+            raise ScalestudyError(f"--steps ({self.steps}) must be larger than --warmup ({self.warmup}) >= 0: the "
+                                  "median step time is taken over the steps after the warm-up")
+        if self.trial_timeout_s <= 0 or self.memory_limit_bytes < 0:
+            raise ScalestudyError("the trial timeout must be positive and the memory limit >= 0")
 
 
 @dataclass
 class TuneResult:
     candidates: list[Candidate]
-    trials: list[Trial]
+    trials: list[TuneTrial]
     model: EfficiencyModel
-    best: Trial | None
+    best: TuneTrial | None
     stop_reason: str
     calibration_s: float
     trials_s: float
@@ -209,7 +204,7 @@ class TuneResult:
 
 
 def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload: Workload,
-                     constraints: Constraints) -> list[Candidate]:
+                     constraints: Constraints, *, model_source: str = "") -> list[Candidate]:
     """Feasible strategies on this machine (one node of `nproc` ranks) that `scalestudy train` can run."""
     from scalestudy.costmodel.estimate import estimate
 
@@ -218,8 +213,8 @@ def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload:
     cuda = device.kind != "cpu"
     out = []
     for c in feasible:
-        opts = train_options(model, c.strategy, workload, nproc=nproc, nnodes=1)
-        if trainable(opts, cuda=cuda) is None:
+        run = trial_run_config(model, c.strategy, workload, nproc, model_source=model_source)
+        if trainable(run, cuda=cuda) is None:
             out.append(c)
     if not out:
         raise ScalestudyError(f"no strategy for {model.name} on {nproc} rank(s) both fits and is runnable here")
@@ -250,12 +245,12 @@ def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[
 
 
 def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
-           settings: TuneSettings, *, calibration_s: float = 0.0, log=print) -> TuneResult:
+           settings: TuneSettings, *, calibration_s: float = 0.0, log=print, model_source: str = "") -> TuneResult:
     """Screen, then model-guided elimination (module docstring); returns every trial and the pick."""
     start = time.perf_counter()
     eff = EfficiencyModel()
     base = {id(c): eff.predict(c) for c in cands}
-    trials: list[Trial] = []
+    trials: list[TuneTrial] = []
     observed: list[tuple[Candidate, float]] = []
     measured_ids: set[int] = set()
     screen = _screen_order(cands, eff, settings.screen)
@@ -289,8 +284,9 @@ def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: 
                 break
         trial = run_trial(len(trials) + 1, nxt, model, workload, nproc, out_dir, steps=settings.steps,
                           warmup=settings.warmup, timeout_s=settings.trial_timeout_s,
+                          memory_limit_bytes=settings.memory_limit_bytes,
                           predicted_before_s=eff.predict(nxt), predicted_uncalibrated_s=base[id(nxt)],
-                          tokenizer=shared_tokenizer(trials))
+                          tokenizer=shared_tokenizer(trials), model_source=model_source)
         trials.append(trial)
         measured_ids.add(id(nxt))
         if trial.status == "OK":
@@ -307,7 +303,7 @@ def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: 
     return TuneResult(cands, trials, eff, best, stop or "done", calibration_s, trials_s, calibration_s + trials_s)
 
 
-def shared_tokenizer(trials: list[Trial]) -> str | None:
+def shared_tokenizer(trials: list[TuneTrial]) -> str | None:
     """The tokenizer.json an earlier trial trained (all trials read the same corpus with the same settings)."""
     for t in trials:
         path = Path(t.run_dir) / "tokenizer.json"
@@ -316,7 +312,7 @@ def shared_tokenizer(trials: list[Trial]) -> str | None:
     return None
 
 
-def _trial_cands(trials: list[Trial], cands: list[Candidate]) -> list[Candidate]:
+def _trial_cands(trials: list[TuneTrial], cands: list[Candidate]) -> list[Candidate]:
     by_label = {c.strategy.label: c for c in cands}
     return [by_label[t.label] for t in trials]
 
@@ -337,6 +333,42 @@ def calibrate(out_dir: Path, nproc: int, base: DeviceSpec, name: str = "local-ca
     path = save_profile(device, out_dir / "hardware_profile.yaml",
                         "hardware profile from `scalestudy calibrate`; use as --gpu PATH in estimate/plan")
     return device, path, time.perf_counter() - t0
+
+
+def tuning_device(out_dir: Path, nproc: int, profile: str | None) -> tuple[DeviceSpec, float]:
+    """(device, seconds spent): the hardware profile YAML `profile`, or a fresh calibration of this machine."""
+    from scalestudy.specs.hardware import get_device
+
+    if profile:
+        return get_device(profile), 0.0
+    device, _, seconds = calibrate(out_dir, nproc, get_device("local-cpu"))
+    return device, seconds
+
+
+def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: int, out_dir: Path,
+             settings: TuneSettings, constraints: Constraints, *, calibration_s: float = 0.0, log=print,
+             model_source: str = "") -> TuneResult:
+    """`scalestudy tune` after calibration: candidates, trials, the pick; writes tune.json, tune.md and the
+    profiles (hardware_profile.yaml as used, tuned_profile.yaml with the refit factors) into `out_dir`."""
+    from scalestudy.costmodel.calibrate import apply_efficiency, save_profile
+    from scalestudy.plan.planner import default_precision
+
+    if nproc < 1:
+        raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    start = time.perf_counter()
+    constraints = replace(constraints, precision=default_precision(device))
+    cands = local_candidates(model, device, nproc, workload, constraints, model_source=model_source)
+    log(f"{len(cands)} runnable strategies fit; trials of {settings.steps} steps ({settings.warmup} warm-up "
+        "excluded)")
+    result = search(cands, model, workload, nproc, out_dir, settings, calibration_s=calibration_s, log=log,
+                    model_source=model_source)
+    meta = {"model": model.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
+            "elapsed_s": calibration_s + time.perf_counter() - start}
+    save_results(out_dir, result, settings, meta)
+    save_profile(device, out_dir / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
+    save_profile(apply_efficiency(device, result.model.fit_), out_dir / "tuned_profile.yaml",
+                 "hardware profile with the refit compute/communication factors (overheads: tune.json)")
+    return result
 
 
 def error_pct(pred: float | None, meas: float | None) -> float | None:

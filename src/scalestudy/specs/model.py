@@ -160,7 +160,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise ScalestudyError(f"model config {path} must hold a JSON object")
     kind = cfg.get("model_type")
-    name = cfg.get("_name_or_path") or path.stem
+    # The display name: the config's own, else its folder's (a file named config.json says nothing).
+    name = cfg.get("_name_or_path") or (path.resolve().parent.name if path.stem == "config" else path.stem)
     try:
         if kind in ("t5", "mt5"):
             proj = cfg.get("feed_forward_proj", "relu")

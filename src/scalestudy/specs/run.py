@@ -28,6 +28,7 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -178,6 +179,35 @@ class RunConfig:
             changes[section] = dataclasses.replace(current, **_typed(type(current), values))
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def build(cls, model: str, strategy: Strategy, workload: Workload, *, nproc: int, nnodes: int = 1,
+              objective: str | None = None, **flat) -> RunConfig:
+        """The run of a planned point: a model (preset or config.json path), a Strategy and a Workload on
+        nnodes x nproc ranks; `flat` sets any other option by its flat name (steps, output, tokenizer, ...)."""
+        spec = get_model(model)
+        objective = objective or ("span" if spec.is_encoder_decoder else "causal")
+        base = cls(strategy=strategy)
+        return base.with_flat({"model": model, "objective": objective, "seq_len": workload.seq_len,
+                               "target_len": workload.target_len, "global_batch": workload.global_batch,
+                               "nproc": nproc, "nnodes": nnodes, **flat})
+
+    def with_absolute_paths(self, base: str | Path | None = None) -> RunConfig:
+        """Model config.json, corpus files, tokenizer and lexicon as absolute paths (relative ones are taken from
+        `base`, default the working directory), so the config runs from any directory; presets stay names."""
+        from scalestudy.specs.model import PRESETS
+
+        root = Path(base or ".").resolve()
+
+        def absolute(p: str | None) -> str | None:
+            return p if p is None else str((root / Path(p).expanduser()).resolve())
+
+        model = self.model.source if self.model.source in PRESETS else absolute(self.model.source)
+        d = self.data
+        return dataclasses.replace(
+            self, model=dataclasses.replace(self.model, source=model),
+            data=dataclasses.replace(d, files=tuple(absolute(f) for f in d.files), tokenizer=absolute(d.tokenizer),
+                                     lexicon=absolute(d.lexicon)))
+
     def replace(self, **flat) -> RunConfig:
         """Shorthand for `with_flat`: cfg.replace(output="DIR", steps=4)."""
         return self.with_flat(flat)
@@ -256,9 +286,7 @@ class RunConfig:
             raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
         if not spec.is_encoder_decoder and not self.is_causal:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
-        if strategy.tp > 1 or strategy.pp > 1:
-            raise ScalestudyError("tp/pp > 1: the Hugging Face models trained here have no tensor/pipeline-parallel "
-                                  "implementation (the cost model and planner still reason about them); use tp=pp=1")
+        check_parallel_layout(spec, strategy, self.world_size)  # tp/pp: heads, KV heads, layers, mesh size
         if strategy.recompute == "selective":
             raise ScalestudyError("--recompute selective is not available for Hugging Face models "
                                   "(they checkpoint whole layers): use none or full")
@@ -277,6 +305,8 @@ class RunConfig:
                                   f"{strategy.micro_batch}")
         workload = self.to_workload()
         layout = resolve_layout(strategy, self.world_size, workload.global_batch)
+        check_microbatches(strategy, layout.grad_accum)
+        check_sequence_parallel(strategy, workload.seq_len, workload.target_len)
         return spec, strategy, workload, layout
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
+from scalestudy.specs.run import FLAT_KEYS, RunConfig
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -131,6 +132,13 @@ class Trial:
     @property
     def world_size(self) -> int:
         return self.nodes * self.nproc
+
+    def run_config(self, *, data: tuple[str, ...] | list[str] = (), output: str | Path) -> RunConfig:
+        """The trial as the one run configuration `scalestudy train --config` reads (train_options included)."""
+        flat = {k: getattr(self, k) for k in ("model", "objective", "precision", "nproc", "global_batch", "seq_len",
+                                              "target_len", "steps", "lr", "warmup_steps", "warmup", "seed")}
+        flat.update(nnodes=self.nodes, data=list(data), output=str(output), progress=False)
+        return RunConfig(strategy=self.strategy).with_flat({**flat, **self.options()})
 
     @property
     def strategy(self) -> Strategy:
@@ -262,14 +270,9 @@ def _train_options(raw: Any, where: str) -> str:
     clash = sorted(set(raw) & _OWN_OPTIONS)
     if clash:
         raise ScalestudyError(f"{where}: train_options may not set {', '.join(clash)} (use the study's axes)")
-    try:
-        from scalestudy.engine.config import TrainConfig
-    except ImportError:
-        known = None
-    else:
-        known = TrainConfig.field_names()
-    if known is not None and set(raw) - known:
-        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(set(raw) - known))}")
+    unknown = set(raw) - set(FLAT_KEYS)
+    if unknown:
+        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(unknown))}")
     return json.dumps(raw, sort_keys=True)
 
 

@@ -13,36 +13,37 @@ from pathlib import Path
 
 import torch
 
-from scalestudy.engine.config import TrainConfig
+from scalestudy.specs.run import RunConfig
 from scalestudy.specs.strategy import Layout, Strategy
 
 
-def lr_multiplier(step: int, cfg: TrainConfig) -> float:
+def lr_multiplier(step: int, cfg: RunConfig) -> float:
     """Linear warm-up over `warmup_steps`, then cosine/linear decay to `min_lr_ratio` at the last step.
 
     `step` counts optimizer steps already taken (LambdaLR convention): step 0 is the first update.
     """
-    if cfg.warmup_steps and step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    if cfg.decay == "constant":
+    o = cfg.optimizer
+    if o.warmup_steps and step < o.warmup_steps:
+        return (step + 1) / o.warmup_steps
+    if o.decay == "constant":
         return 1.0
-    span = max(1, cfg.steps - cfg.warmup_steps)
-    progress = min(1.0, (step - cfg.warmup_steps) / span)
-    if cfg.decay == "linear":
+    span = max(1, cfg.workload.steps - o.warmup_steps)
+    progress = min(1.0, (step - o.warmup_steps) / span)
+    if o.decay == "linear":
         shape = 1.0 - progress
     else:
         shape = 0.5 * (1.0 + math.cos(math.pi * progress))
-    return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
+    return o.min_lr_ratio + (1.0 - o.min_lr_ratio) * shape
 
 
-def make_scheduler(optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(optimizer, cfg: RunConfig) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, cfg))
 
 
-def autocast(device: torch.device, precision: str):
-    """bf16 mixed precision for DDP (fp32 master weights and gradients); a no-op for fp32."""
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+def autocast(device: torch.device, dtype: str | None):
+    """Mixed precision for DDP (`dtype` "bfloat16": fp32 master weights and gradients); a no-op for None."""
+    if dtype:
+        return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype))
     return contextlib.nullcontext()
 
 
@@ -52,12 +53,28 @@ def restore_lr(optimizer, scheduler) -> None:
         group["lr"] = lr
 
 
-def adamw_kwargs(cfg: TrainConfig) -> dict:
-    return {"lr": cfg.lr, "betas": (cfg.beta1, cfg.beta2), "eps": 1e-8, "weight_decay": cfg.weight_decay}
+def make_adamw(params, adamw: dict) -> torch.optim.AdamW:
+    """torch AdamW from engine/settings.py `adamw_params` (lr, betas, eps, weight_decay)."""
+    return torch.optim.AdamW(params, **adamw_kwargs(adamw))
 
 
-def make_adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
-    return torch.optim.AdamW(params, **adamw_kwargs(cfg))
+def adamw_kwargs(adamw: dict) -> dict:
+    return {**adamw, "betas": tuple(adamw["betas"])}
+
+
+def record_settings(cfg: RunConfig, cuda: bool) -> dict:
+    """The engine's settings for this run; rank 0 writes them to DIR/<ds|fsdp|ddp>_config.json (what was used)."""
+    import json
+
+    import torch.distributed as dist
+
+    from scalestudy.atomicfile import write_text_atomic
+    from scalestudy.engine.settings import engine_settings
+
+    name, settings = engine_settings(cfg, cuda=cuda)
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        write_text_atomic(Path(cfg.output.dir) / name, json.dumps(settings, indent=2) + "\n")
+    return settings
 
 
 @dataclass
@@ -83,13 +100,14 @@ class Backend:
 
     name = "base"
 
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, strategy: Strategy, layout: Layout,
+    def __init__(self, model: torch.nn.Module, cfg: RunConfig, strategy: Strategy, layout: Layout,
                  device: torch.device) -> None:
         self.cfg = cfg
         self.strategy = strategy
         self.layout = layout
         self.device = device
         self.memory = MemoryParts()
+        self.settings = record_settings(cfg, device.type == "cuda")  # the one source of this engine's arguments
 
     @property
     def lr(self) -> float:
@@ -97,6 +115,14 @@ class Backend:
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
         raise NotImplementedError
+
+    def forward_backward(self, micro_batches: list[dict]) -> torch.Tensor:
+        """Forward and backward over one optimizer step's micro-batches; their mean loss (a pipeline runs them
+        as its micro-batches, the other engines accumulate them one by one)."""
+        total = 0.0  # stays a device tensor: one host sync per step (in gather_stats), not one per micro-batch
+        for i, inputs in enumerate(micro_batches):
+            total = total + self.micro_step(inputs, last=i == len(micro_batches) - 1).float()
+        return total / len(micro_batches)
 
     def optimizer_step(self) -> float:
         raise NotImplementedError
@@ -109,7 +135,8 @@ class Backend:
         """
         from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 
-        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        clip = self.settings["gradient_clipping"]
+        max_norm = clip if clip > 0 else float("inf")
         norm = grad_norm_value(torch.nn.utils.clip_grad_norm_(params, max_norm))
         counter = StorageCounter()
         params_bytes = counter.add(params)

@@ -19,21 +19,23 @@ class DDPBackend(Backend):
     def __init__(self, model, cfg, strategy, layout, device) -> None:
         super().__init__(model, cfg, strategy, layout, device)
         model.to(device)
-        # Gradients as views into DDP's buckets: no second copy of every gradient (and counted once).
+        s = self.settings  # engine/settings.py ddp_settings, also written to DIR/ddp_config.json
         self.model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
-                                             gradient_as_bucket_view=True)
+                                             gradient_as_bucket_view=s["gradient_as_bucket_view"])
         self.params = list(model.parameters())
-        if strategy.zero == 1:
+        adamw = s["optimizer"]["params"]
+        if s["zero_redundancy_optimizer"]:
             self.optimizer = ZeroRedundancyOptimizer(self.params, optimizer_class=torch.optim.AdamW,
-                                                     **adamw_kwargs(cfg))
+                                                     **adamw_kwargs(adamw))
             self._local_optimizer = self.optimizer.optim
         else:
-            self.optimizer = make_adamw(self.params, cfg)
+            self.optimizer = make_adamw(self.params, adamw)
             self._local_optimizer = self.optimizer
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
-        with nullcontext() if last else self.model.no_sync(), autocast(self.device, self.strategy.precision):
+        sync = nullcontext() if last else self.model.no_sync()
+        with sync, autocast(self.device, self.settings["autocast_dtype"]):
             loss = self.model(**inputs).loss
             (loss / self.layout.grad_accum).backward()
         return loss.detach()

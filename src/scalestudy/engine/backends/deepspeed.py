@@ -12,38 +12,11 @@ from pathlib import Path
 
 import torch
 
-from scalestudy.engine.backends.common import (Backend, MemoryParts, adamw_kwargs, lr_multiplier, make_adamw,
-                                               make_scheduler)
+from scalestudy.engine.backends.common import Backend, MemoryParts, lr_multiplier, make_adamw, make_scheduler
+from scalestudy.engine.settings import adamw_params
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors, tensors_in
 
 CHECKPOINT_TAG = "engine"
-
-
-def ds_config(cfg, strategy, layout) -> dict:
-    """The DeepSpeed JSON config for this Strategy (also what `scalestudy plan` users would hand to DeepSpeed)."""
-    zero: dict = {"stage": strategy.zero}
-    if strategy.offload_optimizer != "none":
-        zero["offload_optimizer"] = {"device": strategy.offload_optimizer, "pin_memory": False}
-    if strategy.offload_params != "none":
-        zero["offload_param"] = {"device": strategy.offload_params, "pin_memory": False}
-    config = {
-        "train_micro_batch_size_per_gpu": strategy.micro_batch,
-        "gradient_accumulation_steps": layout.grad_accum,
-        "train_batch_size": strategy.micro_batch * layout.grad_accum * layout.dp,
-        "gradient_clipping": cfg.grad_clip,
-        "zero_optimization": zero,
-        "zero_allow_untested_optimizer": True,  # torch AdamW as a client optimizer
-        "steps_per_print": 10**9,
-        "wall_clock_breakdown": False,
-    }
-    if strategy.precision == "bf16":
-        config["bf16"] = {"enabled": True}
-    elif strategy.precision == "fp16":
-        config["fp16"] = {"enabled": True, "initial_scale_power": 16}
-    if strategy.offload_optimizer != "none":
-        kw = adamw_kwargs(cfg)
-        config["optimizer"] = {"type": "AdamW", "params": {**kw, "betas": list(kw["betas"])}}
-    return config
 
 
 class DeepSpeedBackend(Backend):
@@ -55,12 +28,12 @@ class DeepSpeedBackend(Backend):
         from deepspeed.utils import logger as ds_logger
 
         ds_logger.setLevel(logging.WARNING)  # its INFO lines would bury the step log
-        config = ds_config(cfg, strategy, layout)
+        config = self.settings  # engine/settings.py deepspeed_config, also written to DIR/ds_config.json
         if "optimizer" in config:  # ZeRO-Offload: DeepSpeed builds its CPU Adam; we attach our schedule to it
             optimizer = None
             scheduler = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, cfg))  # noqa: E731
         else:
-            optimizer = make_adamw(model.parameters(), cfg)
+            optimizer = make_adamw(model.parameters(), adamw_params(cfg))
             scheduler = make_scheduler(optimizer, cfg)
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, model_parameters=None if optimizer else model.parameters(), optimizer=optimizer,

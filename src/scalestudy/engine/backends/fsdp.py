@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
 from scalestudy.engine.backends.common import (Backend, make_adamw, make_scheduler,
                                                restore_lr)
@@ -37,15 +37,20 @@ class FSDPBackend(Backend):
         super().__init__(model, cfg, strategy, layout, device)
         model.to(device)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-        kwargs = {"mesh": mesh, "reshard_after_forward": strategy.zero == 3}
-        if strategy.precision == "bf16":  # bf16 compute and all-gathers, fp32 gradient reduction and master weights
-            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        s = self.settings  # engine/settings.py fsdp_settings, also written to DIR/fsdp_config.json
+        kwargs = {"mesh": mesh, "reshard_after_forward": s["reshard_after_forward"]}
+        if s["mixed_precision"]:
+            mp = s["mixed_precision"]
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=getattr(torch, mp["param_dtype"]),
+                                                       reduce_dtype=getattr(torch, mp["reduce_dtype"]))
+        if s["cpu_offload"]:  # parameters, gradients and the optimizer step on the host
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
         for layer in transformer_layers(model):
             fully_shard(layer, **kwargs)
         fully_shard(model, **kwargs)
         self.model = model
         self.params = list(model.parameters())
-        self.optimizer = make_adamw(self.params, cfg)
+        self.optimizer = make_adamw(self.params, s["optimizer"]["params"])
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
