@@ -46,8 +46,9 @@ def estimate(
     global_batch: Optional[int] = typer.Option(None, "--global-batch",
                                                help="Sequences per optimizer step (default: micro-batch x dp)."),
     seq_len: int = typer.Option(512, "--seq-len", help="Encoder (or decoder-only) length in tokens."),
-    target_len: int = typer.Option(0, "--target-len", help="Decoder length of encoder-decoder models "
-                                                           "(0: same as --seq-len)."),
+    target_len: Optional[int] = typer.Option(None, "--target-len", help="Decoder length of encoder-decoder models "
+                                                                     "(default: what T5 span corruption of --seq-len "
+                                                                     "needs, 512 -> 114; as plan and train)."),
     recompute: str = typer.Option("none", "--recompute", help="none | selective | full"),
     precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 on "
                                                                       "GPUs, fp32 on CPUs)."),
@@ -75,7 +76,10 @@ def estimate(
         global_batch = micro_batch * clus.world_size // (tp * pp)
     if seq_len < 1:
         raise ScalestudyError(f"sequence length must be >= 1, got {seq_len}")
-    workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=target_len, train_tokens=train_tokens)
+    from scalestudy.specs.run import resolve_target_len
+
+    tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
+    workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
     est = run_estimate(spec, clus, strategy, workload)
     if as_json:
         print(json.dumps(est.to_dict(), indent=2))
