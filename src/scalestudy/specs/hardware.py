@@ -5,6 +5,7 @@ Conventions: bytes are bytes, bandwidths are bytes/s in one direction per device
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from importlib import resources
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.yamlfile import read_yaml
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class DeviceSpec:
     peak_flops: dict[str, float]  # precision -> dense FLOP/s (tensor cores where the device has them)
     # Achieved fraction of peak for a GEMM, as [[smallest matrix dimension, fraction], ...] ascending;
     # interpolated linearly in log2(dimension). Data from published GEMM benchmarks (see each YAML's source).
-    matmul_efficiency: list[list[float]]
+    matmul_efficiency: list[list[float]]  # [] when `family` names a fitted curve (costmodel/calibration.yaml)
     hbm_bytes_per_s: float
     pcie_bytes_per_s: float
     intra_node_bytes_per_s: float  # per device, one direction (NVLink / NVSwitch / shared memory)
@@ -33,6 +35,8 @@ class DeviceSpec:
     cpu_adam_params_per_s: float  # DeepSpeed CPU-Adam update rate per node (parameters/s)
     kind: str = "gpu"
     source: str = ""
+    # GEMM-efficiency family in costmodel/calibration.yaml (fitted curve); "" = use `matmul_efficiency` (measured)
+    family: str = ""
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -119,6 +123,8 @@ def _num(value, name: str, origin: str) -> float:
         out = float(value)
     except (TypeError, ValueError):
         raise ScalestudyError(f"{origin}: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(out):
+        raise ScalestudyError(f"{origin}: {name} must be a finite number, got {value!r}")
     if out < 0:
         raise ScalestudyError(f"{origin}: {name} must not be negative, got {value!r}")
     return out
@@ -150,17 +156,18 @@ def get_device(name: str) -> DeviceSpec:
     path = _hardware_dir() / f"{key}.yaml"
     if path.is_file():
         return _device_from_dict(yaml.safe_load(path.read_text()), f"device {key}")
-    if Path(name).is_file():
-        return _device_from_dict(yaml.safe_load(Path(name).read_text()), name)
+    if Path(name).is_file() or name.endswith((".yaml", ".yml")):
+        data = read_yaml(name, "device file")
+        if not isinstance(data, dict):
+            raise ScalestudyError(f"device file {name}: must be a mapping of device fields")
+        return _device_from_dict(data, name)
     raise ScalestudyError(f"unknown device {name!r}: choose from {', '.join(device_names())} or give a YAML path")
 
 
 def load_cluster(path: str | Path) -> ClusterSpec:
     """A cluster YAML: `device: a100-40gb`, `nodes`, `gpus_per_node`, optional bandwidth/latency overrides."""
     path = Path(path)
-    if not path.is_file():
-        raise ScalestudyError(f"cluster file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path, "cluster file")
     if not isinstance(data, dict) or "device" not in data:
         raise ScalestudyError(f"cluster file {path}: needs a mapping with at least 'device'")
     device = data.pop("device")

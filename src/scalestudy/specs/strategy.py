@@ -192,8 +192,10 @@ class Workload:
             raise ScalestudyError(f"global batch must be >= 1, got {self.global_batch}")
         if self.seq_len < 1:
             raise ScalestudyError(f"sequence length must be >= 1, got {self.seq_len}")
-        if self.target_len < 0 or self.train_tokens < 0:
-            raise ScalestudyError("target length and train tokens must not be negative")
+        if self.target_len < 0:
+            raise ScalestudyError(f"target length must not be negative, got {self.target_len}")
+        if not 0 <= self.train_tokens < float("inf"):  # also refuses nan (every comparison with it is false)
+            raise ScalestudyError(f"--train-tokens must be a finite number >= 0, got {self.train_tokens}")
 
     @property
     def tokens_per_step(self) -> int:
