@@ -1,0 +1,79 @@
+"""Torch-free checks that a tp x pp layout fits the model and the engine; one-line errors before any launch."""
+
+from __future__ import annotations
+
+from scalestudy.errors import ScalestudyError
+
+# Families whose blocks have a tensor-parallel plan (GPT-2's fused c_attn Conv1D has none here).
+TP_FAMILIES = ("llama", "t5", "mt5")
+PP_FAMILIES = ("llama", "gpt2", "t5", "mt5")
+
+
+def needs_hybrid(strategy) -> bool:
+    """Tensor or pipeline parallelism runs on the hybrid backend (engine/backends/hybrid.py)."""
+    return strategy.tp > 1 or strategy.pp > 1
+
+
+def check_parallel_layout(spec, strategy, world_size: int) -> None:
+    """Raise ScalestudyError when `strategy`'s tp/pp cannot run `spec` on `world_size` ranks."""
+    tp, pp = strategy.tp, strategy.pp
+    if not needs_hybrid(strategy):
+        return
+    if strategy.engine == "deepspeed" or (strategy.engine == "ddp" and strategy.zero != 0):
+        raise ScalestudyError(f"tp/pp > 1 run on FSDP2 (--engine fsdp --zero 2|3) or replication (--engine ddp "
+                              f"--zero 0), not {strategy.engine} zero {strategy.zero}")
+    if strategy.offload_optimizer != "none" or strategy.offload_params != "none":
+        raise ScalestudyError("offload is not available with tp/pp > 1: use --offload-optimizer none")
+    if world_size % (tp * pp):
+        raise ScalestudyError(f"the mesh tp {tp} x pp {pp} does not divide the world size {world_size} "
+                              f"(--nproc x --nnodes)")
+    if tp > 1:
+        if spec.family not in TP_FAMILIES:
+            raise ScalestudyError(f"tensor parallelism has no plan for {spec.family} models (fused QKV); "
+                                  f"use --tp 1 or a llama/t5 model")
+        if spec.num_heads % tp:
+            raise ScalestudyError(f"tp {tp} does not divide the {spec.num_heads} attention heads of {spec.name}")
+        if spec.kv_heads % tp:
+            raise ScalestudyError(f"tp {tp} does not divide the {spec.kv_heads} key/value heads of {spec.name}")
+        if spec.d_ff % tp:
+            raise ScalestudyError(f"tp {tp} does not divide the feed-forward width {spec.d_ff} of {spec.name}")
+    if pp > 1:
+        if spec.family not in PP_FAMILIES:
+            raise ScalestudyError(f"pipeline parallelism has no stage split for {spec.family} models")
+        layers = spec.total_layers
+        if pp * strategy.virtual_stages > layers:
+            raise ScalestudyError(f"pp {pp} x virtual stages {strategy.virtual_stages} exceeds the {layers} layers "
+                                  f"of {spec.name}")
+        strategy.stage_split(layers)  # raises on stage_layers that do not sum to the layers
+
+
+def check_microbatches(strategy, grad_accum: int) -> None:
+    """Pipeline schedules need at least one micro-batch per stage in flight (and whole rounds if interleaved)."""
+    if strategy.pp > 1 and grad_accum < strategy.pp:
+        raise ScalestudyError(f"pp {strategy.pp} needs >= {strategy.pp} micro-batches per step, the layout gives "
+                              f"{grad_accum} (raise --global-batch or lower --micro-batch)")
+    if strategy.pp_schedule == "interleaved" and strategy.pp > 1 and grad_accum % strategy.pp:
+        raise ScalestudyError(f"the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by "
+                              f"pp {strategy.pp}")
+
+
+def chunk_layer_counts(strategy, num_layers: int) -> list[int]:
+    """Layers per model chunk in stage order (chunk s lives on pp rank s % pp): each device's layers
+    (`Strategy.stage_split`) divided over its `virtual_stages` chunks, the remainder on its first chunks."""
+    per_device = strategy.stage_split(num_layers) if strategy.pp > 1 else (num_layers,)
+    v = strategy.virtual_stages if strategy.pp > 1 else 1
+    counts = [0] * (len(per_device) * v)
+    for rank, n in enumerate(per_device):
+        base, extra = divmod(n, v)
+        for c in range(v):
+            counts[c * len(per_device) + rank] = base + (1 if c < extra else 0)
+    return counts
+
+
+def check_sequence_parallel(strategy, seq_len: int, target_len: int) -> None:
+    """Sequence parallelism splits every sequence evenly over the tp ranks."""
+    if strategy.tp > 1 and strategy.sequence_parallel:
+        for name, n in (("--seq-len", seq_len), ("--target-len", target_len)):
+            if n % strategy.tp:
+                raise ScalestudyError(f"sequence parallelism splits sequences over tp {strategy.tp}: {name} {n} is "
+                                      f"not divisible (or pass --no-sequence-parallel)")
