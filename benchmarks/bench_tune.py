@@ -60,9 +60,9 @@ def replay(cands, spec, w, args, grid, best, calib_s, grid_trial_s, out) -> None
 
     def from_grid(index, cand, model, workload, nproc, out_dir, **kw):
         g = measured[cand.strategy.label]
-        return tuner.Trial(index, g.label, g.strategy, g.grad_accum, g.status, g.measured_step_s,
-                           kw["predicted_before_s"], kw["predicted_uncalibrated_s"], g.wall_s, g.steps, g.run_dir,
-                           g.reason)
+        return tuner.TuneTrial(index, g.label, g.strategy, g.grad_accum, g.status, g.measured_step_s,
+                               kw["predicted_before_s"], kw["predicted_uncalibrated_s"], g.wall_s, g.steps, g.run_dir,
+                               g.reason)
 
     live = tuner.run_trial
     tuner.run_trial = from_grid
@@ -129,7 +129,7 @@ def main() -> None:
     print(f"calibration: {calib_s:.1f} s")
     if args.replay_only:  # decisions only, on an earlier run's grid (needs --grid-from and that run's --profile)
         rec = json.loads(Path(args.grid_from).read_text())
-        grid = [tuner.Trial(**t) for t in rec["grid"]]
+        grid = [tuner.TuneTrial(**t) for t in rec["grid"]]
         ok = [t for t in grid if t.status == "OK"]
         replay(cands, spec, w, args, grid, min(ok, key=lambda t: t.measured_step_s), rec["calibration_s"],
                sum(t.wall_s for t in grid), out)
@@ -141,10 +141,10 @@ def main() -> None:
     print(f"  stop: {tuned.stop_reason}")
 
     print("grid:" if not args.grid_from else f"grid: REUSED from {args.grid_from} (measured in an earlier run)")
-    grid: list[tuner.Trial] = []
+    grid: list[tuner.TuneTrial] = []
     t0 = time.perf_counter()
     if args.grid_from:
-        grid = [tuner.Trial(**t) for t in json.loads(Path(args.grid_from).read_text())["grid"]]
+        grid = [tuner.TuneTrial(**t) for t in json.loads(Path(args.grid_from).read_text())["grid"]]
     for i, c in enumerate(cands if not args.grid_from else [], 1):
         t = tuner.run_trial(i, c, spec, w, args.nproc, out / "grid", steps=args.steps, warmup=args.warmup,
                             timeout_s=600, tokenizer=tuner.shared_tokenizer(grid))

@@ -8,6 +8,7 @@ import pytest
 from scalestudy.costmodel.calibrate import (StepTerms, apply_efficiency, fit_alpha_beta, fit_efficiency,
                                             profile_from_microbench, save_profile)
 from scalestudy.errors import ScalestudyError
+from scalestudy.launch.process import TrialResult
 from scalestudy.plan import tuner
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device
@@ -87,11 +88,15 @@ def test_efficiency_fit_recovers_known_terms():
     assert scaled.intra_node_bytes_per_s == pytest.approx(get_device("local-cpu").intra_node_bytes_per_s / fit.comm)
 
 
-def test_classify_trial_outcomes():
-    assert tuner.classify(0, "", False, {"median_step_s": 0.5}) == ("OK", "")
-    assert tuner.classify(1, "x\nRuntimeError: CUDA out of memory. Tried", False, None)[0] == "OOM"
-    assert tuner.classify(1, "boom\nValueError: bad", False, None) == ("FAILED", "ValueError: bad")
-    assert tuner.classify(-1, "", True, None)[0] == "TIMEOUT"
+def test_a_trial_counts_only_with_a_measured_step(tmp_path):
+    def result(status, summary):
+        return TrialResult("t", tmp_path, status, "" if status == "OK" else "ran out of memory", "x\nMemoryError",
+                           1, False, False, 0.0, 2.0, ["train"], summary)
+
+    assert tuner.measured_step(result("OK", {"median_step_s": 0.5})) == ("OK", 0.5, "")
+    status, step, reason = tuner.measured_step(result("OK", {"status": "ok"}))  # all steps were warm-up
+    assert (status, step) == ("FAILED", None) and "median step time" in reason
+    assert tuner.measured_step(result("OOM", None)) == ("OOM", None, "ran out of memory: MemoryError")
 
 
 def test_search_records_failures_keeps_going_and_stops_when_stable(monkeypatch, tmp_path):
@@ -105,11 +110,11 @@ def test_search_records_failures_keeps_going_and_stops_when_stable(monkeypatch, 
     def fake_run(index, cand, model, workload, nproc, out_dir, **kw):
         fam = tuner.family(cand)
         if fam == "ds-z3":
-            return tuner.Trial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OOM",
-                               None, kw["predicted_before_s"], kw["predicted_uncalibrated_s"], 1.0, 3, "", "oom")
+            return tuner.TuneTrial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OOM",
+                                   None, kw["predicted_before_s"], kw["predicted_uncalibrated_s"], 1.0, 3, "", "oom")
         step = cand.estimate.step_s + cand.point.grad_accum * (0.0 if fam == "ddp" else 0.1)
-        return tuner.Trial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OK", step,
-                           kw["predicted_before_s"], kw["predicted_uncalibrated_s"], 1.0, 3, "")
+        return tuner.TuneTrial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OK", step,
+                               kw["predicted_before_s"], kw["predicted_uncalibrated_s"], 1.0, 3, "")
     monkeypatch.setattr(tuner, "run_trial", fake_run)
     screen = tuner._screen_order(cands, tuner.EfficiencyModel(), 3)
     assert sorted(c.strategy.engine for c in screen) == ["ddp", "deepspeed", "fsdp"]  # one of each engine first

@@ -7,7 +7,6 @@ the command functions so `scalestudy --help` stays fast.
 from __future__ import annotations
 
 import json
-import time
 from typing import Optional
 
 import typer
@@ -49,24 +48,14 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        max_nodes=max_nodes, vary_nodes=vary_nodes)
 
 
-def default_precision(device) -> str:
-    """bf16 where the device has it, else fp16, else fp32 (CPUs here: fp32, see FACTS.md)."""
-    if device.kind == "cpu":
-        return "fp32"
-    for p in ("bf16", "fp16", "fp32"):
-        if p in device.peak_flops:
-            return p
-    return "fp32"
-
-
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
          "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl"}
 
 
 def _breakdown(estimate) -> str:
-    from scalestudy.plan.planner import _time_terms
+    from scalestudy.plan.planner import step_time_terms
 
-    terms = sorted(_time_terms(estimate).items(), key=lambda kv: -kv[1])[:3]
+    terms = sorted(step_time_terms(estimate).items(), key=lambda kv: -kv[1])[:3]
     return " ".join(f"{SHORT.get(k, k)} {v:.3f}" for k, v in terms if v > 0)
 
 
@@ -78,7 +67,7 @@ def print_plan(result, cluster, top: int) -> None:
 
     console = Console(width=max(Console().width, 140))  # a piped table keeps its columns readable
     w = result.workload
-    table = Table(title=f"Top {min(top, len(result.candidates))} of {result.feasible} feasible strategies "
+    table = Table(title=f"Top {min(top or len(result.candidates), len(result.candidates))} of {result.feasible} feasible strategies "
                         f"({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
                         f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
     ttt = "train h" if w.train_tokens else "s/1M tok"
@@ -86,7 +75,7 @@ def print_plan(result, cluster, top: int) -> None:
                 "largest step-time terms (s)"):
         left = col in ("strategy", "largest step-time terms (s)")
         table.add_column(col, justify="left" if left else "right", no_wrap=left)
-    for i, c in enumerate(result.candidates[:top], 1):
+    for i, c in enumerate(result.candidates[:top or None], 1):  # --top 0: all
         e = c.estimate
         t = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
         table.add_row(str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
@@ -144,7 +133,7 @@ def plan(
     no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
-    from scalestudy.plan.planner import OBJECTIVES, plan as run_plan
+    from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
     from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
     from scalestudy.specs.run import resolve_target_len
@@ -152,6 +141,16 @@ def plan(
 
     if objective not in OBJECTIVES:
         raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+    if top < 0:
+        raise ScalestudyError(f"--top must be >= 0 (0 = all feasible strategies), got {top}")
+    if min_throughput is not None and not 0 < min_throughput < float("inf"):
+        raise ScalestudyError(f"--min-throughput must be a positive number of tokens/s, got {min_throughput}")
+    if train_steps < 1:
+        raise ScalestudyError(f"--train-steps must be >= 1, got {train_steps}")
+    if emit_dir:
+        from scalestudy.outputs import check_output_dir
+
+        check_output_dir(emit_dir, "--emit")
     spec = get_model(model)
     clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
@@ -233,56 +232,51 @@ def tune(
     offload: str = typer.Option("none", help="Optimizer offload: none | cpu | none,cpu (cpu JIT-builds CPU-Adam "
                                              "once, ~75 s)."),
     trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
+    memory_limit_gib: float = typer.Option(0.0, help="Address-space cap (RLIMIT_AS) of each trial process in GiB "
+                                                     "(2^30 bytes); a trial beyond it ends as OOM. 0 = no cap."),
 ) -> None:
     """Calibrate, then run few short real trials guided by the refit cost model; pick the fastest strategy."""
     from pathlib import Path
 
-    from rich.console import Console
-    from rich.table import Table
-
     from scalestudy.plan import tuner
-    from scalestudy.specs.hardware import get_device
     from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import resolve_target_len
     from scalestudy.specs.strategy import Workload
 
     spec = get_model(model)
-    from scalestudy.specs.run import resolve_target_len
-
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
-    if nproc < 1 or steps <= warmup:
-        raise ScalestudyError("--nproc must be >= 1 and --steps larger than --warmup")
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    if profile:
-        device, calib_s = get_device(profile), 0.0
-    else:
-        device, path, calib_s = tuner.calibrate(out, nproc, get_device("local-cpu"))
-        print_profile(device, calib_s)
-    prec = default_precision(device)
+    settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,
+                                  screen=screen, margin=margin, trial_timeout_s=trial_timeout_s,
+                                  memory_limit_bytes=int(memory_limit_gib * GIB))
     cons = build_constraints(engine=engine, zero=zero, tp="1", pp="1", micro_batch=micro_batch,
                              recompute=recompute or "none,full", offload=offload, offload_params=offload,
-                             precision=prec, max_nodes=None)
-    cands = tuner.local_candidates(spec, device, nproc, workload, cons)
-    print(f"{len(cands)} runnable strategies fit; trials of {steps} steps ({warmup} warm-up excluded)")
-    settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,
-                                  screen=screen, margin=margin, trial_timeout_s=trial_timeout_s)
-    result = tuner.search(cands, spec, workload, nproc, out, settings, calibration_s=calib_s)
-    meta = {"model": spec.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
-            "elapsed_s": time.perf_counter() - t0}
-    tuner.save_results(out, result, settings, meta)
-    from scalestudy.costmodel.calibrate import save_profile
+                             precision="fp32", max_nodes=None)  # precision: the tuner's default for the device
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    device, calib_s = tuner.tuning_device(out, nproc, profile)
+    if not profile:
+        print_profile(device, calib_s)
+    result = tuner.run_tune(spec, device, workload, nproc, out, settings, cons, calibration_s=calib_s,
+                            model_source=model)
+    print_tune(result, out)
+
+
+def print_tune(result, out) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalestudy.plan.tuner import report_rows
+
+    def f(v, fmt):
+        return "n/a" if v is None or v != v else format(v, fmt)
 
     table = Table(title=f"tune: {len(result.trials)} trial(s), calibration {result.calibration_s:.1f} s + trials "
                         f"{result.trials_s:.1f} s; stop: {result.stop_reason}")
     for col in ("#", "strategy", "status", "measured s/step", "predicted before s", "err %", "after calib. s",
                 "err %", "wall s"):
         table.add_column(col, justify="left" if col in ("strategy", "status") else "right", no_wrap=True)
-    for r in tuner.report_rows(result):
-        def f(v, spec):
-            return "n/a" if v is None or v != v else format(v, spec)
-
+    for r in report_rows(result):
         table.add_row(str(r["trial"]), r["strategy"], r["status"], f(r["measured_step_s"], ".3f"),
                       f(r["predicted_before_s"], ".3f"), f(r["error_before_pct"], "+.1f"),
                       f(r["predicted_final_s"], ".3f"), f(r["error_final_pct"], "+.1f"), f(r["wall_s"], ".1f"))
@@ -295,13 +289,8 @@ def tune(
           "micro-step (+ per engine: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.engine_overhead_s.items()) + "; per family: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
-    from scalestudy.costmodel.calibrate import apply_efficiency
-
-    save_profile(device, out / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
-    save_profile(apply_efficiency(device, e), out / "tuned_profile.yaml",
-                 "hardware profile with the refit compute/communication factors (overheads: tune.json)")
     if result.best:
         print(f"Pick: {result.best.label} ({result.best.measured_step_s:.3f} s/step measured). "
               f"Results: {out}/tune.json, {out}/tune.md")
     else:
-        print(f"No trial succeeded; see {out}/trials/*/tune_trial.log")
+        print(f"No trial succeeded; see {out}/trials/*/train.log")

@@ -62,8 +62,11 @@ def _has_gpu() -> bool:
 # ---------------------------------------------------------------------------------------------- killing
 
 
-def kill_group(pgid: int, grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`."""
+def kill_group(pgid: int, grace_s: float = TERM_GRACE_S, leader: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after `grace_s`.
+
+    `leader`: our child that leads the group; it is reaped while waiting (an unreaped zombie keeps the group
+    alive to os.killpg, which would make every stop wait the whole grace period)."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(pgid, sig)
@@ -71,6 +74,8 @@ def kill_group(pgid: int, grace_s: float = TERM_GRACE_S) -> None:
             return
         end = time.time() + wait
         while time.time() < end:
+            if leader is not None:
+                leader.poll()
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
@@ -86,7 +91,7 @@ def kill_marked(owner_dir: Path, trial_id: str | None = None) -> int:
     markers = [f"{DIR_MARKER}={Path(owner_dir).resolve()}".encode()]
     if trial_id:
         markers.append(f"{TRIAL_MARKER}={trial_id}".encode())
-    killed = 0
+    killed = []
     for pid_dir in Path("/proc").glob("[0-9]*"):
         try:
             if int(pid_dir.name) == os.getpid():
@@ -95,10 +100,29 @@ def kill_marked(owner_dir: Path, trial_id: str | None = None) -> int:
             if not all(m in environ for m in markers):
                 continue
             os.kill(int(pid_dir.name), signal.SIGKILL)
-            killed += 1
+            killed.append(int(pid_dir.name))
         except (OSError, ValueError):
             continue
-    return killed
+    _wait_gone(killed)
+    return len(killed)
+
+
+def _wait_gone(pids: list[int], limit_s: float = 2.0) -> None:
+    """Until the SIGKILLed `pids` are dead (SIGKILL is delivered asynchronously): callers may rely on it."""
+    end = time.time() + limit_s
+    while pids and time.time() < end:
+        pids = [pid for pid in pids if _running(pid)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie is dead; only its parent's wait() removes it
 
 
 # ---------------------------------------------------------------------------------------------- what a trial leaves
@@ -227,7 +251,7 @@ class TrialProcess:
 
     def stop(self, *, timed_out: bool = False, pruned: bool = False) -> TrialResult:
         """Kill what is left of the trial (its group, then its marked ranks), wait for it, and read its result."""
-        kill_group(self.proc.pid, grace_s=TERM_GRACE_S if (timed_out or pruned) else EXIT_GRACE_S)
+        kill_group(self.proc.pid, TERM_GRACE_S if (timed_out or pruned) else EXIT_GRACE_S, leader=self.proc)
         returncode = self.proc.wait()
         kill_marked(self.owner_dir, self.trial_id)  # ranks in sessions of their own (torchrun's default)
         self._log.close()
@@ -237,7 +261,7 @@ class TrialProcess:
 
     def abandon(self) -> None:
         """Kill the trial at once without reading a result (the runner is being interrupted)."""
-        kill_group(self.proc.pid, grace_s=EXIT_GRACE_S)
+        kill_group(self.proc.pid, EXIT_GRACE_S, leader=self.proc)
         kill_marked(self.owner_dir, self.trial_id)
         self._log.close()
 

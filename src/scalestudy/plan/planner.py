@@ -218,7 +218,14 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
                       elapsed_s=time.perf_counter() - start, workload=workload, skipped=counters["skipped"])
 
 
-def _time_terms(estimate: Any) -> dict[str, float]:
+def default_precision(device) -> str:
+    """bf16 where the device has it, else fp16, else fp32 (CPUs here: fp32, see FACTS.md)."""
+    if device.kind == "cpu":
+        return "fp32"
+    return next((p for p in ("bf16", "fp16") if p in device.peak_flops), "fp32")
+
+
+def step_time_terms(estimate: Any) -> dict[str, float]:
     """{name: seconds} of the estimate's step-time breakdown (`time.parts` of the estimate schema)."""
     parts = estimate.time_parts() if hasattr(estimate, "time_parts") else \
         estimate.to_dict().get("time", {}).get("parts", {})
@@ -256,7 +263,7 @@ def explain(result: PlanResult) -> str:
              f"{eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {ea.step_s:.4g} vs {eb.step_s:.4g} s, memory "
              f"{ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
              f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
-    ta, tb = _time_terms(ea), _time_terms(eb)
+    ta, tb = step_time_terms(ea), step_time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
     parts = [f"{k} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s" for d, k in diffs[:3] if d > 0]
     if result.objective in ("cost", "min-nodes"):

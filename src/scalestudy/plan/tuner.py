@@ -339,6 +339,8 @@ def tuning_device(out_dir: Path, nproc: int, profile: str | None) -> tuple[Devic
     """(device, seconds spent): the hardware profile YAML `profile`, or a fresh calibration of this machine."""
     from scalestudy.specs.hardware import get_device
 
+    if nproc < 1:
+        raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
     if profile:
         return get_device(profile), 0.0
     device, _, seconds = calibrate(out_dir, nproc, get_device("local-cpu"))
