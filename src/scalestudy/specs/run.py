@@ -22,6 +22,7 @@ Flat option names (`lr`, `engine`, `seq_len`, `output`, ...: the `train` flags) 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,14 @@ class RunConfig:
             raise ScalestudyError(f"unknown decay {o.decay!r} (choose from {', '.join(DECAYS)})")
         if o.lr <= 0 or not 0 <= o.min_lr_ratio <= 1:
             raise ScalestudyError("--lr must be > 0 and min_lr_ratio within [0, 1]")
+        for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip"):
+            if not math.isfinite(getattr(o, name)):  # nan passes every comparison above
+                raise ScalestudyError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(o, name)}")
+        if o.grad_clip < 0:
+            raise ScalestudyError(f"--grad-clip must be >= 0 (0: no clipping), got {o.grad_clip}")
+        if self.output.timing_warmup >= w.steps:
+            raise ScalestudyError(f"--warmup {self.output.timing_warmup} (timed steps excluded from the medians) "
+                                  f"must be below --steps {w.steps}")
         if d.vocab_size < 1:
             raise ScalestudyError(f"--vocab-size must be >= 1, got {d.vocab_size}")
         spec = self.model_spec()
@@ -293,10 +302,13 @@ class RunConfig:
         if strategy.offload_optimizer == "nvme" or strategy.offload_params == "nvme":
             raise ScalestudyError("NVMe offload is not supported by `scalestudy train`: use --offload-optimizer cpu")
         if not cuda and strategy.precision != "fp32":
-            # Decision: refuse rather than silently fall back: a bf16 run on these CPUs is ~100x slower than fp32
-            # (no native bf16/fp16 matmul), so its throughput numbers would be meaningless.
-            raise ScalestudyError(f"--precision {strategy.precision} needs a GPU (CPUs here have no native "
-                                  f"{strategy.precision} matmul, ~100x slower than fp32): use --precision fp32")
+            # Decided by measurement (specs/cpu_precision.py): bf16 is real on CPUs with AVX-512 BF16/AMX and ~60x
+            # slower than fp32 where emulated; refuse rather than silently fall back (meaningless throughput).
+            from scalestudy.specs.cpu_precision import cpu_precision_refusal
+
+            refusal = cpu_precision_refusal(strategy.precision)
+            if refusal:
+                raise ScalestudyError(refusal)
         if strategy.precision == "fp16" and strategy.engine != "deepspeed":
             raise ScalestudyError("fp16 needs loss scaling, which scalestudy runs through DeepSpeed: use --engine "
                                   "deepspeed, or bf16 with ddp/fsdp")
