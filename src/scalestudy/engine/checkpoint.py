@@ -86,6 +86,24 @@ def latest(out: Path) -> Path | None:
     return path if (path / "meta.json").is_file() else None
 
 
+def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> int:
+    """The launcher's check, before any worker starts, that --resume can continue DIR; the step it resumes from."""
+    path = latest(out)
+    if path is None:
+        raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
+    saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    if saved["world_size"] != world_size:
+        raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
+                              f"{world_size} (engine shards are per rank)")
+    if saved.get("strategy") != strategy:
+        raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
+                              f"{strategy}")
+    if int(saved["step"]) >= steps:
+        raise ScalestudyError(f"--resume: the checkpoint is at step {saved['step']}; raise --steps above it to "
+                              "continue")
+    return int(saved["step"])
+
+
 def restore(out: Path, backend, stream, meta: dict) -> int:
     """Load the latest checkpoint into backend, stream and RNG; return the number of completed steps."""
     path = latest(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
+from scalestudy.outputs import check_output_dir
 
 
 class TrainingFailed(ScalestudyError):
@@ -43,27 +45,49 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     if cfg.workload.nnodes != 1:
         raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
                               "--print-launch")
-    out = Path(cfg.output.dir)
-    if out.exists() and not out.is_dir():
-        raise ScalestudyError(f"--output {out} exists and is not a directory")
+    out = check_output_dir(cfg.output.dir)
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
+    if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
+        from scalestudy.engine.checkpoint import check_resumable
+
+        check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict())
+    tokenizer = cfg.data.tokenizer
+    if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
+        tokenizer = str(out / "tokenizer.json")
+    created = _first_missing(out)
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        _prepare_data(cfg, tokenizer, out)
+    except BaseException:
+        if created is not None:  # bad data or tokenizer: leave no empty run directory behind
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     (out / "summary.json").unlink(missing_ok=True)  # only a finished run may leave a summary
     failures = out / ".failures"
     for stale in failures.glob("*.txt") if failures.is_dir() else []:
         stale.unlink()
-    tokenizer = cfg.data.tokenizer
-    if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
-        tokenizer = str(out / "tokenizer.json")
-    from scalestudy.engine.train import data_config
-    from scalestudy.engine.data.pipeline import prepare
-
-    prepared = prepare(data_config(cfg, tokenizer), out, write=True)  # caches tokens.npz for the workers
-    from scalestudy.engine.models import check_vocab
-
-    check_vocab(cfg.model_spec(), prepared.vocab_size)
     return cfg.resolved().replace(tokenizer=tokenizer or str(out / "tokenizer.json"))
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of `path` that does not exist yet (what mkdir(parents=True) creates), or None."""
+    missing = None
+    for candidate in [path, *path.absolute().parents]:
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
+def _prepare_data(cfg: RunConfig, tokenizer: str | None, out: Path) -> None:
+    """Tokenizer and token cache for the workers (DIR/tokenizer.json, tokens.npz), checked against the model."""
+    from scalestudy.engine.data.pipeline import prepare
+    from scalestudy.engine.models import check_vocab
+    from scalestudy.engine.train import data_config
+
+    prepared = prepare(data_config(cfg, tokenizer), out, write=True)
+    check_vocab(cfg.model_spec(), prepared.vocab_size)
 
 
 def run_local(cfg: RunConfig) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 from scalestudy.atomicfile import write_text_atomic
 from scalestudy.engine.settings import engine_settings
 from scalestudy.errors import ScalestudyError
+from scalestudy.outputs import check_output_dir
 from scalestudy.launch.commands import CONFIG_NAME, launch_scripts
 from scalestudy.specs.run import RunConfig
 
@@ -37,9 +38,9 @@ def default_output(run: RunConfig) -> str:
 def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict | None = None,
          origin: str = "`scalestudy plan --emit`") -> dict[str, Path]:
     """Write the run's config, its engine settings and launch scripts; return {name: path}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
     run = run.resolved()
+    out.mkdir(parents=True, exist_ok=True)
     engine_file, settings = engine_settings(run, cuda=cuda)
     files = {CONFIG_NAME: run.to_yaml(), engine_file: json.dumps(settings, indent=2) + "\n"}
     env = {} if cuda else {"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}

@@ -1,0 +1,470 @@
+"""Every bad input over every command: exit 2, one stderr line naming the problem, no traceback, no file touched.
+
+Table-driven and in-process (`scalestudy.cli.main(argv)`), so ~200 cases take seconds. Each case runs in its own
+copy of a workspace of bad files (malformed YAML, corrupt/foreign/column-less stores, an existing file where a
+directory is wanted, immutable directories, ...); the workspace is snapshotted before and after (path, size, mode,
+content hash) and must be unchanged. Starting any process (subprocess, torchrun worker, fork) fails the case:
+validation must happen before anything starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from scalestudy.cli import main
+
+GOOD_SPEC = """\
+name: tiny
+model: t5-tiny
+engine: ddp
+nproc: 1
+micro_batch: 2
+global_batch: 2
+seq_len: 32
+target_len: 8
+steps: 4
+"""
+SEARCH_SPEC = GOOD_SPEC + """\
+search:
+  trials_per_model: 2
+  budget_tokens: 640
+  space:
+    lr: {low: 1.0e-4, high: 1.0e-2, log: true}
+"""
+MALFORMED = "name: x\nmodel: [t5-tiny, t5-mini\nsteps: 3\n"
+PROFILE = """\
+name: my-cpu
+kind: cpu
+memory_bytes: 1000000000
+"""
+
+
+class ProcessStarted(BaseException):
+    """Raised instead of starting a process: bad input must be refused before anything starts."""
+
+
+def _refuse(*args, **kwargs):
+    raise ProcessStarted("a process was started before the input was validated")
+
+
+def _store(path: Path, trials: int = 2) -> None:
+    from scalestudy.study.store import Store
+
+    with Store(path) as store:
+        store.set_meta("name", "fixture")
+        for i in range(trials):
+            store.record_trial({"trial_id": f"t{i}", "status": "OK" if i else "FAILED", "label": f"trial {i}",
+                                "model": "t5-tiny", "params": 1_000_000 * (i + 1), "tokens": 1e6, "flops": 1e12,
+                                "loss": 5.0 - i, "started_at": float(i), "error_tail": "boom" if not i else None},
+                               [{"step": s, "loss": 6.0 - s} for s in range(1, 4)])
+
+
+def _build_workspace(root: Path) -> None:
+    """The files every case may point at (built once, copied per case)."""
+    (root / "good.yaml").write_text(GOOD_SPEC)
+    (root / "search.yaml").write_text(SEARCH_SPEC)
+    (root / "malformed.yaml").write_text(MALFORMED)
+    (root / "empty.yaml").write_text("")
+    (root / "list.yaml").write_text("- 1\n- 2\n")
+    (root / "scalar.yaml").write_text("42\n")
+    (root / "binary.bin").write_bytes(bytes(range(256)) * 8)
+    (root / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    (root / "profile.yaml").write_text(PROFILE)
+    (root / "afile.txt").write_text("not a directory\n")
+    (root / "empty.txt").write_text("")
+    (root / "corpus.txt").write_text("In the beginning God created the heaven and the earth.\n" * 50)
+    (root / "corpus.xyz").write_text("some text\n" * 50)
+    (root / "garbage-tokenizer.json").write_text("{not json")
+    (root / "runs.csv").write_text("model,params,tokens,flops,loss\n" + "".join(
+        f"m{i % 3},{1e6 * (i % 3 + 1)},{1e8 * (i // 3 + 1)},{6e14 * (i % 3 + 1) * (i // 3 + 1)},{4 - 0.1 * i}\n"
+        for i in range(6)))
+    (root / "nocols.csv").write_text("a,b\n1,2\n")
+    (root / "empty.csv").write_text("")
+    (root / "cfg-unknown.yaml").write_text("model: t5-tiny\nbogus_option: 3\n")
+    (root / "cfg-badtype.yaml").write_text("steps: many\n")
+    (root / "spec-unknown.yaml").write_text(GOOD_SPEC + "colour: blue\n")
+    (root / "spec-badmodel.yaml").write_text(GOOD_SPEC.replace("t5-tiny", "t5-gigantic"))
+    (root / "spec-steps0.yaml").write_text(GOOD_SPEC.replace("steps: 4", "steps: 0"))
+    (root / "spec-lrnan.yaml").write_text(GOOD_SPEC + "lr: .nan\n")
+    (root / "spec-conc0.yaml").write_text(GOOD_SPEC + "concurrency: 0\n")
+    (root / "spec-executor.yaml").write_text(GOOD_SPEC + "executor: mars\n")
+    (root / "spec-nogrid.yaml").write_text(GOOD_SPEC + "strategies:\n  - {engine: fsdp, zero: 1}\n")
+    (root / "spec-warmup.yaml").write_text(GOOD_SPEC + "warmup: 5\n")
+    (root / "spec-data-missing.yaml").write_text(GOOD_SPEC + "data: nowhere.txt\n")
+    (root / "search-noblock.yaml").write_text(GOOD_SPEC)
+    (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
+
+    study = root / "study"
+    study.mkdir()
+    _store(study / "study.sqlite", trials=40)
+    raw = (study / "study.sqlite").read_bytes()
+    assert len(raw) > 8 * 4096, len(raw)
+    for name, content in {
+        "zero": b"",
+        "garbage": os.urandom(3 * 4096),
+        "truncated": raw[: 2 * 4096 + 100],
+        "midcorrupt": raw[: 3 * 4096] + os.urandom(4096) + raw[4 * 4096:],
+        "textfile": b"hello, I am not a database\n" * 10,
+    }.items():
+        (root / name).mkdir()
+        (root / name / "study.sqlite").write_bytes(content)
+    (root / "foreign").mkdir()
+    with contextlib.closing(sqlite3.connect(root / "foreign" / "study.sqlite")) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
+        conn.execute("INSERT INTO photos(path) VALUES ('holiday.jpg')")
+        conn.commit()
+    (root / "columnless").mkdir()
+    with contextlib.closing(sqlite3.connect(root / "columnless" / "study.sqlite")) as conn:
+        conn.execute("CREATE TABLE trials (trial_id TEXT PRIMARY KEY, status TEXT)")
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("INSERT INTO trials VALUES ('a', 'OK')")
+        conn.commit()
+    (root / "nostore").mkdir()
+    (root / "export-dir.csv").mkdir()
+    (root / "plotdir").mkdir()
+    # a finished-looking run directory (train refuses to overwrite it without --resume)
+    (root / "run").mkdir()
+    (root / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
+    (root / "newdir-parent").mkdir()
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bad-inputs-template") / "ws"
+    root.mkdir()
+    _build_workspace(root)
+    return root
+
+
+def _chattr(flag: str, *paths: Path) -> bool:
+    if not shutil.which("chattr"):
+        return False
+    return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Path -> (kind, mode, size, content hash) of everything under root."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
+            out[str(p.relative_to(root))] = ("d" if p.is_dir() else "f", st.st_mode, st.st_size, digest)
+    return out
+
+
+@dataclass
+class Result:
+    code: int | None
+    out: str
+    err: str
+
+
+def run_cli(argv: list[str]) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]
+    expect: str  # case-insensitive text the one error line must contain (names the problem)
+    immutable: tuple[str, ...] = ()  # workspace paths made immutable (chattr +i) for the case
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def C(id: str, cmd: str, expect: str, *, immutable: tuple[str, ...] = ()) -> Case:
+    import shlex
+
+    return Case(id, tuple(shlex.split(cmd)), expect, immutable)
+
+
+EST = "estimate --model t5-tiny"
+PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
+TUNE = "tune --model t5-tiny --global-batch 4 --seq-len 32 --output tuneout --profile profile.yaml"
+TRAIN = "train --model t5-tiny --seq-len 32 --target-len 8 --steps 4 --no-progress --output OUT"
+STORES = ("zero", "garbage", "truncated", "midcorrupt", "textfile", "foreign", "columnless")
+STORE_EXPECT = {"zero": "not a study store", "garbage": "not a study store", "truncated": "corrupt",
+                "midcorrupt": "corrupt", "textfile": "not a study store", "foreign": "not a study store",
+                "columnless": "column"}
+
+CASES: list[Case] = [
+    # ---- usage errors (typer/click): one line, not a box ----------------------------------------------------
+    C("usage-unknown-command", "frobnicate", "no such command"),
+    C("usage-unknown-subcommand", "study frob x", "no such command"),
+    C("usage-unknown-option", f"{EST} --bogus", "--bogus"),
+    C("usage-missing-option", "estimate", "--model"),
+    C("usage-not-an-int", f"{EST} --nodes abc", "--nodes"),
+    C("usage-float-garbage", f"{EST} --train-tokens lots", "--train-tokens"),
+    C("usage-missing-argument", "study status", "directory"),
+    C("usage-missing-value", f"{EST} --gpu", "--gpu"),
+    C("usage-plan-missing-batch", "plan --model t5-tiny --seq-len 8", "--global-batch"),
+    C("usage-train-zero-abc", "train --zero abc", "--zero"),
+    C("usage-fit-missing-source", "fit", "source"),
+    C("usage-export-missing-output", "study export study", "--output"),
+    C("usage-search-missing-output", "search search.yaml", "--output"),
+    C("usage-extra-argument", "study status study extra", "extra"),
+    # ---- estimate ---------------------------------------------------------------------------------------------
+    C("estimate-unknown-model", "estimate --model t5-gigantic", "t5-gigantic"),
+    C("estimate-model-missing-json", "estimate --model nowhere/config.json", "nowhere"),
+    C("estimate-model-garbage-json", "estimate --model garbage-tokenizer.json", "garbage-tokenizer.json"),
+    C("estimate-unknown-gpu", f"{EST} --gpu h900", "h900"),
+    C("estimate-gpu-malformed-yaml", f"{EST} --gpu malformed.yaml", "invalid yaml"),
+    C("estimate-cluster-malformed-yaml", f"{EST} --cluster malformed.yaml", "invalid yaml"),
+    C("estimate-cluster-missing", f"{EST} --cluster nowhere.yaml", "nowhere.yaml"),
+    C("estimate-cluster-empty", f"{EST} --cluster empty.yaml", "cluster"),
+    C("estimate-cluster-list", f"{EST} --cluster list.yaml", "cluster"),
+    C("estimate-cluster-binary", f"{EST} --cluster binary.bin", "binary.bin"),
+    C("estimate-tokens-nan", f"{EST} --train-tokens nan", "train-tokens"),
+    C("estimate-tokens-inf", f"{EST} --train-tokens inf", "train-tokens"),
+    C("estimate-tokens-negative", f"{EST} --train-tokens -5", "train-tokens"),
+    C("estimate-tokens-nan-json", f"{EST} --train-tokens nan --json", "train-tokens"),
+    C("estimate-seq-len-0", f"{EST} --seq-len 0", "seq"),
+    C("estimate-micro-batch-0", f"{EST} --micro-batch 0", "micro"),
+    C("estimate-zero-7", f"{EST} --zero 7", "zero"),
+    C("estimate-engine-foo", f"{EST} --engine foo", "foo"),
+    C("estimate-tp-3", f"{EST} --tp 3", "tp"),
+    C("estimate-pp-0", f"{EST} --pp 0", "pp"),
+    C("estimate-precision-fp8", f"{EST} --precision fp8", "fp8"),
+    C("estimate-recompute-bogus", f"{EST} --recompute bogus", "bogus"),
+    C("estimate-offload-bogus", f"{EST} --offload-optimizer bogus", "bogus"),
+    C("estimate-offload-params-bogus", f"{EST} --offload-params bogus", "bogus"),
+    C("estimate-nodes-0", f"{EST} --nodes 0", "nodes"),
+    C("estimate-gpus-per-node-0", f"{EST} --gpus-per-node 0", "gpus"),
+    C("estimate-global-batch-0", f"{EST} --global-batch 0", "batch"),
+    C("estimate-target-len-negative", f"{EST} --target-len -1", "target"),
+    # ---- plan -------------------------------------------------------------------------------------------------
+    C("plan-unknown-model", "plan --model nope --global-batch 8 --seq-len 128", "nope"),
+    C("plan-gpu-malformed-yaml", f"{PLAN} --gpu malformed.yaml", "invalid yaml"),
+    C("plan-gpu-missing-file", f"{PLAN} --gpu nowhere.yaml", "nowhere"),
+    C("plan-cluster-malformed-yaml", f"{PLAN} --cluster malformed.yaml", "invalid yaml"),
+    C("plan-cluster-latin1", f"{PLAN} --cluster latin1.yaml", "utf-8"),
+    C("plan-top-negative", f"{PLAN} --top -3", "--top"),
+    C("plan-top-minus-one-json", f"{PLAN} --top -1 --json", "--top"),
+    C("plan-min-throughput-negative", f"{PLAN} --objective min-nodes --min-throughput -5", "throughput"),
+    C("plan-min-throughput-nan", f"{PLAN} --objective min-nodes --min-throughput nan", "throughput"),
+    C("plan-objective-foo", f"{PLAN} --objective foo", "foo"),
+    C("plan-global-batch-0", "plan --model t5-tiny --global-batch 0 --seq-len 128", "batch"),
+    C("plan-seq-len-0", "plan --model t5-tiny --global-batch 8 --seq-len 0", "seq"),
+    C("plan-train-tokens-nan", f"{PLAN} --train-tokens nan", "train-tokens"),
+    C("plan-train-tokens-inf", f"{PLAN} --train-tokens inf", "train-tokens"),
+    C("plan-zero-letters", f"{PLAN} --zero x", "--zero"),
+    C("plan-tp-letters", f"{PLAN} --tp abc", "--tp"),
+    C("plan-max-nodes-0", f"{PLAN} --max-nodes 0", "max-nodes"),
+    C("plan-nodes-0", f"{PLAN} --nodes 0", "nodes"),
+    C("plan-train-steps-0", f"{PLAN} --emit emitted --train-steps 0", "steps"),
+    C("plan-precision-fp8", f"{PLAN} --precision fp8", "fp8"),
+    C("plan-engine-foo", f"{PLAN} --engine foo", "foo"),
+    C("plan-emit-existing-file", f"{PLAN} --emit afile.txt", "afile.txt"),
+    C("plan-emit-immutable-dir", f"{PLAN} --emit locked/emitted", "locked", immutable=("locked",)),
+    C("plan-target-len-negative", f"{PLAN} --target-len -2", "target"),
+    # ---- calibrate --------------------------------------------------------------------------------------------
+    C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
+    C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),
+    C("calibrate-output-existing-file", "calibrate --output afile.txt", "afile.txt"),
+    C("calibrate-output-immutable", "calibrate --output locked/cal", "locked", immutable=("locked",)),
+    C("calibrate-unknown-base", "calibrate --output cal --base h900", "h900"),
+    # ---- tune -------------------------------------------------------------------------------------------------
+    C("tune-engine-foo", f"{TUNE} --engine foo", "foo"),
+    C("tune-engine-foo-no-profile", "tune --model t5-tiny --global-batch 4 --output tuneout --engine foo", "foo"),
+    C("tune-profile-missing", f"{TUNE.replace('profile.yaml', 'missing.yaml')}", "missing.yaml"),
+    C("tune-profile-malformed", f"{TUNE.replace('profile.yaml', 'malformed.yaml')}", "invalid yaml"),
+    C("tune-profile-empty", f"{TUNE.replace('profile.yaml', 'empty.yaml')}", "empty.yaml"),
+    C("tune-budget-negative", f"{TUNE} --budget-s -5", "budget"),
+    C("tune-budget-nan", f"{TUNE} --budget-s nan", "budget"),
+    C("tune-budget-negative-no-profile", "tune --model t5-tiny --global-batch 4 --output tuneout --budget-s -5",
+      "budget"),
+    C("tune-warmup-over-steps", f"{TUNE} --steps 3 --warmup 5", "warmup"),
+    C("tune-steps-0", f"{TUNE} --steps 0 --warmup 0", "steps"),
+    C("tune-nproc-0", f"{TUNE} --nproc 0", "nproc"),
+    C("tune-output-existing-file", f"{TUNE.replace('tuneout', 'afile.txt')}", "afile.txt"),
+    C("tune-output-immutable", f"{TUNE.replace('tuneout', 'locked/t')}", "locked", immutable=("locked",)),
+    C("tune-unknown-model", f"{TUNE.replace('t5-tiny', 'nope')}", "nope"),
+    C("tune-global-batch-0", f"{TUNE.replace('--global-batch 4', '--global-batch 0')}", "batch"),
+    C("tune-seq-len-0", f"{TUNE.replace('--seq-len 32', '--seq-len 0')}", "seq"),
+    C("tune-max-trials-negative", f"{TUNE} --max-trials -1", "max-trials"),
+    C("tune-margin-negative", f"{TUNE} --margin -1", "margin"),
+    C("tune-trial-timeout-0", f"{TUNE} --trial-timeout-s 0", "timeout"),
+    C("tune-offload-bogus", f"{TUNE} --offload bogus", "bogus"),
+    C("tune-zero-9", f"{TUNE} --zero 9", "9"),
+    C("tune-screen-negative", f"{TUNE} --screen -1", "screen"),
+    # ---- train ------------------------------------------------------------------------------------------------
+    C("train-unknown-model", f"{TRAIN} --model t5-gigantic", "t5-gigantic"),
+    C("train-engine-foo", f"{TRAIN} --engine foo", "foo"),
+    C("train-zero-5", f"{TRAIN} --zero 5", "zero"),
+    C("train-steps-0", f"{TRAIN} --steps 0", "steps"),
+    C("train-warmup-over-steps", f"{TRAIN} --warmup 5 --steps 3", "warmup"),
+    C("train-grad-clip-negative", f"{TRAIN} --grad-clip -1", "grad-clip"),
+    C("train-grad-clip-nan", f"{TRAIN} --grad-clip nan", "grad-clip"),
+    C("train-lr-0", f"{TRAIN} --lr 0", "lr"),
+    C("train-lr-nan", f"{TRAIN} --lr nan", "lr"),
+    C("train-lr-inf", f"{TRAIN} --lr inf", "lr"),
+    C("train-objective-foo", f"{TRAIN} --objective foo", "foo"),
+    C("train-objective-causal-t5", f"{TRAIN} --objective causal", "encoder-decoder"),
+    C("train-decay-foo", f"{TRAIN} --decay foo", "foo"),
+    C("train-precision-fp8", f"{TRAIN} --precision fp8", "fp8"),
+    C("train-nproc-0", f"{TRAIN} --nproc 0", "nproc"),
+    C("train-nnodes-2", f"{TRAIN} --nnodes 2", "nnodes"),
+    C("train-seq-len-0", f"{TRAIN} --seq-len 0", "seq-len"),
+    C("train-micro-batch-0", f"{TRAIN} --micro-batch 0", "micro"),
+    C("train-global-below-micro", f"{TRAIN} --micro-batch 4 --global-batch 3", "global-batch"),
+    C("train-save-every-negative", f"{TRAIN} --save-every -1", "save-every"),
+    C("train-offload-nvme", f"{TRAIN} --engine deepspeed --zero 2 --offload-optimizer nvme", "nvme"),
+    C("train-recompute-selective", f"{TRAIN} --recompute selective", "selective"),
+    C("train-vocab-size-1", f"{TRAIN} --vocab-size 1", "vocab"),
+    C("train-data-missing", f"{TRAIN} --data nowhere.txt", "nowhere.txt"),
+    C("train-data-empty", f"{TRAIN} --data empty.txt", "empty.txt"),
+    C("train-data-binary", f"{TRAIN} --data binary.bin", "binary.bin"),
+    C("train-data-unknown-ext", f"{TRAIN} --data corpus.xyz", "corpus.xyz"),
+    C("train-data-directory", f"{TRAIN} --data plotdir", "plotdir"),
+    C("train-tokenizer-garbage", f"{TRAIN} --tokenizer garbage-tokenizer.json", "tokenizer"),
+    C("train-tokenizer-missing", f"{TRAIN} --tokenizer nowhere.json", "nowhere.json"),
+    C("train-lexicon-missing", f"{TRAIN} --objective knowledge --lexicon nowhere.txt", "nowhere.txt"),
+    C("train-config-malformed", f"{TRAIN} --config malformed.yaml", "invalid yaml"),
+    C("train-config-list", f"{TRAIN} --config list.yaml", "mapping"),
+    C("train-config-missing", f"{TRAIN} --config nowhere.yaml", "nowhere.yaml"),
+    C("train-config-unknown-key", f"{TRAIN} --config cfg-unknown.yaml", "bogus_option"),
+    C("train-config-bad-type", f"{TRAIN.replace('--steps 4 ', '')} --config cfg-badtype.yaml", "steps"),
+    C("train-resume-no-checkpoint", f"{TRAIN.replace('OUT', 'fresh')} --resume", "checkpoint"),
+    C("train-output-existing-file", f"{TRAIN.replace('OUT', 'afile.txt')}", "afile.txt"),
+    C("train-output-holds-run", f"{TRAIN.replace('OUT', 'run')}", "--resume"),
+    C("train-output-immutable", f"{TRAIN.replace('OUT', 'locked/run')}", "locked", immutable=("locked",)),
+    C("train-print-launch-existing-file", f"{TRAIN.replace('OUT', 'afile.txt')} --print-launch", "afile.txt"),
+    C("train-print-launch-immutable", f"{TRAIN.replace('OUT', 'locked/run')} --print-launch", "locked",
+      immutable=("locked",)),
+    C("train-target-len-negative", f"{TRAIN} --target-len -1", "target-len"),
+    # ---- study run --------------------------------------------------------------------------------------------
+    C("study-run-spec-missing", "study run nowhere.yaml -o s", "nowhere.yaml"),
+    C("study-run-spec-malformed", "study run malformed.yaml -o s", "invalid yaml"),
+    C("study-run-spec-empty", "study run empty.yaml -o s", "empty"),
+    C("study-run-spec-list", "study run list.yaml -o s", "mapping"),
+    C("study-run-spec-scalar", "study run scalar.yaml -o s", "mapping"),
+    C("study-run-spec-binary", "study run binary.bin -o s", "utf-8"),
+    C("study-run-spec-unknown-key", "study run spec-unknown.yaml -o s", "colour"),
+    C("study-run-spec-bad-model", "study run spec-badmodel.yaml -o s", "t5-gigantic"),
+    C("study-run-spec-steps-0", "study run spec-steps0.yaml -o s", "steps"),
+    C("study-run-spec-lr-nan", "study run spec-lrnan.yaml -o s", "lr"),
+    C("study-run-spec-concurrency-0", "study run spec-conc0.yaml -o s", "concurrency"),
+    C("study-run-spec-executor-mars", "study run spec-executor.yaml -o s", "mars"),
+    C("study-run-spec-no-valid-trial", "study run spec-nogrid.yaml -o s", "no valid trial"),
+    C("study-run-spec-warmup-over-steps", "study run spec-warmup.yaml -o s", "warmup"),
+    C("study-run-spec-data-missing", "study run spec-data-missing.yaml -o s", "nowhere.txt"),
+    C("study-run-executor-mars", "study run good.yaml -o s --executor mars", "mars"),
+    C("study-run-concurrency-0", "study run good.yaml -o s --concurrency 0", "concurrency"),
+    C("study-run-concurrency-negative", "study run good.yaml -o s --concurrency -2", "concurrency"),
+    C("study-run-retry-bogus", "study run good.yaml -o s --retry BOGUS", "BOGUS"),
+    C("study-run-output-existing-file", "study run good.yaml -o afile.txt", "afile.txt"),
+    C("study-run-output-immutable", "study run good.yaml -o locked/s", "locked", immutable=("locked",)),
+    C("study-run-search-spec", "study run search.yaml -o s", "search"),
+    *[C(f"study-run-into-{s}-store", f"study run good.yaml -o {s}", STORE_EXPECT[s]) for s in STORES],
+    # ---- study status / export / report on broken stores ------------------------------------------------------
+    C("study-status-missing-dir", "study status nowhere", "no study store"),
+    C("study-status-empty-dir", "study status nostore", "no study store"),
+    C("study-status-file", "study status afile.txt", "afile.txt"),
+    *[C(f"study-status-{s}", f"study status {s}", STORE_EXPECT[s]) for s in STORES],
+    *[C(f"study-export-{s}", f"study export {s} -o {s}.csv", STORE_EXPECT[s]) for s in STORES],
+    *[C(f"report-{s}", f"report {s}", STORE_EXPECT[s]) for s in STORES],
+    *[C(f"fit-{s}", f"fit {s}", STORE_EXPECT[s]) for s in STORES],
+    C("study-export-missing-dir", "study export nowhere -o x.csv", "no study store"),
+    C("study-export-output-is-dir", "study export study -o export-dir.csv", "export-dir.csv"),
+    C("study-export-bad-suffix", "study export study -o out.txt", "out.txt"),
+    C("study-export-bad-table", "study export study -o out.csv --table bogus", "bogus"),
+    C("study-export-immutable", "study export study -o locked/out.csv", "locked", immutable=("locked",)),
+    C("study-export-output-parent-file", "study export study -o afile.txt/out.csv", "afile.txt"),
+    C("report-missing-dir", "report nowhere", "no study store"),
+    C("report-empty-dir", "report nostore", "no study store"),
+    C("report-immutable-study", "report study", "study", immutable=("study", "study/study.sqlite")),
+    # ---- fit --------------------------------------------------------------------------------------------------
+    C("fit-missing-source", "fit nowhere.csv", "nowhere.csv"),
+    C("fit-csv-missing-columns", "fit nocols.csv", "column"),
+    C("fit-csv-empty", "fit empty.csv", "empty.csv"),
+    C("fit-csv-binary", "fit binary.bin", "binary.bin"),
+    C("fit-law-foo", "fit runs.csv --law foo", "foo"),
+    C("fit-level-2", "fit runs.csv --level 2", "level"),
+    C("fit-level-nan", "fit runs.csv --level nan", "level"),
+    C("fit-bootstrap-negative", "fit runs.csv --bootstrap -1", "bootstrap"),
+    C("fit-k-letters", "fit runs.csv --flops-per-param-token many", "flops-per-param-token"),
+    C("fit-k-negative", "fit runs.csv --flops-per-param-token -6", "flops per parameter"),
+    C("fit-target-params-nan", "fit runs.csv --target-params nan --target-tokens 1e9", "target"),
+    C("fit-target-params-negative", "fit runs.csv --target-params -1 --target-tokens 1e9", "target"),
+    C("fit-budget-negative", "fit runs.csv --budget-flops -1", "budget"),
+    C("fit-budget-inf", "fit runs.csv --budget-flops inf", "budget"),
+    C("fit-plot-existing-dir", "fit runs.csv --bootstrap 2 --plot plotdir", "plotdir"),
+    C("fit-plot-bad-suffix", "fit runs.csv --bootstrap 2 --plot fig.txt", "fig.txt"),
+    C("fit-plot-immutable", "fit runs.csv --bootstrap 2 --plot locked/fig.png", "locked", immutable=("locked",)),
+    C("fit-empty-store", "fit nostore", "nostore"),
+    # ---- search -----------------------------------------------------------------------------------------------
+    C("search-spec-missing", "search nowhere.yaml -o sr", "nowhere.yaml"),
+    C("search-spec-malformed", "search malformed.yaml -o sr", "invalid yaml"),
+    C("search-spec-empty", "search empty.yaml -o sr", "empty"),
+    C("search-no-search-block", "search search-noblock.yaml -o sr", "search"),
+    C("search-bad-space", "search search-badspace.yaml -o sr", "colour"),
+    C("search-trials-0", "search search.yaml -o sr --trials-per-model 0", "trials-per-model"),
+    C("search-output-existing-file", "search search.yaml -o afile.txt", "afile.txt"),
+    C("search-output-immutable", "search search.yaml -o locked/sr", "locked", immutable=("locked",)),
+    C("search-into-foreign-store", "search search.yaml -o foreign", "not a study store"),
+    # ---- demo -------------------------------------------------------------------------------------------------
+    C("demo-output-existing-file", "demo -o afile.txt --no-progress", "afile.txt"),
+    C("demo-output-immutable", "demo -o locked/demo --no-progress", "locked", immutable=("locked",)),
+    C("demo-output-holds-other-study", "demo -o study --no-progress", "study"),
+    C("demo-output-foreign-store", "demo -o foreign --no-progress", "not a study store"),
+    C("demo-output-garbage-store", "demo -o garbage --no-progress", "not a study store"),
+]
+
+
+def test_case_count_and_unique_ids():
+    assert len(CASES) >= 150, len(CASES)
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    for rel in case.immutable:
+        if not (ws / rel).exists():
+            (ws / rel).mkdir()
+    if case.immutable and not _chattr("+i", *(ws / r for r in case.immutable)):
+        pytest.skip("chattr +i is not available here")
+    monkeypatch.chdir(ws)
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse)
+    monkeypatch.setattr(os, "fork", _refuse)
+    monkeypatch.setenv("COLUMNS", "80")
+    before = snapshot(ws)
+    try:
+        res = run_cli(list(case.argv))
+    finally:
+        monkeypatch.undo()
+        _chattr("-i", *(ws / r for r in case.immutable))
+    after = snapshot(ws)
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    shown = f"exit {res.code}\nstderr:\n{res.err[-2000:]}\nstdout:\n{res.out[-1000:]}"
+    assert "Traceback" not in res.err + res.out, shown
+    assert res.code == 2, shown
+    assert len(lines) == 1 and lines[0].startswith("error: "), shown
+    assert case.expect.lower() in lines[0].lower(), shown
+    changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
+    assert (after.keys() - before.keys(), before.keys() - after.keys(), changed) == (set(), set(), set()), shown
