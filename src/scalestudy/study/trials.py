@@ -15,9 +15,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import yaml
-
-from scalestudy.atomicfile import write_text_atomic
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult
 from scalestudy.specs.model import get_model
@@ -33,19 +30,12 @@ def trial_dir(out: Path, trial: Trial) -> Path:
 
 
 def train_config(spec: StudySpec, trial: Trial, output: Path) -> dict:
-    """The trial as a `scalestudy train --config` YAML mapping (TrainConfig's option names)."""
-    cfg = {k: getattr(trial, k) for k in ("model", "objective", "engine", "zero", "offload_optimizer",
-                                          "offload_params", "tp", "pp", "precision", "recompute", "nproc",
-                                          "micro_batch", "global_batch", "seq_len", "target_len", "steps", "lr",
-                                          "warmup_steps", "warmup", "seed")}
-    cfg.update(nnodes=trial.nodes, data=list(spec.data), output=str(output), progress=False)
-    cfg.update(trial.options())
-    return cfg
+    """The trial as the one run configuration (`scalestudy.specs.run.RunConfig`), in its nested YAML shape."""
+    return trial.run_config(data=spec.data, output=output).to_dict()
 
 
 def write_train_config(spec: StudySpec, trial: Trial, output: Path) -> Path:
-    path = output / TRIAL_CONFIG
-    return write_text_atomic(path, yaml.safe_dump(train_config(spec, trial, output), sort_keys=False))
+    return trial.run_config(data=spec.data, output=output).write_yaml(output / TRIAL_CONFIG)
 
 
 def train_args(spec: StudySpec, trial: Trial, output: Path) -> list[str]:
