@@ -49,7 +49,7 @@ def test_training_flops_equal_torch_flop_counter(name):
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from scalestudy.specs.hf import build_hf_model
+    from scalestudy.engine.hf_model import build_hf_model
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

@@ -5,6 +5,7 @@
     train.py       the per-rank loop (`python -m scalestudy.engine.train --config DIR/train_config.yaml`)
     backends/      one Backend per engine: micro_step, optimizer_step, save, load, memory census
     models.py      randomly initialised HF models from a ModelSpec (same weights on every engine)
+    hf_model.py    ModelSpec -> transformers config and model (mT5 heads kept untied)
     checkpoint.py  atomic checkpoints with data-stream position and RNG; exact resume
     metrics.py     metrics.jsonl, TensorBoard, progress, summary medians
     memory.py      bytes of the tensors a rank holds (CPU memory per rank), RSS beside it

@@ -2,7 +2,7 @@
 
 Every engine builds its model through `build_model` on the host with `torch.manual_seed(seed)` first, so all
 engines start from bit-identical weights (DeepSpeed's `zero.Init` would draw different ones: FACTS.md).
-The one place that turns a spec into a Transformers model is `scalestudy.specs.hf.build_hf_model`
+The one place that turns a spec into a Transformers model is `scalestudy.engine.hf_model.build_hf_model`
 (it keeps mT5 heads untied, which `MT5Config` alone no longer does).
 """
 
@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import torch
 
+from scalestudy.engine.hf_model import build_hf_model
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec
 
 
 def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout: float = 0.0) -> torch.nn.Module:
     """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations."""
-    from scalestudy.specs.hf import build_hf_model
-
     torch.manual_seed(seed)
     model = build_hf_model(spec)
     init_untied_t5_head(model, spec)

@@ -3,7 +3,7 @@
 import pytest
 
 from scalestudy.costmodel.params import param_breakdown, param_count
-from scalestudy.specs.hf import build_hf_model, hf_param_count
+from scalestudy.engine.hf_model import build_hf_model, hf_param_count
 from scalestudy.specs.model import PRESETS, get_model
 
 pytest.importorskip("transformers")

@@ -1,12 +1,16 @@
-"""The one place that turns a ModelSpec into a Hugging Face config and model.
+"""The one place that turns a ModelSpec into a Hugging Face config and model (torch, transformers: engine only;
+the torch-free parsing of config.json files and presets is `scalestudy.specs.model`).
 
 Transformers 5.x forces `tie_word_embeddings=True` inside `T5Config` and `MT5Config` (their `__post_init__`
 overwrites it), so a config that says "untied" still builds a tied LM head: mt5-base comes out 390M instead of the
 published 582M. `build_hf_model` builds the model and then unties the head itself, so T5 v1.1 / mT5 presets get
-their real architecture. torch and transformers are imported inside the functions only.
+their real architecture.
 """
 
 from __future__ import annotations
+
+import torch
+import transformers
 
 from scalestudy.specs.model import ModelSpec, to_hf_config
 
@@ -18,8 +22,6 @@ def build_hf_config(spec: ModelSpec):
     `build_hf_model` corrects the model and its config afterwards. For T5 the constructor argument still decides
     `scale_decoder_outputs` (original T5 scales the decoder output by d_model**-0.5 because its head is tied).
     """
-    import transformers
-
     fields = dict(to_hf_config(spec))
     kind = fields.pop("model_type")
     if kind == "gpt2" and spec.vocab_size <= 50256:
@@ -31,16 +33,12 @@ def build_hf_config(spec: ModelSpec):
 
 
 def _model_class(spec: ModelSpec):
-    import transformers
-
     return {"t5": transformers.T5ForConditionalGeneration, "mt5": transformers.MT5ForConditionalGeneration,
             "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM}[spec.family]
 
 
 def _untie_lm_head(model, config) -> None:
     """Give the model its own LM head (HF's init for untied heads: normal(0, initializer_factor))."""
-    import torch
-
     shared = model.get_input_embeddings().weight
     head = torch.nn.Parameter(torch.empty_like(shared))
     if head.device.type != "meta":
@@ -60,8 +58,6 @@ def build_hf_model(spec: ModelSpec, device=None):
 
     `device` is anything `torch.device` accepts ("meta" builds shapes only, for counting parameters).
     """
-    import torch
-
     config = build_hf_config(spec)
     with torch.device(device or "cpu"):
         model = _model_class(spec)(config)
