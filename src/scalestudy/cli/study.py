@@ -42,6 +42,11 @@ def study_run(
     console.print(f"study {study.name!r}: {result.total} trials ({result.skipped_finished} already finished, "
                   f"{result.ran} run now in {result.wall_s:.1f} s); outcomes: {counts}; store {output}/study.sqlite",
                   highlight=False)
+    if result.ran and not result.counts.get("OK"):
+        from scalestudy.errors import RunFailed
+
+        raise RunFailed(f"no trial of study {study.name!r} succeeded ({counts}); reasons: `scalestudy study status "
+                        f"{output}`")
 
 
 @study_app.command("status")
@@ -57,8 +62,14 @@ def study_status(directory: Path = typer.Argument(..., help="Study directory."))
         table.add_row(key, str(value))
     table.add_row("interrupted (will re-run)", str(info["interrupted"]))
     table.add_row("not started", str(info["not_started"]))
+    if info.get("slurm"):
+        table.add_row("queued in Slurm", str(info["slurm"]["queued"]))
+        table.add_row("running in Slurm", str(info["slurm"]["running"]))
     table.add_row("total", str(info["total"]))
     console.print(table)
+    if info.get("slurm") and info["slurm"]["error"]:
+        console.print(f"[yellow]Slurm did not answer[/] ({info['slurm']['error']}): submitted trials without "
+                      "results are left as they are", highlight=False)
     for row in info["failures"]:
         console.print(f"[red]{row['status']}[/] {row['label']}: {row['reason']}", highlight=False)
 

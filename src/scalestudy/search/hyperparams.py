@@ -123,7 +123,8 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
             raise ScalestudyError(f"{where}: {key} is searched: give its choices under search.space, not as a list")
     space = block.get("space") or {}
     if not isinstance(space, dict) or set(space) - set(SPACE_KEYS):
-        raise ScalestudyError(f"{where}: search.space takes {', '.join(SPACE_KEYS)}")
+        bad = ", ".join(sorted(map(str, set(space) - set(SPACE_KEYS)))) if isinstance(space, dict) else space
+        raise ScalestudyError(f"{where}: search.space takes {', '.join(SPACE_KEYS)}, not {bad}")
     lr = space.get("lr", {"low": 1e-4, "high": 1e-2, "log": True})
     try:
         lr_range = (float(lr["low"]), float(lr["high"]), bool(lr.get("log", True)))
@@ -405,11 +406,12 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
     `Pruned` when `report(pct, loss)` returns True, `TrialFailed` when the trial has no usable loss.
     """
     from scalestudy.study.predict import trial_param_count
-    from scalestudy.study.runner import open_study
+    from scalestudy.study.runner import check_study_dir, open_study
 
     if not isinstance(spec, SearchSpec):
         spec = load_search(spec)
     out = Path(out).resolve()  # trials run with their own directory as working directory
+    check_study_dir(out, spec.study.name)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{out / 'search.sqlite'}"
     started = time.time()

@@ -47,10 +47,8 @@ def prepare_tokenizer(output: Path) -> None:
     folder = output / "tokenizer"
     if (folder / "tokenizer.json").is_file():
         return
-    try:
-        from scalestudy.engine.data.pipeline import DataConfig, prepare
-    except ImportError:  # no data pipeline: each trial trains its own tokenizer
-        return
+    from scalestudy.engine.data.pipeline import DataConfig, prepare
+
     prepare(DataConfig(seq_len=DEMO_SPEC["seq_len"], target_len=DEMO_SPEC["target_len"]), folder, write=True)
 
 
@@ -61,8 +59,11 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     from scalestudy.study.runner import run_study
     from scalestudy.study.spec import parse_spec
 
+    from scalestudy.study.runner import check_study_dir
+
     console = console or Console()
     output = Path(output)
+    check_study_dir(output, DEMO_SPEC["name"])  # before the tokenizer is written into it
     output.mkdir(parents=True, exist_ok=True)
     start = time.time()
     os.environ.setdefault("OMP_NUM_THREADS", "1")

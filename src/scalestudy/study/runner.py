@@ -19,8 +19,9 @@ from scalestudy.study import env as envinfo
 from scalestudy.study.local import LocalExecutor
 from scalestudy.study.predict import predict
 from scalestudy.study.slurm import SlurmExecutor, print_scripts
-from scalestudy.study.spec import StudySpec, Trial, load_spec
-from scalestudy.study.store import STATUSES, Store
+from scalestudy.outputs import check_output_dir
+from scalestudy.study.spec import EXECUTORS, StudySpec, Trial, load_spec
+from scalestudy.study.store import STATUSES, Store, store_path
 
 
 @dataclass
@@ -75,6 +76,26 @@ def filter_unfit(spec: StudySpec, trials: list[Trial]) -> tuple[list[Trial], lis
     return kept, dropped
 
 
+def check_study_dir(out: Path, name: str) -> None:
+    """Before anything is written: DIR is a writable directory (or can be made), any store in it is an intact study
+    store of this study (checked read-only), and no other runner holds it."""
+    import fcntl
+
+    check_output_dir(out)
+    if store_path(out).exists():
+        with Store(out, create=False) as store:
+            previous = store.get_meta("name")
+        if previous is not None and previous != name:
+            raise ScalestudyError(f"{out} holds study {previous!r}, not {name!r}: choose another --output")
+    lock = out / ".runner.lock"
+    if lock.is_file():
+        with open(lock) as fh:  # read-only: probing the lock must not create or change the file
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ScalestudyError(f"another runner is working on {out} (wait for it or kill it)") from None
+
+
 def open_study(spec: StudySpec, out: Path) -> Store:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out)
@@ -100,6 +121,14 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
     bad = set(retry) - set(STATUSES)
     if bad:
         raise ScalestudyError(f"--retry takes statuses among {', '.join(STATUSES)}, got {', '.join(sorted(bad))}")
+    if kind not in EXECUTORS:
+        raise ScalestudyError(f"--executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
+    if concurrency is not None and concurrency < 1:
+        raise ScalestudyError(f"--concurrency must be >= 1, got {concurrency}")
+    check_study_dir(out, spec.name)
+    missing = [d for d in spec.data if kind == "local" and not d.startswith("hf:") and not Path(d).exists()]
+    if missing:  # every trial would fail on it
+        raise ScalestudyError(f"corpus file not found: {missing[0]}")
     if dry_run and kind == "slurm":
         return _slurm_dry_run(spec, out, console)
     if dry_run:

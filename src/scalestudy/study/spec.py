@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -200,11 +201,13 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
         tp is float and isinstance(value, int) and not isinstance(value, bool))
     if tp is float and isinstance(value, str):
         try:  # YAML reads `1e-3` (no dot) as a string
-            return float(value)
+            value, ok = float(value), True
         except ValueError:
             pass
     if not ok:
         raise ScalestudyError(f"{where}: {key} must be {_type_name(tp)} (or a list of them), got {value!r}")
+    if tp is float and not math.isfinite(value):
+        raise ScalestudyError(f"{where}: {key} must be a finite number, got {value!r}")
     return float(value) if tp is float else value
 
 
@@ -338,6 +341,8 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     (the spec file's directory; default the current directory)."""
     if not isinstance(raw, dict):
         raise ScalestudyError(f"{where}: must be a YAML mapping of keys to values")
+    if not raw:  # not a grid of defaults: an empty file is a mistake
+        raise ScalestudyError(f"{where}: is empty (give at least `model:`; see examples/study-cpu.yaml)")
     raw = resolve_spec_paths(raw, Path.cwd() if base is None else base)
     schema = {**AXES, **CONTROL}
     unknown = set(raw) - set(schema) - STUDY_KEYS
