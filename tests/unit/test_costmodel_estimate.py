@@ -43,8 +43,10 @@ def test_throughput_bookkeeping():
 
 
 def test_more_nodes_more_throughput_and_recompute_costs_time():
-    small = _est(zero=2, micro_batch=4, work=Workload(256, 512, 114))
-    big = _est(zero=2, micro_batch=4, nodes=4, work=Workload(256, 512, 114))
+    # enough accumulation per rank for the gradient traffic to hide (with 256 sequences 4 nodes are slower than 1:
+    # the seed study's finding, tests/unit/test_costmodel_zero3_scaling.py)
+    small = _est(zero=2, micro_batch=4, work=Workload(2048, 512, 114))
+    big = _est(zero=2, micro_batch=4, nodes=4, work=Workload(2048, 512, 114))
     assert big.tokens_per_s > small.tokens_per_s
     assert big.tokens_per_s < 4 * small.tokens_per_s  # communication is not free
     assert _est(micro_batch=4, recompute="full").step_s > _est(micro_batch=4).step_s

@@ -38,7 +38,8 @@ def test_every_device_file_loads_with_numeric_fields():
         assert all(isinstance(v, float) and v > 0 for v in d.peak_flops.values())
         assert d.memory_bytes > 0 and d.hbm_bytes_per_s > 0 and d.intra_node_bytes_per_s > 0
         effs = [f for _, f in d.matmul_efficiency]
-        assert effs == sorted(effs) and 0 < effs[0] and effs[-1] <= 1  # monotone fractions of peak
+        assert d.family or effs  # a fitted GEMM curve (costmodel/calibration.yaml) or a measured table
+        assert effs == sorted(effs) and all(0 < f <= 1 for f in effs)  # monotone fractions of peak
     assert "local-cpu" in device_names() and get_device("local-cpu").kind == "cpu"
 
 

@@ -144,52 +144,81 @@ def _print_estimate(est) -> None:
 
 
 @app.command()
-def validate(as_json: bool = typer.Option(False, "--json", help="Print rows and summary as JSON.")) -> None:
-    """Compare the cost model with published throughput and memory numbers (% error per row, with sources)."""
+def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, headline and sources as JSON."),
+             refit: bool = typer.Option(False, "--refit", help="Also print the constants fitted on every source "
+                                                               "(the values calibration.yaml stores).")) -> None:
+    """Compare the cost model with published runs. Headline: leave-one-source-out error (each source predicted
+    by constants refitted without it); in-sample error with the stored constants alongside."""
     from rich.console import Console
     from rich.table import Table
 
-    from scalestudy.costmodel.published import cross_source_check, load, summary, validation_rows
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.published import fit, fit_rows, leave_one_source_out, load, summary, validation_rows
 
     rows = validation_rows()
     summ = summary(rows)
-    megatron = ("narayanan2021", "korthikanti2022")
-    checks = [cross_source_check(("mosaicml2023",), megatron), cross_source_check(megatron, ("mosaicml2023",))]
+    loso = leave_one_source_out()
+    held_out = {r["id"]: r for r in loso["rows"]}
+    refitted = fit(fit_rows()).values() if refit else None
     if as_json:
-        print(json.dumps({"rows": [{"id": r.id, "kind": r.kind, "metric": r.metric, "unit": r.unit,
+        print(json.dumps({"headline": {"leave_one_source_out_mean_abs_error": loso["mean_abs_error"],
+                                       "leave_one_source_out_max_abs_error": loso["max_abs_error"],
+                                       "sources": loso["sources"], "rows": loso["row_count"],
+                                       "by_source": loso["by_source"]},
+                          "in_sample": summ, "constants": stored().values(), "refitted_on_all": refitted,
+                          "rows": [{"id": r.id, "kind": r.kind, "metric": r.metric, "unit": r.unit,
                                     "published": r.published, "predicted": r.predicted, "error": r.error,
-                                    "config": r.config, "source": r.source, "source_key": r.source_key}
-                                   for r in rows],
-                          "summary": summ, "cross_source_checks": checks, "sources": load()["sources"]}, indent=2))
+                                    "held_out_predicted": held_out.get(r.id, {}).get("predicted"),
+                                    "held_out_error": held_out.get(r.id, {}).get("error"), "fit": r.fit,
+                                    "check": r.check, "config": r.config, "source": r.source,
+                                    "source_key": r.source_key} for r in rows],
+                          "sources": load()["sources"]}, indent=2))
         return
     console = Console()
     if not console.is_terminal:  # files and pipes: wide enough that every row stays on one line
-        console = Console(width=170)
+        console = Console(width=190)
     groups: dict[tuple[str, str], list] = {}
     for r in rows:
-        groups.setdefault((r.kind, r.metric if r.kind == "throughput" else r.metric), []).append(r)
+        groups.setdefault((r.kind, r.metric), []).append(r)
     for (kind, metric), group in groups.items():
         unit = group[0].unit
         t = Table(title=f"{kind}: {metric} [{unit}] - predicted vs published", box=None, title_justify="left")
-        for col, just in (("row", "left"), ("configuration", "left"), ("published", "right"),
-                          ("predicted", "right"), ("error", "right"), ("source", "left")):
-            t.add_column(col, justify=just, no_wrap=col != "configuration")
+        cols = ["row", "configuration", "published", "predicted", "error"]
+        if kind == "throughput":
+            cols += ["held out", "held-out error"]
+        for col in cols + ["source"]:
+            t.add_column(col, justify="left" if col in ("row", "configuration", "source") else "right",
+                         no_wrap=col != "configuration")
         for r in group:
             fmt = (lambda v: f"{100 * v:.1f}%") if r.metric == "mfu" else (lambda v: f"{v:,.4g}")
-            colour = "green" if abs(r.error) < 0.10 else "yellow" if abs(r.error) < 0.20 else "red"
-            t.add_row(r.id, r.config, fmt(r.published), fmt(r.predicted), f"[{colour}]{100 * r.error:+.1f}%[/]",
-                      r.source_key)
+
+            def pct(e: float) -> str:
+                colour = "green" if abs(e) < 0.10 else "yellow" if abs(e) < 0.20 else "red"
+                return f"[{colour}]{100 * e:+.1f}%[/]"
+            cells = [r.id + ("" if r.fit or kind != "throughput" else " *"), r.config, fmt(r.published),
+                     fmt(r.predicted), pct(r.error)]
+            if kind == "throughput":
+                h = held_out[r.id]
+                cells += [fmt(h["predicted"]), pct(h["error"])]
+            t.add_row(*cells, r.source_key)
         console.print(t)
         console.print()
-    console.print(f"throughput: {summ['throughput_rows']} rows, mean |error| "
-                  f"{100 * summ['throughput_mean_abs_error']:.1f}%, max |error| "
-                  f"{100 * summ['throughput_max_abs_error']:.1f}%; memory: {summ['memory_rows']} rows, max |error| "
-                  f"{100 * summ['memory_max_abs_error']:.2f}%")
-    for c in checks:
-        console.print(f"out-of-sample: efficiency scale refit on {'+'.join(c['fit_sources'])} only "
-                      f"(x{c['scale']:.3f}) -> {'+'.join(c['test_sources'])}: mean |error| "
-                      f"{100 * c['test_mean_abs_error']:.1f}%, max {100 * c['test_max_abs_error']:.1f}% "
-                      f"over {c['test_rows']} rows")
+    console.print(f"[bold]headline (leave-one-source-out): {loso['row_count']} throughput rows from "
+                  f"{loso['sources']} sources, mean |error| {100 * loso['mean_abs_error']:.1f}%, max |error| "
+                  f"{100 * loso['max_abs_error']:.1f}%[/] (every fitted constant refitted without the source "
+                  "it predicts)")
+    for source, b in loso["by_source"].items():
+        console.print(f"  {source}: {b['rows']} rows, mean {100 * b['mean_abs_error']:.1f}%, "
+                      f"max {100 * b['max_abs_error']:.1f}%")
+    console.print(f"in-sample (constants of calibration.yaml, fitted on all sources): mean |error| "
+                  f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
+                  f"; memory: {summ['memory_rows']} rows ({summ['measured_memory_rows']} measured, max |error| "
+                  f"{100 * summ['measured_memory_max_abs_error']:.1f}%; the rest formula checks)")
+    console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "
+                  "published.[/]")
+    if refitted:
+        console.print("constants refitted on every source: " +
+                      ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
     console.print("[dim]Sources:[/]")
     for key, text in load()["sources"].items():
         console.print(f"[dim]  {key}: {text}[/]")

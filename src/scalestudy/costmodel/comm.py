@@ -10,6 +10,8 @@ Bandwidths are per device, one direction, bytes/s (specs/hardware/*.yaml).
 
 from __future__ import annotations
 
+import math
+
 from scalestudy.specs.hardware import ClusterSpec
 
 
@@ -44,6 +46,28 @@ def collective(volume_factor: float, nbytes: float, n: int, per_node: int, lk: t
     inner = _ring(volume_factor, nbytes, g, intra_bw, intra_lat)
     outer = _ring(volume_factor, nbytes / g, nodes, inter_bw, inter_lat)
     return inner + outer
+
+
+def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
+                tree: bool = False) -> float:
+    """ZeRO-3 / FSDP all-gather or reduce-scatter whose full (gathered) buffer is `nbytes`, issued as `count`
+    collectives among n ranks (`per_node` of them share a node).
+
+    Inside a node: a ring over NVLink. Across nodes with rails "rank": one ring through every rank, each hop over
+    the rank's own NIC share, so a rank moves (n-1)/n * nbytes at its NIC bandwidth; rails "node": hierarchical
+    over all of the node's NICs (as `collective`). Every collective pays the ring's (n-1) hop latencies, or with
+    `tree` (the half of an all-reduce, which NCCL runs as a tree across nodes) 2 log2(n) of them.
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    intra_bw, intra_lat, inter_bw, inter_lat = lk
+    g = max(1, min(per_node, n))
+    hops = math.ceil(math.log2(n)) if tree else n - 1
+    if g >= n:
+        return (n - 1) / n * nbytes / (intra_bw * efficiency) + count * hops * intra_lat
+    if rails == "node":
+        return collective(1.0, nbytes, n, g, lk) / efficiency + count * hops * inter_lat
+    return (n - 1) / n * nbytes / (min(intra_bw, inter_bw) * efficiency) + count * hops * inter_lat
 
 
 def allreduce_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:

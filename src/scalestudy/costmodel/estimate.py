@@ -9,9 +9,12 @@ pipeline stages outermost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from scalestudy.costmodel.comm import collective, dp_comm_volume, links, p2p_time
+from scalestudy.costmodel.comm import collective, gather_time, links, p2p_time
+from scalestudy.costmodel.constants import Calibration, stored
+from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
@@ -154,7 +157,7 @@ class Estimate:
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """Everything that depends only on (model, device, precision, tp, pp, micro-batch, lengths, recompute)."""
+    """Everything that depends only on (model, device, precision, tp, pp, micro-batch, lengths, recompute, ...)."""
 
     psi: int
     params_total: int
@@ -162,34 +165,46 @@ class _Shape:
     compute: ComputeTimes
     model_flops_per_seq: float
     hardware_flops_per_seq: float
+    stage_layers: int  # transformer blocks on the busiest pipeline stage
 
 
 _SHAPES: dict[tuple, tuple] = {}
 
 
-def _shape(model, dev, prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, options) -> _Shape:
+def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
-    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight)
+    prec, mb, recompute = st.precision, st.micro_batch, st.recompute
+    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal))
     hit = _SHAPES.get(key)
-    if hit is not None and hit[0] is model and hit[1] is dev:
+    if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
     if len(_SHAPES) > 200_000:
         _SHAPES.clear()
+    total_layers = model.total_layers
     shape = _Shape(
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
-        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp),
-        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp),
+        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
+                                     split[0] / total_layers),
+        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
+        stage_layers=max(split),
     )
-    _SHAPES[key] = (model, dev, shape)
+    _SHAPES[key] = (model, dev, shape, cal)
     return shape
 
 
+def _exposed(compute: float, comm: float, interference: float) -> float:
+    """Communication left on the critical path when `comm` overlaps `compute`: the excess, plus the share of the
+    overlapped part that slows the compute it runs beside."""
+    return max(0.0, comm - compute) + interference * min(compute, comm)
+
+
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
-             options: CostOptions = DEFAULT_OPTIONS) -> Estimate:
+             options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
     st, dev = strategy, cluster.device
+    cal = calibration or stored()
     gpn = cluster.gpus_per_node
     layout = resolve_layout(st, cluster.world_size, workload.global_batch, gpus_per_node=gpn if st.tp > 1 else 0,
                             num_heads=model.num_heads, num_layers=model.total_layers if st.pp > 1 else 0)
@@ -197,14 +212,26 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
     peak = dev.peak(st.precision)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
+    v = st.virtual_stages
+    if pp > 1 and st.pp_schedule == "interleaved" and ga % pp:
+        raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "
+                              f"of pp {pp} (Megatron-LM)")
     s = workload.seq_len
     t = target_length(model, workload)
-    prec, mb = st.precision, st.micro_batch
+    prec = st.precision
 
     flash = st.attention == "flash"
     sp = st.sequence_parallel and tp > 1
-    shape = _shape(model, dev, prec, tp, pp, mb, s, t, st.recompute, flash, sp, min(pp, ga), options)
+    split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
+    if pp == 1 or st.pp_schedule == "1f1b":
+        in_flight = float(min(pp, ga))
+    elif st.pp_schedule == "gpipe":
+        in_flight = float(ga)  # every micro-batch's activations are held until its backward
+    else:
+        in_flight = min(pp, ga) * (1.0 + (pp - 1) / (pp * v))
+    shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     psi, ct = shape.psi, shape.compute
+    eng = engine_comm(st.engine)
 
     # ---- memory
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
@@ -217,57 +244,42 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     fits = mem.total <= capacity and host <= host_capacity
 
     # ---- compute and tensor/pipeline communication (per micro-batch on the busiest stage)
-    fwd, bwd = ct.forward / pp, ct.backward / pp
+    busiest = max(split) / model.total_layers
+    fwd, bwd = ct.forward * busiest, ct.backward * busiest
     stage = fwd + bwd + ct.head
     lk = links(cluster)
-    tp_mb = ct.tp_ops / pp * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
+    tp_mb = ct.tp_ops * busiest * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
-        boundary = mb * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
-        pp_mb = 2.0 * p2p_time(boundary, tp * dp >= gpn and cluster.nodes > 1, cluster)
+        boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+        # interleaving sends each micro-batch across v times as many stage boundaries
+        pp_mb = 2.0 * v * p2p_time(boundary, tp * dp >= gpn and cluster.nodes > 1, cluster)
     slot = stage + tp_mb + pp_mb
-    compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, (pp - 1) * slot
+    bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
+    compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, bubble_slots * slot
 
     # ---- data-parallel / ZeRO communication
-    half = 4 if prec == "fp32" else 2
-    grad_bytes = 4 if st.engine == "ddp" else half
-    param_bytes = 4 if st.engine == "ddp" else half
-    ar = rs = ag = 0.0
-    if dp > 1:
-        vol = dp_comm_volume(psi, st.engine, st.zero, ga, grad_bytes, param_bytes)
-        per_node = max(1, min(dp, gpn // tp))
-        ar = collective(2.0, vol["grad_allreduce"], dp, per_node, lk)
-        rs = collective(1.0, vol["grad_reduce_scatter"], dp, per_node, lk)
-        ag = collective(1.0, vol["param_allgather"], dp, per_node, lk)
-    dp_total = ar + rs + ag
-    if dev.kind == "cpu":
-        dp_s = dp_total  # gloo collectives and compute share the ranks' only thread: nothing overlaps
-    elif st.engine == "fsdp" or st.zero == 3:
-        gathers = 1 if (st.engine == "fsdp" and st.zero == 2) else 2
-        ag_mb, rs_mb = ag / ga / gathers, rs / ga
-        bwd_ag = ag_mb if gathers == 2 else 0.0
-        dp_s = ga * (max(0.0, ag_mb - fwd) + max(0.0, bwd_ag + rs_mb - bwd))
-    else:
-        if not st.overlap_grad_comm:
-            grad_s = ar + rs
-        elif st.engine == "deepspeed" and st.zero == 2:
-            grad_s = ga * max(0.0, rs / ga - bwd)
-        else:
-            grad_s = max(0.0, ar + rs - bwd)
-        dp_s = grad_s + ag
+    dp_s, dp_total = _dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
 
     # ---- optimizer update and offload traffic
+    half = 4 if prec == "fp32" else 2
     sharded = st.engine == "fsdp" or st.zero >= 1
     local = psi / dp if sharded else psi
     offload_s = 0.0
     if st.offload_optimizer != "none":
         opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
-        offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
+        if st.engine == "fsdp":
+            # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
+            # gradient shard back (per micro-batch); the Adam step runs on the host
+            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
+            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
+        else:
+            offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
     else:
         opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
-    if st.offload_params != "none":
+    if st.offload_params != "none" and st.engine == "deepspeed":
         shard = psi * half / dp
         bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
         offload_s += ga * 2 * shard / bw  # fetched for forward and again for backward
@@ -283,3 +295,60 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),
         peak_flops=peak,
     )
+
+
+def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int, ga: int,
+             fwd: float, bwd: float, interference: float) -> tuple[float, float]:
+    """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step.
+
+    ZeRO-3 / FSDP, per micro-batch: the blocks' weights are all-gathered layer by layer for the forward, again for
+    the backward (FSDP zero=2 keeps them), again for a full recompute when the engine re-gathers; gradients are
+    reduce-scattered layer by layer. With prefetch a layer's transfer hides behind the previous layer's compute,
+    so per pass the excess over compute is exposed, plus the first layer's transfer, plus the interference share.
+    ZeRO-0/1/2 and DDP: the gradient reduction overlaps the backward (every micro-batch's for ZeRO-2, the last
+    one's otherwise) when overlap_grad_comm; the post-step weight all-gather of ZeRO-1/2 is exposed.
+    """
+    if dp <= 1:
+        return 0.0, 0.0
+    half = 4 if st.precision == "fp32" else 2
+    psi = shape.psi
+    per_node = max(1, min(dp, cluster.gpus_per_node // tp))
+    eff = eng.collective_efficiency
+    cpu = cluster.device.kind == "cpu"
+    if st.engine == "fsdp" or st.zero == 3:
+        nlayers = shape.stage_layers
+        gather = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails,
+                             nlayers * eng.collectives_per_layer)
+        reduce = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails, nlayers)
+        bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
+        if st.recompute == "full" and eng.regather_on_recompute:
+            bwd_gathers += 1
+        fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
+        total = ga * (fwd_comm + bwd_comm)
+        if cpu:
+            return total, total
+        if eng.prefetch_layers < 1:
+            return total, total
+        first = gather / nlayers  # the first layer's gather of each pass has no compute to hide behind
+        per_mb = min(fwd_comm, _exposed(fwd, fwd_comm, interference) + first)
+        per_mb += min(bwd_comm, _exposed(bwd, bwd_comm, interference) + (first if bwd_gathers else 0.0))
+        return ga * per_mb, total
+    grad_bytes = 4 if st.engine == "ddp" else half
+    rails = eng.gather_rails
+    # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
+    reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
+    gather_buckets = max(1, math.ceil(psi / eng.allgather_bucket_elems)) if eng.allgather_bucket_elems else 1
+    ar = rs = ag = 0.0
+    if st.engine == "ddp" or st.zero == 0:
+        # an all-reduce = reduce-scatter + all-gather of the gradient buffer
+        ar = 2.0 * gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
+        if st.engine == "ddp" and st.zero == 1:  # ZeroRedundancyOptimizer re-broadcasts the updated shards
+            ag = gather_time(psi * 4, dp, per_node, lk, eff, rails, gather_buckets)
+    else:
+        rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
+        ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+    reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
+    total = reductions * (ar + rs) + ag
+    if cpu or not st.overlap_grad_comm:
+        return total, total
+    return reductions * _exposed(bwd, ar + rs, interference) + ag, total

@@ -78,8 +78,11 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
-        w = 4.0 * psi / dp + (ACT_BYTES[precision] * psi if zero == 2 else 0.0)
-        return w, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
+        kept = ACT_BYTES[precision] * psi if zero == 2 else 0.0
+        if offload_params != "none":
+            # CPUOffloadPolicy: the fp32 shards, their gradients and the Adam moments live in host memory
+            return kept, 0.0, 0.0, 16.0 * psi / dp, 0.0
+        return 4.0 * psi / dp + kept, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
     w, g, o = zero_model_states(psi, dp, zero, precision)
     if precision == "fp32" and zero in (1, 2):
         # DeepSpeed stage 1/2 always clones its partition into a separate fp32 master copy
@@ -188,8 +191,11 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
 
 
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     tp: int, pp: int, microbatches: int, recompute: str, flash: bool, sp: bool) -> float:
-    """Activation bytes on the busiest device (the first pipeline stage under 1F1B), plus the logits."""
+                     tp: int, pp: int, in_flight: float, recompute: str, flash: bool, sp: bool,
+                     first_stage_fraction: float = 0.0) -> float:
+    """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
+    `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
+    (pp v)), Narayanan et al. 2021) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
     sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
@@ -199,9 +205,9 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     logits = out_tokens * model.vocab_size * (ACT_BYTES[precision] + 4) / tp
     if pp == 1:
         return total + logits
-    # first stage: min(pp, m) micro-batches in flight, no head; last stage: one micro-batch plus the logits
-    in_flight = min(pp, microbatches)
-    return max(total / pp * in_flight, total / pp + logits)
+    # first stage: its micro-batches in flight, no head; last stage: one micro-batch plus the logits
+    frac = first_stage_fraction or 1.0 / pp
+    return max(total * frac * in_flight, total / pp + logits)
 
 
 def overhead_bytes(kind: str) -> float:

@@ -1,21 +1,29 @@
 """Published measurements (published.yaml) and the predicted-vs-published comparison behind `scalestudy validate`.
 
 Every row is predicted from its configuration alone through the public `estimate` API; nothing is tuned per row.
+The headline is leave-one-source-out (`leave_one_source_out`): for each source, every fitted constant
+(constants.FITTED) is refitted on the other sources' rows, then that source's rows are predicted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 import yaml
 
+from scalestudy.costmodel.constants import FITTED, Calibration, stored
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, zero_model_states
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload
+
+# search box of each fitted constant (physically sensible ranges)
+BOUNDS = {"gemm.a100.max_fraction": (0.5, 1.0), "gemm.hopper.max_fraction": (0.3, 1.0),
+          "gemm.half_dim": (1.0, 600.0), "layer_overhead_s": (0.0, 2e-3)}
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class Row:
     source: str
     config: str
     source_key: str = ""
+    fit: bool = True  # used to fit constants (throughput rows only)
+    check: str = ""  # memory rows: "measured" or "formula"
 
     @property
     def error(self) -> float:
@@ -50,80 +60,156 @@ def gpt_spec(row_id: str, m: dict) -> ModelSpec:
                      max_position_embeddings=int(m["seq"]))
 
 
+def row_model(row_id: str, m: dict) -> ModelSpec:
+    if m.get("family") == "t5":
+        return ModelSpec(name=row_id, family="t5", vocab_size=int(m["vocab"]), d_model=int(m["d_model"]),
+                         num_layers=int(m["layers"]), num_decoder_layers=int(m["layers"]), num_heads=int(m["heads"]),
+                         d_kv=int(m["d_kv"]), d_ff=int(m["d_ff"]), ffn=m["ffn"], tie_word_embeddings=bool(m["tied"]))
+    return gpt_spec(row_id, m)
+
+
 _UNITS = {"hardware_tflops_per_device": "TFLOP/s/device (hardware FLOPs)",
-          "model_tflops_per_device": "TFLOP/s/device (model FLOPs)", "mfu": "MFU (model FLOPs / peak)"}
+          "model_tflops_per_device": "TFLOP/s/device (model FLOPs)", "mfu": "MFU (model FLOPs / peak)",
+          "tokens_per_s": "tokens/s (global batch x seq / step)",
+          "source_tokens_per_s": "tokens/s (global batch x encoder seq / step)"}
 
 
-def throughput_row(r: dict, sources: dict, efficiency_scale: float = 1.0) -> Row:
-    model = gpt_spec(r["id"], r["model"])
-    device = get_device(r["device"])
-    if efficiency_scale != 1.0:
-        device = replace(device, matmul_efficiency=[[d, f * efficiency_scale] for d, f in device.matmul_efficiency])
-    cluster = ClusterSpec(device=device, nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
-                          name=r["device"])
+def _setup(r: dict):
+    model = row_model(r["id"], r["model"])
+    cluster = ClusterSpec(device=get_device(r["device"]), nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
+                          name=r["device"], **{k: float(v) for k, v in r.get("cluster", {}).items()})
     strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)), pp=int(r.get("pp", 1)),
                         micro_batch=int(r["micro_batch"]), recompute=r["recompute"], precision=r.get("precision", "bf16"),
                         **r.get("software", {}))
-    workload = Workload(global_batch=int(r["global_batch"]), seq_len=int(r["model"]["seq"]))
-    est = estimate(model, cluster, strategy, workload)
-    predicted = getattr(est, r["metric"])
+    workload = Workload(global_batch=int(r["global_batch"]), seq_len=int(r["model"]["seq"]),
+                        target_len=int(r["model"].get("target", 0)))
+    return model, cluster, strategy, workload
+
+
+def _metric(est, metric: str) -> float:
+    if metric == "tokens_per_s":
+        return est.workload.global_batch * est.workload.seq_len / est.step_s
+    if metric == "source_tokens_per_s":
+        return est.samples_per_s * est.workload.seq_len
+    return getattr(est, metric)
+
+
+def predict(r: dict, cal: Calibration | None = None) -> float:
+    model, cluster, strategy, workload = _setup(r)
+    return float(_metric(estimate(model, cluster, strategy, workload, calibration=cal), r["metric"]))
+
+
+def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Row:
+    model, cluster, strategy, workload = _setup(r)
+    est = estimate(model, cluster, strategy, workload, calibration=cal)
     config = (f"{est.params_total / 1e9:.1f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
               f"dp{est.layout.dp} mb{strategy.micro_batch} gb{workload.global_batch} {strategy.label.split()[0]} "
               f"rc-{strategy.recompute}")
-    return Row(r["id"], "throughput", r["metric"], _UNITS[r["metric"]], float(r["published"]), float(predicted),
-               sources[r["source"]], config, r["source"])
+    return Row(r["id"], "throughput", r["metric"], _UNITS[r["metric"]], float(r["published"]),
+               float(_metric(est, r["metric"])), sources[r["source"]], config, r["source"], bool(r.get("fit", True)))
 
 
 def memory_row(r: dict, sources: dict) -> Row:
-    if "params" in r:
+    if r.get("measured"):
+        model, cluster, strategy, workload = _setup(r)
+        est = estimate(model, cluster, strategy, workload)
+        predicted = est.memory.total / 1e9
+        config = (f"{est.params_total / 1e9:.0f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
+                  f"mb{strategy.micro_batch} {strategy.label.split()[0]} rc-{strategy.recompute}")
+        metric, check = "measured memory per device", "measured"
+    elif "params" in r:
         w, g, o = zero_model_states(float(r["params"]), int(r["dp"]), int(r["zero"]), "bf16")
         predicted = (w + g + o) / 1e9
         config = f"{float(r['params']) / 1e9:g}B params, N_d={r['dp']}, ZeRO stage {r['zero']}"
-        metric = "model states per device"
+        metric, check = "model states per device (formula check)", "formula"
     else:
         gpt3 = gpt_spec("gpt3-175b", {"d_model": 12288, "layers": 96, "heads": 96, "vocab": 51200, "seq": 2048})
         _, dec = activation_parts(gpt3, 1, 2048, 0, "bf16", False)
         predicted = layer_activation_bytes(dec, int(r["tp"]), bool(r["sp"]), r["recompute"]) / 1e9
         config = f"GPT-3 175B layer, s=2048 b=1, tp{r['tp']}{' +sp' if r['sp'] else ''}, recompute {r['recompute']}"
-        metric = "activations per layer"
+        metric, check = "activations per layer (formula check)", "formula"
     return Row(r["id"], "memory", metric, "GB (1e9 bytes)", float(r["published_gb"]), predicted,
-               sources[r["source"]], config, r["source"])
+               sources[r["source"]], config, r["source"], False, check)
 
 
-def validation_rows() -> list[Row]:
+def validation_rows(cal: Calibration | None = None) -> list[Row]:
     data = load()
     sources = data["sources"]
-    return [throughput_row(r, sources) for r in data["throughput"]] + \
+    return [throughput_row(r, sources, cal) for r in data["throughput"]] + \
         [memory_row(r, sources) for r in data["memory"]]
 
 
 def summary(rows: list[Row]) -> dict:
     tp = [abs(r.error) for r in rows if r.kind == "throughput"]
     mem = [abs(r.error) for r in rows if r.kind == "memory"]
+    measured = [abs(r.error) for r in rows if r.kind == "memory" and r.check == "measured"]
     return {"throughput_rows": len(tp), "throughput_mean_abs_error": sum(tp) / len(tp),
             "throughput_max_abs_error": max(tp), "memory_rows": len(mem),
-            "memory_max_abs_error": max(mem) if mem else 0.0}
+            "memory_max_abs_error": max(mem) if mem else 0.0, "measured_memory_rows": len(measured),
+            "measured_memory_max_abs_error": max(measured) if measured else 0.0}
 
 
-def cross_source_check(fit_sources: tuple[str, ...], test_sources: tuple[str, ...]) -> dict:
-    """Out-of-sample check of the calibration: refit one global scale of the GEMM efficiency tables on the rows
-    of `fit_sources` only (golden-section search on mean |error|), then report the error on `test_sources`."""
-    data = load()
-    fit = [r for r in data["throughput"] if r["source"] in fit_sources]
-    test = [r for r in data["throughput"] if r["source"] in test_sources]
+# ---------------------------------------------------------------------------------------------- fitting
 
-    def mean_err(rows, scale):
-        return sum(abs(throughput_row(r, data["sources"], scale).error) for r in rows) / len(rows)
+def _objective(rows: list[dict], cal: Calibration) -> float:
+    return sum(abs(math.log(predict(r, cal) / float(r["published"]))) for r in rows) / len(rows)
 
-    lo, hi = 0.6, 1.4
+
+def fit(rows: list[dict], start: Calibration | None = None, sweeps: int = 3) -> Calibration:
+    """Fit every constant in constants.FITTED on `rows` (coordinate descent, golden-section per constant, within
+    BOUNDS), minimising mean |log(predicted / published)|. Constants no row informs keep their start values
+    (e.g. the Hopper GEMM curve when no H100 row is in `rows`)."""
+    cal = start or stored()
+    values = cal.values()
+    devices = {r["device"] for r in rows}
+    active = [name for name in FITTED if not (name == "gemm.hopper.max_fraction"
+                                               and not any(d.startswith(("h100", "h200")) for d in devices))]
     g = (5 ** 0.5 - 1) / 2
-    for _ in range(30):
-        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-        if mean_err(fit, a) < mean_err(fit, b):
-            hi = b
-        else:
-            lo = a
-    scale = (lo + hi) / 2
-    errs = [abs(throughput_row(r, data["sources"], scale).error) for r in test]
-    return {"fit_sources": list(fit_sources), "test_sources": list(test_sources), "scale": scale,
-            "test_rows": len(errs), "test_mean_abs_error": sum(errs) / len(errs), "test_max_abs_error": max(errs)}
+    for _ in range(sweeps):
+        for name in active:
+            lo, hi = BOUNDS[name]
+
+            def err(x: float) -> float:
+                return _objective(rows, cal.replace_values({**values, name: x}))
+
+            a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+            fa, fb = err(a), err(b)
+            for _ in range(18):
+                if fa < fb:
+                    hi, b, fb = b, a, fa
+                    a = hi - g * (hi - lo)
+                    fa = err(a)
+                else:
+                    lo, a, fa = a, b, fb
+                    b = lo + g * (hi - lo)
+                    fb = err(b)
+            values[name] = (lo + hi) / 2
+    sources = tuple(sorted({r["source"] for r in rows}))
+    return cal.replace_values(values, fitted_on=sources)
+
+
+def fit_rows(exclude_source: str = "") -> list[dict]:
+    return [r for r in load()["throughput"] if r.get("fit", True) and r["source"] != exclude_source]
+
+
+def leave_one_source_out(sweeps: int = 2) -> dict:
+    """For each source: refit every constant without it, predict its rows. Returns per-row errors and the
+    headline mean / max |error| over all throughput rows (fit: false rows are predicted with all sources)."""
+    data = load()
+    sources = sorted({r["source"] for r in data["throughput"]})
+    out_rows = []
+    for source in sources:
+        cal = fit(fit_rows(exclude_source=source), sweeps=sweeps)
+        for r in data["throughput"]:
+            if r["source"] == source:
+                row = throughput_row(r, data["sources"], cal)
+                out_rows.append({"id": row.id, "source": source, "published": row.published,
+                                 "predicted": row.predicted, "error": row.error, "fit": row.fit,
+                                 "refitted": cal.values()})
+    errs = [abs(r["error"]) for r in out_rows]
+    by_source = {}
+    for source in sources:
+        e = [abs(r["error"]) for r in out_rows if r["source"] == source]
+        by_source[source] = {"rows": len(e), "mean_abs_error": sum(e) / len(e), "max_abs_error": max(e)}
+    return {"rows": out_rows, "sources": len(sources), "row_count": len(errs),
+            "mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "by_source": by_source}

@@ -4,12 +4,15 @@ optimizer update and ZeRO-Offload transfers.
 
 Overlap model (what hides behind what):
 - tensor-parallel all-reduces and pipeline sends: on the critical path (Megatron-LM runs them synchronously);
-- pipeline: (m + pp - 1) slots of one micro-batch's stage time, i.e. a bubble of (pp-1)/m (Narayanan et al. 2021);
+- pipeline: (m + pp - 1) slots of one micro-batch's time on the busiest stage, i.e. a bubble of (pp-1)/m for 1F1B and
+  GPipe, (pp-1)/(v m) for the interleaved schedule with v model chunks per device (Narayanan et al. 2021);
 - data-parallel gradient reduction (DDP, ZeRO-0/1/2): overlaps the backward pass of the micro-batch it follows
   when `CostOptions.overlap_grad_comm` (bucketed), otherwise it runs after the backward pass; the post-step
   weight all-gather of ZeRO-1/2 is exposed;
-- ZeRO-3 / FSDP: each micro-batch's weight all-gathers overlap its forward / backward compute (prefetch) and the
-  gradient reduce-scatter overlaps the backward; only the excess is exposed;
+- ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
+  re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
+  previous layer's compute, the excess and the first layer's gather are exposed; every overlapped transfer costs
+  `overlap_interference` of its time (NCCL kernels occupy SMs);
 - optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed;
 - CPU devices (gloo, OMP_NUM_THREADS=1): collectives and compute share the rank's thread, nothing overlaps.
 """
@@ -18,16 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
-OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; 1F1B bubble (pp-1) micro-batch slots; DP gradient "
-                 "reduction hidden behind the last micro-batch's backward when overlap_grad_comm (ZeRO-2: every "
-                 "micro-batch's); ZeRO-1/2 post-step all-gather exposed; ZeRO-3/FSDP gathers hidden behind each "
-                 "micro-batch's forward/backward, excess exposed; optimizer and offload transfers exposed; CPU "
-                 "devices (gloo, one thread per rank): no overlap at all")
+OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; pipeline bubble (pp-1) micro-batch slots (1F1B, GPipe) "
+                 "or (pp-1)/v (interleaved); DP gradient reduction overlaps the backward of the micro-batch it follows "
+                 "when overlap_grad_comm (ZeRO-2: every micro-batch's); ZeRO-1/2 post-step all-gather exposed; "
+                 "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
+                 "the first layer's gather exposed; overlapped traffic slows compute by overlap_interference; "
+                 "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap")
 
 # Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
 # byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
@@ -37,6 +42,9 @@ RECOMPUTE_PASSES = 2.0
 # Adam's update touches, per local parameter: fp32 weight, momentum, variance (read + write), the gradient and the
 # 16-bit weight copy -> ~30 bytes mixed precision, ~28 bytes in fp32 (ZeRO-Offload paper, Sec. 4).
 OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
+# The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
+# scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
+EMBED_GRAD_BYTES = 12.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +53,7 @@ class ComputeTimes:
 
     forward: float  # layers, forward pass
     backward: float  # layers, backward pass incl. recomputation
-    head: float  # LM head forward + backward (last pipeline stage)
+    head: float  # LM head forward + backward, softmax/cross-entropy and embedding gradient (last pipeline stage)
     tp_bytes: float  # bytes of one tensor-parallel all-reduce (one sublayer output of this micro-batch)
     tp_ops: int  # number of those all-reduces over all layers (forward + backward + recompute)
     flops_hw: float  # hardware FLOPs of this micro-batch on this device (all layers + head)
@@ -79,16 +87,16 @@ _CACHE: dict = {}
 
 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
-                  target_len: int, recompute: str, flash: bool, sp: bool) -> ComputeTimes:
+                  target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration)."""
-    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp)
+    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is device:
+    if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
     peak = device.peak(precision)
     dense_t = attn_t = dense_f = attn_f = 0.0
     for flops, dim, is_attn in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
-        sec = flops / (peak * matmul_efficiency(device, dim))
+        sec = flops / (peak * matmul_efficiency(device, dim, cal))
         if is_attn:
             attn_t += sec
             attn_f += flops
@@ -98,7 +106,13 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
-                                                                       model.d_model)))
+                                                                       model.d_model), cal))
+    # vocabulary-proportional memory traffic: the fp32 softmax / cross-entropy over every logit, and the dense
+    # embedding gradient of each lookup (encoder and decoder inputs of an encoder-decoder model; a tied head adds
+    # its weight gradient to the same tensor)
+    lookups = 2 if model.is_encoder_decoder else 1
+    head_t += (out_tok * model.vocab_size / tp * cal.ce_bytes_per_logit
+               + lookups * model.vocab_size / tp * model.d_model * EMBED_GRAD_BYTES) / device.hbm_bytes_per_s
     # element-wise traffic from the activation footprint (no recomputation, this tp/sp layout)
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0
@@ -106,11 +120,15 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
     ew_fwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
     ew_bwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
-    fwd = dense_t + attn_t + ew_fwd
-    bwd = 2.0 * (dense_t + attn_t) + ew_bwd
+    # fixed per-sublayer overhead (kernel launches, small kernels): a GPT block has 2 sublayers, a T5 decoder
+    # block 3; it does not shrink with tensor parallelism or fewer tokens
+    sublayers = 2 * le + (3 if model.is_encoder_decoder else 2) * ld
+    fixed = cal.layer_overhead_s / 2.0 * sublayers if device.kind != "cpu" else 0.0
+    fwd = dense_t + attn_t + ew_fwd + fixed
+    bwd = 2.0 * (dense_t + attn_t + fixed) + ew_bwd
     hw = 3.0 * (dense_f + attn_f)
     if recompute == "full":
-        bwd += dense_t + attn_t + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
+        bwd += dense_t + attn_t + fixed + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
         hw += dense_f + attn_f
     elif recompute == "selective":
         bwd += attn_t
@@ -132,5 +150,5 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         _CACHE.clear()
     result = ComputeTimes(forward=fwd, backward=bwd, head=head_t, tp_bytes=tp_bytes, tp_ops=tp_ops,
                           flops_hw=hw + 3.0 * head_f)
-    _CACHE[key] = (device, result)
+    _CACHE[key] = (device, result, cal)
     return result

@@ -1,0 +1,49 @@
+"""Per-engine collective behaviour (engines.yaml): efficiencies, rails, latency counts, recompute re-gathers,
+prefetch depth and bucket sizes. Data, not code: a new engine or a measured efficiency is a YAML edit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+from scalestudy.errors import ScalestudyError
+
+
+@dataclass(frozen=True, slots=True)
+class EngineComm:
+    collective_efficiency: float
+    gather_rails: str  # "rank" (own NIC share) or "node" (all of the node's NICs)
+    collectives_per_layer: int
+    regather_on_recompute: bool
+    prefetch_layers: int
+    reduce_bucket_elems: float
+    allgather_bucket_elems: float
+    stage3_prefetch_elems: float
+
+
+@lru_cache(maxsize=1)
+def engine_table() -> dict[str, EngineComm]:
+    text = (resources.files("scalestudy.costmodel") / "engines.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    names = {f.name for f in fields(EngineComm)}
+    out = {}
+    for engine, row in data.items():
+        if set(row) != names:
+            raise ScalestudyError(f"engines.yaml: {engine} needs exactly {', '.join(sorted(names))}")
+        if row["gather_rails"] not in ("rank", "node"):
+            raise ScalestudyError(f"engines.yaml: {engine}.gather_rails must be rank or node")
+        out[engine] = EngineComm(
+            collective_efficiency=float(row["collective_efficiency"]), gather_rails=row["gather_rails"],
+            collectives_per_layer=int(row["collectives_per_layer"]),
+            regather_on_recompute=bool(row["regather_on_recompute"]), prefetch_layers=int(row["prefetch_layers"]),
+            reduce_bucket_elems=float(row["reduce_bucket_elems"]),
+            allgather_bucket_elems=float(row["allgather_bucket_elems"]),
+            stage3_prefetch_elems=float(row["stage3_prefetch_elems"]))
+    return out
+
+
+def engine_comm(engine: str) -> EngineComm:
+    return engine_table()[engine]
