@@ -18,6 +18,7 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
+from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.params import param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OVERLAP_MODEL, ComputeTimes, compute_times
@@ -27,9 +28,8 @@ from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
 
 SCHEMA = "scalestudy.estimate/1"
-FLOPS_CONVENTION = ("model FLOPs = 3 x forward matmul FLOPs (weights + attention scores/values over the full "
-                    "square, encoder and decoder with their own lengths, LM head), no recomputation; hardware FLOPs "
-                    "add recomputation; MFU/HFU = FLOP/s per device / dense peak of the precision")
+FLOPS_CONVENTION = (f"{MODEL_FLOPS_CONVENTION}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
+                    "dense peak of the precision (scalestudy.costmodel.mfu)")
 # NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
 # quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
 NVME_FRACTION_OF_PCIE = 0.25
@@ -86,11 +86,11 @@ class Estimate:
 
     @property
     def mfu(self) -> float:
-        return self.model_flops / (self.step_s * self.layout.world_size * self.peak_flops)
+        return flops_utilization(self.model_flops, self.step_s, self.layout.world_size, self.peak_flops)
 
     @property
     def hfu(self) -> float:
-        return self.hardware_flops / (self.step_s * self.layout.world_size * self.peak_flops)
+        return flops_utilization(self.hardware_flops, self.step_s, self.layout.world_size, self.peak_flops)
 
     @property
     def time_to_train_s(self) -> float | None:

@@ -1,7 +1,8 @@
-"""The peak FLOP/s that MFU divides by: the device entry on GPU, a measured fp32 matmul rate on CPU.
+"""The peak FLOP/s that MFU divides by: the device entry on GPU, a measured matmul rate on CPU.
 
 CPUs have no datasheet peak we can trust here (turbo, shared cores), so `measure_matmul_flops` times a square
-fp32 GEMM on this rank's threads; that is the best this rank can do, which is what MFU should compare against.
+GEMM in the run's precision on this rank's threads; that is the best this rank can do, which is what MFU should
+compare against.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import time
 
 import torch
+
+from scalestudy.costmodel.mfu import peak_precision
 
 # Substrings of torch.cuda.get_device_name() -> hardware/*.yaml entry.
 GPU_NAMES = (("H200", "h200"), ("H100", "h100-80gb"), ("A100-SXM4-40GB", "a100-40gb"), ("A100-PCIE-40GB", "a100-40gb"),
@@ -32,8 +35,12 @@ def measure_matmul_flops(n: int = 1024, seconds: float = 0.3, dtype: torch.dtype
     return 2.0 * n**3 / best
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def peak_flops(device: torch.device, precision: str) -> tuple[float, str]:
-    """(peak FLOP/s per rank, where it came from) for MFU."""
+    """(peak FLOP/s per rank, where it came from) for MFU (`scalestudy.costmodel.mfu`): the peak of the precision
+    the matmuls run in (fp32 counts as TF32 only when TF32 matmuls are switched on)."""
     if device.type == "cuda":
         from scalestudy.specs.hardware import get_device
 
@@ -41,8 +48,9 @@ def peak_flops(device: torch.device, precision: str) -> tuple[float, str]:
         for needle, entry in GPU_NAMES:
             if needle in gpu:
                 spec = get_device(entry)
-                key = "tf32" if precision == "fp32" and "tf32" in spec.peak_flops else precision
+                key = peak_precision(precision, tf32_matmul=torch.backends.cuda.matmul.allow_tf32)
                 return spec.peak(key), f"device entry {entry} ({key} dense peak)"
         return float("nan"), f"unknown GPU {gpu!r}: no peak, MFU not computed"
-    flops = measure_matmul_flops()
-    return flops, f"measured fp32 matmul on this CPU rank ({flops / 1e9:.1f} GFLOP/s, {torch.get_num_threads()} thread(s))"
+    flops = measure_matmul_flops(dtype=DTYPES[precision])
+    return flops, (f"measured {precision} matmul on this CPU rank ({flops / 1e9:.1f} GFLOP/s, "
+                   f"{torch.get_num_threads()} thread(s))")

@@ -17,12 +17,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalestudy.costmodel.mfu import MFU_CONVENTION, flops_utilization
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 
 FAILURE_DIR = ".failures"
-MFU_CONVENTION = ("model FLOPs per optimizer step (scalestudy.costmodel.flops.training_flops, recompute excluded; "
-                  "encoder and decoder at their own lengths) / step time / world size / peak FLOP/s per rank")
 CPU_MEMORY_CONVENTION = ("bytes of this rank's parameter + gradient + optimizer-state storages (counted tensors; "
                          "max over ranks); rss_bytes = process resident set size (max over ranks)")
 GPU_MEMORY_CONVENTION = "torch.cuda.max_memory_allocated (max over ranks)"
@@ -247,7 +246,7 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
         "tokens_per_s": workload.tokens_per_step / step_s,
         "samples_per_s": workload.global_batch / step_s,
         "model_tflops": flops / step_s / ctx.world_size / 1e12,
-        "mfu": flops / step_s / ctx.world_size / peak,
+        "mfu": flops_utilization(flops, step_s, ctx.world_size, peak),
         "peak_mem_bytes": int(max(s[5] for s in stats)) if cuda else int(counted[top]),
         "params_bytes": int(stats[top][1]),
         "grads_bytes": int(stats[top][2]),

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+from scalestudy.costmodel.mfu import MFU_CONVENTION
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
 from scalestudy.report.findings import findings
@@ -129,7 +130,7 @@ def render_markdown(data: StudyData, lines: list[str], plots: list[Plot], scalin
         out += [f"![{p.alt.replace(']', ')').replace('[', '(')}](plots/{p.name})", "",
                 f"_{CAPTIONS.get(p.name, '')}_", ""]
     out += ["## Trials (OK)", ""] + _md_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC)
-    out += ["", f"Memory: {MEMORY_CONVENTION}. MFU: model FLOPs (cost-model convention) / time / peak.", "",
+    out += ["", f"Memory: {MEMORY_CONVENTION}. {MFU_CONVENTION}.", "",
             "## Failures", ""]
     fails = _failure_rows(data)
     if fails:
@@ -185,8 +186,7 @@ def render_html(data: StudyData, lines: list[str], plots: list[Plot], scaling_ht
         "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>",
         "<h2>Plots</h2>" + (f'<div class="figs">{figs}</div>' if figs else "<p>No OK trial to plot.</p>"),
         "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC, css_class="trials"),
-        f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. MFU: model FLOPs (cost-model convention) / '
-        "time / peak FLOP/s.</p>",
+        f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. {html.escape(MFU_CONVENTION)}.</p>',
         "<h2>Failures</h2>" + (_html_table(FAIL_HEAD, fails, FAIL_NUMERIC, pre_last=True) if fails
                                else "<p>None: every trial finished OK.</p>"),
         ("<h2>Scaling laws</h2>" if _has_section(scaling_html) else "") + scaling_html,

@@ -1,0 +1,31 @@
+"""Model FLOPs utilisation (MFU): one definition for the cost model's prediction and the engine's measurement.
+
+    MFU = model FLOPs per optimizer step / (devices x peak FLOP/s per device x seconds per optimizer step)
+
+- model FLOPs: `scalestudy.costmodel.flops.training_flops(..., recompute="none")` (FLOPS_CONVENTION below);
+  recomputation is work, not progress, so it is left out (hardware FLOPs utilisation, HFU, counts it);
+- peak: the device's dense (no sparsity) peak for the precision the matmuls actually run in: bf16 / fp16 on
+  tensor cores; fp32 at the fp32 peak, because PyTorch leaves TF32 matmuls off unless the run turns them on
+  (`torch.backends.cuda.matmul.allow_tf32`); the TF32 peak only when it does. Dividing true-fp32 work by the TF32
+  peak would understate MFU 8x on an A100 (156 vs 19.5 TFLOP/s).
+On CPU the peak is a measured fp32 matmul rate (engine/probe.py; hardware profiles from `calibrate`).
+"""
+
+from __future__ import annotations
+
+FLOPS_CONVENTION = ("model FLOPs = 3 x forward (backward = 2 x forward), 2 FLOPs per multiply-add of every matmul: "
+                    "weights, attention scores and values over the full square, LM head; encoder and decoder at "
+                    "their own lengths; no recomputation")
+MFU_CONVENTION = (f"MFU = model FLOPs per optimizer step / (devices x dense peak FLOP/s of the precision the matmuls "
+                  f"run in x seconds per step); {FLOPS_CONVENTION}")
+
+
+def peak_precision(precision: str, *, tf32_matmul: bool = False) -> str:
+    """The `peak_flops` entry of a device that a run in `precision` is measured against."""
+    return "tf32" if precision == "fp32" and tf32_matmul else precision
+
+
+def flops_utilization(flops_per_step: float, step_s: float, devices: int, peak_flops_per_device: float) -> float:
+    """Fraction (0..1) of `devices` devices' peak that `flops_per_step` in `step_s` seconds per step use: MFU with model
+    FLOPs, HFU with hardware FLOPs (recomputation included)."""
+    return flops_per_step / (step_s * devices * peak_flops_per_device)
