@@ -61,6 +61,11 @@ def emit_best_runnable(out_dir: str | Path, model: str, cluster, result, **optio
     further flat RunConfig options (steps, data, tokenizer, text_field, lexicon, vocab_size, objective, output).
     """
     cuda = cluster.device.kind != "cpu"
+    steps = options.get("steps", RunConfig().workload.steps)
+    if steps < 1:
+        raise ScalestudyError(f"--train-steps must be >= 1, got {steps}")
+    # Short emitted runs still report medians: exclude at most all but the last step from them.
+    options.setdefault("warmup", min(RunConfig().output.timing_warmup, steps - 1))
     chosen, reasons = None, []
     for rank, c in enumerate(result.candidates, 1):
         run = RunConfig.build(model, c.strategy, result.workload, nproc=cluster.gpus_per_node, nnodes=c.nodes,
