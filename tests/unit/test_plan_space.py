@@ -18,10 +18,12 @@ def test_divisors():
 def test_hand_counted_space_t5_tiny_two_ranks():
     # t5-tiny: 4 heads, 2+2 blocks. 1 node x 2 devices, global batch 4.
     # Layouts: (tp1,pp1,dp2) (tp1,pp2,dp1) (tp2,pp1,dp1).
-    # Engine variants: DeepSpeed z0, z1, z1+opt, z2, z2+opt, z3, z3+opt, z3+opt+param (8) + DDP 2 + FSDP 2 = 12;
-    # with pp > 1 only DeepSpeed z0, z1, z1+opt (3). Recompute 3. Micro-batches: dp2 -> {1,2}; dp1 -> {1,2,4}.
+    # Engine variants: DeepSpeed z0, z1, z1+opt, z2, z2+opt, z3, z3+opt, z3+opt+param (8) + DDP 2 + FSDP 2
+    # + FSDP z2/z3 with CPU offload 2 = 14; with pp > 1 only DeepSpeed z0, z1, z1+opt (3). Recompute 3.
+    # Micro-batches: dp2 -> {1,2}; dp1 -> {1,2,4}. pp2: 1F1B (3 micro-batches) + interleaved v2 (4 blocks >= 2x2;
+    # micro-batches per step 4, 2 are multiples of pp: 2).
     pts = enumerate_space(get_model("t5-tiny"), make_cluster("local-cpu", 1, 2), Workload(4, 64, 16))
-    assert len(pts) == 12 * 3 * 2 + 3 * 3 * 3 + 12 * 3 * 3 == 207
+    assert len(pts) == 14 * 3 * 2 + 3 * 3 * (3 + 2) + 14 * 3 * 3 == 255
     assert len({(p.strategy, p.nodes) for p in pts}) == len(pts)
 
 
@@ -36,9 +38,13 @@ def test_every_point_is_a_valid_layout_keeping_the_global_batch():
         layout = resolve_layout(s, 32, 256, gpus_per_node=8, num_heads=64, num_layers=48)
         assert (layout.dp, layout.grad_accum) == (p.dp, p.grad_accum)
         assert s.micro_batch * p.grad_accum * p.dp == 256
-        assert s.tp <= 8 and 64 % s.tp == 0 and 48 % s.pp == 0
+        assert s.tp <= 8 and 64 % s.tp == 0 and s.pp <= 48
+        if s.pp_schedule == "interleaved":
+            assert p.grad_accum % s.pp == 0 and 48 >= s.pp * s.virtual_stages
     assert {p.strategy.tp for p in pts} == {1, 2, 4, 8}
-    assert {p.strategy.pp for p in pts} == {1, 2, 4, 8, 16}  # divisors of 48 that divide 32/tp
+    assert {p.strategy.pp for p in pts} == {1, 2, 4, 8, 16, 32}  # divisors of 32/tp (layers need not divide)
+    assert {(p.strategy.pp_schedule, p.strategy.virtual_stages) for p in pts if p.strategy.pp > 1} == {
+        ("1f1b", 1), ("interleaved", 2), ("interleaved", 4)}
     assert {p.strategy.engine for p in pts} == {"deepspeed", "fsdp", "ddp"}
     assert {p.strategy.recompute for p in pts} == {"none", "selective", "full"}
 
@@ -79,12 +85,26 @@ def test_node_counts_max_nodes_and_vary():
 
 def test_engine_variants_respect_strategy_rules():
     variants = engine_variants(Constraints())
-    assert ("deepspeed", 3, "cpu", "cpu") in variants
-    assert all(not (e != "deepspeed" and (o != "none" or p != "none")) for e, _, o, p in variants)
-    assert len(variants) == 12
+    assert ("deepspeed", 3, "cpu", "cpu") in variants and ("fsdp", 3, "cpu", "cpu") in variants
+    assert all(e == "deepspeed" or (o, p) in (("none", "none"), ("cpu", "cpu")) and (e == "fsdp" or o == "none")
+               for e, _, o, p in variants)
+    assert len(variants) == 14
+
+
+def test_schedule_constraints_and_explicit_stage_layers():
+    model, cluster, w = get_model("mt5-xl"), make_cluster("a100-80gb", 2, 8), Workload(128, 512, 128)
+    only = enumerate_space(model, cluster, w, Constraints(pp=(4,), pp_schedules=("gpipe",)))
+    assert {(p.strategy.pp_schedule, p.strategy.virtual_stages) for p in only} == {("gpipe", 1)}
+    split = enumerate_space(model, make_cluster("a100-80gb", 3, 8), Workload(96, 512, 128),
+                            Constraints(pp=(1, 3), stage_layers=(20, 14, 14),
+                                                            pp_schedules=("1f1b",), attention="eager"))
+    assert {p.strategy.stage_layers for p in split if p.strategy.pp == 3} == {(20, 14, 14)}
+    assert all(p.strategy.attention == "eager" for p in split)
 
 
 def test_bad_constraints_raise_clear_errors():
+    with pytest.raises(ScalestudyError, match="unknown pp schedule"):
+        Constraints(pp_schedules=("zb",))
     with pytest.raises(ScalestudyError, match="unknown recompute"):
         Constraints(recompute=("partial",))
     with pytest.raises(ScalestudyError, match="zero stage"):

@@ -30,6 +30,18 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 86400:,.2f} days"
 
 
+def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
+    """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise."""
+    from scalestudy.errors import ScalestudyError
+
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ScalestudyError(f"--stage-layers takes layer counts separated by commas, got {text!r}") from None
+
+
 @app.command()
 def estimate(
     model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`) or a config.json path."),
@@ -54,8 +66,18 @@ def estimate(
                                                                       "GPUs, fp32 on CPUs)."),
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
     offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
+    attention: str = typer.Option("flash", "--attention", help="flash (no stored probabilities) | eager."),
+    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
+                                           help="Megatron sequence parallelism when tp > 1."),
+    overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
+                                           help="Gradient reduction overlaps the backward pass."),
+    pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
+    virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
+    stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
+                                               help="Layers per pipeline stage, e.g. 13,11,11,13 (default: even "
+                                                    "split, remainder on the first stages)."),
     train_tokens: float = typer.Option(0.0, "--train-tokens", help="Tokens to train, for time and device-hours."),
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON schema (docs/estimate-schema.md)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON (fields: docs/estimate-schema.md)."),
 ) -> None:
     """Predict memory per device, step time, throughput and MFU of one training configuration."""
     from scalestudy.costmodel.estimate import estimate as run_estimate
@@ -69,7 +91,10 @@ def estimate(
     if precision is None:
         precision = "fp32" if clus.device.kind == "cpu" else "bf16"
     strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
-                        precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params)
+                        precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
+                        attention=attention, sequence_parallel=sequence_parallel,
+                        overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
+                        stage_layers=parse_stage_layers(stage_layers))
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")

@@ -38,14 +38,22 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
-                      vary_nodes=False):
+                      vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
+                      sequence_parallel=True, overlap_grad_comm=True, stage_layers=None):
+    from scalestudy.cli.costmodel import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
+    schedule = {"pp_schedules": _strs(pp_schedule)} if pp_schedule else {}
+    if virtual_stages:
+        schedule["virtual_stages"] = _ints(virtual_stages, "virtual-stages")
     return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=_ints(pp, "pp"),
                        micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute),
                        offload_optimizer=_offloads(offload, "offload"),
                        offload_params=_offloads(offload_params, "offload-params"), precision=precision,
-                       max_nodes=max_nodes, vary_nodes=vary_nodes)
+                       max_nodes=max_nodes, vary_nodes=vary_nodes,
+                       attention=attention, sequence_parallel=sequence_parallel,
+                       overlap_grad_comm=overlap_grad_comm, stage_layers=parse_stage_layers(stage_layers),
+                       **schedule)
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
@@ -61,27 +69,34 @@ def _breakdown(estimate) -> str:
 
 def print_plan(result, cluster, top: int) -> None:
     from rich.console import Console
-    from rich.table import Table
 
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
     from scalestudy.plan.planner import explain
 
-    console = Console(width=max(Console().width, 140))  # a piped table keeps its columns readable
+    width = terminal_width()
+    console = Console(width=width)
     w = result.workload
-    table = Table(title=f"Top {min(top or len(result.candidates), len(result.candidates))} of {result.feasible} feasible strategies "
-                        f"({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
-                        f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
+    title = (f"Top {min(top or len(result.candidates), len(result.candidates))} of {result.feasible} feasible "
+             f"strategies ({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
+             f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
     ttt = "train h" if w.train_tokens else "s/1M tok"
-    for col in ("#", "strategy", "nodes", "dp", "accum", "GiB/dev", "free GiB", "step s", "tokens/s", "MFU %", ttt,
-                "largest step-time terms (s)"):
-        left = col in ("strategy", "largest step-time terms (s)")
-        table.add_column(col, justify="left" if left else "right", no_wrap=left)
+    # drop: which columns give way first in a narrow terminal (0 = key column, always shown whole)
+    columns = [Column("#", drop=2), Column("strategy", "left"), Column("nodes", drop=5), Column("dp", drop=4),
+               Column("accum", drop=6), Column("GiB/dev"), Column("free GiB", drop=7), Column("step s"),
+               Column("tokens/s"), Column("MFU %"), Column(ttt, drop=3),
+               Column("largest step-time terms (s)", "left", drop=8)]
+    rows = []
     for i, c in enumerate(result.candidates[:top or None], 1):  # --top 0: all
         e = c.estimate
         t = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
-        table.add_row(str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
-                      f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.4g}",
-                      f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{t:.3g}", _breakdown(e))
+        rows.append([str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
+                     f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.4g}",
+                     f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{t:.3g}", _breakdown(e)])
+    table, hidden = fitted_table(title, columns, rows, width)
     console.print(table)
+    if hidden:
+        console.print(f"({width}-column terminal: left out {', '.join(hidden)}; a wider terminal or --json shows "
+                      "them)", highlight=False)
     console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; tokens/s = "
                   "encoder + decoder tokens per second, whole job; MFU = model FLOPs (no recompute) / (devices x "
                   "dense peak x step time); step-time terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer)"
@@ -114,8 +129,9 @@ def plan(
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),
-    offload: Optional[str] = typer.Option(None, help="Optimizer offload, comma-separated none,cpu,nvme or any "
-                                                     "(default none,cpu)."),
+    offload: Optional[str] = typer.Option(None, "--offload-optimizer", help="Optimizer offload, comma-separated "
+                                                                          "none,cpu,nvme or any (default none,cpu)."),
+    offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
     offload_params: Optional[str] = typer.Option(None, help="Parameter offload: none | cpu | nvme | any."),
     precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 (default: bf16 where supported)."),
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
@@ -130,7 +146,18 @@ def plan(
     train_objective: Optional[str] = typer.Option(None, help="With --emit: span, knowledge or causal (default: span "
                                                              "for encoder-decoder, causal for decoder-only)."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result (schema: docs/plan-schema.md)."),
-    no_prune: bool = typer.Option(False, help="Estimate every strategy (no memory-bound pruning)."),
+    no_prune: bool = typer.Option(False, "--no-prune", help="Estimate every strategy (no memory-bound pruning)."),
+    pp_schedule: Optional[str] = typer.Option(None, "--pp-schedule", help="Pipeline schedules to search, "
+                                              "comma-separated 1f1b,gpipe,interleaved (default 1f1b,interleaved)."),
+    virtual_stages: Optional[str] = typer.Option(None, "--virtual-stages", help="Model chunks per device the "
+                                                 "interleaved schedule tries, comma-separated (default 2,4)."),
+    stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Explicit layers per pipeline stage, "
+                                               "e.g. 13,11,11,13 (only that pipeline depth is searched)."),
+    attention: str = typer.Option("flash", "--attention", help="flash | eager (kept fixed, not searched)."),
+    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
+                                           help="Megatron sequence parallelism when tp > 1."),
+    overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
+                                           help="Gradient reduction overlaps the backward pass."),
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
@@ -159,7 +186,9 @@ def plan(
     clus.device.peak(prec)  # clear error when the device lacks the precision
     cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
                              offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
-                             vary_nodes=max_nodes is not None)
+                             vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
+                             attention=attention, sequence_parallel=sequence_parallel,
+                             overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers)
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
     note = None
@@ -191,11 +220,25 @@ def calibrate(
     from scalestudy.plan.tuner import calibrate as run_calibrate
     from scalestudy.specs.hardware import get_device
 
+    from scalestudy.outputs import check_output_dir
+
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    check_output_dir(output)
     device, path, secs = run_calibrate(Path(output), nproc, get_device(base), name, quick=not full)
     print_profile(device, secs)
+    if device.kind == "cpu":
+        print_cpu_precision()
     print(f"Wrote {path} (use it as --gpu {path})")
+
+
+def print_cpu_precision() -> None:
+    """Measure bf16/fp16 vs fp32 matmul (refreshing the cache `train` decides with) and say what train allows."""
+    from scalestudy.specs.cpu_precision import cache_file, cpu_flags, measured_matmul, summary
+
+    for line in summary(measured_matmul(refresh=True), cpu_flags()):
+        print(line)
+    print(f"(measurement cached in {cache_file()}; `scalestudy train --precision` follows it)")
 
 
 def print_profile(device, secs: float) -> None:
@@ -229,8 +272,9 @@ def tune(
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,full."),
-    offload: str = typer.Option("none", help="Optimizer offload: none | cpu | none,cpu (cpu JIT-builds CPU-Adam "
-                                             "once, ~75 s)."),
+    offload: str = typer.Option("none", "--offload-optimizer", help="Optimizer offload: none | cpu | none,cpu (cpu "
+                                                                    "JIT-builds CPU-Adam once, ~75 s)."),
+    offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
     trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
     memory_limit_gib: float = typer.Option(0.0, help="Address-space cap (RLIMIT_AS) of each trial process in GiB "
                                                      "(2^30 bytes); a trial beyond it ends as OOM. 0 = no cap."),
@@ -252,7 +296,14 @@ def tune(
     cons = build_constraints(engine=engine, zero=zero, tp="1", pp="1", micro_batch=micro_batch,
                              recompute=recompute or "none,full", offload=offload, offload_params=offload,
                              precision="fp32", max_nodes=None)  # precision: the tuner's default for the device
-    out = Path(output)
+    from scalestudy.outputs import check_output_dir
+    from scalestudy.specs.hardware import get_device
+
+    if nproc < 1:
+        raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    out = check_output_dir(output)
+    if profile:
+        get_device(profile)  # a bad profile fails before anything is written (tuning_device reuses it, cached)
     out.mkdir(parents=True, exist_ok=True)
     device, calib_s = tuner.tuning_device(out, nproc, profile)
     if not profile:

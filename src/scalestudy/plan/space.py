@@ -7,16 +7,23 @@ degrees is checked by `scalestudy.specs.strategy.resolve_layout`, so the planner
 Dimensions, outermost first:
 - node count (only the given one, unless the user lets the planner use fewer: `Constraints.node_counts`);
 - tp x pp x dp factorisations of the device count: tp divides the devices per node (tensor parallelism stays inside
-  a node, on the fast link), the attention heads (and grouped-query K/V heads) divide by tp, the layers by pp;
+  a node, on the fast link), the attention heads (and grouped-query K/V heads) divide by tp; pp needs no more
+  stages than layers (an uneven split spreads the remainder, `Strategy.stage_split`);
+- pipeline schedule (pp > 1): 1F1B, and the interleaved schedule with each of `Constraints.virtual_stages` model
+  chunks per device where the layers allow it (GPipe has 1F1B's bubble with more activation memory: searched
+  only when asked for);
 - engine x ZeRO stage x offload: DeepSpeed ZeRO 0-3 with optimizer offload (stage >= 1) and parameter offload
-  (stage 3), DDP (plain, or + ZeroRedundancyOptimizer), FSDP2 (reshard = ZeRO-3-like, no reshard = ZeRO-2-like);
+  (stage 3), DDP (plain, or + ZeroRedundancyOptimizer), FSDP2 (reshard = ZeRO-3-like, no reshard = ZeRO-2-like;
+  CPU offload of parameters and optimizer together);
 - activation recompute none / selective / full;
 - micro-batch: every divisor of the per-replica batch, and the gradient accumulation that keeps the global batch.
 
 Pipeline split of encoder-decoder models (T5/mT5): the encoder and decoder stacks are concatenated into one stack
-of `num_layers + num_decoder_layers` blocks and cut into `pp` stages of equal block count (a stage may hold the last
-encoder and the first decoder blocks; the encoder output then travels with the decoder activations). So `pp` must
-divide the total block count; for decoder-only models it must divide `num_layers`.
+of `num_layers + num_decoder_layers` blocks and cut into `pp` stages (a stage may hold the last encoder and the first
+decoder blocks; the encoder output then travels with the decoder activations).
+
+Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
+`overlap_grad_comm`, `stage_layers`) are carried into every Strategy.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import OFFLOADS, RECOMPUTES, ZERO_STAGES, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import (ATTENTIONS, OFFLOADS, PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload,
+                                      resolve_layout)
 
 
 @dataclass(frozen=True)
@@ -46,8 +54,21 @@ class Constraints:
     max_nodes: int | None = None
     vary_nodes: bool = False  # search node counts 1..max_nodes (or 1..cluster.nodes) instead of exactly cluster.nodes
     max_micro_batch: int = 0  # 0 = no cap
+    pp_schedules: tuple[str, ...] = ("1f1b", "interleaved")  # searched when pp > 1
+    virtual_stages: tuple[int, ...] = (2, 4)  # model chunks per device tried by the interleaved schedule
+    attention: str = "flash"
+    sequence_parallel: bool = True
+    overlap_grad_comm: bool = True
+    stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
 
     def __post_init__(self) -> None:
+        for sched in self.pp_schedules:
+            if sched not in PP_SCHEDULES:
+                raise ScalestudyError(f"unknown pp schedule {sched!r} (choose from {', '.join(PP_SCHEDULES)})")
+        if any(v < 2 for v in self.virtual_stages):
+            raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
+        if self.attention not in ATTENTIONS:
+            raise ScalestudyError(f"unknown attention {self.attention!r} (choose from {', '.join(ATTENTIONS)})")
         for off in (*self.offload_optimizer, *self.offload_params):
             if off not in OFFLOADS:
                 raise ScalestudyError(f"unknown offload {off!r} (choose from {', '.join(OFFLOADS)})")
@@ -110,10 +131,13 @@ def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]
             if constraints.zero and zero not in constraints.zero:
                 continue
             for off_opt in constraints.offload_optimizer:
-                if off_opt != "none" and not (engine == "deepspeed" and zero >= 1):
+                if off_opt != "none" and not (engine == "deepspeed" and zero >= 1 or engine == "fsdp" and off_opt == "cpu"):
                     continue
                 for off_par in constraints.offload_params:
-                    if off_par != "none" and not (engine == "deepspeed" and zero == 3):
+                    if engine == "fsdp":
+                        if off_par != off_opt:
+                            continue  # FSDP offloads parameters and optimizer together
+                    elif off_par != "none" and not (engine == "deepspeed" and zero == 3):
                         continue
                     # Parameter offload without optimizer offload is a legal but strictly worse DeepSpeed setting.
                     if off_par != "none" and off_opt == "none":
@@ -124,7 +148,7 @@ def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]
 
 def model_parallel_degrees(model: ModelSpec, cluster: ClusterSpec, world: int, constraints: Constraints
                            ) -> Iterator[tuple[int, int]]:
-    """(tp, pp) pairs valid for the model on `world` devices: tp inside a node, heads % tp, layers % pp."""
+    """(tp, pp) pairs valid for the model on `world` devices: tp inside a node, heads % tp, pp <= layers."""
     layers = pipeline_layers(model)
     for tp in divisors(cluster.gpus_per_node):
         if constraints.tp and tp not in constraints.tp:
@@ -134,9 +158,19 @@ def model_parallel_degrees(model: ModelSpec, cluster: ClusterSpec, world: int, c
         for pp in divisors(world // tp):
             if constraints.pp and pp not in constraints.pp:
                 continue
-            if layers % pp:
+            if pp > layers or (constraints.stage_layers and pp > 1 and pp != len(constraints.stage_layers)):
                 continue
             yield tp, pp
+
+
+def schedules(pp: int, layers: int, constraints: Constraints) -> list[tuple[str, int]]:
+    """(pp_schedule, virtual_stages) pairs for a pipeline of pp stages (one entry when pp == 1)."""
+    if pp == 1:
+        return [("1f1b", 1)]
+    out = [(s, 1) for s in ("1f1b", "gpipe") if s in constraints.pp_schedules]
+    if "interleaved" in constraints.pp_schedules:
+        out += [("interleaved", v) for v in constraints.virtual_stages if layers >= pp * v]
+    return out
 
 
 def micro_batches(per_replica: int, constraints: Constraints) -> list[int]:
@@ -156,6 +190,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     variants = engine_variants(constraints)
     # Cheapest memory first (full recompute): when that does not fit at micro-batch 1, nothing lighter will.
     recomputes = [rc for rc in ("full", "selective", "none") if rc in (constraints.recompute or RECOMPUTES)]
+    layers = pipeline_layers(model)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         for tp, pp in model_parallel_degrees(model, cluster, world, constraints):
@@ -172,18 +207,26 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 if pp > 1 and engine != "deepspeed":
                     continue  # pipeline schedules come from DeepSpeed's PipelineModule here; DDP/FSDP have none
                 for rc in recomputes:
-                    group = []
-                    for mb in mbs:
-                        strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
-                                            offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
-                                            precision=constraints.precision)
-                        layout = resolve_layout(strategy, world, workload.global_batch,
-                                                gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
-                                                num_layers=pipeline_layers(model))
-                        group.append(Point(strategy, nodes, layout.dp, layout.grad_accum))
-                    stats.points += len(group)
-                    if group:
-                        yield group
+                    for sched, v in schedules(pp, layers, constraints):
+                        group = []
+                        for mb in mbs:
+                            accum = workload.global_batch // (dp * mb)
+                            if sched == "interleaved" and accum % pp:
+                                continue  # Megatron-LM: micro-batches per step a multiple of pp
+                            strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
+                                                offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
+                                                precision=constraints.precision, attention=constraints.attention,
+                                                sequence_parallel=constraints.sequence_parallel,
+                                                overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
+                                                virtual_stages=v,
+                                                stage_layers=constraints.stage_layers if pp > 1 else ())
+                            layout = resolve_layout(strategy, world, workload.global_batch,
+                                                    gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
+                                                    num_layers=layers)
+                            group.append(Point(strategy, nodes, layout.dp, layout.grad_accum))
+                        stats.points += len(group)
+                        if group:
+                            yield group
 
 
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
