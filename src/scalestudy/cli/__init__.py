@@ -39,6 +39,9 @@ def version() -> None:
 def _register() -> None:
     # Imported here so each module can import `app` from this package; modules import heavy deps lazily.
     from scalestudy.cli import costmodel, plan, scaling, study, train  # noqa: F401
+    from scalestudy.cli.terminal import flags_show_no_value_type
+
+    flags_show_no_value_type()
 
 
 def _print_error(message: str) -> None:

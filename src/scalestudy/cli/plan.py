@@ -160,6 +160,7 @@ def plan(
                                            help="Gradient reduction overlaps the backward pass."),
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
+    offload = offload or offload_old
     from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
     from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
@@ -280,6 +281,7 @@ def tune(
                                                      "(2^30 bytes); a trial beyond it ends as OOM. 0 = no cap."),
 ) -> None:
     """Calibrate, then run few short real trials guided by the refit cost model; pick the fastest strategy."""
+    offload = offload_old or offload
     from pathlib import Path
 
     from scalestudy.plan import tuner

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from scalestudy.cli import app
+from scalestudy.cli.terminal import run_flag_defaults, show_defaults
 
 console = Console()
 
@@ -19,6 +20,17 @@ def train(
     engine: Optional[str] = typer.Option(None, help="deepspeed, fsdp or ddp."),
     zero: Optional[int] = typer.Option(None, help="ZeRO stage: deepspeed 0-3; ddp 0 (DDP) or 1 (ZeroRedundancy"
                                                   "Optimizer); fsdp 2 (keep gathered) or 3 (reshard after forward)."),
+    tp: Optional[int] = typer.Option(None, help="Tensor-parallel degree (Llama/T5 blocks; must divide the heads "
+                                                "and KV heads). tp/pp > 1 run --engine fsdp (zero 2|3) or ddp (0)."),
+    pp: Optional[int] = typer.Option(None, help="Pipeline-parallel degree (stages over the layers; T5: encoder "
+                                                "layers, then decoder layers)."),
+    pp_schedule: Optional[str] = typer.Option(None, help="Pipeline schedule: 1f1b, gpipe or interleaved."),
+    virtual_stages: Optional[int] = typer.Option(None, help="Model chunks per pipeline rank (interleaved, >= 2)."),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                                     help="With tp > 1, split norms and residuals along the "
+                                                          "sequence (default on)."),
+    stage_layers: Optional[str] = typer.Option(None, help="Layers per pipeline rank, e.g. 3,1 (T5: encoder then "
+                                                          "decoder layers counted together); default an even split."),
     offload_optimizer: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO >= 1)."),
     offload_params: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO-3)."),
     nproc: Optional[int] = typer.Option(None, help="Ranks on this machine (torchrun --nproc-per-node)."),
@@ -28,7 +40,9 @@ def train(
     global_batch: Optional[int] = typer.Option(None, help="Sequences per optimizer step (= micro-batch x "
                                                           "accumulation x dp); default micro-batch x dp."),
     seq_len: Optional[int] = typer.Option(None, help="Encoder (or decoder-only) length in tokens."),
-    target_len: Optional[int] = typer.Option(None, help="Decoder target length in tokens (span, knowledge)."),
+    target_len: Optional[int] = typer.Option(None, help="Decoder target length in tokens (span, knowledge); "
+                                                        "default: what span corruption of --seq-len needs "
+                                                        "(512 -> 114)."),
     objective: Optional[str] = typer.Option(None, help="span, knowledge or causal."),
     data: Optional[list[str]] = typer.Option(None, help="Corpus file(s): .txt, .jsonl, .parquet (repeatable); "
                                                         "default: the bundled corpus."),
@@ -39,10 +53,15 @@ def train(
     config: Optional[Path] = typer.Option(None, help="RunConfig YAML (sections model, strategy, workload, optimizer, "
                                                      "data, output; flat option names also read); flags override it."),
     lr: Optional[float] = typer.Option(None, help="Peak learning rate (AdamW)."),
-    warmup_steps: Optional[int] = typer.Option(None, help="Learning-rate warm-up steps (linear)."),
+    warmup_steps: Optional[int] = typer.Option(None, help="Learning-rate warm-up: steps of linear ramp up to --lr "
+                                                          "(not --warmup, which only affects the timing medians)."),
     decay: Optional[str] = typer.Option(None, help="Learning-rate decay after warm-up: cosine, linear, constant."),
-    warmup: Optional[int] = typer.Option(None, help="First steps excluded from the summary medians."),
-    precision: Optional[str] = typer.Option(None, help="fp32 (CPU), bf16 or fp16 (GPU)."),
+    warmup: Optional[int] = typer.Option(None, help="Timing warm-up: first steps left out of the summary's medians "
+                                                    "(s/step, tokens/s); training is unchanged (the learning-rate "
+                                                    "warm-up is --warmup-steps)."),
+    precision: Optional[str] = typer.Option(None, help="fp32, bf16 or fp16. On a CPU, bf16/fp16 only where "
+                                                       "measured fast (AVX-512 BF16/AMX: >= 0.5x fp32 matmul; "
+                                                       "`scalestudy calibrate` shows it)."),
     recompute: Optional[str] = typer.Option(None, help="Activation checkpointing: none or full."),
     grad_clip: Optional[float] = typer.Option(None, help="Gradient-norm clipping (0: off)."),
     save_every: Optional[int] = typer.Option(None, help="Checkpoint every N steps (0: only at the end)."),
@@ -67,7 +86,9 @@ def train(
         "warmup_steps": warmup_steps, "decay": decay, "warmup": warmup, "precision": precision,
         "recompute": recompute, "grad_clip": grad_clip, "save_every": save_every, "lexicon": lexicon,
         "tokenizer": tokenizer, "text_field": text_field, "vocab_size": vocab_size,
-        "resume": resume or None, "progress": False if no_progress else None,
+        "resume": resume or None, "progress": False if no_progress else None, "tp": tp, "pp": pp,
+        "pp_schedule": pp_schedule, "virtual_stages": virtual_stages, "sequence_parallel": sequence_parallel,
+        "stage_layers": _layer_counts(stage_layers) if stage_layers else None,
     }
     cfg = RunConfig.merged(str(config) if config else None, flags)
     if print_launch:
@@ -87,6 +108,18 @@ def train(
     _print_summary(summary, cfg.output.dir)
 
 
+def _layer_counts(text: str) -> list[int]:
+    from scalestudy.errors import ScalestudyError
+
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ScalestudyError(f"--stage-layers takes comma-separated layer counts (e.g. 3,1), got {text!r}") from None
+
+
+show_defaults(train, run_flag_defaults())  # --help shows RunConfig's defaults (the flags default to None)
+
+
 def _print_summary(s: dict, output: str) -> None:
     def fmt(value, spec: str) -> str:
         return "n/a" if value is None else format(value, spec)
@@ -99,7 +132,7 @@ def _print_summary(s: dict, output: str) -> None:
         f"{fmt(s['median_step_s'], '.3f')} s/step, {fmt(s['median_tokens_per_s'], ',.0f')} tokens/s, "
         f"{fmt(s['median_samples_per_s'], '.2f')} samples/s, {fmt(s['median_model_tflops'], '.4f')} model TFLOP/s "
         f"per rank, MFU {fmt(mfu, '.1f')}%\n"
-        f"  MFU: model FLOPs (cost-model formula, no recompute) / peak from {s['mfu_peak_source']}\n"
+        f"  {s['mfu_convention']}; peak: {s['mfu_peak_source']}\n"
         f"  peak memory per rank: {s['peak_mem_bytes'] / 2**20:,.1f} MiB ({s['memory_convention']}); "
         f"peak RSS {s['peak_rss_bytes'] / 2**20:,.1f} MiB\n"
         f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb",

@@ -1,0 +1,107 @@
+"""Terminal output that fits: tables that drop their least important columns (never cut a key one) to the width of
+the terminal, and a console that never hard-wraps a printed command.
+
+Rich squeezes a too-wide table by cutting cells ("0.49...", "nod..."), which hides exactly the numbers a reader
+came for. Here a table is laid out for the width first: columns are dropped in their stated order until the rest
+fit whole, and the caller says which were left out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+PIPE_WIDTH = 160  # output to a file or pipe: wide enough for every column
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    justify: str = "right"
+    drop: int = 0  # 0: key column, never dropped; otherwise higher numbers are dropped first
+
+
+def terminal_width() -> int:
+    """The terminal's width ($COLUMNS wins, as Rich does); PIPE_WIDTH when writing to a pipe or file."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    if not sys.stdout.isatty():
+        return PIPE_WIDTH
+    from rich.console import Console
+
+    return Console().width
+
+
+def _needed(columns: list[Column], rows: list[list[str]], keep: list[int]) -> int:
+    """Width of a Rich table (heavy-head box, padding 1) showing columns `keep` with no cell or header wrapped."""
+    total = len(keep) + 1  # vertical rules
+    for i in keep:
+        total += max([len(columns[i].header), *(len(r[i]) for r in rows)]) + 2
+    return total
+
+
+def fit_columns(columns: list[Column], rows: list[list[str]], width: int) -> list[int]:
+    """Indices of the columns to show: all, minus droppable ones (highest `drop` first) until the table fits."""
+    keep = list(range(len(columns)))
+    for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
+        if _needed(columns, rows, keep) <= width:
+            break
+        keep.remove(i)
+    return keep
+
+
+def fitted_table(title: str, columns: list[Column], rows: list[list[str]], width: int):
+    """(rich Table, headers of the columns left out) for a terminal `width` columns wide."""
+    from rich.table import Table
+
+    keep = fit_columns(columns, rows, width)
+    table = Table(title=title, width=None)
+    for i in keep:
+        # fold, never ellipsis: should a key column still not fit, it wraps onto a second line instead of "0.49..."
+        table.add_column(columns[i].header, justify=columns[i].justify, overflow="fold")
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    return table, [c.header for i, c in enumerate(columns) if i not in keep]
+
+
+
+def flags_show_no_value_type() -> None:
+    """typer 0.29's help prints a '<bool>' value type beside on/off flags (--json, --help), which take no value; show
+    none, as click does. Idempotent; called once when the CLI registers its commands."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_scalestudy", False):
+        return
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else original(self, ctx)
+
+    display_type_rich._scalestudy = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+def show_defaults(command, defaults: dict) -> None:
+    """Add `defaults` ({parameter name: value}) as '(default: ...)' to the help of `command`'s options whose own
+    default is None (they fall back on a config file first, so typer cannot know the value). Options whose help
+    already explains their default, and empty values, are left as they are."""
+    import inspect
+
+    for name, param in inspect.signature(command).parameters.items():
+        info = param.default
+        value = defaults.get(name)
+        if getattr(info, "default", 0) is not None or value in (None, "", [], ()):
+            continue
+        if "default" in (info.help or "").lower():
+            continue
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        info.help = f"{info.help or ''} (default: {shown})".strip()  # show_default would print "(value)"
+
+
+def run_flag_defaults() -> dict:
+    """RunConfig's default value of every `train` flag (flat option name -> value)."""
+    from scalestudy.specs.run import FLAT_KEYS, RunConfig
+
+    cfg = RunConfig()
+    return {flat: getattr(getattr(cfg, section), name) for flat, (section, name) in FLAT_KEYS.items()}

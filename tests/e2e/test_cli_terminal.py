@@ -1,0 +1,79 @@
+"""What a person sees in a terminal: `plan` fits 80/120/200 columns without cutting a key cell; help texts show flags
+and defaults properly; commands print whole. In-process CLI, one table of cases."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from scalestudy.cli import main
+
+PLAN = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
+        "--global-batch", "256", "--seq-len", "512", "--target-len", "128", "--top", "5"]
+
+
+def run_cli(capsys, args):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("columns, shown, hidden", [
+    (80, ["strategy", "GiB/dev", "step s", "tokens/s", "MFU %"], ["free GiB", "largest step-time terms"]),
+    (120, ["#", "strategy", "nodes", "dp", "GiB/dev", "step s", "tokens/s", "MFU %", "s/1M tok"],
+     ["largest step-time terms"]),
+    (200, ["#", "strategy", "free GiB", "tokens/s", "largest step-time terms (s)"], []),
+])
+def test_plan_table_fits_the_terminal_without_cutting_key_cells(capsys, monkeypatch, columns, shown, hidden):
+    code, out, _ = run_cli(capsys, PLAN + ["--json"])
+    plan_json = json.loads(out)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, _ = run_cli(capsys, PLAN)
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    table = [line for line in lines if line.startswith(("┃", "│"))]
+    header = table[0]
+    for col in shown:
+        assert col in header
+    for col in hidden:
+        assert col not in header
+    assert "…" not in out and "..." not in "".join(table)  # nothing cut
+    for cand in plan_json["candidates"]:  # every key cell whole, on one line
+        row = next(line for line in table[1:] if f" {cand['label']} " in line)
+        assert f"{cand['estimate']['throughput']['tokens_per_s']:,.0f}" in row and f"{100 * cand['estimate']['mfu']:.1f}" in row
+    if hidden:
+        assert re.search(rf"\({columns}-column terminal: left out .*{hidden[0]}", " ".join(lines))
+
+
+@pytest.mark.parametrize("command, present, absent", [
+    (["plan"], ["--no-prune", "--json", "--offload-optimizer"], ["--no-no-prune", "<bool>", "--offload "]),
+    (["train"], ["(default: t5-tiny)", "(default: deepspeed)", "(default: 100)", "(default: 0.001)",
+                 "not --warmup", "the learning-rate warm-up is --warmup-steps", "--resume"], ["<bool>"]),
+    (["estimate"], ["Print the estimate as JSON", "--offload-optimizer"], ["JSON schema", "<bool>"]),
+    (["calibrate"], ["--full"], ["<bool>"]),
+    (["study", "run"], ["--dry-run", "--no-wait"], ["<bool>", "--no-no-"]),
+])
+def test_help_shows_flags_defaults_and_meanings(capsys, monkeypatch, command, present, absent):
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option: phrases are not split by wrapping
+    code, out, _ = run_cli(capsys, command + ["--help"])
+    assert code == 0
+    text = re.sub(r"\s+", " ", re.sub(r"[│╭╮╰╯─]", " ", out))
+    for phrase in present:
+        assert phrase in text, phrase
+    for phrase in absent:
+        assert phrase not in text, phrase
+
+
+def test_old_offload_name_is_still_accepted(capsys):
+    base = ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "2",
+            "--global-batch", "4", "--seq-len", "64", "--top", "0", "--json"]
+    runs = [json.loads(run_cli(capsys, base + [flag, "cpu"])[1]) for flag in ("--offload", "--offload-optimizer")]
+    assert runs[0]["candidates"] and runs[0]["candidates"] == runs[1]["candidates"]
+    assert {c["estimate"]["strategy"]["offload_optimizer"] for c in runs[0]["candidates"]} == {"cpu"}
