@@ -44,11 +44,6 @@ search:
     lr: {low: 1.0e-4, high: 1.0e-2, log: true}
 """
 MALFORMED = "name: x\nmodel: [t5-tiny, t5-mini\nsteps: 3\n"
-PROFILE = """\
-name: my-cpu
-kind: cpu
-memory_bytes: 1000000000
-"""
 
 
 class ProcessStarted(BaseException):
@@ -81,7 +76,10 @@ def _build_workspace(root: Path) -> None:
     (root / "scalar.yaml").write_text("42\n")
     (root / "binary.bin").write_bytes(bytes(range(256)) * 8)
     (root / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
-    (root / "profile.yaml").write_text(PROFILE)
+    from importlib import resources
+
+    (root / "profile.yaml").write_text((resources.files("scalestudy.specs") / "hardware" / "local-cpu.yaml")
+                                       .read_text(encoding="utf-8"))
     (root / "afile.txt").write_text("not a directory\n")
     (root / "empty.txt").write_text("")
     (root / "corpus.txt").write_text("In the beginning God created the heaven and the earth.\n" * 50)
@@ -273,7 +271,7 @@ CASES: list[Case] = [
     C("plan-train-tokens-inf", f"{PLAN} --train-tokens inf", "train-tokens"),
     C("plan-zero-letters", f"{PLAN} --zero x", "--zero"),
     C("plan-tp-letters", f"{PLAN} --tp abc", "--tp"),
-    C("plan-max-nodes-0", f"{PLAN} --max-nodes 0", "max-nodes"),
+    C("plan-max-nodes-0", f"{PLAN} --max-nodes 0", "max nodes"),
     C("plan-nodes-0", f"{PLAN} --nodes 0", "nodes"),
     C("plan-train-steps-0", f"{PLAN} --emit emitted --train-steps 0", "steps"),
     C("plan-precision-fp8", f"{PLAN} --precision fp8", "fp8"),

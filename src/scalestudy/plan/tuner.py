@@ -181,8 +181,14 @@ class TuneSettings:
         if self.steps <= self.warmup or self.warmup < 0:
             raise ScalestudyError(f"--steps ({self.steps}) must be larger than --warmup ({self.warmup}) >= 0: the "
                                   "median step time is taken over the steps after the warm-up")
-        if self.trial_timeout_s <= 0 or self.memory_limit_bytes < 0:
-            raise ScalestudyError("the trial timeout must be positive and the memory limit >= 0")
+        if not 0 < self.trial_timeout_s < float("inf") or self.memory_limit_bytes < 0:  # nan fails too
+            raise ScalestudyError("the trial timeout (--trial-timeout-s) must be positive and the memory limit >= 0")
+        if not 0 < self.budget_s < float("inf"):
+            raise ScalestudyError(f"--budget-s must be a positive number of seconds, got {self.budget_s}")
+        if self.max_trials < 0 or self.screen < 0:
+            raise ScalestudyError(f"--max-trials and --screen must be >= 0, got {self.max_trials} and {self.screen}")
+        if not 0 <= self.margin < 1:
+            raise ScalestudyError(f"--margin must be a fraction in [0, 1), got {self.margin}")
 
 
 @dataclass
