@@ -35,7 +35,8 @@ def main() -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     out = args.output or Path(tempfile.mkdtemp(prefix="scalestudy-bench-scaling-"))
-    from scalestudy.scaling import analyze, report_section
+    from scalestudy.report.scaling_section import report_section
+    from scalestudy.scaling import analyze
     from scalestudy.search.hyperparams import load_search, run_search
 
     stages = {}

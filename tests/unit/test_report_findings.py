@@ -108,13 +108,13 @@ def test_report_of_empty_study_is_a_clear_error(tmp_path):
 
 
 def test_scaling_section_says_why_it_is_missing(tmp_path, monkeypatch):
-    import scalestudy.scaling as scaling
+    import scalestudy.report.render as render
     from scalestudy.report.render import scaling_section
 
     def refuses(source, plots_dir=None):
         raise ScalestudyError("chinchilla law needs runs at 2 or more model sizes")
 
-    monkeypatch.setattr(scaling, "report_section", refuses)
+    monkeypatch.setattr(render, "report_section", refuses)
     md, page = scaling_section(tmp_path)
     assert md == "_No scaling-law section: chinchilla law needs runs at 2 or more model sizes._"
     assert "No scaling-law section: chinchilla law" in page

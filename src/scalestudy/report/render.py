@@ -15,6 +15,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
 from scalestudy.report.findings import findings
 from scalestudy.report.plots import MIB, Plot, write_plots
+from scalestudy.report.scaling_section import report_section
 from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
 from scalestudy.atomicfile import write_text_atomic
 
@@ -67,8 +68,6 @@ def _no_section(reason: str) -> tuple[str, str]:
 def scaling_section(directory: Path) -> tuple[str, str]:
     """(markdown, html) of the scaling-law section from `scalestudy.scaling.report_section`, or one line saying why
     there is none (starting with NO_SECTION)."""
-    from scalestudy.scaling import report_section
-
     try:
         section = report_section(directory, plots_dir=directory / "plots")
     except ScalestudyError as exc:
@@ -80,7 +79,7 @@ def scaling_section(directory: Path) -> tuple[str, str]:
         return _no_section(f"{reason} (runs at several model sizes and compute budgets, e.g. from "
                            "`scalestudy search` or a study over several models, give one)")
     md, body = section.markdown, section.html
-    for png in section.plots:
+    for png in section.pngs:
         body += _img_tag(Path(png), f"Scaling-law fit: {Path(png).stem.replace('_', ' ')}")
         md += f"\n\n![{Path(png).name}]({os.path.relpath(png, directory)})"
     return md, body

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scalestudy.scaling import report_section
+from scalestudy.report.scaling_section import report_section
 from scalestudy.study.store import Store
 
 
@@ -29,7 +29,7 @@ def test_section_from_rows_with_jump_and_plots(tmp_path):
     assert "loss: follows a smooth trend" in md
     assert "<table>" in html and "<img" not in html  # the caller embeds the PNGs
     assert [p.name for p in pngs] == ["scaling_compute.png", "scaling_chinchilla.png"]
-    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs) and section.plots == pngs
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs) and section.pngs == pngs
 
 
 def test_section_from_a_study_store_reports_why_a_law_is_not_fitted(tmp_path):

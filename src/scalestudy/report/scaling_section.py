@@ -1,4 +1,5 @@
-"""The study report's scaling section: fits with their uncertainty, the extrapolation, and jump flags.
+"""The study report's scaling section: fits with their uncertainty, the extrapolation, and jump flags, rendered
+from what `scalestudy.scaling` computes (`analyze`, `detect_jumps`, `load_runs`).
 
     report_section(source, plots_dir=None, **options) -> ScalingSection(markdown, html, pngs)
 
@@ -37,10 +38,6 @@ class ScalingSection(_Parts):
         self = super().__new__(cls, markdown, html, pngs)
         self.fitted, self.not_fitted = tuple(fitted), tuple(not_fitted)
         return self
-
-    @property
-    def plots(self) -> list[Path]:  # the name the report renderer looks for
-        return self.pngs
 
 
 def _fmt(v: float) -> str:
