@@ -2,6 +2,10 @@
 
 Only rank 0 writes. metrics.jsonl holds one JSON object per optimizer step, flushed as it happens; on resume
 the lines after the checkpoint's step are dropped so the file continues one unbroken curve.
+
+TensorBoard gets, besides the per-step scalars (TB_SCALARS, tags train/<key>, units as in metrics.jsonl), the
+resolved run configuration as text (run/config, YAML) and, at the end, the hyperparameters with the run's results
+(HPARAMS tab: one row per run, so runs of a study or search compare side by side).
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ SUMMARY = "summary.json"
 # Keys written for every step; `scalestudy` readers (study store, report) rely on these.
 STEP_KEYS = ("step", "loss", "lr", "grad_norm", "step_s", "tokens_per_s", "samples_per_s", "model_tflops", "mfu",
              "peak_mem_bytes", "params_bytes", "grads_bytes", "optim_bytes", "rss_bytes")
+# loss nats/token, lr, grad_norm (L2), step_s s, tokens/s and samples/s whole job, model_tflops = model TFLOP/s per rank,
+# mfu fraction, bytes
+TB_SCALARS = ("loss", "lr", "grad_norm", "step_s", "tokens_per_s", "samples_per_s", "model_tflops", "mfu",
+              "peak_mem_bytes", "rss_bytes")
+# summary.json keys shown as the results of a run in TensorBoard's HPARAMS tab
+HPARAM_RESULTS = ("final_loss", "median_step_s", "median_tokens_per_s", "median_samples_per_s", "median_model_tflops",
+                  "median_mfu", "peak_mem_bytes")
 
 
 def read_metrics(out: Path, up_to_step: int | None = None) -> list[dict]:
@@ -36,7 +47,7 @@ class MetricsLogger:
     """Rank-0 sink for step records; a no-op object on other ranks."""
 
     def __init__(self, out: Path, enabled: bool, total_steps: int, start_step: int, progress: bool,
-                 label: str) -> None:
+                 label: str, config: dict | None = None) -> None:
         self.enabled = enabled
         self.rows: list[dict] = []
         if not enabled:
@@ -51,6 +62,8 @@ class MetricsLogger:
         from torch.utils.tensorboard import SummaryWriter
 
         self.tb = SummaryWriter(str(self.out / "tb"), purge_step=start_step + 1)
+        if config is not None:  # the resolved configuration, readable beside the curves
+            self.tb.add_text("run/config", config_markdown(config), start_step)
         self.total = total_steps
         self._progress = None
         self._every = max(1, (total_steps - start_step) // 10)
@@ -68,7 +81,7 @@ class MetricsLogger:
         self.rows.append(row)
         self.file.write(json.dumps(row) + "\n")
         self.file.flush()
-        for key in ("loss", "lr", "grad_norm", "step_s", "tokens_per_s", "mfu", "peak_mem_bytes", "rss_bytes"):
+        for key in TB_SCALARS:
             if isinstance(row.get(key), (int, float)):
                 self.tb.add_scalar(f"train/{key}", row[key], row["step"])
         info = f"loss {row['loss']:.4f}  {row['step_s']:.3f} s/step  {row['tokens_per_s']:.0f} tokens/s"
@@ -88,6 +101,46 @@ class MetricsLogger:
     @property
     def all_rows(self) -> list[dict]:
         return (self.previous + self.rows) if self.enabled else []
+
+
+def config_markdown(config: dict) -> str:
+    """The config as a YAML block (TensorBoard renders text as Markdown; indenting by 4 keeps it verbatim)."""
+    import yaml
+
+    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def flat_hparams(config: dict, prefix: str = "") -> dict:
+    """{'strategy/engine': 'deepspeed', 'optimizer/lr': 0.001, ...}: TensorBoard takes numbers, strings and bools
+    only, so lists become text and None becomes 'none'."""
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat_hparams(value, name + "/"))
+        elif isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            out[name] = "none" if value is None else json.dumps(value)
+    return out
+
+
+def write_hparams(out: Path, config: dict, summary: dict) -> None:
+    """The run's hyperparameters (flattened resolved config) and results (HPARAM_RESULTS, tags hparam/<key>) into
+    DIR/tb, as a separate event file of the same run (the step writer is closed by then)."""
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.summary import hparams
+
+    results = {f"hparam/{k}": float(summary[k]) for k in HPARAM_RESULTS if isinstance(summary.get(k), (int, float))}
+    writer = SummaryWriter(str(Path(out) / "tb"))
+    try:
+        for summ in hparams(flat_hparams(config), results):
+            writer.file_writer.add_summary(summ)
+        for tag, value in results.items():
+            writer.add_scalar(tag, value, summary.get("steps", 0))
+    finally:
+        writer.close()
 
 
 def median(rows: list[dict], key: str) -> float | None:

@@ -167,10 +167,16 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     peak, peak_source = peak_flops(ctx.device, strategy.precision)
     meta = {"strategy": strategy.to_dict(), "model": spec.name, "seed": cfg.optimizer.seed}
     start = checkpoint.restore(out, backend, stream, meta) if cfg.output.resume else 0  # last: it restores the RNG
+    if start:
+        from scalestudy.engine.backends.common import resume_schedule
+
+        resume_schedule(backend, cfg, start)  # this run's schedule (its total --steps) from the resumed step on
     steps = cfg.workload.steps
     if start >= steps:
         raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
-    logger = metrics.MetricsLogger(out, ctx.is_main, steps, start, cfg.output.progress, strategy.label)
+    resolved = {**cfg.resolved().to_dict(), "layout": {"world_size": ctx.world_size, "dp": layout.dp,
+                                                       "grad_accum": layout.grad_accum}}  # for TensorBoard
+    logger = metrics.MetricsLogger(out, ctx.is_main, steps, start, cfg.output.progress, strategy.label, resolved)
     try:
         for step in range(start + 1, steps + 1):
             row = train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, model_inputs,
@@ -218,6 +224,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
             "versions": versions(),
         }
         metrics.write_json_atomic(out / metrics.SUMMARY, summary)
+        metrics.write_hparams(out, resolved, summary)
     backend.close()
     return summary
 
