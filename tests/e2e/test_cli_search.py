@@ -67,7 +67,17 @@ def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path):
     assert len(rows) == complete and all(r[0] == "OK" and r[2] is not None and r[3] > 0 for r in rows)
     lines = [sum(1 for _ in open(d / "metrics.jsonl")) for d in (out / "trials").iterdir()]
     assert any(n < 30 for n in lines)  # budget 4800 tokens = 30 steps at batch 4, 15 at batch 8
-    assert result["trends"]["lr"]["target_params"] > 1e10
+    # The trend is fitted on the proxies' best lr (two sizes: the line passes through both) and evaluated at
+    # mt5-xxl's parameter count (the stand-in's optimum, 3e-3, does not depend on size).
+    trend = result["trends"]["lr"]
+    for m in result["models"]:
+        assert trend["coef"] * m["params"] ** trend["exponent"] == pytest.approx(m["best"]["params"]["lr"], rel=1e-6)
+    assert trend["target_value"] == pytest.approx(trend["coef"] * trend["target_params"] ** trend["exponent"],
+                                                  rel=1e-9)
+    from scalestudy.costmodel.params import param_count
+    from scalestudy.specs.model import get_model
+
+    assert trend["target_params"] == result["target_params"] == float(param_count(get_model("mt5-xxl")))
     # The best runs table feeds the scaling-law fit; the search directory itself is a study for `fit` too.
     fit = _cli("fit", out / "best_runs.csv", "--law", "compute", "--bootstrap", "10", "--json")
     assert fit.returncode == 0, fit.stderr

@@ -14,10 +14,19 @@ from scalestudy.cli import main
 TINY = ["--model", "t5-tiny", "--seq-len", "64", "--target-len", "16", "--no-progress"]
 
 
-def scalestudy(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+def scalestudy(*args: str, timeout: int = 300, threads: int = 1) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     return subprocess.run([sys.executable, "-m", "scalestudy", *args], capture_output=True, text=True, env=env,
                           timeout=timeout)
+
+
+def tensorboard_scalars(run_dir, tag: str) -> dict[int, float]:
+    """step -> value of one scalar as TensorBoard reads DIR/tb (all event files, purged steps dropped)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {e.step: e.value for e in acc.Scalars(tag)}
 
 
 def cli_error(capsys, *args: str) -> str:
@@ -55,7 +64,10 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
     assert summary["warmup_steps_excluded"] == 2 and summary["measured_steps"] == 3
     assert summary["median_step_s"] > 0 and 0 < summary["median_mfu"] < 1
     assert "measured fp32 matmul" in summary["mfu_peak_source"]
-    assert (tmp_path / "full" / "tb").is_dir()
+    # TensorBoard holds the same per-step curves as metrics.jsonl
+    for key in ("loss", "lr", "step_s"):
+        assert tensorboard_scalars(tmp_path / "full", f"train/{key}") == pytest.approx(
+            {r["step"]: r[key] for r in rows}, rel=1e-6), key
 
     killed = tmp_path / "killed"
     config = tmp_path / "crash.yaml"
@@ -68,18 +80,18 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
     after = json.loads((killed / "summary.json").read_text())
     assert after["resumed_from_step"] == 3
     assert after["losses"] == pytest.approx(summary["losses"], rel=1e-5)
+    # one curve in TensorBoard too: steps 1-3 from before the kill, 4-5 from the resumed run, none twice
+    resumed_tb = tensorboard_scalars(killed, "train/loss")
+    assert sorted(resumed_tb) == [1, 2, 3, 4, 5]
+    assert [resumed_tb[s] for s in range(1, 6)] == pytest.approx(summary["losses"], rel=1e-5)
 
 
 @pytest.mark.slow
 def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
-    env_threads = {"OMP_NUM_THREADS": "2"}  # one rank may use both cores
-    os.environ.update(env_threads)
-    try:
-        proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
-                          "--engine", "ddp", "--nproc", "1", "--steps", "150", "--micro-batch", "16", "--lr", "3e-3",
-                          "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"))
-    finally:
-        os.environ.pop("OMP_NUM_THREADS", None)
+    proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
+                      "--engine", "ddp", "--nproc", "1", "--steps", "150", "--micro-batch", "16", "--lr", "3e-3",
+                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"),
+                      threads=2)  # one rank may use both cores (the test process's environment is left alone)
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = json.loads((tmp_path / "run" / "summary.json").read_text())["losses"]
     late = sum(losses[-20:]) / 20

@@ -7,7 +7,7 @@ import json
 import torch
 
 from scalestudy.engine import checkpoint
-from scalestudy.engine.memory import StorageCounter, rss_bytes, tensors_in
+from scalestudy.engine.memory import StorageCounter, peak_rss_bytes, rss_bytes, tensors_in
 
 
 def test_views_into_one_flat_buffer_count_once():
@@ -28,8 +28,19 @@ def test_optimizer_state_tensors_are_found_in_nested_containers():
     assert StorageCounter().add(state) == 5 * 4 * 2 + 4  # exp_avg, exp_avg_sq (fp32) and the step counter
 
 
-def test_rss_is_reported():
-    assert rss_bytes() > 10 * 2**20
+def _vm_status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+
+def test_rss_follows_the_memory_the_process_touches():
+    before = rss_bytes()
+    assert abs(before - _vm_status_bytes("VmRSS")) < 4 * 2**20  # agrees with the kernel's own figure
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, every page written
+    grown = rss_bytes() - before
+    assert 56 * 2**20 < grown < 80 * 2**20, grown / 2**20
+    assert peak_rss_bytes() == _vm_status_bytes("VmHWM") >= rss_bytes()
+    del block
 
 
 def test_latest_skips_an_interrupted_save(tmp_path):

@@ -1,7 +1,8 @@
 """Planner logic: ranking, Pareto front, pruning that never changes the answer, explanation, errors.
 
 Logic tests use a small analytical stand-in estimator (memory and time formulas stated below) so every expected
-number can be derived by hand; tests against the real cost model are in test_search_plan_costmodel.py.
+number can be derived by hand; the planner against the real cost model is tested
+in tests/e2e/test_cli_plan.py (every proposal fits, pruning agrees with estimating everything).
 """
 
 from dataclasses import dataclass, replace

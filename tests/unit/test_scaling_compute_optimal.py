@@ -1,11 +1,14 @@
 """Compute-optimal allocation matches the closed form of Hoffmann et al. 2022 (eq. 4) and a numeric minimisation."""
 
+import math
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.scaling.compute_optimal import allocation_constant, compute_optimal, effective_k
+from scalestudy.scaling.compute_optimal import (allocation_constant, compute_optimal, compute_optimal_or_nan,
+                                               effective_k)
 
 COEF = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 
@@ -48,8 +51,23 @@ def test_encoder_decoder_k_and_errors():
         compute_optimal(COEF, 0.0)
 
 
-def test_wild_bootstrap_coefficients_do_not_crash():
+def test_wild_bootstrap_coefficients_give_exact_or_saturated_values():
+    """Bootstrap refits can be wild: the allocation stays exact where a float can hold it and saturates to 0 / inf
+    (never NaN, never an OverflowError) where it cannot."""
+    budget, k = 3e12, 2.3
+    # Finite but wild: the closed form must still hold. N D = C / k, and the first-order condition of the optimum,
+    # alpha A N^-alpha = beta B D^-beta (in logs: these numbers are far outside a float's exponent range).
     wild = {"E": 1e-11, "A": 1e-300, "B": 1e300, "alpha": 5.0, "beta": 1e-3}
-    opt = compute_optimal(wild, 3e12, k=2.3)
-    assert opt["tokens"] == 0.0 or np.isfinite(opt["tokens"]) or opt["tokens"] == np.inf
-    assert opt["params"] >= 0 and not np.isnan(opt["loss"])
+    opt = compute_optimal(wild, budget, k=k)
+    log_n, log_d = math.log(opt["params"]), math.log(opt["tokens"])
+    assert log_n + log_d == pytest.approx(math.log(budget / k), rel=1e-12)
+    assert (math.log(5.0 * 1e-300) - 5.0 * log_n) == pytest.approx(math.log(1e-3 * 1e300) - 1e-3 * log_d, abs=1e-6)
+    assert opt["tokens_per_param"] == pytest.approx(math.exp(log_d - log_n), rel=1e-9)
+    # Beyond a float: G = (A / B)^(1 / (2e-3)) underflows, so N_opt = 0 and D_opt = inf; the loss is still exact:
+    # with alpha = beta the optimum splits the reducible loss equally, A N^-a = B D^-a = sqrt(A B (C/k)^-a).
+    extreme = {"E": 1.5, "A": 1e-300, "B": 1e300, "alpha": 1e-3, "beta": 1e-3}
+    opt = compute_optimal(extreme, budget, k=k)
+    assert opt["params"] == 0.0 and opt["tokens"] == math.inf and opt["tokens_per_param"] == math.inf
+    assert opt["loss"] == pytest.approx(1.5 + 2 * math.sqrt(1e-300 * 1e300 * (budget / k) ** -1e-3), rel=1e-9)
+    # No optimum at all (an exponent at 0): NaNs for a bootstrap replicate, a clear error otherwise.
+    assert all(math.isnan(v) for v in compute_optimal_or_nan({**wild, "alpha": 0.0}, budget).values())
