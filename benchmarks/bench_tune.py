@@ -2,7 +2,7 @@
 
 One run, side by side:
 1. calibrate (micro-benchmarks on --nproc ranks) -> hardware profile;
-2. tune: screen + model-guided trials with refit efficiency terms (`scalestudy.plan.tuner.search`);
+2. tune: screen + model-guided trials with refit efficiency terms (`scalestudy.plan.tuner.search_strategies`);
 3. grid: every strategy of the same space, one real `scalestudy train` trial each, same steps and warm-up.
 Prints: the grid's measured best, the tuned pick and its grid-measured step time (gap in %), the fraction of the
 grid's trial time the tune used (with and without its calibration), and predicted vs measured step time for every
@@ -68,8 +68,8 @@ def replay(cands, spec, w, args, grid, best, calib_s, grid_trial_s, out) -> None
     tuner.run_trial = from_grid
     try:
         settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen)
-        r = tuner.search(cands, spec, w, args.nproc, out / "replay", settings, calibration_s=calib_s,
-                         log=lambda m: None)
+        r = tuner.search_strategies(cands, spec, w, args.nproc, out / "replay", settings, calibration_s=calib_s,
+                                    log=lambda m: None)
     finally:
         tuner.run_trial = live
     used = sum(t.wall_s for t in r.trials)
@@ -137,7 +137,8 @@ def main() -> None:
 
     print("tune:")
     settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen)
-    tuned = tuner.search(cands, spec, w, args.nproc, out / "tune", settings, calibration_s=calib_s, log=log)
+    tuned = tuner.search_strategies(cands, spec, w, args.nproc, out / "tune", settings, calibration_s=calib_s,
+                                    log=log)
     print(f"  stop: {tuned.stop_reason}")
 
     print("grid:" if not args.grid_from else f"grid: REUSED from {args.grid_from} (measured in an earlier run)")

@@ -120,7 +120,8 @@ def test_search_records_failures_keeps_going_and_stops_when_stable(monkeypatch, 
     assert sorted(c.strategy.engine for c in screen) == ["ddp", "deepspeed", "fsdp"]  # one of each engine first
     monkeypatch.setattr(tuner, "_screen_order", lambda cands, eff, k: [
         next(c for c in sorted(cands, key=eff.predict) if tuner.family(c) == f) for f in ("ds-z3", "ds-z1", "ddp")])
-    result = tuner.search(cands, spec, w, 2, tmp_path, tuner.TuneSettings(screen=3, budget_s=1e9), log=lambda m: None)
+    result = tuner.search_strategies(cands, spec, w, 2, tmp_path, tuner.TuneSettings(screen=3, budget_s=1e9),
+                                     log=lambda m: None)
     statuses = [t.status for t in result.trials]
     assert statuses[0] == "OOM" and statuses.count("OK") == len(statuses) - 1  # the failure did not stop it
     assert result.best.label.startswith("ddp ")

@@ -16,6 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.launch.process import read_metrics
 
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
@@ -29,14 +30,6 @@ TB_SCALARS = ("loss", "lr", "grad_norm", "step_s", "tokens_per_s", "samples_per_
 # summary.json keys shown as the results of a run in TensorBoard's HPARAMS tab
 HPARAM_RESULTS = ("final_loss", "median_step_s", "median_tokens_per_s", "median_samples_per_s", "median_model_tflops",
                   "median_mfu", "peak_mem_bytes")
-
-
-def read_metrics(out: Path, up_to_step: int | None = None) -> list[dict]:
-    path = Path(out) / METRICS
-    if not path.is_file():
-        return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r for r in rows if up_to_step is None or r["step"] <= up_to_step]
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -53,7 +46,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.out = Path(out)
-        self.previous = read_metrics(self.out, up_to_step=start_step)
+        self.previous = [r for r in read_metrics(self.out / METRICS) if r["step"] <= start_step]
         # Rewrite the kept prefix atomically, then append: a resumed run continues the same file.
         tmp = self.out / (METRICS + ".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in self.previous), encoding="utf-8")

@@ -250,8 +250,9 @@ def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[
     return order[:k]
 
 
-def search(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
-           settings: TuneSettings, *, calibration_s: float = 0.0, log=print, model_source: str = "") -> TuneResult:
+def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
+                      settings: TuneSettings, *, calibration_s: float = 0.0, log=print, model_source: str = ""
+                      ) -> TuneResult:
     """Screen, then model-guided elimination (module docstring); returns every trial and the pick."""
     start = time.perf_counter()
     eff = EfficiencyModel()
@@ -368,8 +369,8 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     cands = local_candidates(model, device, nproc, workload, constraints, model_source=model_source)
     log(f"{len(cands)} runnable strategies fit; trials of {settings.steps} steps ({settings.warmup} warm-up "
         "excluded)")
-    result = search(cands, model, workload, nproc, out_dir, settings, calibration_s=calibration_s, log=log,
-                    model_source=model_source)
+    result = search_strategies(cands, model, workload, nproc, out_dir, settings, calibration_s=calibration_s,
+                               log=log, model_source=model_source)
     meta = {"model": model.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
             "elapsed_s": calibration_s + time.perf_counter() - start}
     save_results(out_dir, result, settings, meta)
