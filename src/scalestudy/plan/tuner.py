@@ -33,7 +33,7 @@ from pathlib import Path
 
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
 from scalestudy.errors import ScalestudyError
-from scalestudy.launch.process import TrialResult, start_trial, trial_environment
+from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
 from scalestudy.atomicfile import write_text_atomic as write_atomic
 from scalestudy.launch.commands import CONFIG_NAME
 from scalestudy.plan.emit import trainable
@@ -365,6 +365,7 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
     start = time.perf_counter()
+    kill_marked(out_dir)  # leftovers of a tune that was killed (trial processes carry the directory as a marker)
     constraints = replace(constraints, precision=default_precision(device))
     cands = local_candidates(model, device, nproc, workload, constraints, model_source=model_source)
     log(f"{len(cands)} runnable strategies fit; trials of {settings.steps} steps ({settings.warmup} warm-up "

@@ -46,7 +46,7 @@ from typing import Callable
 
 from scalestudy.atomicfile import write_text_atomic
 from scalestudy.errors import ScalestudyError
-from scalestudy.launch.process import start_trial, trial_environment
+from scalestudy.launch.process import kill_marked, start_trial, trial_environment
 from scalestudy.study.trials import trial_command, trial_dir, trial_row, write_train_config
 from scalestudy.yamlfile import read_yaml
 
@@ -415,6 +415,7 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
     out.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{out / 'search.sqlite'}"
     started = time.time()
+    kill_marked(out)  # leftovers of a search that was killed (trial processes carry the directory as a marker)
     store = open_study(spec.study, out)
     try:
         store.set_meta("search", spec.source)
