@@ -66,8 +66,8 @@ def _no_section(reason: str) -> tuple[str, str]:
 
 
 def scaling_section(directory: Path) -> tuple[str, str]:
-    """(markdown, html) of the scaling-law section from `scalestudy.scaling.report_section`, or one line saying why
-    there is none (starting with NO_SECTION)."""
+    """(markdown, html) of the scaling-law section (`report_section`: the fits of `scalestudy.scaling`), or one
+    line saying why there is none (starting with NO_SECTION)."""
     try:
         section = report_section(directory, plots_dir=directory / "plots")
     except ScalestudyError as exc:
