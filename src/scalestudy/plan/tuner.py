@@ -117,8 +117,9 @@ def trial_run_config(model: ModelSpec, strategy, workload: Workload, nproc: int,
     """The RunConfig of one tune trial on this machine (fixed seed and data: trials differ only in strategy).
 
     `model_source`: the preset name or config.json path the model came from (default: its preset name)."""
-    return RunConfig.build(model_source or model.name, strategy, workload, nproc=nproc, nnodes=1, seed=1234,
-                           progress=False, **flat)
+    run = RunConfig.build(model_source or model.name, strategy, workload, nproc=nproc, nnodes=1, seed=1234,
+                          progress=False, **flat)
+    return run.with_absolute_paths()  # the trial process runs in its own directory (launch.process.start_trial)
 
 
 def train_command(run: RunConfig, output: Path) -> list[str]:
