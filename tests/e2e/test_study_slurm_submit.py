@@ -23,21 +23,26 @@ FAKES = {
         for i in $(seq 0 "$last"); do
           SLURM_ARRAY_TASK_ID=$i SLURM_JOB_ID=$((jid * 100 + i)) SLURM_JOB_NODELIST=node001 SLURM_NNODES=1 \
             bash "$script" >/dev/null 2>&1 &
-          echo $! >> "$FAKE_SLURM/pids"
+          echo "$! ${jid}_$i" >> "$FAKE_SLURM/pids"
         done
         echo "$jid"
     """,
     "squeue": r"""
         #!/bin/bash
-        while read -r pid; do kill -0 "$pid" 2>/dev/null && { echo 1; exit 0; }; done < "$FAKE_SLURM/pids"
+        # like `squeue -h -r -t all -o "%i|%T|N/A|%r|%e"`: running tasks only (finished ones are purged at once)
+        while read -r pid task; do
+          kill -0 "$pid" 2>/dev/null && echo "$task|RUNNING|N/A|None|NONE"
+        done < "$FAKE_SLURM/pids"
         exit 0
     """,
+    # a cluster without accounting (no slurmdbd): squeue is all there is
+    "sacct": "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n",
     "scontrol": "#!/bin/sh\necho node001\n",
     "srun": r"""
         #!/bin/bash
         for a in "$@"; do [ "$prev" = "--config" ] && cfg="$a"; prev="$a"; done
         dir=$(dirname "$cfg")
-        zero=$(sed -n 's/^zero: //p' "$cfg")
+        zero=$(sed -n 's/^ *zero: //p' "$cfg")
         echo "srun $*"
         case "$zero" in
           1) for s in 1 2 3; do echo "{\"step\": $s, \"loss\": $((10 - s)).0, \"step_s\": 0.5}" >> "$dir/metrics.jsonl"; done
@@ -62,7 +67,7 @@ def test_submit_run_and_collect_with_fake_slurm(tmp_path, monkeypatch):
     spec = parse_spec({"name": "fake-cluster", "executor": "slurm", "device": "a100-80gb", "model": "mt5-base",
                        "engine": "deepspeed", "zero": [1, 2, 3], "nodes": 1, "nproc": 8, "micro_batch": 2,
                        "global_batch": 64, "precision": "bf16", "seq_len": 512, "target_len": 114, "steps": 3,
-                       "warmup": 1, "timeout_s": 60, "slurm": {"poll_s": 0.5}})
+                       "warmup": 1, "timeout_s": 60, "slurm": {"poll_s": 0.5, "lost_grace_s": 0}})
     out = tmp_path / "study"
     result = run_study(spec, out, progress=False)
     assert result.counts == {"OK": 1, "OOM": 1, "FAILED": 1, "TIMEOUT": 0}
@@ -71,7 +76,8 @@ def test_submit_run_and_collect_with_fake_slurm(tmp_path, monkeypatch):
         assert rows[1]["step_s"] == 0.5 and rows[1]["loss"] == 7.0 and rows[1]["pred_step_s"] > 0
         assert [m["step"] for m in store.metrics(rows[1]["trial_id"])] == [1, 2, 3]
         assert rows[2]["status"] == "OOM" and "CUDA out of memory" in rows[2]["error_tail"]
-        assert rows[3]["status"] == "FAILED" and "ended without an exit code" in rows[3]["error_tail"]
+        assert rows[3]["status"] == "FAILED" and "ended without writing its exit code" in rows[3]["error_tail"]
+        assert "no record in squeue or sacct" in rows[3]["error_tail"]
         log = (out / "trials" / rows[1]["trial_id"] / "train.log").read_text()
         assert "torchrun --nnodes 1 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node001:" in log
         assert len(store.get_meta("slurm_jobs")) == 1

@@ -104,6 +104,17 @@ def demo(
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
 ) -> None:
     """Run a small real scaling study on this CPU (tiny T5, ZeRO 0-3 and FSDP, 1-2 ranks) and write its report."""
+    import time
+
+    from scalestudy.report.render import write_report
     from scalestudy.study.demo import run_demo
 
-    run_demo(output, console=console, progress=not no_progress)
+    start = time.time()
+    result = run_demo(output, console=console, progress=not no_progress)
+    paths = write_report(output)
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
+    console.print(f"\nDone in {(time.time() - start) / 60:.1f} min ({counts}).", highlight=False)
+    for line in paths["findings"][:6]:
+        console.print(f"  - {line}", highlight=False)
+    console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown), plots in "
+                  f"{paths['plots_dir'].resolve()}/", highlight=False)

@@ -83,7 +83,7 @@ STUDY_KEYS = {
 }
 EXECUTORS = ("local", "slurm")
 SLURM_KEYS = {"partition", "account", "time", "gpus_per_node", "cpus_per_task", "setup", "sbatch_args", "qos",
-              "constraint", "poll_s"}
+              "constraint", "poll_s", "lost_grace_s"}
 
 
 @dataclass(frozen=True)
