@@ -7,6 +7,7 @@ which `scalestudy.cli.main` prints on one line with exit status 2.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Optional
 
 import typer
@@ -86,8 +87,11 @@ def estimate(
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
+    from scalestudy.costmodel.cpu_profile import measured_cluster
+
     spec = get_model(model)
-    clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
+    clus = measured_cluster(make_cluster(gpu, nodes, gpus_per_node, cluster),
+                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
     if precision is None:
         precision = "fp32" if clus.device.kind == "cpu" else "bf16"
     strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,

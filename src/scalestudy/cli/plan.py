@@ -7,6 +7,7 @@ the command functions so `scalestudy --help` stays fast.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Optional
 
 import typer
@@ -179,8 +180,11 @@ def plan(
         from scalestudy.outputs import check_output_dir
 
         check_output_dir(emit_dir, "--emit")
+    from scalestudy.costmodel.cpu_profile import measured_cluster
+
     spec = get_model(model)
-    clus = make_cluster(gpu, nodes, gpus_per_node, cluster)
+    clus = measured_cluster(make_cluster(gpu, nodes, gpus_per_node, cluster),  # local-cpu: this machine, measured
+                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
     prec = precision or default_precision(clus.device)
@@ -235,7 +239,7 @@ def calibrate(
 
 def print_cpu_precision() -> None:
     """Measure bf16/fp16 vs fp32 matmul (refreshing the cache `train` decides with) and say what train allows."""
-    from scalestudy.specs.cpu_precision import cache_file, cpu_flags, measured_matmul, summary
+    from scalestudy.engine.cpu_precision import cache_file, cpu_flags, measured_matmul, summary
 
     for line in summary(measured_matmul(refresh=True), cpu_flags()):
         print(line)

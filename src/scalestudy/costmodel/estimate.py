@@ -58,6 +58,7 @@ class Estimate:
     dp_comm_total_s: float
     optimizer_s: float
     offload_s: float
+    framework_s: float  # fixed per-step framework time of a measured CPU profile (0 for GPUs)
     step_s: float
     model_flops: float  # per optimizer step, whole global batch
     hardware_flops: float
@@ -104,7 +105,7 @@ class Estimate:
     def time_parts(self) -> dict:
         return {"compute_s": self.compute_s, "pipeline_bubble_s": self.bubble_s, "tp_comm_s": self.tp_comm_s,
                 "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s, "optimizer_s": self.optimizer_s,
-                "offload_s": self.offload_s}
+                "offload_s": self.offload_s, "framework_s": self.framework_s}
 
     def to_dict(self) -> dict:
         c, m, lay = self.cluster, self.memory, self.layout
@@ -284,7 +285,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
         offload_s += ga * 2 * shard / bw  # fetched for forward and again for backward
 
-    step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s
+    # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
+    framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s
+    step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq
     return Estimate(
@@ -292,7 +295,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         params_total=shape.params_total, params_per_device=psi, memory=mem, capacity_bytes=capacity,
         host_capacity_bytes=host_capacity, fits=fits, compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=tp_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_comm_total_s=dp_total, optimizer_s=opt_s, offload_s=offload_s,
-        step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),
+        framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),
         peak_flops=peak,
     )
 

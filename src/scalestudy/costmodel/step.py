@@ -123,7 +123,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     # fixed per-sublayer overhead (kernel launches, small kernels): a GPT block has 2 sublayers, a T5 decoder
     # block 3; it does not shrink with tensor parallelism or fewer tokens
     sublayers = 2 * le + (3 if model.is_encoder_decoder else 2) * ld
-    fixed = cal.layer_overhead_s / 2.0 * sublayers if device.kind != "cpu" else 0.0
+    per_sublayer = device.layer_overhead_s if device.kind == "cpu" else cal.layer_overhead_s / 2.0
+    fixed = per_sublayer * sublayers
     fwd = dense_t + attn_t + ew_fwd + fixed
     bwd = 2.0 * (dense_t + attn_t + fixed) + ew_bwd
     hw = 3.0 * (dense_f + attn_f)

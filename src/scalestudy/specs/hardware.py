@@ -37,6 +37,11 @@ class DeviceSpec:
     source: str = ""
     # GEMM-efficiency family in costmodel/calibration.yaml (fitted curve); "" = use `matmul_efficiency` (measured)
     family: str = ""
+    # Measured framework overheads (CPU profiles, costmodel/cpu_profile.py); 0 = none measured. GPUs use the
+    # fitted per-layer constant of costmodel/calibration.yaml instead.
+    layer_overhead_s: float = 0.0  # per sublayer (attention / FFN / cross-attention) per forward pass
+    step_overhead_s: float = 0.0  # per optimizer step (loop, zero_grad, optimizer dispatch)
+    microstep_overhead_s: float = 0.0  # per micro-batch (batch assembly, embeddings, loss, autograd set-up)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -114,7 +119,8 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
 
 _INT_FIELDS = ("memory_bytes", "host_memory_bytes")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
-                 "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s")
+                 "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s", "layer_overhead_s",
+                 "step_overhead_s", "microstep_overhead_s")
 
 
 def _num(value, name: str, origin: str) -> float:

@@ -1,4 +1,4 @@
-"""`scalestudy demo`: a small real scaling study on this CPU, then its report.
+"""`scalestudy demo`: a small real scaling study on this CPU (the CLI then writes its report).
 
 Tiny T5 (t5-tiny, span corruption on the bundled corpus, fp32, gloo) under DeepSpeed ZeRO 0-3 and FSDP2
 (zero 3 = reshard after forward) on 1 and 2 ranks: 10 real `scalestudy train` runs of a few steps each, run one
@@ -9,7 +9,6 @@ Re-running with the same --output resumes (finished trials are kept).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 DEMO_SPEC = {
@@ -52,33 +51,24 @@ def prepare_tokenizer(output: Path) -> None:
     prepare(DataConfig(seq_len=DEMO_SPEC["seq_len"], target_len=DEMO_SPEC["target_len"]), folder, write=True)
 
 
-def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: bool = True) -> dict:
+def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: bool = True):
+    """Run (or resume) the demo study into `output`; return its `StudyRun` (the report is `scalestudy report`'s)."""
     from rich.console import Console
 
-    from scalestudy.report.render import write_report
-    from scalestudy.study.runner import run_study
+    from scalestudy.study.runner import check_study_dir, run_study
     from scalestudy.study.spec import parse_spec
-
-    from scalestudy.study.runner import check_study_dir
 
     console = console or Console()
     output = Path(output)
     check_study_dir(output, DEMO_SPEC["name"])  # before the tokenizer is written into it
     output.mkdir(parents=True, exist_ok=True)
-    start = time.time()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     prepare_tokenizer(output)
+    from scalestudy.costmodel.cpu_profile import local_cpu_profile
+
+    local_cpu_profile(log=lambda msg: console.print(msg, highlight=False))  # before the trials: not beside them
     spec = parse_spec(demo_spec(output), "demo spec")
     console.print(f"scalestudy demo: {len(spec.trials)} real training runs (t5-tiny, DeepSpeed ZeRO 0-3 and FSDP, "
                   f"1-2 CPU ranks) into {output}/study.sqlite. The first DeepSpeed run on a fresh machine compiles "
                   "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False)
-    result = run_study(spec, output, progress=progress, console=console)
-    paths = write_report(output)
-    elapsed = time.time() - start
-    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
-    console.print(f"\nDone in {elapsed / 60:.1f} min ({counts}).", highlight=False)
-    for line in paths["findings"][:6]:
-        console.print(f"  - {line}", highlight=False)
-    console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown), plots in "
-                  f"{paths['plots_dir'].resolve()}/", highlight=False)
-    return {"elapsed_s": elapsed, "result": result, **paths}
+    return run_study(spec, output, progress=progress, console=console)

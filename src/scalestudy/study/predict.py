@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+
+from scalestudy.costmodel.cpu_profile import measured_cluster
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.flops import training_flops
 from scalestudy.costmodel.params import param_count
@@ -11,8 +14,10 @@ from scalestudy.specs.model import get_model
 
 
 def cluster_for(trial, device: str):
-    """Local CPU trials: one node of `nproc` ranks of the measured `local-cpu` device; clusters: nodes x GPUs."""
-    return make_cluster(device, trial.nodes, trial.nproc)
+    """Local CPU trials: one node of `nproc` ranks of this machine's measured CPU profile (measured once, cached:
+    costmodel/cpu_profile.py); clusters: nodes x GPUs."""
+    return measured_cluster(make_cluster(device, trial.nodes, trial.nproc),
+                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
 def predict(trial, device: str) -> dict:

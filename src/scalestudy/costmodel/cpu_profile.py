@@ -1,0 +1,104 @@
+"""The measured profile of this CPU, cached per machine: what `local-cpu` predictions use (demo, study, plan,
+estimate).
+
+`local-cpu.yaml` holds one machine's numbers, but CPUs differ between machines and the static file has no
+framework-overhead terms, which dominate small models (issue 11: the demo's predicted step times were off by a
+median 68%). The first prediction for `local-cpu` therefore measures this machine once (engine/cpu_profile.py:
+micro-benchmarks on 2 ranks plus timed plain-PyTorch training steps, ~30-60 s) and caches the profile in
+$SCALESTUDY_CACHE_DIR (default ~/.cache/scalestudy)/cpu_profile-<machine key>.yaml; later predictions read it.
+SCALESTUDY_CPU_PROFILE=static keeps the static file (no measurement). Torch-free: the measuring runs in a
+subprocess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
+
+STATIC_NAME = "local-cpu"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key() -> str:
+    """What makes a profile reusable: host, CPU model, core count, threads per rank, torch version."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "none"
+    text = "|".join((platform.node(), _cpu_model(), str(os.cpu_count()), os.environ.get("OMP_NUM_THREADS", "1"),
+                     torch_version))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def profile_path() -> Path:
+    root = os.environ.get("SCALESTUDY_CACHE_DIR") or Path.home() / ".cache" / "scalestudy"
+    return Path(root) / f"cpu_profile-{machine_key()}.yaml"
+
+
+def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, float, float]:
+    """(per step, per micro-batch, per sublayer pass) seconds from timed steps [(residual s over the cost model,
+    accumulation, sublayers, measured s), ...]: least squares of
+    residual = step + accumulation x (micro-batch + 3 x sublayers x sublayer pass), each clipped at 0."""
+    import numpy as np
+
+    a = np.array([[1.0, acc, 3.0 * acc * sub] for _, acc, sub, _ in points])
+    y = np.array([r for r, _, _, _ in points])
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    step, micro, layer = (max(0.0, float(c)) for c in coef)
+    return step, micro, layer
+
+
+def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
+    """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure."""
+    if log:
+        log(f"measuring this CPU once for the cost model (~1 min; cached in {path})...")
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path)],
+                              env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ScalestudyError(f"CPU profile measurement timed out after {timeout_s:.0f} s") from None
+    if proc.returncode != 0 or not path.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ScalestudyError(f"CPU profile measurement failed (exit {proc.returncode}): {tail[0]}")
+    return path
+
+
+def local_cpu_profile(*, measure: bool = True, log=None) -> DeviceSpec | None:
+    """This machine's measured profile (measured now when absent and `measure`), or None (static wanted)."""
+    from scalestudy.costmodel.calibrate import load_profile
+
+    if os.environ.get("SCALESTUDY_CPU_PROFILE", "").lower() == "static":
+        return None
+    path = profile_path()
+    if not path.is_file():
+        if not measure:
+            return None
+        measure_profile(path, log=log)
+    return load_profile(path)
+
+
+def measured_cluster(cluster: ClusterSpec, *, log=None) -> ClusterSpec:
+    """`cluster` with the static `local-cpu` device replaced by this machine's measured profile."""
+    if cluster.device.name != STATIC_NAME or cluster.device.kind != "cpu":
+        return cluster
+    device = local_cpu_profile(log=log)
+    return cluster if device is None else replace(cluster, device=device)

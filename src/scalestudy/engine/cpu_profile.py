@@ -1,0 +1,101 @@
+"""Measure this CPU for the cost model: micro-benchmarks plus the framework overhead of real training steps.
+
+The micro-benchmarks (engine/microbench.py, on 2 ranks: matmul rates, copy bandwidth, AdamW rate, gloo
+collectives) give the compute and link terms. What they cannot see is the fixed time PyTorch spends per operator,
+per micro-batch and per optimizer step, which dominates small models on a CPU. So this module times real training
+steps of T5 models of the t5-tiny shape at two depths, two micro-batch sizes and two accumulation counts
+(plain PyTorch, AdamW, fp32, one process), predicts the same steps with the cost model on the measured profile, and
+fits the residual as
+    step_overhead_s + accumulation x (microstep_overhead_s + 3 x sublayers x layer_overhead_s)
+(3 passes per sublayer: forward, and backward counted as two, as costmodel/step.py applies it)
+(least squares, clipped at 0). The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
+
+    python -m scalestudy.engine.cpu_profile --output PATH.yaml [--nproc 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+# (layers per stack, micro-batch, accumulation): enough spread to separate the three overhead terms
+CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 1, 2), (3, 4, 2))
+SEQ_LEN, TARGET_LEN = 64, 16
+
+
+def time_steps(spec, micro_batch: int, accum: int, steps: int = 6, warmup: int = 2) -> float:
+    """Median seconds of one optimizer step (accum micro-batches of random tokens) of plain PyTorch training."""
+    from scalestudy.engine.hf_model import build_hf_model
+
+    torch.manual_seed(0)
+    model = build_hf_model(spec)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN))
+    labels = torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        for _ in range(accum):
+            loss = model(input_ids=ids, labels=labels).loss / accum
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(output: Path, nproc: int = 2) -> Path:
+    from scalestudy.costmodel.calibrate import profile_from_microbench, save_profile
+    from scalestudy.costmodel.cpu_profile import fit_overheads
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.engine.microbench import launch
+    from scalestudy.specs.hardware import ClusterSpec, get_device
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+
+    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        meas = launch(str(Path(tmp) / "microbench.json"), nproc, quick=True)
+    device = profile_from_microbench(meas, get_device("local-cpu"), "local-cpu")
+    base = get_model("t5-tiny")
+    points = []
+    for layers, mb, accum in CONFIGS:
+        spec = replace(base, name=f"t5-tiny-{layers}", num_layers=layers, num_decoder_layers=layers)
+        measured = time_steps(spec, mb, accum)
+        est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
+                       precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
+        sublayers = 2 * layers + 3 * layers
+        points.append((measured - est.step_s, accum, sublayers, measured))
+    step, micro, layer = fit_overheads(points)
+    device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
+                     source=device.source + f"; framework overheads fitted on {len(points)} timed plain-PyTorch "
+                                            f"T5 steps (per step {step * 1e3:.2f} ms, per micro-batch "
+                                            f"{micro * 1e3:.2f} ms, per sublayer pass {layer * 1e6:.0f} us)")
+    note = (f"per-machine CPU profile (scalestudy.engine.cpu_profile, {time.perf_counter() - t0:.0f} s, load "
+            f"average {load:.1f} at the start); measured steps s: "
+            + ", ".join(f"L{c[0]} mb{c[1]} acc{c[2]} {p[3]:.4f}" for c, p in zip(CONFIGS, points)))
+    return save_profile(device, output, note)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--nproc", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    print(measure(args.output, args.nproc))
+
+
+if __name__ == "__main__":
+    main()

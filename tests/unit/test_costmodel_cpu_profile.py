@@ -1,0 +1,64 @@
+"""The per-machine CPU profile: cached, reused, static on request; its overhead terms reach the step time."""
+
+from dataclasses import replace
+
+import pytest
+
+from scalestudy.costmodel import cpu_profile
+from scalestudy.costmodel.calibrate import save_profile
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Strategy, Workload
+
+
+def test_cached_profile_is_used_for_local_cpu_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "measured")
+    measured = replace(get_device("local-cpu"), step_overhead_s=0.01, microstep_overhead_s=0.002,
+                       layer_overhead_s=1e-4)
+    save_profile(measured, cpu_profile.profile_path())
+    monkeypatch.setattr(cpu_profile, "measure_profile", lambda *a, **k: pytest.fail("must reuse the cache"))
+    cluster = cpu_profile.measured_cluster(make_cluster("local-cpu", 1, 2))
+    assert cluster.device.step_overhead_s == 0.01 and cluster.gpus_per_node == 2
+    gpu = make_cluster("a100-80gb", 1, 8)
+    assert cpu_profile.measured_cluster(gpu) is gpu
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "static")
+    assert cpu_profile.measured_cluster(make_cluster("local-cpu", 1, 2)).device.step_overhead_s == 0.0
+
+
+def test_missing_profile_is_measured_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "measured")
+    calls = []
+
+    def fake_measure(path, log=None):
+        calls.append(path)
+        return save_profile(replace(get_device("local-cpu"), step_overhead_s=0.5), path)
+
+    monkeypatch.setattr(cpu_profile, "measure_profile", fake_measure)
+    assert cpu_profile.local_cpu_profile().step_overhead_s == 0.5
+    assert cpu_profile.local_cpu_profile().step_overhead_s == 0.5
+    assert len(calls) == 1
+
+
+def test_overhead_terms_add_to_the_step_time():
+    base = get_device("local-cpu")
+    spec, work = get_model("t5-tiny"), Workload(4, 64, 16)
+    plain = estimate(spec, ClusterSpec(device=base, nodes=1, gpus_per_node=1), Strategy(precision="fp32",
+                     micro_batch=2), work)
+    dev = replace(base, step_overhead_s=0.01, microstep_overhead_s=0.002, layer_overhead_s=1e-4)
+    over = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=1), Strategy(precision="fp32",
+                    micro_batch=2), work)
+    sublayer_passes = 3 * (2 * 2 + 3 * 2)  # fwd + 2x bwd; 2 encoder blocks x 2 sublayers, 2 decoder blocks x 3
+    grad_accum = 2
+    expected = 0.01 + grad_accum * (0.002 + sublayer_passes * 1e-4)
+    assert over.step_s - plain.step_s == pytest.approx(expected, rel=1e-6)
+
+
+def test_fit_overheads_recovers_known_terms():
+    step, micro, layer = 0.01, 0.003, 2e-4
+    points = [(step + acc * (micro + 3 * sub * layer), acc, sub, 0.0) for acc, sub in ((1, 5), (1, 15), (2, 5),
+                                                                                       (2, 15), (4, 10))]
+    got = cpu_profile.fit_overheads(points)
+    assert got == pytest.approx((step, micro, layer), rel=1e-6)
