@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs import cpu_precision as cp
-from scalestudy.specs.run import RunConfig
+from scalestudy.engine import cpu_precision as cp
 
 # FACTS.md: AVX2 EPYC (bf16 emulated ~1.3 GFLOP/s) and AMX Xeon (bf16 ~74 vs fp32 ~88 GFLOP/s per rank)
 EPYC_AVX2 = ({"fp32": 80.0, "bf16": 1.3, "fp16": 1.3}, frozenset({"avx2", "fma"}))
@@ -40,17 +39,17 @@ def test_native_bf16_is_allowed_and_unmeasured_is_not():
 
 
 @pytest.mark.parametrize("machine, allowed", [(EPYC_AVX2, False), (XEON_AMX, True)])
-def test_train_validation_follows_the_machine(monkeypatch, machine, allowed):
+def test_the_run_check_follows_the_machine(monkeypatch, machine, allowed):
     measured, flags = machine
     monkeypatch.setattr(cp, "measured_matmul", lambda **_: measured)
     monkeypatch.setattr(cp, "cpu_flags", lambda *_: flags)
-    cfg = RunConfig().replace(precision="bf16")
     if allowed:
-        cfg.validate(cuda=False)
+        cp.check_precision("bf16", cuda=False)
     else:
         with pytest.raises(ScalestudyError, match=r"bf16 matmul 1\.3 GFLOP/s = 0\.016x fp32"):
-            cfg.validate(cuda=False)
-    cfg.validate(cuda=True)  # GPUs are not asked
+            cp.check_precision("bf16", cuda=False)
+    cp.check_precision("bf16", cuda=True)  # GPUs are not asked
+    cp.check_precision("fp32", cuda=False)
 
 
 def test_measurement_is_cached_per_cpu(tmp_path, monkeypatch):

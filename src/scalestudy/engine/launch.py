@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
+from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
@@ -23,6 +24,17 @@ from scalestudy.outputs import check_output_dir
 
 class TrainingFailed(ScalestudyError):
     """A worker failed; the message is its one-line reason ("out of memory: ..." for OOM)."""
+
+
+class TrainingInterrupted(ScalestudyError):
+    """The launcher got SIGTERM/SIGINT: the ranks were stopped; exit status 128 + signal number, as a shell does."""
+
+    def __init__(self, signum: int, out: Path) -> None:
+        import signal
+
+        self.exit_code = 128 + int(signum)
+        super().__init__(f"training interrupted by {signal.Signals(signum).name}: ranks stopped; the last "
+                         f"checkpoint in {out}/checkpoints is kept (continue with --resume)")
 
 
 def worker_env(nproc: int) -> None:
@@ -35,6 +47,9 @@ def worker_env(nproc: int) -> None:
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from scalestudy.engine.train import LAUNCHER_PID_ENV
+
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # each rank arms a parent-death signal on this process
 
 
 def prepare_output(cfg: RunConfig) -> RunConfig:
@@ -42,6 +57,7 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     import torch
 
     cfg.validate(cuda=torch.cuda.is_available())
+    check_precision(cfg.strategy.precision, cuda=torch.cuda.is_available())  # bf16 on a CPU: only where measured fast
     if cfg.workload.nnodes != 1:
         raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
                               "--print-launch")
@@ -111,14 +127,19 @@ def _launch(nproc: int, config_args: list[str], out: Path) -> None:
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     # torchrun's own failure report is a page of text; ours is the worker's one-line reason.
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):  # each elastic module's logger carries its own level
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"scalestudy-{uuid.uuid4().hex[:8]}",
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
     try:
         elastic_launch(config, sys.executable)("-m", WORKER_MODULE, "--config", *config_args)
     except ChildFailedError as exc:
         raise TrainingFailed(failure_reason(out, exc.failures)) from None
+    except SignalException as exc:  # SIGTERM/SIGINT: torchrun's agent has already stopped the ranks
+        raise TrainingInterrupted(exc.sigval, out) from None
 
 
 def failure_reason(out: Path, failures: dict) -> str:

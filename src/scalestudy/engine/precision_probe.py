@@ -1,4 +1,4 @@
-"""Matmul throughput per precision on this CPU, one thread, one size: what `specs/cpu_precision.py` decides with.
+"""Matmul throughput per precision on this CPU, one thread, one size: what `engine/cpu_precision.py` decides with.
 
     python -m scalestudy.engine.precision_probe  ->  {"fp32": 64.1, "bf16": 483.5, "fp16": 2.6}   (GFLOP/s)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import time
 import traceback
@@ -18,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.costmodel.mfu import MFU_CONVENTION, flops_utilization
+from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
+from scalestudy.launch.parent_death import die_with_parent
 
 FAILURE_DIR = ".failures"
+LAUNCHER_PID_ENV = "SCALESTUDY_LAUNCHER_PID"  # set by `scalestudy train`: ranks die with that process
 CPU_MEMORY_CONVENTION = ("bytes of this rank's parameter + gradient + optimizer-state storages (counted tensors; "
                          "max over ranks); rss_bytes = process resident set size (max over ranks)")
 GPU_MEMORY_CONVENTION = "torch.cuda.max_memory_allocated (max over ranks)"
@@ -145,6 +149,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
 
     cuda = ctx.device.type == "cuda"
     spec, strategy, workload, layout = cfg.validate(cuda=cuda)
+    check_precision(strategy.precision, cuda=cuda)  # also when started by torchrun directly, without the launcher
     if layout.world_size != ctx.world_size:
         raise ScalestudyError(f"strategy expects world size {layout.world_size} (--nproc x --nnodes) but "
                               f"{ctx.world_size} ranks were started")
@@ -285,6 +290,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalestudy.engine.train")
     parser.add_argument("--config", required=True, help="RunConfig YAML (written by `scalestudy train`)")
     args = parser.parse_args(argv)
+    launcher = int(os.environ.get(LAUNCHER_PID_ENV, "0"))
+    if launcher and not die_with_parent(launcher, signal.SIGKILL):  # even kill -9 of the launcher takes us down
+        os._exit(143)  # the launcher is already gone
     warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation chatter from DeepSpeed's comm calls
     rank = int(os.environ.get("RANK", 0))
     cfg = None

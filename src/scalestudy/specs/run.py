@@ -301,14 +301,7 @@ class RunConfig:
                                   "(they checkpoint whole layers): use none or full")
         if strategy.offload_optimizer == "nvme" or strategy.offload_params == "nvme":
             raise ScalestudyError("NVMe offload is not supported by `scalestudy train`: use --offload-optimizer cpu")
-        if not cuda and strategy.precision != "fp32":
-            # Decided by measurement (specs/cpu_precision.py): bf16 is real on CPUs with AVX-512 BF16/AMX and ~60x
-            # slower than fp32 where emulated; refuse rather than silently fall back (meaningless throughput).
-            from scalestudy.specs.cpu_precision import cpu_precision_refusal
-
-            refusal = cpu_precision_refusal(strategy.precision)
-            if refusal:
-                raise ScalestudyError(refusal)
+        # bf16/fp16 on a CPU: decided by measurement where the run starts (engine/cpu_precision.py, check_precision)
         if strategy.precision == "fp16" and strategy.engine != "deepspeed":
             raise ScalestudyError("fp16 needs loss scaling, which scalestudy runs through DeepSpeed: use --engine "
                                   "deepspeed, or bf16 with ddp/fsdp")

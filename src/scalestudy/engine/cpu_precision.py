@@ -8,7 +8,8 @@ matrix size; otherwise `train` refuses it in one line that names the measurement
 
 The measurement (one thread, 512 x 512 matmul, about a second; `scalestudy.engine.precision_probe`) runs once per
 CPU model and torch version and is cached in $SCALESTUDY_CACHE_DIR (default ~/.cache/scalestudy)/cpu_precision.json;
-`scalestudy calibrate` refreshes it. Torch-free: the probe runs in a child process.
+`scalestudy calibrate` refreshes it. Torch-free (the probe runs in a child process), so the launcher checks
+before starting any rank.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.errors import ScalestudyError
 
 MIN_FRACTION = 0.5  # low-precision matmul must reach half of fp32's throughput to count as "real" support
 NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
@@ -158,6 +160,15 @@ def cpu_precision_refusal(precision: str) -> str | None:
     if precision == "fp32":
         return None
     return verdict(precision, measured_matmul(), cpu_flags()).refusal()
+
+
+def check_precision(precision: str, *, cuda: bool) -> None:
+    """Refuse (ScalestudyError, one line) a low precision on a CPU where it is emulated: a run ~60x slower than
+    fp32 would give meaningless throughput numbers, so no silent fall-back either. GPUs are not asked."""
+    if not cuda:
+        refusal = cpu_precision_refusal(precision)
+        if refusal:
+            raise ScalestudyError(refusal)
 
 
 def summary(measured: dict[str, float], flags: frozenset[str]) -> list[str]:
