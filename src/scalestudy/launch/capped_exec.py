@@ -10,22 +10,16 @@ Used as `python -m scalestudy.launch.capped_exec MEMORY_LIMIT_BYTES PARENT_PID -
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
 import sys
 
-PR_SET_PDEATHSIG = 1
+from scalestudy.launch.parent_death import die_with_parent
 
 
 def _set_parent_death_signal(parent_pid: int) -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: rely on the stale-process sweep
-        return
-    if os.getppid() != parent_pid:  # the runner died before prctl took effect
+    if not die_with_parent(parent_pid, signal.SIGTERM):  # the runner died before prctl took effect
         sys.exit(143)
 
 

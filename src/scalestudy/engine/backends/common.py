@@ -36,6 +36,23 @@ def lr_multiplier(step: int, cfg: RunConfig) -> float:
     return o.min_lr_ratio + (1.0 - o.min_lr_ratio) * shape
 
 
+def resume_schedule(backend, cfg: RunConfig, step: int) -> None:
+    """The resume rule: the learning-rate schedule is a function of THIS run's configuration (--lr, --warmup-steps,
+    --decay and the total --steps), applied from the resumed step. Resuming a 8-step run with --steps 16 continues
+    exactly as an uninterrupted 16-step run would from its step 9 (cosine stretched over 16 steps), rather than
+    mixing the old schedule's rate (which the checkpointed scheduler state holds) with the new one."""
+    scheduler = getattr(backend, "scheduler", None)
+    if scheduler is None:
+        return
+    lr = cfg.optimizer.lr * lr_multiplier(step, cfg)
+    groups = scheduler.optimizer.param_groups
+    for group in groups:
+        group["initial_lr"], group["lr"] = cfg.optimizer.lr, lr
+    scheduler.base_lrs = [cfg.optimizer.lr] * len(groups)
+    scheduler.last_epoch = step
+    scheduler._last_lr = [lr] * len(groups)  # what get_last_lr() (the logged rate) reports
+
+
 def make_scheduler(optimizer, cfg: RunConfig) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, cfg))
 
