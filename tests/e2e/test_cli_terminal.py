@@ -77,3 +77,22 @@ def test_old_offload_name_is_still_accepted(capsys):
     runs = [json.loads(run_cli(capsys, base + [flag, "cpu"])[1]) for flag in ("--offload", "--offload-optimizer")]
     assert runs[0]["candidates"] and runs[0]["candidates"] == runs[1]["candidates"]
     assert {c["estimate"]["strategy"]["offload_optimizer"] for c in runs[0]["candidates"]} == {"cpu"}
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_study_status_shows_each_trial_with_its_numbers_and_reason(capsys, monkeypatch, tmp_path, columns):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "unit" / "test_report_findings.py"
+    spec = importlib.util.spec_from_file_location("report_fixture", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build_store(tmp_path).close()  # 5 OK trials with known step times, 1 OOM
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, _ = run_cli(capsys, ["study", "status", str(tmp_path)])
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= columns and "…" not in out
+    assert "6 finished trial(s)" in out
+    oom = next(line for line in out.splitlines() if "│ OOM     │" in line)
+    assert "ran out of memory" in oom
+    assert re.search(r"│ OK +│ +0\.354 │ +1,808 │", out)  # ds-z3 at 2 ranks: 0.354 s/step, 640 tokens / 0.354 s

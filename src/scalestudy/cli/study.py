@@ -70,8 +70,32 @@ def study_status(directory: Path = typer.Argument(..., help="Study directory."))
     if info.get("slurm") and info["slurm"]["error"]:
         console.print(f"[yellow]Slurm did not answer[/] ({info['slurm']['error']}): submitted trials without "
                       "results are left as they are", highlight=False)
-    for row in info["failures"]:
-        console.print(f"[red]{row['status']}[/] {row['label']}: {row['reason']}", highlight=False)
+    print_trials(directory)
+
+
+def print_trials(directory: Path) -> None:
+    """Each finished trial: outcome, step time, throughput, loss, wall time and, when not OK, why."""
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
+    from scalestudy.study.status import trial_rows
+
+    rows = trial_rows(directory)
+    if not rows:
+        return
+
+    def num(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    columns = [Column("trial", "left", wrap=True), Column("outcome", "left"), Column("s/step"), Column("tokens/s"),
+               Column("loss", drop=2), Column("wall s", drop=1), Column("reason", "left", wrap=True)]
+    cells = [[r["label"], r["status"], num(r["step_s"], ".3g"), num(r["tokens_per_s"], ",.0f"), num(r["loss"], ".3f"),
+              num(r["wall_s"], ".1f"), r["reason"]] for r in rows]
+    width = terminal_width()
+    table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, width)
+    Console(width=width).print(table)
+    console.print("s/step: median seconds per optimizer step after the timing warm-up; tokens/s: encoder + decoder "
+                  "tokens per second, whole job; loss: final training loss (nats/token); wall s: the trial's whole "
+                  "run, start-up included" + (f"; left out for width: {', '.join(hidden)}" if hidden else "") + ".",
+                  highlight=False)
 
 
 @study_app.command("export")

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 PIPE_WIDTH = 160  # output to a file or pipe: wide enough for every column
+WRAP_MIN = 16
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Column:
     header: str
     justify: str = "right"
     drop: int = 0  # 0: key column, never dropped; otherwise higher numbers are dropped first
+    wrap: bool = False  # prose (a label, a reason): may wrap at spaces when key columns alone do not fit
 
 
 def terminal_width() -> int:
@@ -34,7 +36,8 @@ def terminal_width() -> int:
 
 
 def _needed(columns: list[Column], rows: list[list[str]], keep: list[int]) -> int:
-    """Width of a Rich table (heavy-head box, padding 1) showing columns `keep` with no cell or header wrapped."""
+    """Width of a Rich table (heavy-head box, padding 1) showing columns `keep` with no cell or header wrapped
+    (columns are dropped before prose is wrapped; only what still does not fit wraps)."""
     total = len(keep) + 1  # vertical rules
     for i in keep:
         total += max([len(columns[i].header), *(len(r[i]) for r in rows)]) + 2
@@ -59,7 +62,8 @@ def fitted_table(title: str, columns: list[Column], rows: list[list[str]], width
     table = Table(title=title, width=None)
     for i in keep:
         # fold, never ellipsis: should a key column still not fit, it wraps onto a second line instead of "0.49..."
-        table.add_column(columns[i].header, justify=columns[i].justify, overflow="fold")
+        table.add_column(columns[i].header, justify=columns[i].justify, overflow="fold",
+                         no_wrap=not columns[i].wrap, min_width=WRAP_MIN if columns[i].wrap else None)
     for r in rows:
         table.add_row(*(r[i] for i in keep))
     return table, [c.header for i, c in enumerate(columns) if i not in keep]

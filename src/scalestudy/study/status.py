@@ -38,3 +38,19 @@ def status(directory: str | Path) -> dict:
             "failures": failures,
             "slurm": slurm,  # None for local studies; else live counts from squeue/sacct (and why not, if not)
         }
+
+
+def trial_rows(directory: str | Path) -> list[dict]:
+    """One row per finished trial, in the order they ran: label, outcome, median s/step and tokens/s (encoder +
+    decoder tokens, whole job), final loss (nats/token), wall time (s) and, unless OK, the reason (the first line
+    of the error the trial ended with)."""
+    with Store(directory, create=False) as store:
+        return [{"label": t["label"], "status": t["status"], "step_s": t.get("step_s"),
+                 "tokens_per_s": t.get("tokens_per_s"), "loss": t.get("loss"), "wall_s": t.get("wall_s"),
+                 "reason": "" if t["status"] == "OK" else _first_line(t.get("error_tail"))}
+                for t in store.trials()]
+
+
+def _first_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[0] if lines else "no output"
