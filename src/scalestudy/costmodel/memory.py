@@ -119,11 +119,15 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         return 2 * half * layer + 4.0 * layer
     # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
     reduce = half * min(options.reduce_bucket_elems, psi) * (2 if overlap_grad_comm else 1)
+    # bf16 with ZeRO 0/1 runs DeepSpeed's BF16_Optimizer, which accumulates gradients in fp32 buffers for every
+    # local parameter (fp32_groups_gradients), beside the bf16 gradients
+    bf16_accum = 4.0 * psi if precision == "bf16" and zero <= 1 else 0.0
     if zero == 0 or dp == 1 and zero < 3:
-        return reduce
-    fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" else 4.0 * psi / dp
+        return reduce + bf16_accum
+    fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" or bf16_accum else \
+        4.0 * psi / dp  # (BF16_Optimizer's partition is a view into its full fp32 buffer)
     if zero in (1, 2):
-        return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi)
+        return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     # stage 3: the layer being computed and the prefetched one, gathered, plus the prefetch bucket
     gathered = 2 * half * layer + half * min(options.stage3_prefetch_elems, psi)
     return fp32_grad_partition + reduce + gathered
