@@ -5,7 +5,8 @@ model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit) or `t5`
 layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank); options `gpipe`/`1f1b`/`interleaved`
 (pipeline schedule, interleaved with 2 virtual stages), `fsdp2`/`fsdp3` (FSDP2 over dp; default replication),
 `nosp` (no sequence parallelism), `rc` (activation checkpointing), `stages=a,b` (uneven stage_layers),
-`resume` (also: killed after step 3, resumed; report both curves).
+`resume` (also: killed after step 3, resumed; report both curves), `from=DIMS[+OPT]` (killed after step 3 under
+the layout DIMS with options OPT, e.g. `from=tp2xpp2` or `from=dp2xtp2+fsdp3`, then resumed under this layout).
 Every layout sees the same data order, seed and global batch 4 (micro-batch 1), fp32.
 Rank 0 writes OUT/results.json: {layout: {"losses": [...]}}.
 """
@@ -71,6 +72,18 @@ def main() -> None:
         key = item.split(":")[0]
         if key not in prepared:  # tokenizer (trained once by the test) and corpus read once per objective
             prepared[key] = load_data(cfg, ctx, Path(cfg.output.dir))
+        source = [o[5:] for o in item.split(":") if o.startswith("from=")]
+        if source:  # written under one layout, resumed under another
+            dims, *opts = source[0].split("+")
+            first = layout_config(out, ":".join([key, dims, *opts])).replace(output=cfg.output.dir)
+            try:
+                run_training(first.replace(save_every=3, crash_after_step=3), ctx, prepared[key])
+            except SimulatedCrash:
+                pass
+            resumed = run_training(cfg.replace(resume=True), ctx, prepared[key])
+            if ctx.is_main:
+                results[item] = {"resumed": resumed["losses"], "resumed_from": resumed["resumed_from_step"]}
+            continue
         if "resume" not in item.split(":"):
             summary = run_training(cfg, ctx, prepared[key])
             if ctx.is_main:

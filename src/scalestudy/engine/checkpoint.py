@@ -3,7 +3,8 @@
 A checkpoint is written into `.tmp-step-N`, completed with `meta.json`, renamed to `step-N`, and only then
 named in `latest` (itself replaced atomically). A crash at any moment leaves `latest` pointing at the previous
 complete checkpoint; leftovers of an interrupted save are ignored and cleaned on the next save.
-Resuming requires the same world size and strategy (engine shards are per rank).
+Resuming requires the same world size and strategy (engine shards are per rank), except for sharded checkpoints
+under full-model names (FSDP2 and tp/pp runs, engine/parallel/checkpoint.py), which load under any of their layouts.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def save(out: Path, step: int, backend, stream, meta: dict) -> Path:
     torch.save(rng_state(), tmp / f"rng-rank{rank}.pt")
     dist.barrier()
     if rank == 0:
-        _write_json(tmp / "meta.json", {**meta, "step": step, "world_size": dist.get_world_size()})
+        _write_json(tmp / "meta.json", {**meta, "step": step, "world_size": dist.get_world_size(),
+                                        "any_layout": bool(getattr(backend, "reshardable", False))})
         if final.exists():  # re-saving a step after a resume
             shutil.rmtree(final)
         os.rename(tmp, final)
@@ -92,10 +94,12 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> i
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
     saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-    if saved["world_size"] != world_size:
+    if loads_any_layout(saved, strategy):  # resharded on load: any world size and tp/pp/dp layout
+        pass
+    elif saved["world_size"] != world_size:
         raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
-                              f"{world_size} (engine shards are per rank)")
-    if saved.get("strategy") != strategy:
+                              f"{world_size} (engine shards are per rank; FSDP and tp/pp checkpoints reshard)")
+    elif saved.get("strategy") != strategy:
         raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
                               f"{strategy}")
     if int(saved["step"]) >= steps:
@@ -104,12 +108,24 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> i
     return int(saved["step"])
 
 
+def loads_any_layout(saved: dict, strategy: dict) -> bool:
+    """Sharded checkpoints under full-model names (engine/parallel/checkpoint.py: FSDP2 and the tp/pp hybrid
+    backend) load into any layout of those backends, e.g. one written under tp2 x pp2 resumes under dp4."""
+    resharding_engine = strategy.get("engine") == "fsdp" or strategy.get("tp", 1) > 1 or strategy.get("pp", 1) > 1
+    return bool(saved.get("any_layout")) and resharding_engine
+
+
 def restore(out: Path, backend, stream, meta: dict) -> int:
     """Load the latest checkpoint into backend, stream and RNG; return the number of completed steps."""
     path = latest(out)
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
     saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    if loads_any_layout(saved, meta.get("strategy", {})):
+        if saved.get("model") != meta.get("model"):
+            raise ScalestudyError(f"--resume: checkpoint holds model {saved.get('model')}, this run trains "
+                                  f"{meta.get('model')}")
+        return _restore_any_layout(path, saved, backend, stream)
     if saved["world_size"] != dist.get_world_size():
         raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
                               f"{dist.get_world_size()} (engine shards are per rank)")
@@ -120,5 +136,17 @@ def restore(out: Path, backend, stream, meta: dict) -> int:
     backend.load(path)
     stream.load_state_dict(json.loads((path / f"stream-rank{rank}.json").read_text(encoding="utf-8")))
     set_rng_state(torch.load(path / f"rng-rank{rank}.pt", weights_only=False))
+    dist.barrier()
+    return int(saved["step"])
+
+
+def _restore_any_layout(path: Path, saved: dict, backend, stream) -> int:
+    """Resharded resume: each rank keeps its own data position and RNG when the world size is unchanged; otherwise
+    every rank takes rank 0's (the global data position is the same on every rank; RNG only feeds dropout)."""
+    rank = dist.get_rank()
+    own = rank if saved["world_size"] == dist.get_world_size() else 0
+    backend.load(path)
+    stream.load_state_dict(json.loads((path / f"stream-rank{own}.json").read_text(encoding="utf-8")))
+    set_rng_state(torch.load(path / f"rng-rank{own}.pt", weights_only=False))
     dist.barrier()
     return int(saved["step"])

@@ -19,11 +19,6 @@ def check_parallel_layout(spec, strategy, world_size: int) -> None:
     tp, pp = strategy.tp, strategy.pp
     if not needs_hybrid(strategy):
         return
-    if strategy.engine == "deepspeed" or (strategy.engine == "ddp" and strategy.zero != 0):
-        raise ScalestudyError(f"tp/pp > 1 run on FSDP2 (--engine fsdp --zero 2|3) or replication (--engine ddp "
-                              f"--zero 0), not {strategy.engine} zero {strategy.zero}")
-    if strategy.offload_optimizer != "none" or strategy.offload_params != "none":
-        raise ScalestudyError("offload is not available with tp/pp > 1: use --offload-optimizer none")
     if world_size % (tp * pp):
         raise ScalestudyError(f"the mesh tp {tp} x pp {pp} does not divide the world size {world_size} "
                               f"(--nproc x --nnodes)")
@@ -45,6 +40,11 @@ def check_parallel_layout(spec, strategy, world_size: int) -> None:
             raise ScalestudyError(f"pp {pp} x virtual stages {strategy.virtual_stages} exceeds the {layers} layers "
                                   f"of {spec.name}")
         strategy.stage_split(layers)  # raises on stage_layers that do not sum to the layers
+    if strategy.engine == "deepspeed" or (strategy.engine == "ddp" and strategy.zero != 0):
+        raise ScalestudyError(f"tp/pp > 1 run on FSDP2 (--engine fsdp --zero 2|3) or replication (--engine ddp "
+                              f"--zero 0), not {strategy.engine} zero {strategy.zero}")
+    if strategy.offload_optimizer != "none" or strategy.offload_params != "none":
+        raise ScalestudyError("offload is not available with tp/pp > 1: use --offload-optimizer none")
 
 
 def check_microbatches(strategy, grad_accum: int) -> None:

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from scalestudy.engine.backends.common import (Backend, make_adamw, make_scheduler,
-                                               restore_lr)
+from scalestudy.engine.backends.common import Backend, make_adamw, make_scheduler
 
 # Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
 LAYER_LISTS = ("block", "h", "layers")
@@ -63,20 +60,17 @@ class FSDPBackend(Backend):
     def optimizer_step(self) -> float:
         return self._torch_optimizer_step(self.params, self.optimizer)
 
+    reshardable = True  # full-model names in a DCP checkpoint: loads under tp/pp layouts too
+
     def save(self, path: Path) -> None:
-        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
-        dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(path / "fsdp"))
-        if dist.get_rank() == 0:
-            torch.save(self.scheduler.state_dict(), path / "scheduler.pt")
+        from scalestudy.engine.parallel import checkpoint
+
+        checkpoint.save(path, list(self.model.named_parameters()), self.optimizer, self.scheduler)
 
     def load(self, path: Path) -> None:
-        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
-        state = {"model": model_sd, "optimizer": optim_sd}
-        dcp.load(state, checkpoint_id=str(path / "fsdp"))
-        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
-                       optim_state_dict=state["optimizer"])
-        self.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
-        restore_lr(self.optimizer, self.scheduler)
+        from scalestudy.engine.parallel import checkpoint
+
+        checkpoint.load(path, list(self.model.named_parameters()), self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.model, self.optimizer, self.scheduler, self.params

@@ -146,15 +146,21 @@ class HybridBackend(Backend):
         return float(norm)
 
     # ---- checkpoints -------------------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        from scalestudy.engine.parallel.checkpoint import save_sharded
+    reshardable = True  # its checkpoints load under any other layout (engine/parallel/checkpoint.py)
 
-        save_sharded(path, self)
+    def named_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """(full-model name, parameter) of every parameter this rank holds, tied copies included."""
+        return [(c.canonical[n], p) for _, c in self.chunks for n, p in c.named_parameters()]
+
+    def save(self, path: Path) -> None:
+        from scalestudy.engine.parallel import checkpoint
+
+        checkpoint.save(path, self.named_parameters(), self.optimizer, self.scheduler)
 
     def load(self, path: Path) -> None:
-        from scalestudy.engine.parallel.checkpoint import load_sharded
+        from scalestudy.engine.parallel import checkpoint
 
-        load_sharded(path, self)
+        checkpoint.load(path, self.named_parameters(), self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.pipeline, self.chunks, self.optimizer, self.scheduler, self.params
