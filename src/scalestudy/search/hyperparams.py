@@ -1,11 +1,12 @@
 """Hyperparameter search on a family of small proxies, with early stopping of bad trials (ASHA).
 
 For each proxy model, Optuna (TPE sampler, seeded) proposes learning rate, global batch, warm-up and precision;
-every trial is a real `scalestudy train` run built by the study runner (same trial config, command, environment,
-outcome classification and store row as `scalestudy study run`). Trials get the same token budget whatever their
-batch size, and report their loss against the fraction of that budget they have seen; Optuna's
-SuccessiveHalvingPruner (asynchronous successive halving, ASHA: Li et al. 2020, arXiv 1810.05934) stops the worst
-ones at each rung and the runner kills their process group. Results:
+every trial is a real `scalestudy train` run: a study trial (`scalestudy.study.trials`: same config, command and
+store row as `scalestudy study run`) run as the one trial process (`scalestudy.launch.process`: memory cap, outcome
+classification, kill of the whole tree). Trials get the same token budget whatever their batch size, and report
+their loss against the fraction of that budget they have seen; Optuna's SuccessiveHalvingPruner (asynchronous
+successive halving, ASHA: Li et al. 2020, arXiv 1810.05934) stops the worst ones at each rung: the watcher's
+callback (`LossReporter`) says stop and the trial process is killed with its ranks. Results:
 - DIR/study.sqlite: the finished (not pruned) trials as study-store rows (`scalestudy fit DIR`, `scalestudy report`);
 - DIR/search.sqlite: Optuna's RDB storage, one Optuna study per proxy (all trials with their intermediate values;
   re-running the search resumes it);
