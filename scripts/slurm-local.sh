@@ -189,7 +189,7 @@ status() {
     if alive "$DIR/$pidfile.pid"; then echo "$pidfile: running (pid $(cat "$DIR/$pidfile.pid"))"
     else echo "$pidfile: stopped"; fi
   done
-  [ -f "$DIR/etc/slurm.conf" ] && SLURM_CONF="$DIR/etc/slurm.conf" sinfo 2>&1 || true
+  if [ -f "$DIR/etc/slurm.conf" ]; then SLURM_CONF="$DIR/etc/slurm.conf" sinfo 2>&1 || true; fi
 }
 
 case "${1:-}" in

@@ -1,10 +1,10 @@
-"""Slurm executor without Slurm: generated job-array scripts pass `bash -n` and carry the torchrun rendezvous."""
+"""Slurm executor without Slurm: generated job-array scripts pass `bash -n` and shellcheck, ask for GPUs only for a
+GPU study, and carry the torchrun rendezvous."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.specs.run import RunConfig
 from scalestudy.study.runner import run_study
 from scalestudy.study.slurm import collect, write_scripts
 from scalestudy.study.spec import parse_spec
@@ -30,6 +31,9 @@ def test_scripts_pass_bash_n_and_carry_the_rendezvous(tmp_path):
     for path, members in scripts:
         text = path.read_text()
         subprocess.run(["bash", "-n", str(path)], check=True)
+        checked = subprocess.run(["shellcheck", "--shell=bash", str(path)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout
+        assert "#SBATCH --gpus-per-node=8" in text
         assert f"#SBATCH --array=0-{len(members) - 1}" in text and len(members) == 4
         nodes = members[0].nodes
         assert f"#SBATCH --nodes={nodes}" in text and "#SBATCH --ntasks-per-node=1" in text
@@ -37,13 +41,23 @@ def test_scripts_pass_bash_n_and_carry_the_rendezvous(tmp_path):
         srun = re.search(r"srun .*?torchrun (.*?) -m scalestudy\.engine\.train", text.replace("\\\n", " "))
         assert srun, text
         flags = " ".join(srun.group(1).split())
-        assert flags == ("--nnodes $SLURM_NNODES --nproc-per-node 8 --rdzv-backend c10d "
-                         "--rdzv-endpoint $MASTER_ADDR:$MASTER_PORT --rdzv-id $SLURM_JOB_ID")
-        assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+        assert flags == ('--nnodes "$SLURM_NNODES" --nproc-per-node 8 --rdzv-backend c10d '
+                         '--rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RUN_ID"')
+        assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in text
+        assert 'export RUN_ID="$SLURM_JOB_ID"' in text
         for t in members:  # each task finds its trial's worker config on shared storage
             assert t.trial_id in text
-            cfg = (tmp_path / "trials" / t.trial_id / "train_config.yaml").read_text()
-            assert f"nnodes: {t.nodes}" in cfg and "nproc: 8" in cfg and "precision: bf16" in cfg
+            cfg = RunConfig.from_yaml(tmp_path / "trials" / t.trial_id / "train_config.yaml")
+            assert (cfg.workload.nnodes, cfg.workload.nproc, cfg.strategy.precision) == (t.nodes, 8, "bf16")
+
+
+def test_cpu_study_asks_for_cpus_not_gpus(tmp_path):
+    spec = parse_spec({**SPEC, "device": "local-cpu", "precision": "fp32", "nproc": 2, "model": "t5-tiny",
+                       "slurm": {}, "zero": 2, "nodes": 1, "seq_len": 64, "target_len": 16})
+    (path, _), = write_scripts(spec, tmp_path, list(spec.trials))
+    text = path.read_text()
+    assert "--gpus-per-node" not in text and "#SBATCH --cpus-per-task=2" in text
+    assert subprocess.run(["shellcheck", "--shell=bash", str(path)]).returncode == 0
 
 
 def test_array_task_runs_under_bash_and_is_collected(tmp_path):
@@ -72,18 +86,20 @@ def test_array_task_runs_under_bash_and_is_collected(tmp_path):
         assert collect(tmp_path, store, spec) == 0  # never twice
 
 
-def test_without_sbatch_only_dry_run_works(tmp_path, capsys):
-    if shutil.which("sbatch"):
-        pytest.skip("a real Slurm is installed here")
+def test_without_sbatch_only_dry_run_works(tmp_path, monkeypatch):
+    import scalestudy.study.slurm as slurm
+
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: None)  # a machine without Slurm (CI installs one)
     spec = parse_spec(SPEC)
     with pytest.raises(ScalestudyError, match="sbatch not found.*--dry-run"):
         run_study(spec, tmp_path / "s", progress=False)
+    monkeypatch.undo()
     res = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run",
                           str(Path(__file__).parents[2] / "examples" / "study-cluster-mt5.yaml"), "-o",
                           str(tmp_path / "d"), "--dry-run"], capture_output=True, text=True,
                          env={**os.environ, "COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
-    assert res.stdout.count("#!/bin/bash") == 4 and "srun --kill-on-bad-exit=1 torchrun" in res.stdout
+    assert res.stdout.count("#SBATCH --array=") == 4 and "srun --kill-on-bad-exit=1 torchrun" in res.stdout
     assert "filtered (cost model: does not fit) mt5-xxl" in res.stdout
 
 

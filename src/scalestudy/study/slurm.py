@@ -223,6 +223,8 @@ def refresh(out: Path, store: Store, spec: StudySpec | None = None, *, grace_s: 
         state = states.get(trial.trial_id)
         task = tasks.get(trial.trial_id, "")
         info = _read_exit(tdir / EXIT_FILE)
+        if info is not None and info[0] != 0 and state is not None and state.live:
+            info = None  # a failure whose task is still ending: wait for Slurm's word on why (cancelled? timed out?)
         if info is not None:
             rc, start, end = info
             result = read_result(tdir, trial_id=trial.trial_id, returncode=rc, timed_out=rc == TIMEOUT_RC,
