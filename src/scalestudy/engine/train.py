@@ -20,6 +20,7 @@ from pathlib import Path
 
 from scalestudy.costmodel.mfu import MFU_CONVENTION, flops_utilization
 from scalestudy.engine.cpu_precision import check_precision
+from scalestudy.engine.op_builds import announcement, pending_builds
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.parent_death import die_with_parent
@@ -161,7 +162,13 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
         workload = dataclasses.replace(workload, target_len=prepared.target_len)
 
     model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout)
+    builds = pending_builds(strategy.engine, strategy.offload_optimizer, cuda) if ctx.is_main else []
+    if builds:  # a minute or more of silence otherwise
+        print(announcement(builds), flush=True)
+    t_build = time.perf_counter()
     backend = make_backend(model, cfg, strategy, layout, ctx.device)
+    if builds:
+        print(f"{' and '.join(builds)} ready after {time.perf_counter() - t_build:.0f} s", flush=True)
     del model
     torch.manual_seed(cfg.optimizer.seed + ctx.rank)  # per-rank stream for dropout, after the shared init
     from scalestudy.engine.data.pipeline import BatchStream

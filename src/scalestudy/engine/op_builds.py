@@ -1,0 +1,45 @@
+"""DeepSpeed's C++ ops that a run JIT-compiles on first use, so that start-up says so instead of going silent.
+
+On CPU, DeepSpeed builds `deepspeed_shm_comm` when it initialises (~53 s here) and `cpu_adam` for optimizer offload
+(~75 s); torch caches the result in $TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so only the first run
+on a machine pays (FACTS.md). Ops prebuilt into the DeepSpeed install (DS_BUILD_*=1 pip install) are not rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project's 2-core machines
+
+
+def extensions_dir() -> Path:
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def _prebuilt(name: str) -> bool:
+    try:
+        from deepspeed.git_version_info import installed_ops
+    except ImportError:
+        return False
+    return bool(installed_ops.get(name))
+
+
+def _cached(name: str) -> bool:
+    root = extensions_dir()
+    return (root / name / f"{name}.so").is_file() or any(root.glob(f"*/{name}/{name}.so"))
+
+
+def pending_builds(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
+    """The ops this run will compile before its first step (none on GPU: not measured there)."""
+    if engine != "deepspeed" or cuda:
+        return []
+    wanted = ["deepspeed_shm_comm"] + (["cpu_adam"] if offload_optimizer == "cpu" else [])
+    return [name for name in wanted if not _prebuilt(name) and not _cached(name)]
+
+
+def announcement(names: list[str]) -> str:
+    """'DeepSpeed compiles its C++ op deepspeed_shm_comm (~1 min) once on this machine ...'"""
+    total = sum(BUILD_S.get(n, 60) for n in names)
+    return (f"DeepSpeed compiles its C++ op{'s' if len(names) > 1 else ''} {' and '.join(names)} once on this machine "
+            f"(~{max(1, round(total / 60))} min; cached in {extensions_dir()}): training starts after that...")

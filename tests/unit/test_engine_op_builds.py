@@ -1,0 +1,21 @@
+"""Start-up phases that take a minute say so: which DeepSpeed ops a run will JIT-compile, and the line announcing it."""
+
+from __future__ import annotations
+
+from scalestudy.engine import op_builds
+
+
+def test_pending_builds_follow_the_extension_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(op_builds, "_prebuilt", lambda name: False)
+    assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["deepspeed_shm_comm", "cpu_adam"]
+    assert op_builds.pending_builds("deepspeed", "none", cuda=False) == ["deepspeed_shm_comm"]
+    assert op_builds.pending_builds("fsdp", "none", cuda=False) == [] and op_builds.pending_builds(
+        "deepspeed", "cpu", cuda=True) == []
+    (tmp_path / "py311_cpu" / "deepspeed_shm_comm").mkdir(parents=True)
+    (tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "deepspeed_shm_comm.so").write_bytes(b"")
+    (tmp_path / "cpu_adam").mkdir()
+    (tmp_path / "cpu_adam" / "lock").write_text("")  # a build in progress or broken: not built
+    assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
+    line = op_builds.announcement(["deepspeed_shm_comm", "cpu_adam"])
+    assert "deepspeed_shm_comm and cpu_adam once on this machine (~2 min; cached in " + str(tmp_path) in line
