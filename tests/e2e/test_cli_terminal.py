@@ -96,3 +96,17 @@ def test_study_status_shows_each_trial_with_its_numbers_and_reason(capsys, monke
     oom = next(line for line in out.splitlines() if "│ OOM     │" in line)
     assert "ran out of memory" in oom
     assert re.search(r"│ OK +│ +0\.354 │ +1,808 │", out)  # ds-z3 at 2 ranks: 0.354 s/step, 640 tokens / 0.354 s
+
+
+def test_printed_commands_are_never_split(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("COLUMNS", "80")
+    out_dir = tmp_path / "a-rather-long-directory-name" / "for-the-study-output"
+    spec = __import__("pathlib").Path(__file__).parents[2] / "examples" / "study-cluster-mt5.yaml"
+    code, out, _ = run_cli(capsys, ["study", "run", str(spec), "--output", str(out_dir), "--executor", "slurm",
+                                    "--dry-run"])
+    assert code == 0
+    submits = [line for line in out.splitlines() if "submit with: sbatch" in line]
+    assert submits and all(re.search(r"submit with: sbatch \S+\.sbatch\)$", line) for line in submits)
+    filtered = [line for line in out.splitlines() if "filtered (cost model" in line]
+    assert filtered and all(re.search(r"lr[\d.e-]+: predicted [\d.]+ GiB per device does not fit a100-40gb$", line)
+                            for line in filtered)  # the reason stays on its line

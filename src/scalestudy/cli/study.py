@@ -41,7 +41,7 @@ def study_run(
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
     console.print(f"study {study.name!r}: {result.total} trials ({result.skipped_finished} already finished, "
                   f"{result.ran} run now in {result.wall_s:.1f} s); outcomes: {counts}; store {output}/study.sqlite",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     if result.ran and not result.counts.get("OK"):
         from scalestudy.errors import RunFailed
 
@@ -109,7 +109,7 @@ def study_export(
 
     with Store(directory, create=False) as store:
         path = store.export(output, table=table)
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", soft_wrap=True)
 
 
 @app.command("report")
@@ -119,7 +119,7 @@ def report(directory: Path = typer.Argument(..., help="Study directory (holding 
 
     paths = write_report(directory)
     console.print(f"report: {paths['html']} (HTML), {paths['md']} (Markdown), {len(paths['plots'])} plots in "
-                  f"{paths['plots_dir']}", highlight=False)
+                  f"{paths['plots_dir']}", highlight=False, soft_wrap=True)  # paths never split across lines
 
 
 @app.command("demo")
@@ -141,4 +141,4 @@ def demo(
     for line in paths["findings"][:6]:
         console.print(f"  - {line}", highlight=False)
     console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown), plots in "
-                  f"{paths['plots_dir'].resolve()}/", highlight=False)
+                  f"{paths['plots_dir'].resolve()}/", highlight=False, soft_wrap=True)

@@ -120,9 +120,10 @@ def print_scripts(spec: StudySpec, out: Path, todo: list[Trial], unfit: list[str
 
     console = console or Console()
     for reason in unfit:
-        console.print(f"# filtered (cost model: does not fit) {reason}", highlight=False)
+        console.print(f"# filtered (cost model: does not fit) {reason}", highlight=False, soft_wrap=True)
     for path, members in write_scripts(spec, out, todo):
-        console.print(f"# {path} ({len(members)} trials; submit with: sbatch {path})", highlight=False)
+        console.print(f"# {path} ({len(members)} trials; submit with: sbatch {path})", highlight=False,
+                      soft_wrap=True)  # a command stays one line (copy-paste); the terminal wraps it visually
         console.print(path.read_text(), highlight=False, markup=False, soft_wrap=True)
 
 
@@ -278,7 +279,7 @@ class SlurmExecutor:
             jobs.append({"job": job, "script": str(script), "trials": [t.trial_id for t in members],
                          "submitted_at": time.time()})
             self.store.set_meta("slurm_jobs", jobs)
-            self.console.print(f"submitted {script.name}: job array {job} ({len(members)} trials)")
+            self.console.print(f"submitted {script.name}: job array {job} ({len(members)} trials)", soft_wrap=True)
         if in_flight:
             self.console.print(f"{len(in_flight)} trial(s) of earlier submissions still queued or running: waiting")
         wanted = {t.trial_id for t in todo} | (in_flight & {t.trial_id for t in trials})
