@@ -62,3 +62,16 @@ def test_fit_overheads_recovers_known_terms():
                                                                                        (2, 15), (4, 10))]
     got = cpu_profile.fit_overheads(points)
     assert got == pytest.approx((step, micro, layer), rel=1e-6)
+
+
+def test_engine_overhead_scales_with_sublayers_and_micro_batches(tmp_path):
+    base = get_device("local-cpu")
+    dev = replace(base, engine_overhead_s={"deepspeed-3": 1e-3})
+    spec, work = get_model("t5-tiny"), Workload(4, 64, 16)
+    cluster = ClusterSpec(device=dev, nodes=1, gpus_per_node=1)
+    z3 = estimate(spec, cluster, Strategy(zero=3, precision="fp32", micro_batch=2), work)
+    z2 = estimate(spec, cluster, Strategy(zero=2, precision="fp32", micro_batch=2), work)
+    assert z3.framework_s == pytest.approx(2 * (2 * 2 + 3 * 2) * 1e-3)  # 2 micro-batches x 10 sublayers
+    assert z2.framework_s == 0.0
+    path = save_profile(dev, tmp_path / "p.yaml")  # the dict survives the YAML round trip
+    assert get_device(str(path)).engine_overhead_s == {"deepspeed-3": 1e-3}

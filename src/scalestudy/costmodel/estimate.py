@@ -195,6 +195,13 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     return shape
 
 
+def _sublayers(model: ModelSpec) -> int:
+    """Attention, cross-attention and FFN sublayers of the whole model."""
+    if model.is_encoder_decoder:
+        return 2 * model.num_layers + 3 * model.num_decoder_layers
+    return 2 * model.num_layers
+
+
 def _exposed(compute: float, comm: float, interference: float) -> float:
     """Communication left on the critical path when `comm` overlaps `compute`: the excess, plus the share of the
     overlapped part that slows the compute it runs beside."""
@@ -287,6 +294,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
 
     # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s
+    if dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
+        sublayers = _sublayers(model) * busiest
+        framework_s += ga * sublayers * dev.engine_overhead_s.get(f"{st.engine}-{st.zero}", 0.0)
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq

@@ -8,7 +8,10 @@ steps of T5 models of the t5-tiny shape at two depths, two micro-batch sizes and
 fits the residual as
     step_overhead_s + accumulation x (microstep_overhead_s + 3 x sublayers x layer_overhead_s)
 (3 passes per sublayer: forward, and backward counted as two, as costmodel/step.py applies it)
-(least squares, clipped at 0). The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
+(least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
+bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
+t5-tiny shape, and stored per engine as seconds per sublayer per micro-batch above plain PyTorch
+(`engine_overhead_s`). The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
 
     python -m scalestudy.engine.cpu_profile --output PATH.yaml [--nproc 2]
 """
@@ -54,6 +57,83 @@ def time_steps(spec, micro_batch: int, accum: int, steps: int = 6, warmup: int =
     return statistics.median(times)
 
 
+ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp", 2), ("fsdp", 3),
+           ("ddp", 0), ("ddp", 1))
+
+
+def _init_single_rank_group() -> None:
+    """A one-rank gloo process group (the backends expect one, as under torchrun)."""
+    import socket
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    dist.init_process_group("gloo")
+
+
+def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2
+                ) -> float:
+    """Median seconds of one optimizer step of t5-tiny through scalestudy's backend for (engine, zero), one rank,
+    including the trainer's per-step statistics all-gather."""
+    import torch.distributed as dist
+
+    from scalestudy.engine.backends import make_backend
+    from scalestudy.engine.hf_model import build_hf_model
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import RunConfig
+    from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+
+    _init_single_rank_group()
+    spec = get_model("t5-tiny")
+    strategy = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=micro_batch)
+    workload = Workload(micro_batch * accum, SEQ_LEN, TARGET_LEN)
+    cfg = RunConfig.build("t5-tiny", strategy, workload, nproc=1, steps=warmup + steps)
+    layout = resolve_layout(strategy, 1, workload.global_batch)
+    torch.manual_seed(0)
+    backend = make_backend(build_hf_model(spec), cfg, strategy, layout, torch.device("cpu"))
+    inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
+              "labels": torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))}
+    stats = torch.zeros(6, dtype=torch.float64)
+    times = []
+    try:
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            backend.forward_backward([dict(inputs) for _ in range(accum)])
+            backend.optimizer_step()
+            dist.all_gather([torch.empty_like(stats)], stats)  # as the trainer's gather_stats
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+    finally:
+        backend.close()
+    return statistics.median(times)
+
+
+def engine_overheads(log=print) -> dict[str, float]:
+    """{"deepspeed-3": seconds per sublayer per micro-batch above plain PyTorch, ...} for the t5-tiny shape."""
+    from scalestudy.specs.model import get_model
+
+    spec = get_model("t5-tiny")
+    sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
+    micro_batch, accum = 2, 2
+    plain = time_steps(spec, micro_batch, accum)
+    out = {}
+    for engine, zero in ENGINES:
+        try:
+            measured = time_engine(engine, zero, micro_batch, accum)
+        except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
+            log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
+            continue
+        out[f"{engine}-{zero}"] = max(0.0, measured - plain) / (accum * sublayers)
+    return out
+
+
 def measure(output: Path, nproc: int = 2) -> Path:
     from scalestudy.costmodel.calibrate import profile_from_microbench, save_profile
     from scalestudy.costmodel.cpu_profile import fit_overheads
@@ -78,7 +158,9 @@ def measure(output: Path, nproc: int = 2) -> Path:
         sublayers = 2 * layers + 3 * layers
         points.append((measured - est.step_s, accum, sublayers, measured))
     step, micro, layer = fit_overheads(points)
+    engines = engine_overheads()
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
+                     engine_overhead_s=engines,
                      source=device.source + f"; framework overheads fitted on {len(points)} timed plain-PyTorch "
                                             f"T5 steps (per step {step * 1e3:.2f} ms, per micro-batch "
                                             f"{micro * 1e3:.2f} ms, per sublayer pass {layer * 1e6:.0f} us)")

@@ -42,6 +42,8 @@ class DeviceSpec:
     layer_overhead_s: float = 0.0  # per sublayer (attention / FFN / cross-attention) per forward pass
     step_overhead_s: float = 0.0  # per optimizer step (loop, zero_grad, optimizer dispatch)
     microstep_overhead_s: float = 0.0  # per micro-batch (batch assembly, embeddings, loss, autograd set-up)
+    # per engine ("deepspeed-3", "fsdp-2", ...): its own cost above plain PyTorch, seconds per sublayer per micro-batch
+    engine_overhead_s: dict[str, float] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -146,6 +148,9 @@ def _numbers(data: dict, origin: str) -> dict:
             data[name] = _num(data[name], name, origin)
     if isinstance(data.get("peak_flops"), dict):
         data["peak_flops"] = {str(k): _num(v, f"peak_flops.{k}", origin) for k, v in data["peak_flops"].items()}
+    if isinstance(data.get("engine_overhead_s"), dict):
+        data["engine_overhead_s"] = {str(k): _num(v, f"engine_overhead_s.{k}", origin)
+                                     for k, v in data["engine_overhead_s"].items()}
     if isinstance(data.get("matmul_efficiency"), list):
         try:
             data["matmul_efficiency"] = [[_num(d, "matmul_efficiency", origin), _num(f, "matmul_efficiency", origin)]
