@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,11 @@ from pathlib import Path
 WORKER = Path(__file__).with_name("strategies_worker.py")
 
 
-def run_worker(out: Path, mode: str, strategies: list[str], nproc: int = 2, timeout: int = 400) -> dict:
+def run_worker(out: Path, mode: str, strategies: list[str], *, tokenizer: str | None = None, nproc: int = 2,
+               timeout: int = 400) -> dict:
+    """Results of one torchrun launch training `strategies` one after the other (see strategies_worker.py)."""
+    if tokenizer:
+        shutil.copy(tokenizer, out / "tokenizer.json")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            str(WORKER), str(out), mode, *strategies]
