@@ -194,3 +194,60 @@ def test_rerun_waits_for_in_flight_tasks_instead_of_resubmitting(fake, tmp_path)
         with pytest.raises(Exception, match="cannot ask Slurm"):
             SlurmExecutor(spec, out, store, {}).run(list(spec.trials), wait=False)
     assert len(fake.calls("sbatch")) == 1
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from scalestudy.study.slurm import refresh
+from scalestudy.study.store import Store
+out, n = Path(sys.argv[1]), int(sys.argv[2])
+with Store(out, create=False, readonly=False) as store:
+    print("ready", flush=True)
+    while len(store.finished_ids()) < n:
+        refresh(out, store)
+        time.sleep(0.01)
+"""
+
+
+def test_two_writers_record_every_result_once(fake, tmp_path):
+    """Two collectors (say the runner and `study status` on another node) record the same finishing tasks through
+    the Slurm path at once, one of them killed -9 midway: every result lands exactly once, in a rollback-journal
+    store (no -wal file: safe on NFS)."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    spec = parse_spec({**SPEC, "lr": [1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4, 7e-4, 8e-4, 9e-4, 1e-3], "zero": [1, 2]})
+    n = len(spec.trials)
+    out = tmp_path / "study"
+    with Store(out) as store:
+        store.set_meta("spec", spec.source)
+        store.set_meta("executor", "slurm")
+        store.set_meta("slurm_jobs", [{"job": "41", "trials": [t.trial_id for t in spec.trials],
+                                       "submitted_at": time.time()}])
+    fake("squeue", "".join(f"41_{i}|RUNNING|N/A|None|NONE\n" for i in range(n)))
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(n)], stdout=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    for w in writers:
+        assert w.stdout.readline().strip() == "ready"
+    for i, trial in enumerate(spec.trials):
+        tdir = trial_dir(out, trial)
+        tdir.mkdir(parents=True, exist_ok=True)
+        (tdir / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": 9.0 - s}) + "\n" for s in (1, 2, 3)))
+        _finish_ok(out, trial)
+        if i == n // 2:
+            writers[0].send_signal(signal.SIGKILL)  # one collector dies mid-run (perhaps mid-commit)
+        if i % 4 == 0:
+            assert status(out)["counts"]["FAILED"] == 0  # a third writer/reader meanwhile
+        time.sleep(0.02)
+    assert writers[1].wait(timeout=120) == 0
+    writers[0].wait()
+    con = sqlite3.connect(out / "study.sqlite")
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert con.execute("SELECT COUNT(*), COUNT(DISTINCT trial_id) FROM trials").fetchone() == (n, n)
+    assert con.execute("SELECT COUNT(*) FROM metrics").fetchone()[0] == 3 * n
+    assert {r[0] for r in con.execute("SELECT status FROM trials")} == {"OK"}
+    assert not (out / "study.sqlite-wal").exists()

@@ -1,4 +1,4 @@
-"""Study store: atomic upsert per trial, WAL, runs_table for the scaling fit, CSV/Parquet export."""
+"""Study store: atomic upsert per trial, rollback journal, runs_table for the scaling fit, CSV/Parquet export."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ def _row(tid: str, status: str = "OK", loss: float = 3.0) -> dict:
             "flops": 1.6e10, "loss": loss if status == "OK" else None, "started_at": 1.0, "summary_json": {"a": 1}}
 
 
-def test_wal_and_upsert_never_duplicates(tmp_path):
-    with Store(tmp_path) as store:
-        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+def test_rollback_journal_and_upsert_never_duplicates(tmp_path):
+    with Store(tmp_path) as store:  # not WAL: unsafe on the network filesystems Slurm studies live on
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         store.record_trial(_row("a", "FAILED"), [{"step": 1, "loss": 9.0}])
         store.record_trial(_row("a", "OK", 2.5), [{"step": 1, "loss": 9.0}, {"step": 2, "loss": 8.0}])
         store.record_trial(_row("b"), [{"step": 1, "loss": 7.0, "extra": "kept"}])

@@ -1,6 +1,13 @@
 """The study store: one SQLite file per study (DIR/study.sqlite), crash-proof.
 
-- WAL journal, `synchronous=FULL`: a committed trial survives kill -9 of the runner and power loss of the writer.
+- Rollback journal (`journal_mode=DELETE`), `synchronous=FULL`: a committed trial survives kill -9 of the runner
+  and power loss of the writer (an interrupted commit is rolled back from its journal by the next writer). Not
+  WAL: SQLite documents WAL as unsafe on network filesystems (its index lives in shared memory, which NFS does
+  not share between hosts), and Slurm studies live on shared storage by design. The rollback journal relies only
+  on POSIX file locks (NFSv4, Lustre/GPFS with locking enabled); writers wait up to `BUSY_TIMEOUT_S` for each
+  other, so the runner and `study status` on another node can both record results (keyed by trial id: the
+  same result twice replaces, never duplicates). Stores written by older versions in WAL mode are converted
+  when a writer opens them.
 - A trial is written only when it has finished, in ONE transaction (its `trials` row and all its `metrics` rows),
   keyed by `trial_id` (PRIMARY KEY): a kill at any moment leaves either the whole result or nothing, and a re-run
   replaces instead of duplicating. Started-but-unfinished trials live only in `attempts`; they re-run.
@@ -31,6 +38,8 @@ from scalestudy.errors import ScalestudyError
 
 STATUSES = ("OK", "OOM", "FAILED", "TIMEOUT")
 STORE_NAME = "study.sqlite"
+JOURNAL_MODE = "DELETE"  # shared-filesystem safe (module docstring)
+BUSY_TIMEOUT_S = 120.0  # a writer waits this long for another (NFS lock round trips, a long export read)
 
 TRIAL_COLUMNS: dict[str, str] = {
     "trial_id": "TEXT PRIMARY KEY",
@@ -132,10 +141,10 @@ class Store:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, so each trial is one explicit transaction.
-            self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            self.conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         if not readonly:
-            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute(f"PRAGMA journal_mode={JOURNAL_MODE}")
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.executescript(_SCHEMA)
 
@@ -239,6 +248,12 @@ REQUIRED_TRIAL_COLUMNS = ("trial_id", "status", "label", "model", "params", "tok
                           "zero", "world_size", "steps", "step_s", "tokens_per_s", "error_tail", "started_at")
 
 
+def _is_wal(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(18)
+        return fh.read(1) == b"\x02"
+
+
 def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     """Connect to an existing store after checking it is one; ScalestudyError (one line) otherwise."""
     with open(path, "rb") as fh:
@@ -248,14 +263,16 @@ def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     if head != SQLITE_HEADER:
         raise ScalestudyError(f"{path} is not a study store (not an SQLite database)")
     uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rw'}"
-    if readonly and not Path(f"{path}-wal").exists():
+    # Byte 18 of the header is 2 for a WAL-mode database; rollback-journal stores (this version's) are read with
+    # plain shared locks, never as immutable: a writer may commit while we read.
+    if readonly and _is_wal(path) and not Path(f"{path}-wal").exists():
         # No -wal file: no writer has the store open (WAL keeps it while any connection is open). Reading it as
         # immutable creates no -wal/-shm beside it (a plain read-only WAL open would) and works in a directory the
         # user cannot write. A runner starting meanwhile only appends to its WAL; it checkpoints into this file
         # after ~1000 pages or at exit, far beyond the milliseconds a read takes.
         uri += "&immutable=1"
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise sqlite3.DatabaseError(check)
