@@ -1,14 +1,14 @@
 """Trains several tp x pp x dp layouts inside ONE torchrun launch and writes their first losses.
 
 Usage (under torchrun): hybrid_worker.py OUT LAYOUT... where LAYOUT is `model:dims[:option...]`:
-model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit) or `t5` (t5-tiny: 2 encoder + 2 decoder
-layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank); options `gpipe`/`1f1b`/`interleaved`
+model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit), `gpt2` (gpt2-tiny, pipeline only) or
+`t5` (t5-tiny: 2 encoder + 2 decoder layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank); options `gpipe`/`1f1b`/`interleaved`
 (pipeline schedule, interleaved with 2 virtual stages), `fsdp2`/`fsdp3` (FSDP2 over dp; default replication),
 `nosp` (no sequence parallelism), `rc` (activation checkpointing), `stages=a,b` (uneven stage_layers),
 `resume` (also: killed after step 3, resumed; report both curves), `from=DIMS[+OPT]` (killed after step 3 under
 the layout DIMS with options OPT, e.g. `from=tp2xpp2` or `from=dp2xtp2+fsdp3`, then resumed under this layout).
 Every layout sees the same data order, seed and global batch 4 (micro-batch 1), fp32.
-Rank 0 writes OUT/results.json: {layout: {"losses": [...]}}.
+Rank 0 writes OUT/results.json: {layout: {"losses": [...], "grad_norms": [...]}}.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ STEPS = int(os.environ.get("WORKER_STEPS", "5"))
 LLAMA4 = {"model_type": "llama", "vocab_size": 8192, "hidden_size": 64, "intermediate_size": 192,
           "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
           "max_position_embeddings": 128, "tie_word_embeddings": False}
-MODELS = {"llama": {"objective": "causal", "seq_len": 32},
+MODELS = {"llama": {"objective": "causal", "seq_len": 32}, "gpt2": {"model": "gpt2-tiny", "objective": "causal", "seq_len": 32},
           "t5": {"model": "t5-tiny", "objective": "span", "seq_len": 32, "target_len": 8}}
 
 
@@ -59,6 +59,12 @@ def layout_config(out: Path, item: str) -> RunConfig:
         tokenizer=str(out / "tokenizer.json"), output=str(out / item.replace(":", "_").replace(",", "-")), **flat)
 
 
+def grad_norms(run_dir: Path) -> list[float]:
+    """Each step's global gradient norm before clipping, from the run's metrics log."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r["grad_norm"] for r in rows if "grad_norm" in r]
+
+
 def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     out, layouts = Path(sys.argv[1]), sys.argv[2:]
@@ -87,7 +93,7 @@ def main() -> None:
         if "resume" not in item.split(":"):
             summary = run_training(cfg, ctx, prepared[key])
             if ctx.is_main:
-                results[item] = {"losses": summary["losses"]}
+                results[item] = {"losses": summary["losses"], "grad_norms": grad_norms(Path(cfg.output.dir))}
             continue
         full = run_training(cfg.replace(output=cfg.output.dir + "-full"), ctx, prepared[key])
         try:

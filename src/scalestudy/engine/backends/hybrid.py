@@ -128,6 +128,7 @@ class HybridBackend(Backend):
         return total / len(micro_batches)
 
     def optimizer_step(self) -> float:
+        grads.reduce_partial(self.params)
         if self.strategy.engine != "fsdp":  # replication over dp: FSDP reduce-scatters its own gradients
             grads.mean_over(self.params, self.mesh.group("dp"), self.layout.dp)
         for name, _, group in self.tied:

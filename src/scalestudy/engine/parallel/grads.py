@@ -23,7 +23,18 @@ def distinct_pieces(p: torch.Tensor) -> int:
     """How many different shards of `p` exist among the ranks of one pipeline stage."""
     if not isinstance(p, DTensor):
         return 1
-    return math.prod(p.device_mesh.size(i) for i, pl in enumerate(p.placements) if pl.is_shard())
+    # Any non-replicated placement splits the tensor (FSDP over a tp-sharded parameter is a strided shard).
+    return math.prod(p.device_mesh.size(i) for i, pl in enumerate(p.placements) if not pl.is_replicate())
+
+
+@torch.no_grad()
+def reduce_partial(params: list[torch.Tensor]) -> None:
+    """Sum pending partial gradients (sequence-parallel norm weights: each tp rank saw part of the sequence), so
+    every gradient is in its parameter's own placement before norms, reductions and the update."""
+    for p in params:
+        g = p.grad
+        if isinstance(g, DTensor) and any(pl.is_partial() for pl in g.placements):
+            p.grad = g.redistribute(g.device_mesh, p.placements)
 
 
 @torch.no_grad()
