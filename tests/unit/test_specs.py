@@ -16,7 +16,8 @@ def test_config_json_round_trip(tmp_path, name):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(to_hf_config(spec)))
     back = from_hf_config(path)
-    assert back.to_dict() | {"name": name} == spec.to_dict()
+    assert back.to_dict() | {"name": name, "source": ""} == spec.to_dict()
+    assert back.source == str(path.resolve())  # where the model came from travels with it
     assert get_model(str(tmp_path)).d_model == spec.d_model  # a folder holding config.json works too
 
 

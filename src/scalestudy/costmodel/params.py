@@ -6,8 +6,9 @@ Layouts (Hugging Face module names):
   (buckets*heads) in the first block of each stack; final norms; lm_head V*d when untied.
 - GPT-2: wte V*d, wpe P*d; per block c_attn (d*3d + 3d), c_proj (d*d + d), c_fc (d*f + f), mlp c_proj (f*d + d),
   two LayerNorms (2*2d); ln_f 2d; head tied.
-- Llama: embed V*d; per block q (d*h*dk), k and v (d*kv*dk each), o (h*dk*d), gate/up/down (3*d*f), 2 RMSNorms;
-  final norm d; lm_head V*d when untied.
+- Llama (and Mistral, Qwen2): embed V*d; per block q (d*h*dk), k and v (d*kv*dk each), o (h*dk*d), gate/up/down
+  (3*d*f), 2 RMSNorms, biases when the config has them (Llama attention_bias: q,k,v,o; Qwen2: q,k,v; Llama
+  mlp_bias: gate, up, down); final norm d; lm_head V*d when untied.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ def param_breakdown(m: ModelSpec) -> ParamCounts:
         )
     kv = m.kv_heads * m.d_kv
     mm = 2 * d * i + 2 * d * kv + 3 * d * m.d_ff
+    bias = {"none": 0, "qkv": i + 2 * kv, "all": i + 2 * kv + d}[m.attention_bias]
+    bias += (2 * m.d_ff + d) if m.mlp_bias else 0  # gate, up, down
     return ParamCounts(
-        embedding=v * d, lm_head=head, encoder_layer=0, decoder_layer=mm + 2 * d, encoder_layers=0,
+        embedding=v * d, lm_head=head, encoder_layer=0, decoder_layer=mm + 2 * d + bias, encoder_layers=0,
         decoder_layers=m.num_layers, other=d, encoder_layer_matmul=0, decoder_layer_matmul=mm,
     )
 

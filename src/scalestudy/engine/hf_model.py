@@ -28,13 +28,16 @@ def build_hf_config(spec: ModelSpec):
         # GPT-2's default bos/eos id 50256 lies outside small (our 8k) vocabularies: use scalestudy's eos id 1
         fields.update(bos_token_id=1, eos_token_id=1)
     cls = {"t5": transformers.T5Config, "mt5": transformers.MT5Config, "gpt2": transformers.GPT2Config,
-           "llama": transformers.LlamaConfig}[kind]
+           "llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
+           "qwen2": transformers.Qwen2Config}[kind]
     return cls(**fields)
 
 
 def _model_class(spec: ModelSpec):
     return {"t5": transformers.T5ForConditionalGeneration, "mt5": transformers.MT5ForConditionalGeneration,
-            "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM}[spec.family]
+            "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
+            "mistral": transformers.MistralForCausalLM,
+            "qwen2": transformers.Qwen2ForCausalLM}[spec.hf_type or spec.family]
 
 
 def _untie_lm_head(model, config) -> None:

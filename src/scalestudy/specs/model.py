@@ -14,7 +14,11 @@ from typing import Literal
 from scalestudy.errors import ScalestudyError
 
 Family = Literal["t5", "mt5", "gpt2", "llama"]
-Ffn = Literal["relu", "gelu", "gated-gelu", "swiglu"]
+# T5 takes any "{act}" or "gated-{act}" (feed_forward_proj); GPT-2 "gelu"; Llama layouts "swiglu".
+Ffn = str
+T5_ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "silu", "swish", "quick_gelu")
+AttentionBias = Literal["none", "qkv", "all"]  # Llama attention_bias=true: q,k,v,o; Qwen2: q,k,v only
+LLAMA_LAYOUTS = ("llama", "mistral", "qwen2")  # config model_types with the Llama block (RMSNorm, RoPE, SwiGLU, GQA)
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class ModelSpec:
     num_kv_heads: int = 0  # 0 means num_heads (no grouped-query attention)
     relative_attention_num_buckets: int = 32
     max_position_embeddings: int = 0  # learned positions (GPT-2) or RoPE context (Llama)
+    attention_bias: AttentionBias = "none"  # biases of the attention projections (Llama layouts)
+    mlp_bias: bool = False  # biases of gate/up/down (Llama attention_bias/mlp_bias configs)
+    hf_type: str = ""  # the config's model_type when it differs from `family` (mistral, qwen2: Llama layout)
+    source: str = ""  # the config.json this spec was read from (absolute); "" for presets. `ref` is what to pass on
 
     def __post_init__(self) -> None:
         for field in ("vocab_size", "d_model", "num_layers", "num_heads", "d_kv", "d_ff"):
@@ -72,7 +80,15 @@ class ModelSpec:
 
     @property
     def gated_ffn(self) -> bool:
-        return self.ffn in ("gated-gelu", "swiglu")
+        return self.ffn.startswith("gated-") or self.ffn == "swiglu"
+
+    @property
+    def ref(self) -> str:
+        """What names this model to another command or process: the preset name, or the config.json path.
+
+        `name` is only a label (a config's `_name_or_path`, or its folder): never pass it where a model is looked up.
+        """
+        return self.source or self.name
 
     def with_vocab(self, vocab_size: int) -> ModelSpec:
         return replace(self, vocab_size=vocab_size)
@@ -149,7 +165,7 @@ PRESETS: dict[str, ModelSpec] = {
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
-    """Build a spec from a Hugging Face `config.json` (t5, mt5, gpt2 or llama `model_type`)."""
+    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, or llama / mistral / qwen2)."""
     path = Path(path)
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
@@ -162,20 +178,19 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     kind = cfg.get("model_type")
     # The display name: the config's own, else its folder's (a file named config.json says nothing).
     name = cfg.get("_name_or_path") or (path.resolve().parent.name if path.stem == "config" else path.stem)
+    source = str(path.resolve())
     try:
         if kind in ("t5", "mt5"):
-            proj = cfg.get("feed_forward_proj", "relu")
-            ffn = {"relu": "relu", "gated-gelu": "gated-gelu", "gated-gelu_new": "gated-gelu"}.get(proj)
-            if ffn is None:
-                raise ScalestudyError(f"model config {path}: unsupported feed_forward_proj {proj!r}")
+            ffn = _t5_ffn(cfg.get("feed_forward_proj", "relu"), path)
             layers = int(cfg["num_layers"])
+            _warn_forced_tie(cfg, kind, ffn, path)
             return ModelSpec(
                 name=name, family=kind, vocab_size=int(cfg["vocab_size"]), d_model=int(cfg["d_model"]),
                 num_layers=layers, num_decoder_layers=int(cfg.get("num_decoder_layers") or layers),
                 num_heads=int(cfg["num_heads"]), d_kv=int(cfg["d_kv"]), d_ff=int(cfg["d_ff"]), ffn=ffn,
                 # T5 defaults to tied; mT5's published configs say false (and mean it).
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "t5")),
-                relative_attention_num_buckets=int(cfg.get("relative_attention_num_buckets", 32)),
+                relative_attention_num_buckets=int(cfg.get("relative_attention_num_buckets", 32)), source=source,
             )
         if kind == "gpt2":
             d = int(cfg["n_embd"])
@@ -184,9 +199,9 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 name=name, family="gpt2", vocab_size=int(cfg["vocab_size"]), d_model=d, num_layers=int(cfg["n_layer"]),
                 num_heads=heads, d_kv=d // heads, d_ff=int(cfg.get("n_inner") or 4 * d), ffn="gelu",
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-                max_position_embeddings=int(cfg.get("n_positions", 1024)),
+                max_position_embeddings=int(cfg.get("n_positions", 1024)), source=source,
             )
-        if kind == "llama":
+        if kind in LLAMA_LAYOUTS:
             d = int(cfg["hidden_size"])
             heads = int(cfg["num_attention_heads"])
             kv = int(cfg.get("num_key_value_heads") or heads)
@@ -196,10 +211,43 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 d_kv=int(cfg.get("head_dim") or d // heads), d_ff=int(cfg["intermediate_size"]), ffn="swiglu",
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
                 max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+                attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
+                mlp_bias=kind == "llama" and bool(cfg.get("mlp_bias")), hf_type="" if kind == "llama" else kind,
+                source=source,
             )
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
-    raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, llama)")
+    raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
+                          f"{', '.join(LLAMA_LAYOUTS)})")
+
+
+def _t5_ffn(proj: object, path: Path) -> str:
+    """T5's feed_forward_proj: "{act}" or "gated-{act}" (as T5Config checks it); "gated-gelu" means gelu_new."""
+    act = str(proj).split("-")[-1]
+    if not isinstance(proj, str) or act not in T5_ACTIVATIONS or proj not in (act, f"gated-{act}"):
+        raise ScalestudyError(f"model config {path}: unsupported feed_forward_proj {proj!r} (ACT or gated-ACT, ACT in "
+                              f"{', '.join(T5_ACTIVATIONS)})")
+    return "gated-gelu" if proj == "gated-gelu_new" else proj
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_forced_tie(cfg: dict, kind: str, ffn: str, path: Path) -> None:
+    """Transformers 5 writes tie_word_embeddings=true into every T5/mT5 config it saves (it forces the value), so a
+    T5 v1.1 / mT5 config saved by it no longer says that the published model has its own LM head."""
+    if not (cfg.get("tie_word_embeddings") and (kind == "mt5" or ffn.startswith("gated-"))):
+        return
+    if not str(cfg.get("transformers_version", "")).startswith("5.") or str(path) in _WARNED:
+        return
+    import sys
+
+    _WARNED.add(str(path))  # once per file and process (every trial of a study reads the config again)
+
+    print(f"warning: {path}: tie_word_embeddings=true in a T5 v1.1/mT5 config saved by Transformers "
+          f"{cfg['transformers_version']}, which writes true for every T5 config; the published T5 v1.1/mT5 models "
+          "have an untied LM head (mT5-XXL: 12.92B, not 11.90B). Counting it tied, as written; set "
+          '"tie_word_embeddings": false if the model is untied.', file=sys.stderr)
 
 
 def get_model(name_or_path: str) -> ModelSpec:
@@ -231,9 +279,12 @@ def to_hf_config(spec: ModelSpec) -> dict:
             "n_head": spec.num_heads, "n_inner": spec.d_ff, "n_positions": spec.max_position_embeddings,
             "tie_word_embeddings": spec.tie_word_embeddings,
         }
-    return {
-        "model_type": "llama", "vocab_size": spec.vocab_size, "hidden_size": spec.d_model,
+    fields = {
+        "model_type": spec.hf_type or "llama", "vocab_size": spec.vocab_size, "hidden_size": spec.d_model,
         "intermediate_size": spec.d_ff, "num_hidden_layers": spec.num_layers, "num_attention_heads": spec.num_heads,
         "num_key_value_heads": spec.kv_heads, "head_dim": spec.d_kv,
         "max_position_embeddings": spec.max_position_embeddings, "tie_word_embeddings": spec.tie_word_embeddings,
     }
+    if not spec.hf_type:  # Llama's own switches; Qwen2 has q/k/v biases built in, Mistral none
+        fields.update(attention_bias=spec.attention_bias == "all", mlp_bias=spec.mlp_bias)
+    return fields
