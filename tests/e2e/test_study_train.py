@@ -1,7 +1,11 @@
-"""A real study: `scalestudy train` trials (torchrun, gloo, CPU), one of them out of memory under a memory cap."""
+"""A real study run as a user types it: a relative spec path and a relative --output, from a directory other than
+the spec's, with a corpus named relative to the spec. Real `scalestudy train` trials (torchrun, gloo, CPU): one OK,
+one out of memory under a memory cap, one killed at its timeout. (Real trials + report: tests/e2e/test_demo.py.)"""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 import os
 import sqlite3
@@ -12,11 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.engine.data.bundled import corpus_path
+
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
 
 
-def test_real_trials_ok_and_oom_then_report(tmp_path):
-    spec = tmp_path / "spec.yaml"
+def test_relative_spec_and_output_from_another_cwd_ok_oom_timeout(tmp_path):
+    project = tmp_path / "project"
+    (project / "specs").mkdir(parents=True)
+    chapters = [c for c in gzip.open(corpus_path(), "rt", encoding="utf-8").read().splitlines() if c.strip()][:120]
+    corpus = project / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"body": c}) + "\n" for c in chapters))
+    spec = project / "specs" / "spec.yaml"
     spec.write_text(textwrap.dedent("""
         name: real
         model: t5-tiny
@@ -30,6 +41,8 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
         warmup: 1
         warmup_steps: 1
         timeout_s: 300
+        data: ../corpus.jsonl             # relative to this file
+        train_options: {text_field: body, vocab_size: 1000}
         include:
           # 64 x 512 tokens through t5-tiny needs several GB of activations: under a 1.8 GB address-space cap the
           # CPU allocator fails, and `scalestudy train` reports "out of memory"
@@ -37,11 +50,14 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
           # 2 ranks training far longer than their timeout: killed (launcher and both ranks) and recorded TIMEOUT
           - {nproc: 2, steps: 100000, timeout_s: 25}
     """))
-    out = tmp_path / "study"
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    res = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run", str(spec), "-o", str(out),
-                          "--no-progress"], capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run", "../project/specs/spec.yaml",
+                          "-o", "results/study", "--no-progress"], cwd=cwd, capture_output=True, text=True, env=env,
+                         timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
+    out = cwd / "results" / "study"  # the relative --output, taken against the cwd
     con = sqlite3.connect(out / "study.sqlite")
     con.row_factory = sqlite3.Row
     rows = {(r["micro_batch"], r["nproc"]): dict(r) for r in con.execute("SELECT * FROM trials")}
@@ -57,6 +73,8 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
     steps = [r[0] for r in con.execute("SELECT step FROM metrics WHERE trial_id=? ORDER BY step", (ok["trial_id"],))]
     assert steps == [1, 2, 3, 4]
     assert '"torch"' in ok["env_json"]
+    data = json.loads((out / "trials" / ok["trial_id"] / "data.json").read_text())
+    assert data["corpora"] == {str(corpus): len(chapters)}  # the spec-relative corpus, every chapter
     con.close()
     marker = f"SCALESTUDY_STUDY_DIR={out.resolve()}".encode()
     alive = []
@@ -69,8 +87,3 @@ def test_real_trials_ok_and_oom_then_report(tmp_path):
     assert alive == []  # no rank outlived its trial
     assert not (out / "trials" / ok["trial_id"] / "checkpoints").exists()  # a study keeps measurements only
 
-    rep = subprocess.run([sys.executable, "-m", "scalestudy", "report", str(out)], capture_output=True, text=True,
-                         env=env, timeout=300)
-    assert rep.returncode == 0, rep.stderr
-    md = (out / "report.md").read_text()
-    assert "OOM" in md and "t5-tiny" in md
