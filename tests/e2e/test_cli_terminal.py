@@ -59,9 +59,12 @@ def test_plan_table_fits_the_terminal_without_cutting_key_cells(capsys, monkeypa
     (["estimate"], ["Print the estimate as JSON", "--offload-optimizer"], ["JSON schema", "<bool>"]),
     (["calibrate"], ["--full"], ["<bool>"]),
     (["study", "run"], ["--dry-run", "--no-wait"], ["<bool>", "--no-no-"]),
+    ([], ["Predict memory per device, step time, throughput and MFU of one training configuration",
+          "Run a small real scaling study on this CPU (tiny T5, ZeRO 0-3 and FSDP, 1-2 ranks) and write its report"],
+     ["of...", "ZeRO..."]),  # command summaries whole, not cut to one line
 ])
 def test_help_shows_flags_defaults_and_meanings(capsys, monkeypatch, command, present, absent):
-    monkeypatch.setenv("COLUMNS", "200")  # one line per option: phrases are not split by wrapping
+    monkeypatch.setenv("COLUMNS", "80")  # wrapped phrases still match: whitespace is normalised below
     code, out, _ = run_cli(capsys, command + ["--help"])
     assert code == 0
     text = re.sub(r"\s+", " ", re.sub(r"[│╭╮╰╯─]", " ", out))

@@ -19,6 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: in an 80-column terminal Rich's boxed panels leave ~18 columns for the help text
+    rich_markup_mode=None,
 )
 err_console = Console(stderr=True)
 
@@ -39,9 +41,10 @@ def version() -> None:
 def _register() -> None:
     # Imported here so each module can import `app` from this package; modules import heavy deps lazily.
     from scalestudy.cli import costmodel, plan, scaling, study, train  # noqa: F401
-    from scalestudy.cli.terminal import flags_show_no_value_type
+    from scalestudy.cli.terminal import flags_show_no_value_type, full_command_summaries
 
     flags_show_no_value_type()
+    full_command_summaries(app)
 
 
 def _print_error(message: str) -> None:

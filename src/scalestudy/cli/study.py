@@ -114,7 +114,7 @@ def study_export(
 
 @app.command("report")
 def report(directory: Path = typer.Argument(..., help="Study directory (holding study.sqlite).")) -> None:
-    """Write DIR/report.html (self-contained), DIR/report.md and DIR/plots/*.png from a study's store."""
+    """Write DIR/report.html (self-contained), DIR/report.md and DIR/plots/*.svg, *.png from a study's store."""
     from scalestudy.report.render import write_report
 
     paths = write_report(directory)

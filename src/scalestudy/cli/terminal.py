@@ -25,14 +25,16 @@ class Column:
 
 
 def terminal_width() -> int:
-    """The terminal's width ($COLUMNS wins, as Rich does); PIPE_WIDTH when writing to a pipe or file."""
+    """The terminal's width: $COLUMNS wins (as in Rich); else the terminal that stdout, stderr or stdin is (so
+    `scalestudy plan ... | less` still fits the screen); else PIPE_WIDTH (output to files and CI logs)."""
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    if not sys.stdout.isatty():
-        return PIPE_WIDTH
-    from rich.console import Console
-
-    return Console().width
+    for stream in (sys.stdout, sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+    return PIPE_WIDTH
 
 
 def _needed(columns: list[Column], rows: list[list[str]], keep: list[int]) -> int:
@@ -109,3 +111,16 @@ def run_flag_defaults() -> dict:
 
     cfg = RunConfig()
     return {flat: getattr(getattr(cfg, section), name) for flat, (section, name) in FLAT_KEYS.items()}
+
+
+def full_command_summaries(app) -> None:
+    """Command lists show each command's whole first sentence, wrapped, instead of click's cut ("...of..."): click
+    shortens a docstring to fit one line but prints an explicit short_help in full."""
+    import inspect
+
+    for info in app.registered_commands:
+        if info.short_help is None and info.callback is not None and info.callback.__doc__:
+            first = inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].replace("\n", " ")
+            info.short_help = first.split("; ")[0].split(". ")[0].rstrip(".")
+    for group in app.registered_groups:
+        full_command_summaries(group.typer_instance)
