@@ -29,11 +29,17 @@ def torchrun_command(nnodes: int | str, nproc: int, config: str, *, endpoint: st
             f"--rdzv-id {run_id} -m {WORKER_MODULE} --config {config}")
 
 
-def sbatch_header(*, job_name: str, nodes: int, nproc: int, cuda: bool, output: str, extra: list[str] = ()) -> list[str]:
-    """#SBATCH lines: one task (one torchrun) per node; GPUs only for a GPU run, else one CPU per rank."""
+def sbatch_header(*, job_name: str, nodes: int, nproc: int, cuda: bool, output: str,
+                  cpus_per_task: int | None = None, extra: list[str] = ()) -> list[str]:
+    """#SBATCH lines: one task (one torchrun) per node; GPUs only for a GPU run; CPUs per task default to one per
+    rank on a CPU run (a GPU run's node is exclusive anyway)."""
     lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1"]
-    lines.append(f"#SBATCH --gpus-per-node={nproc}" if cuda else f"#SBATCH --cpus-per-task={nproc}")
+    if cuda:
+        lines.append(f"#SBATCH --gpus-per-node={nproc}")
+    cpus = cpus_per_task if cpus_per_task is not None else (None if cuda else nproc)
+    if cpus:
+        lines.append(f"#SBATCH --cpus-per-task={cpus}")
     lines += ["#SBATCH --exclusive", f"#SBATCH --output={output}", *extra]
     return lines
 
