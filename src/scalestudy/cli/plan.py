@@ -314,8 +314,7 @@ def tune(
     device, calib_s = tuner.tuning_device(out, nproc, profile)
     if not profile:
         print_profile(device, calib_s)
-    result = tuner.run_tune(spec, device, workload, nproc, out, settings, cons, calibration_s=calib_s,
-                            model_source=model)
+    result = tuner.run_tune(spec, device, workload, nproc, out, settings, cons, calibration_s=calib_s)
     print_tune(result, out)
 
 

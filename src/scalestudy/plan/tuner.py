@@ -112,12 +112,9 @@ class TuneTrial:
         return asdict(self)
 
 
-def trial_run_config(model: ModelSpec, strategy, workload: Workload, nproc: int, *, model_source: str = "",
-                     **flat) -> RunConfig:
-    """The RunConfig of one tune trial on this machine (fixed seed and data: trials differ only in strategy).
-
-    `model_source`: the preset name or config.json path the model came from (default: its preset name)."""
-    run = RunConfig.build(model_source or model.name, strategy, workload, nproc=nproc, nnodes=1, seed=1234,
+def trial_run_config(model: ModelSpec, strategy, workload: Workload, nproc: int, **flat) -> RunConfig:
+    """The RunConfig of one tune trial on this machine (fixed seed and data: trials differ only in strategy)."""
+    run = RunConfig.build(model.ref, strategy, workload, nproc=nproc, nnodes=1, seed=1234,
                           progress=False, **flat)
     return run.with_absolute_paths()  # the trial process runs in its own directory (launch.process.start_trial)
 
@@ -142,7 +139,7 @@ def measured_step(result: TrialResult) -> tuple[str, float | None, str]:
 def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload, nproc: int, out_dir: Path, *,
               steps: int, warmup: int, timeout_s: float, predicted_before_s: float = float("nan"),
               predicted_uncalibrated_s: float = float("nan"), extra_env: dict | None = None,
-              tokenizer: str | None = None, memory_limit_bytes: int = 0, model_source: str = "") -> TuneTrial:
+              tokenizer: str | None = None, memory_limit_bytes: int = 0) -> TuneTrial:
     """Run one real `scalestudy train` trial process; never raises for a failed run (it is recorded).
 
     `tokenizer`: a tokenizer.json from an earlier trial, so later trials skip training it (same data either way).
@@ -150,7 +147,7 @@ def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload,
     label = cand.strategy.label
     run_dir = (out_dir / "trials" / f"{index:03d}-{label.replace(' ', '_')}").resolve()
     shutil.rmtree(run_dir, ignore_errors=True)  # an earlier tune into the same directory
-    run = trial_run_config(model, cand.strategy, workload, nproc, model_source=model_source, steps=steps,
+    run = trial_run_config(model, cand.strategy, workload, nproc, steps=steps,
                            warmup=warmup, tokenizer=tokenizer)
     cmd = train_command(run, run_dir)
     env = trial_environment({"OMP_NUM_THREADS": "1", **(extra_env or {})})  # one thread per rank, as calibrated
@@ -211,7 +208,7 @@ class TuneResult:
 
 
 def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload: Workload,
-                     constraints: Constraints, *, model_source: str = "") -> list[Candidate]:
+                     constraints: Constraints) -> list[Candidate]:
     """Feasible strategies on this machine (one node of `nproc` ranks) that `scalestudy train` can run."""
     from scalestudy.costmodel.estimate import estimate
 
@@ -220,7 +217,7 @@ def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload:
     cuda = device.kind != "cpu"
     out = []
     for c in feasible:
-        run = trial_run_config(model, c.strategy, workload, nproc, model_source=model_source)
+        run = trial_run_config(model, c.strategy, workload, nproc)
         if trainable(run, cuda=cuda) is None:
             out.append(c)
     if not out:
@@ -252,7 +249,7 @@ def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[
 
 
 def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Workload, nproc: int, out_dir: Path,
-                      settings: TuneSettings, *, calibration_s: float = 0.0, log=print, model_source: str = ""
+                      settings: TuneSettings, *, calibration_s: float = 0.0, log=print
                       ) -> TuneResult:
     """Screen, then model-guided elimination (module docstring); returns every trial and the pick."""
     start = time.perf_counter()
@@ -294,7 +291,7 @@ def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Worklo
                           warmup=settings.warmup, timeout_s=settings.trial_timeout_s,
                           memory_limit_bytes=settings.memory_limit_bytes,
                           predicted_before_s=eff.predict(nxt), predicted_uncalibrated_s=base[id(nxt)],
-                          tokenizer=shared_tokenizer(trials), model_source=model_source)
+                          tokenizer=shared_tokenizer(trials))
         trials.append(trial)
         measured_ids.add(id(nxt))
         if trial.status == "OK":
@@ -356,8 +353,7 @@ def tuning_device(out_dir: Path, nproc: int, profile: str | None) -> tuple[Devic
 
 
 def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: int, out_dir: Path,
-             settings: TuneSettings, constraints: Constraints, *, calibration_s: float = 0.0, log=print,
-             model_source: str = "") -> TuneResult:
+             settings: TuneSettings, constraints: Constraints, *, calibration_s: float = 0.0, log=print) -> TuneResult:
     """`scalestudy tune` after calibration: candidates, trials, the pick; writes tune.json, tune.md and the
     profiles (hardware_profile.yaml as used, tuned_profile.yaml with the refit factors) into `out_dir`."""
     from scalestudy.costmodel.calibrate import apply_efficiency, save_profile
@@ -368,11 +364,11 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     start = time.perf_counter()
     kill_marked(out_dir)  # leftovers of a tune that was killed (trial processes carry the directory as a marker)
     constraints = replace(constraints, precision=default_precision(device))
-    cands = local_candidates(model, device, nproc, workload, constraints, model_source=model_source)
+    cands = local_candidates(model, device, nproc, workload, constraints)
     log(f"{len(cands)} runnable strategies fit; trials of {settings.steps} steps ({settings.warmup} warm-up "
         "excluded)")
     result = search_strategies(cands, model, workload, nproc, out_dir, settings, calibration_s=calibration_s,
-                               log=log, model_source=model_source)
+                               log=log)
     meta = {"model": model.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
             "elapsed_s": calibration_s + time.perf_counter() - start}
     save_results(out_dir, result, settings, meta)
