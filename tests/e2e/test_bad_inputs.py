@@ -61,8 +61,8 @@ def _store(path: Path, trials: int = 2) -> None:
         store.set_meta("name", "fixture")
         for i in range(trials):
             store.record_trial({"trial_id": f"t{i}", "status": "OK" if i else "FAILED", "label": f"trial {i}",
-                                "model": "t5-tiny", "params": 1_000_000 * (i + 1), "tokens": 1e6, "flops": 1e12,
-                                "loss": 5.0 - i, "started_at": float(i), "error_tail": "boom" if not i else None},
+                                "model": f"m{i % 4}", "params": 1_000_000 * (i % 4 + 1), "tokens": 1e6 * (i // 4 + 1),
+                                "flops": 6e12 * (i % 4 + 1) * (i // 4 + 1), "loss": 5.0 / (1 + 0.1 * i), "started_at": float(i), "error_tail": "boom" if not i else None},
                                [{"step": s, "loss": 6.0 - s} for s in range(1, 4)])
 
 
@@ -466,3 +466,24 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     assert case.expect.lower() in lines[0].lower(), shown
     changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
     assert (after.keys() - before.keys(), before.keys() - after.keys(), changed) == (set(), set(), set()), shown
+
+
+@pytest.mark.parametrize("argv", [["study", "status", "study"], ["study", "export", "study", "-o", "out/t.csv"],
+                                  ["study", "export", "study", "-o", "out/m.csv", "--table", "metrics"],
+                                  ["fit", "study", "--law", "compute", "--bootstrap", "5"]], ids=" ".join)
+def test_read_only_commands_work_on_a_study_they_cannot_write(argv, template, tmp_path, monkeypatch):
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    locked = (ws / "study", ws / "study" / "study.sqlite")
+    if not _chattr("+i", *locked):
+        pytest.skip("chattr +i is not available here")
+    monkeypatch.chdir(ws)
+    before = snapshot(ws / "study")
+    try:
+        res = run_cli(argv)
+    finally:
+        _chattr("-i", *locked)
+    assert res.code == 0, res.err[-2000:]
+    assert snapshot(ws / "study") == before  # not even a -wal/-shm beside the store
+    if argv[1] == "export":
+        assert (ws / argv[4]).read_text().count("\n") > 1
