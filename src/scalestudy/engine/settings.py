@@ -83,11 +83,23 @@ def ddp_settings(run: RunConfig) -> dict:
     }
 
 
+def parallel_settings(run: RunConfig) -> dict:
+    """The (pp, dp, tp) mesh and pipeline schedule of a tp/pp run (engine/backends/hybrid.py); {} without tp/pp."""
+    s, layout = run.strategy, run.layout()
+    if s.tp * s.pp == 1:
+        return {}
+    return {"parallel": {"mesh": {"pp": layout.pp, "dp": layout.dp, "tp": layout.tp},
+                         "sequence_parallel": s.sequence_parallel and s.tp > 1,
+                         "pp_schedule": s.pp_schedule if s.pp > 1 else None,
+                         "virtual_stages": s.virtual_stages,
+                         "stage_layers": list(s.stage_layers) or "even split" if s.pp > 1 else None}}
+
+
 def engine_settings(run: RunConfig, *, cuda: bool) -> tuple[str, dict]:
     """(file name, settings) of the run's engine: what the backend uses and what DIR/<file name> records."""
     engine = run.strategy.engine
     if engine == "deepspeed":
         return FILE_NAMES[engine], deepspeed_config(run, cuda=cuda)
     if engine == "fsdp":
-        return FILE_NAMES[engine], fsdp_settings(run)
-    return FILE_NAMES[engine], ddp_settings(run)
+        return FILE_NAMES[engine], fsdp_settings(run) | parallel_settings(run)
+    return FILE_NAMES[engine], ddp_settings(run) | parallel_settings(run)
