@@ -36,7 +36,7 @@ for _name in ("step_time.png", "throughput.png", "scaling_efficiency.png"):
 COLUMNS = (
     ("model", "model", "{}"), ("strategy", "strategy", "{}"), ("world_size", "ranks", "{}"),
     ("global_batch", "global batch (seq)", "{}"), ("step_s", "s/step (median)", "{:.3g}"),
-    ("tokens_per_s", "tokens/s", "{:.4g}"), ("mfu", "MFU (%)", "pct"),
+    ("tokens_per_s", "tokens/s", "{:,.0f}"), ("mfu", "MFU (%)", "pct"),
     ("peak_mem_bytes", "peak mem/rank (MiB)", "mib"), ("pred_step_s", "predicted s/step", "{:.3g}"),
     ("pred_mem_bytes", "predicted mem/rank (MiB)", "mib"), ("loss", "final loss (nats/token)", "{:.3f}"),
 )
@@ -145,7 +145,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em a
 color:#222;padding:0 1em} h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ccc;padding:.25em .5em;
 text-align:left;vertical-align:top} th{background:#f3f3f3} td.num,th.num{text-align:right;
-font-variant-numeric:tabular-nums;white-space:nowrap} figure{margin:1em 0}
+font-variant-numeric:tabular-nums} td.num{white-space:nowrap} figure{margin:1em 0}
 .figs{display:flex;flex-wrap:wrap;gap:1.5em 1em;align-items:flex-start} .figs figure{margin:0;display:table}
 .figs figcaption{display:table-caption;caption-side:bottom;padding-top:.3em} .scroll{overflow-x:auto}
 .trials td{white-space:nowrap}
