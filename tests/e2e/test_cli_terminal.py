@@ -113,3 +113,27 @@ def test_printed_commands_are_never_split(capsys, monkeypatch, tmp_path):
     filtered = [line for line in out.splitlines() if "filtered (cost model" in line]
     assert filtered and all(re.search(r"lr[\d.e-]+: predicted [\d.]+ GiB per device does not fit a100-40gb$", line)
                             for line in filtered)  # the reason stays on its line
+
+
+@pytest.mark.parametrize("columns", [80, 120, 200])
+def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
+    from types import SimpleNamespace
+
+    from scalestudy.cli import plan as cli_plan
+    from scalestudy.plan import tuner
+
+    rows = [{"trial": i, "strategy": f"ds-z{i}+optcpu tp1 pp1 mb4 rc-full fp32", "status": "OK",
+             "measured_step_s": 1.234 + i, "predicted_before_s": 1.1, "error_before_pct": -10.9,
+             "predicted_final_s": 1.2, "error_final_pct": -2.75, "wall_s": 33.3} for i in range(3)]
+    monkeypatch.setattr(tuner, "report_rows", lambda result: rows)
+    fit = SimpleNamespace(compute=1.0, comm=1.0, optimizer=1.0, step_overhead_s=0.01, overhead_s=0.001,
+                          engine_overhead_s={}, family_overhead_s={})
+    result = SimpleNamespace(trials=rows, calibration_s=12.0, trials_s=99.0, stop_reason="budget",
+                             model=SimpleNamespace(fit_=fit), best=None)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    cli_plan.print_tune(result, "OUT")
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
+    assert table and max(len(line) for line in table) <= columns and "…" not in out
+    assert all(re.search(rf"│ OK +│ +{1.234 + i:.3f} │", "".join(table)) for i in range(3))
+    assert "-2.8" in "".join(table)  # the refit model's error is a key column

@@ -320,23 +320,28 @@ def tune(
 
 def print_tune(result, out) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from scalestudy.plan.tuner import report_rows
 
     def f(v, fmt):
         return "n/a" if v is None or v != v else format(v, fmt)
 
-    table = Table(title=f"tune: {len(result.trials)} trial(s), calibration {result.calibration_s:.1f} s + trials "
-                        f"{result.trials_s:.1f} s; stop: {result.stop_reason}")
-    for col in ("#", "strategy", "status", "measured s/step", "predicted before s", "err %", "after calib. s",
-                "err %", "wall s"):
-        table.add_column(col, justify="left" if col in ("strategy", "status") else "right", no_wrap=True)
-    for r in report_rows(result):
-        table.add_row(str(r["trial"]), r["strategy"], r["status"], f(r["measured_step_s"], ".3f"),
-                      f(r["predicted_before_s"], ".3f"), f(r["error_before_pct"], "+.1f"),
-                      f(r["predicted_final_s"], ".3f"), f(r["error_final_pct"], "+.1f"), f(r["wall_s"], ".1f"))
-    Console(width=max(Console().width, 140)).print(table)
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
+
+    title = (f"tune: {len(result.trials)} trial(s), calibration {result.calibration_s:.1f} s + trials "
+             f"{result.trials_s:.1f} s; stop: {result.stop_reason}")
+    # drop: which columns give way first in a narrow terminal (0 = always shown whole)
+    columns = [Column("#", drop=6), Column("strategy", "left", wrap=True), Column("status", "left"),
+               Column("measured s/step"), Column("predicted before s", drop=4), Column("err % before", drop=3),
+               Column("after calib. s", drop=2), Column("err % after"), Column("wall s", drop=5)]
+    rows = [[str(r["trial"]), r["strategy"], r["status"], f(r["measured_step_s"], ".3f"),
+             f(r["predicted_before_s"], ".3f"), f(r["error_before_pct"], "+.1f"), f(r["predicted_final_s"], ".3f"),
+             f(r["error_final_pct"], "+.1f"), f(r["wall_s"], ".1f")] for r in report_rows(result)]
+    width = terminal_width()
+    table, hidden = fitted_table(title, columns, rows, width)
+    Console(width=width).print(table)
+    if hidden:
+        print(f"({width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
     print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
     e = result.model.fit_
