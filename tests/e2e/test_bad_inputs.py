@@ -487,3 +487,39 @@ def test_read_only_commands_work_on_a_study_they_cannot_write(argv, template, tm
     assert snapshot(ws / "study") == before  # not even a -wal/-shm beside the store
     if argv[1] == "export":
         assert (ws / argv[4]).read_text().count("\n") > 1
+
+
+@pytest.mark.parametrize("argv", [["study", "run", "good.yaml", "-o", "study"], ["demo", "-o", "nostore"]],
+                         ids=" ".join)
+def test_a_study_held_by_a_running_runner_is_refused_untouched(argv, template, tmp_path, monkeypatch):
+    import fcntl
+
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "good.yaml").write_text(GOOD_SPEC.replace("name: tiny", "name: fixture"))  # the stored study's name
+    lock = ws / argv[-1] / ".runner.lock"
+    lock.write_text("")
+    monkeypatch.chdir(ws)
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse)
+    before = snapshot(ws)
+    with open(lock) as held:  # another runner's lock (flock is per open file)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        res = run_cli(argv)
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert res.code == 2 and len(lines) == 1 and "another runner" in lines[0], res.err
+    assert snapshot(ws) == before
+
+
+def test_a_sweep_without_any_ok_trial_exits_1_with_one_line(template, tmp_path):
+    """Every trial fails at once (a 64 MB address-space cap: Python cannot even start); real runner, subprocess."""
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "doomed.yaml").write_text(GOOD_SPEC.replace("name: tiny", "name: doomed") + "seed: [0, 1]\n"
+                                    "memory_limit_bytes: 64000000\ntimeout_s: 60\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run", "doomed.yaml", "-o", "s",
+                           "--no-progress"], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: no trial of study 'doomed' succeeded"), proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -125,7 +125,8 @@ def reference(tmp_path_factory, bundled_tokenizer) -> list[dict]:
 # Injection plan of the training run: (whom, signal, where). Points within the run are drawn from SEED.
 TRAIN_FAULTS = [("launcher", signal.SIGKILL, "step"), ("launcher", signal.SIGTERM, "checkpoint"),
                 ("rank", signal.SIGKILL, "step"), ("launcher", signal.SIGKILL, "checkpoint"),
-                ("rank", signal.SIGKILL, "checkpoint"), ("launcher", signal.SIGTERM, "step")]
+                ("rank", signal.SIGKILL, "checkpoint"), ("launcher", signal.SIGTERM, "step"),
+                ("rank", signal.SIGTERM, "step")]
 
 
 def test_killed_training_resumes_to_the_uninterrupted_curve(tmp_path, bundled_tokenizer, reference, record_property):
