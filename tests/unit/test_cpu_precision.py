@@ -67,3 +67,17 @@ def test_the_real_probe_measures_every_precision():
     gflops = cp.probe()
     assert set(gflops) == {"fp32", "bf16", "fp16"} and all(v > 0 for v in gflops.values())
     assert gflops["fp32"] > 1.0  # any CPU multiplies fp32 faster than 1 GFLOP/s on one thread
+
+
+def test_calibrate_says_what_train_will_allow(monkeypatch, capsys):
+    from scalestudy.cli.plan import print_cpu_precision
+
+    calls = []
+    monkeypatch.setattr(cp, "measured_matmul", lambda **kw: calls.append(kw) or EPYC_AVX2[0])
+    monkeypatch.setattr(cp, "cpu_flags", lambda *_: EPYC_AVX2[1])
+    print_cpu_precision()
+    out = capsys.readouterr().out.splitlines()
+    assert calls == [{"refresh": True}]  # calibrate re-measures
+    assert out[0].startswith("bf16 on this CPU: refused for `scalestudy train` (no avx512_bf16/amx_bf16; bf16 matmul "
+                             "1.3 GFLOP/s = 0.016x fp32")
+    assert out[1].startswith("fp16 on this CPU: refused") and "cpu_precision.json" in out[2]
