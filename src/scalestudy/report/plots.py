@@ -188,8 +188,9 @@ def memory(data: StudyData, folder: Path) -> Plot | None:
         width = 0.8 / max(1, len(sizes))
         for j, n in enumerate(sizes):
             xs = [i + (j - (len(sizes) - 1) / 2) * width for i in range(len(series))]
-            ax.bar(xs, [measured[s].get(n, 0) / MIB for s in series], width, label=f"{n} ranks (measured)",
-                   color=COLOURS[j % len(COLOURS)], hatch=("", "//", "..", "xx")[j % 4], edgecolor="white")
+            ax.bar(xs, [measured[s].get(n, 0) / MIB for s in series], width,
+                   label=f"{n} rank{'s' if n != 1 else ''} (measured)", color=COLOURS[j % len(COLOURS)],
+                   hatch=("", "//", "..", "xx")[j % 4], edgecolor="white")
             pred = [(x, predicted.get(s, {}).get(n)) for x, s in zip(xs, series)]
             pred = [(x, v / MIB) for x, v in pred if v]
             if pred:
