@@ -48,26 +48,27 @@ from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
 # Training parameters of one trial (they define its identity), with their type and default.
+_RUN = RunConfig()  # the one set of run defaults; a study grid differs only where short CPU trials need it
 AXES: dict[str, tuple[type, Any]] = {
-    "model": (str, "t5-tiny"),
-    "engine": (str, "deepspeed"),
-    "zero": (int, 0),
-    "offload_optimizer": (str, "none"),
-    "offload_params": (str, "none"),
-    "tp": (int, 1),
-    "pp": (int, 1),
-    "recompute": (str, "none"),
-    "precision": (str, "fp32"),
-    "micro_batch": (int, 1),
-    "global_batch": (int, 8),
-    "nodes": (int, 1),
-    "nproc": (int, 1),
-    "seq_len": (int, 64),
+    "model": (str, _RUN.model.source),
+    "engine": (str, _RUN.strategy.engine),
+    "zero": (int, _RUN.strategy.zero),
+    "offload_optimizer": (str, _RUN.strategy.offload_optimizer),
+    "offload_params": (str, _RUN.strategy.offload_params),
+    "tp": (int, _RUN.strategy.tp),
+    "pp": (int, _RUN.strategy.pp),
+    "recompute": (str, _RUN.strategy.recompute),
+    "precision": (str, _RUN.strategy.precision),
+    "micro_batch": (int, _RUN.strategy.micro_batch),
+    "global_batch": (int, 8),  # study grids: a fixed global batch, so trials of one grid train the same workload
+    "nodes": (int, _RUN.workload.nnodes),
+    "nproc": (int, _RUN.workload.nproc),
+    "seq_len": (int, 64),  # study grids: short CPU trials
     "target_len": (int, 16),
-    "objective": (str, "span"),
-    "lr": (float, 1e-3),
-    "warmup_steps": (int, 2),  # learning-rate warm-up (optimizer steps)
-    "warmup": (int, 2),  # measured steps excluded from the summary medians (timing warm-up)
+    "objective": (str, _RUN.data.objective),
+    "lr": (float, _RUN.optimizer.lr),
+    "warmup_steps": (int, 2),  # learning-rate warm-up (optimizer steps), scaled to the short trials
+    "warmup": (int, _RUN.output.timing_warmup),  # measured steps excluded from the summary medians
     "steps": (int, 10),
     "seed": (int, 0),
 }
