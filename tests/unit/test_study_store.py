@@ -75,3 +75,43 @@ def test_export_csv_and_parquet(tmp_path):
 def test_missing_store_is_a_clear_error(tmp_path):
     with pytest.raises(ScalestudyError, match="no study store"):
         Store(tmp_path / "nothing", create=False)
+
+
+def test_two_studies_parquet_exports_merge_with_one_schema(tmp_path):
+    """A study whose columns are all empty (every trial FAILED, no prediction) still exports typed columns, so its
+    file merges with a successful study's; booleans, integers and UTC times are what they say."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = {**_row("a", "OK", 2.0), "pred_fits": 1, "peak_mem_bytes": 1.5e6, "peak_rss_bytes": 5.0e8,
+            "started_at": 1796139239.5, "finished_at": 1796139300.25}
+    step = {"step": 1, "loss": 9.0, "grad_norm": 2.5, "rss_bytes": 509222912, "samples_per_s": 16.0,
+            "wall_time": 1796139240.0, "peak_mem_bytes": 17968244}
+    with Store(tmp_path / "one") as store:
+        store.record_trial(good, [step, {**step, "step": 2, "loss": 8.5}])
+        store.export(tmp_path / "one.parquet")
+        store.export(tmp_path / "one-metrics.parquet", table="metrics")
+        store.export(tmp_path / "one.csv")
+    with Store(tmp_path / "two") as store:
+        store.record_trial({"trial_id": "b", "status": "FAILED", "model": "t5-tiny"})  # almost every column empty
+        store.export(tmp_path / "two.parquet")
+        store.export(tmp_path / "two-metrics.parquet", table="metrics")
+    one, two = pq.read_table(tmp_path / "one.parquet"), pq.read_table(tmp_path / "two.parquet")
+    assert one.schema == two.schema and not any(pa.types.is_null(f.type) for f in two.schema)
+    types = {f.name: str(f.type) for f in one.schema}
+    assert types["pred_fits"] == "bool" and types["tokens"] == types["peak_mem_bytes"] == types["params"] == "int64"
+    assert types["started_at"] == "timestamp[us, tz=UTC]" and types["loss"] == "double"
+    merged = pa.concat_tables([one, two])
+    assert merged.num_rows == 2 and merged.column("status").to_pylist() == ["OK", "FAILED"]
+    row = merged.to_pylist()[0]
+    assert row["pred_fits"] is True and row["tokens"] == 3200 and row["peak_mem_bytes"] == 1_500_000
+    assert row["started_at"] == datetime.datetime(2026, 12, 1, 15, 33, 59, 500000, tzinfo=datetime.timezone.utc)
+    metrics = pa.concat_tables([pq.read_table(tmp_path / "one-metrics.parquet"),
+                                pq.read_table(tmp_path / "two-metrics.parquet")])
+    assert metrics.column("grad_norm").to_pylist() == [2.5, 2.5]
+    assert metrics.column("rss_bytes").type == pa.int64() and metrics.column("rss_bytes").to_pylist()[0] == 509222912
+    text = list(csv.DictReader(open(tmp_path / "one.csv")))[0]
+    assert text["pred_fits"] == "true" and text["tokens"] == "3200"
+    assert text["started_at"] == "2026-12-01T15:33:59.500000Z"

@@ -231,15 +231,14 @@ class Store:
         return [dict(r) for r in rows]
 
     def export(self, out: str | Path, *, table: str = "trials") -> Path:
-        """Write a table to CSV or Parquet (by suffix), atomically."""
-        from scalestudy.study.export import export_rows
+        """Write a table to CSV or Parquet (by suffix), atomically, with the table's fixed schema (export.py)."""
+        from scalestudy.study.export import export_rows, metric_rows, schema_of
 
         if table not in ("trials", "metrics", "runs"):
             raise ScalestudyError(f"unknown table {table!r} (trials, metrics, runs)")
-        rows = {"trials": self.trials, "metrics": self.metrics, "runs": self.runs_table}[table]()
-        columns = {"trials": list(TRIAL_COLUMNS),
-                   "metrics": ["trial_id", *METRIC_COLUMNS, "data"]}.get(table, list(rows[0]) if rows else [])
-        return export_rows(rows, columns, Path(out))
+        read = {"trials": self.trials, "metrics": lambda: metric_rows(self.metrics()), "runs": self.runs_table}
+        rows = read[table]()
+        return export_rows(rows, schema_of(table), Path(out))
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
