@@ -27,6 +27,18 @@ def transformer_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return layers
 
 
+def fully_shard_kwargs(settings: dict, mesh, device: torch.device) -> dict:
+    """`fully_shard` arguments from engine/settings.py fsdp_settings (shared with the tp/pp hybrid backend)."""
+    kwargs = {"mesh": mesh, "reshard_after_forward": settings["reshard_after_forward"]}
+    if settings["mixed_precision"]:
+        mp = settings["mixed_precision"]
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=getattr(torch, mp["param_dtype"]),
+                                                   reduce_dtype=getattr(torch, mp["reduce_dtype"]))
+    if settings["cpu_offload"]:  # parameters, gradients and the optimizer step on the host
+        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
+    return kwargs
+
+
 class FSDPBackend(Backend):
     name = "fsdp"
 
@@ -35,13 +47,7 @@ class FSDPBackend(Backend):
         model.to(device)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         s = self.settings  # engine/settings.py fsdp_settings, also written to DIR/fsdp_config.json
-        kwargs = {"mesh": mesh, "reshard_after_forward": s["reshard_after_forward"]}
-        if s["mixed_precision"]:
-            mp = s["mixed_precision"]
-            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=getattr(torch, mp["param_dtype"]),
-                                                       reduce_dtype=getattr(torch, mp["reduce_dtype"]))
-        if s["cpu_offload"]:  # parameters, gradients and the optimizer step on the host
-            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
+        kwargs = fully_shard_kwargs(s, mesh, device)
         for layer in transformer_layers(model):
             fully_shard(layer, **kwargs)
         fully_shard(model, **kwargs)

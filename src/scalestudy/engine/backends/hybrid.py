@@ -14,10 +14,9 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from scalestudy.engine.backends.common import Backend, MemoryParts, make_adamw, make_scheduler
-from scalestudy.engine.settings import adamw_params
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 from scalestudy.engine.parallel import grads
 from scalestudy.specs.parallel_layout import chunk_layer_counts
@@ -40,6 +39,8 @@ class HybridBackend(Backend):
 
     def __init__(self, model, cfg, strategy, layout, device) -> None:
         super().__init__(model, cfg, strategy, layout, device)
+        # engine/settings.py: the fsdp/ddp settings + "parallel" (mesh, schedule, ...), written to DIR/*_config.json
+        self.parallel = self.settings["parallel"]
         self.mesh = build_mesh(device, layout.pp, layout.dp, layout.tp)
         self.family = model_family(model)
         counts = chunk_layer_counts(strategy, total_layers(model, self.family))
@@ -52,7 +53,7 @@ class HybridBackend(Backend):
             self._parallelize(chunk)
         self.params = [p for _, c in self.chunks for p in c.parameters()]
         self.tie_count = {id(p): n for name, n, _ in self.tied for p in self._copies(name)}
-        self.optimizer = make_adamw(self.params, adamw_params(cfg))
+        self.optimizer = make_adamw(self.params, self.settings["optimizer"]["params"])
         self.scheduler = make_scheduler(self.optimizer, cfg)
         self.loss_fn = loss_function(self.family)
         self.pipeline = None
@@ -60,7 +61,7 @@ class HybridBackend(Backend):
             from scalestudy.engine.parallel.pipeline import Pipeline
 
             self.pipeline = Pipeline(self.chunks, len(counts), device, self.mesh.group("pp"), layout.grad_accum,
-                                     self.loss_fn, strategy.pp_schedule)
+                                     self.loss_fn, self.parallel["pp_schedule"])
 
     @property
     def dp_rank(self) -> int:
@@ -72,11 +73,11 @@ class HybridBackend(Backend):
         if self.layout.tp > 1:
             from scalestudy.engine.parallel.tensor_parallel import apply_tensor_parallel
 
-            apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.strategy.sequence_parallel)
+            apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.parallel["sequence_parallel"])
         if self.strategy.engine == "fsdp":
-            kwargs = {"mesh": self.mesh.sub("dp"), "reshard_after_forward": self.strategy.zero == 3}
-            if self.strategy.precision == "bf16":
-                kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            from scalestudy.engine.backends.fsdp import fully_shard_kwargs
+
+            kwargs = fully_shard_kwargs(self.settings, self.mesh.sub("dp"), self.device)
             for layers in chunk.layer_lists():
                 for block in layers:
                     fully_shard(block, **kwargs)
@@ -135,8 +136,8 @@ class HybridBackend(Backend):
             grads.sum_tied(self._copies(name), group)
         stage_ranks = self.layout.dp * self.layout.tp
         norm = grads.global_norm(self.params, stage_ranks, self.tie_count)
-        if self.cfg.optimizer.grad_clip > 0:
-            grads.clip_(self.params, norm, self.cfg.optimizer.grad_clip)
+        if self.settings["gradient_clipping"] > 0:
+            grads.clip_(self.params, norm, self.settings["gradient_clipping"])
         counter = StorageCounter()
         params_bytes = counter.add(grads.local(p) for p in self.params)
         grads_bytes = counter.add(grads.local(p.grad) for p in self.params if p.grad is not None)
