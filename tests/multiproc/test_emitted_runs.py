@@ -88,3 +88,7 @@ def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_pat
     assert summary["world_size"] == 2 and summary["dp"] == 2 and summary["steps"] == 2
     assert json.loads((summaries[0].parent / "ddp_config.json").read_text()) == \
         json.loads((emit_dir / "ddp_config.json").read_text())
+    from scalestudy.specs.run import RunConfig
+
+    recorded = RunConfig.from_yaml(summaries[0].parent / "train_config.yaml")  # the run records its configuration
+    assert recorded.replace(output="x") == RunConfig.from_yaml(emit_dir / "train_config.yaml").replace(output="x")

@@ -156,6 +156,10 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
                               f"{ctx.world_size} ranks were started")
     out = Path(cfg.output.dir)
     out.mkdir(parents=True, exist_ok=True)
+    from scalestudy.launch.commands import CONFIG_NAME
+
+    if ctx.is_main and not (out / CONFIG_NAME).exists():  # started by torchrun directly (cluster scripts)
+        cfg.resolved().write_yaml(out / CONFIG_NAME)  # the run directory always records its configuration
     prepared = prepared or load_data(cfg, ctx, out)
     check_vocab(spec, prepared.vocab_size)
     if not cfg.is_causal:  # the decoder length the pipeline built (= RunConfig.resolved()'s)
