@@ -327,7 +327,7 @@ def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int
 
 def span_target_len(seq_len: int) -> int:
     """Targets length of T5 span corruption whose inputs fill `seq_len` (512 -> 114, as published)."""
-    from scalestudy.engine.data.span_corruption import compute_input_and_target_lengths  # numpy-only
+    from scalestudy.specs.span_lengths import compute_input_and_target_lengths
 
     return compute_input_and_target_lengths(max(seq_len, 4), SPAN_NOISE_DENSITY, SPAN_MEAN_LENGTH)[1]
 
