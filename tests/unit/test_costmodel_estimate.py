@@ -52,9 +52,9 @@ def test_more_nodes_more_throughput_and_recompute_costs_time():
     assert _est(micro_batch=4, recompute="full").step_s > _est(micro_batch=4).step_s
 
 
-def test_encoder_decoder_target_defaults_to_seq_len():
-    e = _est(work=Workload(global_batch=8, seq_len=256))
-    assert e.target_len == 256 and e.tokens_per_step == 8 * 512
+def test_encoder_decoder_target_defaults_to_the_span_corruption_need():
+    e = _est(work=Workload(global_batch=8, seq_len=256))  # target_len 0: as in train, plan and estimate's CLI
+    assert e.target_len == 58 and e.tokens_per_step == 8 * (256 + 58)
     assert e.model_flops == training_flops(e.model, e.workload)  # the same rule in training_flops
 
 

@@ -43,7 +43,7 @@ class Estimate:
     workload: Workload
     options: CostOptions
     layout: Layout
-    target_len: int  # decoder length used (enc-dec: workload.target_len, or seq_len when that is 0)
+    target_len: int  # decoder length used (enc-dec: workload.target_len, or the span-corruption need when that is 0)
     params_total: int
     params_per_device: int  # on the busiest model-parallel rank, before ZeRO partitioning
     memory: Memory

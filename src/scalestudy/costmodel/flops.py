@@ -79,17 +79,21 @@ def training_flops(model: ModelSpec, workload, recompute: str = "none") -> float
     """FLOPs of one optimizer step over the whole global batch.
 
     recompute="none" gives model FLOPs (the MFU numerator); "selective"/"full" give hardware FLOPs (HFU).
-    For an encoder-decoder model a `target_len` of 0 means the decoder runs over `seq_len` too (as in `estimate`).
+    For an encoder-decoder model a `target_len` of 0 means what T5 span corruption of `seq_len` needs (as everywhere:
+    scalestudy.specs.run.resolve_target_len).
     """
     return workload.global_batch * step_flops_per_sequence(model, workload.seq_len, target_length(model, workload),
                                                            recompute)
 
 
 def target_length(model: ModelSpec, workload) -> int:
-    """Decoder length used for `workload`: its target_len (enc-dec; 0 -> seq_len), 0 for decoder-only models."""
+    """Decoder length used for `workload`: its target_len (enc-dec; 0 -> the span-corruption need of seq_len, 512 ->
+    114), 0 for decoder-only models."""
+    from scalestudy.specs.run import resolve_target_len
+
     if not model.is_encoder_decoder:
         return 0
-    return workload.target_len or workload.seq_len
+    return resolve_target_len("span", workload.seq_len, workload.target_len)
 
 
 def six_n_flops(model: ModelSpec, tokens: float) -> float:
