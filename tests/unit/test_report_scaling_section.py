@@ -24,6 +24,8 @@ def test_section_from_rows_with_jump_and_plots(tmp_path):
     md, html, pngs = section
     assert "### compute law" in md and "### chinchilla law" in md
     assert "| alpha |" in md and "95% CI (bootstrap, 20 refits)" in md
+    assert "| coefficient | value | 95% CI (bootstrap, 20 refits) |\n|---|---:|---:|" in md  # numbers right-aligned
+    assert '<td class="num">[' in html
     assert "Extrapolation to C = " in md and "compute-optimal N = " in md
     assert "| accuracy |" in md and "forecast" in md  # the step is flagged
     assert "loss: follows a smooth trend" in md

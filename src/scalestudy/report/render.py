@@ -80,16 +80,30 @@ def scaling_section(directory: Path) -> tuple[str, str]:
                            "`scalestudy search` or a study over several models, give one)")
     md, body = section.markdown, section.html
     for png in section.pngs:
-        body += _img_tag(Path(png), f"Scaling-law fit: {Path(png).stem.replace('_', ' ')}")
-        md += f"\n\n![{Path(png).name}]({os.path.relpath(png, directory)})"
+        alt = _scaling_alt(Path(png))
+        body += _img_tag(Path(png), alt)
+        md += f"\n\n![{alt}]({os.path.relpath(png, directory)})"
     return md, body
 
 
+def _scaling_alt(png: Path) -> str:
+    """What a scaling figure (scaling/plots.py plot_fit, named scaling_<law>.png) shows."""
+    law = png.stem.removeprefix("scaling_")
+    alt = (f"Scatter of final loss (nats/token) against training compute (FLOPs, log axes) with the fitted {law} "
+           "law, its bootstrap band and the extrapolation with its prediction interval")
+    if law == "chinchilla":
+        alt += "; beside it the iso-FLOP view: loss against parameters at fixed compute, compute-optimal N marked"
+    return alt + "."
+
+
 def _img_tag(path: Path, alt: str, caption: str = "") -> str:
-    mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    raw = path.read_bytes()
+    mime, size = "image/svg+xml", ""
+    if path.suffix == ".png":  # PNGs are drawn at 2x: shown at half their pixel width, sharp on high-DPI screens
+        mime, size = "image/png", f' width="{int.from_bytes(raw[16:20], "big") // 2}"'
+    data = base64.b64encode(raw).decode("ascii")
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{html.escape(alt, quote=True)}" src="data:{mime};base64,{data}">{cap}</figure>'
+    return f'<figure><img alt="{html.escape(alt, quote=True)}"{size} src="data:{mime};base64,{data}">{cap}</figure>'
 
 
 def _trial_rows(data: StudyData) -> list[list[str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html as html_lib
 import json
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -100,15 +101,26 @@ def jump_report(runs: Runs, k: float = 3.0) -> list[tuple[str, list[JumpFlag] | 
     return out
 
 
+NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?%?$|^\[.*\]$|^-$")  # 1.5, 3e+08, 12%, [a, b] intervals, - (none)
+
+
+def _numeric(rows: list[list[str]], j: int) -> bool:
+    """Column j holds numbers (right-aligned so that digits line up)."""
+    return bool(rows) and all(NUMBER.match(r[j].strip()) for r in rows)
+
+
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    align = "".join("---:|" if _numeric(rows, j) else "---|" for j in range(len(head)))
+    lines = ["| " + " | ".join(head) + " |", "|" + align]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
     esc = html_lib.escape
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{''.join(f'<th>{esc(h)}</th>' for h in head)}</tr>{body}</table>"
+    num = [_numeric(rows, j) for j in range(len(head))]
+    cls = [' class="num"' if n else "" for n in num]
+    body = "".join("<tr>" + "".join(f"<td{cls[j]}>{esc(c)}</td>" for j, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><tr>{''.join(f'<th{cls[j]}>{esc(h)}</th>' for j, h in enumerate(head))}</tr>{body}</table>"
 
 
 def _jump_rows(jumps, k: float) -> tuple[list[str], list[list[str]], list[str]]:
