@@ -2,8 +2,8 @@
 
 Usage (under torchrun): hybrid_worker.py OUT LAYOUT... where LAYOUT is `model:dims[:option...]`:
 model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit), `gpt2` (gpt2-tiny, pipeline only) or
-`t5` (t5-tiny: 2 encoder + 2 decoder layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank); options `gpipe`/`1f1b`/`interleaved`
-(pipeline schedule, interleaved with 2 virtual stages), `fsdp2`/`fsdp3` (FSDP2 over dp; default replication),
+`t5` (t5-tiny: 2 encoder + 2 decoder layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank);
+options `gpipe`/`1f1b`/`interleaved` (pipeline schedule, interleaved with 2 virtual stages), `fsdp2`/`fsdp3` (FSDP2 over dp; default replication),
 `nosp` (no sequence parallelism), `rc` (activation checkpointing), `stages=a,b` (uneven stage_layers),
 `resume` (also: killed after step 3, resumed; report both curves), `from=DIMS[+OPT]` (killed after step 3 under
 the layout DIMS with options OPT, e.g. `from=tp2xpp2` or `from=dp2xtp2+fsdp3`, then resumed under this layout).
@@ -26,7 +26,8 @@ STEPS = int(os.environ.get("WORKER_STEPS", "5"))
 LLAMA4 = {"model_type": "llama", "vocab_size": 8192, "hidden_size": 64, "intermediate_size": 192,
           "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
           "max_position_embeddings": 128, "tie_word_embeddings": False}
-MODELS = {"llama": {"objective": "causal", "seq_len": 32}, "gpt2": {"model": "gpt2-tiny", "objective": "causal", "seq_len": 32},
+MODELS = {"llama": {"objective": "causal", "seq_len": 32},
+          "gpt2": {"model": "gpt2-tiny", "objective": "causal", "seq_len": 32},
           "t5": {"model": "t5-tiny", "objective": "span", "seq_len": 32, "target_len": 8}}
 
 

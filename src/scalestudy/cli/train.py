@@ -30,7 +30,10 @@ def train(
                                                      help="With tp > 1, split norms and residuals along the "
                                                           "sequence (default on)."),
     stage_layers: Optional[str] = typer.Option(None, help="Layers per pipeline rank, e.g. 3,1 (T5: encoder then "
-                                                          "decoder layers counted together); default an even split."),
+                                                          "decoder layers counted together), or auto (balanced "
+                                                          "for --stage-speeds); default an even split."),
+    stage_speeds: Optional[str] = typer.Option(None, help="With --stage-layers auto: relative speed of each "
+                                                          "pipeline rank's device, e.g. 2,1 (measured FLOP/s)."),
     offload_optimizer: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO >= 1)."),
     offload_params: Optional[str] = typer.Option(None, help="none or cpu (DeepSpeed ZeRO-3)."),
     nproc: Optional[int] = typer.Option(None, help="Ranks on this machine (torchrun --nproc-per-node)."),
@@ -88,9 +91,11 @@ def train(
         "tokenizer": tokenizer, "text_field": text_field, "vocab_size": vocab_size,
         "resume": resume or None, "progress": False if no_progress else None, "tp": tp, "pp": pp,
         "pp_schedule": pp_schedule, "virtual_stages": virtual_stages, "sequence_parallel": sequence_parallel,
-        "stage_layers": _layer_counts(stage_layers) if stage_layers else None,
+        "stage_layers": _layer_counts(stage_layers) if stage_layers and stage_layers != "auto" else None,
     }
     cfg = RunConfig.merged(str(config) if config else None, flags)
+    if stage_layers == "auto":
+        cfg = _balanced_stages(cfg, stage_speeds)
     if print_launch:
         from scalestudy.plan.emit import emit
 
@@ -106,6 +111,26 @@ def train(
 
     summary = run_local(cfg)
     _print_summary(summary, cfg.output.dir)
+
+
+def _balanced_stages(cfg, speeds_text: str | None):
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.plan.partition import auto_stage_layers
+
+    if not speeds_text:
+        raise ScalestudyError("--stage-layers auto needs --stage-speeds (a relative speed per pipeline rank, e.g. 2,1)")
+    try:
+        speeds = [float(part) for part in speeds_text.split(",")]
+    except ValueError:
+        raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {speeds_text!r}") \
+            from None
+    cfg, plan, even = auto_stage_layers(cfg, speeds)
+    layers = ",".join(map(str, plan.stage_layers))
+    ratio = plan.slowest_s / even.slowest_s
+    console.print(f"stage layers {layers} for stage speeds {speeds_text}: slowest stage {ratio:.2f}x the even "
+                  f"split's ({','.join(map(str, even.stage_layers))}); cost model: forward + backward FLOPs per stage "
+                  "/ its speed", soft_wrap=True)
+    return cfg
 
 
 def _layer_counts(text: str) -> list[int]:

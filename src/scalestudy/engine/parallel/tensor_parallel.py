@@ -26,8 +26,8 @@ def _row(sp: bool) -> RowwiseParallel:
 def _gather_input(kwarg: str | None = None) -> PrepareModuleInput:
     """Sequence shards -> whole sequence before a column-parallel sub-layer (all-gather; reduce-scatter back)."""
     if kwarg:
-        return PrepareModuleInput(input_kwarg_layouts={kwarg: Shard(1)}, desired_input_kwarg_layouts={kwarg: Replicate()},
-                                  use_local_output=True)
+        return PrepareModuleInput(input_kwarg_layouts={kwarg: Shard(1)},
+                                  desired_input_kwarg_layouts={kwarg: Replicate()}, use_local_output=True)
     return PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True)
 
 
