@@ -41,9 +41,8 @@ def version() -> None:
 def _register() -> None:
     # Imported here so each module can import `app` from this package; modules import heavy deps lazily.
     from scalestudy.cli import costmodel, plan, scaling, study, train  # noqa: F401
-    from scalestudy.cli.terminal import flags_show_no_value_type, full_command_summaries
+    from scalestudy.cli.terminal import full_command_summaries
 
-    flags_show_no_value_type()
     full_command_summaries(app)
 
 

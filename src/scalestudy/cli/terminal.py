@@ -1,9 +1,10 @@
 """Terminal output that fits: tables that drop their least important columns (never cut a key one) to the width of
-the terminal, and a console that never hard-wraps a printed command.
+the terminal, and help texts that show defaults and whole command summaries.
 
 Rich squeezes a too-wide table by cutting cells ("0.49...", "nod..."), which hides exactly the numbers a reader
 came for. Here a table is laid out for the width first: columns are dropped in their stated order until the rest
-fit whole, and the caller says which were left out.
+fit whole, and the caller says which were left out. (Commands and paths are printed with soft_wrap=True, so that
+Rich never splits them across lines.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 PIPE_WIDTH = 160  # output to a file or pipe: wide enough for every column
-WRAP_MIN = 16
+WRAP_MIN = 16  # narrowest a wrapping column (a label, a reason) is squeezed to
 
 
 @dataclass(frozen=True)
@@ -70,22 +71,6 @@ def fitted_table(title: str, columns: list[Column], rows: list[list[str]], width
         table.add_row(*(r[i] for i in keep))
     return table, [c.header for i, c in enumerate(columns) if i not in keep]
 
-
-
-def flags_show_no_value_type() -> None:
-    """typer 0.29's help prints a '<bool>' value type beside on/off flags (--json, --help), which take no value; show
-    none, as click does. Idempotent; called once when the CLI registers its commands."""
-    from typer.core import TyperOption
-
-    if getattr(TyperOption.display_type_rich, "_scalestudy", False):
-        return
-    original = TyperOption.display_type_rich
-
-    def display_type_rich(self, ctx):
-        return None if self.is_flag else original(self, ctx)
-
-    display_type_rich._scalestudy = True
-    TyperOption.display_type_rich = display_type_rich
 
 
 def show_defaults(command, defaults: dict) -> None:
