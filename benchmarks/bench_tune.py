@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scalestudy.plan import tuner
 from scalestudy.plan.space import Constraints
+from scalestudy.plan.tune_report import error_pct
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload
@@ -81,8 +82,8 @@ def replay(cands, spec, w, args, grid, best, calib_s, grid_trial_s, out) -> None
               f"{pct(r.best.measured_step_s, best.measured_step_s):+.1f}% vs grid best {best.label} "
               f"{best.measured_step_s:.3f} s/step (target <= +5%); trial time {100 * used / grid_trial_s:.1f}% of "
               f"the grid's, {100 * (used + calib_s) / grid_trial_s:.1f}% with calibration (target <= 30%)")
-    errs = [abs(tuner.error_pct(t.predicted_final_s, t.measured_step_s)) for t in r.trials if t.status == "OK"]
-    errs_b = [abs(tuner.error_pct(t.predicted_before_s, t.measured_step_s)) for t in r.trials[1:]
+    errs = [abs(error_pct(t.predicted_final_s, t.measured_step_s)) for t in r.trials if t.status == "OK"]
+    errs_b = [abs(error_pct(t.predicted_before_s, t.measured_step_s)) for t in r.trials[1:]
               if t.status == "OK"]
     if errs:
         print(f"  |error| after calibration on its trials: max {max(errs):.1f}%, median {statistics.median(errs):.1f}%"
@@ -178,12 +179,12 @@ def main() -> None:
     print()
     print(f"{'tune trial':48s} {'measured':>9s} {'pred before':>11s} {'err %':>7s} {'pred after':>10s} {'err %':>7s}")
     for t in tuned.trials:
-        eb = tuner.error_pct(t.predicted_before_s, t.measured_step_s)
-        ea = tuner.error_pct(t.predicted_final_s, t.measured_step_s)
+        eb = error_pct(t.predicted_before_s, t.measured_step_s)
+        ea = error_pct(t.predicted_final_s, t.measured_step_s)
         print(f"{t.index:2d} {t.label:45s} {t.measured_step_s or float('nan'):9.3f} {t.predicted_before_s:11.3f} "
               f"{eb if eb is not None else float('nan'):+7.1f} {t.predicted_final_s or float('nan'):10.3f} "
               f"{ea if ea is not None else float('nan'):+7.1f}")
-    errs_after = [abs(tuner.error_pct(t.predicted_final_s, t.measured_step_s)) for t in tuned.trials
+    errs_after = [abs(error_pct(t.predicted_final_s, t.measured_step_s)) for t in tuned.trials
                   if t.status == "OK"]
     if errs_after:
         print(f"after calibration, |error| on tune's trials: max {max(errs_after):.1f}%, "
@@ -197,7 +198,7 @@ def main() -> None:
             print(f"{t.label:48s} {t.status}: {t.reason}")
             continue
         p = tuned.model.predict(by_label[t.label])
-        e = tuner.error_pct(p, t.measured_step_s)
+        e = error_pct(p, t.measured_step_s)
         grid_err.append(abs(e))
         print(f"{t.label:48s} {t.measured_step_s:9.3f} {p:9.3f} {e:+7.1f}")
     if grid_err:

@@ -120,12 +120,12 @@ def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
     from types import SimpleNamespace
 
     from scalestudy.cli import plan as cli_plan
-    from scalestudy.plan import tuner
+    from scalestudy.plan import tune_report
 
     rows = [{"trial": i, "strategy": f"ds-z{i}+optcpu tp1 pp1 mb4 rc-full fp32", "status": "OK",
              "measured_step_s": 1.234 + i, "predicted_before_s": 1.1, "error_before_pct": -10.9,
              "predicted_final_s": 1.2, "error_final_pct": -2.75, "wall_s": 33.3} for i in range(3)]
-    monkeypatch.setattr(tuner, "report_rows", lambda result: rows)
+    monkeypatch.setattr(tune_report, "report_rows", lambda result: rows)
     fit = SimpleNamespace(compute=1.0, comm=1.0, optimizer=1.0, step_overhead_s=0.01, overhead_s=0.001,
                           engine_overhead_s={}, family_overhead_s={})
     result = SimpleNamespace(trials=rows, calibration_s=12.0, trials_s=99.0, stop_reason="budget",

@@ -321,7 +321,7 @@ def tune(
 def print_tune(result, out) -> None:
     from rich.console import Console
 
-    from scalestudy.plan.tuner import report_rows
+    from scalestudy.plan.tune_report import report_rows
 
     def f(v, fmt):
         return "n/a" if v is None or v != v else format(v, fmt)

@@ -23,7 +23,6 @@ engine/ZeRO-specific parts (0 until measured).
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -34,7 +33,6 @@ from pathlib import Path
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
-from scalestudy.atomicfile import write_text_atomic as write_atomic
 from scalestudy.launch.commands import CONFIG_NAME
 from scalestudy.plan.emit import trainable
 from scalestudy.plan.planner import Candidate, evaluate
@@ -358,6 +356,7 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     profiles (hardware_profile.yaml as used, tuned_profile.yaml with the refit factors) into `out_dir`."""
     from scalestudy.costmodel.calibrate import apply_efficiency, save_profile
     from scalestudy.plan.planner import default_precision
+    from scalestudy.plan.tune_report import save_results
 
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
@@ -371,53 +370,8 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
                                log=log)
     meta = {"model": model.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
             "elapsed_s": calibration_s + time.perf_counter() - start}
-    save_results(out_dir, result, settings, meta)
+    save_results(out_dir, result, asdict(settings), meta)
     save_profile(device, out_dir / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
     save_profile(apply_efficiency(device, result.model.fit_), out_dir / "tuned_profile.yaml",
                  "hardware profile with the refit compute/communication factors (overheads: tune.json)")
     return result
-
-
-def error_pct(pred: float | None, meas: float | None) -> float | None:
-    if pred is None or meas is None or not math.isfinite(pred) or meas <= 0:
-        return None
-    return 100.0 * (pred - meas) / meas
-
-
-def report_rows(result: TuneResult) -> list[dict]:
-    rows = []
-    for t in result.trials:
-        rows.append({"trial": t.index, "strategy": t.label, "status": t.status, "measured_step_s": t.measured_step_s,
-                     "predicted_uncalibrated_s": t.predicted_uncalibrated_s,
-                     "predicted_before_s": t.predicted_before_s, "predicted_final_s": t.predicted_final_s,
-                     "error_before_pct": error_pct(t.predicted_before_s, t.measured_step_s),
-                     "error_final_pct": error_pct(t.predicted_final_s, t.measured_step_s),
-                     "wall_s": t.wall_s, "reason": t.reason})
-    return rows
-
-
-def markdown_table(rows: list[dict]) -> str:
-    def f(v, spec):
-        return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
-
-    head = ("| # | strategy | status | measured s/step | predicted before s | error before % | predicted after "
-            "calibration s | error after % | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
-    body = "".join(f"| {r['trial']} | {r['strategy']} | {r['status']} | {f(r['measured_step_s'], '.3f')} | "
-                   f"{f(r['predicted_before_s'], '.3f')} | {f(r['error_before_pct'], '+.1f')} | "
-                   f"{f(r['predicted_final_s'], '.3f')} | {f(r['error_final_pct'], '+.1f')} | "
-                   f"{f(r['wall_s'], '.1f')} |\n" for r in rows)
-    return head + body
-
-
-def save_results(out_dir: Path, result: TuneResult, settings: TuneSettings, meta: dict) -> None:
-    rows = report_rows(result)
-    data = {"meta": meta, "settings": asdict(settings), **result.to_dict(), "table": rows,
-            "units": "seconds per optimizer step (median over measured steps, warm-up excluded); errors = "
-                     "(predicted - measured) / measured in %"}
-    write_atomic(out_dir / "tune.json", json.dumps(data, indent=2) + "\n")
-    best = result.best.label if result.best else "none (no trial succeeded)"
-    md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
-          f"Pick: **{best}**. Trials: {len(result.trials)}; stop: {result.stop_reason}.\n"
-          f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
-          f"{result.total_s:.1f} s (wall).\n\n" + markdown_table(rows))
-    write_atomic(out_dir / "tune.md", md)
