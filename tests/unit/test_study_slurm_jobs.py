@@ -251,3 +251,25 @@ def test_two_writers_record_every_result_once(fake, tmp_path):
     assert con.execute("SELECT COUNT(*) FROM metrics").fetchone()[0] == 3 * n
     assert {r[0] for r in con.execute("SELECT status FROM trials")} == {"OK"}
     assert not (out / "study.sqlite-wal").exists()
+
+
+def test_sbatch_is_retried_without_submitting_twice(fake, tmp_path):
+    bin_dir = tmp_path / "bin"
+    # this sbatch takes the job, then times out answering; squeue lists jobs with their comment
+    (bin_dir / "sbatch").write_text("#!/bin/bash\necho \"sbatch $*\" >> \"$FAKE/calls\"\n"
+                                    "for a in \"$@\"; do case $a in --comment=*) echo \"77|${a#--comment=}\" "
+                                    ">> \"$FAKE/queue\";; esac; done\n"
+                                    "echo 'sbatch: error: Batch job submission failed: Socket timed out on send/recv "
+                                    "operation' >&2\nexit 1\n")
+    (bin_dir / "squeue").write_text("#!/bin/bash\ncat \"$FAKE/queue\" 2>/dev/null\n")
+    assert slurm_jobs.submit("job.sbatch") == "77"
+    assert len(fake.calls("sbatch")) == 1  # the second try found the first one in the queue
+
+
+def test_sbatch_refusal_is_one_line_and_not_retried(fake):
+    fake("sbatch", fail=1, err="sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    with pytest.raises(Exception, match=r"^sbatch job.sbatch: .*Invalid partition name specified$"):
+        slurm_jobs.submit("job.sbatch")
+    assert len(fake.calls("sbatch")) == 1
+    fake("sbatch", "42\n", fail=2, err="sbatch: error: Unable to contact slurm controller (connect failure)\n")
+    assert slurm_jobs.submit("job.sbatch") == "42" and len(fake.calls("sbatch")) == 4

@@ -6,7 +6,9 @@ must never end a trial. So:
   gone: `NoSuchJob`, not retried); after the last try it raises `SlurmUnavailable` (callers then decide nothing);
 - a task's live state comes from `squeue -t all` (pending, running, and for MinJobAge, default 300 s, recently
   finished), its final state from `sacct` (accounting: the authority once a job has ended). A task that neither
-  knows while both answered is `VANISHED` (cancelled before it started leaves no record; or purged long ago).
+  knows while both answered is `VANISHED` (cancelled before it started leaves no record; or purged long ago);
+- sbatch is retried only after a transient failure, and only once squeue shows that the failed attempt did not
+  submit the job after all (`submit`: each submission carries a unique --comment).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,6 +26,9 @@ RETRIES = 5
 BACKOFF_S = 1.0  # first wait; doubles each try (1, 2, 4, 8 s: ~15 s of controller trouble ridden out)
 CALL_TIMEOUT_S = 60.0
 NO_SUCH_JOB = re.compile(r"Invalid job id|Invalid job array", re.IGNORECASE)
+# Failures worth submitting again for (anything else is the cluster refusing the job).
+TRANSIENT = re.compile(r"timed out|Unable to contact|Connection refused|temporarily|try again|Zero Bytes|"
+                       r"not responding|communication|no answer", re.IGNORECASE)
 NO_ACCOUNTING = re.compile(r"accounting storage is disabled", re.IGNORECASE)
 # Slurm states in which a task may still run (or run again): never conclude anything from these.
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
@@ -84,13 +90,41 @@ def call(args: list[str], *, retries: int | None = None, backoff_s: float | None
     raise SlurmUnavailable(f"{' '.join(args[:2])} failed ({tries} tries): {error}")
 
 
-def submit(script: str, **kw) -> str:
-    """sbatch the script; the job id."""
-    out = call(["sbatch", "--parsable", script], **kw)
-    job = out.strip().split(";")[0]
-    if not job.isdigit():
-        raise ScalestudyError(f"sbatch {script}: unexpected answer {out.strip()!r}")
-    return job
+def submit(script: str, *, retries: int | None = None, backoff_s: float | None = None,
+           sleep: Callable[[float], None] = time.sleep) -> str:
+    """sbatch the script once; the job id.
+
+    sbatch is not idempotent: a "Socket timed out" may come after the controller accepted the job. So each
+    submission carries a unique `--comment`, and before trying again we ask squeue whether a job with it exists.
+    """
+    token = f"scalestudy-{uuid.uuid4().hex[:12]}"
+    retries = RETRIES if retries is None else retries
+    backoff_s = BACKOFF_S if backoff_s is None else backoff_s
+    error: Exception | None = None
+    for attempt in range(retries):
+        if attempt:
+            sleep(backoff_s * 2 ** (attempt - 1))
+            try:
+                found = call(["squeue", "-h", "-o", "%A|%k"], retries=1).splitlines()
+            except ScalestudyError:
+                continue  # cannot tell whether it went in: do not risk a second copy, ask again later
+            ids = [line.split("|")[0] for line in found if line.endswith(f"|{token}")]
+            if ids:
+                return ids[0]
+        try:
+            out = call(["sbatch", "--parsable", f"--comment={token}", script], retries=1)
+        except NoSuchJob as exc:
+            raise ScalestudyError(f"sbatch {script}: {exc}") from None
+        except SlurmUnavailable as exc:
+            if not TRANSIENT.search(str(exc)):  # a refusal (bad partition, no such account...): say it once
+                raise ScalestudyError(f"sbatch {script}: {str(exc).split(': ', 1)[-1]}") from None
+            error = exc
+            continue
+        job = out.strip().split(";")[0]
+        if not job.isdigit():
+            raise ScalestudyError(f"sbatch {script}: unexpected answer {out.strip()!r}")
+        return job
+    raise SlurmUnavailable(f"sbatch {script}: Slurm did not answer ({retries} tries): {error or 'squeue failing'}")
 
 
 def _end_time(text: str) -> float | None:
