@@ -14,7 +14,7 @@ def needs_hybrid(strategy) -> bool:
     return strategy.tp > 1 or strategy.pp > 1
 
 
-def check_parallel_layout(spec, strategy, world_size: int) -> None:
+def check_parallel_layout(spec, strategy, world_size: int, dropout: float = 0.0) -> None:
     """Raise ScalestudyError when `strategy`'s tp/pp cannot run `spec` on `world_size` ranks."""
     tp, pp = strategy.tp, strategy.pp
     if not needs_hybrid(strategy):
@@ -32,6 +32,9 @@ def check_parallel_layout(spec, strategy, world_size: int) -> None:
             raise ScalestudyError(f"tp {tp} does not divide the {spec.kv_heads} key/value heads of {spec.name}")
         if spec.d_ff % tp:
             raise ScalestudyError(f"tp {tp} does not divide the feed-forward width {spec.d_ff} of {spec.name}")
+        if dropout > 0:  # replicated activations would need the same mask on every tp rank (Megatron's RNG tracker)
+            raise ScalestudyError("dropout > 0 with tp > 1 is not supported here (tp ranks draw different masks): "
+                                  "set model.dropout to 0")
     if pp > 1:
         if spec.family not in PP_FAMILIES:
             raise ScalestudyError(f"pipeline parallelism has no stage split for {spec.family} models")

@@ -295,7 +295,7 @@ class RunConfig:
             raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
         if not spec.is_encoder_decoder and not self.is_causal:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
-        check_parallel_layout(spec, strategy, self.world_size)  # tp/pp: heads, KV heads, layers, mesh size
+        check_parallel_layout(spec, strategy, self.world_size, dropout=self.model.dropout)  # heads, layers, mesh
         if strategy.recompute == "selective":
             raise ScalestudyError("--recompute selective is not available for Hugging Face models "
                                   "(they checkpoint whole layers): use none or full")

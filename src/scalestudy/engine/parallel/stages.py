@@ -48,6 +48,20 @@ class ZeroPositions(nn.Module):
         return torch.zeros(*position_ids.shape, self.width, device=position_ids.device)
 
 
+class EdgeDropout(nn.Dropout):
+    """A T5 stack's dropout, called at its entry (after the embedding) and its exit (after the final norm): a chunk
+    in the middle of a stack applies only the edges it really has."""
+
+    def __init__(self, p: float, at_entry: bool, at_exit: bool) -> None:
+        super().__init__(p)
+        self.active = (at_entry, at_exit)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        edge, self.calls = self.calls % 2, self.calls + 1
+        return super().forward(x) if self.active[edge] else x
+
+
 class Chunk(nn.Module):
     """One pipeline stage's model piece. `canonical` maps its parameter names to the full model's names."""
 
@@ -75,6 +89,8 @@ class DecoderOnlyChunk(Chunk):
         else:
             base.wte = tie(base.wte) if first else None
             base.wpe = tie(base.wpe) if first else ZeroPositions(full.config.n_embd)
+            if not first:
+                base.drop = nn.Identity()  # the embedding dropout ran in the first chunk
             if not last:
                 base.ln_f = nn.Identity()
         setattr(self, base_name, base)
@@ -130,6 +146,8 @@ class T5Chunk(Chunk):
         out.embed_tokens = tie(stack.embed_tokens) if embed else None
         if not ends:
             out.final_layer_norm = nn.Identity()
+        if ids[0] != 0 or not ends:
+            out.dropout = EdgeDropout(stack.dropout.p, at_entry=ids[0] == 0, at_exit=ends)
         if ids[0] != 0:  # only block 0 owns the relative position bias; this chunk's first block computes it
             attn = stack.block[ids[0]].layer[0].SelfAttention
             attn.has_relative_attention_bias = True
