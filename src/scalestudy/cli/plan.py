@@ -58,7 +58,7 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
-         "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl"}
+         "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl", "framework_s": "fw"}
 
 
 def _breakdown(estimate) -> str:
@@ -101,7 +101,7 @@ def print_plan(result, cluster, top: int) -> None:
     console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; tokens/s = "
                   "encoder + decoder tokens per second, whole job; MFU = model FLOPs (no recompute) / (devices x "
                   "dense peak x step time); step-time terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer)"
-                  ", offl(oad), bubble (pipeline).", highlight=False)
+                  ", offl(oad), bubble (pipeline), fw (measured CPU framework time).", highlight=False)
     front = "; ".join(f"{c.strategy.label} {c.estimate.tokens_per_s:,.0f} tokens/s {c.headroom_bytes / GIB:.1f} GiB free"
                       for c in result.pareto[:6])
     more = f" (+{len(result.pareto) - 6} more)" if len(result.pareto) > 6 else ""
