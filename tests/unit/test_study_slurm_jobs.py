@@ -154,7 +154,8 @@ def test_final_state_comes_from_sacct(fake, tmp_path, state, status_, words):
                   f"41_1|{state}|{code}|None|{_slurm_time(time.time() - 2)}\n")
     seen = refresh(out, store, spec)
     (row,) = store.trials()  # 41_1 ended 2 s ago: inside the grace period its exit file may still be on its way
-    assert row["status"] == status_ and words in row["error_tail"] and "without writing its exit code" in row["error_tail"]
+    assert row["status"] == status_ and words in row["error_tail"]
+    assert "without writing its exit code" in row["error_tail"]
     assert seen.outstanding == {spec.trials[1].trial_id}
 
 
