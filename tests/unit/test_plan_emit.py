@@ -81,12 +81,13 @@ def test_train_print_launch_writes_the_same_files(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exc:
         main(["train", "--model", "t5-tiny", "--seq-len", "64", "--nnodes", "2", "--nproc", "8", "--micro-batch", "4",
-              "--precision", "bf16", "--output", str(out), "--print-launch"])
+              "--precision", "bf16", "--output", str(out), "--print-launch", "--set", "weight_decay=0.1"])
     assert exc.value.code in (0, None)
     printed = capsys.readouterr().out
     assert "torchrun --nnodes 2 --nproc-per-node 8" in printed and "#SBATCH --nodes=2" in printed
     cfg = RunConfig.from_yaml(out / "train_config.yaml")
     assert cfg.workload.target_len == 14 and cfg.output.dir == str(out)  # resolved: span need of 64 tokens
+    assert cfg.optimizer.weight_decay == 0.1  # --set reaches every run option
     assert json.loads((out / "ds_config.json").read_text()) == deepspeed_config(cfg, cuda=True)
     check_scripts(out / name for name in SCRIPTS)
     assert yaml.safe_load((out / "train_config.yaml").read_text())["workload"]["global_batch"] == 64

@@ -77,6 +77,9 @@ def train(
                                                                     "scripts (single node, multi-node torchrun, "
                                                                     "Slurm) for this config, print them; run nothing."),
     gpus_per_node: Optional[int] = typer.Option(None, help="With --print-launch: ranks per node (default --nproc)."),
+    set_options: Optional[list[str]] = typer.Option(None, "--set", help="Any other run option as KEY=VALUE "
+                                                                       "(repeatable; YAML value): weight_decay=0.1, "
+                                                                       "beta2=0.95, dropout=0.1, attention=eager, ..."),
 ) -> None:
     """Train a model with one Strategy; writes DIR/metrics.jsonl, DIR/tb, DIR/checkpoints and DIR/summary.json."""
     from scalestudy.specs.run import RunConfig
@@ -93,7 +96,7 @@ def train(
         "pp_schedule": pp_schedule, "virtual_stages": virtual_stages, "sequence_parallel": sequence_parallel,
         "stage_layers": _layer_counts(stage_layers) if stage_layers and stage_layers != "auto" else None,
     }
-    cfg = RunConfig.merged(str(config) if config else None, flags)
+    cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **flags})
     if stage_layers == "auto":
         cfg = _balanced_stages(cfg, stage_speeds)
     if print_launch:
@@ -163,3 +166,21 @@ def _print_summary(s: dict, output: str) -> None:
         f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb",
         highlight=False, soft_wrap=True,
     )
+
+
+def _set_options(items: list[str]) -> dict:
+    """`--set KEY=VALUE` pairs as flat run options (values read as YAML scalars: 0.1, true, [1, 2])."""
+    import yaml
+
+    from scalestudy.errors import ScalestudyError
+
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ScalestudyError(f"--set takes KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            raise ScalestudyError(f"--set {key.strip()}: cannot read {value!r}") from None
+    return options
