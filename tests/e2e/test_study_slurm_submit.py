@@ -29,7 +29,13 @@ FAKES = {
     """,
     "squeue": r"""
         #!/bin/bash
-        # like `squeue -h -r -t all -o "%i|%T|N/A|%r|%e"`: running tasks only (finished ones are purged at once)
+        # like `squeue -h -r -t all -o "%i|%T|N/A|%r|%e"`: running tasks only (finished ones are purged at once).
+        # Its first answer is a transient failure, as a busy controller gives: it must not fail a running trial.
+        if [ ! -e "$FAKE_SLURM/squeue-failed" ]; then
+          touch "$FAKE_SLURM/squeue-failed"
+          echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
+          exit 1
+        fi
         while read -r pid task; do
           kill -0 "$pid" 2>/dev/null && echo "$task|RUNNING|N/A|None|NONE"
         done < "$FAKE_SLURM/pids"
