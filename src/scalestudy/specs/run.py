@@ -91,8 +91,8 @@ class OutputSection:
     crash_after_step: int = 0  # tests only: die hard right after this step (after its checkpoint)
 
 
-# The one default strategy of a run: Strategy's own defaults, in fp32 (CPUs here have no fast bf16 matmul, and
-# an fp32 run is valid on every device).
+# The one default strategy of a run: Strategy's own defaults, in fp32 (the one precision every device runs at full
+# speed: most CPUs emulate bf16; engine/cpu_precision.py measures it).
 DEFAULT_STRATEGY = Strategy(precision="fp32")
 
 SECTIONS: dict[str, type] = {"model": ModelSection, "workload": WorkloadSection, "optimizer": OptimizerSection,
