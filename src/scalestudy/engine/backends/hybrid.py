@@ -10,6 +10,7 @@ The optimizer is the same torch AdamW + schedule as every engine; clipping uses 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -76,6 +77,10 @@ class HybridBackend(Backend):
             apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.parallel["sequence_parallel"])
         if self.strategy.engine == "fsdp":
             from scalestudy.engine.backends.fsdp import fully_shard_kwargs
+
+            # T5 blocks return their position bias, a view; nothing modifies block outputs in place (checked in
+            # transformers' T5Stack), so FSDP2's per-call warning about in-place ops on views is noise here.
+            warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
 
             kwargs = fully_shard_kwargs(self.settings, self.mesh.sub("dp"), self.device)
             for layers in chunk.layer_lists():
