@@ -70,5 +70,5 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     spec = parse_spec(demo_spec(output), "demo spec")
     console.print(f"scalestudy demo: {len(spec.trials)} real training runs (t5-tiny, DeepSpeed ZeRO 0-3 and FSDP, "
                   f"1-2 CPU ranks) into {output}/study.sqlite. The first DeepSpeed run on a fresh machine compiles "
-                  "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False)
+                  "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False, soft_wrap=True)
     return run_study(spec, output, progress=progress, console=console)

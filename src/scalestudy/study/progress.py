@@ -61,5 +61,5 @@ class SweepProgress:
     def finished(self, row: dict, running: list[str]) -> None:
         self.done += 1
         self.counts[row["status"]] += 1
-        self.progress.console.print(describe(row), highlight=False)
+        self.progress.console.print(describe(row), highlight=False, soft_wrap=True)  # one line per trial, in logs too
         self.progress.update(self.task, advance=1, info=self._info(", ".join(running)))
