@@ -82,7 +82,7 @@ write_configs() {
   cat >"$DIR/etc/slurm.conf" <<CONF
 # Written by scalestudy scripts/slurm-local.sh: a one-node test cluster. Removed by 'slurm-local.sh stop'.
 ClusterName=scalestudy
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -106,7 +106,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 JobCompType=jobcomp/none
-NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   cat >"$DIR/etc/slurmdbd.conf" <<CONF
