@@ -28,6 +28,7 @@ The scaling-law fit reads `Store.runs_table()`: the OK trials with `params`, `to
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -253,6 +254,26 @@ def _is_wal(path: Path) -> bool:
         return fh.read(1) == b"\x02"
 
 
+def _roll_back_interrupted_commit(path: Path) -> None:
+    """A writer killed mid-commit leaves a hot rollback journal (DIR/study.sqlite-journal), which a read-only
+    connection cannot roll back ("attempt to write a readonly database"). Roll it back first where we may: that only
+    restores the last committed state, all any reader sees anyway. SQLite decides whether the journal is hot (a live
+    writer's journal is not: it holds the lock), so this never undoes a commit in progress."""
+    journal = Path(f"{path}-journal")
+    if not journal.is_file() or journal.stat().st_size == 0:
+        return
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        raise ScalestudyError(f"{path}: a commit was interrupted ({journal.name} is left) and rolling it back needs "
+                              "write access; run this once with write access (or resume with `study run`)")
+    conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # the first read rolls a hot journal back
+    except sqlite3.DatabaseError:
+        pass  # reported, in one line, by the checks of the read-only open that follows
+    finally:
+        conn.close()
+
+
 def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     """Connect to an existing store after checking it is one; ScalestudyError (one line) otherwise."""
     with open(path, "rb") as fh:
@@ -261,6 +282,8 @@ def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
         raise ScalestudyError(f"{path} is an empty file, not a study store")
     if head != SQLITE_HEADER:
         raise ScalestudyError(f"{path} is not a study store (not an SQLite database)")
+    if readonly:
+        _roll_back_interrupted_commit(path)
     uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rw'}"
     # Byte 18 of the header is 2 for a WAL-mode database; rollback-journal stores (this version's) are read with
     # plain shared locks, never as immutable: a writer may commit while we read.
