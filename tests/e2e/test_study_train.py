@@ -1,6 +1,7 @@
 """A real study run as a user types it: a relative spec path and a relative --output, from a directory other than
 the spec's, with a corpus named relative to the spec. Real `scalestudy train` trials (torchrun, gloo, CPU): one OK,
-one out of memory under a memory cap, one killed at its timeout. (Real trials + report: tests/e2e/test_demo.py.)"""
+one killed at its timeout with both its ranks. (Real trials + report: tests/e2e/test_demo.py; a real run out of
+memory: tests/e2e/test_cli_train.py; OOM classification under a study's memory cap: tests/e2e/test_study_runner.py.)"""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from scalestudy.engine.data.bundled import corpus_path
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
 
 
-def test_relative_spec_and_output_from_another_cwd_ok_oom_timeout(tmp_path):
+def test_relative_spec_and_output_from_another_cwd_ok_and_timeout(tmp_path):
     project = tmp_path / "project"
     (project / "specs").mkdir(parents=True)
     chapters = [c for c in gzip.open(corpus_path(), "rt", encoding="utf-8").read().splitlines() if c.strip()][:120]
@@ -44,9 +45,6 @@ def test_relative_spec_and_output_from_another_cwd_ok_oom_timeout(tmp_path):
         data: ../corpus.jsonl             # relative to this file
         train_options: {text_field: body, vocab_size: 1000}
         include:
-          # 64 x 512 tokens through t5-tiny needs several GB of activations: under a 1.8 GB address-space cap the
-          # CPU allocator fails, and `scalestudy train` reports "out of memory"
-          - {micro_batch: 64, global_batch: 64, seq_len: 512, target_len: 128, memory_limit_bytes: 1800000000}
           # 2 ranks training far longer than their timeout: killed (launcher and both ranks) and recorded TIMEOUT
           - {nproc: 2, steps: 100000, timeout_s: 25}
     """))
@@ -60,11 +58,11 @@ def test_relative_spec_and_output_from_another_cwd_ok_oom_timeout(tmp_path):
     out = cwd / "results" / "study"  # the relative --output, taken against the cwd
     con = sqlite3.connect(out / "study.sqlite")
     con.row_factory = sqlite3.Row
-    rows = {(r["micro_batch"], r["nproc"]): dict(r) for r in con.execute("SELECT * FROM trials")}
-    ok, oom, hung = rows[(2, 1)], rows[(64, 1)], rows[(2, 2)]
+    rows = {r["nproc"]: dict(r) for r in con.execute("SELECT * FROM trials")}
+    assert len(rows) == 2
+    ok, hung = rows[1], rows[2]
     assert hung["status"] == "TIMEOUT" and 25 <= hung["wall_s"] < 60
     assert ok["status"] == "OK", ok["error_tail"]
-    assert oom["status"] == "OOM" and "out of memory" in oom["error_tail"]
     # measured summary, per-step metrics, prediction and scaling-fit columns
     assert ok["step_s"] > 0 and ok["tokens_per_s"] > 0 and ok["peak_mem_bytes"] > 0
     assert math.isfinite(ok["loss"]) and ok["params"] > 1e6
