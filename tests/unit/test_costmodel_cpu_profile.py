@@ -57,11 +57,11 @@ def test_overhead_terms_add_to_the_step_time():
 
 
 def test_fit_overheads_recovers_known_terms():
-    step, micro, layer = 0.01, 0.003, 2e-4
-    points = [(step + acc * (micro + 3 * sub * layer), acc, sub, 0.0) for acc, sub in ((1, 5), (1, 15), (2, 5),
-                                                                                       (2, 15), (4, 10))]
-    got = cpu_profile.fit_overheads(points)
-    assert got == pytest.approx((step, micro, layer), rel=1e-6)
+    scale, step, micro, layer = 1.7, 0.01, 0.003, 2e-4
+    points = []
+    for pred, acc, sub in ((0.01, 1, 5), (0.03, 1, 15), (0.04, 2, 5), (0.02, 2, 15), (0.08, 4, 10)):
+        points.append((pred, acc, sub, scale * pred + step + acc * (micro + 3 * sub * layer)))
+    assert cpu_profile.fit_overheads(points) == pytest.approx((scale, step, micro, layer), rel=1e-6)
 
 
 def test_engine_overhead_scales_with_sublayers_and_micro_batches(tmp_path):

@@ -53,17 +53,28 @@ def profile_path() -> Path:
     return Path(root) / f"cpu_profile-{machine_key()}.yaml"
 
 
-def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, float, float]:
-    """(per step, per micro-batch, per sublayer pass) seconds from timed steps [(residual s over the cost model,
-    accumulation, sublayers, measured s), ...]: least squares of
-    residual = step + accumulation x (micro-batch + 3 x sublayers x sublayer pass), each clipped at 0."""
+def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, float, float, float]:
+    """(compute scale, per step, per micro-batch, per sublayer pass) from timed steps [(cost-model step s without
+    overheads, accumulation, sublayers, measured s), ...]: least squares of
+    measured = scale x predicted + step + accumulation x (micro-batch + 3 x sublayers x sublayer pass);
+    an overhead that comes out negative is dropped and the rest refitted; the scale is kept in [0.2, 20]."""
     import numpy as np
 
-    a = np.array([[1.0, acc, 3.0 * acc * sub] for _, acc, sub, _ in points])
-    y = np.array([r for r, _, _, _ in points])
-    coef = np.linalg.lstsq(a, y, rcond=None)[0]
-    step, micro, layer = (max(0.0, float(c)) for c in coef)
-    return step, micro, layer
+    cols = [[p, 1.0, acc, 3.0 * acc * sub] for p, acc, sub, _ in points]
+    y = np.array([m for _, _, _, m in points])
+    active = [0, 1, 2, 3]
+    coef = np.zeros(4)
+    for _ in range(4):
+        a = np.array([[row[j] for j in active] for row in cols])
+        sol = np.linalg.lstsq(a, y, rcond=None)[0]
+        coef = np.zeros(4)
+        coef[active] = sol
+        negative = [j for j in active[1:] if coef[j] < 0]
+        if not negative:
+            break
+        active.remove(min(negative, key=lambda j: coef[j]))
+    scale = float(min(20.0, max(0.2, coef[0])))
+    return scale, max(0.0, float(coef[1])), max(0.0, float(coef[2])), max(0.0, float(coef[3]))
 
 
 def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:

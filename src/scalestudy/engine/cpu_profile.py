@@ -5,9 +5,10 @@ collectives) give the compute and link terms. What they cannot see is the fixed 
 per micro-batch and per optimizer step, which dominates small models on a CPU. So this module times real training
 steps of T5 models of the t5-tiny shape at two depths, two micro-batch sizes and two accumulation counts
 (plain PyTorch, AdamW, fp32, one process), predicts the same steps with the cost model on the measured profile, and
-fits the residual as
-    step_overhead_s + accumulation x (microstep_overhead_s + 3 x sublayers x layer_overhead_s)
-(3 passes per sublayer: forward, and backward counted as two, as costmodel/step.py applies it)
+fits the measured time as
+    scale x predicted + step_overhead_s + accumulation x (microstep_overhead_s + 3 x sublayers x layer_overhead_s)
+(3 passes per sublayer: forward, and backward counted as two, as costmodel/step.py applies it; `scale` corrects the
+micro-benchmarks' compute rate for what small training kernels reach and is folded into the GEMM efficiencies)
 (least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
 bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
 t5-tiny shape, and stored per engine as seconds per sublayer per micro-batch above plain PyTorch
@@ -28,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-# (layers per stack, micro-batch, accumulation): enough spread to separate the three overhead terms
-CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 1, 2), (3, 4, 2))
+# (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
+CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 8, 1), (1, 1, 2), (2, 2, 1), (3, 4, 2))
 SEQ_LEN, TARGET_LEN = 64, 16
 
 
@@ -163,13 +164,17 @@ def measure(output: Path, nproc: int = 2) -> Path:
         est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
                        precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
         sublayers = 2 * layers + 3 * layers
-        points.append((measured - est.step_s, accum, sublayers, measured))
-    step, micro, layer = fit_overheads(points)
+        points.append((est.step_s, accum, sublayers, measured))
+    scale, step, micro, layer = fit_overheads(points)
+    # the compute factor folds into the GEMM efficiencies and the memory bandwidth (what compute time reads)
+    device = replace(device, matmul_efficiency=[[n, f / scale] for n, f in device.matmul_efficiency],
+                     hbm_bytes_per_s=device.hbm_bytes_per_s / scale)
     engines = engine_overheads()
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
                      engine_overhead_s=engines,
-                     source=device.source + f"; framework overheads fitted on {len(points)} timed plain-PyTorch "
-                                            f"T5 steps (per step {step * 1e3:.2f} ms, per micro-batch "
+                     source=device.source + f"; compute x{scale:.3g} and framework overheads fitted on "
+                                            f"{len(points)} timed plain-PyTorch T5 steps (per step {step * 1e3:.2f} ms, "
+                                            f"per micro-batch "
                                             f"{micro * 1e3:.2f} ms, per sublayer pass {layer * 1e6:.0f} us)")
     note = (f"per-machine CPU profile (scalestudy.engine.cpu_profile, {time.perf_counter() - t0:.0f} s, load "
             f"average {load:.1f} at the start); measured steps s: "
