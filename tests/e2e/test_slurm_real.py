@@ -38,9 +38,16 @@ def slurm():
         "slurmctld: running")
     res = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
+    again = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=60)  # idempotent
+    assert again.returncode == 0 and "already running" in again.stderr, again.stderr
     yield
-    if not was_up:  # leave a cluster someone else started as it was
-        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
+    if was_up:  # leave a cluster someone else started as it was
+        return
+    for _ in range(2):  # stop is idempotent too
+        res = subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+    state = Path(os.environ.get("SCALESTUDY_SLURM_DIR", "/var/tmp/scalestudy-slurm"))
+    assert not Path("/etc/slurm/slurm.conf").exists() and not state.exists()
 
 
 SPEC = {
