@@ -133,13 +133,21 @@ def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
     assert trial["status"] == "OK" and trial["measured_step_s"] > 0
     row = data["table"][0]
     assert row["error_before_pct"] is not None and row["error_final_pct"] is not None
-    # One trial: the refit puts the residual into the per-micro-step overhead and reproduces the measurement.
+    # One trial: the refit scales the model onto the measurement.
     assert abs(row["error_final_pct"]) < abs(row["error_before_pct"])
     assert data["efficiency"]["trials_fitted"] == 1
+    pick = data["pick"]  # the pick's step time carries its uncertainty
+    assert pick["label"].startswith("ddp ") and pick["trials"] == 1
+    assert pick["ci95_s"][0] < pick["step_s"] == pytest.approx(trial["measured_step_s"]) < pick["ci95_s"][1]
+    cands = {c["strategy"]: c for c in data["candidates"]}  # every candidate, measured or not, with a prediction
+    assert len(cands) == 2 and cands[trial["label"]]["measured"] and cands[trial["label"]]["trials"] == 1
+    (other,) = [c for c in cands.values() if not c["measured"]]
+    assert other["status"] == "not run" and other["predicted_s"] > 0 and other["measured_step_s"] is None
     profile = get_device(str(out / "hardware_profile.yaml"))
     mb = json.loads((out / "microbench.json").read_text())
     assert mb["world_size"] == 1 and mb["collectives"] == []
     best = max(r["flops_per_s"] for r in mb["matmul"] if r["dtype"] == "fp32")
     assert profile.peak_flops["fp32"] == pytest.approx(best, rel=1e-3)
     assert profile.hbm_bytes_per_s == pytest.approx(mb["copy"]["bytes_per_s"], rel=1e-3)
-    assert (out / "tune.md").read_text().count("| 1 |") == 1
+    md = (out / "tune.md").read_text()
+    assert md.split("## Every candidate")[0].count("| 1 |") == 1 and md.count("| not run |") == 1

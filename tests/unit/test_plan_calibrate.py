@@ -72,10 +72,11 @@ def test_efficiency_fit_recovers_known_terms():
     for t, m in obs:
         assert fit.predict(t) == pytest.approx(m, rel=1e-3)
     assert fit.compute == pytest.approx(1.3, rel=0.02) and fit.comm == pytest.approx(2.0, rel=0.02)
-    # One trial: the residual goes to the per-micro-step overhead, the factors stay at the prior.
+    # One trial: one overall scale (measured / modelled), every factor at it, no overhead invented.
     one = fit_efficiency(obs[:1])
-    assert one.predict(obs[0][0]) == pytest.approx(obs[0][1], rel=0.05)
-    assert one.compute == pytest.approx(1.0, abs=0.1)
+    assert one.predict(obs[0][0]) == pytest.approx(obs[0][1], rel=1e-6)
+    assert one.compute == pytest.approx(one.scale) and one.comm == pytest.approx(one.scale)
+    assert one.overhead_s == pytest.approx(0.0, abs=1e-9)
     # An unmeasured family of a measured engine inherits that engine's overhead; an unmeasured engine does not.
     ds1 = StepTerms(0.2, 0.1, 0.01, 1, "ds-z1", "deepspeed")
     ddp = StepTerms(0.4, 0.2, 0.01, 1, "ddp", "ddp")

@@ -281,6 +281,9 @@ def tune(
                                                                     "JIT-builds CPU-Adam once, ~75 s)."),
     offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
     trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
+    budget_fraction: float = typer.Option(0.15, help="Trials after the screen stop at this fraction of the "
+                                                     "estimated trial time of measuring every strategy (0 = no cap)."),
+    contenders: int = typer.Option(2, help="Most close contenders re-measured per interleaved round (1 = none)."),
     memory_limit_gib: float = typer.Option(0.0, help="Address-space cap (RLIMIT_AS) of each trial process in GiB "
                                                      "(2^30 bytes); a trial beyond it ends as OOM. 0 = no cap."),
 ) -> None:
@@ -298,7 +301,8 @@ def tune(
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
     settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,
                                   screen=screen, margin=margin, trial_timeout_s=trial_timeout_s,
-                                  memory_limit_bytes=int(memory_limit_gib * GIB))
+                                  memory_limit_bytes=int(memory_limit_gib * GIB), budget_fraction=budget_fraction,
+                                  contenders=contenders)
     cons = build_constraints(engine=engine, zero=zero, tp="1", pp="1", micro_batch=micro_batch,
                              recompute=recompute or "none,full", offload=offload, offload_params=offload,
                              precision="fp32", max_nodes=None)  # precision: the tuner's default for the device
@@ -351,7 +355,8 @@ def print_tune(result, out) -> None:
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.engine_overhead_s.items()) + "; per family: "
           + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
     if result.best:
-        print(f"Pick: {result.best.label} ({result.best.measured_step_s:.3f} s/step measured). "
-              f"Results: {out}/tune.json, {out}/tune.md")
+        from scalestudy.plan.tune_report import pick_line
+
+        print(f"{pick_line(result.pick)} Results: {out}/tune.json, {out}/tune.md")
     else:
         print(f"No trial succeeded; see {out}/trials/*/train.log")

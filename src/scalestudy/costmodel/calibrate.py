@@ -8,9 +8,10 @@ training trials (`scalestudy train` summaries); this module only fits numbers.
    from a copy; CPU Adam rate from torch AdamW; the link from an alpha-beta fit of all_reduce time vs size
    (ring all-reduce: t = 2(n-1) alpha + 2(n-1)/n * S / B, Thakur et al. 2005; alpha = per-hop latency,
    B = per-device one-direction bandwidth, the convention of `DeviceSpec.intra_node_bytes_per_s`).
-2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): a
-   compute factor, a communication factor, an optimizer factor and a per-micro-step framework overhead (with
-   engine and engine/ZeRO-family parts) that the analytical model has no term for (`EfficiencyFit`).
+2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): an
+   overall scale, compute / communication / optimizer / framework factors pulled toward it, and per-step and
+   per-micro-step framework overheads (with engine and engine/ZeRO-family parts) the model has no term for
+   (`EfficiencyFit`); what few trials cannot identify stays at the uncalibrated model.
 3. `save_profile` / `load_profile`: YAML with exactly the DeviceSpec fields (`--gpu PATH.yaml` reads it back).
 """
 
@@ -115,55 +116,87 @@ class StepTerms:
     micro_steps: int  # gradient-accumulation micro-steps per optimizer step
     family: str  # engine/ZeRO family, e.g. "ds-z2", "fsdp-z3", "ddp"
     engine: str = ""  # deepspeed | fsdp | ddp
+    framework_s: float = 0.0  # measured framework time of a CPU profile (Estimate.framework_s; 0 without one)
+
+    @property
+    def modelled_s(self) -> float:
+        """The uncalibrated cost model's step time."""
+        return self.compute_s + self.comm_s + self.optimizer_s + self.framework_s
 
 
 @dataclass
 class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
-    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s + step_overhead_s
-           + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
-    `overhead_s` is framework time per micro-step (Python, hooks, kernel launches) the analytical model has no term
-    for, `step_overhead_s` the same per optimizer step (clipping, scheduler, bookkeeping); the two are told apart
-    only by trials with different accumulation (with one accumulation the least-norm solution splits them evenly).
-    The engine and engine/ZeRO-family parts are 0 for an engine or family never measured, so a measured DeepSpeed
-    ZeRO-1 trial informs the prediction of ZeRO-2 (same engine) before ZeRO-2 is run.
+    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s + framework * framework_s
+           + step_overhead_s + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
+    `scale` is the one factor that best maps the uncalibrated model onto the trials (the median ratio, in logs):
+    the four factors are pulled toward it, not toward 1, so a machine that is uniformly slower than calibrated
+    (other jobs on the cores) moves every prediction alike. `overhead_s` / `step_overhead_s` are framework time
+    per micro-step / per optimizer step the model has no term for; they are told apart only by trials with
+    different accumulation. The engine and engine/ZeRO-family parts are 0 for an engine or family never measured;
+    the family prior is tighter than the engine prior, so a measured DDP trial's excess mostly lands on the
+    engine and carries over to DDP's other stages.
     """
 
     compute: float = 1.0
     comm: float = 1.0
     optimizer: float = 1.0
+    framework: float = 1.0
+    scale: float = 1.0
     overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     engine_overhead_s: dict = field(default_factory=dict)
     family_overhead_s: dict = field(default_factory=dict)
-    prior: float = 0.3  # ridge weight pulling compute/comm/optimizer to 1 and engine/family terms to 0
+    prior: float = 0.3  # ridge weight (relative-error units) pulling the factors to `scale`, the overheads to 0
     trials_fitted: int = 0
 
     def predict(self, t: StepTerms) -> float:
         over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
-        return (self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s
-                + max(0.0, self.step_overhead_s) + t.micro_steps * max(0.0, over))
+        step = (self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s
+                + self.framework * t.framework_s + self.step_overhead_s + t.micro_steps * over)
+        # negative overhead parts may offset each other, never make a step faster than a tenth of the scaled model
+        return max(step, 0.1 * self.scale * t.modelled_s)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) -> EfficiencyFit:
-    """Least squares on relative error, sum ((pred - m) / m)^2, plus the ridge prior; negative factors clip.
+FAMILY_PRIOR_RATIO = 2.0  # family terms' ridge weight / engine terms' (a family deviates less than an engine)
 
-    Linear in the unknowns, so one `numpy.linalg.lstsq`; with one trial the whole residual goes to the
-    (unpenalised) per-micro-step overhead, with more the factors and engine/family terms move as the data demand.
+
+def _median_ratio(obs: list[tuple[StepTerms, float]]) -> float:
+    logs = sorted(math.log(m / t.modelled_s) for t, m in obs if t.modelled_s > 0)
+    if not logs:
+        return 1.0
+    mid = len(logs) // 2
+    med = logs[mid] if len(logs) % 2 else 0.5 * (logs[mid - 1] + logs[mid])
+    return min(50.0, max(0.05, math.exp(med)))
+
+
+def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) -> EfficiencyFit:
+    """Least squares on relative error, sum ((pred - m) / m)^2, plus ridge priors; negative factors clip.
+
+    Which terms the trials identify: a few trials at one micro-batch pin down one overall level and, per engine
+    measured, that engine's excess; they cannot separate compute from framework time or per-step from
+    per-micro-step overhead. So the fit first takes the overall `scale` (median measured / modelled), then lets
+    each factor leave `scale` and each overhead leave 0 only as far as the data demand (ridge, weight `prior`;
+    overheads in units of the median measured step, so the prior means the same for any model size). With no
+    trials it is the uncalibrated model.
     """
     import numpy as np
 
     obs = [(t, m) for t, m in observed if m > 0]
+    if not obs:
+        return EfficiencyFit(prior=prior)
+    scale = _median_ratio(obs)
+    ref = sorted(m for _, m in obs)[len(obs) // 2]  # typical step (s): the unit of the overhead priors
     engines = sorted({t.engine for t, _ in obs})
     fams = sorted({t.family for t, _ in obs})
-    n = 5 + len(engines) + len(fams)
+    n = 6 + len(engines) + len(fams)
     rows, rhs = [], []
     for t, m in obs:
-        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.micro_steps / m, 1.0 / m]
+        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.framework_s / m, t.micro_steps / m, 1.0 / m]
                     + [t.micro_steps / m if t.engine == e else 0.0 for e in engines]
                     + [t.micro_steps / m if t.family == f else 0.0 for f in fams])
         rhs.append(1.0)
@@ -173,17 +206,20 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
         rows.append([weight if k == j else 0.0 for k in range(n)])
         rhs.append(weight * target)
 
-    for j in range(3):
-        prior_row(j, w, 1.0)
-    prior_row(3, 1e-3, 0.0)  # keep the system defined with no trials; equal tiny weights -> even split
-    prior_row(4, 1e-3, 0.0)
-    for j in range(5, n):
-        prior_row(j, w, 0.0)
+    for j in range(4):
+        prior_row(j, w, scale)
+    prior_row(4, w / ref, 0.0)
+    prior_row(5, w / ref, 0.0)
+    for j in range(6, 6 + len(engines)):
+        prior_row(j, w / ref, 0.0)
+    for j in range(6 + len(engines), n):
+        prior_row(j, FAMILY_PRIOR_RATIO * w / ref, 0.0)
     theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
-    a, b, c = (max(0.05, float(x)) for x in theta[:3])
-    return EfficiencyFit(compute=a, comm=b, optimizer=c, overhead_s=float(theta[3]), step_overhead_s=float(theta[4]),
-                         engine_overhead_s={e: float(theta[5 + j]) for j, e in enumerate(engines)},
-                         family_overhead_s={f: float(theta[5 + len(engines) + j]) for j, f in enumerate(fams)},
+    a, b, c, f = (max(0.05, float(x)) for x in theta[:4])
+    return EfficiencyFit(compute=a, comm=b, optimizer=c, framework=f, scale=scale, overhead_s=float(theta[4]),
+                         step_overhead_s=float(theta[5]),
+                         engine_overhead_s={e: float(theta[6 + j]) for j, e in enumerate(engines)},
+                         family_overhead_s={fm: float(theta[6 + len(engines) + j]) for j, fm in enumerate(fams)},
                          prior=prior, trials_fitted=len(obs))
 
 

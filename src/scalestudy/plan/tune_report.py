@@ -1,5 +1,6 @@
-"""What `scalestudy tune` reports: per trial the measured step time beside the predictions before and after the
-refit, and their errors; written as DIR/tune.json and DIR/tune.md (the CLI prints the same rows)."""
+"""What `scalestudy tune` reports: the pick with its uncertainty; per trial the measured step time beside the
+predictions before and after the refit, and their errors; every candidate with its final prediction and whether it
+was measured. Written as DIR/tune.json and DIR/tune.md (the CLI prints the trial rows and the pick)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def report_rows(result) -> list[dict]:
                      "predicted_before_s": t.predicted_before_s, "predicted_final_s": t.predicted_final_s,
                      "error_before_pct": error_pct(t.predicted_before_s, t.measured_step_s),
                      "error_final_pct": error_pct(t.predicted_final_s, t.measured_step_s),
-                     "wall_s": t.wall_s, "reason": t.reason})
+                     "wall_s": t.wall_s, "reason": t.reason, "phase": t.phase, "round": t.round})
     return rows
 
 
@@ -43,16 +44,49 @@ def markdown_table(rows: list[dict]) -> str:
     return head + body
 
 
+def pick_line(pick: dict) -> str:
+    """One sentence: the pick, its step time with the 95% interval, and how far the runner-up is."""
+    if not pick:
+        return "Pick: none (no trial succeeded)."
+    lo, hi = pick["ci95_s"]
+    text = (f"Pick: {pick['label']}: {pick['step_s']:.3f} s/step (95% interval {lo:.3f}-{hi:.3f} s; "
+            f"{pick['trials']} trial(s); noise {100 * pick['noise_rel']:.1f}% per trial)")
+    if pick.get("runner_up"):
+        verdict = "clearly slower" if pick["distinguishable"] else "within the noise"
+        text += (f"; runner-up {pick['runner_up']} {pick['runner_up_gap_pct']:+.1f}% "
+                 f"(+-{pick['gap_se_pct']:.1f}% s.e., {verdict})")
+    return text + "."
+
+
+def candidate_table(rows: list[dict]) -> str:
+    """Markdown: every candidate, measured or not, with its final prediction."""
+    def f(v, spec):
+        return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+    head = ("| strategy | measured | trials | measured s/step | predicted s/step | prediction +-% | uncalibrated s |\n"
+            "|---|---|---|---|---|---|---|\n")
+    body = "".join(f"| {r['strategy']} | {'yes' if r['measured'] else r['status']} | {r['trials']} | "
+                   f"{f(r['measured_step_s'], '.3f')} | {f(r['predicted_s'], '.3f')} | "
+                   f"{f(None if r['predicted_uncertainty_rel'] is None else 100 * r['predicted_uncertainty_rel'], '.0f')} | "
+                   f"{f(r['predicted_uncalibrated_s'], '.3f')} |\n" for r in rows)
+    return head + body
+
+
 def save_results(out_dir: Path, result, settings: dict, meta: dict) -> None:
     """DIR/tune.json (everything, with units) and DIR/tune.md (the table) of a finished tune."""
     rows = report_rows(result)
     data = {"meta": meta, "settings": settings, **result.to_dict(), "table": rows,
             "units": "seconds per optimizer step (median over measured steps, warm-up excluded); errors = "
-                     "(predicted - measured) / measured in %"}
+                     "(predicted - measured) / measured in %; *_rel = relative (0.05 = 5%), one standard "
+                     "deviation"}
     write_text_atomic(out_dir / "tune.json", json.dumps(data, indent=2) + "\n")
-    best = result.best.label if result.best else "none (no trial succeeded)"
+    grid = result.grid_estimate_s
+    share = (f" ({100 * sum(t.wall_s for t in result.trials) / grid:.1f}% of the estimated {grid:.0f} s of "
+             "trials an exhaustive grid would take)") if grid > 0 else ""
     md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
-          f"Pick: **{best}**. Trials: {len(result.trials)}; stop: {result.stop_reason}.\n"
+          f"{pick_line(result.pick)}\nTrials: {len(result.trials)}; stop: {result.stop_reason}.\n"
           f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
-          f"{result.total_s:.1f} s (wall).\n\n" + markdown_table(rows))
+          f"{result.total_s:.1f} s (wall){share}.\n\n## Trials\n\n" + markdown_table(rows)
+          + "\n## Every candidate (final refit; prediction +-% = leave-one-out error of the refit and the "
+            "measurement noise, one standard deviation)\n\n" + candidate_table(result.candidate_rows))
     write_text_atomic(out_dir / "tune.md", md)
