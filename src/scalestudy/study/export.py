@@ -40,14 +40,13 @@ RUNS_SCHEMA: Schema = [
 ]
 
 
-def trials_schema() -> Schema:
-    from scalestudy.study.store import TRIAL_COLUMNS
+def trials_schema(trial_columns: dict[str, str]) -> Schema:
+    """The trials table's export schema from its SQL columns (store.TRIAL_COLUMNS), refined by `_TRIAL_TYPES`."""
+    return [(c, _TRIAL_TYPES.get(c) or _SQL_TYPES[sql.split()[0]]) for c, sql in trial_columns.items()]
 
-    return [(c, _TRIAL_TYPES.get(c) or _SQL_TYPES[sql.split()[0]]) for c, sql in TRIAL_COLUMNS.items()]
 
-
-def schema_of(table: str) -> Schema:
-    return {"trials": trials_schema, "metrics": lambda: METRICS_SCHEMA, "runs": lambda: RUNS_SCHEMA}[table]()
+def schema_of(table: str, trial_columns: dict[str, str]) -> Schema:
+    return {"trials": trials_schema(trial_columns), "metrics": METRICS_SCHEMA, "runs": RUNS_SCHEMA}[table]
 
 
 def metric_rows(rows: list[dict]) -> list[dict]:

@@ -239,7 +239,7 @@ class Store:
             raise ScalestudyError(f"unknown table {table!r} (trials, metrics, runs)")
         read = {"trials": self.trials, "metrics": lambda: metric_rows(self.metrics()), "runs": self.runs_table}
         rows = read[table]()
-        return export_rows(rows, schema_of(table), Path(out))
+        return export_rows(rows, schema_of(table, TRIAL_COLUMNS), Path(out))
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
