@@ -42,7 +42,7 @@ def study_run(
     console.print(f"study {study.name!r}: {result.total} trials ({result.skipped_finished} already finished, "
                   f"{result.ran} run now in {result.wall_s:.1f} s); outcomes: {counts}; store {output}/study.sqlite",
                   highlight=False, soft_wrap=True)
-    if result.ran and not result.counts.get("OK"):
+    if result.ran and not result.counts.get("OK") and not no_wait:  # --no-wait: results come later
         from scalestudy.errors import RunFailed
 
         raise RunFailed(f"no trial of study {study.name!r} succeeded ({counts}); reasons: `scalestudy study status "
