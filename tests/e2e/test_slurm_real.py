@@ -55,7 +55,8 @@ SPEC = {
     "zero": 0, "nproc": 1, "nodes": 1, "micro_batch": 2, "global_batch": 2, "precision": "fp32", "seq_len": 64,
     "target_len": 16, "objective": "span", "steps": 3, "warmup": 1, "seed": 1, "timeout_s": 240,
     "include": [{"seed": 2, "steps": 100000, "timeout_s": 4},  # exceeds its time limit
-                {"seed": 3, "steps": 100000}],  # cancelled while it runs
+                {"seed": 3, "steps": 100000},  # cancelled while it runs
+                {"seed": 4}],  # cancelled before it starts: Slurm keeps no record of it at all
     "slurm": {"poll_s": 1, "lost_grace_s": 2, "cpus_per_task": 1},
 }
 
@@ -73,16 +74,17 @@ def _wait(condition, what: str, limit_s: float = 240.0):
 def test_study_on_a_real_slurm(slurm, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # sbatch exports it to jobs
     spec = parse_spec(SPEC)
-    ok, slow, cancelled = spec.trials
+    ok, slow, cancelled, never = spec.trials
     out = tmp_path / "study"
     run_study(spec, out, progress=False, wait=False)
     with Store(out) as store:
         (job,) = store.get_meta("slurm_jobs")
-    assert job["trials"] == [ok.trial_id, slow.trial_id, cancelled.trial_id]
+    assert job["trials"] == [ok.trial_id, slow.trial_id, cancelled.trial_id, never.trial_id]
 
-    info = status(out)  # live state from squeue: nothing finished, three tasks queued or running
-    assert info["slurm"]["error"] == "" and info["slurm"]["queued"] + info["slurm"]["running"] == 3
+    info = status(out)  # live state from squeue: nothing finished, four tasks queued or running
+    assert info["slurm"]["error"] == "" and info["slurm"]["queued"] + info["slurm"]["running"] == 4
     assert info["counts"] == {"OK": 0, "OOM": 0, "FAILED": 0, "TIMEOUT": 0} and info["interrupted"] == 0
+    subprocess.run(["scancel", f"{job['job']}_3"], check=True)  # still pending (one task at a time)
     cli = subprocess.run([sys.executable, "-m", "scalestudy", "study", "status", str(out)], capture_output=True,
                          text=True, env={**os.environ, "COLUMNS": "120"})
     assert cli.returncode == 0 and "in Slurm" in cli.stdout, cli.stdout + cli.stderr
@@ -97,14 +99,15 @@ def test_study_on_a_real_slurm(slurm, tmp_path, monkeypatch):
     with Store(out) as store:
         assert len(store.get_meta("slurm_jobs")) == 1
         rows = {r["trial_id"]: r for r in store.trials()}
-        assert {r["status"] for r in rows.values()} == {"OK", "TIMEOUT", "FAILED"}, rows
+        assert sorted(r["status"] for r in rows.values()) == ["FAILED", "FAILED", "OK", "TIMEOUT"], rows
         good = rows[ok.trial_id]
         assert good["status"] == "OK" and good["loss"] > 0 and good["step_s"] > 0 and good["returncode"] == 0
         assert [m["step"] for m in store.metrics(ok.trial_id)] == [1, 2, 3]
         assert rows[slow.trial_id]["status"] == "TIMEOUT" and rows[slow.trial_id]["returncode"] == 124
         lost = rows[cancelled.trial_id]
         assert lost["status"] == "FAILED" and "CANCELLED by 0" in lost["error_tail"], lost["error_tail"]
+        assert "no record in squeue or sacct" in rows[never.trial_id]["error_tail"]
     final = slurm_jobs.accounting_states([job["job"]])  # sacct agrees
     assert [final[f"{job['job']}_{i}"].state for i in range(3)] == ["COMPLETED", "FAILED", "CANCELLED"]
     info = status(out)
-    assert info["slurm"]["queued"] == info["slurm"]["running"] == 0 and info["total"] == 3
+    assert info["slurm"]["queued"] == info["slurm"]["running"] == 0 and info["total"] == 4
