@@ -138,7 +138,8 @@ def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
     assert data["efficiency"]["trials_fitted"] == 1
     pick = data["pick"]  # the pick's step time carries its uncertainty
     assert pick["label"].startswith("ddp ") and pick["trials"] == 1
-    assert pick["ci95_s"][0] < pick["step_s"] == pytest.approx(trial["measured_step_s"]) < pick["ci95_s"][1]
+    assert pick["step_s"] == pytest.approx(trial["measured_step_s"])
+    assert pick["ci95_s"][0] < pick["step_s"] < pick["ci95_s"][1]
     cands = {c["strategy"]: c for c in data["candidates"]}  # every candidate, measured or not, with a prediction
     assert len(cands) == 2 and cands[trial["label"]]["measured"] and cands[trial["label"]]["trials"] == 1
     (other,) = [c for c in cands.values() if not c["measured"]]
