@@ -318,9 +318,10 @@ def loss_curves(data: StudyData, folder: Path) -> Plot | None:
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(groups) <= 4 else 2,
                   frameon=False)
         finals = [c[max(c)] for c in curves.values()]
-        parts.append(f"{model}: {len(curves)} runs drawn as {len(groups)} distinct curves (runs within "
-                     f"{tol:.2g} nats/token of each other at every step are drawn once), final loss "
-                     f"{min(finals):.3g}-{max(finals):.3g} nats/token")
+        final = f"{min(finals):.3g}" + (f"-{max(finals):.3g}" if f"{min(finals):.3g}" != f"{max(finals):.3g}" else "")
+        parts.append(f"{model}: {len(curves)} runs drawn as {len(groups)} distinct curve"
+                     f"{'s' if len(groups) != 1 else ''} (runs within {tol:.2g} nats/token of each other at every step "
+                     f"are drawn once), final loss {final} nats/token")
     alt = "Line chart of training loss (nats/token) per optimizer step; " + "; ".join(parts)
     return _save(fig, folder / "loss_curves.png", alt + ".")
 
