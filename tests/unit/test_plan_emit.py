@@ -115,3 +115,28 @@ def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, ca
     assert cfg.data.text_field == "body" and cfg.workload.target_len == 29  # span need of 128 tokens
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["model"] == "my-t5"
     assert cfg.output.dir.startswith("runs/my-t5-fsdp")
+
+
+def test_emitted_sbatch_runs_from_any_submit_directory(tmp_path):
+    """The batch script under bash with stand-ins for srun/scontrol, from another directory (as Slurm would: it
+    runs a copy of the script in the submit directory): srun gets the absolute config and the rendezvous."""
+    run = RunConfig.build("t5-tiny", Strategy(micro_batch=2, precision="fp32"), Workload(8, 64, 16), nproc=2,
+                          nnodes=2, steps=5)
+    paths = emit(tmp_path / "emit", run, cuda=False)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text('#!/bin/sh\necho "$@"\n')
+    (fake / "scontrol").write_text("#!/bin/sh\necho node007\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    elsewhere = tmp_path / "submit-dir"
+    elsewhere.mkdir()
+    copy = elsewhere / "job.sbatch"  # Slurm runs a spooled copy: nothing may depend on the script's own path
+    copy.write_text(paths["launch_slurm.sbatch"].read_text())
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[007-008]",
+           "SLURM_NNODES": "2"}
+    res = subprocess.run(["bash", str(copy)], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    args = res.stdout.split()
+    assert args[args.index("--config") + 1] == str(paths["train_config.yaml"].resolve())
+    assert "--nnodes 2 --nproc-per-node 2" in res.stdout and "--rdzv-endpoint node007:24242" in res.stdout
