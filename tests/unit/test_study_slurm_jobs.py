@@ -274,3 +274,18 @@ def test_sbatch_refusal_is_one_line_and_not_retried(fake):
     assert len(fake.calls("sbatch")) == 1
     fake("sbatch", "42\n", fail=2, err="sbatch: error: Unable to contact slurm controller (connect failure)\n")
     assert slurm_jobs.submit("job.sbatch") == "42" and len(fake.calls("sbatch")) == 4
+
+
+def test_a_task_that_just_ended_is_waited_for_not_resubmitted(fake, tmp_path):
+    """Ended 5 s ago without an exit file yet (NFS may still be delivering it): the re-run must not submit again."""
+    spec = parse_spec(SPEC)
+    out = tmp_path / "study"
+    fake("sbatch", "41\n")
+    with Store(out) as store:
+        store.set_meta("spec", spec.source)
+        SlurmExecutor(spec, out, store, {}).run(list(spec.trials), wait=False)
+        fake("sacct", f"41_0|COMPLETED|0:0|None|{_slurm_time(time.time() - 5)}\n41_1|RUNNING|0:0|None|Unknown\n")
+        fake("squeue", "41_1|RUNNING|N/A|None|NONE\n")
+        SlurmExecutor(spec, out, store, {}).run(list(spec.trials), wait=False)
+        assert store.trials() == [] and len(store.get_meta("slurm_jobs")) == 1
+    assert len(fake.calls("sbatch")) == 1

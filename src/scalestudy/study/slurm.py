@@ -269,7 +269,8 @@ class SlurmExecutor:
         seen = refresh(self.out, self.store, self.spec)  # results of earlier submissions; what still runs
         if seen.error:
             raise ScalestudyError(f"cannot ask Slurm which trials still run ({seen.error}); nothing submitted")
-        in_flight = {tid for tid, state in seen.states.items() if state.live}
+        # queued, running, or ended so recently that its exit file may still be on its way: never submitted twice
+        in_flight = seen.outstanding
         todo = [t for t in trials if t.trial_id not in in_flight and t.trial_id not in seen.recorded]
         jobs = self.store.get_meta("slurm_jobs", [])
         for script, members in write_scripts(self.spec, self.out, todo):
