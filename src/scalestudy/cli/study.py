@@ -89,6 +89,8 @@ def print_trials(directory: Path) -> None:
                Column("loss", drop=2), Column("wall s", drop=1), Column("reason", "left", wrap=True)]
     cells = [[r["label"], r["status"], num(r["step_s"], ".3g"), num(r["tokens_per_s"], ",.0f"), num(r["loss"], ".3f"),
               num(r["wall_s"], ".1f"), r["reason"]] for r in rows]
+    if not any(r["reason"] for r in rows):  # all OK: no empty reason column taking the labels' room
+        columns, cells = columns[:-1], [c[:-1] for c in cells]
     width = terminal_width()
     table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, width)
     Console(width=width).print(table)
