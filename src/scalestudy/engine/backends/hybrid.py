@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from scalestudy.engine.backends.common import Backend, MemoryParts, make_adamw, make_scheduler
+from scalestudy.engine.backends.common import Backend, MemoryParts, autocast, make_adamw, make_scheduler
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 from scalestudy.engine.parallel import grads
 from scalestudy.specs.parallel_layout import chunk_layer_counts
@@ -71,6 +71,8 @@ class HybridBackend(Backend):
     # ---- construction ------------------------------------------------------------------------------------
     def _parallelize(self, chunk: torch.nn.Module) -> None:
         chunk.to(self.device)
+        if self.settings.get("autocast_dtype"):  # ddp's bf16: autocast forward, fp32 weights and gradients
+            chunk.forward = autocast(self.device, self.settings["autocast_dtype"])(chunk.forward)
         if self.layout.tp > 1:
             from scalestudy.engine.parallel.tensor_parallel import apply_tensor_parallel
 

@@ -115,7 +115,8 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def seq2seq_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """T5ForConditionalGeneration's loss: CrossEntropyLoss(ignore_index=-100) over the decoder positions."""
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=IGNORE)
+    # float32 as autocast runs cross-entropy inside the HF forward (a no-op in fp32 runs)
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1), ignore_index=IGNORE)
 
 
 class T5Chunk(Chunk):
