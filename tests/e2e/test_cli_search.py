@@ -48,8 +48,10 @@ def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path):
     }
     spec_path = tmp_path / "search.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
-    out = tmp_path / "out"
-    proc = _cli("search", spec_path, "--output", out, "--json")
+    elsewhere = tmp_path / "elsewhere"  # relative spec and --output, from a cwd that is not the spec's folder
+    elsewhere.mkdir()
+    proc = _cli("search", "../search.yaml", "--output", "out", "--json", cwd=elsewhere)
+    out = elsewhere / "out"
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert [m["model"] for m in result["models"]] == ["t5-tiny", "t5-mini"]
