@@ -105,7 +105,7 @@ def submit(script: str, *, retries: int | None = None, backoff_s: float | None =
         if attempt:
             sleep(backoff_s * 2 ** (attempt - 1))
             try:
-                found = call(["squeue", "-h", "-o", "%A|%k"], retries=1).splitlines()
+                found = call(["squeue", "--me", "-h", "-o", "%A|%k"], retries=1).splitlines()
             except ScalestudyError:
                 continue  # cannot tell whether it went in: do not risk a second copy, ask again later
             ids = [line.split("|")[0] for line in found if line.endswith(f"|{token}")]
