@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from scalestudy.engine.backends.common import Backend, make_adamw, make_scheduler
+from scalestudy.engine.backends.common import Backend, make_adamw, make_scheduler, restore_lr
 
 # Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
 LAYER_LISTS = ("block", "h", "layers")
@@ -77,6 +77,7 @@ class FSDPBackend(Backend):
         from scalestudy.engine.parallel import checkpoint
 
         checkpoint.load(path, list(self.model.named_parameters()), self.optimizer, self.scheduler)
+        restore_lr(self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.model, self.optimizer, self.scheduler, self.params

@@ -17,12 +17,13 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from scalestudy.engine.backends.common import Backend, MemoryParts, autocast, make_adamw, make_scheduler
+from scalestudy.engine.backends.common import (Backend, MemoryParts, autocast, make_adamw, make_scheduler,
+                                               restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 from scalestudy.engine.parallel import grads
-from scalestudy.specs.parallel_layout import chunk_layer_counts
 from scalestudy.engine.parallel.mesh import build_mesh
 from scalestudy.engine.parallel.stages import loss_function, split_model
+from scalestudy.specs.parallel_layout import chunk_layer_counts
 
 
 def model_family(model: torch.nn.Module) -> str:
@@ -170,6 +171,7 @@ class HybridBackend(Backend):
         from scalestudy.engine.parallel import checkpoint
 
         checkpoint.load(path, self.named_parameters(), self.optimizer, self.scheduler)
+        restore_lr(self.optimizer, self.scheduler)
 
     def close(self) -> None:
         del self.pipeline, self.chunks, self.optimizer, self.scheduler, self.params

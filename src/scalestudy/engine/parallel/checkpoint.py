@@ -15,8 +15,6 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
-from scalestudy.engine.backends.common import restore_lr
-
 FOLDER = "dcp"
 SCHEDULER = "scheduler.pt"
 
@@ -61,8 +59,7 @@ def load(path: Path, named, optimizer, scheduler) -> None:
             p.copy_(source)
             for key, value in optimizer.state[source].items():
                 optimizer.state[p][key].copy_(value)
-    scheduler.load_state_dict(torch.load(path / SCHEDULER, weights_only=False))
-    restore_lr(optimizer, scheduler)
+    scheduler.load_state_dict(torch.load(path / SCHEDULER, weights_only=False))  # the caller restores the lr
 
 
 def is_resharding_checkpoint(path: Path) -> bool:
