@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.study.demo import DEMO_SPEC
+
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
 
 PLOTS = ("step_time", "throughput", "scaling_efficiency", "memory", "predicted_vs_measured", "loss_curves")
@@ -45,7 +47,7 @@ def test_readme_main_command_as_written(tmp_path):
     con.row_factory = sqlite3.Row
     rows = [dict(r) for r in con.execute("SELECT * FROM trials")]
     ok = [r for r in rows if r["status"] == "OK"]
-    assert len(rows) == 10 and len(ok) >= 8, [(r["label"], r["status"], r["error_tail"]) for r in rows]
+    assert len(rows) == 10 and len(ok) >= 8  # 5 strategies x 1-2 ranks, [(r["label"], r["status"], r["error_tail"]) for r in rows]
     assert {(r["engine"], r["zero"]) for r in ok} >= {("deepspeed", 3), ("fsdp", 3)}
     assert {r["world_size"] for r in ok} == {1, 2}
     for r in ok:  # measured summary, per-step metrics, predictions
@@ -54,7 +56,7 @@ def test_readme_main_command_as_written(tmp_path):
         assert r["pred_step_s"] > 0 and r["pred_per_device_bytes"] > 0, r["pred_error"]
         steps = [s for (s,) in con.execute("SELECT step FROM metrics WHERE trial_id=? ORDER BY step",
                                             (r["trial_id"],))]
-        assert steps == list(range(1, 11)), r["label"]
+        assert steps == list(range(1, DEMO_SPEC["steps"] + 1)), r["label"]
         assert not (out / "trials" / r["trial_id"] / "checkpoints").exists()  # a study keeps measurements only
     con.close()
     assert _alive(out) == []  # no rank outlived its trial
