@@ -1,4 +1,4 @@
-"""One exception type for bad user input: the CLI prints its message on one line and exits 2."""
+"""One exception type for bad user input: the CLI prints its message on one line and exits with its exit_code (2)."""
 
 
 class ScalestudyError(ValueError):
