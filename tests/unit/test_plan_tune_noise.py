@@ -193,3 +193,34 @@ def test_engine_excess_carries_to_the_engines_other_stages():
     assert fit.predict(ds1) > 0.80  # most of DeepSpeed's excess is the engine's, not ZeRO-0's
     assert fit.predict(zero1) == pytest.approx(0.66, rel=0.05)
     assert EfficiencyFit().predict(ds1) == pytest.approx(ds1.modelled_s)  # no trials: the uncalibrated model
+
+
+def test_halving_three_contenders_and_a_contender_that_fails(monkeypatch):
+    cands = candidates()
+    # --contenders 3, no budget cap: round 1 measures three, later rounds fewer (halving), never more.
+    r, _ = tune(monkeypatch, 1, cands, budget_fraction=0, contenders=3)
+    rounds = {}
+    for t in r.trials:
+        if t.phase == "confirm":
+            rounds.setdefault(t.round, []).append(t.label)
+    assert len(rounds[1]) == 3 and all(len(rounds[k]) <= len(rounds[k - 1]) for k in rounds if k > 1)
+    assert len(rounds) >= 2 and len(rounds[max(rounds)]) <= 2
+    assert set(rounds[2]) <= set(rounds[1])  # only survivors of round 1 run again
+
+    # Every re-measurement except the true best's runs out of memory: recorded, left out of the comparison, and
+    # the search still ends with a pick.
+    machine = NoisyMachine(2, cands)
+    seen = set()
+
+    def flaky(index, cand, *a, **kw):
+        trial = machine.run_trial(index, cand, *a, **kw)
+        if cand.strategy.label != TRUE_BEST and cand.strategy.label in seen:
+            trial.status, trial.measured_step_s, trial.reason = "OOM", None, "ran out of memory"
+        seen.add(cand.strategy.label)
+        return trial
+
+    monkeypatch.setattr(tuner, "run_trial", flaky)
+    r = tuner.search_strategies(cands, None, None, 2, None, tuner.TuneSettings(steps=STEPS, warmup=WARMUP,
+                                budget_s=1e9, budget_fraction=0), log=lambda m: None)
+    assert any(t.status == "OOM" and t.phase == "confirm" for t in r.trials)
+    assert r.pick["label"] and r.best.status == "OK"
