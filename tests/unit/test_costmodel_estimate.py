@@ -96,3 +96,28 @@ def test_negative_sizes_raise():
         Strategy(micro_batch=0)
     with pytest.raises(ScalestudyError):
         make_cluster("a100-40gb", nodes=0)
+
+
+def test_fsdp_cpu_offload_moves_states_to_the_host_and_costs_pcie_time():
+    cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("mt5-xl"), Workload(64, 512, 114)
+    on = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=4), work)
+    off = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=4, offload_optimizer="cpu",
+                                           offload_params="cpu"), work)
+    assert off.memory.params == off.memory.grads == off.memory.optimizer == 0.0
+    assert off.memory.host_bytes == pytest.approx(16.0 * off.params_per_device / 8)
+    assert off.offload_s > 0 and off.step_s > on.step_s and off.per_device_bytes < on.per_device_bytes
+
+
+def test_pipeline_schedules_bubble_and_memory():
+    cluster = make_cluster("a100-80gb", nodes=2, gpus_per_node=8)
+    spec, work = get_model("gpt2-xl"), Workload(128, 1024)
+    one = estimate(spec, cluster, Strategy(pp=4, micro_batch=2), work)
+    gpipe = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, pp_schedule="gpipe"), work)
+    inter = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, pp_schedule="interleaved", virtual_stages=2), work)
+    assert gpipe.bubble_s == pytest.approx(one.bubble_s)  # same (pp-1) slots
+    assert gpipe.memory.activations > one.memory.activations  # every micro-batch in flight
+    assert inter.bubble_s < 0.6 * one.bubble_s and inter.pp_comm_s == pytest.approx(2 * one.pp_comm_s)
+    uneven = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, stage_layers=(15, 11, 11, 11)), work)
+    # the busiest stage holds 15 of 48 layers instead of 12 (the LM head's share does not grow)
+    assert 1.15 < uneven.compute_s / one.compute_s <= 1.25
