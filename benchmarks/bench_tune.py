@@ -125,7 +125,8 @@ class GridReplay:
         drawn = [self.rng.choice(steps) * load for _ in steps]
         measured = statistics.median(drawn) if drawn and g.status == "OK" else None
         return tuner.TuneTrial(index, g.label, g.strategy, g.grad_accum, g.status, measured,
-                               kw["predicted_before_s"], kw["predicted_uncalibrated_s"], g.wall_s, g.steps, g.run_dir,
+                               kw.get("predicted_before_s", math.nan), kw.get("predicted_uncalibrated_s", math.nan),
+                               g.wall_s, g.steps, g.run_dir,
                                g.reason, step_times_s=drawn, startup_s=g.startup_s)
 
 
