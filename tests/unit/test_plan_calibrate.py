@@ -1,6 +1,7 @@
 """Calibration fits (pure): alpha-beta link fit, profile from micro-benchmarks, efficiency refit; tuner logic."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,11 @@ def test_efficiency_fit_recovers_known_terms():
     assert two.predict(z2) > two.predict(fsdp) == pytest.approx(two.predict(StepTerms(0.2, 0.1, 0.01, 1, "x", "y")))
     scaled = apply_efficiency(get_device("local-cpu"), fit)
     assert scaled.intra_node_bytes_per_s == pytest.approx(get_device("local-cpu").intra_node_bytes_per_s / fit.comm)
+    measured = replace(get_device("local-cpu"), step_overhead_s=0.05, microstep_overhead_s=0.01,
+                       engine_overhead_s={"ddp-0": 0.001})
+    folded = apply_efficiency(measured, replace(fit, framework=1.5))
+    assert (folded.step_overhead_s, folded.microstep_overhead_s) == (pytest.approx(0.075), pytest.approx(0.015))
+    assert folded.engine_overhead_s == {"ddp-0": pytest.approx(0.0015)}
 
 
 def test_a_trial_counts_only_with_a_measured_step(tmp_path):

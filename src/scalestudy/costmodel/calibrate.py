@@ -224,14 +224,19 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
 
 
 def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
-    """The device with the fitted compute and communication factors folded in (GEMM efficiency / compute factor,
-    link bandwidths / comm factor), so `--gpu` on the saved profile predicts like the refit model minus overheads."""
+    """The device with the fitted factors folded in (GEMM efficiency / compute factor, link bandwidths / comm
+    factor, measured framework overheads x framework factor), so `--gpu` on the saved profile predicts like the
+    refit model minus its engine/family overhead terms (those stay in tune.json)."""
     curve = [[n, f / fit.compute] for n, f in device.matmul_efficiency]
+    fw = fit.framework
     return replace(device, matmul_efficiency=curve,
                    intra_node_bytes_per_s=device.intra_node_bytes_per_s / fit.comm,
                    inter_node_bytes_per_s=device.inter_node_bytes_per_s / fit.comm,
+                   layer_overhead_s=device.layer_overhead_s * fw, step_overhead_s=device.step_overhead_s * fw,
+                   microstep_overhead_s=device.microstep_overhead_s * fw,
+                   engine_overhead_s={k: v * fw for k, v in device.engine_overhead_s.items()},
                    source=device.source + f"; refit from {fit.trials_fitted} trial(s): compute x{fit.compute:.3g}, "
-                                          f"comm x{fit.comm:.3g}")
+                                          f"comm x{fit.comm:.3g}, framework x{fw:.3g}")
 
 
 # ---------------------------------------------------------------------------------------------- files
