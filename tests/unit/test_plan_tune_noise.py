@@ -224,3 +224,13 @@ def test_halving_three_contenders_and_a_contender_that_fails(monkeypatch):
                                 budget_s=1e9, budget_fraction=0), log=lambda m: None)
     assert any(t.status == "OOM" and t.phase == "confirm" for t in r.trials)
     assert r.pick["label"] and r.best.status == "OK"
+
+
+@pytest.mark.parametrize("kw, words", [(dict(budget_fraction=1.5), "--budget-fraction"),
+                                       (dict(budget_fraction=float("nan")), "--budget-fraction"),
+                                       (dict(contenders=0), "--contenders")])
+def test_bad_settings_are_one_line_errors(kw, words):
+    from scalestudy.errors import ScalestudyError
+
+    with pytest.raises(ScalestudyError, match=words):
+        tuner.TuneSettings(**kw)
