@@ -65,9 +65,12 @@ def candidate_table(rows: list[dict]) -> str:
 
     head = ("| strategy | measured | trials | measured s/step | predicted s/step | prediction +-% | uncalibrated s |\n"
             "|---|---|---|---|---|---|---|\n")
+    def pct(rel):
+        return None if rel is None else 100 * rel
+
     body = "".join(f"| {r['strategy']} | {'yes' if r['measured'] else r['status']} | {r['trials']} | "
                    f"{f(r['measured_step_s'], '.3f')} | {f(r['predicted_s'], '.3f')} | "
-                   f"{f(None if r['predicted_uncertainty_rel'] is None else 100 * r['predicted_uncertainty_rel'], '.0f')} | "
+                   f"{f(pct(r['predicted_uncertainty_rel']), '.0f')} | "
                    f"{f(r['predicted_uncalibrated_s'], '.3f')} |\n" for r in rows)
     return head + body
 
