@@ -26,7 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-Z = 2.0  # standard errors that count as "clearly different" (~95% one-sided 98%)
+Z = 2.0  # standard errors that count as "clearly different" (one-sided ~98%)
 NOISE_FLOOR = 0.01  # relative: below this, timer and scheduler granularity, not load
 PRIOR_TRIAL_NOISE = 0.05  # relative sd of one trial's median from load drifting between trials, before repeats
 PRIOR_DOF = 2.0  # how many repeats the prior is worth
@@ -126,6 +126,8 @@ def survivors(comp: Comparison, round_keys: list[str]) -> list[str]:
     none of three or more, the better half. Two that are not clearly apart both stay (another round, as the
     budget allows: the head-to-head is what decides the pick)."""
     ranked = sorted(round_keys, key=comp.estimate_s.__getitem__)
+    if not ranked:
+        return []
     best = ranked[0]
     keep = [k for k in ranked if k == best
             or math.log(comp.estimate_s[k] / comp.estimate_s[best]) <= Z * comp.se_diff(k, best)]

@@ -338,10 +338,11 @@ class _Search:
         """Estimated trial time of measuring every candidate once (what an exhaustive grid would take)."""
         return sum(self.trial_cost(c) for c in self.cands)
 
-    def affordable(self, cost: float) -> bool:
-        """Another `cost` seconds of trials stay within --budget-s and --budget-fraction of the grid estimate."""
+    def affordable(self, cost: float, trials: int = 1) -> bool:
+        """Another `trials` trials of `cost` seconds in all stay within --max-trials, --budget-s and
+        --budget-fraction of the grid estimate."""
         s = self.settings
-        if s.max_trials and len(self.trials) >= s.max_trials:
+        if s.max_trials and len(self.trials) + trials > s.max_trials:
             return False
         limit = s.budget_s if not s.budget_fraction else min(s.budget_s, s.budget_fraction * self.grid_estimate())
         return self.spent() + cost <= limit
@@ -402,7 +403,8 @@ def _confirm(search: _Search) -> str:
         return f"no contender within the noise ({100 * comp.noise:.1f}% per trial) of {keys[0]}"
     search.log(f"close contenders (noise {100 * comp.noise:.1f}% per trial): {', '.join(keys)}")
     while True:
-        while len(keys) >= 2 and not search.affordable(sum(search.trial_cost(search.by_label[k]) for k in keys)):
+        while len(keys) >= 2 and not search.affordable(sum(search.trial_cost(search.by_label[k]) for k in keys),
+                                                       len(keys)):
             keys = keys[:-1]
         if len(keys) < 2:
             return (f"re-measured in {search.round} interleaved round(s); budget reached" if search.round else
@@ -411,9 +413,10 @@ def _confirm(search: _Search) -> str:
         for key in interleaved(keys, search.round):
             search.run(search.by_label[key], "confirm")
         comp = search.comparison()
-        keys = survivors(comp, [k for k in keys if k in comp.estimate_s])
+        keys = survivors(comp, [k for k in keys if k in comp.estimate_s]) if comp else []
         if len(keys) < 2:
-            return f"re-measured in {search.round} interleaved round(s); {keys[0]} left"
+            left = f"{keys[0]} left" if keys else "no contender left (re-measurements failed)"
+            return f"re-measured in {search.round} interleaved round(s); {left}"
         if search.round >= MAX_ROUNDS:
             return f"re-measured in {search.round} interleaved rounds (the most); still within the noise: {keys}"
 
