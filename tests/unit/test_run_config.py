@@ -96,3 +96,13 @@ def test_schedule_warmup_then_cosine_to_floor():
     assert lr_multiplier(60, cfg) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
     assert lr_multiplier(110, cfg) == pytest.approx(0.1)
     assert lr_multiplier(60, cfg.replace(decay="linear")) == pytest.approx(0.1 + 0.9 * 0.5)
+
+
+def test_run_config_settings_launcher_and_emit_import_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import scalestudy.specs.run, scalestudy.engine.settings, scalestudy.launch.commands, "
+            "scalestudy.plan.emit; assert 'torch' not in sys.modules, 'torch imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
