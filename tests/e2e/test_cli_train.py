@@ -14,8 +14,8 @@ from scalestudy.cli import main
 TINY = ["--model", "t5-tiny", "--seq-len", "64", "--target-len", "16", "--no-progress"]
 
 
-def scalestudy(*args: str, timeout: int = 300, threads: int = 1) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+def scalestudy(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     return subprocess.run([sys.executable, "-m", "scalestudy", *args], capture_output=True, text=True, env=env,
                           timeout=timeout)
 
@@ -90,8 +90,7 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
 def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
     proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
                       "--engine", "ddp", "--nproc", "1", "--steps", "150", "--micro-batch", "16", "--lr", "3e-3",
-                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"),
-                      threads=2)  # one rank may use both cores (the test process's environment is left alone)
+                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = json.loads((tmp_path / "run" / "summary.json").read_text())["losses"]
     late = sum(losses[-20:]) / 20
@@ -131,7 +130,9 @@ def test_non_utf8_corpus(tmp_path, capsys):
     (["--engine", "ddp", "--zero", "3"], "engine ddp supports zero stage 0, 1, not 3"),
     (["--precision", "bf16"], "needs a GPU"),
 ])
-def test_strategy_and_batch_mismatches(tmp_path, capsys, args, message):
+def test_strategy_and_batch_mismatches(tmp_path, capsys, monkeypatch, args, message):
+    # bf16 on a CPU is decided by measurement: inject an AVX2 CPU's (emulated bf16, FACTS.md); see test_cli_precision
+    monkeypatch.setattr("scalestudy.engine.cpu_precision.measured_matmul", lambda **_: {"fp32": 80.0, "bf16": 1.3})
     assert message in cli_error(capsys, *TINY, *args, "--output", str(tmp_path / "run"))
 
 
