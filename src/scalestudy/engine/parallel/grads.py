@@ -68,12 +68,12 @@ def sum_tied(copies: list[torch.Tensor], group) -> None:
 @torch.no_grad()
 def global_norm(params: list[torch.Tensor], stage_ranks: int, tie_count: dict[int, int]) -> torch.Tensor:
     """The L2 norm of the whole model's gradient (every rank gets the same value)."""
-    total = torch.zeros((), dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64, device=local(params[0]).device)  # where the collective runs
     for p in params:
         if p.grad is None:
             continue
         replicas = stage_ranks / distinct_pieces(p) * tie_count.get(id(p), 1)
-        total += local(p.grad).double().pow(2).sum().cpu() / replicas
+        total += local(p.grad).double().pow(2).sum() / replicas
     dist.all_reduce(total)
     return total.sqrt()
 

@@ -21,7 +21,6 @@ class Pipeline:
         self.has_first = any(st.is_first for st in self.stages)
         self.has_last = any(st.is_last for st in self.stages)
         self.group = group
-        self.n = n_microbatches
         if kind == "interleaved":
             self.schedule = ScheduleInterleaved1F1B(self.stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
         else:
@@ -34,6 +33,9 @@ class Pipeline:
         target = batch["labels"] if self.has_last else None
         self.schedule.step(*args, target=target, losses=losses, return_outputs=False,
                            attention_mask=batch["attention_mask"], labels=batch["labels"])
-        mean = torch.stack([x.detach().float() for x in losses]).mean() if self.has_last else torch.zeros(())
+        if self.has_last:
+            mean = torch.stack([x.detach().float() for x in losses]).mean()
+        else:
+            mean = torch.zeros((), device=batch["input_ids"].device)
         dist.all_reduce(mean, group=self.group)  # only the last stage's rank contributes
         return mean
