@@ -81,7 +81,7 @@ class DecoderOnlyChunk(Chunk):
         self.first, self.last, self.family = first, last, family
         base_name, list_name = ("model", "layers") if family == "llama" else ("transformer", "h")
         base = _shallow(getattr(full, base_name))
-        setattr(base, list_name, _layers(getattr(full, base_name).__getattr__(list_name), ids))
+        setattr(base, list_name, _layers(getattr(getattr(full, base_name), list_name), ids))
         if family == "llama":
             base.embed_tokens = tie(base.embed_tokens) if first else None
             if not last:
