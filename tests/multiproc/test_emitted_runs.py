@@ -38,7 +38,7 @@ def _free_port() -> int:
 def _plan_emit(out: Path, tokenizer: str, *extra: str) -> dict:
     try:
         main(["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--seq-len", "32", "--target-len", "8",
-              "--train-steps", "2", "--micro-batch", "2", "--offload", "none", "--tokenizer", tokenizer,
+              "--train-steps", "2", "--micro-batch", "2", "--tokenizer", tokenizer,
               "--emit", str(out), "--json", *extra])
     except SystemExit as exc:
         assert exc.code == 0
@@ -50,11 +50,13 @@ def _env() -> dict:
                 PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 
 
-@pytest.mark.parametrize("engine, zero, ranks", [("deepspeed", 2, 2), ("fsdp", 3, 1), ("ddp", 1, 1)])
-def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, tokenizer, engine, zero, ranks):
+@pytest.mark.parametrize("engine, zero, ranks, offload", [("deepspeed", 2, 2, "none"), ("fsdp", 3, 1, "cpu"),
+                                                         ("ddp", 1, 1, "none")])
+def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, tokenizer, engine, zero, ranks,
+                                                              offload):
     emit_dir = tmp_path / "emit"
     plan = _plan_emit(emit_dir, tokenizer, "--gpus-per-node", str(ranks), "--global-batch", "4", "--engine", engine,
-                      "--zero", str(zero))
+                      "--zero", str(zero), "--offload-optimizer", offload, "--offload-params", offload)
     capsys.readouterr()
     run_dir = tmp_path / "run"
     proc = subprocess.run(["bash", str(emit_dir / "launch_single_node.sh"), "--output", str(run_dir),
@@ -64,6 +66,7 @@ def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] == 2 and summary["world_size"] == ranks
     assert summary["strategy"]["engine"] == engine and summary["strategy"]["zero"] == zero
+    assert summary["strategy"]["offload_params"] == offload  # FSDP2 CPUOffloadPolicy for the fsdp case
     assert summary["grad_accum"] == plan["layout"]["grad_accum"] == 4 // (2 * ranks)
     used = json.loads((run_dir / SETTINGS[engine]).read_text())
     assert used == json.loads((emit_dir / SETTINGS[engine]).read_text())
@@ -75,7 +78,7 @@ def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, 
 def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_path, capsys, tokenizer):
     emit_dir = tmp_path / "emit"
     _plan_emit(emit_dir, tokenizer, "--nodes", "2", "--gpus-per-node", "1", "--global-batch", "4",
-               "--engine", "ddp", "--zero", "0")
+               "--engine", "ddp", "--zero", "0", "--offload-optimizer", "none")
     capsys.readouterr()
     env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID="emitted-2-nodes")
     nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=tmp_path,
