@@ -127,9 +127,11 @@ def engine_overheads(log=print) -> dict[str, float]:
     micro_batch, accum = 2, 2
     out = {}
     for engine, zero in ENGINES:
-        plain = time_steps(spec, micro_batch, accum)  # right beside the engine's timing: the same machine load
+        # plain PyTorch right beside the engine, twice each, the faster of each: what this machine does when
+        # other processes leave it alone (a load burst during one timing does not become an engine cost)
+        plain = min(time_steps(spec, micro_batch, accum) for _ in range(2))
         try:
-            measured = time_engine(engine, zero, micro_batch, accum)
+            measured = min(time_engine(engine, zero, micro_batch, accum) for _ in range(2))
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
@@ -155,9 +157,9 @@ def measure(output: Path, nproc: int = 2) -> Path:
     points = []
     specs = {layers: replace(base, name=f"t5-tiny-{layers}", num_layers=layers, num_decoder_layers=layers)
              for layers, _, _ in CONFIGS}
-    # two rounds, interleaved, the faster of each config's two medians: a burst of load from other processes
-    # during one round does not end up in the fit
-    rounds = [[time_steps(specs[layers], mb, accum) for layers, mb, accum in CONFIGS] for _ in range(2)]
+    # three rounds, interleaved, the fastest of each config's medians: the machine's own speed, not a burst of
+    # load from other processes during one round
+    rounds = [[time_steps(specs[layers], mb, accum) for layers, mb, accum in CONFIGS] for _ in range(3)]
     for k, (layers, mb, accum) in enumerate(CONFIGS):
         spec = specs[layers]
         measured = min(r[k] for r in rounds)
