@@ -75,3 +75,12 @@ def test_engine_overhead_scales_with_sublayers_and_micro_batches(tmp_path):
     assert z2.framework_s == 0.0
     path = save_profile(dev, tmp_path / "p.yaml")  # the dict survives the YAML round trip
     assert get_device(str(path)).engine_overhead_s == {"deepspeed-3": 1e-3}
+
+
+def test_multi_rank_engine_term_applies_only_with_several_ranks():
+    dev = replace(get_device("local-cpu"), engine_overhead_s={"deepspeed-2": 1e-3, "deepspeed-2@multi": 2e-3})
+    spec, st = get_model("t5-tiny"), Strategy(zero=2, precision="fp32", micro_batch=2)
+    one = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=1), st, Workload(4, 64, 16))
+    two = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=2), st, Workload(4, 64, 16))
+    assert one.framework_s == pytest.approx(2 * 10 * 1e-3)  # 2 micro-batches x 10 sublayers
+    assert two.framework_s == pytest.approx(1 * 10 * 3e-3)  # 1 micro-batch per rank, both terms

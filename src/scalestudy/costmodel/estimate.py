@@ -296,7 +296,11 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s
     if dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
         sublayers = _sublayers(model) * busiest
-        framework_s += ga * sublayers * dev.engine_overhead_s.get(f"{st.engine}-{st.zero}", 0.0)
+        key = f"{st.engine}-{st.zero}"
+        per = dev.engine_overhead_s.get(key, 0.0)
+        if layout.world_size > 1:  # measured on several ranks: collectives of small buckets, shared cores
+            per += dev.engine_overhead_s.get(key + "@multi", 0.0)
+        framework_s += ga * sublayers * per
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq

@@ -12,7 +12,9 @@ micro-benchmarks' compute rate for what small training kernels reach and is fold
 (least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
 bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
 t5-tiny shape, and stored per engine as seconds per sublayer per micro-batch above plain PyTorch
-(`engine_overhead_s`). The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
+(`engine_overhead_s`), and again on `nproc` ranks under torchrun: what the ranks cost beyond the one-rank
+prediction (gloo collectives of many small buckets, ranks sharing cores) is stored as "<engine>-<zero>@multi".
+The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
 
     python -m scalestudy.engine.cpu_profile --output PATH.yaml [--nproc 2]
 """
@@ -92,12 +94,13 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
     from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
     _init_single_rank_group()
+    world = dist.get_world_size()
     spec = get_model("t5-tiny")
     strategy = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=micro_batch)
-    workload = Workload(micro_batch * accum, SEQ_LEN, TARGET_LEN)
+    workload = Workload(micro_batch * accum * world, SEQ_LEN, TARGET_LEN)
     tmp = tempfile.TemporaryDirectory()  # the backends write their resolved settings into the run directory
-    cfg = RunConfig.build("t5-tiny", strategy, workload, nproc=1, steps=warmup + steps, output=tmp.name)
-    layout = resolve_layout(strategy, 1, workload.global_batch)
+    cfg = RunConfig.build("t5-tiny", strategy, workload, nproc=world, steps=warmup + steps, output=tmp.name)
+    layout = resolve_layout(strategy, world, workload.global_batch)
     torch.manual_seed(0)
     backend = make_backend(build_hf_model(spec), cfg, strategy, layout, torch.device("cpu"))
     inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
@@ -109,7 +112,7 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
             t0 = time.perf_counter()
             backend.forward_backward([dict(inputs) for _ in range(accum)])
             backend.optimizer_step()
-            dist.all_gather([torch.empty_like(stats)], stats)  # as the trainer's gather_stats
+            dist.all_gather([torch.empty_like(stats) for _ in range(world)], stats)  # the trainer's gather_stats
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
     finally:
@@ -136,6 +139,61 @@ def engine_overheads(log=print) -> dict[str, float]:
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
         out[f"{engine}-{zero}"] = max(0.0, measured - plain) / (accum * sublayers)
+    return out
+
+
+def multi_rank_engine_times(output: Path) -> None:
+    """Under torchrun: every rank times every engine (twice, the faster); rank 0 writes {"deepspeed-3": s, ...}."""
+    import json
+
+    import torch.distributed as dist
+
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    dist.init_process_group("gloo")
+    out = {}
+    for engine, zero in ENGINES:
+        try:
+            out[f"{engine}-{zero}"] = min(time_engine(engine, zero) for _ in range(2))
+        except Exception:  # noqa: BLE001 - an engine that cannot run here keeps no multi-rank term
+            continue
+    if dist.get_rank() == 0:
+        output.write_text(json.dumps(out), encoding="utf-8")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[str, float]:
+    """{"deepspeed-3@multi": s per sublayer per micro-batch, ...}: what `nproc` ranks on this machine cost beyond
+    the cost model's prediction with the one-rank profile (gloo collectives of the engine's many small buckets,
+    ranks sharing the cores): timed with torchrun, the same t5-tiny steps."""
+    import json
+    import subprocess
+    import sys
+
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import ClusterSpec
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "engines.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m",
+               "scalestudy.engine.cpu_profile", "--engine-times", str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0 or not path.is_file():
+            return {}
+        measured = json.loads(path.read_text(encoding="utf-8"))
+    spec = get_model("t5-tiny")
+    sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
+    micro_batch, accum = 2, 2
+    out = {}
+    for key, seconds in measured.items():
+        engine, zero = key.rsplit("-", 1)
+        est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=nproc),
+                       Strategy(engine=engine, zero=int(zero), precision="fp32", micro_batch=micro_batch),
+                       Workload(micro_batch * accum * nproc, SEQ_LEN, TARGET_LEN))
+        out[f"{key}@multi"] = max(0.0, seconds - est.step_s) / (accum * sublayers)
     return out
 
 
@@ -173,7 +231,10 @@ def measure(output: Path, nproc: int = 2) -> Path:
                      hbm_bytes_per_s=device.hbm_bytes_per_s / scale)
     engines = engine_overheads()
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
-                     engine_overhead_s=engines,
+                     engine_overhead_s=engines)
+    if nproc > 1:
+        engines = {**engines, **multi_rank_overheads(device, nproc)}
+    device = replace(device, engine_overhead_s=engines,
                      source=device.source + f"; compute x{scale:.3g} and framework overheads fitted on "
                                             f"{len(points)} timed plain-PyTorch T5 steps (per step {step * 1e3:.2f} ms, "
                                             f"per micro-batch "
@@ -186,10 +247,16 @@ def measure(output: Path, nproc: int = 2) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--output", type=Path)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--engine-times", type=Path, help="(internal, under torchrun) time the engines on every rank")
     args = parser.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    if args.engine_times:
+        multi_rank_engine_times(args.engine_times)
+        return
+    if not args.output:
+        parser.error("--output is required")
     print(measure(args.output, args.nproc))
 
 
