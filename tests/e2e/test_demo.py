@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.launch.process import DIR_MARKER
 from scalestudy.study.demo import DEMO_SPEC
 
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
@@ -22,7 +23,7 @@ PLOTS = ("step_time", "throughput", "scaling_efficiency", "memory", "predicted_v
 
 
 def _alive(study: Path) -> list[str]:
-    marker = f"SCALESTUDY_STUDY_DIR={study.resolve()}".encode()
+    marker = f"{DIR_MARKER}={study.resolve()}".encode()
     alive = []
     for d in Path("/proc").glob("[0-9]*"):
         try:

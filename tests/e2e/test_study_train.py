@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.engine.data.bundled import corpus_path
+from scalestudy.launch.process import DIR_MARKER
 
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
 
@@ -74,7 +75,7 @@ def test_relative_spec_and_output_from_another_cwd_ok_and_timeout(tmp_path):
     data = json.loads((out / "trials" / ok["trial_id"] / "data.json").read_text())
     assert data["corpora"] == {str(corpus): len(chapters)}  # the spec-relative corpus, every chapter
     con.close()
-    marker = f"SCALESTUDY_STUDY_DIR={out.resolve()}".encode()
+    marker = f"{DIR_MARKER}={out.resolve()}".encode()
     alive = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
