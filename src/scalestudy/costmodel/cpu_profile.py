@@ -4,7 +4,8 @@ estimate).
 `local-cpu.yaml` holds one machine's numbers, but CPUs differ between machines and the static file has no
 framework-overhead terms, which dominate small models (issue 11: the demo's predicted step times were off by a
 median 68%). The first prediction for `local-cpu` therefore measures this machine once (engine/cpu_profile.py:
-micro-benchmarks on 2 ranks plus timed plain-PyTorch training steps, ~30-60 s) and caches the profile in
+micro-benchmarks on 2 ranks, timed plain-PyTorch training steps, each engine timed on 1 and on 2 ranks through
+scalestudy's backends; ~1.5-2 min on an idle 2-core machine) and caches the profile in
 $SCALESTUDY_CACHE_DIR (default ~/.cache/scalestudy)/cpu_profile-<machine key>.yaml; later predictions read it.
 SCALESTUDY_CPU_PROFILE=static keeps the static file (no measurement). Torch-free: the measuring runs in a
 subprocess.
@@ -81,7 +82,7 @@ def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, f
 def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure."""
     if log:
-        log(f"measuring this CPU once for the cost model (~1 min; cached in {path})...")
+        log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     try:
         proc = subprocess.run([sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path)],

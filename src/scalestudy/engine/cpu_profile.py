@@ -130,11 +130,11 @@ def engine_overheads(log=print) -> dict[str, float]:
     micro_batch, accum = 2, 2
     out = {}
     for engine, zero in ENGINES:
-        # plain PyTorch right beside the engine, twice each, the faster of each: what this machine does when
-        # other processes leave it alone (a load burst during one timing does not become an engine cost)
-        plain = min(time_steps(spec, micro_batch, accum) for _ in range(2))
+        # plain PyTorch right beside the engine, three times each, the median of each: the same machine load for
+        # both, and a load burst during one timing does not become an engine cost
+        plain = statistics.median(time_steps(spec, micro_batch, accum) for _ in range(3))
         try:
-            measured = min(time_engine(engine, zero, micro_batch, accum) for _ in range(2))
+            measured = statistics.median(time_engine(engine, zero, micro_batch, accum) for _ in range(3))
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
@@ -143,7 +143,7 @@ def engine_overheads(log=print) -> dict[str, float]:
 
 
 def multi_rank_engine_times(output: Path) -> None:
-    """Under torchrun: every rank times every engine (twice, the faster); rank 0 writes {"deepspeed-3": s, ...}."""
+    """Under torchrun: every rank times every engine (3 times, the median); rank 0 writes {"deepspeed-3": s, ...}."""
     import json
 
     import torch.distributed as dist
@@ -154,7 +154,7 @@ def multi_rank_engine_times(output: Path) -> None:
     out = {}
     for engine, zero in ENGINES:
         try:
-            out[f"{engine}-{zero}"] = min(time_engine(engine, zero) for _ in range(2))
+            out[f"{engine}-{zero}"] = statistics.median(time_engine(engine, zero) for _ in range(3))
         except Exception:  # noqa: BLE001 - an engine that cannot run here keeps no multi-rank term
             continue
     if dist.get_rank() == 0:
@@ -215,12 +215,12 @@ def measure(output: Path, nproc: int = 2) -> Path:
     points = []
     specs = {layers: replace(base, name=f"t5-tiny-{layers}", num_layers=layers, num_decoder_layers=layers)
              for layers, _, _ in CONFIGS}
-    # three rounds, interleaved, the fastest of each config's medians: the machine's own speed, not a burst of
-    # load from other processes during one round
+    # three rounds, interleaved, the median of each config's medians (trials report their median step too): a
+    # burst of load from other processes during one round does not end up in the fit
     rounds = [[time_steps(specs[layers], mb, accum) for layers, mb, accum in CONFIGS] for _ in range(3)]
     for k, (layers, mb, accum) in enumerate(CONFIGS):
         spec = specs[layers]
-        measured = min(r[k] for r in rounds)
+        measured = statistics.median(r[k] for r in rounds)
         est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
                        precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
         sublayers = 2 * layers + 3 * layers
