@@ -204,8 +204,6 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
             for engine, zero, off_opt, off_par in variants:
                 if pp > 1 and engine == "deepspeed" and zero >= 2:
                     continue  # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
-                if pp > 1 and engine != "deepspeed":
-                    continue  # pipeline schedules come from DeepSpeed's PipelineModule here; DDP/FSDP have none
                 for rc in recomputes:
                     for sched, v in schedules(pp, layers, constraints):
                         group = []
