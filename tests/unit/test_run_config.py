@@ -106,3 +106,15 @@ def test_run_config_settings_launcher_and_emit_import_without_torch():
             "scalestudy.plan.emit; assert 'torch' not in sys.modules, 'torch imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_paths_in_a_config_file_are_taken_from_its_folder_flags_from_the_cwd(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    path = tmp_path / "cfg" / "run.yaml"
+    path.write_text("data:\n  files: [corpus.txt, 'hf:wikitext:wikitext-2-raw-v1']\n  lexicon: ../lex.txt\n")
+    cfg = RunConfig.merged(str(path), {"tokenizer": None})
+    assert cfg.data.files == (str(tmp_path / "cfg" / "corpus.txt"), "hf:wikitext:wikitext-2-raw-v1")
+    assert cfg.data.lexicon == str(tmp_path / "lex.txt")
+    monkeypatch.chdir(tmp_path)
+    flagged = RunConfig.merged(str(path), {"tokenizer": "tok.json"}).with_absolute_paths()
+    assert flagged.data.tokenizer == str(tmp_path / "tok.json")

@@ -112,7 +112,7 @@ def train(
         return
     from scalestudy.engine.launch import run_local
 
-    summary = run_local(cfg)
+    summary = run_local(cfg.with_absolute_paths())  # the run records where its inputs are, not how they were typed
     _print_summary(summary, cfg.output.dir)
 
 

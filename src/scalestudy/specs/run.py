@@ -155,7 +155,9 @@ class RunConfig:
     @classmethod
     def merged(cls, yaml_path: str | None, flags: dict) -> RunConfig:
         """Defaults <- YAML file <- explicit flags (flat names; None means 'not given')."""
-        base = cls.from_yaml(yaml_path) if yaml_path else cls()
+        # Input paths written in the file are taken from the file's folder (as in study and search specs); paths
+        # given as flags are taken from the working directory by the caller.
+        base = cls.from_yaml(yaml_path).with_absolute_paths(Path(yaml_path).parent) if yaml_path else cls()
         return base.with_flat({k: v for k, v in flags.items() if v is not None})
 
     def with_flat(self, options: dict) -> RunConfig:
@@ -200,7 +202,9 @@ class RunConfig:
         root = Path(base or ".").resolve()
 
         def absolute(p: str | None) -> str | None:
-            return p if p is None else str((root / Path(p).expanduser()).resolve())
+            if p is None or p.startswith("hf:"):  # a hub dataset name, not a path
+                return p
+            return str((root / Path(p).expanduser()).resolve())
 
         model = self.model.source if self.model.source in PRESETS else absolute(self.model.source)
         d = self.data
