@@ -126,3 +126,11 @@ def test_paths_in_a_spec_resolve_against_its_directory_not_the_cwd(tmp_path, mon
     # a misspelt preset stays as typed in the error, not turned into a path
     with pytest.raises(ScalestudyError, match="'t5-tiyn'"):
         parse_spec({"model": "t5-tiyn"})
+
+
+def test_tp_pp_axes_keep_the_layouts_train_runs_and_filter_the_rest_with_a_reason():
+    spec = parse_spec({"model": "llama-tiny", "objective": "causal", "target_len": 0, "nproc": 2,
+                       "engine": ["deepspeed", "fsdp"], "zero": [0, 3], "tp": [1, 2]})
+    labels = [t.strategy.label for t in spec.trials]
+    assert "fsdp-z3 tp2 pp1 mb1 fp32" in labels and "ds-z0 tp1 pp1 mb1 fp32" in labels
+    assert not any(label.startswith("ds-") and " tp2 " in label for label in labels)

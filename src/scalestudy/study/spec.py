@@ -43,6 +43,7 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
+from scalestudy.specs.parallel_layout import check_parallel_layout
 from scalestudy.specs.run import FLAT_KEYS, RunConfig
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
@@ -241,6 +242,7 @@ def _validate(point: dict) -> str:
         model = get_model(trial.model)
         resolve_layout(trial.strategy, trial.world_size, trial.global_batch, gpus_per_node=trial.nproc,
                        num_heads=model.num_heads, num_layers=model.total_layers)
+        check_parallel_layout(model, trial.strategy, trial.world_size)  # tp/pp layouts train can run
         trial.workload  # noqa: B018 - validates lengths and batch
     except ScalestudyError as exc:
         return str(exc)
