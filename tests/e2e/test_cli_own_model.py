@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalestudy.cli import main
 from scalestudy.costmodel.params import param_count
 from scalestudy.specs.model import get_model
+from _cli import run_cli as _cli
 
 CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192, "max_position_embeddings": 256,
@@ -25,16 +25,6 @@ def model_dir(tmp_path, monkeypatch):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "config.json").write_text(json.dumps(CONFIG))
     return tmp_path / "mine"
-
-
-def _cli(capsys, args):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("ref", ["mine", "mine/config.json"])

@@ -5,24 +5,14 @@ import time
 
 import pytest
 
-from scalestudy.cli import main
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload
+from _cli import run_cli
 
 MT5_XXL = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
            "--global-batch", "256", "--seq-len", "512", "--target-len", "128"]
-
-
-def run_cli(capsys, args):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_mt5_xxl_on_4x8_a100_answers_under_2s_and_every_proposal_fits(capsys):

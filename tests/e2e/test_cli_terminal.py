@@ -8,20 +8,10 @@ import re
 
 import pytest
 
-from scalestudy.cli import main
+from _cli import run_cli
 
 PLAN = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
         "--global-batch", "256", "--seq-len", "512", "--target-len", "128", "--top", "5"]
-
-
-def run_cli(capsys, args):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("columns, shown, hidden", [
