@@ -68,6 +68,14 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
     for key in ("loss", "lr", "step_s"):
         assert tensorboard_scalars(tmp_path / "full", f"train/{key}") == pytest.approx(
             {r["step"]: r[key] for r in rows}, rel=1e-6), key
+    # killed after its last checkpoint, before its summary: --resume finishes it without training a step
+    (tmp_path / "full" / "summary.json").unlink()
+    finished = scalestudy("train", *common, "--output", str(tmp_path / "full"), "--resume")
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    again = json.loads((tmp_path / "full" / "summary.json").read_text())
+    assert again["resumed_from_step"] == 5 and again["losses"] == summary["losses"]
+    assert [json.loads(line)["step"] for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()] \
+        == [1, 2, 3, 4, 5]
 
     killed = tmp_path / "killed"
     config = tmp_path / "crash.yaml"
@@ -162,7 +170,7 @@ def test_out_of_memory_is_reported_in_one_line(tmp_path, tokenizer):
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run([sys.executable, "-m", "scalestudy", "train", "--model", "t5-tiny", "--nproc", "1",
-                           "--steps", "2", "--micro-batch", "64", "--seq-len", "512", "--target-len", "128",
+                           "--steps", "2", "--warmup", "1", "--micro-batch", "64", "--seq-len", "512", "--target-len", "128",
                            "--no-progress", "--tokenizer", tokenizer, "--output", str(tmp_path / "run")],
                           capture_output=True, text=True, env=env, timeout=300, preexec_fn=cap)
     assert proc.returncode == 2, proc.stderr[-2000:]

@@ -78,7 +78,7 @@ def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, 
 def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_path, capsys, tokenizer):
     emit_dir = tmp_path / "emit"
     _plan_emit(emit_dir, tokenizer, "--nodes", "2", "--gpus-per-node", "1", "--global-batch", "4",
-               "--engine", "ddp", "--zero", "0", "--offload-optimizer", "none")
+               "--engine", "ddp", "--zero", "0", "--offload-optimizer", "none", "--tp", "1", "--pp", "1")
     capsys.readouterr()
     env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID="emitted-2-nodes")
     nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=tmp_path,

@@ -102,7 +102,9 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> i
     elif saved.get("strategy") != strategy:
         raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
                               f"{strategy}")
-    if int(saved["step"]) >= steps:
+    # A run killed after its last checkpoint but before its summary is finished by --resume (no step is left to
+    # train: the summary is written from the recorded metrics); a finished run is left as it is.
+    if int(saved["step"]) > steps or int(saved["step"]) == steps and (out / "summary.json").exists():
         raise ScalestudyError(f"--resume: the checkpoint is at step {saved['step']}; raise --steps above it to "
                               "continue")
     return int(saved["step"])

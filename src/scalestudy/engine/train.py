@@ -188,7 +188,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
 
         resume_schedule(backend, cfg, start)  # this run's schedule (its total --steps) from the resumed step on
     steps = cfg.workload.steps
-    if start >= steps:
+    if start > steps or start == steps and (out / metrics.SUMMARY).exists():  # see checkpoint.check_resumable
         raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
     resolved = {**cfg.resolved().to_dict(), "layout": {"world_size": ctx.world_size, "dp": layout.dp,
                                                        "grad_accum": layout.grad_accum}}  # for TensorBoard
@@ -208,6 +208,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     summary = None
     if ctx.is_main:
         rows = logger.all_rows
+        timed = logger.rows or rows  # a resume that only finishes a run (no step left) summarises the recorded steps
         summary = {
             "status": "ok",
             "strategy": strategy.to_dict(),
@@ -226,9 +227,9 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
             "steps": steps,
             "resumed_from_step": start,
             "device": ctx.device.type,
-            **metrics.summarize(logger.rows, cfg.output.timing_warmup),
-            "peak_mem_bytes": max(r["peak_mem_bytes"] for r in logger.rows),
-            "peak_rss_bytes": max(r["rss_bytes"] for r in logger.rows),
+            **metrics.summarize(timed, cfg.output.timing_warmup),
+            "peak_mem_bytes": max(r["peak_mem_bytes"] for r in timed),
+            "peak_rss_bytes": max(r["rss_bytes"] for r in timed),
             "memory_convention": GPU_MEMORY_CONVENTION if cuda else CPU_MEMORY_CONVENTION,
             "model_flops_per_step": flops,
             "peak_flops_per_rank": peak,
