@@ -206,7 +206,8 @@ class RunConfig:
                 return p
             return str((root / Path(p).expanduser()).resolve())
 
-        model = self.model.source if self.model.source in PRESETS else absolute(self.model.source)
+        source = self.model.source  # a preset, or a config.json file/folder; anything else stays as typed (its error)
+        model = absolute(source) if source not in PRESETS and (root / Path(source).expanduser()).exists() else source
         d = self.data
         return dataclasses.replace(
             self, model=dataclasses.replace(self.model, source=model),
