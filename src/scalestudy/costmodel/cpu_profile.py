@@ -38,13 +38,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
+PROFILE_FORMAT = 2
+
+
 def machine_key() -> str:
-    """What makes a profile reusable: host, CPU model, core count, threads per rank, torch version."""
+    """What makes a profile reusable: its format, host, CPU model, core count, threads per rank, torch version."""
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = "none"
-    text = "|".join((platform.node(), _cpu_model(), str(os.cpu_count()), os.environ.get("OMP_NUM_THREADS", "1"),
+    text = "|".join((f"format {PROFILE_FORMAT}", platform.node(), _cpu_model(), str(os.cpu_count()), os.environ.get("OMP_NUM_THREADS", "1"),
                      torch_version))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
