@@ -66,6 +66,12 @@ def test_worker_failures_become_one_line_reasons(tmp_path):
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
     killed = {0: SimpleNamespace(exitcode=-9)}
-    assert failure_reason(tmp_path, killed).startswith("out of memory")  # SIGKILL on CPU: the OOM killer
+    assert failure_reason(tmp_path, killed).startswith("out of memory")  # SIGKILL, OOM count unknown: the OOM killer
+    from scalestudy.engine.launch import oom_kills
+
+    now = oom_kills()
+    if now is not None:  # the kernel's count: unchanged -> someone else's SIGKILL; risen -> the OOM killer
+        assert "not the OOM killer" in failure_reason(tmp_path, killed, now)
+        assert failure_reason(tmp_path, killed, now - 1).startswith("out of memory")
     report_failure(tmp_path, 1, "out of memory:\n  tried to allocate 4 GiB")
     assert failure_reason(tmp_path, killed) == "out of memory: tried to allocate 4 GiB"

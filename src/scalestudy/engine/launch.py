@@ -134,16 +134,29 @@ def _launch(nproc: int, config_args: list[str], out: Path) -> None:
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2)
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
+    oom_before = oom_kills()
     try:
         elastic_launch(config, sys.executable)("-m", WORKER_MODULE, "--config", *config_args)
     except ChildFailedError as exc:
-        raise TrainingFailed(failure_reason(out, exc.failures)) from None
+        raise TrainingFailed(failure_reason(out, exc.failures, oom_before)) from None
     except SignalException as exc:  # SIGTERM/SIGINT: torchrun's agent has already stopped the ranks
         raise TrainingInterrupted(exc.sigval, out) from None
 
 
-def failure_reason(out: Path, failures: dict) -> str:
-    """The first worker's own reason, or what its exit code says (SIGKILL on CPU usually is the OOM killer)."""
+def oom_kills() -> int | None:
+    """The kernel's count of OOM-killer kills since boot (/proc/vmstat), or None where it cannot be read."""
+    try:
+        for line in Path("/proc/vmstat").read_text(encoding="utf-8").splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def failure_reason(out: Path, failures: dict, oom_kills_before: int | None = None) -> str:
+    """The first worker's own reason, or what its exit code says. A SIGKILL is called out of memory only when the
+    kernel's OOM-killer count rose during the run (or cannot be read); otherwise something else killed the rank."""
     folder = out / ".failures"
     reasons = sorted(folder.glob("rank*.txt")) if folder.is_dir() else []
     if reasons:
@@ -151,5 +164,9 @@ def failure_reason(out: Path, failures: dict) -> str:
     first = min(failures.items())[1] if failures else None
     code = getattr(first, "exitcode", None)
     if code in (-9, 137):
+        after = oom_kills()
+        if oom_kills_before is not None and after is not None and after == oom_kills_before:
+            return "a worker was killed by SIGKILL from outside (not the OOM killer: the kernel's oom_kill count " \
+                   "did not change)"
         return "out of memory: a worker was killed by SIGKILL (the kernel's OOM killer, most likely)"
     return f"a training worker failed (exit code {code}); see its output above"
