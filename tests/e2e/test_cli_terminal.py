@@ -127,3 +127,13 @@ def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
     assert table and max(len(line) for line in table) <= columns and "…" not in out
     assert all(re.search(rf"│ OK +│ +{1.234 + i:.3f} │", "".join(table)) for i in range(3))
     assert "-2.8" in "".join(table)  # the refit model's error is a key column
+
+
+def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, ["validate"])
+    assert code == 0 and "held-out error" in out and "left out predicted, error, held out, source" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli(capsys, ["validate"])
+    assert code == 0 and " held out " in out and "left out" not in out

@@ -7,6 +7,7 @@ which `scalestudy.cli.main` prints on one line with exit status 2.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Optional
 
@@ -204,33 +205,16 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                           "sources": load()["sources"]}, indent=2))
         return
     console = Console()
-    if not console.is_terminal:  # files and pipes: wide enough that every row stays on one line
+    if os.environ.get("COLUMNS", "").isdigit():  # the width asked for wins, as in `plan`
+        console = Console(width=int(os.environ["COLUMNS"]))
+    elif not console.is_terminal:  # files and pipes: wide enough that every row stays on one line
         console = Console(width=190)
-    groups: dict[tuple[str, str], list] = {}
-    for r in rows:
-        groups.setdefault((r.kind, r.metric), []).append(r)
-    for (kind, metric), group in groups.items():
-        unit = group[0].unit
-        t = Table(title=f"{kind}: {metric} [{unit}] - predicted vs published", box=None, title_justify="left")
-        cols = ["row", "configuration", "published", "predicted", "error"]
-        if kind == "throughput":
-            cols += ["held out", "held-out error"]
-        for col in cols + ["source"]:
-            t.add_column(col, justify="left" if col in ("row", "configuration", "source") else "right",
-                         no_wrap=col != "configuration")
-        for r in group:
-            fmt = (lambda v: f"{100 * v:.1f}%") if r.metric == "mfu" else (lambda v: f"{v:,.4g}")
-
-            def pct(e: float) -> str:
-                colour = "green" if abs(e) < 0.10 else "yellow" if abs(e) < 0.20 else "red"
-                return f"[{colour}]{100 * e:+.1f}%[/]"
-            cells = [r.id + ("" if r.fit or kind != "throughput" else " *"), r.config, fmt(r.published),
-                     fmt(r.predicted), pct(r.error)]
-            if kind == "throughput":
-                h = held_out[r.id]
-                cells += [fmt(h["predicted"]), pct(h["error"])]
-            t.add_row(*cells, r.source_key)
-        console.print(t)
+    for (kind, metric), group in _groups(rows).items():
+        table, left_out = _validation_table(kind, metric, group, held_out, console.width)
+        console.print(table)
+        if left_out:
+            console.print(f"[dim]({console.width}-column terminal: left out {', '.join(left_out)}; a wider terminal "
+                          "or --json shows them)[/]")
         console.print()
     console.print(f"[bold]headline (leave-one-source-out): {loso['row_count']} throughput rows from "
                   f"{loso['sources']} sources, mean |error| {100 * loso['mean_abs_error']:.1f}%, max |error| "
@@ -251,6 +235,52 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
     console.print("[dim]Sources:[/]")
     for key, text in load()["sources"].items():
         console.print(f"[dim]  {key}: {text}[/]")
+
+
+def _groups(rows) -> dict:
+    groups: dict[tuple[str, str], list] = {}
+    for r in rows:
+        groups.setdefault((r.kind, r.metric), []).append(r)
+    return groups
+
+
+def _validation_table(kind: str, metric: str, group: list, held_out: dict, width: int) -> tuple:
+    """One metric's rows. In a narrow terminal the held-out prediction, the source key and then the in-sample
+    columns are left out (the held-out error, the headline, stays) and the configuration wraps: no number is cut."""
+    from rich.table import Table
+
+    from scalestudy.cli.terminal import Column, fit_columns
+
+    held = kind == "throughput"  # the headline: with held-out rows, the in-sample columns go before them
+    columns = [Column("row", "left"), Column("configuration", "left", wrap=True), Column("published"),
+               Column("predicted", drop=3 if held else 0), Column("error", drop=2 if held else 0)]
+    if held:
+        columns += [Column("held out", drop=5), Column("held-out error")]
+    columns.append(Column("source", "left", drop=4))
+    fmt = (lambda v: f"{100 * v:.1f}%") if metric == "mfu" else (lambda v: f"{v:,.4g}")
+    plain, marked = [], []
+    for r in group:
+        errors = [r.error] + ([held_out[r.id]["error"]] if kind == "throughput" else [])
+        cells = [r.id + ("" if r.fit or kind != "throughput" else " *"), r.config, fmt(r.published),
+                 fmt(r.predicted), f"{100 * errors[0]:+.1f}%"]
+        if kind == "throughput":
+            cells += [fmt(held_out[r.id]["predicted"]), f"{100 * errors[1]:+.1f}%"]
+        cells.append(r.source_key)
+        plain.append(cells)
+        colours = ["green" if abs(e) < 0.10 else "yellow" if abs(e) < 0.20 else "red" for e in errors]
+        shown = list(cells)
+        for index, colour in zip((4, 6), colours):
+            shown[index] = f"[{colour}]{cells[index]}[/]"
+        marked.append(shown)
+    keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width)
+    table = Table(title=f"{kind}: {metric} [{group[0].unit}] - predicted vs published", box=None,
+                  title_justify="left")
+    for i in keep:
+        table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=not columns[i].wrap,
+                         overflow="fold", min_width=20 if columns[i].wrap else None)
+    for r in marked:
+        table.add_row(*(r[i] for i in keep))
+    return table, [c.header for i, c in enumerate(columns) if i not in keep]
 
 
 @app.command()
