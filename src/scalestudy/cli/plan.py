@@ -276,6 +276,11 @@ def tune(
     engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated."),
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
+    tp: str = typer.Option("1", help="Constraint: tensor-parallel degrees, e.g. 1,2 (train runs tp with fsdp or "
+                                     "ddp)."),
+    pp: str = typer.Option("1", help="Constraint: pipeline-parallel degrees, e.g. 1,2."),
+    pp_schedule: Optional[str] = typer.Option(None, help="Pipeline schedules to try when pp > 1 (default "
+                                                         "1f1b,interleaved)."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,full."),
     offload: str = typer.Option("none", "--offload-optimizer", help="Optimizer offload: none | cpu | none,cpu (cpu "
                                                                     "JIT-builds CPU-Adam once, ~75 s)."),
@@ -303,9 +308,10 @@ def tune(
                                   screen=screen, margin=margin, trial_timeout_s=trial_timeout_s,
                                   memory_limit_bytes=int(memory_limit_gib * GIB), budget_fraction=budget_fraction,
                                   contenders=contenders)
-    cons = build_constraints(engine=engine, zero=zero, tp="1", pp="1", micro_batch=micro_batch,
+    cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch,
                              recompute=recompute or "none,full", offload=offload, offload_params=offload,
-                             precision="fp32", max_nodes=None)  # precision: the tuner's default for the device
+                             precision="fp32", max_nodes=None, pp_schedule=pp_schedule)  # precision: the tuner's
+    # default for the device; layouts train cannot run here are left out by tuner.local_candidates
     from scalestudy.outputs import check_output_dir
     from scalestudy.specs.hardware import get_device
 
