@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.launch.process import DIR_MARKER
+from _procs import alive_in
 from scalestudy.study.demo import DEMO_SPEC
 
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
@@ -22,16 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.dist]
 PLOTS = ("step_time", "throughput", "scaling_efficiency", "memory", "predicted_vs_measured", "loss_curves")
 
 
-def _alive(study: Path) -> list[str]:
-    marker = f"{DIR_MARKER}={study.resolve()}".encode()
-    alive = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker in (d / "environ").read_bytes().split(b"\0"):
-                alive.append(d.name)
-        except OSError:
-            pass
-    return alive
 
 
 def test_readme_main_command_as_written(tmp_path):
@@ -66,7 +56,7 @@ def test_readme_main_command_as_written(tmp_path):
     from scalestudy.costmodel.cpu_profile import profile_path
 
     assert profile_path().is_file()  # the measured profile the predictions used
-    assert _alive(out) == []  # no rank outlived its trial
+    assert alive_in(out) == []  # no rank outlived its trial
 
     plots = [p for p in (out / "plots").iterdir() if p.suffix in (".png", ".svg")]
     assert set(PLOTS) <= {p.stem for p in plots}, sorted(p.name for p in plots)

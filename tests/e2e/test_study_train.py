@@ -13,12 +13,11 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from scalestudy.engine.data.bundled import corpus_path
-from scalestudy.launch.process import DIR_MARKER
+from _procs import alive_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.dist]
 
@@ -75,14 +74,6 @@ def test_relative_spec_and_output_from_another_cwd_ok_and_timeout(tmp_path):
     data = json.loads((out / "trials" / ok["trial_id"] / "data.json").read_text())
     assert data["corpora"] == {str(corpus): len(chapters)}  # the spec-relative corpus, every chapter
     con.close()
-    marker = f"{DIR_MARKER}={out.resolve()}".encode()
-    alive = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker in (d / "environ").read_bytes().split(b"\0"):
-                alive.append(d.name)
-        except OSError:
-            pass
-    assert alive == []  # no rank outlived its trial
+    assert alive_in(out) == []  # no rank outlived its trial
     assert not (out / "trials" / ok["trial_id"] / "checkpoints").exists()  # a study keeps measurements only
 
