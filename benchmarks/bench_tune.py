@@ -156,7 +156,17 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
     return rows
 
 
-def measure_grid(cands, spec, w, args, out: Path) -> list[tuner.TuneTrial]:
+def save_record(path: Path, record: dict) -> None:
+    """bench_tune.json, written whole (temp file + rename): a reader never sees half a file."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(path)
+
+
+def measure_grid(cands, spec, w, args, out: Path, record: dict) -> list[tuner.TuneTrial]:
+    """Every strategy once; bench_tune.json is rewritten after each trial ("grid_complete": false until the
+    last), so a grid can be replayed (--grid-from --replay-only) while the live repeats still run, or after a
+    run was killed."""
     grid: list[tuner.TuneTrial] = []
     for i, c in enumerate(cands, 1):
         t = tuner.run_trial(i, c, spec, w, args.nproc, out / "grid", steps=args.steps, warmup=args.warmup,
@@ -165,6 +175,8 @@ def measure_grid(cands, spec, w, args, out: Path) -> list[tuner.TuneTrial]:
         shown = f"{t.measured_step_s:.3f} s" if t.measured_step_s else t.reason
         print(f"  {i}/{len(cands)} {t.label}: {t.status} {shown} ({t.wall_s:.0f} s wall; load {load_avg()})",
               flush=True)
+        save_record(out / "bench_tune.json", {**record, "load": load_avg(), "grid": [g.to_dict() for g in grid],
+                                              "grid_complete": i == len(cands), "repeats": []})
     return grid
 
 
@@ -244,20 +256,25 @@ def main() -> None:
     if rec:
         grid = [tuner.TuneTrial(**t) for t in rec["grid"]]
         print(f"grid: REUSED from {args.grid_from} (measured {rec['date']}, load then: {rec.get('load', '?')})")
+        if not rec.get("grid_complete", True):  # a run still measuring (or killed): only what it measured
+            have = {t.label for t in grid}
+            cands = [c for c in cands if c.strategy.label in have]
+            print(f"grid INCOMPLETE: {len(grid)} strategies measured; the search runs over those {len(cands)}")
     if args.replay_only:
         if not rec:
             raise SystemExit("--replay-only needs --grid-from")
         replay(cands, spec, w, args, grid, calib_s)
         return
+    head = {"date": f"{started:%Y-%m-%d %H:%M} UTC", "args": vars(args), "calibration_s": calib_s,
+            "device": asdict(device)}
     if not rec:
         print(f"grid ({len(cands)} trials):")
-        grid = measure_grid(cands, spec, w, args, out)
+        grid = measure_grid(cands, spec, w, args, out, head)
         save_profile(device, out / "profile.yaml", "bench_tune's hardware profile")
     rows = live(cands, spec, w, args, grid, calib_s, out)
-    record = {"date": f"{started:%Y-%m-%d %H:%M} UTC", "load": load_avg(), "args": vars(args),
-              "calibration_s": calib_s, "device": asdict(device), "grid": [t.to_dict() for t in grid],
+    record = {**head, "load": load_avg(), "grid": [t.to_dict() for t in grid], "grid_complete": True,
               "repeats": rows}
-    (out / "bench_tune.json").write_text(json.dumps(record, indent=2))
+    save_record(out / "bench_tune.json", record)
     print(f"load average at end {load_avg()}; wrote {out / 'bench_tune.json'}")
     replay(cands, spec, w, args, grid, calib_s)
 
