@@ -64,6 +64,7 @@ class Estimate:
     hardware_flops: float
     tokens_per_step: int
     peak_flops: float
+    stages: tuple = ()  # clusters mixing devices: per pipeline stage (costmodel/stages.py, StageEstimate)
 
     @property
     def per_device_bytes(self) -> float:
@@ -109,7 +110,7 @@ class Estimate:
 
     def to_dict(self) -> dict:
         c, m, lay = self.cluster, self.memory, self.layout
-        return {
+        out = {
             "schema": SCHEMA,
             "model": self.model.name,
             "params_total": self.params_total,
@@ -154,6 +155,11 @@ class Estimate:
             "hfu": self.hfu,
             "assumptions": {**self.options.to_dict(), "overlap_model": OVERLAP_MODEL},
         }
+        if self.stages:  # clusters mixing devices: time and memory per pipeline stage
+            from scalestudy.costmodel.stages import stages_dict
+
+            stages_dict(self, out)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,10 @@ def _exposed(compute: float, comm: float, interference: float) -> float:
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
              options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
+    if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest
+        from scalestudy.costmodel.stages import estimate_stages
+
+        return estimate_stages(model, cluster, strategy, workload, options, calibration)
     st, dev = strategy, cluster.device
     cal = calibration or stored()
     gpn = cluster.gpus_per_node

@@ -1,6 +1,12 @@
 """Devices and clusters. Device numbers are data (`hardware/*.yaml`), not code.
 
 Conventions: bytes are bytes, bandwidths are bytes/s in one direction per device, peaks are dense FLOP/s.
+
+A cluster is one device type (`device`, `nodes`, `gpus_per_node`) or, for clusters that mix device types, an
+ordered list of node groups (`groups: [{device: a100-80gb, nodes: 2}, {device: v100-32gb, nodes: 2}]`, see
+`load_cluster`). Ranks are numbered node by node through the groups in the order written; the cost model places
+pipeline stage i on ranks [i W/pp, (i+1) W/pp) of that order (Megatron-LM: pipeline outermost), so stages follow
+the groups. A group may carry a measured relative `speed` (its device's compute runs at `speed` x the data's).
 """
 
 from __future__ import annotations
@@ -51,6 +57,49 @@ class DeviceSpec:
         return self.peak_flops[precision]
 
 
+def scaled_device(device: DeviceSpec, speed: float) -> DeviceSpec:
+    """`device` as a rank measured at `speed` x its figures: peak FLOP/s, memory bandwidth and CPU-Adam rate x speed,
+    measured per-layer/step framework times / speed (links and memory unchanged). One object per (device, speed),
+    so the cost model's per-device caches hold."""
+    if speed == 1.0:
+        return device
+    key = (id(device), speed)
+    hit = _SCALED.get(key)
+    if hit is not None and hit[0] is device:
+        return hit[1]
+    out = replace(device, name=f"{device.name}@{speed:g}x",
+                  peak_flops={k: v * speed for k, v in device.peak_flops.items()},
+                  hbm_bytes_per_s=device.hbm_bytes_per_s * speed,
+                  cpu_adam_params_per_s=device.cpu_adam_params_per_s * speed,
+                  layer_overhead_s=device.layer_overhead_s / speed, step_overhead_s=device.step_overhead_s / speed,
+                  microstep_overhead_s=device.microstep_overhead_s / speed,
+                  engine_overhead_s={k: v / speed for k, v in device.engine_overhead_s.items()})
+    _SCALED[key] = (device, out)
+    return out
+
+
+_SCALED: dict[tuple, tuple] = {}
+
+
+@dataclass(frozen=True)
+class DeviceGroup:
+    """Consecutive ranks of one device type (a node group of a cluster YAML, or the ranks of one pipeline stage
+    with a measured speed, `--stage-speeds`)."""
+
+    device: DeviceSpec  # as the data describes it
+    ranks: int
+    speed: float = 1.0  # measured speed relative to the data's figures
+    nodes: int = 0  # whole nodes (cluster YAML groups); 0 when the group is a number of ranks
+
+    @property
+    def effective(self) -> DeviceSpec:
+        """The device as these ranks run it (`scaled_device`)."""
+        return scaled_device(self.device, self.speed)
+
+    def to_dict(self) -> dict:
+        return {"device": self.device.name, "ranks": self.ranks, "nodes": self.nodes, "speed": self.speed}
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     device: DeviceSpec
@@ -62,10 +111,25 @@ class ClusterSpec:
     intra_node_latency_s: float | None = None
     inter_node_latency_s: float | None = None
     name: str = field(default="")
+    # Clusters mixing device types (or measured rank speeds): the ranks in order, group by group; () = every rank
+    # is `device`. `device` is then the first group's (its precision, kind and links stand for the cluster's).
+    groups: tuple[DeviceGroup, ...] = ()
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ScalestudyError(f"nodes and gpus per node must be >= 1, got {self.nodes} and {self.gpus_per_node}")
+        if self.groups and sum(g.ranks for g in self.groups) != self.world_size:
+            raise ScalestudyError(f"the device groups hold {sum(g.ranks for g in self.groups)} ranks, the cluster "
+                                  f"{self.world_size} ({self.nodes} nodes x {self.gpus_per_node})")
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when ranks differ in device type or measured speed (then the cost model works stage by stage)."""
+        return bool(self.groups)
+
+    def rank_groups(self) -> tuple[DeviceGroup, ...]:
+        """The device groups in rank order (one group of every rank for a single-device cluster)."""
+        return self.groups or (DeviceGroup(self.device, self.world_size, 1.0, self.nodes),)
 
     @property
     def world_size(self) -> int:
@@ -92,12 +156,54 @@ class ClusterSpec:
         return self._get("inter_node_latency_s")
 
     def with_nodes(self, nodes: int) -> ClusterSpec:
-        return replace(self, nodes=nodes)
+        """The first `nodes` nodes (of a mixed cluster: its first groups, in the order written)."""
+        if not self.groups or nodes == self.nodes:
+            return replace(self, nodes=nodes)
+        left, kept = nodes * self.gpus_per_node, []
+        for g in self.groups:
+            if left <= 0:
+                break
+            take = min(g.ranks, left)
+            kept.append(replace(g, ranks=take, nodes=take // self.gpus_per_node if g.nodes else 0))
+            left -= take
+        return _cluster_of_groups(replace(self, nodes=nodes, groups=()), tuple(kept))
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, groups=()))
         d["device"] = self.device.name
+        if self.groups:
+            d["groups"] = [g.to_dict() for g in self.groups]
+        else:
+            d.pop("groups")
         return d
+
+
+def _cluster_of_groups(base: ClusterSpec, groups: tuple[DeviceGroup, ...]) -> ClusterSpec:
+    """`base` with these groups; one group of one device at speed 1 is a plain single-device cluster."""
+    if all(g.device is groups[0].device and g.speed == 1.0 for g in groups):
+        return replace(base, device=groups[0].device, groups=())
+    return replace(base, device=groups[0].device, groups=groups)
+
+
+def with_stage_speeds(cluster: ClusterSpec, speeds: tuple[float, ...] | list[float]) -> ClusterSpec:
+    """`cluster` whose ranks run at measured relative speeds, one per pipeline stage (`--stage-speeds 2,1`): the
+    ranks of stage i (the i-th of len(speeds) equal blocks in rank order) run at speeds[i] / max(speeds) of the
+    device's figures (the fastest stage is the device as its data describes it)."""
+    if not speeds:
+        return cluster
+    speeds = [float(v) for v in speeds]
+    if any(not math.isfinite(v) or v <= 0 for v in speeds):
+        raise ScalestudyError(f"--stage-speeds must be positive numbers, got {','.join(map(str, speeds))}")
+    if cluster.groups:
+        raise ScalestudyError("--stage-speeds and a cluster YAML with groups: give speeds in the YAML (group key "
+                              "'speed') or use one of them")
+    world, pp = cluster.world_size, len(speeds)
+    if world % pp:
+        raise ScalestudyError(f"--stage-speeds gives {pp} stage(s); the cluster's {world} ranks do not split into "
+                              f"{pp} equal stages")
+    top = max(speeds)
+    groups = tuple(DeviceGroup(cluster.device, world // pp, v / top) for v in speeds)
+    return _cluster_of_groups(cluster, groups)
 
 
 def _hardware_dir():
@@ -175,15 +281,87 @@ def get_device(name: str) -> DeviceSpec:
     raise ScalestudyError(f"unknown device {name!r}: choose from {', '.join(device_names())} or give a YAML path")
 
 
+def _device_ref(value, origin: str) -> DeviceSpec:
+    """A device by name, YAML path or inline mapping of device fields."""
+    if isinstance(value, dict):
+        return _device_from_dict(value, origin)
+    if not isinstance(value, str) or not value.strip():
+        raise ScalestudyError(f"{origin}: device must be a device name, a device YAML path or a mapping, got "
+                              f"{value!r}")
+    return get_device(value)
+
+
+def _count(value, name: str, origin: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+        raise ScalestudyError(f"{origin}: {name} must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+GROUP_KEYS = ("device", "nodes", "gpus_per_node", "speed")
+
+
+def _load_groups(data: dict, path: Path) -> ClusterSpec:
+    """`groups:` of a cluster YAML (clusters mixing device types): validated, in the order written."""
+    raw = data.pop("groups")
+    if "device" in data:
+        raise ScalestudyError(f"cluster file {path}: give either 'device' (one device type) or 'groups', not both")
+    if not isinstance(raw, list) or not raw:
+        raise ScalestudyError(f"cluster file {path}: groups must be a non-empty list of {{device, nodes}} mappings")
+    default_gpn = _count(data["gpus_per_node"], "gpus_per_node", str(path)) if "gpus_per_node" in data else None
+    groups, gpns = [], set()
+    for i, g in enumerate(raw, 1):
+        where = f"cluster file {path}: group {i}"
+        if not isinstance(g, dict) or "device" not in g or "nodes" not in g:
+            raise ScalestudyError(f"{where}: needs a mapping with 'device' and 'nodes', got {g!r}")
+        unknown = set(g) - set(GROUP_KEYS)
+        if unknown:
+            raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: "
+                                  f"{', '.join(GROUP_KEYS)})")
+        device = _device_ref(g["device"], where)
+        nodes = _count(g["nodes"], "nodes", where)
+        if "gpus_per_node" in g:
+            gpn = _count(g["gpus_per_node"], "gpus_per_node", where)
+        elif default_gpn:
+            gpn = default_gpn
+        else:
+            raise ScalestudyError(f"{where}: needs gpus_per_node (or a cluster-wide gpus_per_node)")
+        speed = _num(g.get("speed", 1.0), "speed", where)
+        if speed <= 0:
+            raise ScalestudyError(f"{where}: speed must be > 0, got {g.get('speed')!r}")
+        gpns.add(gpn)
+        groups.append(DeviceGroup(device, nodes * gpn, speed, nodes))
+    if len(gpns) > 1:
+        raise ScalestudyError(f"cluster file {path}: every group needs the same gpus_per_node (tensor parallelism "
+                              f"stays inside a node), got {', '.join(map(str, sorted(gpns)))}")
+    kinds = {g.device.kind for g in groups}
+    if len(kinds) > 1:
+        raise ScalestudyError(f"cluster file {path}: groups mix device kinds ({', '.join(sorted(kinds))}); one "
+                              "cluster is all GPUs or all CPU nodes")
+    nodes = sum(g.nodes for g in groups)
+    if "nodes" in data and _count(data["nodes"], "nodes", str(path)) != nodes:
+        raise ScalestudyError(f"cluster file {path}: nodes is {data['nodes']} but the groups hold {nodes} nodes")
+    data["nodes"], data["gpus_per_node"] = nodes, gpns.pop()
+    cluster = _cluster_fields(data, path, groups[0].device)
+    return _cluster_of_groups(cluster, tuple(groups))
+
+
 def load_cluster(path: str | Path) -> ClusterSpec:
-    """A cluster YAML: `device: a100-40gb`, `nodes`, `gpus_per_node`, optional bandwidth/latency overrides."""
+    """A cluster YAML: `device: a100-40gb`, `nodes`, `gpus_per_node`, optional bandwidth/latency overrides; or,
+    mixing device types, `groups:` -- a list of {device, nodes, gpus_per_node, speed} in rank order (gpus_per_node
+    the same in every group, or given once at the top; `speed` an optional measured relative speed)."""
     path = Path(path)
     data = read_yaml(path, "cluster file")
+    if isinstance(data, dict) and "groups" in data:
+        return _load_groups(dict(data), path)
     if not isinstance(data, dict) or "device" not in data:
-        raise ScalestudyError(f"cluster file {path}: needs a mapping with at least 'device'")
+        raise ScalestudyError(f"cluster file {path}: needs a mapping with at least 'device' (or 'groups')")
     device = data.pop("device")
     device = _device_from_dict(device, str(path)) if isinstance(device, dict) else get_device(str(device))
-    known = {f.name for f in fields(ClusterSpec)} - {"device"}
+    return _cluster_fields(data, path, device)
+
+
+def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
+    known = {f.name for f in fields(ClusterSpec)} - {"device", "groups"}
     unknown = set(data) - known
     if unknown:
         raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")

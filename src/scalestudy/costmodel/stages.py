@@ -1,0 +1,320 @@
+"""Clusters mixing device types (or ranks of measured speed): the step bound by the slowest pipeline stage, and
+memory per stage on its own device. `estimate()` hands such clusters (`ClusterSpec.groups`) here. Torch-free.
+
+Placement (Megatron-LM rank order, pipeline outermost): stage k holds ranks [k W/pp, (k+1) W/pp) of the cluster's
+rank order (its groups in the order written, node by node), its dp x tp ranks inside. A stage whose ranks span
+device types runs at its slowest device (data-parallel replicas and tensor-parallel shards move in lock-step) and
+must fit the smallest memory among them.
+
+Per stage k holding n_k blocks -- a share f_k of the blocks' forward FLOPs (encoder and decoder blocks of T5
+weighted by their FLOPs) -- on its device d_k, per micro-batch:
+    slot_k = f_k x (forward + backward)(d_k) [+ LM head on the last stage] + f_k x tensor-parallel all-reduces
+             + 2 point-to-point sends of the stage boundary (pp > 1)
+    pipeline = sum_k slot_k + (m - 1) x max_k slot_k      (1F1B and GPipe with m micro-batches per step: every
+               micro-batch passes every stage once, fill and drain, then one per slowest-stage interval)
+    step = pipeline + max_k (exposed dp comm_k + optimizer_k + offload_k + framework_k)  (each stage reduces and
+           updates its own parameters after the drain; the step ends with the slowest)
+Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = sum_k slot_k - max_k slot_k.
+Memory of stage k: model states, buffers and optimizer of its own parameters (its blocks; + the embedding on the
+first, + the LM head on the last stage), activations of its blocks for min(pp - k, m) micro-batches in flight
+(1F1B; GPipe: m), + the logits on the last stage. The interleaved schedule is not modelled here (contiguous stages).
+
+Unlike `estimate()` on one device type (every stage charged as the busiest, with the head), each stage here is
+charged its own blocks, so on a cluster of one device this formula is slightly lower than estimate()'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from scalestudy.costmodel.comm import collective, links, p2p_time
+from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
+from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
+                                         model_states, overhead_bytes)
+from scalestudy.costmodel.params import param_breakdown, param_count
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+
+NVME_FRACTION_OF_PCIE = 0.25  # as costmodel/estimate.py
+
+
+def layer_costs(spec: ModelSpec, seq_len: int, target_len: int = 0) -> tuple[list[float], float]:
+    """Forward FLOPs per sequence of each pipeline block in stage order (T5: encoder blocks, then decoder blocks),
+    and of the LM head (last stage)."""
+    whole = forward_flops(spec, seq_len, target_len)
+    if not spec.is_encoder_decoder:
+        return [whole.layers / spec.num_layers] * spec.num_layers, whole.head
+    # FLOPs are linear in the decoder layer count: one more decoder layer costs `decoder`
+    more = forward_flops(dataclasses.replace(spec, num_decoder_layers=spec.num_decoder_layers + 1), seq_len,
+                         target_len).layers
+    decoder = more - whole.layers
+    encoder = whole.layers - decoder * spec.num_decoder_layers
+    return [encoder / spec.num_layers] * spec.num_layers + [decoder] * spec.num_decoder_layers, whole.head
+
+
+@dataclass(frozen=True)
+class StageDevice:
+    """Where pipeline stage `index` runs: ranks [start, stop) of the cluster's order."""
+
+    index: int
+    start: int
+    stop: int
+    devices: tuple[str, ...]  # device names among its ranks (several: the slowest bounds it)
+    device: DeviceSpec  # the slowest of them (as these ranks run it: measured speed applied)
+    capacity_bytes: float  # device memory per rank: the smallest among its ranks (CPU nodes: host RAM / ranks)
+    host_capacity_bytes: float  # host RAM per rank, smallest
+    cluster: ClusterSpec  # a one-device cluster of `device` with the cluster's links (communication terms)
+
+
+_PLACEMENT: dict[tuple, tuple] = {}
+
+
+def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageDevice, ...]:
+    """The device of every pipeline stage (module docstring: placement rule). Cached per cluster object."""
+    key = (id(cluster), pp, precision)
+    hit = _PLACEMENT.get(key)
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    world, gpn = cluster.world_size, cluster.gpus_per_node
+    if world % pp:
+        raise ScalestudyError(f"pp {pp} does not divide the cluster's {world} ranks")
+    per = world // pp
+    bounds, at = [], 0
+    for g in cluster.rank_groups():
+        bounds.append((at, at + g.ranks, g))
+        at += g.ranks
+    out = []
+    for k in range(pp):
+        start, stop = k * per, (k + 1) * per
+        groups = [g for lo, hi, g in bounds if lo < stop and hi > start]
+        devs = [g.effective for g in groups]
+        for d in devs:
+            d.peak(precision)  # one-line error when a device of this stage lacks the precision
+        slowest = min(devs, key=lambda d: d.peak(precision))
+        per_rank = gpn if slowest.kind == "cpu" else 1
+        capacity = min(d.memory_bytes for d in devs) / per_rank
+        host = min(d.host_memory_bytes for d in devs) / gpn
+        sub = dataclasses.replace(cluster, device=slowest, groups=())
+        names = tuple(dict.fromkeys(d.name for d in devs))
+        out.append(StageDevice(k, start, stop, names, slowest, capacity, host, sub))
+    if len(_PLACEMENT) > 4096:
+        _PLACEMENT.clear()
+    _PLACEMENT[key] = (cluster, tuple(out))
+    return tuple(out)
+
+
+def stage_params(model: ModelSpec, tp: int, pp: int, split: tuple[int, ...], k: int) -> int:
+    """Parameters on a rank of stage k before ZeRO sharding: its blocks (matmul weights / tp, norms replicated),
+    the embedding on the first stage, the LM head on the last (a tied head is a second copy there, as Megatron),
+    the final norms / position biases counted on every stage (a bound)."""
+    p = param_breakdown(model)
+    enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
+    dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
+    start = sum(split[:k])
+    stop = start + split[k]
+    n_enc = max(0, min(stop, p.encoder_layers) - start)
+    total = n_enc * enc + (split[k] - n_enc) * dec + p.other
+    if k == 0:
+        total += p.embedding // tp
+    if k == pp - 1:
+        total += (p.lm_head or (p.embedding if pp > 1 else 0)) // tp
+    return total
+
+
+def _in_flight(st: Strategy, pp: int, ga: int, k: int) -> int:
+    """Micro-batches whose activations stage k holds at once: 1F1B min(pp - k, m), GPipe m."""
+    return ga if st.pp_schedule == "gpipe" and pp > 1 else min(pp - k, ga)
+
+
+def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int,
+                 split: tuple[int, ...], k: int, kind: str, options) -> Memory:
+    """Bytes on a rank of stage k (module docstring)."""
+    prec = st.precision
+    psi = stage_params(model, tp, pp, split, k)
+    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
+    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
+                       st.overlap_grad_comm)
+    sp = st.sequence_parallel and tp > 1
+    enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash")
+    n_enc_model = model.num_layers if model.is_encoder_decoder else 0
+    start = sum(split[:k])
+    n_enc = max(0, min(start + split[k], n_enc_model) - start)
+    acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
+            + (split[k] - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
+    if k == pp - 1:  # logits in the compute dtype plus the fp32 log-softmax (as costmodel/memory.py)
+        out_tokens = st.micro_batch * (t if model.is_encoder_decoder else s)
+        acts += out_tokens * model.vocab_size * (ACT_BYTES[prec] + 4) / tp
+    return Memory(w, g, o, acts, buf, overhead_bytes(kind), host, nvme)
+
+
+def _optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev: DeviceSpec, ranks_per_node: int
+                       ) -> tuple[float, float]:
+    """(optimizer, offload) seconds per step for `psi` local parameters: the terms of estimate() for one stage."""
+    prec = st.precision
+    half = 4 if prec == "fp32" else 2
+    local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
+    offload_s = 0.0
+    if st.offload_optimizer != "none":
+        opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
+        if st.engine == "fsdp":
+            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
+            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
+        else:
+            offload_s = local * 2 * half / dev.pcie_bytes_per_s
+        if st.offload_optimizer == "nvme":
+            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
+    else:
+        opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
+    if st.offload_params != "none" and st.engine == "deepspeed":
+        bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
+        offload_s += ga * 2 * psi * half / dp / bw
+    return opt_s, offload_s
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """One pipeline stage of a mixed cluster: seconds per micro-batch, per-step tail, memory on its device."""
+
+    index: int
+    layers: int
+    ranks: tuple[int, int]  # [start, stop) in the cluster's rank order
+    devices: tuple[str, ...]
+    device: str  # the slowest device of the stage, which bounds it
+    params: int  # on one of its ranks, before ZeRO sharding
+    compute_s: float  # forward + backward (+ LM head on the last stage) of one micro-batch
+    tp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float  # exposed, per step
+    dp_comm_total_s: float  # incl. what overlaps the backward
+    optimizer_s: float
+    offload_s: float
+    framework_s: float
+    memory: Memory
+    capacity_bytes: float
+    host_capacity_bytes: float
+
+    @property
+    def slot_s(self) -> float:
+        """Seconds of one micro-batch through this stage (forward + backward + its communication)."""
+        return self.compute_s + self.tp_comm_s + self.pp_comm_s
+
+    @property
+    def tail_s(self) -> float:
+        """Seconds after the pipeline drains: gradient reduction, optimizer, offload, framework time."""
+        return self.dp_comm_s + self.optimizer_s + self.offload_s + self.framework_s
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.capacity_bytes and self.memory.host_bytes <= self.host_capacity_bytes
+
+    def to_dict(self) -> dict:
+        return {"stage": self.index, "layers": self.layers, "ranks": list(self.ranks), "devices": list(self.devices),
+                "device": self.device, "params": self.params, "slot_s": self.slot_s, "compute_s": self.compute_s,
+                "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s,
+                "optimizer_s": self.optimizer_s, "offload_s": self.offload_s, "framework_s": self.framework_s,
+                "tail_s": self.tail_s, "memory_bytes": self.memory.total, "memory_parts": self.memory.parts(),
+                "capacity_bytes": self.capacity_bytes, "fits": self.fits}
+
+
+def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int) -> float:
+    """The step bound by the slowest stage (module docstring): sum of slots + (m - 1) x slowest slot + slowest
+    tail."""
+    slots = [x.slot_s for x in stages]
+    return sum(slots) + (micro_batches - 1) * max(slots) + max(x.tail_s for x in stages)
+
+
+def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
+                    calibration=None):
+    """estimate() for a cluster mixing device types or rank speeds: per stage, bound by the slowest."""
+    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _Shape  # estimate.py imports this module lazily
+
+    st = strategy
+    cal = calibration or stored()
+    gpn = cluster.gpus_per_node
+    layout = resolve_layout(st, cluster.world_size, workload.global_batch, gpus_per_node=gpn if st.tp > 1 else 0,
+                            num_heads=model.num_heads, num_layers=model.total_layers if st.pp > 1 else 0)
+    if st.tp > 1 and model.kv_heads % st.tp:
+        raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+    dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
+    if pp > 1 and st.pp_schedule == "interleaved":
+        raise ScalestudyError("the interleaved schedule is not modelled on a cluster mixing devices (contiguous "
+                              "stages only): use --pp-schedule 1f1b or gpipe")
+    s, t, prec = workload.seq_len, target_length(model, workload), st.precision
+    flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
+    split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
+    placed = stage_devices(cluster, pp, prec)
+    costs, _ = layer_costs(model, s, t)
+    total_cost = sum(costs)
+    eng = engine_comm(st.engine)
+    model_f_seq = step_flops_per_sequence(model, s, t, "none")
+    hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute)
+    params_total = param_count(model)
+    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+    cross = tp * dp >= gpn and cluster.nodes > 1
+    key = f"{st.engine}-{st.zero}"
+    out, start = [], 0
+    for k, n in enumerate(split):
+        where = placed[k]
+        dev, sub = where.device, where.cluster
+        ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal)
+        share = sum(costs[start:start + n]) / total_cost
+        fwd, bwd = ct.forward * share, ct.backward * share
+        compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
+        lk = links(sub)
+        tp_mb = ct.tp_ops * share * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
+        pp_mb = 2.0 * p2p_time(boundary, cross, sub) if pp > 1 else 0.0
+        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, split, k, dev.kind, options)
+        psi = stage_params(model, tp, pp, split, k)
+        shape = _Shape(psi=psi, params_total=params_total, activations=mem.activations, compute=ct,
+                       model_flops_per_seq=model_f_seq, hardware_flops_per_seq=hw_f_seq, stage_layers=n)
+        dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
+        opt_s, off_s = _optimizer_offload(st, eng, psi, dp, ga, dev, gpn)
+        framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
+        if dev.engine_overhead_s:
+            per = dev.engine_overhead_s.get(key, 0.0)
+            if layout.world_size > 1:
+                per += dev.engine_overhead_s.get(key + "@multi", 0.0)
+            n_enc = max(0, min(start + n, model.num_layers if model.is_encoder_decoder else 0) - start)
+            sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
+            framework += ga * sublayers * per
+        out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
+                                 pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
+                                 where.host_capacity_bytes))
+        start += n
+    stages = tuple(out)
+    slowest = max(stages, key=lambda x: x.slot_s)
+    last = max(stages, key=lambda x: x.tail_s)
+    tightest = min(stages, key=lambda x: x.capacity_bytes - x.memory.total)
+    slots = sum(x.slot_s for x in stages)
+    step = pipeline_seconds(stages, ga)
+    ranks = [(g.effective.peak(prec), g.ranks) for g in cluster.rank_groups()]
+    peak = sum(p * r for p, r in ranks) / sum(r for _, r in ranks)  # per device, averaged over the ranks
+    return Estimate(
+        model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
+        params_total=params_total, params_per_device=max(x.params for x in stages), memory=tightest.memory,
+        capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
+        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=slots - slowest.slot_s,
+        tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s, dp_comm_s=last.dp_comm_s,
+        dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
+        framework_s=last.framework_s, step_s=step, model_flops=workload.global_batch * model_f_seq,
+        hardware_flops=workload.global_batch * hw_f_seq, tokens_per_step=workload.global_batch * (s + t),
+        peak_flops=peak, stages=stages)
+
+
+def stages_dict(est, out: dict) -> None:
+    """Add the per-stage breakdown of a mixed-cluster estimate to its `to_dict()` (estimate --json)."""
+    slowest = max(est.stages, key=lambda x: x.slot_s)
+    out["cluster"]["groups"] = [g.to_dict() for g in est.cluster.rank_groups()]
+    out["stages"] = {
+        "rule": "stage k on ranks [k W/pp, (k+1) W/pp) in the cluster's rank order, bound by its slowest device; "
+                "step = sum of stage slots + (micro-batches - 1) x slowest slot + slowest tail",
+        "slowest_stage": slowest.index,
+        "per_stage": [x.to_dict() for x in est.stages],
+        "unit": "seconds per micro-batch (slot, compute, tp/pp comm), seconds per step (tail terms), bytes",
+    }
