@@ -134,3 +134,85 @@ def test_tp_pp_axes_keep_the_layouts_train_runs_and_filter_the_rest_with_a_reaso
     labels = [t.strategy.label for t in spec.trials]
     assert "fsdp-z3 tp2 pp1 mb1 fp32" in labels and "ds-z0 tp1 pp1 mb1 fp32" in labels
     assert not any(label.startswith("ds-") and " tp2 " in label for label in labels)
+    assert any("tp/pp > 1 run on FSDP2" in s for s in spec.skipped)
+
+
+LLAMA_2RANKS = {"model": "llama-tiny", "objective": "causal", "target_len": 0, "nproc": 2, "engine": "ddp",
+                "global_batch": 8}
+
+
+def test_specs_without_execution_keys_keep_their_trial_ids():
+    """Pinned before the strategy execution keys became axes: stores of existing studies must not be orphaned."""
+    grid = parse_spec({"model": "llama-tiny", "objective": "causal", "nproc": 2, "engine": "ddp", "zero": 0,
+                       "tp": [1, 2], "pp": [1, 2], "global_batch": 8, "micro_batch": 1})
+    assert [t.trial_id for t in grid.trials] == ["5e508f2add68e650", "c668e18eb383fb6b", "a28b082fa3cca736"]
+    mixed = parse_spec({"model": "t5-tiny", "nproc": [1, 2], "train_options": {"weight_decay": 0.1},
+                        "strategies": [{"engine": "deepspeed", "zero": [0, 3]}, {"engine": "fsdp", "zero": 2}]})
+    assert [t.trial_id for t in mixed.trials] == ["3ceb1ca010af9435", "b3f08b0129cf794f", "ed619a0abcc46801",
+                                                  "f95fe2e37a1f4ad1", "7b1aaa5a7fc9f16b", "fb623bc6f04ae988"]
+    # the keys at their defaults, written out, are the same trials
+    explicit = parse_spec({**grid.source, "attention": "flash", "stage_layers": "",
+                           "sequence_parallel": True, "overlap_grad_comm": True, "pp_schedule": "1f1b",
+                           "virtual_stages": 1})
+    assert [t.trial_id for t in explicit.trials] == [t.trial_id for t in grid.trials]
+
+
+def test_execution_keys_are_axes_that_reach_the_run_config():
+    spec = parse_spec({**LLAMA_2RANKS, "micro_batch": 1, "strategies": [
+        {"tp": 2, "sequence_parallel": [True, False], "overlap_grad_comm": False},
+        {"pp": 2, "pp_schedule": ["1f1b", "gpipe", "interleaved"], "virtual_stages": [1, 2], "attention": "eager"},
+        {"pp": 2, "stage_layers": [[1, 1], "2,0"]},
+        {"tp": 1, "sequence_parallel": False}]})
+    got = {t.strategy.label: t for t in spec.trials}
+    assert sorted(got) == ["ddp tp1 pp2 mb1 fp32 attn-eager", "ddp tp1 pp2 mb1 fp32 attn-eager gpipe",
+                           "ddp tp1 pp2 mb1 fp32 stages 1/1", "ddp tp2 pp1 mb1 fp32 no-sp sync-grad",
+                           "ddp tp2 pp1 mb1 fp32 sync-grad"]
+    assert len({t.trial_id for t in spec.trials}) == 5
+    run = got["ddp tp2 pp1 mb1 fp32 no-sp sync-grad"].run_config(output="out").strategy
+    assert (run.tp, run.sequence_parallel, run.overlap_grad_comm) == (2, False, False)
+    assert got["ddp tp1 pp2 mb1 fp32 stages 1/1"].run_config(output="out").strategy.stage_layers == (1, 1)
+    reasons = "\n".join(spec.skipped)
+    for reason in ("virtual_stages 2 needs pp_schedule interleaved", "interleaved pipeline schedule needs "
+                   "virtual_stages >= 2", "2 layers cannot fill pp 2 x virtual_stages 2",
+                   "stage_layers 2,0", "sequence_parallel only applies with tp > 1"):
+        assert reason in reasons
+    # sequence parallelism splits the sequence over tp: a length it does not divide is filtered, as train refuses
+    odd = parse_spec({**LLAMA_2RANKS, "tp": 2, "seq_len": [64, 63]})
+    assert [t.seq_len for t in odd.trials] == [64] and "not divisible" in odd.skipped[0]
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"sequence_parallel": "yes"}, "sequence_parallel must be true or false"),
+    ({"attention": "fast"}, "unknown attention 'fast' (choose from flash, eager)"),
+    ({"pp_schedule": ["1f1b", "zb"]}, "unknown pp_schedule 'zb'"),
+    ({"virtual_stages": True}, "virtual_stages must be an integer"),
+    ({"stage_layers": "a,b"}, "stage_layers must be layers per pipeline stage"),
+    ({"train_options": {"pp_schedule": "gpipe"}}, "train_options may not set pp_schedule"),
+])
+def test_bad_execution_keys_raise_one_line_errors(raw, message):
+    with pytest.raises(ScalestudyError) as info:
+        parse_spec({**LLAMA_2RANKS, **raw})
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_trial_with_execution_keys_is_recorded_and_read_back(tmp_path):
+    """The store keeps its columns: the keys travel in trial_json and the strategy label, and come back."""
+    import json
+    from pathlib import Path
+
+    from scalestudy.launch.process import TrialResult
+    from scalestudy.study.store import Store
+    from scalestudy.study.trials import trial_command, trial_row
+
+    spec = parse_spec({**LLAMA_2RANKS, "tp": 2, "sequence_parallel": False,
+                       "command_template": "echo {sequence_parallel} {pp_schedule}"})
+    trial = spec.trials[0]
+    assert trial_command(spec, trial, tmp_path)[1:] == ["False", "1f1b"]
+    result = TrialResult(trial.trial_id, Path(tmp_path), "OK", "", "", 0, False, False, 0.0, 1.0, ["x"],
+                         {"median_step_s": 0.5})
+    row, _ = trial_row(spec, trial, result, {})
+    with Store(tmp_path / "study.sqlite", create=True) as store:
+        store.record_trial(row)
+        (back,) = store.trials("OK")
+    stored = json.loads(back["trial_json"]) if isinstance(back["trial_json"], str) else back["trial_json"]
+    assert Trial.from_dict(stored) == trial and "no-sp" in back["strategy"]

@@ -7,6 +7,8 @@ Format (every axis takes a scalar or a list; the grid is the Cartesian product o
     strategies:                          # optional; each entry expands its own lists
       - {engine: deepspeed, zero: [0, 1, 2, 3]}
       - {engine: fsdp, zero: [2, 3]}
+      - {engine: ddp, tp: 2, sequence_parallel: [true, false]}
+      - {engine: fsdp, zero: 3, pp: 2, pp_schedule: [1f1b, gpipe], stage_layers: ["3,1", "2,2"]}
     nproc: [1, 2]                        # ranks per node (GPUs per node on a cluster)
     nodes: 1
     micro_batch: 2
@@ -21,13 +23,23 @@ Format (every axis takes a scalar or a list; the grid is the Cartesian product o
     include:                             # extra trials; unlisted axes take the grid's (first) value
       - {model: t5-tiny, engine: ddp, zero: 1, memory_limit_bytes: 400000000}
 
+Strategy execution keys (axes too, at the top level or per strategy; defaults = `scalestudy train`'s):
+`attention` (flash | eager), `sequence_parallel` (true | false; tp > 1 only), `overlap_grad_comm` (true | false),
+`pp_schedule` (1f1b | gpipe | interleaved; pp > 1 only), `virtual_stages` (interleaved only), `stage_layers`
+(layers per pipeline stage, one layout as "3,1" or [3, 1], several as ["3,1", "2,2"]). FSDP CPU offload is
+`offload_optimizer: cpu` with `offload_params: cpu`. A value of the wrong type or outside its choices is rejected;
+a combination train cannot run (an option that has no effect in that layout, e.g. sequence_parallel false at tp 1,
+is a duplicate run) is filtered with its reason.
+
 Invalid combinations produced by the grid (e.g. `fsdp` with `zero: 1`, a global batch that does not divide by
 micro-batch x data-parallel degree) are *filtered*, each with its reason (see `Expansion.skipped`; the CLI prints
 them). A spec whose grid yields no valid trial, an unknown key or a value of the wrong type is *rejected* with a
 one-line `ScalestudyError`.
 
 Trial identity is a stable hash of the resolved training parameters (not of run control such as the timeout or a
-memory cap), so re-running a study skips finished trials and never duplicates a row.
+memory cap), so re-running a study skips finished trials and never duplicates a row. The strategy execution keys
+enter the hash only when they differ from their defaults, so the ids of specs written before those keys existed
+do not change.
 """
 
 from __future__ import annotations
@@ -43,9 +55,9 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
-from scalestudy.specs.parallel_layout import check_parallel_layout
+from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run import FLAT_KEYS, RunConfig
-from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
 # Training parameters of one trial (they define its identity), with their type and default.
@@ -73,7 +85,20 @@ AXES: dict[str, tuple[type, Any]] = {
     "steps": (int, 10),
     "seed": (int, 0),
 }
-STRATEGY_KEYS = ("engine", "zero", "offload_optimizer", "offload_params", "tp", "pp", "recompute")
+# Strategy execution keys (issue 11/12), typed as Strategy has them; a trial's identity includes one only when it
+# differs from its default (stage_layers: "" = even split), so trials of older specs keep their ids.
+_STRAT = _RUN.strategy
+EXEC_AXES: dict[str, tuple[type, Any]] = {
+    "attention": (str, _STRAT.attention),
+    "sequence_parallel": (bool, _STRAT.sequence_parallel),
+    "overlap_grad_comm": (bool, _STRAT.overlap_grad_comm),
+    "pp_schedule": (str, _STRAT.pp_schedule),
+    "virtual_stages": (int, _STRAT.virtual_stages),
+    "stage_layers": (str, ",".join(map(str, _STRAT.stage_layers))),
+}
+EXEC_CHOICES = {"attention": ATTENTIONS, "pp_schedule": PP_SCHEDULES}
+AXES.update(EXEC_AXES)
+STRATEGY_KEYS = ("engine", "zero", "offload_optimizer", "offload_params", "tp", "pp", "recompute", *EXEC_AXES)
 # Run control: per trial, but not part of its identity (changing a timeout does not re-run finished trials).
 CONTROL: dict[str, tuple[type, Any]] = {
     "timeout_s": (float, 900.0),
@@ -116,10 +141,17 @@ class Trial:
     timeout_s: float = 900.0
     memory_limit_bytes: int = 0
     train_options: str = ""  # canonical JSON of extra `scalestudy train` options (weight_decay, decay, ...)
+    attention: str = EXEC_AXES["attention"][1]
+    sequence_parallel: bool = EXEC_AXES["sequence_parallel"][1]
+    overlap_grad_comm: bool = EXEC_AXES["overlap_grad_comm"][1]
+    pp_schedule: str = EXEC_AXES["pp_schedule"][1]
+    virtual_stages: int = EXEC_AXES["virtual_stages"][1]
+    stage_layers: str = EXEC_AXES["stage_layers"][1]  # "3,1": layers per pipeline stage; "" = even split
 
     def params(self) -> dict:
-        """The training parameters (identity); run control excluded."""
-        params = {k: getattr(self, k) for k in AXES}
+        """The training parameters (identity); run control excluded. Execution keys only when not at their default
+        (the ids of trials written before those keys existed stay the same)."""
+        params = {k: getattr(self, k) for k in AXES if k not in EXEC_AXES or getattr(self, k) != EXEC_AXES[k][1]}
         if self.train_options:
             params["train_options"] = self.train_options
         return params
@@ -145,8 +177,9 @@ class Trial:
 
     @property
     def strategy(self) -> Strategy:
-        return Strategy(**{k: getattr(self, k) for k in STRATEGY_KEYS}, micro_batch=self.micro_batch,
-                        precision=self.precision)
+        values = {k: getattr(self, k) for k in STRATEGY_KEYS}
+        values["stage_layers"] = _stage_tuple(self.stage_layers)
+        return Strategy(**values, micro_batch=self.micro_batch, precision=self.precision)
 
     @property
     def workload(self) -> Workload:
@@ -161,7 +194,9 @@ class Trial:
                 f"gb{self.global_batch} lr{self.lr:g}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field, but the execution keys only when not at their default (as in `params`): trials of specs
+        without them keep the stored form (trial_json, store columns) they always had."""
+        return {k: v for k, v in asdict(self).items() if k not in EXEC_AXES or v != EXEC_AXES[k][1]}
 
     @classmethod
     def from_dict(cls, data: dict) -> Trial:
@@ -195,10 +230,35 @@ class StudySpec:
 
 
 def _type_name(tp: type) -> str:
-    return {int: "an integer", float: "a number", str: "a string"}[tp]
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}[tp]
+
+
+def _stage_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split(",")) if text else ()
+
+
+def _stage_layers(value: Any, where: str) -> str:
+    """One stage layout, "3,1" or [3, 1], as its canonical text "3,1"."""
+    parts = value.replace(" ", "").split(",") if isinstance(value, str) else value
+    if isinstance(parts, list) and (parts == [""] or not parts):
+        return ""
+    if (isinstance(parts, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) or isinstance(n, str) and n.isdigit()
+                    for n in parts)):
+        return ",".join(str(int(n)) for n in parts)
+    raise ScalestudyError(f"{where}: stage_layers must be layers per pipeline stage, \"3,1\" or [3, 1] "
+                          f"(several layouts: [\"3,1\", \"2,2\"]), got {value!r}")
 
 
 def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
+    if key == "stage_layers":
+        return _stage_layers(value, where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScalestudyError(f"{where}: {key} must be true or false (or a list of them), got {value!r}")
+        return value
+    if key in EXEC_CHOICES and isinstance(value, str) and value not in EXEC_CHOICES[key]:
+        raise ScalestudyError(f"{where}: unknown {key} {value!r} (choose from {', '.join(EXEC_CHOICES[key])})")
     ok = (isinstance(value, tp) and not isinstance(value, bool)) or (
         tp is float and isinstance(value, int) and not isinstance(value, bool))
     if tp is float and isinstance(value, str):
@@ -214,6 +274,8 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
 
 
 def _as_list(key: str, value: Any, tp: type, where: str) -> list:
+    if key == "stage_layers" and isinstance(value, list) and not any(isinstance(v, (list, str)) for v in value):
+        value = [value]  # [3, 1] is one layout; ["3,1", [2, 2]] several
     values = value if isinstance(value, list) else [value]
     if not values:
         raise ScalestudyError(f"{where}: {key} is an empty list")
@@ -231,8 +293,21 @@ def _expand(mapping: dict, schema: dict[str, tuple[type, Any]], where: str) -> l
 
 
 def _describe(point: dict) -> str:
-    return " ".join(f"{k}={point[k]}" for k in ("model", "engine", "zero", "nodes", "nproc", "micro_batch",
-                                                 "global_batch", "tp", "pp") if k in point)
+    shown = " ".join(f"{k}={point[k]}" for k in ("model", "engine", "zero", "nodes", "nproc", "micro_batch",
+                                                  "global_batch", "tp", "pp") if k in point)
+    return shown + "".join(f" {k}={point[k]}" for k, (_, default) in EXEC_AXES.items()
+                           if k in point and point[k] != default)
+
+
+def _no_effect(point: dict) -> str:
+    """Why a non-default execution key changes nothing in this layout (the trial would duplicate another)."""
+    if point["tp"] == 1 and point["sequence_parallel"] != EXEC_AXES["sequence_parallel"][1]:
+        return "sequence_parallel only applies with tp > 1"
+    if point["pp"] == 1:
+        for key in ("pp_schedule", "stage_layers"):
+            if point[key] != EXEC_AXES[key][1]:
+                return f"{key} only applies with pp > 1"
+    return ""
 
 
 def _validate(point: dict) -> str:
@@ -243,9 +318,14 @@ def _validate(point: dict) -> str:
         resolve_layout(trial.strategy, trial.world_size, trial.global_batch, gpus_per_node=trial.nproc,
                        num_heads=model.num_heads, num_layers=model.total_layers)
         check_parallel_layout(model, trial.strategy, trial.world_size)  # tp/pp layouts train can run
-        trial.workload  # noqa: B018 - validates lengths and batch
+        workload = trial.workload
+        layout = resolve_layout(trial.strategy, trial.world_size, trial.global_batch)
+        check_microbatches(trial.strategy, layout.grad_accum)
+        check_sequence_parallel(trial.strategy, workload.seq_len, workload.target_len)
     except ScalestudyError as exc:
         return str(exc)
+    if _no_effect(point):
+        return _no_effect(point)
     for key in ("steps", "nodes", "nproc"):
         if point[key] < 1:
             return f"{key} must be >= 1"
@@ -369,7 +449,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
                 points.append({**defaults, **g, **s})
     if "include" in raw:
         # Axes an include entry leaves out take the grid's value (its first one, for a list).
-        firsts = {k: (v[0] if isinstance(v, list) and v else v) for k, v in base.items()}
+        firsts = {k: _as_list(k, v, schema[k][0], where)[0] for k, v in base.items()}
         firsts = {k: v for k, v in _expand(firsts, schema, where)[0].items()}
         for i, extra in enumerate(include):
             for g in _expand(extra, schema, f"{where}: include[{i}]"):

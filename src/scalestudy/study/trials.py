@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
@@ -21,6 +22,7 @@ from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import resolve_layout
 from scalestudy.study.predict import predict, run_flops, trial_param_count
 from scalestudy.study.spec import StudySpec, Trial
+from scalestudy.study.store import TRIAL_COLUMNS
 
 TRIAL_CONFIG = "trial.yaml"
 
@@ -48,7 +50,7 @@ def trial_command(spec: StudySpec, trial: Trial, output: Path) -> list[str]:
     args = train_args(spec, trial, output)
     if not spec.command_template:
         return [sys.executable, "-m", "scalestudy", "train", *args]
-    values = {**trial.to_dict(), "python": sys.executable, "output": str(output), "trial_id": trial.trial_id,
+    values = {**asdict(trial), "python": sys.executable, "output": str(output), "trial_id": trial.trial_id,
               "train_args": shlex.join(args)}
     try:
         return shlex.split(spec.command_template.format(**values))
@@ -72,7 +74,9 @@ def trial_row(spec: StudySpec, trial: Trial, result: TrialResult, env: dict) -> 
     if final_loss is None and metrics and result.status == "OK":
         final_loss = _number(metrics[-1], "loss")
     row = {
-        **trial.to_dict(),
+        # the store's trial columns; the strategy execution keys live in trial_json and the strategy label (a
+        # column per key would need every existing store migrated)
+        **{k: v for k, v in trial.to_dict().items() if k in TRIAL_COLUMNS},
         "trial_id": trial.trial_id, "study": spec.name, "status": result.status, "label": trial.label,
         "family": get_model(trial.model).family,
         "params": trial_param_count(trial) or _number(summary, "params", "num_params"),
