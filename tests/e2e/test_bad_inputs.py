@@ -101,6 +101,9 @@ def _build_workspace(root: Path) -> None:
     (root / "spec-warmup.yaml").write_text(GOOD_SPEC + "warmup: 5\n")
     (root / "spec-data-missing.yaml").write_text(GOOD_SPEC + "data: nowhere.txt\n")
     (root / "search-noblock.yaml").write_text(GOOD_SPEC)
+    # clusters mixing device types (`groups:`), each wrong in one way
+    for name, text in MIXED_CLUSTERS.items():
+        (root / f"mixed-{name}.yaml").write_text(text)
     (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
 
     study = root / "study"
@@ -199,6 +202,23 @@ def C(id: str, cmd: str, expect: str, *, immutable: tuple[str, ...] = ()) -> Cas
     return Case(id, tuple(shlex.split(cmd)), expect, immutable)
 
 
+MIXED_CLUSTERS = {
+    "unknown-device": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1}\n  - {device: h900, nodes: 1}\n",
+    "nodes-mismatch": "nodes: 3\ngpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1}\n"
+                      "  - {device: v100-32gb, nodes: 1}\n",
+    "gpn-mismatch": "groups:\n  - {device: a100-80gb, nodes: 1, gpus_per_node: 8}\n"
+                    "  - {device: v100-32gb, nodes: 1, gpus_per_node: 4}\n",
+    "no-gpn": "groups:\n  - {device: a100-80gb, nodes: 1}\n  - {device: v100-32gb, nodes: 1}\n",
+    "empty-groups": "groups: []\n",
+    "device-and-groups": "device: a100-80gb\ngpus_per_node: 8\ngroups:\n  - {device: v100-32gb, nodes: 1}\n",
+    "unknown-key": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1, gpu: 8}\n",
+    "nodes-zero": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 0}\n",
+    "nodes-fraction": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1.5}\n",
+    "speed-zero": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1, speed: 0}\n",
+    "kinds": "gpus_per_node: 2\ngroups:\n  - {device: local-cpu, nodes: 1}\n  - {device: a100-80gb, nodes: 1}\n",
+    "group-not-mapping": "gpus_per_node: 8\ngroups:\n  - a100-80gb\n",
+    "ok": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1}\n  - {device: v100-32gb, nodes: 1}\n",
+}
 EST = "estimate --model t5-tiny"
 PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
 TUNE = "tune --model t5-tiny --global-batch 4 --seq-len 32 --output tuneout --profile profile.yaml"
@@ -286,6 +306,32 @@ CASES: list[Case] = [
     C("plan-emit-existing-file", f"{PLAN} --emit afile.txt", "afile.txt"),
     C("plan-emit-immutable-dir", f"{PLAN} --emit locked/emitted", "locked", immutable=("locked",)),
     C("plan-target-len-negative", f"{PLAN} --target-len -2", "target"),
+    # ---- clusters mixing device types (cluster YAML groups) and measured stage speeds -------------------------
+    C("plan-mixed-unknown-device", f"{PLAN} --cluster mixed-unknown-device.yaml", "h900"),
+    C("plan-mixed-nodes-mismatch", f"{PLAN} --cluster mixed-nodes-mismatch.yaml", "groups hold 2 nodes"),
+    C("plan-mixed-gpn-mismatch", f"{PLAN} --cluster mixed-gpn-mismatch.yaml", "same gpus_per_node"),
+    C("plan-mixed-no-gpn", f"{PLAN} --cluster mixed-no-gpn.yaml", "gpus_per_node"),
+    C("plan-mixed-empty-groups", f"{PLAN} --cluster mixed-empty-groups.yaml", "non-empty list"),
+    C("plan-mixed-device-and-groups", f"{PLAN} --cluster mixed-device-and-groups.yaml", "either 'device'"),
+    C("plan-mixed-unknown-key", f"{PLAN} --cluster mixed-unknown-key.yaml", "unknown key(s) gpu"),
+    C("plan-mixed-nodes-zero", f"{PLAN} --cluster mixed-nodes-zero.yaml", "nodes must be a whole number"),
+    C("plan-mixed-nodes-fraction", f"{PLAN} --cluster mixed-nodes-fraction.yaml", "1.5"),
+    C("plan-mixed-speed-zero", f"{PLAN} --cluster mixed-speed-zero.yaml", "speed must be > 0"),
+    C("plan-mixed-kinds", f"{PLAN} --cluster mixed-kinds.yaml", "mix device kinds"),
+    C("plan-mixed-group-not-mapping", f"{PLAN} --cluster mixed-group-not-mapping.yaml", "group 1"),
+    C("estimate-mixed-unknown-device", f"{EST} --cluster mixed-unknown-device.yaml", "h900"),
+    C("estimate-mixed-bf16-on-v100", f"{EST} --cluster mixed-ok.yaml --pp 2 --precision bf16", "bf16"),
+    C("estimate-mixed-interleaved", f"{EST} --cluster mixed-ok.yaml --pp 2 --precision fp16 --pp-schedule "
+      "interleaved --virtual-stages 2 --global-batch 8", "interleaved"),
+    C("estimate-mixed-stage-speeds-too", f"{EST} --cluster mixed-ok.yaml --pp 2 --stage-speeds 2,1", "groups"),
+    C("estimate-stage-speeds-count", f"{EST} --pp 2 --stage-speeds 1,2,3", "one speed per pipeline stage"),
+    C("estimate-stage-speeds-letters", f"{EST} --pp 2 --stage-speeds 2,x", "--stage-speeds"),
+    C("estimate-stage-speeds-negative", f"{EST} --pp 2 --stage-speeds 2,-1", "positive"),
+    C("estimate-stage-layers-auto-one-device", f"{EST} --pp 2 --stage-layers auto", "auto"),
+    C("plan-stage-speeds-pp-mismatch", f"{PLAN} --stage-speeds 2,1 --pp 4", "--pp"),
+    C("plan-stage-speeds-max-nodes", f"{PLAN} --stage-speeds 2,1 --max-nodes 1", "max-nodes"),
+    C("plan-stage-speeds-uneven", f"{PLAN} --stage-speeds 2,1,1", "equal stages"),
+    C("plan-stage-speeds-nan", f"{PLAN} --stage-speeds nan,1", "positive"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

@@ -77,29 +77,36 @@ def estimate(
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
                                                help="Layers per pipeline stage, e.g. 13,11,11,13 (default: even "
-                                                    "split, remainder on the first stages)."),
+                                                    "split, remainder on the first stages), or auto: resource-aware "
+                                                    "on a cluster mixing devices or with --stage-speeds."),
+    stage_speeds: Optional[str] = typer.Option(None, "--stage-speeds", help="Measured relative speed of each "
+                                               "pipeline stage's ranks, e.g. 2,1 (one per --pp stage)."),
     train_tokens: float = typer.Option(0.0, "--train-tokens", help="Tokens to train, for time and device-hours."),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON (fields: docs/estimate-schema.md)."),
 ) -> None:
     """Predict memory per device, step time, throughput and MFU of one training configuration."""
     from scalestudy.costmodel.estimate import estimate as run_estimate
     from scalestudy.errors import ScalestudyError
-    from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
-    from scalestudy.costmodel.cpu_profile import measured_cluster
+    from scalestudy.cli.plan import cli_cluster, parse_speeds
 
     spec = get_model(model)
-    clus = measured_cluster(make_cluster(gpu, nodes, gpus_per_node, cluster),
-                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    speeds = parse_speeds(stage_speeds)
+    if speeds and len(speeds) != pp:
+        raise ScalestudyError(f"--stage-speeds takes one speed per pipeline stage (--pp {pp}), got {len(speeds)}")
+    clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
     if precision is None:
-        precision = "fp32" if clus.device.kind == "cpu" else "bf16"
+        from scalestudy.plan.planner import default_precision
+
+        precision = "fp32" if clus.device.kind == "cpu" else ("bf16" if not clus.groups else default_precision(clus))
+    auto = stage_layers == "auto"
     strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
                         precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
                         attention=attention, sequence_parallel=sequence_parallel,
                         overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
-                        stage_layers=parse_stage_layers(stage_layers))
+                        stage_layers=() if auto else parse_stage_layers(stage_layers))
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")
@@ -110,6 +117,16 @@ def estimate(
 
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
+    if auto:
+        if not clus.groups or pp < 2:
+            raise ScalestudyError("--stage-layers auto needs --pp >= 2 on a cluster mixing devices (--cluster with "
+                                  "groups) or with --stage-speeds")
+        from scalestudy.plan.partition import resource_split
+        from scalestudy.specs.strategy import resolve_layout
+
+        lay = resolve_layout(strategy, clus.world_size, workload.global_batch, num_layers=spec.total_layers)
+        strategy = strategy.replace(stage_layers=resource_split(spec, clus, strategy, workload, lay.dp,
+                                                                lay.grad_accum))
     est = run_estimate(spec, clus, strategy, workload)
     if as_json:
         print(json.dumps(est.to_dict(), indent=2))
@@ -154,6 +171,15 @@ def _print_estimate(est) -> None:
     t.add_row("[bold]step[/]", f"[bold]{tm['step_s']:.4f}[/]", "100%")
     t.add_row("dp comm total (incl. overlapped)", f"{tm['dp_comm_total_s']:.4f}", "")
     console.print(t)
+    if est.stages:
+        from scalestudy.cli.plan import print_stages
+
+        console.print(f"Pipeline stages on {est.cluster.label} (stage i on ranks [i W/pp, (i+1) W/pp), bound by its "
+                      f"slowest device; step = sum of stage slots + ({lay['grad_accum']} micro-batches - 1) x slowest "
+                      "slot + slowest tail; memory per rank on the stage's own device. Above: the memory of the stage "
+                      "with the least free memory; step terms compute/tp/pp = micro-batches x the slowest stage's, "
+                      "bubble = fill and drain, dp/opt/offload/framework = the longest tail's):", highlight=False)
+        print_stages(est, console)
 
     t = Table(title="Throughput", show_header=True)
     t.add_column("metric")

@@ -57,6 +57,58 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        **schedule)
 
 
+def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
+    """--stage-speeds 2,1 -> (2.0, 1.0): measured relative speed of each pipeline stage's ranks."""
+    if not text:
+        return ()
+    try:
+        speeds = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {text!r}") from None
+    if any(not 0 < v < float("inf") for v in speeds):
+        raise ScalestudyError(f"--stage-speeds must be positive numbers, got {text!r}")
+    return speeds
+
+
+def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional[str],
+                stage_speeds: tuple[float, ...] = ()):
+    """The cluster of --gpu/--nodes/--gpus-per-node or --cluster (a `local-cpu` device, in any group, replaced by
+    this machine's measured profile), with --stage-speeds applied."""
+    from dataclasses import replace
+
+    from scalestudy.costmodel.cpu_profile import measured_cluster
+    from scalestudy.specs.hardware import ClusterSpec, make_cluster, with_stage_speeds
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    clus = make_cluster(gpu, nodes, gpus_per_node, cluster_file)
+    if clus.groups:
+        measured = {}
+        for g in clus.groups:
+            if id(g.device) not in measured:
+                measured[id(g.device)] = measured_cluster(ClusterSpec(device=g.device), log=log).device
+        groups = tuple(replace(g, device=measured[id(g.device)]) for g in clus.groups)
+        clus = replace(clus, device=groups[0].device, groups=groups)
+    else:
+        clus = measured_cluster(clus, log=log)  # local-cpu: this machine, measured
+    return with_stage_speeds(clus, stage_speeds)
+
+
+def print_stages(est, console=None) -> None:
+    """Per pipeline stage of a mixed-cluster estimate: layers, device, time, memory; the slowest marked."""
+    if not est.stages:
+        return
+    out = console.print if console else print
+    slowest = max(est.stages, key=lambda x: x.slot_s)
+    for x in est.stages:
+        mark = "  <- slowest" if x is slowest else ""
+        out(f"  stage {x.index}: {x.layers} layers on ranks {x.ranks[0]}-{x.ranks[1] - 1} "
+            f"({'+'.join(x.devices)}), {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} ms per "
+            f"step, memory {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
+            f"{'' if x.fits else ' (DOES NOT FIT)'}{mark}", **({"highlight": False} if console else {}))
+
+
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
          "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl", "framework_s": "fw"}
 
@@ -108,6 +160,13 @@ def print_plan(result, cluster, top: int) -> None:
     console.print(f"Pareto front (tokens/s vs free memory per device), {len(result.pareto)} point(s): {front}{more}",
                   highlight=False)
     console.print("Why: " + explain(result), highlight=False)
+    if result.best.estimate.stages:
+        best = result.best.estimate
+        m = best.layout.grad_accum
+        console.print(f"Stages of the winner on {cluster.label} (stage i on ranks [i W/pp, (i+1) W/pp) in the "
+                      f"cluster's order; step = sum of stage slots + ({m} micro-batches - 1) x slowest slot + "
+                      f"slowest tail = {best.step_s:.4g} s):", highlight=False)
+        print_stages(best, console)
 
 
 @app.command()
@@ -153,7 +212,11 @@ def plan(
     virtual_stages: Optional[str] = typer.Option(None, "--virtual-stages", help="Model chunks per device the "
                                                  "interleaved schedule tries, comma-separated (default 2,4)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Explicit layers per pipeline stage, "
-                                               "e.g. 13,11,11,13 (only that pipeline depth is searched)."),
+                                               "e.g. 13,11,11,13 (only that pipeline depth is searched; default: "
+                                               "even, or resource-aware on a cluster mixing devices)."),
+    stage_speeds: Optional[str] = typer.Option(None, "--stage-speeds", help="Measured relative speed of each "
+                                               "pipeline stage's ranks, e.g. 2,1 (searches pp = their count; "
+                                               "layers split by speed and memory)."),
     attention: str = typer.Option("flash", "--attention", help="flash | eager (kept fixed, not searched)."),
     sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
                                            help="Megatron sequence parallelism when tp > 1."),
@@ -163,7 +226,6 @@ def plan(
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload or offload_old
     from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
-    from scalestudy.specs.hardware import make_cluster
     from scalestudy.specs.model import get_model
     from scalestudy.specs.run import resolve_target_len
     from scalestudy.specs.strategy import Workload
@@ -180,15 +242,21 @@ def plan(
         from scalestudy.outputs import check_output_dir
 
         check_output_dir(emit_dir, "--emit")
-    from scalestudy.costmodel.cpu_profile import measured_cluster
-
+    speeds = parse_speeds(stage_speeds)
+    if speeds:
+        if max_nodes is not None or objective in ("cost", "min-nodes"):
+            raise ScalestudyError("--stage-speeds describes the stages of the whole cluster: not with --max-nodes "
+                                  "or objective cost/min-nodes (which search fewer nodes)")
+        if pp and _ints(pp, "pp") != (len(speeds),):
+            raise ScalestudyError(f"--stage-speeds gives {len(speeds)} stage(s) but --pp is {pp}")
+        pp = str(len(speeds))
     spec = get_model(model)
-    clus = measured_cluster(make_cluster(gpu, nodes, gpus_per_node, cluster),  # local-cpu: this machine, measured
-                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
-    prec = precision or default_precision(clus.device)
-    clus.device.peak(prec)  # clear error when the device lacks the precision
+    prec = precision or default_precision(clus)
+    for g in clus.rank_groups():
+        g.device.peak(prec)  # clear error when a device lacks the precision
     cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
                              offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
                              vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,

@@ -109,17 +109,15 @@ def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageD
     return tuple(out)
 
 
-def stage_params(model: ModelSpec, tp: int, pp: int, split: tuple[int, ...], k: int) -> int:
-    """Parameters on a rank of stage k before ZeRO sharding: its blocks (matmul weights / tp, norms replicated),
-    the embedding on the first stage, the LM head on the last (a tied head is a second copy there, as Megatron),
-    the final norms / position biases counted on every stage (a bound)."""
+def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int) -> int:
+    """Parameters on a rank of stage k (blocks [start, start + n)) before ZeRO sharding: its blocks (matmul weights
+    / tp, norms replicated), the embedding on the first stage, the LM head on the last (a tied head is a second
+    copy there, as Megatron), the final norms / position biases counted on every stage (a bound)."""
     p = param_breakdown(model)
     enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
     dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
-    start = sum(split[:k])
-    stop = start + split[k]
-    n_enc = max(0, min(stop, p.encoder_layers) - start)
-    total = n_enc * enc + (split[k] - n_enc) * dec + p.other
+    n_enc = _encoder_blocks(model, start, n)
+    total = n_enc * enc + (n - n_enc) * dec + p.other
     if k == 0:
         total += p.embedding // tp
     if k == pp - 1:
@@ -127,26 +125,30 @@ def stage_params(model: ModelSpec, tp: int, pp: int, split: tuple[int, ...], k: 
     return total
 
 
+def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
+    """How many of blocks [start, start + n) are encoder blocks (T5: the encoder stack comes first)."""
+    enc = model.num_layers if model.is_encoder_decoder else 0
+    return max(0, min(start + n, enc) - start)
+
+
 def _in_flight(st: Strategy, pp: int, ga: int, k: int) -> int:
     """Micro-batches whose activations stage k holds at once: 1F1B min(pp - k, m), GPipe m."""
     return ga if st.pp_schedule == "gpipe" and pp > 1 else min(pp - k, ga)
 
 
-def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int,
-                 split: tuple[int, ...], k: int, kind: str, options) -> Memory:
-    """Bytes on a rank of stage k (module docstring)."""
+def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int, k: int,
+                 start: int, n: int, kind: str, options) -> Memory:
+    """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     prec = st.precision
-    psi = stage_params(model, tp, pp, split, k)
+    psi = stage_params(model, tp, pp, k, start, n)
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash")
-    n_enc_model = model.num_layers if model.is_encoder_decoder else 0
-    start = sum(split[:k])
-    n_enc = max(0, min(start + split[k], n_enc_model) - start)
+    n_enc = _encoder_blocks(model, start, n)
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
-            + (split[k] - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
+            + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
     if k == pp - 1:  # logits in the compute dtype plus the fp32 log-softmax (as costmodel/memory.py)
         out_tokens = st.micro_batch * (t if model.is_encoder_decoder else s)
         acts += out_tokens * model.vocab_size * (ACT_BYTES[prec] + 4) / tp
@@ -222,6 +224,25 @@ class StageEstimate:
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits}
 
 
+def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, dp: int, calibration=None
+               ) -> list[tuple[float, float, float]]:
+    """Per stage k, (seconds per unit share of the blocks' FLOPs, fixed seconds, LM head seconds) of one
+    micro-batch: slot_k = share x first + second (+ third on the last stage) -- the terms of estimate_stages()."""
+    cal = calibration or stored()
+    tp, pp, prec = st.tp, st.pp, st.precision
+    s, t = workload.seq_len, target_length(model, workload)
+    flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
+    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+    cross = tp * dp >= cluster.gpus_per_node and cluster.nodes > 1
+    out = []
+    for where in stage_devices(cluster, pp, prec):
+        ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal)
+        tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
+        fixed = 2.0 * p2p_time(boundary, cross, where.cluster) if pp > 1 else 0.0
+        out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
+    return out
+
+
 def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int) -> float:
     """The step bound by the slowest stage (module docstring): sum of slots + (m - 1) x slowest slot + slowest
     tail."""
@@ -269,8 +290,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         lk = links(sub)
         tp_mb = ct.tp_ops * share * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
         pp_mb = 2.0 * p2p_time(boundary, cross, sub) if pp > 1 else 0.0
-        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, split, k, dev.kind, options)
-        psi = stage_params(model, tp, pp, split, k)
+        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
+        psi = stage_params(model, tp, pp, k, start, n)
         shape = _Shape(psi=psi, params_total=params_total, activations=mem.activations, compute=ct,
                        model_flops_per_seq=model_f_seq, hardware_flops_per_seq=hw_f_seq, stage_layers=n)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
@@ -280,7 +301,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
             per = dev.engine_overhead_s.get(key, 0.0)
             if layout.world_size > 1:
                 per += dev.engine_overhead_s.get(key + "@multi", 0.0)
-            n_enc = max(0, min(start + n, model.num_layers if model.is_encoder_decoder else 0) - start)
+            n_enc = _encoder_blocks(model, start, n)
             sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
             framework += ga * sublayers * per
         out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,

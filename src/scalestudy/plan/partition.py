@@ -5,29 +5,20 @@ forward FLOPs (costmodel/flops.py: T5 encoder layers over the source length, dec
 with cross-attention), the last stage also runs the LM head; a stage's time is its FLOPs / its device's speed. The
 split minimises the slowest stage (dynamic programme over contiguous splits, every stage >= 1 layer), which sets a
 pipeline's steady-state rate. Torch-free.
+
+On a cluster mixing device types (`resource_split`, used by the planner) a stage's time is the cost model's
+(costmodel/stages.py: its blocks' share of forward + backward on its own device, tensor-parallel and pipeline
+sends, the LM head on the last stage) and every stage must fit its device's memory (the cost model's per-stage
+memory): the split minimises the slowest stage among the splits that fit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from scalestudy.costmodel.flops import forward_flops
+from scalestudy.costmodel.stages import layer_costs  # noqa: F401  (re-exported: per-block FLOPs in stage order)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec
-
-
-def layer_costs(spec: ModelSpec, seq_len: int, target_len: int = 0) -> tuple[list[float], float]:
-    """Forward FLOPs per sequence of each pipeline layer in stage order, and of the LM head (last stage)."""
-    whole = forward_flops(spec, seq_len, target_len)
-    if not spec.is_encoder_decoder:
-        return [whole.layers / spec.num_layers] * spec.num_layers, whole.head
-    # FLOPs are linear in the decoder layer count: one more decoder layer costs `decoder`
-    more = forward_flops(dataclasses.replace(spec, num_decoder_layers=spec.num_decoder_layers + 1), seq_len,
-                         target_len).layers
-    decoder = more - whole.layers
-    encoder = whole.layers - decoder * spec.num_decoder_layers
-    return [encoder / spec.num_layers] * spec.num_layers + [decoder] * spec.num_decoder_layers, whole.head
 
 
 @dataclass(frozen=True)
@@ -110,3 +101,104 @@ def auto_stage_layers(run, speeds: list[float]):
     even = strategy.replace(stage_layers=()).stage_split(len(costs))
     baseline = StagePlan(even, stage_seconds(costs, head, even, speeds, strategy.micro_batch))
     return run.replace(stage_layers=list(plan.stage_layers)), plan, baseline
+
+
+def min_max_split(prefix: list[float], pp: int, seconds, max_end=None) -> tuple[int, ...] | None:
+    """Contiguous blocks per stage (each >= 1) minimising max_k seconds(k, i, j) over stages k holding blocks
+    [i, j), with j <= max_end(k, i) when given (memory); `prefix` = prefix sums of the block costs (len n + 1),
+    `seconds` non-decreasing as a stage's blocks grow. None when no split satisfies max_end."""
+    n = len(prefix) - 1
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(pp + 1)]
+    cut = [[0] * (n + 1) for _ in range(pp + 1)]
+    best[0][0] = 0.0
+    for k in range(1, pp + 1):
+        for j in range(k, n - (pp - k) + 1):
+            row = best[k - 1]
+            for i in range(j - 1, k - 2, -1):  # stage k-1 holds [i, j): longer as i falls, so slower
+                if row[i] == inf:
+                    continue
+                if max_end is not None and j > max_end(k - 1, i):
+                    continue
+                stage = seconds(k - 1, i, j)
+                if stage >= best[k][j]:
+                    break  # every longer stage is slower still
+                t = row[i] if row[i] > stage else stage
+                if t < best[k][j]:
+                    best[k][j], cut[k][j] = t, i
+    if best[pp][n] == inf:
+        return None
+    split, j = [], n
+    for k in range(pp, 0, -1):
+        i = cut[k][j]
+        split.append(j - i)
+        j = i
+    return tuple(reversed(split))
+
+
+_SPLITS: dict[tuple, tuple] = {}
+
+
+def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_accum: int, options=None,
+                   calibration=None) -> tuple[int, ...]:
+    """Layers per pipeline stage for `strategy` on a cluster mixing devices (`cluster.groups`): the contiguous
+    split minimising the slowest stage's seconds per micro-batch (cost model, per stage on its own device) among
+    the splits whose every stage fits its device's memory; the fastest split when none fits (the estimate then
+    says it does not fit)."""
+    from scalestudy.costmodel.options import DEFAULT_OPTIONS
+    from scalestudy.costmodel.stages import slot_terms, stage_devices, stage_memory
+    from scalestudy.costmodel.flops import target_length
+
+    st, pp, options = strategy, strategy.pp, options or DEFAULT_OPTIONS
+    s, t = workload.seq_len, target_length(model, workload)
+    costs, _ = layer_costs(model, s, t)
+    n = len(costs)
+    if pp > n:
+        raise ScalestudyError(f"{pp} pipeline stages cannot each hold a layer of a {n}-layer model")
+    total = sum(costs)
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c / total)
+    key = (id(model), id(cluster), st.tp, pp, st.micro_batch, st.recompute, st.precision, st.attention,
+           st.sequence_parallel, dp, s, t, id(calibration))
+    hit = _SPLITS.get(key)
+    if hit is not None and hit[0] is cluster and hit[1] is model:
+        terms = hit[2]
+    else:
+        terms = slot_terms(model, cluster, st, workload, dp, calibration)
+        if len(_SPLITS) > 50_000:
+            _SPLITS.clear()
+        _SPLITS[key] = (cluster, model, terms)
+
+    def seconds(k, i, j):
+        rate, fixed, head = terms[k]
+        return (prefix[j] - prefix[i]) * rate + fixed + (head if k == pp - 1 else 0.0)
+
+    fastest = min_max_split(prefix, pp, seconds)
+    places = stage_devices(cluster, pp, st.precision)
+
+    def fits(k, i, j):
+        mem = stage_memory(model, st, dp, st.tp, pp, grad_accum, s, t, k, i, j - i, places[k].device.kind, options)
+        return mem.total <= places[k].capacity_bytes and mem.host_bytes <= places[k].host_capacity_bytes
+
+    start = 0
+    for k, m in enumerate(fastest):
+        if not fits(k, start, start + m):
+            break
+        start += m
+    else:
+        return fastest
+    # Some stage of the fastest split does not fit: the most blocks each stage can hold from each start (memory
+    # grows with the blocks), then the fastest split within those.
+    ends: dict[tuple[int, int], int] = {}
+
+    def max_end(k, i):
+        got = ends.get((k, i))
+        if got is None:
+            got = i
+            while got < n and fits(k, i, got + 1):
+                got += 1
+            ends[(k, i)] = got
+        return got
+
+    return min_max_split(prefix, pp, seconds, max_end) or fastest

@@ -198,7 +198,7 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
     if not feasible:
         raise ScalestudyError(
             f"no strategy fits: {counters['evaluated']} evaluated for {model.name} on "
-            f"{cluster.world_size} x {cluster.device.name} (relax the constraints, add nodes or lower the batch)")
+            f"{cluster.label} (relax the constraints, add nodes or lower the batch)")
     if min_throughput:
         reach = [c for c in feasible if c.estimate.tokens_per_s >= min_throughput]
         if not reach:
@@ -219,10 +219,12 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
 
 
 def default_precision(device) -> str:
-    """bf16 where the device has it, else fp16, else fp32 (CPUs here: fp32, see FACTS.md)."""
-    if device.kind == "cpu":
+    """bf16 where the device has it, else fp16, else fp32 (CPUs here: fp32, see FACTS.md). A cluster (mixing
+    devices or not): the first that every device of it has."""
+    devices = [g.device for g in device.rank_groups()] if hasattr(device, "rank_groups") else [device]
+    if any(d.kind == "cpu" for d in devices):
         return "fp32"
-    return next((p for p in ("bf16", "fp16") if p in device.peak_flops), "fp32")
+    return next((p for p in ("bf16", "fp16") if all(p in d.peak_flops for d in devices)), "fp32")
 
 
 def step_time_terms(estimate: Any) -> dict[str, float]:

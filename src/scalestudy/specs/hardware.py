@@ -127,6 +127,11 @@ class ClusterSpec:
         """True when ranks differ in device type or measured speed (then the cost model works stage by stage)."""
         return bool(self.groups)
 
+    @property
+    def label(self) -> str:
+        """'16 x a100-80gb' or, mixing devices, '16 x a100-80gb + 16 x v100-32gb'."""
+        return " + ".join(f"{g.ranks} x {g.effective.name}" for g in self.rank_groups())
+
     def rank_groups(self) -> tuple[DeviceGroup, ...]:
         """The device groups in rank order (one group of every rank for a single-device cluster)."""
         return self.groups or (DeviceGroup(self.device, self.world_size, 1.0, self.nodes),)
@@ -288,7 +293,10 @@ def _device_ref(value, origin: str) -> DeviceSpec:
     if not isinstance(value, str) or not value.strip():
         raise ScalestudyError(f"{origin}: device must be a device name, a device YAML path or a mapping, got "
                               f"{value!r}")
-    return get_device(value)
+    try:
+        return get_device(value)
+    except ScalestudyError as exc:
+        raise ScalestudyError(f"{origin}: {exc}") from None
 
 
 def _count(value, name: str, origin: str) -> int:

@@ -1,0 +1,156 @@
+"""Clusters mixing device types: cluster YAML groups, per-stage estimate bound by the slowest stage, the planner's
+resource-aware stage layers (speed and memory), measured stage speeds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.stages import pipeline_seconds, stage_devices
+from scalestudy.errors import ScalestudyError
+from scalestudy.plan.partition import resource_split
+from scalestudy.plan.planner import default_precision, plan
+from scalestudy.plan.space import Constraints
+from scalestudy.specs.hardware import get_device, load_cluster, make_cluster, with_stage_speeds
+from scalestudy.specs.model import get_model
+from scalestudy.specs.strategy import Strategy, Workload
+
+MIXED = """\
+name: a100-v100
+gpus_per_node: 8
+groups:
+  - {device: a100-80gb, nodes: 2}
+  - {device: v100-32gb, nodes: 2}
+"""
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED)
+    return load_cluster(path)
+
+
+def test_cluster_yaml_groups_place_stages_in_rank_order(mixed):
+    assert mixed.heterogeneous and mixed.world_size == 32 and mixed.nodes == 4 and mixed.gpus_per_node == 8
+    assert mixed.label == "16 x a100-80gb + 16 x v100-32gb"
+    assert default_precision(mixed) == "fp16"  # the V100 has no bf16
+    assert [s.devices for s in stage_devices(mixed, 2, "fp16")] == [("a100-80gb",), ("v100-32gb",)]
+    # pp 1: every stage spans both types -> bound by the slower device and the smaller memory
+    (whole,) = stage_devices(mixed, 1, "fp16")
+    assert whole.device.name == "v100-32gb" and whole.capacity_bytes == get_device("v100-32gb").memory_bytes
+    assert mixed.with_nodes(2).heterogeneous is False  # the first two nodes are the A100s
+    assert mixed.with_nodes(3).label == "16 x a100-80gb + 8 x v100-32gb"
+    assert json.loads(json.dumps(mixed.to_dict()))["groups"][1]["device"] == "v100-32gb"
+
+
+def test_groups_of_one_device_are_a_plain_cluster(tmp_path):
+    path = tmp_path / "same.yaml"
+    path.write_text("gpus_per_node: 4\ngroups:\n  - {device: a100-40gb, nodes: 1}\n  - {device: a100-40gb, nodes: 2}\n")
+    c = load_cluster(path)
+    assert not c.heterogeneous and c.nodes == 3 and c.world_size == 12 and c.device.name == "a100-40gb"
+
+
+def test_estimate_is_bound_by_the_slowest_stage(mixed):
+    spec, work = get_model("gpt2-xl"), Workload(global_batch=64, seq_len=1024)
+    even = estimate(spec, mixed, Strategy(zero=1, pp=2, precision="fp16"), work)
+    m = even.layout.grad_accum
+    assert [x.layers for x in even.stages] == [24, 24] and [x.device for x in even.stages] == ["a100-80gb",
+                                                                                            "v100-32gb"]
+    slots = [x.slot_s for x in even.stages]
+    assert slots[1] > slots[0]  # same layers on the slower device
+    # the predicted step is the slowest stage's formula: fill/drain + (m - 1) x slowest slot + slowest tail
+    assert even.step_s == pytest.approx(sum(slots) + (m - 1) * max(slots) + max(x.tail_s for x in even.stages))
+    assert even.step_s == pytest.approx(pipeline_seconds(even.stages, m))
+    parts = sum(even.time_parts().values())
+    assert parts == pytest.approx(even.step_s)
+    d = even.to_dict()
+    assert d["stages"]["slowest_stage"] == 1 and len(d["stages"]["per_stage"]) == 2
+    assert d["stages"]["per_stage"][1]["capacity_bytes"] == get_device("v100-32gb").memory_bytes
+    # each stage's memory is on its own device: the estimate's memory is the stage with the least free memory
+    free = [x.capacity_bytes - x.memory.total for x in even.stages]
+    assert even.capacity_bytes - even.per_device_bytes == pytest.approx(min(free))
+
+
+def test_planner_chooses_uneven_stage_layers_that_beat_the_even_split(mixed):
+    spec, work = get_model("gpt2-xl"), Workload(global_batch=64, seq_len=1024)
+    result = plan(spec, mixed, work, Constraints(pp=(2,), engines=("deepspeed",), zero=(1,), precision="fp16",
+                                                 recompute=("none",), offload_optimizer=("none",),
+                                                 offload_params=("none",)))
+    best = result.best
+    layers = best.strategy.stage_layers
+    assert sum(layers) == 48 and layers[0] > layers[1]  # the A100 stage holds more blocks
+    even = estimate(spec, mixed.with_nodes(best.nodes), best.strategy.replace(stage_layers=()), work)
+    assert best.estimate.step_s < 0.9 * even.step_s
+    slots = [x.slot_s for x in best.estimate.stages]
+    assert max(slots) < max(x.slot_s for x in even.stages)
+    assert max(slots) / min(slots) < 1.2  # balanced: within one block of equal time
+    assert "stages" in result.to_json(1)["candidates"][0]["estimate"]
+
+
+def test_split_moves_blocks_off_a_fast_stage_whose_memory_is_full(tmp_path):
+    # a fast device with little memory: the speed-only split overfills it, the chosen split fits every stage
+    path = tmp_path / "fast-small.yaml"
+    path.write_text("gpus_per_node: 8\ngroups:\n  - {device: v100-32gb, nodes: 1, speed: 6}\n"
+                    "  - {device: a100-80gb, nodes: 1}\n")
+    c = load_cluster(path)
+    spec, work = get_model("llama-13b"), Workload(global_batch=16, seq_len=2048)
+    st = Strategy(engine="deepspeed", zero=1, pp=2, precision="fp16", recompute="full")
+    from scalestudy.costmodel.stages import layer_costs, slot_terms
+    from scalestudy.plan.partition import min_max_split
+
+    costs, _ = layer_costs(spec, 2048)
+    prefix = [0.0]
+    for x in costs:
+        prefix.append(prefix[-1] + x / sum(costs))
+    terms = slot_terms(spec, c, st, work, 8)
+    fastest = min_max_split(prefix, 2, lambda k, i, j: (prefix[j] - prefix[i]) * terms[k][0] + terms[k][1]
+                            + (terms[k][2] if k == 1 else 0))
+    assert not estimate(spec, c, st.replace(stage_layers=fastest), work).fits
+    split = resource_split(spec, c, st, work, 8, 2)
+    est = estimate(spec, c, st.replace(stage_layers=split), work)
+    assert est.fits and split[0] < fastest[0]
+    # the most blocks the small stage holds: one more does not fit
+    more = (split[0] + 1, split[1] - 1)
+    assert not estimate(spec, c, st.replace(stage_layers=more), work).stages[0].fits
+
+
+def test_measured_stage_speeds_split_like_train_auto():
+    from scalestudy.plan.partition import plan_stages
+
+    c = with_stage_speeds(make_cluster("a100-80gb", 1, 2), (2.0, 1.0))
+    assert [g.speed for g in c.groups] == [1.0, 0.5] and c.label == "1 x a100-80gb + 1 x a100-80gb@0.5x"
+    spec, work = get_model("gpt2-medium"), Workload(global_batch=8, seq_len=1024)
+    result = plan(spec, c, work, Constraints(pp=(2,), precision="bf16"))
+    layers = result.best.strategy.stage_layers
+    assert layers[0] > layers[1]
+    # with the same FLOP costs train's `--stage-layers auto --stage-speeds 2,1` gives (within a block: the cost
+    # model adds per-layer overheads and the head's softmax traffic)
+    auto = plan_stages(spec, 1024, 0, [2.0, 1.0]).stage_layers
+    assert abs(layers[0] - auto[0]) <= 1
+    with pytest.raises(ScalestudyError, match="do not split into 3 equal stages"):
+        with_stage_speeds(make_cluster("a100-80gb", 1, 2), (1.0, 2.0, 3.0))
+
+
+def test_interleaved_schedule_is_refused_on_mixed_clusters(mixed):
+    with pytest.raises(ScalestudyError, match="interleaved schedule is not modelled"):
+        estimate(get_model("gpt2-xl"), mixed, Strategy(zero=1, pp=2, precision="fp16", pp_schedule="interleaved",
+                                                       virtual_stages=2), Workload(global_batch=64, seq_len=1024))
+
+
+def test_estimate_cli_shows_per_stage_time_and_memory(mixed, tmp_path, capsys):
+    from scalestudy.cli import main
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED)
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", "gpt2-xl", "--cluster", str(path), "--pp", "2", "--zero", "1",
+              "--global-batch", "64", "--seq-len", "1024", "--stage-layers", "auto", "--json"])
+    assert exc.value.code == 0
+    d = json.loads(capsys.readouterr().out)
+    per = d["stages"]["per_stage"]
+    assert d["strategy"]["stage_layers"][0] > d["strategy"]["stage_layers"][1]
+    assert [p["device"] for p in per] == ["a100-80gb", "v100-32gb"] and d["strategy"]["precision"] == "fp16"
+    assert all(p["memory_bytes"] < p["capacity_bytes"] for p in per)
