@@ -27,7 +27,7 @@ def config(**flat) -> RunConfig:
     ({"pp": 2, "global_batch": 2}, "pp 2 needs >= 2 micro-batches per step"),
     ({"pp": 2, "tp": 2, "engine": "deepspeed", "zero": 1}, "tp/pp > 1 run on FSDP2"),
     ({"tp": 2, "engine": "ddp", "zero": 1}, "tp/pp > 1 run on FSDP2"),
-    ({"tp": 2, "model": "gpt2-tiny"}, "tensor parallelism has no plan for gpt2"),
+    ({"tp": 8, "nproc": 8, "model": "gpt2-tiny"}, "tp 8 does not divide the 4 attention heads of gpt2-tiny"),
     ({"tp": 2, "model": "t5-tiny", "objective": "span", "target_len": 7}, "--target-len 7 is not divisible"),
 ])
 def test_bad_layouts_are_one_line_errors(flat, message):
@@ -41,7 +41,7 @@ def test_bad_layouts_are_one_line_errors(flat, message):
     {"pp": 2, "engine": "ddp", "zero": 0, "stage_layers": [1, 1]},
     {"tp": 2, "pp": 2, "model": "t5-tiny", "objective": "span", "target_len": 8, "pp_schedule": "interleaved",
      "virtual_stages": 2},
-    {"pp": 2, "model": "gpt2-tiny"},
+    {"pp": 2, "model": "gpt2-tiny"}, {"tp": 2, "pp": 2, "model": "gpt2-tiny"},  # GPT-2's fused q/k/v re-laid out
 ])
 def test_supported_layouts_validate(flat):
     _, strategy, _, layout = config(**flat).validate()

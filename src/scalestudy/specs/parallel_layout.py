@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from scalestudy.errors import ScalestudyError
 
-# Families whose blocks have a tensor-parallel plan (GPT-2's fused c_attn Conv1D has none here).
-TP_FAMILIES = ("llama", "t5", "mt5")
+# Families whose blocks have a tensor-parallel plan (engine/parallel/tensor_parallel.py).
+TP_FAMILIES = ("llama", "gpt2", "t5", "mt5")
 PP_FAMILIES = ("llama", "gpt2", "t5", "mt5")
 
 
@@ -24,8 +24,8 @@ def check_parallel_layout(spec, strategy, world_size: int, dropout: float = 0.0)
                               f"(--nproc x --nnodes)")
     if tp > 1:
         if spec.family not in TP_FAMILIES:
-            raise ScalestudyError(f"tensor parallelism has no plan for {spec.family} models (fused QKV); "
-                                  f"use --tp 1 or a llama/t5 model")
+            raise ScalestudyError(f"tensor parallelism has no plan for {spec.family} models; "
+                                  f"use --tp 1 or a llama/gpt2/t5 model")
         if spec.num_heads % tp:
             raise ScalestudyError(f"tp {tp} does not divide the {spec.num_heads} attention heads of {spec.name}")
         if spec.kv_heads % tp:

@@ -53,6 +53,7 @@ class HybridBackend(Backend):
         del chunks
         for _, chunk in self.chunks:
             self._parallelize(chunk)
+        self.fused = self._fused_layouts()
         self.params = [p for _, c in self.chunks for p in c.parameters()]
         self.tie_count = {id(p): n for name, n, _ in self.tied for p in self._copies(name)}
         self.optimizer = make_adamw(self.params, self.settings["optimizer"]["params"])
@@ -90,6 +91,14 @@ class HybridBackend(Backend):
                 for block in layers:
                     fully_shard(block, **kwargs)
             fully_shard(chunk, **kwargs)
+
+    def _fused_layouts(self) -> dict:
+        """Canonical name -> FusedColumns of the parameters tensor parallelism re-laid out (GPT-2's c_attn)."""
+        if self.layout.tp == 1:
+            return {}
+        from scalestudy.engine.parallel.tensor_parallel import fused_layouts
+
+        return {c.canonical[n]: f for _, c in self.chunks for n, f in fused_layouts(c).items()}
 
     def _copies(self, canonical: str) -> list[torch.nn.Parameter]:
         return [p for _, c in self.chunks for n, p in c.named_parameters() if c.canonical[n] == canonical]
@@ -165,12 +174,12 @@ class HybridBackend(Backend):
     def save(self, path: Path) -> None:
         from scalestudy.engine.parallel import checkpoint
 
-        checkpoint.save(path, self.named_parameters(), self.optimizer, self.scheduler)
+        checkpoint.save(path, self.named_parameters(), self.optimizer, self.scheduler, self.fused)
 
     def load(self, path: Path) -> None:
         from scalestudy.engine.parallel import checkpoint
 
-        checkpoint.load(path, self.named_parameters(), self.optimizer, self.scheduler)
+        checkpoint.load(path, self.named_parameters(), self.optimizer, self.scheduler, self.fused)
         restore_lr(self.optimizer, self.scheduler)
 
     def close(self) -> None:

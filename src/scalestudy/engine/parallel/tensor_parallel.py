@@ -1,9 +1,17 @@
-"""Megatron-style tensor parallelism for the Hugging Face Llama and T5 blocks with DTensor `parallelize_module`.
+"""Megatron-style tensor parallelism for the Hugging Face Llama, T5 and GPT-2 blocks with DTensor `parallelize_module`.
 
-Per block: the query/key/value (and gate/up, wi) projections are split by output columns, the attention output and
-down (wo) projections by input rows, so each block needs one all-reduce forward and one backward per sub-layer.
-Heads are split across ranks (GQA: query and key/value heads alike, each rank keeps whole groups); T5's relative
-position bias table is split by head. Embeddings, norms and the head stay replicated.
+Per block: the query/key/value (and gate/up, wi, c_fc) projections are split by output columns, the attention output
+and down (wo, c_proj) projections by input rows, so each block needs one all-reduce forward and one backward per
+sub-layer. Heads are split across ranks (GQA: query and key/value heads alike, each rank keeps whole groups); T5's
+relative position bias table is split by head. Embeddings, norms and the head stay replicated.
+
+GPT-2 (Hugging Face `Conv1D`: weight [in, out], the transpose of nn.Linear's) computes query, key and value in one
+fused `c_attn` whose output columns are [q | k | v]. Split naively by columns, rank 0 of 2 would get all of q and
+half of k. Its weight and bias are therefore re-laid out before sharding (`FusedColumns`): the columns go into
+[q_0 k_0 v_0 | q_1 k_1 v_1 | ...] order, q_r being rank r's heads, so an even column split gives each rank the
+query, key and value columns of its own heads, and the attention's split size and head count become per-rank.
+Checkpoints still hold the Hugging Face [q | k | v] layout: engine/parallel/checkpoint.py maps every local slice
+of a re-laid-out tensor back to its canonical columns (`FusedColumns.canonical_pieces`).
 
 Sequence parallelism (Korthikanti et al. 2022): between the projections the residual stream is split along the
 sequence; norms run on their sequence shard, the row-parallel outputs are reduce-scattered instead of all-reduced
@@ -13,14 +21,98 @@ gathers it after its last block, so embeddings, masks and the head see whole seq
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
+import torch
 from torch import nn
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
+from transformers.pytorch_utils import Conv1D
 
 
-def _row(sp: bool) -> RowwiseParallel:
-    return RowwiseParallel(output_layouts=Shard(1)) if sp else RowwiseParallel()
+@dataclass(frozen=True)
+class FusedColumns:
+    """`parts` projections fused along `dim` ([q | k | v]: parts 3), re-laid out for `groups` tensor-parallel ranks.
+
+    Canonical order: part-major, [q_0 .. q_{g-1} | k_0 .. | v_0 ..]; blocked order: group-major,
+    [q_0 k_0 v_0 | q_1 k_1 v_1 | ...], so an even split into `groups` pieces gives piece r all parts of group r.
+    """
+
+    parts: int
+    groups: int
+    dim: int
+
+    def to_blocks(self, t: torch.Tensor) -> torch.Tensor:
+        d = self.dim
+        return t.unflatten(d, (self.parts, self.groups, -1)).transpose(d, d + 1).flatten(d, d + 2).contiguous()
+
+    def to_canonical(self, t: torch.Tensor) -> torch.Tensor:
+        d = self.dim
+        return t.unflatten(d, (self.groups, self.parts, -1)).transpose(d, d + 1).flatten(d, d + 2).contiguous()
+
+    def canonical_pieces(self, size: int, start: int, length: int) -> list[tuple[int, int, int]]:
+        """The blocked-order range [start, start + length) of a dimension of `size`, as contiguous canonical runs:
+        (offset in the range, canonical start, run length)."""
+        width = size // (self.parts * self.groups)  # one part of one group
+        pieces, at = [], start
+        while at < start + length:
+            block, within = divmod(at, width)
+            group, part = divmod(block, self.parts)
+            run = min(width - within, start + length - at)
+            pieces.append((at - start, (part * self.groups + group) * width + within, run))
+            at += run
+        return pieces
+
+
+class Conv1DColwise(ColwiseParallel):
+    """ColwiseParallel for Hugging Face's Conv1D (y = x @ W + b, W [in, out]): output columns are W's dim 1, so W
+    is Shard(1) and b Shard(0) (nn.Linear's W [out, in] would be Shard(0)). `parts` > 1: a fused projection whose
+    columns are first re-laid out by `FusedColumns` (recorded on the module as `fused_columns`)."""
+
+    def __init__(self, parts: int = 1, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.parts = parts
+
+    def _partition_conv1d_fn(self, _name, module, device_mesh):
+        for name, dim in (("weight", 1), ("bias", 0)):
+            param = getattr(module, name)
+            if self.parts > 1:
+                fused = FusedColumns(self.parts, device_mesh.size(), dim)
+                param = fused.to_blocks(param.detach())
+                module.fused_columns = {**getattr(module, "fused_columns", {}), name: fused}
+            module.register_parameter(name, nn.Parameter(
+                distribute_tensor(param, device_mesh, [Shard(dim)], src_data_rank=self.src_data_rank)))
+
+    def _apply(self, module: nn.Module, device_mesh) -> nn.Module:
+        if not isinstance(module, Conv1D):
+            return super()._apply(module, device_mesh)
+        return distribute_module(module, device_mesh, self._partition_conv1d_fn,
+                                 partial(self._prepare_input_fn, self.input_layouts, self.desired_input_layouts),
+                                 partial(self._prepare_output_fn, self.output_layouts, self.use_local_output))
+
+
+class Conv1DRowwise(RowwiseParallel):
+    """RowwiseParallel for Conv1D: input rows are W's dim 0 (Shard(0)); the bias is added once (replicated)."""
+
+    def _partition_conv1d_fn(self, _name, module, device_mesh):
+        module.register_parameter("weight", nn.Parameter(
+            distribute_tensor(module.weight, device_mesh, [Shard(0)], src_data_rank=self.src_data_rank)))
+        module.register_parameter("bias", nn.Parameter(
+            distribute_tensor(module.bias, device_mesh, [Replicate()], src_data_rank=self.src_data_rank)))
+
+    def _apply(self, module: nn.Module, device_mesh) -> nn.Module:
+        if not isinstance(module, Conv1D):
+            return super()._apply(module, device_mesh)
+        self.desired_input_layouts = (Shard(-1),)
+        return distribute_module(module, device_mesh, self._partition_conv1d_fn,
+                                 partial(self._prepare_input_fn, self.input_layouts, self.desired_input_layouts),
+                                 partial(self._prepare_output_fn, self.output_layouts, self.use_local_output))
+
+
+def _row(sp: bool, style=RowwiseParallel) -> RowwiseParallel:
+    return style(output_layouts=Shard(1)) if sp else style()
 
 
 def _gather_input(kwarg: str | None = None) -> PrepareModuleInput:
@@ -40,6 +132,17 @@ def llama_plan(sp: bool) -> dict:
     if sp:
         plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
                      "self_attn": _gather_input("hidden_states"), "mlp": _gather_input()})
+    return plan
+
+
+def gpt2_plan(sp: bool) -> dict:
+    plan = {
+        "attn.c_attn": Conv1DColwise(parts=3), "attn.c_proj": _row(sp, Conv1DRowwise),
+        "mlp.c_fc": Conv1DColwise(), "mlp.c_proj": _row(sp, Conv1DRowwise),
+    }
+    if sp:  # the block calls attn(hidden_states, ...) and mlp(hidden_states) positionally
+        plan.update({"ln_1": SequenceParallel(), "ln_2": SequenceParallel(), "attn": _gather_input(),
+                     "mlp": _gather_input()})
     return plan
 
 
@@ -69,11 +172,22 @@ def t5_plan(block: nn.Module, sp: bool) -> dict:
 
 
 def _localise_heads(block: nn.Module, tp: int) -> None:
-    """T5 attention shapes its zero position bias from `n_heads`: make it the local head count."""
+    """Per-rank head counts where the Hugging Face forward uses them: T5 shapes its zero position bias from
+    `n_heads`; GPT-2 splits c_attn's output into q, k, v at `split_size` (= this rank's heads x head size)."""
     for module in block.modules():
         if hasattr(module, "n_heads") and hasattr(module, "key_value_proj_dim"):
             module.n_heads //= tp
             module.inner_dim //= tp
+        if hasattr(module, "split_size") and hasattr(module, "c_attn"):
+            module.split_size //= tp
+            module.num_heads //= tp
+            module.embed_dim //= tp
+
+
+def fused_layouts(chunk: nn.Module) -> dict[str, FusedColumns]:
+    """{parameter name in `chunk`: its re-layout} for every fused projection sharded by `Conv1DColwise`."""
+    return {f"{prefix}.{name}" if prefix else name: fused for prefix, module in chunk.named_modules()
+            for name, fused in getattr(module, "fused_columns", {}).items()}
 
 
 def _scatter_sequence(mesh):
@@ -100,6 +214,9 @@ def apply_tensor_parallel(chunk: nn.Module, family: str, mesh, sequence_parallel
         for block in blocks:
             if family == "llama":
                 parallelize_module(block, mesh, llama_plan(sequence_parallel))
+            elif family == "gpt2":
+                parallelize_module(block, mesh, gpt2_plan(sequence_parallel))
+                _localise_heads(block, tp)
             else:
                 parallelize_module(block, mesh, t5_plan(block, sequence_parallel))
                 _localise_heads(block, tp)
