@@ -154,3 +154,19 @@ def test_estimate_cli_shows_per_stage_time_and_memory(mixed, tmp_path, capsys):
     assert d["strategy"]["stage_layers"][0] > d["strategy"]["stage_layers"][1]
     assert [p["device"] for p in per] == ["a100-80gb", "v100-32gb"] and d["strategy"]["precision"] == "fp16"
     assert all(p["memory_bytes"] < p["capacity_bytes"] for p in per)
+
+
+@pytest.mark.parametrize("model, work, strategy", [
+    ("gpt2-xl", Workload(64, 1024), Strategy(zero=1, precision="fp16")),
+    ("gpt2-xl", Workload(64, 1024), Strategy(engine="fsdp", zero=3, precision="fp16", micro_batch=2,
+                                             recompute="full")),
+    ("t5-large", Workload(64, 512, 114), Strategy(engine="ddp", precision="fp16", tp=2)),
+])
+def test_one_stage_over_both_device_types_is_the_slower_devices_cluster(mixed, model, work, strategy):
+    # pp 1: every rank in lock-step, bound by the V100 (slower, smaller): the per-stage model reproduces estimate()
+    spec = get_model(model)
+    ours = estimate(spec, mixed, strategy, work)
+    v100 = estimate(spec, make_cluster("v100-32gb", 4, 8), strategy, work)
+    assert ours.step_s == pytest.approx(v100.step_s, rel=1e-9)
+    assert ours.per_device_bytes == pytest.approx(v100.per_device_bytes, rel=1e-9)
+    assert ours.stages[0].devices == ("a100-80gb", "v100-32gb") and ours.stages[0].device == "v100-32gb"

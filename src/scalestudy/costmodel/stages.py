@@ -253,7 +253,7 @@ def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], mi
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
                     calibration=None):
     """estimate() for a cluster mixing device types or rank speeds: per stage, bound by the slowest."""
-    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _Shape  # estimate.py imports this module lazily
+    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _shape  # estimate.py imports this module lazily
 
     st = strategy
     cal = calibration or stored()
@@ -292,8 +292,9 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         pp_mb = 2.0 * p2p_time(boundary, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)
-        shape = _Shape(psi=psi, params_total=params_total, activations=mem.activations, compute=ct,
-                       model_flops_per_seq=model_f_seq, hardware_flops_per_seq=hw_f_seq, stage_layers=n)
+        # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
+        shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
+                                           split, cal), psi=psi, stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
         opt_s, off_s = _optimizer_offload(st, eng, psi, dp, ga, dev, gpn)
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
