@@ -53,11 +53,12 @@ def load() -> dict:
 
 
 def gpt_spec(row_id: str, m: dict) -> ModelSpec:
-    """A GPT-style model (GELU FFN of width 4d, learned positions, tied head) from a published configuration."""
+    """A GPT-style model (GELU FFN of width 4d, learned positions, tied head unless `tied: false`) from a published
+    configuration."""
     d, heads = int(m["d_model"]), int(m["heads"])
     return ModelSpec(name=row_id, family="gpt2", vocab_size=int(m["vocab"]), d_model=d, num_layers=int(m["layers"]),
-                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn="gelu", tie_word_embeddings=True,
-                     max_position_embeddings=int(m["seq"]))
+                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn="gelu",
+                     tie_word_embeddings=bool(m.get("tied", True)), max_position_embeddings=int(m["seq"]))
 
 
 def row_model(row_id: str, m: dict) -> ModelSpec:
@@ -65,6 +66,12 @@ def row_model(row_id: str, m: dict) -> ModelSpec:
         return ModelSpec(name=row_id, family="t5", vocab_size=int(m["vocab"]), d_model=int(m["d_model"]),
                          num_layers=int(m["layers"]), num_decoder_layers=int(m["layers"]), num_heads=int(m["heads"]),
                          d_kv=int(m["d_kv"]), d_ff=int(m["d_ff"]), ffn=m["ffn"], tie_word_embeddings=bool(m["tied"]))
+    if m.get("family") == "llama":  # RMSNorm, RoPE, SwiGLU of width d_ff, grouped-query attention, untied head
+        d, heads = int(m["d_model"]), int(m["heads"])
+        return ModelSpec(name=row_id, family="llama", vocab_size=int(m["vocab"]), d_model=d,
+                         num_layers=int(m["layers"]), num_heads=heads, d_kv=d // heads, d_ff=int(m["d_ff"]),
+                         ffn="swiglu", num_kv_heads=int(m.get("kv_heads", 0)),
+                         tie_word_embeddings=bool(m.get("tied", False)), max_position_embeddings=int(m["seq"]))
     return gpt_spec(row_id, m)
 
 
