@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, gather_time, links, p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
+from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
@@ -275,6 +276,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     slot = stage + tp_mb + pp_mb
     bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
     compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, bubble_slots * slot
+    hybrid = None
+    if dev.kind == "cpu" and (tp > 1 or pp > 1):  # train's hybrid backend on CPU ranks (GPU terms above unchanged)
+        hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, lk, flash, cal)
+        compute_s, tp_s, pp_s, bubble_s = hybrid.compute_s, hybrid.tp_s, hybrid.pp_s, hybrid.bubble_s
 
     # ---- data-parallel / ZeRO communication
     dp_s, dp_total = _dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
@@ -304,7 +309,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
 
     # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s
-    if dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
+    if hybrid is not None:  # its engine hooks and DTensor optimizer-step overhead (costmodel/cpu_parallel.py)
+        framework_s += hybrid.framework_s
+    elif dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
         sublayers = _sublayers(model) * busiest
         key = f"{st.engine}-{st.zero}"
         per = dev.engine_overhead_s.get(key, 0.0)

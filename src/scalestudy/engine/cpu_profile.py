@@ -12,7 +12,8 @@ micro-benchmarks' compute rate for what small training kernels reach and is fold
 (least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
 bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
 t5-tiny shape, and stored per engine as seconds per sublayer per micro-batch above plain PyTorch
-(`engine_overhead_s`), and again on `nproc` ranks under torchrun: what the ranks cost beyond the one-rank
+(`engine_overhead_s`; tensor and pipeline parallelism's dispatch and schedule costs too, engine/parallel_profile.py),
+and again on `nproc` ranks under torchrun: what the ranks cost beyond the one-rank
 prediction (gloo collectives of many small buckets, ranks sharing cores) is stored as "<engine>-<zero>@multi".
 The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
 
@@ -202,6 +203,7 @@ def measure(output: Path, nproc: int = 2) -> Path:
     from scalestudy.costmodel.cpu_profile import fit_overheads
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.engine.microbench import launch
+    from scalestudy.engine.parallel_profile import parallel_overheads
     from scalestudy.specs.hardware import ClusterSpec, get_device
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
@@ -230,6 +232,7 @@ def measure(output: Path, nproc: int = 2) -> Path:
     device = replace(device, matmul_efficiency=[[n, f / scale] for n, f in device.matmul_efficiency],
                      hbm_bytes_per_s=device.hbm_bytes_per_s / scale)
     engines = engine_overheads()
+    engines.update(parallel_overheads())  # tensor/pipeline parallelism's own framework time (parallel_profile.py)
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
                      engine_overhead_s=engines)
     if nproc > 1:
