@@ -11,7 +11,7 @@ from scalestudy.costmodel.comm import collective, links, p2p_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import ACT_BYTES
-from scalestudy.costmodel.step import compute_times
+from scalestudy.costmodel.step import EMBED_GRAD_BYTES, compute_times
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload
@@ -73,8 +73,9 @@ def test_pipeline_step_is_the_slowest_stage_per_micro_batch_plus_one_pass_of_the
     boundary = 128 * LLAMA.d_model * 4
     comm = 2 * p2p_time(boundary, False, dev) + 1e-3  # one boundary: send and receive, plus the schedule
     layer_half = (ct.forward + ct.backward) / 2
-    last, first = layer_half + ct.head + comm, layer_half + comm  # the head makes the last stage the slowest
-    assert est.compute_s == pytest.approx(ga * (layer_half + ct.head))
+    embed = LLAMA.vocab_size * LLAMA.d_model * EMBED_GRAD_BYTES / dev.device.hbm_bytes_per_s  # first stage's
+    last, first = layer_half + ct.head - embed + comm, layer_half + embed + comm  # the head: last is slowest
+    assert est.compute_s == pytest.approx(ga * (layer_half + ct.head - embed))
     assert est.pp_comm_s == pytest.approx(ga * comm)
     assert est.bubble_s == pytest.approx(first)  # not (pp - 1) slots of the slowest stage
     assert est.compute_s + est.pp_comm_s + est.bubble_s == pytest.approx(ga * last + first)

@@ -19,7 +19,7 @@ at 0.95x the step of dp2 where llama-tiny measured 2.9x, and pp2 at 2.2x where i
   optimizer step (AdamW, partial-gradient reduction and the global norm on DTensors): measured seconds in the
   CPU profile's `engine_overhead_s` ("tp-linear", "tp-sp-sublayer", "tp-step"; engine/parallel_profile.py),
   0 on a profile without them.
-- Pipeline: stages differ (the last one holds the head, the first the embedding), so a step of m micro-batches is
+- Pipeline: stages differ (the last one holds the head, the first the embedding and its dense gradient), so a step of m micro-batches is
   m times the slowest stage plus one pass of every other stage (fill and drain), not (m + pp - 1) slowest slots;
   interleaving divides the fill and drain by v. Each stage pays its gloo sends/receives per boundary and
   micro-batch (the whole sequence: the sequence-parallel gather precedes the boundary) and the schedule's own
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, p2p_time
 from scalestudy.costmodel.memory import ACT_BYTES
-from scalestudy.costmodel.step import ComputeTimes, compute_times
+from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
 
 # engine_overhead_s keys of a measured CPU profile (seconds; engine/parallel_profile.py)
 TP_LINEAR = "tp-linear"  # per sharded projection per micro-batch (forward + backward)
@@ -126,6 +126,9 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     # the head, softmax and embedding gradient of the whole vocabulary on every tp rank
     head = ct.head if tp == 1 else compute_times(model, dev, st.precision, 1, mb, s, t, st.recompute, flash, False,
                                                  cal).head
+    # the dense embedding gradient of each lookup (step.py puts it in the head term) is the first stage's work
+    embed = (2 if model.is_encoder_decoder else 1) * model.vocab_size * model.d_model * EMBED_GRAD_BYTES \
+        / dev.hbm_bytes_per_s if pp > 1 else 0.0
     cross_node = tp * layout.dp >= cluster.gpus_per_node and cluster.nodes > 1
     boundary = mb * (s + t) * model.d_model * ACT_BYTES[st.precision]
     per_chunk = dev.engine_overhead_s.get(PP_MICROBATCH, 0.0)
@@ -139,7 +142,8 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     stages, linears_max = [], 0
     for d, parts in enumerate(_stage_stacks(model, split)):
         n = split[d]
-        compute = (ct.forward + ct.backward) * n / total + (head if d == pp - 1 else 0.0)
+        compute = (ct.forward + ct.backward) * n / total + (head - embed if d == pp - 1 else 0.0) \
+            + (embed if d == 0 else 0.0)
         comm, dispatch, linears = tp_costs(model, st, cluster, lk, tp, mb, s, t, parts, v)
         linears_max = max(linears_max, linears)
         pp_part = 0.0
