@@ -167,7 +167,8 @@ def test_execution_keys_are_axes_that_reach_the_run_config():
     assert sorted(got) == ["ddp tp1 pp2 mb1 fp32 attn-eager", "ddp tp1 pp2 mb1 fp32 attn-eager gpipe",
                            "ddp tp1 pp2 mb1 fp32 stages 1/1", "ddp tp2 pp1 mb1 fp32 no-sp sync-grad",
                            "ddp tp2 pp1 mb1 fp32 sync-grad"]
-    assert len({t.trial_id for t in spec.trials}) == 5
+    assert len({t.trial_id for t in spec.trials}) == len({t.label for t in spec.trials}) == 5
+    assert got["ddp tp2 pp1 mb1 fp32 no-sp sync-grad"].label == "llama-tiny ddp tp2 no-sp sync-grad ws2 mb1 gb8 lr0.001"
     run = got["ddp tp2 pp1 mb1 fp32 no-sp sync-grad"].run_config(output="out").strategy
     assert (run.tp, run.sequence_parallel, run.overlap_grad_comm) == (2, False, False)
     assert got["ddp tp1 pp2 mb1 fp32 stages 1/1"].run_config(output="out").strategy.stage_layers == (1, 1)

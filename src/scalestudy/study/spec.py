@@ -189,8 +189,10 @@ class Trial:
 
     @property
     def label(self) -> str:
-        """Short name, e.g. 't5-tiny ds-z2 ws2 mb2 gb8 lr0.001'."""
-        return (f"{self.model} {self.strategy.label.split(' ')[0]} ws{self.world_size} mb{self.micro_batch} "
+        """Short name, e.g. 't5-tiny ds-z2 ws2 mb2 gb8 lr0.001' ('... ddp tp2 no-sp ws2 ...' for tp/pp layouts)."""
+        st = self.strategy
+        layout = "".join(f" {k}{n}" for k, n in (("tp", st.tp), ("pp", st.pp)) if n > 1) + st._options_label()
+        return (f"{self.model} {st.label.split(' ')[0]}{layout} ws{self.world_size} mb{self.micro_batch} "
                 f"gb{self.global_batch} lr{self.lr:g}")
 
     def to_dict(self) -> dict:
