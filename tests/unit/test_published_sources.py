@@ -13,7 +13,7 @@ from scalestudy.costmodel.published import _setup, load, throughput_row
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.strategy import Strategy
 
-HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100")
+HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -26,6 +26,9 @@ TORCHTITAN_TPS = {"tt-llama2-13b-a100-64": 2162, "tt-llama2-70b-a100-64": 353, "
 # torchtitan model sizes (billions of parameters, untied head) and measured peak reserved memory (GiB)
 TORCHTITAN_SIZE = {"llama2-13b": 13.0, "llama2-70b": 69.0, "llama3-70b": 70.6, "llama3-8b": 8.0}
 TORCHTITAN_GIB = {"tt-llama3-8b-h100-8-memory": 82.4, "tt-llama3-8b-h100-128-memory": 67.0}
+# NeMo launcher README at d4317ddd (2022-07-14), 7.1.2: nodes -> tokens per second
+NEMO_JUL = {"5b": {1: 39543, 2: 79128, 5: 195047, 9: 344523, 10: 383500, 18: 670254, 20: 731791},
+            "175b": {16: 20642, 32: 38025, 128: 141306}}
 
 
 def _rows(kind: str, source: str | None = None) -> list[dict]:
@@ -40,6 +43,10 @@ def test_new_sources_name_version_hardware_and_conversion():
         assert re.search(r"H100|A100", text) and re.search(r"[Nn]ot stated", text), key  # assumptions said
         assert "fit: false" in text, key  # says why it is held out
     assert {r["source"] for r in load()["throughput"]} >= set(HELD_OUT)
+
+
+def test_held_out_list_is_the_yaml_one():
+    assert tuple(load()["held_out_sources"]) == HELD_OUT
 
 
 def test_held_out_rows_are_never_fitted_and_their_devices_exist():
@@ -106,3 +113,18 @@ def test_torchtitan_fsdp_out_of_sample():
         mem.append(estimate(model, cluster, strategy, workload).memory.total / 2**30)
     assert mem[0] - mem[1] == pytest.approx(82.4 - 67.0, rel=0.15)  # reached: 14.1 GiB vs 15.4 GiB
     assert all(math.isfinite(m) for m in mem)
+
+
+def test_nemo_july_tables_and_gpt_vocab_padding():
+    rows = _rows("throughput", "nemo2022jun")
+    assert len(rows) == sum(len(v) for v in NEMO_JUL.values())
+    for r in rows:
+        size = "175b" if "175b" in r["id"] else "5b"
+        assert r["published"] == NEMO_JUL[size][r["nodes"]] and r["metric"] == "tokens_per_s"
+        assert (r["tp"], r.get("pp", 1), r["global_batch"]) == ((8, 8, 1536) if size == "175b" else (2, 1, 1440))
+    # NeMo pads the GPT-2 BPE (50,257) to a multiple of make_vocab_size_divisible_by (128) x tp
+    gpt = [r for r in load()["throughput"] if r["source"] in ("nemo2022", "nemo2022jun") and "family" not in r["model"]]
+    assert len(gpt) == 21
+    for r in gpt:
+        multiple = 128 * r.get("tp", 1)
+        assert r["model"]["vocab"] == math.ceil(50257 / multiple) * multiple, r["id"]
