@@ -13,7 +13,7 @@ from scalestudy.costmodel.published import _setup, load, throughput_row
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.strategy import Strategy
 
-HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun")
+HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -26,6 +26,12 @@ TORCHTITAN_TPS = {"tt-llama2-13b-a100-64": 2162, "tt-llama2-70b-a100-64": 353, "
 # torchtitan model sizes (billions of parameters, untied head) and measured peak reserved memory (GiB)
 TORCHTITAN_SIZE = {"llama2-13b": 13.0, "llama2-70b": 69.0, "llama3-70b": 70.6, "llama3-8b": 8.0}
 TORCHTITAN_GIB = {"tt-llama3-8b-h100-8-memory": 82.4, "tt-llama3-8b-h100-128-memory": 67.0}
+# BigScience chronicles-prequel.md 'Rebalancing layers' (2022-02-28): (hidden, layers, tp, pp, mbs, heads) -> (GB, s/it)
+PREQUEL = {(14336, 70, 8, 12, 2, 64): (40, 121.63), (14336, 70, 4, 12, 2, 64): (59, 102.03),
+           (14336, 70, 4, 12, 2, 112): (59, 104.50), (14336, 70, 4, 12, 4, 64): (73, 102.27),
+           (13312, 82, 8, 12, 4, 64): (52, 111.79), (13312, 82, 4, 12, 2, 64): (63, 104.45),
+           (13312, 82, 4, 12, 4, 64): (74, 104.82), (12288, 100, 8, 6, 2, 64): (61, 139.72),
+           (12288, 100, 8, 6, 4, 64): (72, 120.96), (12288, 106, 4, 12, 2, 64): (67, 116.54)}
 # NeMo launcher README at d4317ddd (2022-07-14), 7.1.2: nodes -> tokens per second
 NEMO_JUL = {"5b": {1: 39543, 2: 79128, 5: 195047, 9: 344523, 10: 383500, 18: 670254, 20: 731791},
             "175b": {16: 20642, 32: 38025, 128: 141306}}
@@ -99,11 +105,13 @@ def test_torchtitan_rows_are_the_tables_converted():
 
 
 def test_torchtitan_fsdp_out_of_sample():
-    """Held-out FSDP runs: the A100 rows within 15% (reached: 2.5-10.1%), and the H100 scaling from 1 to 16 nodes
-    (per-GPU throughput 5762 -> 5605, memory -15.4 GiB as model states shard 16x wider) within a few percent."""
+    """Held-out FSDP runs: the A100 rows whose recomputation the model expresses exactly within 15% (reached:
+    7-10%), the op-level-AC ones within issue 11's 20%, and the H100 scaling from 1 to 16 nodes (per-GPU throughput
+    5762 -> 5605, memory -15.4 GiB as model states shard 16x wider) within a few percent."""
     data = load()
     for r in _rows("throughput", "torchtitan2024"):
-        assert abs(throughput_row(r, data["sources"]).error) < 0.15, r["id"]
+        bound = 0.20 if r["id"].endswith("-sacop") else 0.15
+        assert abs(throughput_row(r, data["sources"]).error) < bound, r["id"]
     one, sixteen = (throughput_row(r, data["sources"]) for r in _rows("throughput", "torchtitan2024h100"))
     per_gpu = [row.predicted / n for row, n in ((one, 8), (sixteen, 128))]
     assert per_gpu[1] / per_gpu[0] == pytest.approx(5605 / 5762, abs=0.04)  # reached: 0.948 vs 0.973
@@ -128,3 +136,21 @@ def test_nemo_july_tables_and_gpt_vocab_padding():
     for r in gpt:
         multiple = 128 * r.get("tp", 1)
         assert r["model"]["vocab"] == math.ceil(50257 / multiple) * multiple, r["id"]
+
+
+def test_bigscience_prequel_rows_are_the_tables():
+    thr, mem = _rows("throughput", "bigscience2022prequel"), _rows("memory", "bigscience2022prequel")
+    assert len(thr) == len(mem) == len(PREQUEL)
+    for r in thr + mem:
+        m = r["model"]
+        key = (m["d_model"], m["layers"], r["tp"], r["pp"], r["micro_batch"], m["heads"])
+        gb, sec_it = PREQUEL[key]
+        assert r["nodes"] * r["gpus_per_node"] == 384 and r["global_batch"] == 2048 and m["vocab"] == 250880
+        if "published_gb" in r:
+            assert r["measured"] and r["published_gb"] == gb
+        else:
+            assert r["published"] == round(2048 * 2048 / sec_it)  # global batch x seq / (s per iteration)
+        # 'type:transformer|embedding': (layers + 2) slots over pp, the embedding taking one at each end
+        stages = r["software"]["stage_layers"]
+        slots = (m["layers"] + 2) // r["pp"]
+        assert stages == [slots - 1] + [slots] * (r["pp"] - 2) + [slots - 1] and sum(stages) == m["layers"]
