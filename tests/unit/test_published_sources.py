@@ -13,7 +13,7 @@ from scalestudy.costmodel.published import _setup, load, throughput_row
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.strategy import Strategy
 
-HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel")
+HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel", "ibmfms2024")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -32,6 +32,9 @@ PREQUEL = {(14336, 70, 8, 12, 2, 64): (40, 121.63), (14336, 70, 4, 12, 2, 64): (
            (13312, 82, 8, 12, 4, 64): (52, 111.79), (13312, 82, 4, 12, 2, 64): (63, 104.45),
            (13312, 82, 4, 12, 4, 64): (74, 104.82), (12288, 100, 8, 6, 2, 64): (61, 139.72),
            (12288, 100, 8, 6, 4, 64): (72, 120.96), (12288, 106, 4, 12, 2, 64): (67, 116.54)}
+# IBM fms-fsdp README at ea662fe: tokens/s per GPU on 128 A100 / 96 H100, Llama 2 34B and 70B, FSDP, full AC
+FMS = {"fms-llama2-34b-a100-128": 700, "fms-llama2-34b-h100-96": 1550, "fms-llama2-70b-a100-128": 370,
+       "fms-llama2-70b-h100-96": 800}
 # NeMo launcher README at d4317ddd (2022-07-14), 7.1.2: nodes -> tokens per second
 NEMO_JUL = {"5b": {1: 39543, 2: 79128, 5: 195047, 9: 344523, 10: 383500, 18: 670254, 20: 731791},
             "175b": {16: 20642, 32: 38025, 128: 141306}}
@@ -154,3 +157,14 @@ def test_bigscience_prequel_rows_are_the_tables():
         stages = r["software"]["stage_layers"]
         slots = (m["layers"] + 2) // r["pp"]
         assert stages == [slots - 1] + [slots] * (r["pp"] - 2) + [slots - 1] and sum(stages) == m["layers"]
+
+
+def test_ibm_fms_rows_are_the_readme_converted():
+    rows = _rows("throughput", "ibmfms2024")
+    assert {r["id"] for r in rows} == set(FMS)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == FMS[r["id"]] * cluster.world_size and workload.global_batch == 2 * cluster.world_size
+        assert (strategy.engine, strategy.zero, strategy.recompute, workload.seq_len) == ("fsdp", 3, "full", 4096)
+        size = estimate(model, cluster, strategy, workload).params_total / 1e9
+        assert size == pytest.approx(33.7 if "34b" in r["id"] else 69.0, abs=0.1)
