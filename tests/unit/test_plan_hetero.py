@@ -106,8 +106,7 @@ def test_split_moves_blocks_off_a_fast_stage_whose_memory_is_full(tmp_path):
     for x in costs:
         prefix.append(prefix[-1] + x / sum(costs))
     terms = slot_terms(spec, c, st, work, 8)
-    fastest = min_max_split(prefix, 2, lambda k, i, j: (prefix[j] - prefix[i]) * terms[k][0] + terms[k][1]
-                            + (terms[k][2] if k == 1 else 0))
+    fastest = min_max_split(prefix, [r for r, _, _ in terms], [terms[0][1], terms[1][1] + terms[1][2]])
     assert not estimate(spec, c, st.replace(stage_layers=fastest), work).fits
     split = resource_split(spec, c, st, work, 8, 2)
     est = estimate(spec, c, st.replace(stage_layers=split), work)
@@ -132,6 +131,31 @@ def test_measured_stage_speeds_split_like_train_auto():
     assert abs(layers[0] - auto[0]) <= 1
     with pytest.raises(ScalestudyError, match="do not split into 3 equal stages"):
         with_stage_speeds(make_cluster("a100-80gb", 1, 2), (1.0, 2.0, 3.0))
+
+
+def test_min_max_split_matches_the_exhaustive_programme_and_respects_memory():
+    import random
+
+    from scalestudy.plan.partition import balanced_split, min_max_split, stage_seconds
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(2, 12)
+        pp = rng.randint(1, min(n, 5))
+        costs, head = [rng.uniform(0.5, 3) for _ in range(n)], rng.uniform(0, 2)
+        speeds = [rng.uniform(0.3, 3) for _ in range(pp)]
+        prefix = [0.0]
+        for c in costs:
+            prefix.append(prefix[-1] + c)
+        got = min_max_split(prefix, [1 / v for v in speeds], [0.0] * (pp - 1) + [head / speeds[-1]])
+        exact = balanced_split(costs, head, speeds)
+        assert max(stage_seconds(costs, head, got, speeds)) == pytest.approx(
+            max(stage_seconds(costs, head, exact, speeds)), rel=1e-6)
+    # memory: stage 0 holds at most 2 blocks, whatever its speed
+    split = min_max_split([0, 1, 2, 3, 4, 5, 6], [0.1, 1.0], [0.0, 0.0],
+                          lambda k: [min(i + 2, 6) if k == 0 else 6 for i in range(6)])
+    assert split == (2, 4)
+    assert min_max_split([0, 1, 2, 3], [1.0, 1.0], [0.0, 0.0], lambda k: [0, 1, 2]) is None  # nothing fits
 
 
 def test_interleaved_schedule_is_refused_on_mixed_clusters(mixed):

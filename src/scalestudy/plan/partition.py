@@ -103,34 +103,43 @@ def auto_stage_layers(run, speeds: list[float]):
     return run.replace(stage_layers=list(plan.stage_layers)), plan, baseline
 
 
-def min_max_split(prefix: list[float], pp: int, seconds, max_end=None) -> tuple[int, ...] | None:
-    """Contiguous blocks per stage (each >= 1) minimising max_k seconds(k, i, j) over stages k holding blocks
-    [i, j), with j <= max_end(k, i) when given (memory); `prefix` = prefix sums of the block costs (len n + 1),
-    `seconds` non-decreasing as a stage's blocks grow. None when no split satisfies max_end."""
-    n = len(prefix) - 1
+def min_max_split(prefix: list[float], rate: list[float], fixed: list[float], max_ends=None
+                  ) -> tuple[int, ...] | None:
+    """Contiguous blocks per stage (each >= 1) minimising the slowest stage, where stage k holding blocks [i, j)
+    takes (prefix[j] - prefix[i]) x rate[k] + fixed[k] seconds (`prefix`: prefix sums of the block costs, len n + 1)
+    and, when `max_ends` is given, may hold no more than blocks [i, max_ends(k)[i]) (memory). None when no split
+    satisfies max_ends. Exact dynamic programme over (stages, blocks covered), O(pp n^2) at worst; a stage's time
+    grows with its blocks, so each scan stops at the first start that cannot improve."""
+    n, pp = len(prefix) - 1, len(rate)
+    if pp > n:
+        raise ScalestudyError(f"{pp} pipeline stages cannot each hold a layer of a {n}-layer model")
     inf = float("inf")
-    best = [[inf] * (n + 1) for _ in range(pp + 1)]
-    cut = [[0] * (n + 1) for _ in range(pp + 1)]
-    best[0][0] = 0.0
-    for k in range(1, pp + 1):
-        for j in range(k, n - (pp - k) + 1):
-            row = best[k - 1]
-            for i in range(j - 1, k - 2, -1):  # stage k-1 holds [i, j): longer as i falls, so slower
-                if row[i] == inf:
+    best = [0.0] + [inf] * n  # best[j]: slowest stage when the stages so far hold blocks [0, j)
+    cuts = []
+    for k in range(pp):
+        r, f = rate[k], fixed[k]
+        new, cut = [inf] * (n + 1), [0] * (n + 1)
+        ends = max_ends(k) if max_ends is not None else None
+        for j in range(k + 1, n - (pp - 1 - k) + 1):
+            pj, top = prefix[j], inf
+            for i in range(j - 1, k - 1, -1):  # this stage holds [i, j): slower as i falls
+                stage = (pj - prefix[i]) * r + f
+                if stage >= top:
+                    break
+                prev = best[i]
+                if prev == inf or (ends is not None and j > ends[i]):
                     continue
-                if max_end is not None and j > max_end(k - 1, i):
-                    continue
-                stage = seconds(k - 1, i, j)
-                if stage >= best[k][j]:
-                    break  # every longer stage is slower still
-                t = row[i] if row[i] > stage else stage
-                if t < best[k][j]:
-                    best[k][j], cut[k][j] = t, i
-    if best[pp][n] == inf:
+                t = prev if prev > stage else stage
+                if t < top:
+                    top, cut[j] = t, i
+            new[j] = top
+        best = new
+        cuts.append(cut)
+    if best[n] == inf:
         return None
     split, j = [], n
-    for k in range(pp, 0, -1):
-        i = cut[k][j]
+    for k in range(pp - 1, -1, -1):
+        i = cuts[k][j]
         split.append(j - i)
         j = i
     return tuple(reversed(split))
@@ -146,7 +155,7 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
     the splits whose every stage fits its device's memory; the fastest split when none fits (the estimate then
     says it does not fit)."""
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
-    from scalestudy.costmodel.stages import slot_terms, stage_devices, stage_memory
+    from scalestudy.costmodel.stages import _in_flight, slot_terms, stage_devices, stage_memory
     from scalestudy.costmodel.flops import target_length
 
     st, pp, options = strategy, strategy.pp, options or DEFAULT_OPTIONS
@@ -163,23 +172,31 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
            st.sequence_parallel, dp, s, t, id(calibration))
     hit = _SPLITS.get(key)
     if hit is not None and hit[0] is cluster and hit[1] is model:
-        terms = hit[2]
+        rate, fixed, fastest = hit[2:]
     else:
         terms = slot_terms(model, cluster, st, workload, dp, calibration)
+        rate = [r for r, _, _ in terms]
+        fixed = [f + (h if k == pp - 1 else 0.0) for k, (_, f, h) in enumerate(terms)]  # the LM head: last stage
+        fastest = min_max_split(prefix, rate, fixed)
         if len(_SPLITS) > 50_000:
             _SPLITS.clear()
-        _SPLITS[key] = (cluster, model, terms)
-
-    def seconds(k, i, j):
-        rate, fixed, head = terms[k]
-        return (prefix[j] - prefix[i]) * rate + fixed + (head if k == pp - 1 else 0.0)
-
-    fastest = min_max_split(prefix, pp, seconds)
+        _SPLITS[key] = (cluster, model, rate, fixed, fastest)
     places = stage_devices(cluster, pp, st.precision)
+    enc_blocks = model.num_layers if model.is_encoder_decoder else 0
+    sizes: dict[tuple, bool] = {}
 
     def fits(k, i, j):
-        mem = stage_memory(model, st, dp, st.tp, pp, grad_accum, s, t, k, i, j - i, places[k].device.kind, options)
-        return mem.total <= places[k].capacity_bytes and mem.host_bytes <= places[k].host_capacity_bytes
+        # a stage's memory depends on its block counts (encoder, decoder), whether it is first / last, its
+        # micro-batches in flight and its device
+        n_enc = max(0, min(j, enc_blocks) - i)
+        where = places[k]
+        key = (k == 0, k == pp - 1, _in_flight(st, pp, grad_accum, k), where.device.kind, where.capacity_bytes,
+               where.host_capacity_bytes, n_enc, j - i - n_enc)
+        got = sizes.get(key)
+        if got is None:
+            mem = stage_memory(model, st, dp, st.tp, pp, grad_accum, s, t, k, i, j - i, where.device.kind, options)
+            got = sizes[key] = mem.total <= where.capacity_bytes and mem.host_bytes <= where.host_capacity_bytes
+        return got
 
     start = 0
     for k, m in enumerate(fastest):
@@ -188,17 +205,26 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
         start += m
     else:
         return fastest
+    if any(not fits(k, k, k + 1) for k in range(pp)):
+        return fastest  # a stage cannot hold even one block: no split fits
     # Some stage of the fastest split does not fit: the most blocks each stage can hold from each start (memory
-    # grows with the blocks), then the fastest split within those.
-    ends: dict[tuple[int, int], int] = {}
+    # grows with the blocks, so the end moves forward with the start: one pass per stage), then the fastest split
+    # within those.
+    done: dict[tuple, list[int]] = {}
 
-    def max_end(k, i):
-        got = ends.get((k, i))
+    def max_ends(k):
+        where = places[k]  # stages alike in memory (first/last, in flight, device) share their ends
+        key = (k == 0, k == pp - 1, _in_flight(st, pp, grad_accum, k), where.device.kind, where.capacity_bytes,
+               where.host_capacity_bytes)
+        got = done.get(key)
         if got is None:
-            got = i
-            while got < n and fits(k, i, got + 1):
-                got += 1
-            ends[(k, i)] = got
+            got, j = [], 0
+            for i in range(n):
+                j = max(j, i)
+                while j < n and fits(k, i, j + 1):
+                    j += 1
+                got.append(j)
+            done[key] = got
         return got
 
-    return min_max_split(prefix, pp, seconds, max_end) or fastest
+    return min_max_split(prefix, rate, fixed, max_ends) or fastest

@@ -150,6 +150,8 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     feasible: list[Candidate] = []
     estimated = pruned = 0
     dead: set[tuple] = set()  # layouts/engines whose lightest memory setting does not fit
+    # a cluster mixing devices: pipeline layers split by each stage's device speed and memory (plan/partition.py)
+    split_stages = cluster.heterogeneous and not constraints.stage_layers
     clusters = {}
     for group in enumerate_groups(model, cluster, workload, constraints, stats):
         first = group[0]
@@ -160,6 +162,8 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
             continue
         sub = clusters.get(first.nodes) or clusters.setdefault(first.nodes, cluster.with_nodes(first.nodes))
         for i, point in enumerate(group):
+            if split_stages and point.strategy.pp > 1:
+                point = _resource_aware(point, model, sub, workload)
             try:
                 est = estimator(model, sub, point.strategy, workload)
             except ScalestudyError as exc:  # a rule of the cost model the space does not know: skip, count why
@@ -180,6 +184,16 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     counters = {"evaluated": estimated + pruned, "estimated": estimated, "pruned": pruned,
                 "feasible": len(feasible), "skipped": stats.skipped}
     return feasible, counters
+
+
+def _resource_aware(point: Point, model: ModelSpec, cluster: ClusterSpec, workload: Workload) -> Point:
+    """`point` with the stage layers of plan/partition.py's resource_split for its cluster (mixing devices)."""
+    from dataclasses import replace
+
+    from scalestudy.plan.partition import resource_split
+
+    split = resource_split(model, cluster, point.strategy, workload, point.dp, point.grad_accum)
+    return replace(point, strategy=point.strategy.replace(stage_layers=split))
 
 
 def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints | None = None, *,

@@ -23,9 +23,10 @@ of `num_layers + num_decoder_layers` blocks and cut into `pp` stages (a stage ma
 decoder blocks; the encoder output then travels with the decoder activations).
 
 Clusters mixing device types (`ClusterSpec.groups`, or measured `--stage-speeds`): pipeline stage i runs on ranks
-[i W/pp, (i+1) W/pp) of the cluster's rank order (costmodel/stages.py); unless `stage_layers` is fixed, every
-pipeline strategy gets the resource-aware split of plan/partition.py (`resource_split`: the slowest stage as fast as
-it can be, every stage within its device's memory). The interleaved schedule is not searched there.
+[i W/pp, (i+1) W/pp) of the cluster's rank order (costmodel/stages.py); unless `stage_layers` is fixed, the
+planner gives every pipeline strategy it estimates the resource-aware split of plan/partition.py (`resource_split`:
+the slowest stage as fast as it can be, every stage within its device's memory; chosen when the point is estimated,
+so points the memory bound prunes cost nothing). The interleaved schedule is not searched there.
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`) are carried into every Strategy.
@@ -37,7 +38,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.plan.partition import resource_split
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import (ATTENTIONS, OFFLOADS, PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload,
@@ -200,7 +200,6 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     mixed = cluster.heterogeneous
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
-        sub = cluster.with_nodes(nodes) if mixed else cluster
         for tp, pp in model_parallel_degrees(model, cluster, world, constraints):
             dp = world // (tp * pp)
             if workload.global_batch % dp:
@@ -231,9 +230,6 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)
-                            if mixed and pp > 1 and not constraints.stage_layers:
-                                strategy = strategy.replace(stage_layers=resource_split(
-                                    model, sub, strategy, workload, layout.dp, layout.grad_accum))
                             group.append(Point(strategy, nodes, layout.dp, layout.grad_accum))
                         stats.points += len(group)
                         if group:
