@@ -205,8 +205,8 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
         start += m
     else:
         return fastest
-    if any(not fits(k, k, k + 1) for k in range(pp)):
-        return fastest  # a stage cannot hold even one block: no split fits
+    if not fits(0, 0, 1) or not enc_blocks and any(not fits(k, k, k + 1) for k in range(1, pp)):
+        return fastest  # a stage cannot hold even one block (all alike in a decoder-only model): no split fits
     # Some stage of the fastest split does not fit: the most blocks each stage can hold from each start (memory
     # grows with the blocks, so the end moves forward with the start: one pass per stage), then the fastest split
     # within those.
