@@ -46,6 +46,22 @@ def test_cluster_yaml_groups_place_stages_in_rank_order(mixed):
     assert json.loads(json.dumps(mixed.to_dict()))["groups"][1]["device"] == "v100-32gb"
 
 
+def test_group_devices_by_yaml_next_to_the_cluster_file_or_inline(tmp_path, monkeypatch):
+    from dataclasses import asdict
+
+    (tmp_path / "hw").mkdir()
+    slow = {**asdict(get_device("a100-40gb")), "name": "a100-slow", "peak_flops": {"bf16": 100e12}}
+    import yaml
+
+    (tmp_path / "hw" / "slow.yaml").write_text(yaml.safe_dump(slow))
+    (tmp_path / "hw" / "cluster.yaml").write_text(
+        "gpus_per_node: 2\ngroups:\n  - {device: slow.yaml, nodes: 1}\n"
+        f"  - device: {json.dumps({**slow, 'name': 'inline'})}\n    nodes: 1\n")
+    monkeypatch.chdir(tmp_path)  # the device file is found beside the cluster file, not in the cwd
+    c = load_cluster("hw/cluster.yaml")
+    assert [g.device.name for g in c.groups] == ["a100-slow", "inline"]
+
+
 def test_groups_of_one_device_are_a_plain_cluster(tmp_path):
     path = tmp_path / "same.yaml"
     path.write_text("gpus_per_node: 4\ngroups:\n  - {device: a100-40gb, nodes: 1}\n  - {device: a100-40gb, nodes: 2}\n")

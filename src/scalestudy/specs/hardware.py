@@ -286,13 +286,16 @@ def get_device(name: str) -> DeviceSpec:
     raise ScalestudyError(f"unknown device {name!r}: choose from {', '.join(device_names())} or give a YAML path")
 
 
-def _device_ref(value, origin: str) -> DeviceSpec:
-    """A device by name, YAML path or inline mapping of device fields."""
+def _device_ref(value, origin: str, folder: Path | None = None) -> DeviceSpec:
+    """A device by name, YAML path (also relative to `folder`, the cluster file's) or inline mapping of fields."""
     if isinstance(value, dict):
         return _device_from_dict(value, origin)
     if not isinstance(value, str) or not value.strip():
         raise ScalestudyError(f"{origin}: device must be a device name, a device YAML path or a mapping, got "
                               f"{value!r}")
+    if folder is not None and value.endswith((".yaml", ".yml")) and not Path(value).is_file() \
+            and (folder / value).is_file():
+        value = str(folder / value)
     try:
         return get_device(value)
     except ScalestudyError as exc:
@@ -325,7 +328,7 @@ def _load_groups(data: dict, path: Path) -> ClusterSpec:
         if unknown:
             raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: "
                                   f"{', '.join(GROUP_KEYS)})")
-        device = _device_ref(g["device"], where)
+        device = _device_ref(g["device"], where, path.parent)
         nodes = _count(g["nodes"], "nodes", where)
         if "gpus_per_node" in g:
             gpn = _count(g["gpus_per_node"], "gpus_per_node", where)
@@ -355,8 +358,9 @@ def _load_groups(data: dict, path: Path) -> ClusterSpec:
 
 def load_cluster(path: str | Path) -> ClusterSpec:
     """A cluster YAML: `device: a100-40gb`, `nodes`, `gpus_per_node`, optional bandwidth/latency overrides; or,
-    mixing device types, `groups:` -- a list of {device, nodes, gpus_per_node, speed} in rank order (gpus_per_node
-    the same in every group, or given once at the top; `speed` an optional measured relative speed)."""
+    mixing device types, `groups:` -- a list of {device, nodes, gpus_per_node, speed} in rank order (device: a name,
+    a device YAML -- also relative to the cluster file's folder -- or a mapping; gpus_per_node the same in every
+    group, or given once at the top; `speed` an optional measured relative speed)."""
     path = Path(path)
     data = read_yaml(path, "cluster file")
     if isinstance(data, dict) and "groups" in data:
