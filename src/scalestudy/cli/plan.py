@@ -167,6 +167,14 @@ def print_plan(result, cluster, top: int) -> None:
                       f"cluster's order; step = sum of stage slots + ({m} micro-batches - 1) x slowest slot + "
                       f"slowest tail = {best.step_s:.4g} s):", highlight=False)
         print_stages(best, console)
+        from scalestudy.costmodel.estimate import estimate
+
+        even = estimate(best.model, best.cluster, best.strategy.replace(stage_layers=()), result.workload)
+        if even.strategy.stage_split(best.model.total_layers) != best.strategy.stage_layers:
+            console.print(f"  the even split {'/'.join(map(str, even.strategy.stage_split(best.model.total_layers)))}"
+                          f" would take {even.step_s:.4g} s per step (the winner's "
+                          f"{'/'.join(map(str, best.strategy.stage_layers))}: {best.step_s / even.step_s - 1:+.1%})"
+                          f"{'' if even.fits else ' and does NOT fit'}", highlight=False)
 
 
 @app.command()
