@@ -96,3 +96,47 @@ def test_nothing_overlaps_on_cpu_ranks():
                   work)
     ddp = estimate(get_model("t5-mini"), cpu, Strategy(engine="ddp", precision="fp32", micro_batch=4), work)
     assert z3.dp_comm_s > ddp.dp_comm_s  # ZeRO-3 moves 1.5x the bytes of an all-reduce, per micro-batch
+
+
+def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
+    # NCCL's tuning model (src/graph/tuning.cc): a ring's n-1 steps add up; only nNodes of them cross a NIC
+    from scalestudy.costmodel.comm import links, ring_latency
+
+    c = make_cluster("a100-80gb", nodes=192, gpus_per_node=8)
+    lk = links(c)
+    assert ring_latency(16, 8, lk) == pytest.approx(13 * c.intra_latency + 2 * c.inter_latency)
+    assert ring_latency(8, 8, lk) == pytest.approx(7 * c.intra_latency)  # one node: NVLink hops only
+    n = 1536
+    assert (n - 1) * c.intra_latency < ring_latency(n, 8, lk) < (n - 1) * c.inter_latency
+    assert ring_latency(n, 1, lk) == pytest.approx((n - 1) * c.inter_latency)  # one rank per node: every hop a NIC
+
+
+def test_gradient_collectives_share_the_nodes_nics_zero3_gathers_take_a_nics_share():
+    from scalestudy.costmodel.comm import gather_time, links
+    from scalestudy.costmodel.engines import engine_comm
+
+    c = dataclasses.replace(make_cluster("a100-80gb", nodes=4, gpus_per_node=8), inter_node_latency_s=0.0,
+                            intra_node_latency_s=0.0)
+    lk, nbytes = links(c), 8e9
+    node = gather_time(nbytes, 32, 8, lk, 1.0, "node", 1)
+    rank = gather_time(nbytes, 32, 8, lk, 1.0, "rank", 1)
+    assert rank == pytest.approx(31 / 32 * nbytes / c.inter_bw)  # a ring through every rank on its own NIC
+    assert node < rank / 4  # NVLink inside the node, the inter-node ring on 1/8 of the buffer per NIC
+    assert engine_comm("ddp").grad_rails in ("node", "rank") and engine_comm("fsdp").gather_rails == "node"
+    assert engine_comm("deepspeed").gather_rails == "rank"  # DeepSpeed ZeRO-3 per-module gathers (issue 11)
+
+
+def test_gradient_reduction_exposes_what_completes_at_the_end_of_the_backward():
+    from scalestudy.costmodel.estimate import _reduction_exposed
+
+    assert _reduction_exposed(1.0, 0.5, 0.0, 0.0) == 0.0  # all of it hides behind a longer backward
+    assert _reduction_exposed(1.0, 0.5, 1.0, 0.1) == pytest.approx(0.5)  # one bucket: nothing to hide behind
+    assert _reduction_exposed(1.0, 0.5, 0.2, 0.1) == pytest.approx(0.1 + 0.1 * 0.4)
+    assert _reduction_exposed(1.0, 3.0, 0.0, 0.0) == pytest.approx(2.0)  # longer than the backward: the excess
+    # a large vocabulary's input-embedding gradient is the last to complete: mT5 exposes more than T5
+    cluster = make_cluster("a100-80gb", nodes=4, gpus_per_node=8)
+    st, work = Strategy(engine="ddp", micro_batch=8), Workload(global_batch=256, seq_len=512, target_len=114)
+    mt5_spec = get_model("mt5-xl")
+    t5_spec = dataclasses.replace(mt5_spec, vocab_size=32128)  # T5 v1.1 of the same shape
+    t5, mt5 = (estimate(m, cluster, st, work) for m in (t5_spec, mt5_spec))
+    assert mt5.dp_comm_s / mt5.dp_comm_total_s > t5.dp_comm_s / t5.dp_comm_total_s

@@ -1,10 +1,11 @@
 """estimate(): schema, invariants, CPU support, invalid input, throughput bookkeeping."""
 
+import dataclasses
 import json
 
 import pytest
 
-from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.estimate import _tied_embedding_sync, estimate
 from scalestudy.costmodel.flops import training_flops
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import make_cluster
@@ -117,7 +118,12 @@ def test_pipeline_schedules_bubble_and_memory():
     inter = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, pp_schedule="interleaved", virtual_stages=2), work)
     assert gpipe.bubble_s == pytest.approx(one.bubble_s)  # same (pp-1) slots
     assert gpipe.memory.activations > one.memory.activations  # every micro-batch in flight
-    assert inter.bubble_s < 0.6 * one.bubble_s and inter.pp_comm_s == pytest.approx(2 * one.pp_comm_s)
+    # interleaving doubles the per-micro-batch sends; the tied embedding's first/last-stage all-reduce is per step
+    sync = _tied_embedding_sync(spec, Strategy(pp=4), 1, True, cluster)  # stage 0 on node 0, stage 3 on node 1
+    assert sync > 0 and one.pp_comm_s > sync
+    assert inter.bubble_s < 0.6 * one.bubble_s and inter.pp_comm_s - sync == pytest.approx(2 * (one.pp_comm_s - sync))
+    untied = estimate(dataclasses.replace(spec, tie_word_embeddings=False), cluster, Strategy(pp=4, micro_batch=2), work)
+    assert untied.pp_comm_s == pytest.approx(one.pp_comm_s - sync)
     uneven = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, stage_layers=(15, 11, 11, 11)), work)
     # the busiest stage holds 15 of 48 layers instead of 12 (the LM head's share does not grow)
     assert 1.15 < uneven.compute_s / one.compute_s <= 1.25

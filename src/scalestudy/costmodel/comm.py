@@ -62,12 +62,34 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
         return 0.0
     intra_bw, intra_lat, inter_bw, inter_lat = lk
     g = max(1, min(per_node, n))
-    hops = math.ceil(math.log2(n)) if tree else n - 1
     if g >= n:
+        hops = math.ceil(math.log2(n)) if tree else n - 1
         return (n - 1) / n * nbytes / (intra_bw * efficiency) + count * hops * intra_lat
+    latency = count * (tree_latency(n, g, lk) if tree else ring_latency(n, g, lk))
     if rails == "node":
-        return collective(1.0, nbytes, n, g, lk) / efficiency + count * hops * inter_lat
-    return (n - 1) / n * nbytes / (min(intra_bw, inter_bw) * efficiency) + count * hops * inter_lat
+        return collective(1.0, nbytes, n, g, lk) / efficiency + latency
+    return (n - 1) / n * nbytes / (min(intra_bw, inter_bw) * efficiency) + latency
+
+
+def ring_latency(n: int, per_node: int, lk: tuple) -> float:
+    """Latency of one ring all-gather / reduce-scatter through n ranks, `per_node` of them per node.
+
+    NCCL's tuning model (src/graph/tuning.cc, ring: nsteps * intra latency, the nNodes inter-node steps at the
+    network latency): a chunk walks the ring hop by hop, so the n - 1 steps add up, and only the steps that leave
+    a node pay the NIC's latency; the others are NVLink hops.
+    """
+    if n <= 1:
+        return 0.0
+    nodes = -(-n // max(1, per_node))
+    inter = nodes if nodes > 1 else 0
+    return (n - 1 - inter) * lk[1] + inter * lk[3] if n - 1 >= inter else (n - 1) * lk[3]
+
+
+def tree_latency(n: int, per_node: int, lk: tuple) -> float:
+    """Latency of one half of a tree all-reduce (NCCL double binary tree across nodes, chains inside a node):
+    log2(nodes) network hops plus the chain through the node's ranks."""
+    nodes = -(-n // max(1, per_node))
+    return math.ceil(math.log2(max(nodes, 2))) * lk[3] + (max(1, per_node) - 1) * lk[1]
 
 
 def allreduce_time(nbytes: float, n: int, per_node: int, cluster: ClusterSpec) -> float:

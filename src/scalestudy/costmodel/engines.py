@@ -15,7 +15,8 @@ from scalestudy.errors import ScalestudyError
 @dataclass(frozen=True, slots=True)
 class EngineComm:
     collective_efficiency: float
-    gather_rails: str  # "rank" (own NIC share) or "node" (all of the node's NICs)
+    gather_rails: str  # ZeRO-3/FSDP parameter gathers: "rank" (own NIC share) or "node" (all of the node's NICs)
+    grad_rails: str  # bucketed gradient collectives of DDP / ZeRO-0/1/2, the same choice
     collectives_per_layer: int
     regather_on_recompute: bool
     prefetch_layers: int
@@ -33,10 +34,12 @@ def engine_table() -> dict[str, EngineComm]:
     for engine, row in data.items():
         if set(row) != names:
             raise ScalestudyError(f"engines.yaml: {engine} needs exactly {', '.join(sorted(names))}")
-        if row["gather_rails"] not in ("rank", "node"):
-            raise ScalestudyError(f"engines.yaml: {engine}.gather_rails must be rank or node")
+        for key in ("gather_rails", "grad_rails"):
+            if row[key] not in ("rank", "node"):
+                raise ScalestudyError(f"engines.yaml: {engine}.{key} must be rank or node")
         out[engine] = EngineComm(
             collective_efficiency=float(row["collective_efficiency"]), gather_rails=row["gather_rails"],
+            grad_rails=row["grad_rails"],
             collectives_per_layer=int(row["collectives_per_layer"]),
             regather_on_recompute=bool(row["regather_on_recompute"]), prefetch_layers=int(row["prefetch_layers"]),
             reduce_bucket_elems=float(row["reduce_bucket_elems"]),

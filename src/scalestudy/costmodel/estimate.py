@@ -21,7 +21,7 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, bu
                                          overhead_bytes)
 from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
-from scalestudy.costmodel.params import param_count, params_per_device
+from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OVERLAP_MODEL, ComputeTimes, compute_times
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
@@ -174,6 +174,7 @@ class _Shape:
     model_flops_per_seq: float
     hardware_flops_per_seq: float
     stage_layers: int  # transformer blocks on the busiest pipeline stage
+    embed_elems: int  # input-embedding elements on a rank of the first stage (their gradient completes last)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -197,6 +198,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
         stage_layers=max(split),
+        embed_elems=param_breakdown(model).embedding // tp,
     )
     _SHAPES[key] = (model, dev, shape, cal)
     return shape
@@ -276,6 +278,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     slot = stage + tp_mb + pp_mb
     bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
     compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, bubble_slots * slot
+    if pp > 1 and model.tie_word_embeddings:
+        # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
+        pp_s += _tied_embedding_sync(model, st, tp, (pp - 1) * tp * dp >= gpn and cluster.nodes > 1, cluster)
     hybrid = None
     if dev.kind == "cpu" and (tp > 1 or pp > 1):  # train's hybrid backend on CPU ranks (GPU terms above unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, lk, flash, cal)
@@ -331,6 +336,17 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     )
 
 
+def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bool, cluster: ClusterSpec) -> float:
+    """Seconds per step to keep a tied embedding equal on the first and the last pipeline stage: their copies'
+    gradients are all-reduced between the two stages after the backward, before the optimizer step (Megatron-LM
+    `_allreduce_word_embedding_grads`, fp32 main gradients; DeepSpeed pipeline tied-module all-reduce of the
+    gradients). A two-rank all-reduce moves the whole vocab/tp x d gradient once each way; every tensor x data
+    parallel rank pair does its own at once, each over its own link share."""
+    grad_bytes = 4 if (st.engine == "ddp" or st.precision == "fp32") else 2
+    nbytes = model.vocab_size // tp * model.d_model * grad_bytes
+    return p2p_time(nbytes, cross_node, cluster)
+
+
 def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int, ga: int,
              fwd: float, bwd: float, interference: float) -> tuple[float, float]:
     """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step.
@@ -368,7 +384,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         per_mb += min(bwd_comm, _exposed(bwd, bwd_comm, interference) + (first if bwd_gathers else 0.0))
         return ga * per_mb, total
     grad_bytes = 4 if st.engine == "ddp" else half
-    rails = eng.gather_rails
+    rails = eng.grad_rails
     # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
     reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
     gather_buckets = max(1, math.ceil(psi / eng.allgather_bucket_elems)) if eng.allgather_bucket_elems else 1
@@ -385,4 +401,22 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     total = reductions * (ar + rs) + ag
     if cpu or not st.overlap_grad_comm:
         return total, total
-    return reductions * _exposed(bwd, ar + rs, interference) + ag, total
+    # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
+    # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
+    last = eng.reduce_bucket_elems or psi
+    if st.pp == 1:
+        last = max(last, shape.embed_elems)
+    return reductions * _reduction_exposed(bwd, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+
+def _reduction_exposed(window: float, comm: float, tail: float, interference: float) -> float:
+    """Exposed seconds of a bucketed gradient reduction issued as the backward pass (`window` s) produces it
+    (PyTorch DDP, Li et al. VLDB 2020; DeepSpeed ZeRO-1/2 reduce buckets; Megatron/NeMo grad-buffer chunks).
+
+    Buckets are reduced in the order their gradients complete. The `tail` share of the traffic is produced at
+    the end of the backward and has no compute left to hide behind; the rest hides behind the backward up to its
+    length, and the hidden part still slows the compute beside it by `interference`.
+    """
+    late = tail * comm
+    early = comm - late
+    return late + max(0.0, early - window) + interference * min(window, early)

@@ -6,9 +6,11 @@ Overlap model (what hides behind what):
 - tensor-parallel all-reduces and pipeline sends: on the critical path (Megatron-LM runs them synchronously);
 - pipeline: (m + pp - 1) slots of one micro-batch's time on the busiest stage, i.e. a bubble of (pp-1)/m for 1F1B and
   GPipe, (pp-1)/(v m) for the interleaved schedule with v model chunks per device (Narayanan et al. 2021);
-- data-parallel gradient reduction (DDP, ZeRO-0/1/2): overlaps the backward pass of the micro-batch it follows
-  when `CostOptions.overlap_grad_comm` (bucketed), otherwise it runs after the backward pass; the post-step
-  weight all-gather of ZeRO-1/2 is exposed;
+- data-parallel gradient reduction (DDP, ZeRO-0/1/2): bucketed, it overlaps the backward pass of the micro-batch it
+  follows when `Strategy.overlap_grad_comm`, except what completes only at the end of that backward (the last
+  bucket; the input embedding's gradient, whose lookup is the backward's last op) -- otherwise it runs after the
+  backward pass; the post-step weight all-gather of ZeRO-1/2 is exposed; a tied embedding split over the first and
+  last pipeline stage is all-reduced between them once per step, exposed;
 - ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
   re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
   previous layer's compute, the excess and the first layer's gather are exposed; every overlapped transfer costs
@@ -29,7 +31,9 @@ from scalestudy.specs.model import ModelSpec
 
 OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; pipeline bubble (pp-1) micro-batch slots (1F1B, GPipe) "
                  "or (pp-1)/v (interleaved); DP gradient reduction overlaps the backward of the micro-batch it follows "
-                 "when overlap_grad_comm (ZeRO-2: every micro-batch's); ZeRO-1/2 post-step all-gather exposed; "
+                 "when overlap_grad_comm (ZeRO-2: every micro-batch's) except the last bucket and the input "
+                 "embedding's gradient; ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "
+                 "all-reduce exposed; "
                  "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
                  "the first layer's gather exposed; overlapped traffic slows compute by overlap_interference; "
                  "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap")
