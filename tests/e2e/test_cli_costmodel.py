@@ -73,8 +73,8 @@ def test_validate_presets_devices(capsys):
     assert code == 0 and d["headline"]["sources"] >= 6 and d["headline"]["rows"] >= 40
     held = set(load()["held_out_sources"])  # held-out sources: bounds in tests/unit/test_published_sources.py
     rows = [r for r in d["rows"] if r["kind"] == "throughput" and r["source_key"] not in held]
-    assert sum(abs(r["held_out_error"]) for r in rows) / len(rows) < 0.15  # reached 0.138 (issue 11 target: 0.08)
-    assert sum(abs(r["error"]) for r in rows) / len(rows) < 0.12  # reached 0.112
+    assert sum(abs(r["held_out_error"]) for r in rows) / len(rows) < 0.145  # reached 0.134 (issue 11 target: 0.08)
+    assert sum(abs(r["error"]) for r in rows) / len(rows) < 0.12  # reached 0.109
     assert all(r["source"] for r in d["rows"])
     code, out, _ = _run(capsys, "validate")
     assert code == 0 and "mean |error|" in out and "narayanan2021" in out

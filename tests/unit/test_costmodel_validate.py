@@ -26,7 +26,7 @@ def _calibrated(rows):
 
 def test_in_sample_error_with_the_stored_constants():
     s = summary(_calibrated(validation_rows()))
-    assert s["throughput_mean_abs_error"] < 0.12 and s["throughput_max_abs_error"] < 0.38  # reached: 0.112 / 0.363
+    assert s["throughput_mean_abs_error"] < 0.12 and s["throughput_max_abs_error"] < 0.39  # reached: 0.109 / 0.378
 
 
 def test_memory_rows_are_labelled_and_formula_checks_match():
@@ -61,4 +61,4 @@ def test_leave_one_source_out_headline():
     for row in res["rows"]:
         assert row["source"] not in {r["source"] for r in fit_rows(exclude_source=row["source"])}
     errs = [abs(r["error"]) for r in _calibrated(res["rows"])]
-    assert sum(errs) / len(errs) < 0.15 and max(errs) < 0.46  # reached: 0.135 / 0.430 (was 0.147 / 0.454)
+    assert sum(errs) / len(errs) < 0.14 and max(errs) < 0.45  # reached: 0.129 / 0.424 (was 0.147 / 0.454)
