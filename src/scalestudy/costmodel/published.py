@@ -205,8 +205,13 @@ def leave_one_source_out(sweeps: int = 2) -> dict:
     data = load()
     sources = sorted({r["source"] for r in data["throughput"]})
     out_rows = []
+    fits: dict[tuple, Calibration] = {}  # sources with only fit: false rows leave the same rows: one fit for all
     for source in sources:
-        cal = fit(fit_rows(exclude_source=source), sweeps=sweeps)
+        rows = fit_rows(exclude_source=source)
+        key = tuple(r["id"] for r in rows)
+        if key not in fits:
+            fits[key] = fit(rows, sweeps=sweeps)
+        cal = fits[key]
         for r in data["throughput"]:
             if r["source"] == source:
                 row = throughput_row(r, data["sources"], cal)
