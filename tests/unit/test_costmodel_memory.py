@@ -3,7 +3,8 @@
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, model_states, zero_model_states
+from scalestudy.costmodel.memory import (activation_parts, layer_activation_bytes, logits_bytes, model_states,
+                                         zero_model_states)
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
 from scalestudy.specs.model import ModelSpec, get_model
 from scalestudy.specs.strategy import Strategy, Workload
@@ -104,9 +105,16 @@ def test_recompute_and_pipeline_in_flight():
             for r in ("none", "selective", "full")]
     assert acts[0] >= acts[1] > acts[2]
     # 1F1B: the first stage holds pp micro-batches of its L/pp layers = as many layer-activations as no pipeline
+    # (the first stage has no head: no logits)
     one = estimate(spec, cluster, Strategy(micro_batch=1, zero=1), work).memory.activations
     pp4 = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), work).memory.activations
-    assert pp4 == pytest.approx(one, rel=0.05)
+    assert pp4 == pytest.approx(one - logits_bytes(spec, 1, 2048, 0, "bf16", 1), rel=0.01)
+    # full recomputation keeps the block inputs plus one block's whole activation set while it is recomputed
+    full = estimate(spec, cluster, Strategy(micro_batch=1, zero=1, recompute="full"), work).memory.activations
+    enc, dec = activation_parts(spec, 1, 2048, 0, "bf16", True)
+    stored = spec.num_layers * layer_activation_bytes(dec, 1, False, "full")
+    assert full == pytest.approx(stored + layer_activation_bytes(dec, 1, False, "none") - dec[3]
+                                 + logits_bytes(spec, 1, 2048, 0, "bf16", 1))
     # with fewer micro-batches than stages, fewer are in flight
     few = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), Workload(global_batch=2, seq_len=2048))
     assert few.memory.activations < pp4

@@ -204,14 +204,35 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     total = le * layer_activation_bytes(enc, tp, sp, recompute) + ld * layer_activation_bytes(dec, tp, sp, recompute)
-    out_tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
-    # logits in the compute dtype plus the fp32 log-softmax the cross-entropy keeps (vocabulary-parallel under tp)
-    logits = out_tokens * model.vocab_size * (ACT_BYTES[precision] + 4) / tp
+    working = recompute_working_bytes(enc, dec, tp, sp, recompute)
+    logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp)
     if pp == 1:
-        return total + logits
+        return total + working + logits
     # first stage: its micro-batches in flight, no head; last stage: one micro-batch plus the logits
     frac = first_stage_fraction or 1.0 / pp
-    return max(total * frac * in_flight, total / pp + logits)
+    return max(total * frac * in_flight, total / pp + logits) + working
+
+
+def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute: str) -> float:
+    """What a recomputed block holds while its backward runs, beyond what is stored: under full recomputation the
+    block's whole activation set, one block at a time (Korthikanti et al. 2022 Sec. 5: "in addition to the
+    stored inputs, the activations of one layer"); under selective, its attention softmax and dropout."""
+    if recompute == "none":
+        return 0.0
+    parts = [p for p in (enc, dec) if p[3]]
+    if recompute == "full":
+        return max(layer_activation_bytes(p, tp, sp, "none") - layer_activation_bytes(p, tp, sp, "full")
+                   for p in parts)
+    return max(p[2] / tp for p in parts)
+
+
+def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                 tp: int) -> float:
+    """Peak bytes of the logits and the cross-entropy over them (vocabulary-parallel under tp): the logits in the
+    compute dtype, their fp32 copy and the fp32 shifted logits that become the saved softmax (Megatron
+    vocab_parallel_cross_entropy on `logits.float()`; torch cross_entropy: fp32 upcast + log_softmax output)."""
+    out_tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    return out_tokens * model.vocab_size * (ACT_BYTES[precision] + 8) / tp
 
 
 def overhead_bytes(kind: str) -> float:

@@ -33,6 +33,7 @@ from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
+                                         logits_bytes, recompute_working_bytes,
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
@@ -149,9 +150,9 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     n_enc = _encoder_blocks(model, start, n)
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
-    if k == pp - 1:  # logits in the compute dtype plus the fp32 log-softmax (as costmodel/memory.py)
-        out_tokens = st.micro_batch * (t if model.is_encoder_decoder else s)
-        acts += out_tokens * model.vocab_size * (ACT_BYTES[prec] + 4) / tp
+    if k == pp - 1:  # logits and the cross-entropy's fp32 copies (as costmodel/memory.py)
+        acts += logits_bytes(model, st.micro_batch, s, t, prec, tp)
+    acts += recompute_working_bytes(enc, dec, tp, sp, st.recompute)
     return Memory(w, g, o, acts, buf, overhead_bytes(kind), host, nvme)
 
 
