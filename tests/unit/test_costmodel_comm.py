@@ -140,3 +140,73 @@ def test_gradient_reduction_exposes_what_completes_at_the_end_of_the_backward():
     t5_spec = dataclasses.replace(mt5_spec, vocab_size=32128)  # T5 v1.1 of the same shape
     t5, mt5 = (estimate(m, cluster, st, work) for m in (t5_spec, mt5_spec))
     assert mt5.dp_comm_s / mt5.dp_comm_total_s > t5.dp_comm_s / t5.dp_comm_total_s
+
+
+def test_tp_comm_overlap_exposes_only_what_the_adjacent_gemms_cannot_hide():
+    """Transformer Engine userbuffers (engines.yaml tp_comm_overlap): per sublayer collective pair, forward
+    max(comm / (2 splits), comm - gemm), backward max(0, comm - 2 gemm), plus the interference share; nothing
+    else of the step moves, and tp = 1 is unchanged."""
+    from scalestudy.costmodel.comm import collective, links
+    from scalestudy.costmodel.engines import tp_overlap
+    from scalestudy.costmodel.estimate import _tp_overlap_exposed
+    from scalestudy.costmodel.step import compute_times
+    from scalestudy.costmodel.constants import stored
+
+    ov = tp_overlap()
+    s, i = ov.pipeline_splits, ov.interference
+    assert _tp_overlap_exposed(1.0, 3.0, 2, s, i) == pytest.approx((1 / (2 * s) + i + i) / 2)  # hidden: tail only
+    assert _tp_overlap_exposed(5.0, 1.0, 2, s, i) == pytest.approx(((4 + i) + (3 + 2 * i)) / 2)  # comm - gemm
+    cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("llama-7b"), Workload(global_batch=8, seq_len=2048)
+    for st in (Strategy(engine="megatron", tp=8, micro_batch=1), Strategy(engine="megatron", tp=4, pp=2,
+                                                                          recompute="full")):
+        off, on = (estimate(spec, cluster, st.replace(tp_comm_overlap=f), work) for f in (False, True))
+        ct = compute_times(spec, cluster.device, "bf16", st.tp, st.micro_batch, 2048, 0, st.recompute, True, True,
+                           stored())
+        passes = 3 if st.recompute == "full" else 2
+        comm = collective(2.0, ct.tp_bytes, st.tp, st.tp, links(cluster))
+        per_op = _tp_overlap_exposed(comm, ct.linear * passes / ct.tp_ops, passes, s, i)
+        busiest = max(st.stage_split(spec.num_layers)) / spec.num_layers
+        assert on.tp_comm_s == pytest.approx(off.layout.grad_accum * ct.tp_ops * busiest * per_op)
+        assert 0 < on.tp_comm_s < 0.5 * off.tp_comm_s
+        for part in ("compute_s", "dp_comm_s", "pp_comm_s", "optimizer_s"):
+            assert getattr(on, part) == getattr(off, part), part
+    one = Strategy(engine="megatron", micro_batch=1)
+    assert estimate(spec, cluster, one.replace(tp_comm_overlap=True), work).step_s == \
+        estimate(spec, cluster, one, work).step_s
+
+
+def test_overlap_param_gather_hides_the_post_step_gather_behind_the_forward():
+    """ZeRO-1/2 / distributed-optimizer parameter all-gather with overlap_param_gather: the first bucket exposed,
+    the rest hidden behind the first micro-batch's forward (plus interference) -- or its excess exposed when the
+    forward is short. Gradient reduction, compute and the total traffic are unchanged; no gather, no effect."""
+    from scalestudy.costmodel.estimate import _param_gather_exposed
+
+    assert _param_gather_exposed(1.0, 4, 10.0, 0.1) == pytest.approx(0.25 + 0.1 * 0.75)  # long forward
+    assert _param_gather_exposed(1.0, 4, 0.5, 0.1) == pytest.approx(0.25 + 0.25 + 0.1 * 0.5)  # short forward
+    cluster = make_cluster("h100-80gb", nodes=4, gpus_per_node=8)
+    spec = get_model("llama-7b")
+    for st in (Strategy(engine="megatron", zero=1, micro_batch=1), Strategy(engine="deepspeed", zero=2,
+                                                                             micro_batch=1)):
+        for seq in (256, 2048):  # short and long forward
+            work = Workload(global_batch=64, seq_len=seq)
+            off = estimate(spec, cluster, st, work)
+            on = estimate(spec, cluster, st.replace(overlap_param_gather=True), work)
+            assert on.dp_comm_total_s == off.dp_comm_total_s and on.compute_s == off.compute_s
+            assert on.tp_comm_s == off.tp_comm_s and on.optimizer_s == off.optimizer_s
+            assert 0 < on.dp_comm_s < off.dp_comm_s
+    no_gather = Strategy(engine="megatron", zero=0)
+    work = Workload(global_batch=64, seq_len=1024)
+    assert estimate(spec, cluster, no_gather.replace(overlap_param_gather=True), work).step_s == \
+        estimate(spec, cluster, no_gather, work).step_s
+
+
+def test_megatron_distributed_optimizer_moves_fp32_grads_and_bf16_params():
+    """engine megatron zero 1 (Megatron-Core distributed optimizer): reduce-scatter of the fp32 main gradients plus
+    all-gather of the bf16 parameters = 1.5x the bytes of DeepSpeed ZeRO-1's bf16 reduce-scatter + all-gather."""
+    cluster = dataclasses.replace(make_cluster("h100-80gb", nodes=4, gpus_per_node=8), inter_node_latency_s=0.0,
+                                  intra_node_latency_s=0.0)
+    spec, work = get_model("llama-7b"), Workload(global_batch=32, seq_len=1024)
+    mega = estimate(spec, cluster, Strategy(engine="megatron", zero=1, tp=8), work)  # one rank per node: rails equal
+    ds = estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=8), work)
+    assert mega.dp_comm_total_s == pytest.approx(1.5 * ds.dp_comm_total_s, rel=1e-6)

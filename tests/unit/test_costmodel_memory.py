@@ -152,3 +152,17 @@ def test_custom_cluster_file(tmp_path):
     fast = ClusterSpec(device=get_device("a100-40gb"), nodes=4, gpus_per_node=8)
     work, st = Workload(256, 512, 114), Strategy(zero=3, micro_batch=8)
     assert estimate(get_model("mt5-xl"), slow, st, work).step_s > estimate(get_model("mt5-xl"), fast, st, work).step_s
+
+
+def test_megatron_model_states_are_the_distributed_optimizer_table():
+    """Megatron-LM docs/source/distrib_optimizer.md: bytes per parameter non-distributed / distributed (d = dp):
+    fp16 param + fp16 grads 20 / 4 + 16/d, bf16 param + fp32 grads 18 / 6 + 12/d, fp32 16 / 8 + 8/d; no buffers."""
+    from scalestudy.costmodel.memory import buffer_bytes, model_states
+    from scalestudy.costmodel.options import DEFAULT_OPTIONS
+    from scalestudy.specs.model import get_model
+
+    psi, d = 1e9, 48
+    for prec, full, dist in (("fp16", 20, 4 + 16 / d), ("bf16", 18, 6 + 12 / d), ("fp32", 16, 8 + 8 / d)):
+        assert sum(model_states(psi, d, "megatron", 0, prec)) == pytest.approx(full * psi)
+        assert sum(model_states(psi, d, "megatron", 1, prec)) == pytest.approx(dist * psi)
+    assert buffer_bytes(get_model("gpt2"), psi, d, 1, "megatron", 1, "bf16", "none", DEFAULT_OPTIONS) == 0.0

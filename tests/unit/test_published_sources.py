@@ -71,10 +71,26 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     row's `software` (and reconsider fit: false)."""
     options = {f.name for f in fields(Strategy)}
     listed = {flag for r in _rows("throughput") for flag in r.get("unmodelled", [])}
-    assert listed == {"overlap_param_gather", "tp_comm_overlap"}
+    assert listed == {"overlap_p2p_comm"}
     assert not listed & options
+    for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
+        sw = r["software"]
+        assert (r["engine"], r["zero"], sw["overlap_grad_comm"], sw["overlap_param_gather"]) == \
+            ("megatron", 1, True, True)
+        assert sw.get("tp_comm_overlap", False) == (r["tp"] > 1)
+        assert ("overlap_p2p_comm" in r.get("unmodelled", [])) == (sw.get("pp_schedule") == "interleaved")
+
+
+def test_megatron_core_h100_out_of_sample():
+    """Held-out Megatron-Core r0.8 H100 runs with the distributed optimizer, --overlap-param-gather and
+    --tp-comm-overlap modelled (engine megatron): within 10% mean / 32% max (reached 8.4% / 29.7%, the tp 8 pp 1
+    row -30%: its fp32 gradient reduce-scatter has one micro-batch's backward to hide behind at micro-batch 1);
+    the published 314B and 462B runs fit in 80 GB (6 + 12/d bytes per parameter)."""
+    data = load()
+    errs = [abs(throughput_row(r, data["sources"]).error) for r in _rows("throughput", "megatron2024")]
+    assert sum(errs) / len(errs) < 0.10 and max(errs) < 0.32
     for r in _rows("throughput", "megatron2024"):
-        assert ("tp_comm_overlap" in r["unmodelled"]) == (r["tp"] > 1)
+        assert estimate(*_setup(r)).fits, r["id"]
 
 
 def test_megatron_rows_are_the_readme_table():

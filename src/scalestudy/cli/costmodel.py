@@ -52,7 +52,8 @@ def estimate(
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Devices (ranks) per node."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML (device, nodes, gpus_per_node, "
                                                                   "bandwidth overrides); replaces --gpu/--nodes."),
-    engine: str = typer.Option("deepspeed", "--engine", help="deepspeed | fsdp | ddp"),
+    engine: str = typer.Option("deepspeed", "--engine", help="deepspeed | fsdp | ddp | megatron (Megatron-Core, "
+                                                             "cost model only: zero 1 = distributed optimizer)"),
     zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (ddp: 0-1, fsdp: 2-3)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
@@ -73,6 +74,13 @@ def estimate(
                                            help="Megatron sequence parallelism when tp > 1."),
     overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
                                            help="Gradient reduction overlaps the backward pass."),
+    overlap_param_gather: bool = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
+                                              help="ZeRO-1/2 post-step parameter all-gather overlapped with the "
+                                                   "next forward, bucket by bucket (Megatron-Core; cost model only)."),
+    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                                         help="TP all-gather/reduce-scatter overlapped with the linear GEMMs "
+                                              "(Transformer Engine userbuffers; needs sequence parallelism; "
+                                              "cost model only)."),
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -106,7 +114,8 @@ def estimate(
                         precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
                         attention=attention, sequence_parallel=sequence_parallel,
                         overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
-                        stage_layers=() if auto else parse_stage_layers(stage_layers))
+                        stage_layers=() if auto else parse_stage_layers(stage_layers),
+                        overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")

@@ -40,7 +40,8 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
                       vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
-                      sequence_parallel=True, overlap_grad_comm=True, stage_layers=None):
+                      sequence_parallel=True, overlap_grad_comm=True, stage_layers=None, overlap_param_gather=False,
+                      tp_comm_overlap=False):
     from scalestudy.cli.costmodel import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
@@ -54,7 +55,7 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        max_nodes=max_nodes, vary_nodes=vary_nodes,
                        attention=attention, sequence_parallel=sequence_parallel,
                        overlap_grad_comm=overlap_grad_comm, stage_layers=parse_stage_layers(stage_layers),
-                       **schedule)
+                       overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, **schedule)
 
 
 def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
@@ -230,6 +231,13 @@ def plan(
                                            help="Megatron sequence parallelism when tp > 1."),
     overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
                                            help="Gradient reduction overlaps the backward pass."),
+    overlap_param_gather: bool = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
+                                              help="ZeRO-1/2 post-step parameter all-gather overlapped with the "
+                                                   "next forward, bucket by bucket (Megatron-Core; cost model only)."),
+    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                                         help="TP all-gather/reduce-scatter overlapped with the linear GEMMs "
+                                              "(Transformer Engine userbuffers; needs sequence parallelism; "
+                                              "cost model only)."),
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload or offload_old
@@ -269,7 +277,8 @@ def plan(
                              offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
                              vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
                              attention=attention, sequence_parallel=sequence_parallel,
-                             overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers)
+                             overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers,
+                             overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap)
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
     note = None

@@ -32,6 +32,8 @@ def engine_table() -> dict[str, EngineComm]:
     names = {f.name for f in fields(EngineComm)}
     out = {}
     for engine, row in data.items():
+        if engine == "tp_comm_overlap":  # not an engine: Transformer Engine's TP overlap (tp_overlap())
+            continue
         if set(row) != names:
             raise ScalestudyError(f"engines.yaml: {engine} needs exactly {', '.join(sorted(names))}")
         for key in ("gather_rails", "grad_rails"):
@@ -50,3 +52,21 @@ def engine_table() -> dict[str, EngineComm]:
 
 def engine_comm(engine: str) -> EngineComm:
     return engine_table()[engine]
+
+
+@dataclass(frozen=True, slots=True)
+class TPOverlap:
+    """Transformer Engine userbuffers overlap of tensor-parallel collectives with GEMMs (engines.yaml)."""
+
+    pipeline_splits: int  # GEMM chunks of a GEMM + reduce-scatter overlap; the last chunk's reduce-scatter is exposed
+    interference: float  # share of the overlapped time the GEMM loses to the communication kernels
+
+
+@lru_cache(maxsize=1)
+def tp_overlap() -> TPOverlap:
+    text = (resources.files("scalestudy.costmodel") / "engines.yaml").read_text(encoding="utf-8")
+    row = yaml.safe_load(text)["tp_comm_overlap"]
+    if set(row) != {"pipeline_splits", "interference"} or int(row["pipeline_splits"]) < 1 \
+            or not 0.0 <= float(row["interference"]) < 1.0:
+        raise ScalestudyError("engines.yaml: tp_comm_overlap needs pipeline_splits >= 1 and 0 <= interference < 1")
+    return TPOverlap(pipeline_splits=int(row["pipeline_splits"]), interference=float(row["interference"]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel.comm import collective, gather_time, links, p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_parallel import hybrid_times
-from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_bytes, buffer_bytes, model_states,
                                          overhead_bytes)
@@ -269,7 +269,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     fwd, bwd = ct.forward * busiest, ct.backward * busiest
     stage = fwd + bwd + ct.head
     lk = links(cluster)
-    tp_mb = ct.tp_ops * busiest * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
+    tp_mb = _tp_comm(st, ct, busiest, tp, lk) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
         boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
@@ -342,7 +342,7 @@ def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bo
     `_allreduce_word_embedding_grads`, fp32 main gradients; DeepSpeed pipeline tied-module all-reduce of the
     gradients). A two-rank all-reduce moves the whole vocab/tp x d gradient once each way; every tensor x data
     parallel rank pair does its own at once, each over its own link share."""
-    grad_bytes = 4 if (st.engine == "ddp" or st.precision == "fp32") else 2
+    grad_bytes = 4 if (st.engine in ("ddp", "megatron") or st.precision == "fp32") else 2
     nbytes = model.vocab_size // tp * model.d_model * grad_bytes
     return p2p_time(nbytes, cross_node, cluster)
 
@@ -383,7 +383,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         per_mb = min(fwd_comm, _exposed(fwd, fwd_comm, interference) + first)
         per_mb += min(bwd_comm, _exposed(bwd, bwd_comm, interference) + (first if bwd_gathers else 0.0))
         return ga * per_mb, total
-    grad_bytes = 4 if st.engine == "ddp" else half
+    grad_bytes = 4 if st.engine in ("ddp", "megatron") else half  # fp32 (main-)gradient buffers
     rails = eng.grad_rails
     # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
     reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
@@ -399,6 +399,10 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
     total = reductions * (ar + rs) + ag
+    if st.overlap_param_gather and not cpu:
+        ag = _param_gather_exposed(ag, gather_buckets, fwd, interference)
+        if not st.overlap_grad_comm:
+            return reductions * (ar + rs) + ag, total
     if cpu or not st.overlap_grad_comm:
         return total, total
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
@@ -407,6 +411,50 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     if st.pp == 1:
         last = max(last, shape.embed_elems)
     return reductions * _reduction_exposed(bwd, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+
+def _param_gather_exposed(gather: float, buckets: int, window: float, interference: float) -> float:
+    """Exposed seconds of a post-step parameter all-gather (ZeRO-1/2, Megatron-Core distributed optimizer) overlapped
+    with the next step's forward (`Strategy.overlap_param_gather`, Megatron-Core `--overlap-param-gather`).
+
+    Megatron-Core (distrib_optimizer.py at f2e5db40) launches the first bucket's all-gather before the forward and
+    each next bucket's when the forward pre-hook of a module waits on the previous one: one bucket in flight, each
+    hidden behind the forward of the layers the previous bucket holds. The first bucket has nothing to hide behind;
+    the rest hides behind the first micro-batch's forward on this stage (`window`), the excess is exposed and the
+    hidden part slows that forward by `interference`. (Megatron does not bucket pipeline stages after the first:
+    their single gather runs during the pipeline fill; the first stage's bucketed figure is used for all.)
+    """
+    first = gather / max(1, buckets)
+    rest = gather - first
+    return first + max(0.0, rest - window) + interference * min(window, rest)
+
+
+def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple) -> float:
+    """Tensor-parallel communication seconds on the critical path per micro-batch, on a stage holding `share` of
+    the layers: one all-reduce volume (all-gather + reduce-scatter under sequence parallelism) per sublayer and pass
+    (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the adjacent GEMMs cannot hide
+    (_tp_overlap_exposed)."""
+    per_op = collective(2.0, ct.tp_bytes, tp, tp, lk)
+    if not st.tp_comm_overlap or ct.linear <= 0.0:
+        return ct.tp_ops * share * per_op
+    passes = 3 if st.recompute == "full" else 2  # as step.compute_times counts tp_ops
+    gemm = ct.linear * passes / ct.tp_ops  # forward linear-GEMM seconds of one sublayer
+    ov = tp_overlap()
+    return ct.tp_ops * share * _tp_overlap_exposed(per_op, gemm, passes, ov.pipeline_splits, ov.interference)
+
+
+def _tp_overlap_exposed(comm: float, gemm: float, passes: int, splits: int, interference: float) -> float:
+    """Exposed seconds per tensor-parallel collective pair (all-gather + reduce-scatter of one sublayer, `comm` s)
+    under Transformer Engine's userbuffers overlap (engines.yaml tp_comm_overlap), averaged over the passes.
+
+    Forward (and a full recompute's forward): the all-gather runs inside the QKV / FC1 GEMM (ring exchange), the
+    reduce-scatter behind the proj / FC2 GEMM in `splits` chunks, the last chunk's -- comm / (2 splits) -- exposed;
+    exposure max(that tail, comm - gemm). Backward: the collectives run beside the dgrad and wgrad GEMMs (2 gemm),
+    exposure max(0, comm - 2 gemm). Every overlapped second costs `interference` of GEMM time.
+    """
+    fwd = max(comm / (2.0 * splits), comm - gemm) + interference * min(comm, gemm)
+    bwd = max(0.0, comm - 2.0 * gemm) + interference * min(comm, 2.0 * gemm)
+    return ((passes - 1) * fwd + bwd) / passes
 
 
 def _reduction_exposed(window: float, comm: float, tail: float, interference: float) -> float:

@@ -75,6 +75,8 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
         # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
         # (zero=1) partitions the moments.
         return 4.0 * psi, 4.0 * psi, 8.0 * psi / (dp if zero else 1), 0.0, 0.0
+    if engine == "megatron":
+        return megatron_model_states(psi, dp, zero, precision)
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
@@ -106,12 +108,25 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     return w, g, o, host, nvme
 
 
+def megatron_model_states(psi: float, dp: int, zero: int, precision: str) -> tuple[float, float, float, float, float]:
+    """Megatron-Core (engine megatron): the parameters in their dtype, the contiguous main-gradient buffer, and the
+    optimizer's fp32 master copy + Adam moments (and an fp32 gradient copy when the gradients are 16-bit), sharded
+    over dp by the distributed optimizer (zero 1). Megatron-LM docs/source/distrib_optimizer.md (f2e5db40), bytes
+    per parameter non-distributed / distributed: fp16 param + fp16 grads 20 / 4 + 16/d; bf16 param + fp32 grads
+    (bf16 forces fp32 gradient accumulation and reduction) 18 / 6 + 12/d; fp32 16 / 8 + 8/d. Gradients and parameters
+    are reduced / gathered in place in those buffers: no separate communication buffers (buffer_bytes 0)."""
+    w, g, o = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0)}[precision]
+    return w * psi, g * psi, o * psi / (dp if zero else 1), 0.0, 0.0
+
+
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
                  offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
     """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
     p = param_breakdown(model)
     layer = max(p.encoder_layer, p.decoder_layer) / tp
     half = ACT_BYTES[precision]
+    if engine == "megatron":
+        return 0.0  # reduce-scatter / all-gather in place in the gradient and parameter buffers
     if engine == "ddp":
         return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
     if engine == "fsdp":

@@ -254,7 +254,7 @@ def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], mi
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
                     calibration=None):
     """estimate() for a cluster mixing device types or rank speeds: per stage, bound by the slowest."""
-    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _shape  # estimate.py imports this module lazily
+    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _shape, _tp_comm  # estimate.py imports this lazily
 
     st = strategy
     cal = calibration or stored()
@@ -289,7 +289,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
         lk = links(sub)
-        tp_mb = ct.tp_ops * share * collective(2.0, ct.tp_bytes, tp, tp, lk) if tp > 1 else 0.0
+        tp_mb = _tp_comm(st, ct, share, tp, lk) if tp > 1 else 0.0
         pp_mb = 2.0 * p2p_time(boundary, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)

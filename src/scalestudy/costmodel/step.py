@@ -36,7 +36,10 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; pipeline bubble (pp
                  "all-reduce exposed; "
                  "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
                  "the first layer's gather exposed; overlapped traffic slows compute by overlap_interference; "
-                 "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap")
+                 "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap; "
+                 "cost-model-only options: overlap_param_gather hides the ZeRO-1/2 post-step all-gather bucket by "
+                 "bucket behind the next forward (first bucket exposed), tp_comm_overlap hides each TP all-gather/"
+                 "reduce-scatter behind its adjacent linear GEMMs (max(0, comm - GEMM), engines.yaml tp_comm_overlap)")
 
 # Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
 # byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
@@ -61,6 +64,7 @@ class ComputeTimes:
     tp_bytes: float  # bytes of one tensor-parallel all-reduce (one sublayer output of this micro-batch)
     tp_ops: int  # number of those all-reduces over all layers (forward + backward + recompute)
     flops_hw: float  # hardware FLOPs of this micro-batch on this device (all layers + head)
+    linear: float = 0.0  # forward seconds of the layers' linear (non-attention-core) GEMMs, all layers (tp overlap)
 
 
 def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
@@ -154,6 +158,6 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     if len(_CACHE) > 100_000:
         _CACHE.clear()
     result = ComputeTimes(forward=fwd, backward=bwd, head=head_t, tp_bytes=tp_bytes, tp_ops=tp_ops,
-                          flops_hw=hw + 3.0 * head_f)
+                          flops_hw=hw + 3.0 * head_f, linear=dense_t)
     _CACHE[key] = (device, result, cal)
     return result

@@ -29,7 +29,8 @@ the slowest stage as fast as it can be, every stage within its device's memory; 
 so points the memory bound prunes cost nothing). The interleaved schedule is not searched there.
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
-`overlap_grad_comm`, `stage_layers`) are carried into every Strategy.
+`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`) are carried
+into every Strategy.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class Constraints:
     sequence_parallel: bool = True
     overlap_grad_comm: bool = True
     stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -226,7 +229,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 sequence_parallel=constraints.sequence_parallel,
                                                 overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
                                                 virtual_stages=v,
-                                                stage_layers=constraints.stage_layers if pp > 1 else ())
+                                                stage_layers=constraints.stage_layers if pp > 1 else (),
+                                                overlap_param_gather=constraints.overlap_param_gather,
+                                                tp_comm_overlap=constraints.tp_comm_overlap)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)

@@ -30,7 +30,7 @@ from typing import Any
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec, get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import COST_MODEL_ENGINES, Layout, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
@@ -300,6 +300,7 @@ class RunConfig:
             raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
         if not spec.is_encoder_decoder and not self.is_causal:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
+        check_cost_model_only(strategy)
         check_parallel_layout(spec, strategy, self.world_size, dropout=self.model.dropout)  # heads, layers, mesh
         if strategy.recompute == "selective":
             raise ScalestudyError("--recompute selective is not available for Hugging Face models "
@@ -318,6 +319,17 @@ class RunConfig:
         check_microbatches(strategy, layout.grad_accum)
         check_sequence_parallel(strategy, workload.seq_len, workload.target_len)
         return spec, strategy, workload, layout
+
+
+def check_cost_model_only(strategy: Strategy) -> None:
+    """Strategy fields that describe published runs' software for the cost model, which `train` cannot run."""
+    if strategy.engine in COST_MODEL_ENGINES:
+        raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
+                              "deepspeed, fsdp or ddp")
+    for name in ("overlap_param_gather", "tp_comm_overlap"):
+        if getattr(strategy, name):
+            raise ScalestudyError(f"{name} is a cost-model option (Megatron-Core / Transformer Engine overlap); "
+                                  "train's engines do not run it: leave it false")
 
 
 def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:

@@ -9,11 +9,22 @@ Engine x zero semantics:
              zero 2 = keep parameters gathered between forward and backward (ZeRO-2-like);
              CPU offload (`CPUOffloadPolicy`) moves parameters, gradients and the optimizer step to the host
              together, so offload_params and offload_optimizer are both "cpu" or both "none".
+- megatron:  cost model only (published Megatron-LM / Megatron-Core / NeMo runs; `train` refuses it): Megatron-Core
+             DistributedDataParallel with its contiguous fp32 main-gradient buffer; zero 0 = gradient all-reduce,
+             zero 1 = `--use-distributed-optimizer` (reduce-scatter of the fp32 gradients, all-gather of the
+             updated 16-bit parameters; 6 + 12/d bytes per parameter, docs/source/distrib_optimizer.md).
+             Not in ZERO_STAGES, so `plan` searches only the engines `train` runs.
 
 Execution options (defaults = what scalestudy's engines do; published runs set what their software did):
 - attention:         "flash" (FlashAttention / SDPA, no stored probabilities) or "eager" (materialised softmax).
 - sequence_parallel: Megatron sequence parallelism when tp > 1 (Korthikanti et al. 2022).
 - overlap_grad_comm: data-parallel gradient reduction overlaps the backward pass (bucketed), or runs after it.
+- overlap_param_gather: the post-step parameter all-gather of ZeRO-1/2 (deepspeed zero 1-2, megatron zero 1) runs
+                     bucket by bucket behind the next step's forward (Megatron-Core `--overlap-param-gather`);
+                     no effect where there is no such gather. Cost model only (`train` refuses it).
+- tp_comm_overlap:   tensor-parallel all-gathers / reduce-scatters overlap the adjacent linear GEMMs (Transformer
+                     Engine userbuffers, Megatron `--tp-comm-overlap`; needs sequence_parallel when tp > 1); no
+                     effect when tp = 1. Cost model only (`train` refuses it).
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers); empty = even split with the
@@ -27,7 +38,7 @@ from typing import Literal
 
 from scalestudy.errors import ScalestudyError
 
-Engine = Literal["deepspeed", "fsdp", "ddp"]
+Engine = Literal["deepspeed", "fsdp", "ddp", "megatron"]
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp32"]
@@ -38,7 +49,8 @@ ENGINES = ("deepspeed", "fsdp", "ddp")
 OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp32")
-ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}
+ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what `train` runs and `plan` searches
+COST_MODEL_ENGINES = {"megatron": (0, 1)}  # engines of published runs the cost model describes; `train` refuses them
 ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
@@ -62,14 +74,18 @@ class Strategy:
     pp_schedule: PipelineSchedule = "1f1b"
     virtual_stages: int = 1  # model chunks per pipeline device (interleaved schedule only)
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
+    overlap_param_gather: bool = False  # cost model only (see the module docstring)
+    tp_comm_overlap: bool = False  # cost model only
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", tuple(self.stage_layers))  # lists from YAML/JSON
-        if self.engine not in ENGINES:
-            raise ScalestudyError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
-        if self.zero not in ZERO_STAGES[self.engine]:
-            allowed = ", ".join(map(str, ZERO_STAGES[self.engine]))
+        stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
+        if stages is None:
+            raise ScalestudyError(f"unknown engine {self.engine!r} (choose from "
+                                  f"{', '.join((*ENGINES, *COST_MODEL_ENGINES))})")
+        if self.zero not in stages:
+            allowed = ", ".join(map(str, stages))
             raise ScalestudyError(f"engine {self.engine} supports zero stage {allowed}, not {self.zero}")
         for name, value, allowed in (
             ("offload_optimizer", self.offload_optimizer, OFFLOADS),
@@ -81,13 +97,16 @@ class Strategy:
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
-        for name in ("sequence_parallel", "overlap_grad_comm"):
+        for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ScalestudyError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.tp_comm_overlap and self.tp > 1 and not self.sequence_parallel:
+            raise ScalestudyError("tp_comm_overlap overlaps the sequence-parallel all-gathers / reduce-scatters with "
+                                  "the GEMMs: it needs sequence_parallel (Megatron-LM asserts the same)")
         self._check_offload()
         self._check_pipeline()
         if self.pp > 1 and self.engine == "deepspeed" and self.zero >= 2:
@@ -139,7 +158,7 @@ class Strategy:
     def label(self) -> str:
         """Short human name, e.g. 'ds-z2+optcpu tp1 pp1 mb4 bf16'."""
         base = {"deepspeed": f"ds-z{self.zero}", "ddp": "ddp" if self.zero == 0 else "ddp-zero1",
-                "fsdp": f"fsdp-z{self.zero}"}[self.engine]
+                "fsdp": f"fsdp-z{self.zero}", "megatron": "mcore" if self.zero == 0 else "mcore-distopt"}[self.engine]
         if self.offload_optimizer != "none":
             base += f"+opt{self.offload_optimizer}"
         if self.offload_params != "none":
@@ -156,6 +175,10 @@ class Strategy:
             parts.append("no-sp")
         if not self.overlap_grad_comm:
             parts.append("sync-grad")
+        if self.overlap_param_gather:
+            parts.append("ovl-param-gather")
+        if self.tp_comm_overlap and self.tp > 1:
+            parts.append("tp-comm-overlap")
         if self.pp > 1 and self.pp_schedule != "1f1b":
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
