@@ -332,6 +332,12 @@ CASES: list[Case] = [
     C("plan-stage-speeds-max-nodes", f"{PLAN} --stage-speeds 2,1 --max-nodes 1", "max-nodes"),
     C("plan-stage-speeds-uneven", f"{PLAN} --stage-speeds 2,1,1", "equal stages"),
     C("plan-stage-speeds-nan", f"{PLAN} --stage-speeds nan,1", "positive"),
+    C("estimate-tp-comm-overlap-no-sp", f"{EST} --tp 2 --tp-comm-overlap --no-sequence-parallel", "sequence_parallel"),
+    C("estimate-megatron-zero-2", f"{EST} --engine megatron --zero 2", "megatron"),
+    C("plan-engine-megatron", f"{PLAN} --engine megatron", "megatron"),  # cost model only: plan searches train's
+    C("train-engine-megatron", f"{TRAIN} --engine megatron", "cost model only"),
+    C("train-tp-comm-overlap", f"{TRAIN} --set tp_comm_overlap=true", "tp_comm_overlap"),
+    C("train-overlap-param-gather", f"{TRAIN} --set overlap_param_gather=true", "overlap_param_gather"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

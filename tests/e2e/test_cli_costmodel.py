@@ -47,6 +47,21 @@ def test_estimate_with_cluster_file_and_offload(capsys, tmp_path):
     assert d["memory"]["host_bytes_per_rank"] > 0 and d["time"]["parts"]["offload_s"] > 0
 
 
+def test_estimate_megatron_overlap_flags(capsys):
+    """The cost-model-only Megatron-Core options reach the Strategy and hide communication."""
+    base = ["estimate", "--model", "llama-7b", "--gpu", "h100-80gb", "--nodes", "4", "--engine", "megatron",
+            "--zero", "1", "--tp", "4", "--global-batch", "64", "--seq-len", "2048", "--json"]
+    parts = []
+    for extra in ([], ["--overlap-param-gather", "--tp-comm-overlap"]):
+        code, out, _ = _run(capsys, *base, *extra)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["overlap_param_gather"] is bool(extra) is d["strategy"]["tp_comm_overlap"]
+        parts.append(d["time"]["parts"])
+    assert parts[1]["tp_comm_s"] < parts[0]["tp_comm_s"]
+    assert parts[1]["dp_comm_exposed_s"] < parts[0]["dp_comm_exposed_s"]
+    assert parts[1]["compute_s"] == parts[0]["compute_s"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--model", "mt5-huge"], "unknown model"),
     (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"], "not divisible by tp*pp"),
