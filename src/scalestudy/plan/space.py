@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import (ATTENTIONS, OFFLOADS, PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload,
-                                      resolve_layout)
+from scalestudy.specs.strategy import (ATTENTIONS, COST_MODEL_ENGINES, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
+                                      ZERO_STAGES, Strategy, Workload, resolve_layout)
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,9 @@ class Constraints:
             if rc not in RECOMPUTES:
                 raise ScalestudyError(f"unknown recompute {rc!r} (choose from {', '.join(RECOMPUTES)})")
         for eng in self.engines:
+            if eng in COST_MODEL_ENGINES:
+                raise ScalestudyError(f"engine {eng} describes published runs for `estimate` only; plan searches the "
+                                      f"engines train runs ({', '.join(ZERO_STAGES)})")
             if eng not in ZERO_STAGES:
                 raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)})")
         for z in self.zero:

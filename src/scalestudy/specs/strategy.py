@@ -175,8 +175,9 @@ class Strategy:
             parts.append("no-sp")
         if not self.overlap_grad_comm:
             parts.append("sync-grad")
-        if self.overlap_param_gather:
-            parts.append("ovl-param-gather")
+        if self.overlap_param_gather and (self.engine, self.zero) in (("deepspeed", 1), ("deepspeed", 2),
+                                                                     ("megatron", 1)):
+            parts.append("ovl-param-gather")  # where there is a bucketed post-step parameter all-gather
         if self.tp_comm_overlap and self.tp > 1:
             parts.append("tp-comm-overlap")
         if self.pp > 1 and self.pp_schedule != "1f1b":
