@@ -56,6 +56,24 @@ def test_latest_skips_an_interrupted_save(tmp_path):
     assert checkpoint.latest(tmp_path / "nothing") is None
 
 
+def test_resume_reads_checkpoints_written_before_a_strategy_field_existed(tmp_path):
+    import pytest
+
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.strategy import Strategy
+
+    now = Strategy(engine="ddp").to_dict()
+    older = {k: v for k, v in now.items() if k not in ("overlap_param_gather", "tp_comm_overlap")}
+    root = checkpoint.checkpoint_root(tmp_path)
+    good = root / "step-00000003"
+    good.mkdir(parents=True)
+    (good / "meta.json").write_text(json.dumps({"step": 3, "world_size": 2, "strategy": older}))
+    (root / "latest").write_text(json.dumps({"dir": good.name, "step": 3}))
+    assert checkpoint.check_resumable(tmp_path, 5, 2, now) == 3  # the missing fields take their defaults
+    with pytest.raises(ScalestudyError, match="differs"):
+        checkpoint.check_resumable(tmp_path, 5, 2, {**now, "micro_batch": 2})
+
+
 def test_worker_failures_become_one_line_reasons(tmp_path):
     from types import SimpleNamespace
 

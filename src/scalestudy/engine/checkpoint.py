@@ -88,6 +88,18 @@ def latest(out: Path) -> Path | None:
     return path if (path / "meta.json").is_file() else None
 
 
+def _with_defaults(saved: dict | None) -> dict | None:
+    """A saved strategy with the Strategy fields added since it was written at their defaults (so adding a field
+    does not make older checkpoints unresumable)."""
+    from scalestudy.specs.strategy import Strategy
+
+    if not isinstance(saved, dict):
+        return saved
+    known = set(Strategy.__dataclass_fields__)
+    defaults = {k: v for k, v in Strategy().to_dict().items() if k not in saved}
+    return {**defaults, **saved} if set(saved) <= known else saved
+
+
 def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> int:
     """The launcher's check, before any worker starts, that --resume can continue DIR; the step it resumes from."""
     path = latest(out)
@@ -99,7 +111,7 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> i
     elif saved["world_size"] != world_size:
         raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
                               f"{world_size} (engine shards are per rank; FSDP and tp/pp checkpoints reshard)")
-    elif saved.get("strategy") != strategy:
+    elif _with_defaults(saved.get("strategy")) != strategy:
         raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
                               f"{strategy}")
     # A run killed after its last checkpoint but before its summary is finished by --resume (no step is left to
