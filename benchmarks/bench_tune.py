@@ -140,7 +140,8 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
         for seed in range(args.seeds):
             tuner.run_trial = GridReplay(grid, seed, args.replay_noise, args.replay_rho, args.warmup)
             settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen,
-                                          budget_fraction=args.budget_fraction, contenders=args.contenders)
+                                          budget_fraction=args.budget_fraction, contenders=args.contenders,
+                                      identify=args.identify)
             r = tuner.search_strategies(cands, spec, w, args.nproc, Path(args.out) / "replay", settings,
                                         calibration_s=calib_s, log=lambda m: None)
             used = sum(t.wall_s for t in r.trials)
@@ -161,6 +162,29 @@ def save_record(path: Path, record: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=2))
     tmp.replace(path)
+
+
+def export_terms(cands, grid: list[tuner.TuneTrial], rec: dict, args, path: Path) -> None:
+    """A recorded grid as a small fixture: per strategy the cost model's step terms (the refit's inputs, on the
+    run's profile) and the measured median step, so a unit test can replay the refit without the cost model."""
+    by = {c.strategy.label: c for c in cands}
+    rows = []
+    for t in grid:
+        if t.status != "OK" or t.label not in by:
+            continue
+        terms = tuner.terms(by[t.label])
+        rows.append({"strategy": t.label, "micro_batch": by[t.label].strategy.micro_batch,
+                     **{k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(terms).items()},
+                     "measured_step_s": round(t.measured_step_s, 4),
+                     "step_spread_rel": round(tuner.step_spread(t.step_times_s) or 0.0, 4)})
+    meta = {"source": f"benchmarks/bench_tune.py grid of {rec['date']} (load then: {rec.get('load', '?')})",
+            "model": args.model, "nproc": args.nproc, "global_batch": args.global_batch,
+            "seq": f"{args.seq_len}+{args.target_len}", "steps": args.steps, "warmup": args.warmup,
+            "convention": "seconds per optimizer step; measured_step_s = median over the trial's steps after "
+                          "warm-up; step_spread_rel = 1.4826 x MAD / median of those steps; the other fields are "
+                          "calibrate.StepTerms of the cost model on the run's profile"}
+    path.write_text(json.dumps({"meta": meta, "strategies": rows}, indent=1))
+    print(f"wrote {len(rows)} strategies' step terms and measured steps to {path}")
 
 
 def measure_grid(cands, spec, w, args, out: Path, record: dict) -> list[tuner.TuneTrial]:
@@ -188,7 +212,8 @@ def live(cands, spec, w, args, grid, calib_s, out: Path) -> list[dict]:
     for rep in range(args.repeats):
         print(f"tune repeat {rep + 1}/{args.repeats} (load {load_avg()}):", flush=True)
         settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen,
-                                      budget_fraction=args.budget_fraction, contenders=args.contenders)
+                                      budget_fraction=args.budget_fraction, contenders=args.contenders,
+                                      identify=args.identify)
         r = tuner.search_strategies(cands, spec, w, args.nproc, out / f"tune{rep + 1}", settings,
                                     calibration_s=calib_s, log=lambda m: print("    " + m, flush=True))
         print(f"    stop: {r.stop_reason}\n    {pick_line(r.pick)}")
@@ -227,6 +252,9 @@ def main() -> None:
                                                       "bench_tune.json (said so in the output)")
     ap.add_argument("--replay-only", action="store_true", help="only replay the search on --grid-from's grid")
     ap.add_argument("--seeds", type=int, default=20, help="replays (--replay-only)")
+    ap.add_argument("--identify", type=int, default=1, help="tune's identification trials (TuneSettings.identify)")
+    ap.add_argument("--export-terms", default=None, help="write --grid-from's strategies as a small JSON fixture "
+                                                         "(cost-model step terms + measured step) and stop")
     ap.add_argument("--replay-noise", type=float, default=0.10, help="sd of the replay's per-trial load (log)")
     ap.add_argument("--replay-rho", type=float, default=0.9, help="correlation of consecutive trials' load")
     args = ap.parse_args()
@@ -260,6 +288,11 @@ def main() -> None:
             have = {t.label for t in grid}
             cands = [c for c in cands if c.strategy.label in have]
             print(f"grid INCOMPLETE: {len(grid)} strategies measured; the search runs over those {len(cands)}")
+    if args.export_terms:
+        if not rec:
+            raise SystemExit("--export-terms needs --grid-from")
+        export_terms(cands, grid, rec, args, Path(args.export_terms))
+        return
     if args.replay_only:
         if not rec:
             raise SystemExit("--replay-only needs --grid-from")

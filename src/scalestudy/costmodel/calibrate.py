@@ -9,9 +9,10 @@ training trials (`scalestudy train` summaries); this module only fits numbers.
    (ring all-reduce: t = 2(n-1) alpha + 2(n-1)/n * S / B, Thakur et al. 2005; alpha = per-hop latency,
    B = per-device one-direction bandwidth, the convention of `DeviceSpec.intra_node_bytes_per_s`).
 2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): an
-   overall scale, compute / communication / optimizer / framework factors pulled toward it, and per-step and
-   per-micro-step framework overheads (with engine and engine/ZeRO-family parts) the model has no term for
-   (`EfficiencyFit`); what few trials cannot identify stays at the uncalibrated model.
+   overall scale, compute / communication / optimizer / framework / engine-hook factors pulled toward it,
+   engine and engine/ZeRO-family communication factors, and per-step and per-micro-step framework overheads
+   (global, engine, family) the model has no term for (`EfficiencyFit`); what few trials cannot identify stays
+   at the uncalibrated model.
 3. `save_profile` / `load_profile`: YAML with exactly the DeviceSpec fields (`--gpu PATH.yaml` reads it back).
 """
 
@@ -111,12 +112,15 @@ class StepTerms:
     """The cost model's step time of one strategy, split into the parts the refit scales (seconds per step)."""
 
     compute_s: float  # compute + pipeline bubble + tensor/pipeline communication
-    comm_s: float  # data-parallel / ZeRO communication, in full (nothing overlaps on one-thread gloo ranks)
+    comm_s: float  # data-parallel / ZeRO communication, in full (nothing overlaps on one-thread gloo ranks); as
+    #                the model counts it: per micro-step for ZeRO-2 reduces and ZeRO-3/FSDP gathers, else per step
     optimizer_s: float  # optimizer update + offload transfers
     micro_steps: int  # gradient-accumulation micro-steps per optimizer step
     family: str  # engine/ZeRO family, e.g. "ds-z2", "fsdp-z3", "ddp"
     engine: str = ""  # deepspeed | fsdp | ddp
     framework_s: float = 0.0  # measured framework time of a CPU profile (Estimate.framework_s; 0 without one)
+    engine_s: float = 0.0  # the part of framework_s that is the engine's own (the profile's engine_overhead_s:
+    #                        hooks, bucketing, per micro-step), measured on a small model
 
     @property
     def modelled_s(self) -> float:
@@ -128,33 +132,48 @@ class StepTerms:
 class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
-    step = compute * compute_s + comm * comm_s + optimizer * optimizer_s + framework * framework_s
-           + step_overhead_s + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
+    step = compute * compute_s + optimizer * optimizer_s + framework * (framework_s - engine_s) + hooks * engine_s
+           + (comm + comm_engine[engine] + comm_family[family]) * comm_s
+           + step_overhead_s + engine_step_overhead_s[engine] + family_step_overhead_s[family]
+           + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
     `scale` is the one factor that best maps the uncalibrated model onto the trials (the median ratio, in logs):
-    the four factors are pulled toward it, not toward 1, so a machine that is uniformly slower than calibrated
-    (other jobs on the cores) moves every prediction alike. `overhead_s` / `step_overhead_s` are framework time
-    per micro-step / per optimizer step the model has no term for; they are told apart only by trials with
-    different accumulation. The engine and engine/ZeRO-family parts are 0 for an engine or family never measured;
-    the family prior is tighter than the engine prior, so a measured DDP trial's excess mostly lands on the
-    engine and carries over to DDP's other stages.
+    the factors are pulled toward it, not toward 1, so a machine that is uniformly slower than calibrated (other
+    jobs on the cores) moves every prediction alike. What a measured engine or ZeRO family costs beyond that goes
+    first to its communication factor (`comm_engine` / `comm_family`): the model's collectives of model-sized
+    buffers are its least-known term (fitted on micro-benchmark messages <= 16 MB, while DeepSpeed's ZeRO-1/2
+    reduce per partition owner and ZeRO-3 gathers per module), and a communication factor extrapolates with the
+    family's own pattern (ZeRO-2 reduces and ZeRO-3/FSDP gathers every micro-step, ZeRO-1 once per step). Plain
+    overheads (per step / per micro-step, global, per engine, per family) take the rest at a higher price. An
+    unmeasured family inherits its engine's terms; an unmeasured engine gets the global ones only.
     """
 
     compute: float = 1.0
     comm: float = 1.0
     optimizer: float = 1.0
     framework: float = 1.0
+    hooks: float = 1.0  # factor on the profile's engine overheads (engine_s)
     scale: float = 1.0
     overhead_s: float = 0.0
     step_overhead_s: float = 0.0
-    engine_overhead_s: dict = field(default_factory=dict)
-    family_overhead_s: dict = field(default_factory=dict)
+    engine_overhead_s: dict = field(default_factory=dict)  # per micro-step
+    family_overhead_s: dict = field(default_factory=dict)  # per micro-step
+    engine_step_overhead_s: dict = field(default_factory=dict)  # per optimizer step
+    family_step_overhead_s: dict = field(default_factory=dict)  # per optimizer step
+    comm_engine: dict = field(default_factory=dict)  # communication factor, deviation of the engine
+    comm_family: dict = field(default_factory=dict)  # communication factor, deviation of the family
     prior: float = 0.3  # ridge weight (relative-error units) pulling the factors to `scale`, the overheads to 0
     trials_fitted: int = 0
 
+    def comm_factor(self, t: StepTerms) -> float:
+        return max(0.0, self.comm + self.comm_engine.get(t.engine, 0.0) + self.comm_family.get(t.family, 0.0))
+
     def predict(self, t: StepTerms) -> float:
         over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
-        step = (self.compute * t.compute_s + self.comm * t.comm_s + self.optimizer * t.optimizer_s
-                + self.framework * t.framework_s + self.step_overhead_s + t.micro_steps * over)
+        once = (self.step_overhead_s + self.engine_step_overhead_s.get(t.engine, 0.0)
+                + self.family_step_overhead_s.get(t.family, 0.0))
+        step = (self.compute * t.compute_s + self.comm_factor(t) * t.comm_s + self.optimizer * t.optimizer_s
+                + self.framework * (t.framework_s - t.engine_s) + self.hooks * t.engine_s + once
+                + t.micro_steps * over)
         # negative overhead parts may offset each other, never make a step faster than a tenth of the scaled model
         return max(step, 0.1 * self.scale * t.modelled_s)
 
@@ -162,27 +181,37 @@ class EfficiencyFit:
         return asdict(self)
 
 
-FAMILY_PRIOR_RATIO = 2.0  # family terms' ridge weight / engine terms' (a family deviates less than an engine)
+FAMILY_PRIOR_RATIO = 2.0  # a family term's ridge weight / its engine's (a family deviates less than an engine)
+OVERHEAD_PRIOR_RATIO = 3.0  # an engine overhead's ridge weight per second / a communication factor's per second
+COMM_PRIOR_FLOOR = 0.05  # communication factors' ridge weight never below this (x prior weight): a family whose
+#                          collectives are a tiny share of its step (a small model) cannot blow its factor up
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
 
 
 def _median_ratio(obs: list[tuple[StepTerms, float]]) -> float:
-    logs = sorted(math.log(m / t.modelled_s) for t, m in obs if t.modelled_s > 0)
+    logs = [math.log(m / t.modelled_s) for t, m in obs if t.modelled_s > 0]
     if not logs:
         return 1.0
-    mid = len(logs) // 2
-    med = logs[mid] if len(logs) % 2 else 0.5 * (logs[mid - 1] + logs[mid])
-    return min(50.0, max(0.05, math.exp(med)))
+    return min(50.0, max(0.05, math.exp(_median(logs))))
 
 
 def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) -> EfficiencyFit:
     """Least squares on relative error, sum ((pred - m) / m)^2, plus ridge priors; negative factors clip.
 
     Which terms the trials identify: a few trials at one micro-batch pin down one overall level and, per engine
-    measured, that engine's excess; they cannot separate compute from framework time or per-step from
+    or family measured, its excess; they cannot separate compute from framework time or per-step from
     per-micro-step overhead. So the fit first takes the overall `scale` (median measured / modelled), then lets
     each factor leave `scale` and each overhead leave 0 only as far as the data demand (ridge, weight `prior`;
-    overheads in units of the median measured step, so the prior means the same for any model size). With no
-    trials it is the uncalibrated model.
+    overheads in units of the median measured step, so the prior means the same for any model size). The
+    communication factors are priced per second they move (weight x the median communication time of what they
+    cover / the median step), overheads OVERHEAD_PRIOR_RATIO times dearer: an engine's excess is read as its
+    collectives running slower than modelled (the mechanism on one-thread gloo ranks, `EfficiencyFit`) before it
+    is read as a fixed cost. With no trials it is the uncalibrated model.
     """
     import numpy as np
 
@@ -190,43 +219,58 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
     if not obs:
         return EfficiencyFit(prior=prior)
     scale = _median_ratio(obs)
-    ref = sorted(m for _, m in obs)[len(obs) // 2]  # typical step (s): the unit of the overhead priors
+    ref = _median([m for _, m in obs])  # typical step (s): the unit of the overhead priors
     engines = sorted({t.engine for t, _ in obs})
     fams = sorted({t.family for t, _ in obs})
-    n = 6 + len(engines) + len(fams)
-    rows, rhs = [], []
-    for t, m in obs:
-        rows.append([t.compute_s / m, t.comm_s / m, t.optimizer_s / m, t.framework_s / m, t.micro_steps / m, 1.0 / m]
-                    + [t.micro_steps / m if t.engine == e else 0.0 for e in engines]
-                    + [t.micro_steps / m if t.family == f else 0.0 for f in fams])
-        rhs.append(1.0)
     w = math.sqrt(prior)
 
-    def prior_row(j: int, weight: float, target: float) -> None:
-        rows.append([weight if k == j else 0.0 for k in range(n)])
-        rhs.append(weight * target)
+    def comm_weight(ts: list[StepTerms]) -> float:
+        return w * max(_median([t.comm_s for t in ts]) / ref, COMM_PRIOR_FLOOR)
 
-    for j in range(4):
-        prior_row(j, w, scale)
-    prior_row(4, w / ref, 0.0)
-    prior_row(5, w / ref, 0.0)
-    for j in range(6, 6 + len(engines)):
-        prior_row(j, w / ref, 0.0)
-    for j in range(6 + len(engines), n):
-        prior_row(j, FAMILY_PRIOR_RATIO * w / ref, 0.0)
+    # columns: (name, key, feature(t), prior target, prior weight)
+    cols: list[tuple[str, str, object, float, float]] = [
+        ("compute", "", lambda t: t.compute_s, scale, w),
+        ("optimizer", "", lambda t: t.optimizer_s, scale, w),
+        ("framework", "", lambda t: t.framework_s - t.engine_s, scale, w),
+        ("hooks", "", lambda t: t.engine_s, scale, w),
+        ("comm", "", lambda t: t.comm_s, scale, w),
+        ("overhead_s", "", lambda t: float(t.micro_steps), 0.0, w / ref),
+        ("step_overhead_s", "", lambda t: 1.0, 0.0, w / ref),
+    ]
+    ow = OVERHEAD_PRIOR_RATIO * w / ref
+    for e in engines:
+        cw = comm_weight([t for t, _ in obs if t.engine == e])
+        cols += [("comm_engine", e, lambda t, e=e: t.comm_s if t.engine == e else 0.0, 0.0, cw),
+                 ("engine_overhead_s", e, lambda t, e=e: float(t.micro_steps) if t.engine == e else 0.0, 0.0, ow),
+                 ("engine_step_overhead_s", e, lambda t, e=e: 1.0 if t.engine == e else 0.0, 0.0, ow)]
+    for f in fams:
+        cw = FAMILY_PRIOR_RATIO * comm_weight([t for t, _ in obs if t.family == f])
+        fw = FAMILY_PRIOR_RATIO * ow
+        cols += [("comm_family", f, lambda t, f=f: t.comm_s if t.family == f else 0.0, 0.0, cw),
+                 ("family_overhead_s", f, lambda t, f=f: float(t.micro_steps) if t.family == f else 0.0, 0.0, fw),
+                 ("family_step_overhead_s", f, lambda t, f=f: 1.0 if t.family == f else 0.0, 0.0, fw)]
+    rows = [[feat(t) / m for _, _, feat, _, _ in cols] for t, m in obs]
+    rhs = [1.0] * len(rows)
+    for j, (_, _, _, target, weight) in enumerate(cols):
+        rows.append([weight if k == j else 0.0 for k in range(len(cols))])
+        rhs.append(weight * target)
     theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
-    a, b, c, f = (max(0.05, float(x)) for x in theta[:4])
-    return EfficiencyFit(compute=a, comm=b, optimizer=c, framework=f, scale=scale, overhead_s=float(theta[4]),
-                         step_overhead_s=float(theta[5]),
-                         engine_overhead_s={e: float(theta[6 + j]) for j, e in enumerate(engines)},
-                         family_overhead_s={fm: float(theta[6 + len(engines) + j]) for j, fm in enumerate(fams)},
-                         prior=prior, trials_fitted=len(obs))
+    fit = EfficiencyFit(scale=scale, prior=prior, trials_fitted=len(obs))
+    for (name, key, _, _, _), value in zip(cols, theta):
+        if key:
+            getattr(fit, name)[key] = float(value)
+        elif name in ("compute", "optimizer", "framework", "hooks", "comm"):
+            setattr(fit, name, max(0.05, float(value)))
+        else:
+            setattr(fit, name, float(value))
+    return fit
 
 
 def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
     """The device with the fitted factors folded in (GEMM efficiency / compute factor, link bandwidths / comm
-    factor, measured framework overheads x framework factor), so `--gpu` on the saved profile predicts like the
-    refit model minus its engine/family overhead terms (those stay in tune.json)."""
+    factor, measured framework overheads x framework factor, the engines' measured overheads x hooks factor), so
+    `--gpu` on the saved profile predicts like the refit model minus its per-engine/family terms (those stay in
+    tune.json)."""
     curve = [[n, f / fit.compute] for n, f in device.matmul_efficiency]
     fw = fit.framework
     return replace(device, matmul_efficiency=curve,
@@ -234,9 +278,10 @@ def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
                    inter_node_bytes_per_s=device.inter_node_bytes_per_s / fit.comm,
                    layer_overhead_s=device.layer_overhead_s * fw, step_overhead_s=device.step_overhead_s * fw,
                    microstep_overhead_s=device.microstep_overhead_s * fw,
-                   engine_overhead_s={k: v * fw for k, v in device.engine_overhead_s.items()},
+                   engine_overhead_s={k: v * fit.hooks for k, v in device.engine_overhead_s.items()},
                    source=device.source + f"; refit from {fit.trials_fitted} trial(s): compute x{fit.compute:.3g}, "
-                                          f"comm x{fit.comm:.3g}, framework x{fw:.3g}")
+                                          f"comm x{fit.comm:.3g}, framework x{fw:.3g}, engine hooks "
+                                          f"x{fit.hooks:.3g}")
 
 
 # ---------------------------------------------------------------------------------------------- files

@@ -21,12 +21,16 @@
    Failed / OOM / timed-out trials are recorded and the search goes on.
 
 Efficiency model (refit from the per-strategy medians, least squares on relative error; `fit_efficiency`):
-step = a * compute + b * data-parallel communication + c * optimizer/offload + f * framework + o_step
-+ micro-steps * (o + o_engine + o_family). `framework` is the measured CPU profile's framework time (0 with the
+step = a * compute + (b + b_engine + b_family) * data-parallel communication + c * optimizer/offload
++ f * framework + h * engine hooks + o_step (+ engine, family parts) + micro-steps * (o + o_engine + o_family).
+`framework` / `engine hooks` are the measured CPU profile's framework time and its engines' part (0 with the
 static profile). The factors are pulled toward one overall scale (median measured / modelled), the overheads
-toward 0 (the family terms harder than the engine terms): what the few trials cannot identify stays at the
-uncalibrated model, scaled. On one-thread gloo ranks nothing overlaps, so communication counts in full
-(`dp_comm_total_s`). Predictions of strategies not run carry the leave-one-out error of the refit
+toward 0 (the family terms harder than the engine terms); an engine's or family's excess goes first to its
+communication factor (priced per second it moves, overheads 3x dearer), which extrapolates with the family's
+pattern of collectives (ZeRO-2 / ZeRO-3 / FSDP every micro-step, the others once per step): what the few trials
+cannot identify stays at the uncalibrated model, scaled. After the screen one identification trial (`_identify`)
+measures the family whose prediction leans most on such unverified terms. On one-thread gloo ranks nothing
+overlaps, so communication counts in full (`dp_comm_total_s`). Predictions of strategies not run carry the leave-one-out error of the refit
 (`EfficiencyModel.prediction_uncertainty`); tune.json lists every candidate with its final prediction.
 """
 
@@ -65,11 +69,16 @@ def family(c: Candidate) -> str:
 
 
 def terms(c: Candidate) -> StepTerms:
-    """The estimate's step time split into the parts the refit scales."""
+    """The estimate's step time split into the parts the refit scales. The engine's own framework time (the CPU
+    profile's engine_overhead_s, what estimate adds beyond its per-step and per-micro-step framework time) is kept
+    apart from the rest of framework_s: it was measured on a small model, per micro-step."""
     e = c.estimate
+    dev = e.cluster.device
+    plain = dev.step_overhead_s + c.point.grad_accum * dev.microstep_overhead_s
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
                      optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
-                     engine=c.strategy.engine, framework_s=e.framework_s)
+                     engine=c.strategy.engine, framework_s=e.framework_s,
+                     engine_s=min(e.framework_s, max(0.0, e.framework_s - plain)))
 
 
 class EfficiencyModel:
@@ -129,7 +138,7 @@ class TuneTrial:
     predicted_final_s: float | None = None  # prediction of the final fit (after all trials)
     step_times_s: list = field(default_factory=list)  # the measured steps (warm-up excluded), s each
     startup_s: float | None = None  # wall time besides all steps (process start, imports, set-up, exit)
-    phase: str = ""  # screen | explore | confirm
+    phase: str = ""  # screen | identify | explore | confirm
     round: int = 0  # 0 = before re-measurement; r = the r-th interleaved re-measurement round
 
     def to_dict(self) -> dict:
@@ -202,6 +211,8 @@ class TuneSettings:
     memory_limit_bytes: int = 0  # 0 = none; else the address-space cap (RLIMIT_AS) of each trial process
     budget_fraction: float = 0.15  # trials after the screen stop at this fraction of the estimated full grid's
     #                                trial time (calibration and screen counted); 0 = no such cap
+    identify: int = 1  # trials after the screen of the families whose predictions lean most on unverified
+    #                    collectives/hooks (`_identify`), within the budget; 0 = none
     contenders: int = 2  # most strategies in one interleaved re-measurement round (1 = never re-measure; more
     #                      than 2 are halved round by round, but under a tight budget the head-to-head of the top two
     #                      decides best: tests/unit/test_plan_tune_noise.py)
@@ -220,6 +231,8 @@ class TuneSettings:
             raise ScalestudyError(f"--margin must be a fraction in [0, 1), got {self.margin}")
         if not 0 <= self.budget_fraction <= 1:
             raise ScalestudyError(f"--budget-fraction must be in [0, 1] (0 = no cap), got {self.budget_fraction}")
+        if self.identify < 0:
+            raise ScalestudyError(f"identify must be >= 0, got {self.identify}")
         if self.contenders < 1:
             raise ScalestudyError(f"--contenders must be >= 1 (1 = no re-measurement), got {self.contenders}")
 
@@ -372,6 +385,39 @@ def _screen(search: _Search) -> str:
     return ""
 
 
+def unverified_share(t: StepTerms) -> float:
+    """The share of a strategy's modelled step that rests on terms a small-model profile and <= 16 MB
+    micro-benchmarks extrapolate most: its data-parallel collectives and its engine's hooks."""
+    return (t.comm_s + t.engine_s) / t.modelled_s if t.modelled_s > 0 else 0.0
+
+
+def _identify(search: _Search) -> None:
+    """One trial of the unmeasured family whose prediction leans most on unverified terms beyond what its engine's
+    measured families cover (`unverified_share`, at the family's best-predicted micro-batch), when it fits the
+    budget. Why: a ZeRO-2/3 family's collectives and hooks run every micro-step, so an error there grows with the
+    accumulation, and only a trial of such a family lets the refit's communication factors of that engine see
+    it (`fit_efficiency`); the screen measures each engine's simplest form only."""
+    s = search.settings
+    if s.identify < 1 or not search.ok():
+        return
+    measured = [search.by_label[k] for k in {t.label for t in search.ok()}]
+    covered: dict[str, float] = {}
+    for c in measured:
+        covered[c.strategy.engine] = max(covered.get(c.strategy.engine, 0.0), unverified_share(search.eff._t(c)))
+    tried = search.tried()
+    fams_tried = {family(search.by_label[k]) for k in tried}
+    best: dict[str, Candidate] = {}
+    for c in sorted(search.cands, key=search.eff.predict):
+        if family(c) not in fams_tried and c.strategy.engine in covered:
+            best.setdefault(family(c), c)
+    gain = {f: unverified_share(search.eff._t(c)) - covered[c.strategy.engine] for f, c in best.items()}
+    for f in sorted(gain, key=gain.get, reverse=True)[:s.identify]:
+        c = best[f]
+        if gain[f] <= 0 or not search.affordable(search.trial_cost(c)):
+            return
+        search.run(c, "identify")
+
+
 def _explore(search: _Search) -> str:
     """Model-guided: run the best-predicted unmeasured strategy while it beats the best measured step."""
     s = search.settings
@@ -483,7 +529,10 @@ def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Worklo
                          tokenizer=shared_tokenizer(search.trials))
 
     search = _Search(cands, run_one, settings, calibration_s, log)
-    stop = _screen(search) or _explore(search)
+    stop = _screen(search)
+    if not stop:
+        _identify(search)
+        stop = _explore(search)
     if not stop.startswith(("reached", "budget of")):
         stop = "; ".join(x for x in (stop, _confirm(search)) if x)
     eff = search.eff

@@ -1,0 +1,82 @@
+"""Predictions of strategies `tune` did not run (issue 15), on a recorded grid: tests/unit/data/tune_grid_t5micro.json
+holds, for the issue's case (t5-micro, 2 gloo ranks, global batch 16, seq 128+32, micro-batch 1-8, 8 engine/ZeRO
+families), every strategy's cost-model step terms and its measured median step (written by
+`benchmarks/bench_tune.py --grid-from RUN/bench_tune.json --export-terms`). The refit sees what tune measures first
+(each engine's lowest ZeRO stage at the largest micro-batch, then the identification trial) and predicts the rest.
+
+The mechanism the refit has to express: DeepSpeed's ZeRO-2 reduces gradients every micro-step and ZeRO-3 gathers
+parameters every micro-step, and on one-thread gloo ranks that work costs several times what the cost model's
+collectives (fitted on micro-benchmark messages <= 16 MB) and the CPU profile's engine overheads (measured on a
+smaller model) say; ZeRO-1's extra is once per optimizer step. A trial of ZeRO-0, DDP and FSDP cannot show it.
+"""
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from scalestudy.costmodel.calibrate import StepTerms, fit_efficiency
+from scalestudy.plan.tuner import unverified_share
+
+GRID = Path(__file__).parent / "data" / "tune_grid_t5micro.json"
+LOWEST = ("ds-z0", "fsdp-z2", "ddp")  # each engine's lowest ZeRO stage: tune's screen
+
+
+def load():
+    rows = json.loads(GRID.read_text())["strategies"]
+    fields = set(StepTerms.__dataclass_fields__)
+    terms = {r["strategy"]: StepTerms(**{k: v for k, v in r.items() if k in fields}) for r in rows}
+    return terms, {r["strategy"]: r["measured_step_s"] for r in rows}, {r["strategy"]: r["micro_batch"] for r in rows}
+
+
+def unmeasured_errors(terms, measured, ran):
+    fit = fit_efficiency([(terms[k], measured[k]) for k in ran])
+    return {k: 100 * (fit.predict(t) / measured[k] - 1) for k, t in terms.items() if k not in ran}
+
+
+def test_predictions_of_strategies_tune_did_not_run_on_a_recorded_grid():
+    terms, measured, mb = load()
+    assert len(terms) == 32
+    top = max(mb.values())
+    screen = [k for k, t in terms.items() if mb[k] == top and t.family in LOWEST]
+    covered = {terms[k].engine: unverified_share(terms[k]) for k in screen}
+    gain = {k: unverified_share(t) - covered[t.engine] for k, t in terms.items() if mb[k] == top and k not in screen}
+    identified = max(gain, key=gain.get)
+    assert terms[identified].family == "ds-z3"  # leans most on collectives + hooks the screen did not see
+    blind = unmeasured_errors(terms, measured, screen)
+    seen = unmeasured_errors(terms, measured, screen + [identified])
+    z3 = "ds-z3 tp1 pp1 mb1 fp32"  # 8 micro-steps of ZeRO-3: 17.2 s measured
+    assert blind[z3] < -60  # from the screen alone: one third of the step
+    assert seen[z3] > -40  # one ZeRO-3 trial at 1 micro-step: its communication factor carries to 8
+    # Pinned (measured with this refit, this grid): median / max |error| 30.4% / 53.7% over the 28 strategies
+    # not run; HEAD before the change (per-micro-step overheads, no communication factors): 40.0% / 96.5% with
+    # the same four trials. The issue's 15% is not met on this grid: its own trials ran at load 1.8-5.2 on 2
+    # cores (the same family's steps move 20-50% between micro-batches); see benchmarks/RESULTS.md.
+    errs = [abs(e) for e in seen.values()]
+    assert statistics.median(errs) <= 33 and max(errs) <= 58
+
+
+def test_a_family_excess_extrapolates_with_its_own_collectives():
+    """ZeRO-1 reduces once per step, ZeRO-2/3 every micro-step; both measured ~6x slower collectives than modelled
+    at one micro-step. The refit reads a family's excess as its communication running slow, so at 8 micro-steps
+    ZeRO-1 stays one step's worth and ZeRO-3 (never measured, DeepSpeed's) gets its engine's factor x 8 gathers;
+    engines without the excess stay where they were."""
+
+    def terms(fam, engine, ga, per_micro, per_step):
+        return StepTerms(0.3 + 0.04 * ga, per_step + ga * per_micro, 0.01, ga, fam, engine, framework_s=0.02 * ga)
+
+    def truth(t, slow):
+        return t.compute_s + slow * t.comm_s + t.optimizer_s + t.framework_s
+
+    ddp, ds0 = terms("ddp", "ddp", 1, 0, 0.04), terms("ds-z0", "deepspeed", 1, 0, 0.04)
+    fsdp = terms("fsdp-z2", "fsdp", 1, 0.05, 0)
+    z1, z2 = terms("ds-z1", "deepspeed", 1, 0, 0.08), terms("ds-z2", "deepspeed", 1, 0.04, 0.04)
+    fit = fit_efficiency([(ddp, truth(ddp, 1)), (ds0, truth(ds0, 1)), (fsdp, truth(fsdp, 1)), (z1, truth(z1, 6)),
+                          (z2, truth(z2, 6))])
+    z1_8 = terms("ds-z1", "deepspeed", 8, 0, 0.08)
+    assert fit.predict(z1_8) == pytest.approx(truth(z1_8, 6), rel=0.05)  # per-micro-step overheads said +66%
+    z3_8 = terms("ds-z3", "deepspeed", 8, 0.12, 0)
+    assert fit.predict(z3_8) > 1.9 * truth(z3_8, 1)  # the engine's slow collectives carry to an unmeasured stage
+    for t in (terms("ddp", "ddp", 8, 0, 0.04), terms("fsdp-z2", "fsdp", 8, 0.05, 0)):
+        assert fit.predict(t) == pytest.approx(truth(t, 1), rel=0.12)
