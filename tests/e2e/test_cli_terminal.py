@@ -116,8 +116,9 @@ def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
              "measured_step_s": 1.234 + i, "predicted_before_s": 1.1, "error_before_pct": -10.9,
              "predicted_final_s": 1.2, "error_final_pct": -2.75, "wall_s": 33.3} for i in range(3)]
     monkeypatch.setattr(tune_report, "report_rows", lambda result: rows)
-    fit = SimpleNamespace(compute=1.0, comm=1.0, optimizer=1.0, step_overhead_s=0.01, overhead_s=0.001,
-                          engine_overhead_s={}, family_overhead_s={})
+    from scalestudy.costmodel.calibrate import EfficiencyFit
+
+    fit = EfficiencyFit(step_overhead_s=0.01, overhead_s=0.001, comm_engine={"deepspeed": 2.0})
     result = SimpleNamespace(trials=rows, calibration_s=12.0, trials_s=99.0, stop_reason="budget",
                              model=SimpleNamespace(fit_=fit), best=None)
     monkeypatch.setenv("COLUMNS", str(columns))
@@ -127,6 +128,7 @@ def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
     assert table and max(len(line) for line in table) <= columns and "…" not in out
     assert all(re.search(rf"│ OK +│ +{1.234 + i:.3f} │", "".join(table)) for i in range(3))
     assert "-2.8" in "".join(table)  # the refit model's error is a key column
+    assert "communication x1.00 (per engine: deepspeed x3.00" in out  # the refit's terms, one line
 
 
 def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypatch):

@@ -439,15 +439,10 @@ def print_tune(result, out) -> None:
         print(f"({width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
     print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
-    e = result.model.fit_
-    print(f"Efficiency terms: compute x{e.compute:.2f}, communication x{e.comm:.2f}, optimizer x{e.optimizer:.2f}, "
-          f"framework overhead {e.step_overhead_s * 1e3:.1f} ms per step + {e.overhead_s * 1e3:.1f} ms per "
-          "micro-step (+ per engine: "
-          + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.engine_overhead_s.items()) + "; per family: "
-          + ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in e.family_overhead_s.items()) + ")")
-    if result.best:
-        from scalestudy.plan.tune_report import pick_line
+    from scalestudy.plan.tune_report import efficiency_line, pick_line
 
+    print(efficiency_line(result.model.fit_))
+    if result.best:
         print(f"{pick_line(result.pick)} Results: {out}/tune.json, {out}/tune.md")
     else:
         print(f"No trial succeeded; see {out}/trials/*/train.log")

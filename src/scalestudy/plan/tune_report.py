@@ -18,6 +18,22 @@ def error_pct(pred: float | None, meas: float | None) -> float | None:
     return 100.0 * (pred - meas) / meas
 
 
+def efficiency_line(e) -> str:
+    """The refit's terms in one line (an `EfficiencyFit`): factors on the cost model's parts, the communication
+    factor per engine / family (what a measured engine's or family's collectives cost x the model), overheads."""
+    def parts(d: dict, fmt) -> str:
+        return ", ".join(f"{k} {fmt(v)}" for k, v in d.items()) or "none"
+
+    comm_e = {k: max(0.0, e.comm + v) for k, v in e.comm_engine.items()}
+    return (f"Efficiency terms: compute x{e.compute:.2f}, optimizer x{e.optimizer:.2f}, framework x{e.framework:.2f}, "
+            f"engine hooks x{e.hooks:.2f}; communication x{e.comm:.2f} (per engine: "
+            f"{parts(comm_e, lambda v: f'x{v:.2f}')}; per family, added to its engine's: "
+            f"{parts(e.comm_family, lambda v: f'{v:+.2f}')}); "
+            f"overhead {e.step_overhead_s * 1e3:.1f} ms per step + {e.overhead_s * 1e3:.1f} ms per micro-step "
+            f"(+ per engine per micro-step: {parts(e.engine_overhead_s, lambda v: f'{v * 1e3:+.1f} ms')}; "
+            f"per family per micro-step: {parts(e.family_overhead_s, lambda v: f'{v * 1e3:+.1f} ms')})")
+
+
 def report_rows(result) -> list[dict]:
     """One row per trial of a `TuneResult`: measured and predicted step times, prediction errors in %."""
     rows = []
@@ -88,6 +104,7 @@ def save_results(out_dir: Path, result, settings: dict, meta: dict) -> None:
              "trials an exhaustive grid would take)") if grid > 0 else ""
     md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
           f"{pick_line(result.pick)}\nTrials: {len(result.trials)}; stop: {result.stop_reason}.\n"
+          f"{efficiency_line(result.model.fit_)}.\n"
           f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
           f"{result.total_s:.1f} s (wall){share}.\n\n## Trials\n\n" + markdown_table(rows)
           + "\n## Every candidate (final refit; prediction +-% = leave-one-out error of the refit and the "
