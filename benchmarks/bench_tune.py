@@ -187,6 +187,21 @@ def export_terms(cands, grid: list[tuner.TuneTrial], rec: dict, args, path: Path
     print(f"wrote {len(rows)} strategies' step terms and measured steps to {path}")
 
 
+def with_collective_ratios(device: DeviceSpec, microbench: Path) -> DeviceSpec:
+    """A record from before profiles carried collective_time_ratio: take it from the run's microbench.json."""
+    if device.collective_time_ratio or not microbench.is_file():
+        return device
+    from dataclasses import replace
+
+    from scalestudy.costmodel.calibrate import collective_time_ratios
+
+    meas = json.loads(microbench.read_text())
+    ratios = collective_time_ratios(meas.get("collectives", []), int(meas.get("world_size", 1)),
+                                    device.intra_node_latency_s, device.intra_node_bytes_per_s)
+    print(f"collective time ratios from {microbench}: {ratios} (measured / modelled time at the largest message)")
+    return replace(device, collective_time_ratio=ratios)
+
+
 def measure_grid(cands, spec, w, args, out: Path, record: dict) -> list[tuner.TuneTrial]:
     """Every strategy once; bench_tune.json is rewritten after each trial ("grid_complete": false until the
     last), so a grid can be replayed (--grid-from --replay-only) while the live repeats still run, or after a
@@ -269,6 +284,7 @@ def main() -> None:
     rec = json.loads(Path(args.grid_from).read_text()) if args.grid_from else None
     if rec:  # a record from before profiles were stored in it needs --profile (else the static local-cpu)
         device = DeviceSpec(**rec["device"]) if "device" in rec else get_device(args.profile or "local-cpu")
+        device = with_collective_ratios(device, Path(args.grid_from).parent / "calibration" / "microbench.json")
         calib_s = rec["calibration_s"]
     elif args.profile:
         device, calib_s = get_device(args.profile), 0.0

@@ -29,7 +29,10 @@ def synthetic_microbench(world=2, alpha=50e-6, bw=0.8e9):
                    {"n": 1024, "dtype": "fp32", "flops_per_s": 40e9}, {"n": 64, "dtype": "bf16", "flops_per_s": 1e9}],
         "copy": {"bytes_per_s": 5e9}, "adam": {"params_per_s": 1e8},
         "collectives": [{"op": "all_reduce", "bytes": s, "seconds": ring_time(s, world, alpha, bw)} for s in sizes]
-        + [{"op": "all_gather", "bytes": 1 << 20, "seconds": 1.0}],
+        + [{"op": "all_gather", "bytes": 1 << 20, "seconds": 1.0},
+           # reduce_scatter of 16 MB at 4x the time the all_reduce fit gives it ((n-1) alpha + (n-1)/n S/B)
+           {"op": "reduce_scatter", "bytes": 16 << 20, "seconds": 4 * ((world - 1) * alpha
+                                                                       + (world - 1) / world * (16 << 20) / bw)}],
     }
 
 
@@ -53,6 +56,10 @@ def test_profile_from_microbench_and_yaml_round_trip(tmp_path):
     assert dev.intra_node_latency_s == pytest.approx(50e-6, rel=1e-3)
     assert dev.hbm_bytes_per_s == 5e9 and dev.cpu_adam_params_per_s == pytest.approx(2e8)
     assert dev.memory_bytes == base.memory_bytes and dev.kind == "cpu"
+    # each collective's measured time at its largest message over the all_reduce fit's (tune's refit reads it)
+    assert dev.collective_time_ratio["all_reduce"] == pytest.approx(1.0, rel=1e-3)
+    assert dev.collective_time_ratio["reduce_scatter"] == pytest.approx(4.0, rel=1e-3)
+    assert dev.collective_time_ratio["all_gather"] == 20.0  # 1 s for 1 MB: clipped at 20x
     path = save_profile(dev, tmp_path / "p.yaml")
     assert get_device(str(path)) == dev
     assert not list(Path(tmp_path).glob("*.tmp"))

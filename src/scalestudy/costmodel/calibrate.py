@@ -75,6 +75,24 @@ def fit_alpha_beta(points: list[tuple[float, float]], world: int) -> tuple[float
     return a / hops, hops / world / b
 
 
+def collective_time_ratios(collectives: list[dict], world: int, alpha: float, bandwidth: float) -> dict[str, float]:
+    """Per collective op, its measured time at the largest message / the ring alpha-beta model's (fitted on
+    all_reduce): all_reduce 2(n-1) alpha + 2(n-1)/n S/B; all_gather and reduce_scatter (n-1) alpha + (n-1)/n S/B
+    (S = the full buffer). On one-thread gloo ranks reduce_scatter is several times slower per byte than the
+    all_reduce fit says: ZeRO-2/3 and FSDP move their gradients with it (tune's refit reads this)."""
+    out: dict[str, float] = {}
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        rows = [c for c in collectives if c["op"] == op]
+        if not rows or world < 2:
+            continue
+        big = max(rows, key=lambda c: c["bytes"])
+        hops = 2 * (world - 1) if op == "all_reduce" else world - 1
+        model = hops * alpha + hops / world * big["bytes"] / bandwidth
+        if model > 0 and big["seconds"] > 0:
+            out[op] = round(min(20.0, max(0.25, big["seconds"] / model)), 3)
+    return out
+
+
 def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSpec:
     """A DeviceSpec from micro-benchmark results; what was not measured keeps the base device's value."""
     if not meas.get("matmul"):
@@ -97,6 +115,7 @@ def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSp
         alpha, bw = fit_alpha_beta(ar, world)
         changes["intra_node_latency_s"] = float(f"{alpha:.4g}")
         changes["intra_node_bytes_per_s"] = float(f"{bw:.4g}")
+        changes["collective_time_ratio"] = collective_time_ratios(meas["collectives"], world, alpha, bw)
     sources = [f"calibrated by `scalestudy calibrate` from micro-benchmarks on {world} rank(s) "
                f"({meas.get('device', '?')}, {meas.get('threads', '?')} thread(s)/rank, torch {meas.get('torch', '?')})",
                f"unmeasured fields from {base.name}"]
@@ -121,11 +140,18 @@ class StepTerms:
     framework_s: float = 0.0  # measured framework time of a CPU profile (Estimate.framework_s; 0 without one)
     engine_s: float = 0.0  # the part of framework_s that is the engine's own (the profile's engine_overhead_s:
     #                        hooks, bucketing, per micro-step), measured on a small model
+    comm_ratio: float = 1.0  # measured / modelled time of the collectives comm_s is made of (the calibration's
+    #                          DeviceSpec.collective_time_ratio, mixed by the family's collectives); 1 = unmeasured
+
+    @property
+    def comm_measured_s(self) -> float:
+        """comm_s at the calibration's measured rate of each collective."""
+        return self.comm_s * self.comm_ratio
 
     @property
     def modelled_s(self) -> float:
-        """The uncalibrated cost model's step time."""
-        return self.compute_s + self.comm_s + self.optimizer_s + self.framework_s
+        """The cost model's step time on the calibrated profile (collectives at their measured rates), no refit."""
+        return self.compute_s + self.comm_measured_s + self.optimizer_s + self.framework_s
 
 
 @dataclass
@@ -133,7 +159,7 @@ class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
     step = compute * compute_s + optimizer * optimizer_s + framework * (framework_s - engine_s) + hooks * engine_s
-           + (comm + comm_engine[engine] + comm_family[family]) * comm_s
+           + (comm + comm_engine[engine] + comm_family[family]) * comm_s * comm_ratio
            + step_overhead_s + engine_step_overhead_s[engine] + family_step_overhead_s[family]
            + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
     `scale` is the one factor that best maps the uncalibrated model onto the trials (the median ratio, in logs):
@@ -171,7 +197,7 @@ class EfficiencyFit:
         over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
         once = (self.step_overhead_s + self.engine_step_overhead_s.get(t.engine, 0.0)
                 + self.family_step_overhead_s.get(t.family, 0.0))
-        step = (self.compute * t.compute_s + self.comm_factor(t) * t.comm_s + self.optimizer * t.optimizer_s
+        step = (self.compute * t.compute_s + self.comm_factor(t) * t.comm_measured_s + self.optimizer * t.optimizer_s
                 + self.framework * (t.framework_s - t.engine_s) + self.hooks * t.engine_s + once
                 + t.micro_steps * over)
         # negative overhead parts may offset each other, never make a step faster than a tenth of the scaled model
@@ -225,7 +251,7 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
     w = math.sqrt(prior)
 
     def comm_weight(ts: list[StepTerms]) -> float:
-        return w * max(_median([t.comm_s for t in ts]) / ref, COMM_PRIOR_FLOOR)
+        return w * max(_median([t.comm_measured_s for t in ts]) / ref, COMM_PRIOR_FLOOR)
 
     # columns: (name, key, feature(t), prior target, prior weight)
     cols: list[tuple[str, str, object, float, float]] = [
@@ -233,28 +259,43 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
         ("optimizer", "", lambda t: t.optimizer_s, scale, w),
         ("framework", "", lambda t: t.framework_s - t.engine_s, scale, w),
         ("hooks", "", lambda t: t.engine_s, scale, w),
-        ("comm", "", lambda t: t.comm_s, scale, w),
-        ("overhead_s", "", lambda t: float(t.micro_steps), 0.0, w / ref),
-        ("step_overhead_s", "", lambda t: 1.0, 0.0, w / ref),
+        ("comm", "", lambda t: t.comm_measured_s, scale, w),
     ]
     ow = OVERHEAD_PRIOR_RATIO * w / ref
+    cols += [("overhead_s", "", lambda t: float(t.micro_steps), 0.0, ow), ("step_overhead_s", "", lambda t: 1.0, 0.0, ow)]
     for e in engines:
         cw = comm_weight([t for t, _ in obs if t.engine == e])
-        cols += [("comm_engine", e, lambda t, e=e: t.comm_s if t.engine == e else 0.0, 0.0, cw),
+        cols += [("comm_engine", e, lambda t, e=e: t.comm_measured_s if t.engine == e else 0.0, 0.0, cw),
                  ("engine_overhead_s", e, lambda t, e=e: float(t.micro_steps) if t.engine == e else 0.0, 0.0, ow),
                  ("engine_step_overhead_s", e, lambda t, e=e: 1.0 if t.engine == e else 0.0, 0.0, ow)]
     for f in fams:
         cw = FAMILY_PRIOR_RATIO * comm_weight([t for t, _ in obs if t.family == f])
         fw = FAMILY_PRIOR_RATIO * ow
-        cols += [("comm_family", f, lambda t, f=f: t.comm_s if t.family == f else 0.0, 0.0, cw),
+        cols += [("comm_family", f, lambda t, f=f: t.comm_measured_s if t.family == f else 0.0, 0.0, cw),
                  ("family_overhead_s", f, lambda t, f=f: float(t.micro_steps) if t.family == f else 0.0, 0.0, fw),
                  ("family_step_overhead_s", f, lambda t, f=f: 1.0 if t.family == f else 0.0, 0.0, fw)]
-    rows = [[feat(t) / m for _, _, feat, _, _ in cols] for t, m in obs]
-    rhs = [1.0] * len(rows)
-    for j, (_, _, _, target, weight) in enumerate(cols):
-        rows.append([weight if k == j else 0.0 for k in range(len(cols))])
-        rhs.append(weight * target)
-    theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
+    # A per-micro-step overhead is told from a per-step one only by trials at different accumulations. Where its
+    # trials all ran one accumulation the prior splits a correction between the two, and one that comes out
+    # negative is dropped and the rest refitted (as costmodel/cpu_profile.fit_overheads does): a model that ran
+    # fast at 1 micro-step must not come back 8-fold faster at 8.
+    scope = {"overhead_s": lambda t, key: True, "engine_overhead_s": lambda t, key: t.engine == key,
+             "family_overhead_s": lambda t, key: t.family == key}
+    blind = {j for j, col in enumerate(cols) if col[0] in scope
+             and len({t.micro_steps for t, _ in obs if scope[col[0]](t, col[1])}) < 2}
+    active = list(range(len(cols)))
+    while True:
+        use = [cols[j] for j in active]
+        rows = [[feat(t) / m for _, _, feat, _, _ in use] for t, m in obs]
+        rhs = [1.0] * len(rows)
+        for j, (_, _, _, target, weight) in enumerate(use):
+            rows.append([weight if k == j else 0.0 for k in range(len(use))])
+            rhs.append(weight * target)
+        theta = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
+        negative = [active[j] for j, v in enumerate(theta) if active[j] in blind and v < 0]
+        if not negative:
+            break
+        active = [j for j in active if j not in negative]
+    cols = use
     fit = EfficiencyFit(scale=scale, prior=prior, trials_fitted=len(obs))
     for (name, key, _, _, _), value in zip(cols, theta):
         if key:
@@ -263,6 +304,10 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
             setattr(fit, name, max(0.05, float(value)))
         else:
             setattr(fit, name, float(value))
+    for e in engines:  # a dropped overhead is 0
+        fit.engine_overhead_s.setdefault(e, 0.0)
+    for f in fams:
+        fit.family_overhead_s.setdefault(f, 0.0)
     return fit
 
 

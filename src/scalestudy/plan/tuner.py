@@ -68,6 +68,31 @@ def family(c: Candidate) -> str:
         ("+param" if s.offload_params != "none" else "")
 
 
+def collective_mix(c: Candidate) -> dict[str, float]:
+    """Which collectives a strategy's data-parallel communication is made of, as shares of the modelled time
+    (the pattern of costmodel/estimate.py's _dp_comm; equal bytes per collective): DDP and ZeRO-0 all-reduce;
+    DDP's ZeRO-1 all-reduces then re-broadcasts the shards; DeepSpeed ZeRO-1/2 reduce-scatter the gradients (ZeRO-2
+    every micro-step) and all-gather the weights once; ZeRO-3 and FSDP gather per micro-step for the forward (and
+    the backward, not FSDP's zero 2) and reduce-scatter."""
+    s, ga = c.strategy, c.point.grad_accum
+    if s.engine == "fsdp" or s.zero == 3:
+        gathers = 1 if (s.engine == "fsdp" and s.zero == 2) else 2
+        return {"all_gather": gathers / (gathers + 1), "reduce_scatter": 1 / (gathers + 1)}
+    if s.zero == 0:
+        return {"all_reduce": 1.0}
+    if s.engine == "ddp":
+        return {"all_reduce": 2 / 3, "all_gather": 1 / 3}
+    reduces = ga if s.zero == 2 else 1
+    return {"reduce_scatter": reduces / (reduces + 1), "all_gather": 1 / (reduces + 1)}
+
+
+def comm_ratio(c: Candidate) -> float:
+    """Measured / modelled time of the strategy's collectives (DeviceSpec.collective_time_ratio, by
+    `collective_mix`); 1 where the calibration did not measure them."""
+    measured = c.estimate.cluster.device.collective_time_ratio
+    return sum(w * measured.get(op, 1.0) for op, w in collective_mix(c).items())
+
+
 def terms(c: Candidate) -> StepTerms:
     """The estimate's step time split into the parts the refit scales. The engine's own framework time (the CPU
     profile's engine_overhead_s, what estimate adds beyond its per-step and per-micro-step framework time) is kept
@@ -78,7 +103,7 @@ def terms(c: Candidate) -> StepTerms:
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
                      optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
                      engine=c.strategy.engine, framework_s=e.framework_s,
-                     engine_s=min(e.framework_s, max(0.0, e.framework_s - plain)))
+                     engine_s=min(e.framework_s, max(0.0, e.framework_s - plain)), comm_ratio=comm_ratio(c))
 
 
 class EfficiencyModel:
@@ -388,7 +413,7 @@ def _screen(search: _Search) -> str:
 def unverified_share(t: StepTerms) -> float:
     """The share of a strategy's modelled step that rests on terms a small-model profile and <= 16 MB
     micro-benchmarks extrapolate most: its data-parallel collectives and its engine's hooks."""
-    return (t.comm_s + t.engine_s) / t.modelled_s if t.modelled_s > 0 else 0.0
+    return (t.comm_measured_s + t.engine_s) / t.modelled_s if t.modelled_s > 0 else 0.0
 
 
 def _identify(search: _Search) -> None:

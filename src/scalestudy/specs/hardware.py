@@ -50,6 +50,9 @@ class DeviceSpec:
     microstep_overhead_s: float = 0.0  # per micro-batch (batch assembly, embeddings, loss, autograd set-up)
     # per engine ("deepspeed-3", "fsdp-2", ...): its own cost above plain PyTorch, seconds per sublayer per micro-batch
     engine_overhead_s: dict[str, float] = field(default_factory=dict)
+    # per collective ("all_gather", "reduce_scatter", "all_reduce"): measured time at the calibration's largest
+    # message / the link model's (alpha-beta fitted on all_reduce); {} = not measured. Read by tune's refit only.
+    collective_time_ratio: dict[str, float] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
