@@ -416,10 +416,17 @@ def unverified_share(t: StepTerms) -> float:
     return (t.comm_measured_s + t.engine_s) / t.modelled_s if t.modelled_s > 0 else 0.0
 
 
+# The identification trial is worth its budget when a family leans on at least this much more unverified time
+# (share of its modelled step) than its engine's measured families: off by a factor ~2 (the calibration's gloo
+# reduce_scatter took 4x the all_reduce fit, DeepSpeed's ZeRO-2/3 per-micro-step work 3-5x the model), that share
+# moves the prediction by about the 15% the predictions are asked to hold.
+IDENTIFY_MIN_SHARE = 0.10
+
+
 def _identify(search: _Search) -> None:
     """One trial of the unmeasured family whose prediction leans most on unverified terms beyond what its engine's
-    measured families cover (`unverified_share`, at the family's best-predicted micro-batch), when it fits the
-    budget. Why: a ZeRO-2/3 family's collectives and hooks run every micro-step, so an error there grows with the
+    measured families cover (`unverified_share`, at the family's best-predicted micro-batch), when that is at least
+    IDENTIFY_MIN_SHARE and the trial fits the budget. Why: a ZeRO-2/3 family's collectives and hooks run every micro-step, so an error there grows with the
     accumulation, and only a trial of such a family lets the refit's communication factors of that engine see
     it (`fit_efficiency`); the screen measures each engine's simplest form only."""
     s = search.settings
@@ -438,7 +445,7 @@ def _identify(search: _Search) -> None:
     gain = {f: unverified_share(search.eff._t(c)) - covered[c.strategy.engine] for f, c in best.items()}
     for f in sorted(gain, key=gain.get, reverse=True)[:s.identify]:
         c = best[f]
-        if gain[f] <= 0 or not search.affordable(search.trial_cost(c)):
+        if gain[f] < IDENTIFY_MIN_SHARE or not search.affordable(search.trial_cost(c)):
             return
         search.run(c, "identify")
 
