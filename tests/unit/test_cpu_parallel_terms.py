@@ -53,6 +53,12 @@ def test_tp_prices_each_dtensor_collective_and_keeps_the_head_whole():
     sp = estimate(LLAMA, CPU, dataclasses.replace(st, sequence_parallel=True), WORK)
     ag = collective(1.0, act, 2, 2, links(CPU))
     assert sp.tp_comm_s == pytest.approx(ga * (LLAMA.num_layers * (4 * ag + 5 * ar + 2 * ag) + 2 * ag))
+    # a calibration that measured gloo's reduce-scatter 4x slower per byte prices the 2 per layer so
+    slow = dataclasses.replace(CPU, device=dataclasses.replace(CPU.device, collective_time_ratio={
+        "reduce_scatter": 4.0}))
+    latency = collective(1.0, act, 2, 2, (float("inf"), CPU.intra_latency, float("inf"), CPU.inter_latency))
+    extra = estimate(LLAMA, slow, sp.strategy, WORK).tp_comm_s - sp.tp_comm_s
+    assert extra == pytest.approx(ga * LLAMA.num_layers * 2 * 3.0 * (ag - latency))
 
 
 def test_measured_dispatch_overheads_scale_with_projections_and_steps():

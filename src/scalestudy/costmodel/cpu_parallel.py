@@ -13,7 +13,8 @@ at 0.95x the step of dp2 where llama-tiny measured 2.9x, and pp2 at 2.2x where i
   gradient: q, k and v three times, not once as Megatron's fused backward), plus with sequence parallelism an
   all-gather per row-parallel output, and an all-gather at each chunk's sequence scatter and gather. Full
   recomputation repeats the forward ones. On gloo they are latency-bound; each is priced by the calibrated
-  alpha-beta ring (`comm.collective`).
+  alpha-beta ring (`comm.collective`), its bytes term at the calibration's measured rate of that op
+  (DeviceSpec.collective_time_ratio: gloo's reduce-scatter is several times slower per byte than all-reduce).
 - DTensor dispatch: per sharded projection and micro-batch (from_local / redistribute / to_local and the
   sharded matmuls, forward and backward), per sequence-parallel sub-layer, and per sharded projection and
   optimizer step (AdamW, partial-gradient reduction and the global norm on DTensors): measured seconds in the
@@ -30,6 +31,7 @@ at 0.95x the step of dp2 where llama-tiny measured 2.9x, and pp2 at 2.2x where i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, p2p_time
@@ -91,8 +93,16 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
     sp = st.sequence_parallel
     a = ACT_BYTES[st.precision]
     counts = tp_layer_counts(model)
-    ar = lambda n: collective(2.0, n, tp, tp, lk)  # noqa: E731
-    ag = lambda n: collective(1.0, n, tp, tp, lk)  # noqa: E731 - all-gather and reduce-scatter alike
+    ratio = dev.collective_time_ratio  # measured / alpha-beta time per gloo op (calibration), on the bytes term
+    latency_only = (math.inf, lk[1], math.inf, lk[3])
+
+    def timed(op: str, volume: float, nbytes: float) -> float:
+        latency = collective(volume, nbytes, tp, tp, latency_only)
+        return latency + ratio.get(op, 1.0) * (collective(volume, nbytes, tp, tp, lk) - latency)
+
+    ar = lambda n: timed("all_reduce", 2.0, n)  # noqa: E731
+    ag = lambda n: timed("all_gather", 1.0, n)  # noqa: E731
+    rs = lambda n: timed("reduce_scatter", 1.0, n)  # noqa: E731
     fwd_repeat = 2 if st.recompute == "full" else 1
     comm = dispatch = 0.0
     linears = 0
@@ -101,7 +111,7 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
         length = t if (model.is_encoder_decoder and k == 1) else s
         act = mb * length * model.d_model * a
         if sp:
-            per_layer = fwd_repeat * row * (ag(act) + ag(act)) + col * ar(act) + row * ag(act)
+            per_layer = fwd_repeat * row * (ag(act) + rs(act)) + col * ar(act) + row * ag(act)
             dispatch += layers * sub * dev.engine_overhead_s.get(TP_SP_SUBLAYER, 0.0)
         else:
             per_layer = fwd_repeat * row * ar(act) + col * ar(act)
