@@ -208,7 +208,7 @@ class EfficiencyFit:
 
 
 FAMILY_PRIOR_RATIO = 2.0  # a family term's ridge weight / its engine's (a family deviates less than an engine)
-OVERHEAD_PRIOR_RATIO = 3.0  # an engine overhead's ridge weight per second / a communication factor's per second
+OVERHEAD_PRIOR_RATIO = 3.0  # an overhead's ridge weight per second / an engine communication factor's per second
 COMM_PRIOR_FLOOR = 0.05  # communication factors' ridge weight never below this (x prior weight): a family whose
 #                          collectives are a tiny share of its step (a small model) cannot blow its factor up
 
@@ -233,11 +233,11 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
     or family measured, its excess; they cannot separate compute from framework time or per-step from
     per-micro-step overhead. So the fit first takes the overall `scale` (median measured / modelled), then lets
     each factor leave `scale` and each overhead leave 0 only as far as the data demand (ridge, weight `prior`;
-    overheads in units of the median measured step, so the prior means the same for any model size). The
-    communication factors are priced per second they move (weight x the median communication time of what they
-    cover / the median step), overheads OVERHEAD_PRIOR_RATIO times dearer: an engine's excess is read as its
-    collectives running slower than modelled (the mechanism on one-thread gloo ranks, `EfficiencyFit`) before it
-    is read as a fixed cost. With no trials it is the uncalibrated model.
+    overheads in units of the median measured step, so the prior means the same for any model size). An engine's
+    or family's communication factor is priced per second it moves (weight x the median communication time of
+    what it covers / the median step), overheads OVERHEAD_PRIOR_RATIO times dearer: an engine's excess is read as
+    its collectives running slower than modelled (the mechanism on one-thread gloo ranks, `EfficiencyFit`) before
+    it is read as a fixed cost. With no trials it is the uncalibrated model.
     """
     import numpy as np
 
@@ -262,7 +262,8 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
         ("comm", "", lambda t: t.comm_measured_s, scale, w),
     ]
     ow = OVERHEAD_PRIOR_RATIO * w / ref
-    cols += [("overhead_s", "", lambda t: float(t.micro_steps), 0.0, ow), ("step_overhead_s", "", lambda t: 1.0, 0.0, ow)]
+    cols += [("overhead_s", "", lambda t: float(t.micro_steps), 0.0, ow),
+             ("step_overhead_s", "", lambda t: 1.0, 0.0, ow)]
     for e in engines:
         cw = comm_weight([t for t, _ in obs if t.engine == e])
         cols += [("comm_engine", e, lambda t, e=e: t.comm_measured_s if t.engine == e else 0.0, 0.0, cw),

@@ -28,10 +28,11 @@ static profile). The factors are pulled toward one overall scale (median measure
 toward 0 (the family terms harder than the engine terms); an engine's or family's excess goes first to its
 communication factor (priced per second it moves, overheads 3x dearer), which extrapolates with the family's
 pattern of collectives (ZeRO-2 / ZeRO-3 / FSDP every micro-step, the others once per step): what the few trials
-cannot identify stays at the uncalibrated model, scaled. After the screen one identification trial (`_identify`)
-measures the family whose prediction leans most on such unverified terms. On one-thread gloo ranks nothing
-overlaps, so communication counts in full (`dp_comm_total_s`). Predictions of strategies not run carry the leave-one-out error of the refit
-(`EfficiencyModel.prediction_uncertainty`); tune.json lists every candidate with its final prediction.
+cannot identify stays at the uncalibrated model, scaled. Communication is costed at the calibration's measured
+rate of each collective (`comm_ratio`). After the screen one identification trial (`_identify`) measures the
+family whose prediction leans most on such unverified terms. On one-thread gloo ranks nothing overlaps, so
+communication counts in full (`dp_comm_total_s`). Predictions of strategies not run carry the leave-one-out error
+of the refit (`EfficiencyModel.prediction_uncertainty`); tune.json lists every candidate with its final prediction.
 """
 
 from __future__ import annotations
@@ -426,9 +427,10 @@ IDENTIFY_MIN_SHARE = 0.10
 def _identify(search: _Search) -> None:
     """One trial of the unmeasured family whose prediction leans most on unverified terms beyond what its engine's
     measured families cover (`unverified_share`, at the family's best-predicted micro-batch), when that is at least
-    IDENTIFY_MIN_SHARE and the trial fits the budget. Why: a ZeRO-2/3 family's collectives and hooks run every micro-step, so an error there grows with the
-    accumulation, and only a trial of such a family lets the refit's communication factors of that engine see
-    it (`fit_efficiency`); the screen measures each engine's simplest form only."""
+    IDENTIFY_MIN_SHARE and the trial fits the budget. Why: a ZeRO-2/3 family's collectives and hooks run every
+    micro-step, so an error there grows with the accumulation, and only a trial of such a family lets the refit's
+    communication factors of that engine see it (`fit_efficiency`); the screen measures each engine's simplest
+    form only."""
     s = search.settings
     if s.identify < 1 or not search.ok():
         return
