@@ -218,6 +218,38 @@ def test_an_identification_trial_when_a_family_leans_on_unverified_collectives(m
     assert tune(monkeypatch, 0, cands, identify=0)[0].trials[3].phase != "identify"
 
 
+@pytest.mark.parametrize("predicted_mb4, runs", [(1.05, True), (1.30, False)])
+def test_the_best_family_at_another_micro_batch_when_the_model_cannot_rule_it_out(predicted_mb4, runs):
+    """After the screen (every family at one accumulation): the best-measured family's best-predicted other
+    micro-batch gets one trial when predicted within one combined sd (noise 5%, refit error 10%) of the best
+    measured step -- gpt2-tiny's micro-batch 4 ran 14% faster than 8, which the model had 5% slower."""
+    cands = candidates()
+    best, other = "ddp tp1 pp1 mb8 fp32", "ddp tp1 pp1 mb4 fp32"
+    pred = {c.strategy.label: 1.5 for c in cands} | {best: 1.0, other: predicted_mb4}
+
+    class Model:  # a refit whose predictions and leave-one-out error are given
+        def predict(self, c):
+            return pred[c.strategy.label]
+
+        def prediction_uncertainty(self, observed):
+            return 0.10
+
+        def refit(self, observed):
+            return self
+
+    def run_one(index, cand, before, uncal):
+        steps = [pred[cand.strategy.label]] * (STEPS - WARMUP)
+        return tuner.TuneTrial(index, cand.strategy.label, cand.strategy.to_dict(), cand.point.grad_accum, "OK",
+                               steps[0], before, uncal, STARTUP_S, STEPS, "", step_times_s=steps, startup_s=STARTUP_S)
+
+    search = tuner._Search(cands, run_one, tuner.TuneSettings(budget_s=1e9, budget_fraction=0), 0.0, lambda m: None)
+    search.eff = Model()
+    for label in (best, "ds-z0 tp1 pp1 mb8 fp32", "fsdp-z2 tp1 pp1 mb8 fp32"):
+        search.run(search.by_label[label], "screen")
+    tuner._identify_accumulation(search)
+    assert [t.label for t in search.trials if t.phase == "identify"] == ([other] if runs else [])
+
+
 def test_halving_three_contenders_and_a_contender_that_fails(monkeypatch):
     cands = candidates()
     # --contenders 3, no budget cap: round 1 measures three, later rounds fewer (halving), never more; only

@@ -20,12 +20,13 @@ import pytest
 from scalestudy.costmodel.calibrate import StepTerms, fit_efficiency
 from scalestudy.plan.tuner import IDENTIFY_MIN_SHARE, unverified_share
 
-GRID = Path(__file__).parent / "data" / "tune_grid_t5micro.json"
+DATA = Path(__file__).parent / "data"
+GRID = DATA / "tune_grid_t5micro.json"
 LOWEST = ("ds-z0", "fsdp-z2", "ddp")  # each engine's lowest ZeRO stage: tune's screen
 
 
-def load():
-    rows = json.loads(GRID.read_text())["strategies"]
+def load(grid=GRID):
+    rows = json.loads(grid.read_text())["strategies"]
     fields = set(StepTerms.__dataclass_fields__)
     terms = {r["strategy"]: StepTerms(**{k: v for k, v in r.items() if k in fields}) for r in rows}
     return terms, {r["strategy"]: r["measured_step_s"] for r in rows}, {r["strategy"]: r["micro_batch"] for r in rows}
@@ -57,6 +58,22 @@ def test_predictions_of_strategies_tune_did_not_run_on_a_recorded_grid():
     # issue's 15% is not met on this grid: it ran at load 1.8-5.2 on 2 cores (see benchmarks/RESULTS.md).
     errs = [abs(e) for e in seen.values()]
     assert statistics.median(errs) <= 27 and max(errs) <= 57
+
+
+def test_a_decoder_grid_held_out_the_same_way():
+    """gpt2-tiny (tests/unit/data/tune_grid_gpt2tiny.json, the lead's grid of 18:47, load 0.7-2.3), the trials tune
+    runs there: the screen, the best family at another micro-batch (ddp mb4: the model cannot rule it out, and it
+    is the grid's best, 14% faster than mb8) and ZeRO-3. Its errors are the other way round: the model puts too
+    much on every micro-step of a 1.5M-parameter model (sharded engines' tiny collectives, hooks), which the
+    refit learns from DDP's two accumulations for every engine (global per-micro-step overhead)."""
+    terms, measured, mb = load(DATA / "tune_grid_gpt2tiny.json")
+    ran = [k for k, t in terms.items() if mb[k] == 8 and t.family in LOWEST] + ["ddp tp1 pp1 mb4 fp32",
+                                                                              "ds-z3 tp1 pp1 mb8 fp32"]
+    errs = [abs(e) for e in unmeasured_errors(terms, measured, ran).values()]
+    # Pinned: median / max 12.2% / 77.3% over the 27 not run (the max: ds-z3 mb1, 0.38 s measured, the model 0.73
+    # s: DeepSpeed keeps parameters under 1e5 elements unpartitioned, the model gathers them); before the change
+    # 9.9% / 76.7% with the same trials. Within 15%: 15 of 27.
+    assert statistics.median(errs) <= 14 and max(errs) <= 80 and sum(e <= 15 for e in errs) >= 14
 
 
 def test_a_family_excess_extrapolates_with_its_own_collectives():

@@ -237,8 +237,9 @@ class TuneSettings:
     memory_limit_bytes: int = 0  # 0 = none; else the address-space cap (RLIMIT_AS) of each trial process
     budget_fraction: float = 0.15  # trials after the screen stop at this fraction of the estimated full grid's
     #                                trial time (calibration and screen counted); 0 = no such cap
-    identify: int = 1  # trials after the screen of the families whose predictions lean most on unverified
-    #                    collectives/hooks (`_identify`), within the budget; 0 = none
+    identify: int = 1  # identification trials after the screen, within the budget (`_identify_accumulation`: the
+    #                    best family at another micro-batch; `_identify`: the family leaning most on unverified
+    #                    collectives/hooks); 0 = none
     contenders: int = 2  # most strategies in one interleaved re-measurement round (1 = never re-measure; more
     #                      than 2 are halved round by round, but under a tight budget the head-to-head of the top two
     #                      decides best: tests/unit/test_plan_tune_noise.py)
@@ -424,6 +425,37 @@ def unverified_share(t: StepTerms) -> float:
 IDENTIFY_MIN_SHARE = 0.10
 
 
+def _identify_accumulation(search: _Search) -> None:
+    """One trial of the best-measured strategy's family at its best-predicted other micro-batch, when no family
+    has been measured at two accumulations yet and the model cannot rule that micro-batch out (predicted within
+    one combined sd, measurement noise and the refit's leave-one-out error, of the best measured step; the
+    contenders' rule, plan/noise.py). Which micro-batch a family runs fastest at is where the model knows least:
+    per-micro-step framework time against GEMM efficiency and memory traffic that outgrows the caches (gpt2-tiny
+    on this machine: micro-batch 4 14% faster than 8, the model says 5% slower); and only trials at two
+    accumulations tell per-step from per-micro-step time."""
+    ok = search.ok()
+    comp = search.comparison()
+    if not ok or comp is None:
+        return
+    seen: dict[str, set] = {}
+    for t in ok:
+        seen.setdefault(family(search.by_label[t.label]), set()).add(t.grad_accum)
+    if any(len(v) > 1 for v in seen.values()):
+        return
+    medians = search.medians()
+    best = min(medians, key=medians.get)
+    fam, ga = family(search.by_label[best]), search.by_label[best].point.grad_accum
+    others = sorted((c for c in search.cands if family(c) == fam and c.point.grad_accum != ga
+                     and c.strategy.label not in search.tried()), key=search.eff.predict)
+    if not others:
+        return
+    unc = search.eff.prediction_uncertainty(search.observed())
+    sd = math.hypot(comp.noise, unc if unc is not None else DEFAULT_PREDICTION_ERROR)
+    c = others[0]
+    if math.log(search.eff.predict(c) / medians[best]) <= sd and search.affordable(search.trial_cost(c)):
+        search.run(c, "identify")
+
+
 def _identify(search: _Search) -> None:
     """One trial of the unmeasured family whose prediction leans most on unverified terms beyond what its engine's
     measured families cover (`unverified_share`, at the family's best-predicted micro-batch), when that is at least
@@ -565,7 +597,9 @@ def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Worklo
     search = _Search(cands, run_one, settings, calibration_s, log)
     stop = _screen(search)
     if not stop:
-        _identify(search)
+        if settings.identify:  # what the screen cannot show: the best family's micro-batch, a ZeRO family's excess
+            _identify_accumulation(search)
+            _identify(search)
         stop = _explore(search)
     if not stop.startswith(("reached", "budget of")):
         stop = "; ".join(x for x in (stop, _confirm(search)) if x)
