@@ -69,13 +69,12 @@ def family(c: Candidate) -> str:
         ("+param" if s.offload_params != "none" else "")
 
 
-def collective_mix(c: Candidate) -> dict[str, float]:
+def collective_mix(s, ga: int) -> dict[str, float]:
     """Which collectives a strategy's data-parallel communication is made of, as shares of the modelled time
     (the pattern of costmodel/estimate.py's _dp_comm; equal bytes per collective): DDP and ZeRO-0 all-reduce;
     DDP's ZeRO-1 all-reduces then re-broadcasts the shards; DeepSpeed ZeRO-1/2 reduce-scatter the gradients (ZeRO-2
     every micro-step) and all-gather the weights once; ZeRO-3 and FSDP gather per micro-step for the forward (and
-    the backward, not FSDP's zero 2) and reduce-scatter."""
-    s, ga = c.strategy, c.point.grad_accum
+    the backward, not FSDP's zero 2) and reduce-scatter. `s`: the Strategy, `ga`: its accumulation."""
     if s.engine == "fsdp" or s.zero == 3:
         gathers = 1 if (s.engine == "fsdp" and s.zero == 2) else 2
         return {"all_gather": gathers / (gathers + 1), "reduce_scatter": 1 / (gathers + 1)}
@@ -91,7 +90,38 @@ def comm_ratio(c: Candidate) -> float:
     """Measured / modelled time of the strategy's collectives (DeviceSpec.collective_time_ratio, by
     `collective_mix`); 1 where the calibration did not measure them."""
     measured = c.estimate.cluster.device.collective_time_ratio
-    return sum(w * measured.get(op, 1.0) for op, w in collective_mix(c).items())
+    return sum(w * measured.get(op, 1.0) for op, w in collective_mix(c.strategy, c.point.grad_accum).items())
+
+
+# How engine/cpu_profile.py times the engines on several ranks (its "<engine>-<zero>@multi" overheads): t5-tiny,
+# micro-batch 2, accumulation 2, seq 64+16, fp32, 2 ranks (not imported: that module imports torch).
+PROFILE_MULTI = dict(model="t5-tiny", micro_batch=2, accum=2, seq=64, target=16, nproc=2)
+_MULTI_EXCESS: dict = {}
+
+
+def _profile_comm_excess(c: Candidate) -> float:
+    """Seconds per sublayer per micro-step that the CPU profile's "@multi" overhead of this engine already holds
+    for its collectives running at their measured rather than modelled rate: the profile timed the engine on
+    several ranks and kept what the cost model (collectives at the all_reduce fit's rate) did not predict. Costing
+    collectives at their measured rate (`comm_ratio`) must not count that again."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy
+
+    dev = c.estimate.cluster.device
+    s = c.strategy
+    key = (id(dev), s.engine, s.zero)
+    if key not in _MULTI_EXCESS:
+        p = PROFILE_MULTI
+        tiny = get_model(p["model"])
+        probe = Strategy(engine=s.engine, zero=s.zero, precision="fp32", micro_batch=p["micro_batch"])
+        est = estimate(tiny, ClusterSpec(device=dev, nodes=1, gpus_per_node=p["nproc"]), probe,
+                       Workload(p["micro_batch"] * p["accum"] * p["nproc"], p["seq"], p["target"]))
+        mix = collective_mix(probe, p["accum"])
+        ratio = sum(w * dev.collective_time_ratio.get(op, 1.0) for op, w in mix.items())
+        sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
+        _MULTI_EXCESS[key] = (dev, max(0.0, (ratio - 1.0) * est.dp_comm_total_s) / (p["accum"] * sublayers))
+    return _MULTI_EXCESS[key][1]
 
 
 def terms(c: Candidate) -> StepTerms:
@@ -101,10 +131,19 @@ def terms(c: Candidate) -> StepTerms:
     e = c.estimate
     dev = e.cluster.device
     plain = dev.step_overhead_s + c.point.grad_accum * dev.microstep_overhead_s
+    engine_s = min(e.framework_s, max(0.0, e.framework_s - plain))
+    framework_s = e.framework_s
+    multi_key = f"{c.strategy.engine}-{c.strategy.zero}@multi"
+    if dev.collective_time_ratio and e.layout.world_size > 1 and dev.engine_overhead_s.get(multi_key, 0.0) > 0:
+        # the part of the profile's multi-rank overhead that comm_ratio now costs explicitly, as estimate applies it
+        per = min(dev.engine_overhead_s[multi_key], _profile_comm_excess(c))
+        sublayers = engine_s / max(1e-12, c.point.grad_accum * sum(
+            dev.engine_overhead_s.get(k, 0.0) for k in (multi_key[:-6], multi_key))) if engine_s > 0 else 0.0
+        taken = c.point.grad_accum * sublayers * per
+        engine_s, framework_s = engine_s - taken, framework_s - taken
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
                      optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
-                     engine=c.strategy.engine, framework_s=e.framework_s,
-                     engine_s=min(e.framework_s, max(0.0, e.framework_s - plain)), comm_ratio=comm_ratio(c))
+                     engine=c.strategy.engine, framework_s=framework_s, engine_s=engine_s, comm_ratio=comm_ratio(c))
 
 
 class EfficiencyModel:
