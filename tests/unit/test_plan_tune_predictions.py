@@ -70,10 +70,10 @@ def test_a_decoder_grid_held_out_the_same_way():
     ran = [k for k, t in terms.items() if mb[k] == 8 and t.family in LOWEST] + ["ddp tp1 pp1 mb4 fp32",
                                                                               "ds-z3 tp1 pp1 mb8 fp32"]
     errs = [abs(e) for e in unmeasured_errors(terms, measured, ran).values()]
-    # Pinned: median / max 12.3% / 71.6% over the 27 not run (the max: ds-z3 mb1, 0.38 s measured, the model 0.73
+    # Pinned: median / max 11.2% / 63.1% over the 27 not run (the max: ds-z3 mb1, 0.38 s measured, the model 0.73
     # s: DeepSpeed keeps parameters under 1e5 elements unpartitioned, the model gathers them); before the change
-    # 9.9% / 76.7% with the same trials. Within 15%: 15 of 27.
-    assert statistics.median(errs) <= 14 and max(errs) <= 80 and sum(e <= 15 for e in errs) >= 14
+    # 9.9% / 76.7% with the same trials. Within 15%: 16 of 27.
+    assert statistics.median(errs) <= 13 and max(errs) <= 70 and sum(e <= 15 for e in errs) >= 15
 
 
 def test_a_family_excess_extrapolates_with_its_own_collectives():
@@ -152,3 +152,21 @@ def test_collectives_at_measured_rates_are_not_counted_twice_with_the_profiles_m
     plain, rated = ds3(base), ds3(measured)
     assert rated.comm_ratio > 2 and rated.engine_s < plain.engine_s  # the excess moved from hooks to collectives
     assert rated.modelled_s == pytest.approx(plain.modelled_s, rel=1e-6)
+
+
+def test_compute_efficiency_moves_with_the_micro_batch_once_two_sizes_ran():
+    """gpt2-tiny's steps at micro-batch 8 ran slower per sequence than at 4 (logits outgrow the caches), the
+    model's the other way round: trials at both sizes give the refit a compute-factor slope per doubling, which
+    carries to the other engines; trials at one size leave it at 0."""
+    def t(fam, engine, mb):
+        return StepTerms(0.1 * (1 + 0.02 * (8 // mb)), 0.0, 0.001, 8 // mb, fam, engine, micro_batch=mb)
+
+    def truth(x):  # 25% more compute time per doubling of the micro-batch above 2
+        return x.compute_s * (1 + 0.25 * (x.micro_batch.bit_length() - 2)) + x.optimizer_s
+
+    ran = [t("ddp", "ddp", 8), t("ddp", "ddp", 4), t("ds-z0", "deepspeed", 8)]
+    fit = fit_efficiency([(x, truth(x)) for x in ran])
+    assert fit.compute_slope > 0.1
+    for x in (t("ds-z0", "deepspeed", 4), t("ds-z0", "deepspeed", 2)):
+        assert fit.predict(x) == pytest.approx(truth(x), rel=0.06)
+    assert fit_efficiency([(x, truth(x)) for x in ran if x.micro_batch == 8]).compute_slope == 0.0

@@ -142,6 +142,7 @@ class StepTerms:
     #                        hooks, bucketing, per micro-step), measured on a small model
     comm_ratio: float = 1.0  # measured / modelled time of the collectives comm_s is made of (the calibration's
     #                          DeviceSpec.collective_time_ratio, mixed by the family's collectives); 1 = unmeasured
+    micro_batch: int = 0  # sequences per micro-batch (0 = unknown)
 
     @property
     def comm_measured_s(self) -> float:
@@ -158,7 +159,8 @@ class StepTerms:
 class EfficiencyFit:
     """Efficiency terms refit from measured steps; the defaults are the uncalibrated cost model.
 
-    step = compute * compute_s + optimizer * optimizer_s + framework * (framework_s - engine_s) + hooks * engine_s
+    step = (compute + compute_slope * (log2 micro_batch - slope_ref)) * compute_s + optimizer * optimizer_s
+           + framework * (framework_s - engine_s) + hooks * engine_s
            + (comm + comm_engine[engine] + comm_family[family]) * comm_s * comm_ratio
            + step_overhead_s + engine_step_overhead_s[engine] + family_step_overhead_s[family]
            + micro_steps * (overhead_s + engine_overhead_s[engine] + family_overhead_s[family])
@@ -174,6 +176,8 @@ class EfficiencyFit:
     """
 
     compute: float = 1.0
+    compute_slope: float = 0.0  # compute factor change per doubling of the micro-batch (from trials at two sizes)
+    slope_ref: float = 0.0  # log2 micro-batch where compute_slope is 0
     comm: float = 1.0
     optimizer: float = 1.0
     framework: float = 1.0
@@ -197,7 +201,9 @@ class EfficiencyFit:
         over = self.overhead_s + self.engine_overhead_s.get(t.engine, 0.0) + self.family_overhead_s.get(t.family, 0.0)
         once = (self.step_overhead_s + self.engine_step_overhead_s.get(t.engine, 0.0)
                 + self.family_step_overhead_s.get(t.family, 0.0))
-        step = (self.compute * t.compute_s + self.comm_factor(t) * t.comm_measured_s + self.optimizer * t.optimizer_s
+        slope = self.compute_slope * (math.log2(t.micro_batch) - self.slope_ref) if t.micro_batch > 0 else 0.0
+        step = ((self.compute + slope) * t.compute_s + self.comm_factor(t) * t.comm_measured_s
+                + self.optimizer * t.optimizer_s
                 + self.framework * (t.framework_s - t.engine_s) + self.hooks * t.engine_s + once
                 + t.micro_steps * over)
         # negative overhead parts may offset each other, never make a step faster than a tenth of the scaled model
@@ -209,6 +215,9 @@ class EfficiencyFit:
 
 FAMILY_PRIOR_RATIO = 2.0  # a family term's ridge weight / its engine's (a family deviates less than an engine)
 OVERHEAD_PRIOR_RATIO = 3.0  # an engine/family overhead's ridge weight per second / a communication factor's
+SLOPE_PRIOR_RATIO = 0.3  # the compute factor's change per micro-batch doubling: loosely held (its ridge weight /
+#                          a factor's): on CPU it moves by tens of % (GEMM shapes; gpt2-tiny's logits outgrow the
+#                          caches at micro-batch 8, its steps 14% slower than at 4 where the model says 5% faster)
 COMM_PRIOR_FLOOR = 0.05  # communication factors' ridge weight never below this (x prior weight): a family whose
 #                          collectives are a tiny share of its step (a small model) cannot blow its factor up
 
@@ -261,6 +270,11 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
         ("hooks", "", lambda t: t.engine_s, scale, w),
         ("comm", "", lambda t: t.comm_measured_s, scale, w),
     ]
+    sizes = sorted({t.micro_batch for t, _ in obs if t.micro_batch > 0})
+    slope_ref = _median([math.log2(t.micro_batch) for t, _ in obs if t.micro_batch > 0]) if sizes else 0.0
+    if len(sizes) > 1:  # compute efficiency vs micro-batch: only trials at two sizes show it
+        cols.append(("compute_slope", "", lambda t: t.compute_s * (math.log2(t.micro_batch) - slope_ref)
+                     if t.micro_batch > 0 else 0.0, 0.0, SLOPE_PRIOR_RATIO * w))
     ow = OVERHEAD_PRIOR_RATIO * w / ref
     # the global overheads are the same PyTorch loop under every engine: one engine's trials at two accumulations
     # inform all (gpt2-tiny: micro-steps cost less than the profile says, for every engine), so they keep the
@@ -300,11 +314,11 @@ def fit_efficiency(observed: list[tuple[StepTerms, float]], prior: float = 0.3) 
             break
         active = [j for j in active if j not in negative]
     cols = use
-    fit = EfficiencyFit(scale=scale, prior=prior, trials_fitted=len(obs))
+    fit = EfficiencyFit(scale=scale, prior=prior, trials_fitted=len(obs), slope_ref=slope_ref)
     for (name, key, _, _, _), value in zip(cols, theta):
         if key:
             getattr(fit, name)[key] = float(value)
-        elif name in ("compute", "optimizer", "framework", "hooks", "comm"):
+        elif name in ("compute", "optimizer", "framework", "hooks", "comm"):  # compute_slope may be negative
             setattr(fit, name, max(0.05, float(value)))
         else:
             setattr(fit, name, float(value))

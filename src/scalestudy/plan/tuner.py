@@ -143,7 +143,8 @@ def terms(c: Candidate) -> StepTerms:
         engine_s, framework_s = engine_s - taken, framework_s - taken
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
                      optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
-                     engine=c.strategy.engine, framework_s=framework_s, engine_s=engine_s, comm_ratio=comm_ratio(c))
+                     engine=c.strategy.engine, framework_s=framework_s, engine_s=engine_s, comm_ratio=comm_ratio(c),
+                     micro_batch=c.strategy.micro_batch)
 
 
 class EfficiencyModel:
