@@ -2,7 +2,7 @@
 holds, for the issue's case (t5-micro, 2 gloo ranks, global batch 16, seq 128+32, micro-batch 1-8, 8 engine/ZeRO
 families), every strategy's cost-model step terms and its measured median step (written by
 `benchmarks/bench_tune.py --grid-from RUN/bench_tune.json --export-terms`). The refit sees what tune measures first
-(each engine's lowest ZeRO stage at the largest micro-batch, then the identification trial) and predicts the rest.
+(each engine's lowest ZeRO stage at the largest micro-batch, then the identification trials) and predicts the rest.
 
 The mechanism the refit has to express: DeepSpeed's ZeRO-2 reduces gradients every micro-step and ZeRO-3 gathers
 parameters every micro-step, and on one-thread gloo ranks that work costs several times what the cost model's
@@ -49,6 +49,9 @@ def test_predictions_of_strategies_tune_did_not_run_on_a_recorded_grid():
     assert gain[identified] >= IDENTIFY_MIN_SHARE  # so tune runs it (tuner._identify): 19 points here
     blind = unmeasured_errors(terms, measured, screen)
     seen = unmeasured_errors(terms, measured, screen + [identified])
+    # what tune runs: also the leading family (DDP) at another micro-batch, which the model cannot rule out here
+    # (predicted 3% above micro-batch 8; measured 9%)
+    full = unmeasured_errors(terms, measured, screen + ["ddp tp1 pp1 mb4 fp32", identified])
     z3 = "ds-z3 tp1 pp1 mb1 fp32"  # 8 micro-steps of ZeRO-3: 17.2 s measured
     assert blind[z3] < -50  # from the screen alone: half the step (the collectives at the calibration's rates)
     assert seen[z3] > -25  # one ZeRO-3 trial at 1 micro-step: its communication factor carries to 8
@@ -58,6 +61,8 @@ def test_predictions_of_strategies_tune_did_not_run_on_a_recorded_grid():
     # issue's 15% is not met on this grid: it ran at load 1.8-5.2 on 2 cores (see benchmarks/RESULTS.md).
     errs = [abs(e) for e in seen.values()]
     assert statistics.median(errs) <= 27 and max(errs) <= 57
+    errs = [abs(e) for e in full.values()]  # 21.4% / 50.1% over 27 (before: 35% / 124%)
+    assert statistics.median(errs) <= 24 and max(errs) <= 54
 
 
 def test_a_decoder_grid_held_out_the_same_way():
