@@ -8,7 +8,8 @@
    After every trial the efficiency terms are refit (`EfficiencyModel`) and every candidate is re-predicted.
    Order of trials: first a screen of each engine (DeepSpeed, FSDP, DDP) in its lowest ZeRO stage, the
    best-predicted such strategy (framework overheads differ most between engines and grow with the stage; the
-   model cannot know them unmeasured; `screen` caps it), then
+   model cannot know them unmeasured; `screen` caps it), then up to two identification trials (the leading
+   family at another micro-batch, the family leaning most on unverified collectives; `identify`), then
    model-guided elimination: run the best-predicted unmeasured strategy while its prediction beats the best
    measured step time by more than `margin`; stop when none does (the top choice is stable), or at the budget.
    Then the close contenders are re-measured before a pick is declared (`plan/noise.py`): measured strategies
@@ -29,8 +30,10 @@ toward 0 (the family terms harder than the engine terms); an engine's or family'
 communication factor (priced per second it moves, overheads 3x dearer), which extrapolates with the family's
 pattern of collectives (ZeRO-2 / ZeRO-3 / FSDP every micro-step, the others once per step): what the few trials
 cannot identify stays at the uncalibrated model, scaled. Communication is costed at the calibration's measured
-rate of each collective (`comm_ratio`). After the screen one identification trial (`_identify`) measures the
-family whose prediction leans most on such unverified terms. On one-thread gloo ranks nothing overlaps, so
+rate of each collective (`comm_ratio`). With trials at two micro-batch sizes the compute factor gets a slope per
+doubling. After the screen two identification trials (`_identify_accumulation`, `_identify`) measure the leading
+family at another micro-batch and the family whose prediction leans most on unverified collectives/hooks, each
+only when the model cannot settle it and the budget allows. On one-thread gloo ranks nothing overlaps, so
 communication counts in full (`dp_comm_total_s`). Predictions of strategies not run carry the leave-one-out error
 of the refit (`EfficiencyModel.prediction_uncertainty`); tune.json lists every candidate with its final prediction.
 """
@@ -111,7 +114,8 @@ def _profile_comm_excess(c: Candidate) -> float:
     dev = c.estimate.cluster.device
     s = c.strategy
     key = (id(dev), s.engine, s.zero)
-    if key not in _MULTI_EXCESS:
+    hit = _MULTI_EXCESS.get(key)
+    if hit is None or hit[0] is not dev:
         p = PROFILE_MULTI
         tiny = get_model(p["model"])
         probe = Strategy(engine=s.engine, zero=s.zero, precision="fp32", micro_batch=p["micro_batch"])
