@@ -74,15 +74,14 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
 def ring_latency(n: int, per_node: int, lk: tuple) -> float:
     """Latency of one ring all-gather / reduce-scatter through n ranks, `per_node` of them per node.
 
-    NCCL's tuning model (src/graph/tuning.cc, ring: nsteps * intra latency, the nNodes inter-node steps at the
-    network latency): a chunk walks the ring hop by hop, so the n - 1 steps add up, and only the steps that leave
-    a node pay the NIC's latency; the others are NVLink hops.
+    NCCL's tuning model (src/graph/tuning.cc, ring all-gather / reduce-scatter: (nRanks - 1 - nInterSteps) steps
+    at the intra-node latency, nInterSteps = nNodes - 1 at the network latency): a chunk walks the ring hop by hop,
+    so the steps add up, and only the steps that leave a node pay the NIC's latency; the others are NVLink hops.
     """
     if n <= 1:
         return 0.0
-    nodes = -(-n // max(1, per_node))
-    inter = nodes if nodes > 1 else 0
-    return (n - 1 - inter) * lk[1] + inter * lk[3] if n - 1 >= inter else (n - 1) * lk[3]
+    inter = -(-n // max(1, per_node)) - 1
+    return (n - 1 - inter) * lk[1] + inter * lk[3]
 
 
 def tree_latency(n: int, per_node: int, lk: tuple) -> float:
