@@ -23,6 +23,7 @@ from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION,
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OVERLAP_MODEL, ComputeTimes, compute_times
+from scalestudy.costmodel.zero3 import Zero3Gathers, zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -175,6 +176,7 @@ class _Shape:
     hardware_flops_per_seq: float
     stage_layers: int  # transformer blocks on the busiest pipeline stage
     embed_elems: int  # input-embedding elements on a rank of the first stage (their gradient completes last)
+    zero3: Zero3Gathers | None = None  # what DeepSpeed ZeRO-3 gathers per pass (costmodel/zero3.py)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -199,6 +201,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
         stage_layers=max(split),
         embed_elems=param_breakdown(model).embedding // tp,
+        zero3=zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
     )
     _SHAPES[key] = (model, dev, shape, cal)
     return shape
@@ -367,8 +370,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     cpu = cluster.device.kind == "cpu"
     if st.engine == "fsdp" or st.zero == 3:
         nlayers = shape.stage_layers
-        gather = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails,
-                             nlayers * eng.collectives_per_layer)
+        elems, fetches = psi, nlayers * eng.collectives_per_layer
+        if st.engine == "deepspeed" and shape.zero3 is not None:  # persistent small tensors are never gathered
+            z = shape.zero3
+            elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
+        gather = gather_time(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
         reduce = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails, nlayers)
         bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
         if st.recompute == "full" and eng.regather_on_recompute:
