@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from scalestudy.engine.single_rank import init_single_rank_group
+
 # (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
 CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 8, 1), (1, 1, 2), (2, 2, 1), (3, 4, 2))
 SEQ_LEN, TARGET_LEN = 64, 16
@@ -65,23 +67,6 @@ ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3
            ("ddp", 0), ("ddp", 1))
 
 
-def _init_single_rank_group() -> None:
-    """A one-rank gloo process group (the backends expect one, as under torchrun)."""
-    import socket
-
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        return
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
-    dist.init_process_group("gloo")
-
-
 def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2
                 ) -> float:
     """Median seconds of one optimizer step of t5-tiny through scalestudy's backend for (engine, zero), one rank,
@@ -94,7 +79,7 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
     from scalestudy.specs.run import RunConfig
     from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
-    _init_single_rank_group()
+    init_single_rank_group()
     world = dist.get_world_size()
     spec = get_model("t5-tiny")
     strategy = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=micro_batch)

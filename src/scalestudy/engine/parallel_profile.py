@@ -99,10 +99,10 @@ def parallel_overheads(log=print, rounds: int = 3) -> dict[str, float]:
     from torch.distributed.device_mesh import init_device_mesh
 
     from scalestudy.costmodel.cpu_parallel import PP_MICROBATCH, TP_LINEAR, TP_SP_SUBLAYER, TP_STEP, tp_layer_counts
-    from scalestudy.engine.cpu_profile import _init_single_rank_group
+    from scalestudy.engine.single_rank import init_single_rank_group
     from scalestudy.specs.model import get_model
 
-    _init_single_rank_group()
+    init_single_rank_group()
     spec = replace(get_model("llama-tiny"), num_layers=LAYERS)
     ((layers, col, row, sub),) = tp_layer_counts(spec)
     linears, sublayers = layers * (col + row), layers * sub
