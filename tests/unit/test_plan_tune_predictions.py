@@ -141,7 +141,7 @@ def test_collectives_at_measured_rates_are_not_counted_twice_with_the_profiles_m
 
     from scalestudy.plan import tuner
     from scalestudy.plan.space import Constraints
-    from scalestudy.specs.hardware import get_device
+    from scalestudy.specs.hardware import ClusterSpec, get_device
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Workload
 
@@ -157,6 +157,20 @@ def test_collectives_at_measured_rates_are_not_counted_twice_with_the_profiles_m
     plain, rated = ds3(base), ds3(measured)
     assert rated.comm_ratio > 2 and rated.engine_s < plain.engine_s  # the excess moved from hooks to collectives
     assert rated.modelled_s == pytest.approx(plain.modelled_s, rel=1e-6)
+    # estimate itself (plan, estimate on the CPU profile) costs the rates: same step at the profile's configuration,
+    # more collective time; GPU devices never read the ratios
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.strategy import Strategy
+
+    def est(device, nproc=2):
+        return estimate(get_model("t5-tiny"), ClusterSpec(device=device, nodes=1, gpus_per_node=nproc),
+                        Strategy(engine="deepspeed", zero=3, precision="fp32", micro_batch=2), Workload(4 * nproc, 64, 16))
+
+    assert est(measured).step_s == pytest.approx(est(base).step_s, rel=1e-6)
+    assert est(measured).dp_comm_total_s > 2 * est(base).dp_comm_total_s
+    gpu = get_device("a100-80gb")
+    assert est(replace(gpu, collective_time_ratio={"all_gather": 1.5, "reduce_scatter": 4.0}), 8).step_s == \
+        est(gpu, 8).step_s
 
 
 def test_compute_efficiency_moves_with_the_micro_batch_once_two_sizes_ran():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, gather_time, links, p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
+from scalestudy.costmodel.cpu_collectives import multi_overhead, rates as cpu_collective_rates
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
@@ -324,7 +325,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         key = f"{st.engine}-{st.zero}"
         per = dev.engine_overhead_s.get(key, 0.0)
         if layout.world_size > 1:  # measured on several ranks: collectives of small buckets, shared cores
-            per += dev.engine_overhead_s.get(key + "@multi", 0.0)
+            per += multi_overhead(dev, st.engine, st.zero)  # less what the measured collective rates now cost
         framework_s += ga * sublayers * per
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
@@ -376,6 +377,9 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
             elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
         gather = gather_time(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
         reduce = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails, nlayers)
+        if cpu:  # gloo's all_gather / reduce_scatter at their measured rates (costmodel/cpu_collectives.py)
+            _, r_ag, r_rs = cpu_collective_rates(cluster.device)
+            gather, reduce = gather * r_ag, reduce * r_rs
         bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
         if st.recompute == "full" and eng.regather_on_recompute:
             bwd_gathers += 1
@@ -403,6 +407,9 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     else:
         rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
         ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+    if cpu:  # gloo's collectives at their measured rates (costmodel/cpu_collectives.py)
+        r_ar, r_ag, r_rs = cpu_collective_rates(cluster.device)
+        ar, rs, ag = ar * r_ar, rs * r_rs, ag * r_ag
     reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
     total = reductions * (ar + rs) + ag
     if st.overlap_param_gather and not cpu:

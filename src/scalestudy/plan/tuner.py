@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
+from scalestudy.costmodel.cpu_collectives import rates as cpu_collective_rates
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
 from scalestudy.launch.commands import CONFIG_NAME
@@ -96,58 +97,21 @@ def comm_ratio(c: Candidate) -> float:
     return sum(w * measured.get(op, 1.0) for op, w in collective_mix(c.strategy, c.point.grad_accum).items())
 
 
-# How engine/cpu_profile.py times the engines on several ranks (its "<engine>-<zero>@multi" overheads): t5-tiny,
-# micro-batch 2, accumulation 2, seq 64+16, fp32, 2 ranks (not imported: that module imports torch).
-PROFILE_MULTI = dict(model="t5-tiny", micro_batch=2, accum=2, seq=64, target=16, nproc=2)
-_MULTI_EXCESS: dict = {}
-
-
-def _profile_comm_excess(c: Candidate) -> float:
-    """Seconds per sublayer per micro-step that the CPU profile's "@multi" overhead of this engine already holds
-    for its collectives running at their measured rather than modelled rate: the profile timed the engine on
-    several ranks and kept what the cost model (collectives at the all_reduce fit's rate) did not predict. Costing
-    collectives at their measured rate (`comm_ratio`) must not count that again."""
-    from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.model import get_model
-    from scalestudy.specs.strategy import Strategy
-
-    dev = c.estimate.cluster.device
-    s = c.strategy
-    key = (id(dev), s.engine, s.zero)
-    hit = _MULTI_EXCESS.get(key)
-    if hit is None or hit[0] is not dev:
-        p = PROFILE_MULTI
-        tiny = get_model(p["model"])
-        probe = Strategy(engine=s.engine, zero=s.zero, precision="fp32", micro_batch=p["micro_batch"])
-        est = estimate(tiny, ClusterSpec(device=dev, nodes=1, gpus_per_node=p["nproc"]), probe,
-                       Workload(p["micro_batch"] * p["accum"] * p["nproc"], p["seq"], p["target"]))
-        mix = collective_mix(probe, p["accum"])
-        ratio = sum(w * dev.collective_time_ratio.get(op, 1.0) for op, w in mix.items())
-        sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
-        _MULTI_EXCESS[key] = (dev, max(0.0, (ratio - 1.0) * est.dp_comm_total_s) / (p["accum"] * sublayers))
-    return _MULTI_EXCESS[key][1]
-
-
 def terms(c: Candidate) -> StepTerms:
     """The estimate's step time split into the parts the refit scales. The engine's own framework time (the CPU
     profile's engine_overhead_s, what estimate adds beyond its per-step and per-micro-step framework time) is kept
-    apart from the rest of framework_s: it was measured on a small model, per micro-step."""
+    apart from the rest of framework_s: it was measured on a small model, per micro-step. On CPU devices estimate
+    costs each collective at its measured rate (costmodel/cpu_collectives.py) and takes that excess out of the
+    profile's multi-rank overhead; comm_s is reported at the all_reduce fit's rate, comm_ratio carries the rest."""
     e = c.estimate
     dev = e.cluster.device
     plain = dev.step_overhead_s + c.point.grad_accum * dev.microstep_overhead_s
     engine_s = min(e.framework_s, max(0.0, e.framework_s - plain))
-    framework_s = e.framework_s
-    multi_key = f"{c.strategy.engine}-{c.strategy.zero}@multi"
-    if dev.collective_time_ratio and e.layout.world_size > 1 and dev.engine_overhead_s.get(multi_key, 0.0) > 0:
-        # the part of the profile's multi-rank overhead that comm_ratio now costs explicitly, as estimate applies it
-        per = min(dev.engine_overhead_s[multi_key], _profile_comm_excess(c))
-        sublayers = engine_s / max(1e-12, c.point.grad_accum * sum(
-            dev.engine_overhead_s.get(k, 0.0) for k in (multi_key[:-6], multi_key))) if engine_s > 0 else 0.0
-        taken = c.point.grad_accum * sublayers * per
-        engine_s, framework_s = engine_s - taken, framework_s - taken
-    return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s, comm_s=e.dp_comm_total_s,
-                     optimizer_s=e.optimizer_s + e.offload_s, micro_steps=c.point.grad_accum, family=family(c),
-                     engine=c.strategy.engine, framework_s=framework_s, engine_s=engine_s, comm_ratio=comm_ratio(c),
+    ratio = comm_ratio(c) if cpu_collective_rates(dev) != (1.0, 1.0, 1.0) else 1.0
+    return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s,
+                     comm_s=e.dp_comm_total_s / ratio, optimizer_s=e.optimizer_s + e.offload_s,
+                     micro_steps=c.point.grad_accum, family=family(c), engine=c.strategy.engine,
+                     framework_s=e.framework_s, engine_s=engine_s, comm_ratio=ratio,
                      micro_batch=c.strategy.micro_batch)
 
 
