@@ -1,7 +1,7 @@
 """Trains several tp x pp x dp layouts inside ONE torchrun launch and writes their first losses.
 
 Usage (under torchrun): hybrid_worker.py OUT LAYOUT... where LAYOUT is `model:dims[:option...]`:
-model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit), `gpt2` (gpt2-tiny, pipeline only) or
+model `llama` (a 4-layer llama-tiny, so 2 stages x 2 virtual stages fit), `gpt2` (gpt2-tiny: tied head, fused q/k/v) or
 `t5` (t5-tiny: 2 encoder + 2 decoder layers); dims like `tp2`, `dp2xpp2`, `dp2xtp2xpp2`, `single` (1 rank);
 options `gpipe`/`1f1b`/`interleaved` (pipeline schedule, interleaved with 2 virtual stages), `fsdp2`/`fsdp3` (FSDP2 over dp; default replication),
 `nosp` (no sequence parallelism), `rc` (activation checkpointing), `stages=a,b` (uneven stage_layers),

@@ -1,7 +1,8 @@
 """tp x pp x dp layouts give the 1-rank run's first five losses (fp32, same data order and seed), on real gloo ranks.
 
 Each torchrun launch trains several layouts (start-up paid once per world size): Llama (a 4-layer llama-tiny with
-grouped-query attention) and T5 (t5-tiny: pipeline stages over the encoder, then the decoder). Pipeline schedules
+grouped-query attention), T5 (t5-tiny: pipeline stages over the encoder, then the decoder) and GPT-2 (gpt2-tiny: its
+fused q/k/v projection re-laid out per tp rank, checkpoints still in the Hugging Face layout). Pipeline schedules
 gpipe, 1f1b and interleaved (2 virtual stages); data parallelism by replication or FSDP2 (ZeRO-2/3 style);
 sequence parallelism on by default. Sharded checkpoints written under one layout resume under another.
 """
@@ -67,18 +68,23 @@ def test_two_rank_layouts_match_one_rank(reference):
                for dims in ("tp2", "tp2:nosp", "pp2:gpipe", "pp2:1f1b", "pp2:interleaved")]
     # + activation checkpointing; T5 split after the first decoder layer (a chunk with encoder and decoder
     # layers); GPT-2's tied embedding and head on different stages
-    layouts += ["llama:tp2:rc", "t5:pp2:stages=3,1:rc", "gpt2:pp2:1f1b"]
-    results = launch(out, 2, layouts)
-    assert_same_losses(results, ref)
-    assert_same_grad_norms(results, ref)
+    layouts += ["llama:tp2:rc", "t5:pp2:stages=3,1:rc", "gpt2:pp2:1f1b", "gpt2:tp2", "gpt2:tp2:nosp"]
+    moved = ["gpt2:dp2:fsdp3:from=tp2"]  # the re-laid-out c_attn saved canonically: FSDP2 (no tp) reads it
+    results = launch(out, 2, layouts + moved)
+    assert_same_losses({k: results[k] for k in layouts}, ref)
+    assert_same_grad_norms({k: results[k] for k in layouts}, ref)
+    assert results[moved[0]]["resumed_from"] == 3
+    assert_same_losses({k: results[k] for k in moved}, ref, key="resumed")
 
 
 def test_four_rank_layouts_match_one_rank_and_resume_across_layouts(reference):
     out, ref = reference
     layouts = ["llama:dp2xtp2", "llama:dp2xpp2:fsdp2:gpipe", "llama:tp2xpp2:interleaved", "t5:dp2xtp2:fsdp3",
                "t5:dp2xpp2:fsdp3:interleaved",
-               "t5:tp2xpp2:stages=3,1"]  # 1f1b; sequence parallel inside a chunk holding encoder and decoder layers
-    moved = ["llama:dp4:fsdp3:from=tp2xpp2", "t5:tp2xpp2:from=dp4+fsdp2"]  # killed after step 3, resumed
+               "t5:tp2xpp2:stages=3,1",  # 1f1b; sequence parallel inside a chunk holding encoder and decoder layers
+               "gpt2:dp2xtp2:fsdp3", "gpt2:tp2xpp2"]  # FSDP2 over the re-laid-out c_attn; tp in both stages
+    moved = ["llama:dp4:fsdp3:from=tp2xpp2", "t5:tp2xpp2:from=dp4+fsdp2",  # killed after step 3, resumed
+             "gpt2:dp2xtp2:fsdp2:from=dp4+fsdp3"]  # a canonical c_attn read into the re-laid-out, FSDP-sharded one
     results = launch(out, 4, layouts + moved)
     assert_same_losses({k: results[k] for k in layouts}, ref)
     assert_same_grad_norms({k: results[k] for k in layouts}, ref)

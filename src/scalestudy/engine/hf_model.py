@@ -40,11 +40,12 @@ def _model_class(spec: ModelSpec):
             "qwen2": transformers.Qwen2ForCausalLM}[spec.hf_type or spec.family]
 
 
-def _untie_lm_head(model, config) -> None:
-    """Give the model its own LM head (HF's init for untied heads: normal(0, initializer_factor))."""
+def _untie_lm_head(model, config, draw: bool = True) -> None:
+    """Give the model its own LM head (HF's init for untied heads: normal(0, initializer_factor)); `draw=False`
+    leaves its values to the initialiser that runs next."""
     shared = model.get_input_embeddings().weight
     head = torch.nn.Parameter(torch.empty_like(shared))
-    if head.device.type != "meta":
+    if draw and head.device.type != "meta":
         with torch.no_grad():
             head.normal_(mean=0.0, std=getattr(config, "initializer_factor", 1.0))
     model.lm_head.weight = head
@@ -56,17 +57,52 @@ def _untie_lm_head(model, config) -> None:
         model.all_tied_weights_keys = {k: v for k, v in tied.items() if not k.startswith("lm_head")}
 
 
-def build_hf_model(spec: ModelSpec, device=None):
+def build_hf_model(spec: ModelSpec, device=None, initialise: bool = True):
     """The transformers model for `spec`, with the head tied or untied exactly as `spec.tie_word_embeddings` says.
 
     `device` is anything `torch.device` accepts ("meta" builds shapes only, for counting parameters).
+    `initialise=False`: modules and ties only, no value drawn (the constructors' own random inits are skipped, as
+    Transformers does when loading weights); engine/models.py then runs the one initialiser every engine and layout
+    shares (`initialise_weights`).
     """
     config = build_hf_config(spec)
     with torch.device(device or "cpu"):
-        model = _model_class(spec)(config)
+        if initialise:
+            model = _model_class(spec)(config)
+        else:
+            from transformers.initialization import no_init_weights
+
+            with no_init_weights():  # also skips post_init's init_weights (initialisation and tying)
+                model = _model_class(spec)(config)
+            model.tie_weights()
         if not spec.tie_word_embeddings and model.lm_head.weight is model.get_input_embeddings().weight:
-            _untie_lm_head(model, config)
+            _untie_lm_head(model, config, draw=initialise)
     return model
+
+
+@torch.no_grad()
+def initialise_hf_weights(model, on_module=None) -> None:
+    """Hugging Face's initialiser (`PreTrainedModel.initialize_weights`) over a model built with `initialise=False`:
+    every module's `_init_weights`, children before parents, each sub-model's own rule for its modules.
+
+    `on_module(module, init)`, when given, is called instead of `init(module)` for every module, in this order
+    (engine/parallel/meta_init.py gives the module's parameters real storage just for that call).
+    """
+    from transformers import PreTrainedModel
+    from transformers.initialization import guard_torch_init_functions
+
+    custom = model.is_custom_code()
+
+    def visit(module, init) -> None:
+        for child in module.children():
+            visit(child, child._initialize_weights if isinstance(child, PreTrainedModel) else init)
+        if on_module is None:
+            init(module, custom)
+        else:
+            on_module(module, lambda m: init(m, custom))
+
+    with guard_torch_init_functions():
+        visit(model, model._initialize_weights)
 
 
 def hf_param_count(model) -> int:

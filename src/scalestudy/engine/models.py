@@ -1,7 +1,10 @@
 """Randomly initialised Hugging Face models from a ModelSpec (T5/mT5, GPT-2, Llama); never a hub download.
 
 Every engine builds its model through `build_model` on the host with `torch.manual_seed(seed)` first, so all
-engines start from bit-identical weights (DeepSpeed's `zero.Init` would draw different ones: FACTS.md).
+engines start from bit-identical weights (DeepSpeed's `zero.Init` would draw different ones: FACTS.md). The values
+come from one routine, `initialise_weights` (Hugging Face's initialiser over the built, tied model, then the untied
+T5 head's fan-in draw); the tp/pp backend builds on the meta device and replays the same routine, in the same order,
+filling only its own shards (engine/parallel/meta_init.py).
 The one place that turns a spec into a Transformers model is `scalestudy.engine.hf_model.build_hf_model`
 (it keeps mT5 heads untied, which `MT5Config` alone no longer does).
 """
@@ -10,16 +13,22 @@ from __future__ import annotations
 
 import torch
 
-from scalestudy.engine.hf_model import build_hf_model
+from scalestudy.engine.hf_model import build_hf_model, initialise_hf_weights
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import ModelSpec
 
 
-def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout: float = 0.0) -> torch.nn.Module:
-    """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations."""
+def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout: float = 0.0,
+                device: str | None = None) -> torch.nn.Module:
+    """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations.
+
+    `device="meta"`: shapes only, nothing drawn; the caller initialises (engine/parallel/meta_init.py) after
+    `torch.manual_seed(seed)`, as here.
+    """
     torch.manual_seed(seed)
-    model = build_hf_model(spec)
-    init_untied_t5_head(model, spec)
+    model = build_hf_model(spec, device=device, initialise=False)
+    if device != "meta":
+        initialise_weights(model)
     set_dropout(model, dropout)
     model.config.use_cache = False  # no KV cache in training (and HF refuses it with checkpointing)
     if recompute == "full":
@@ -30,15 +39,24 @@ def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout:
     return model.float().train()
 
 
-def init_untied_t5_head(model: torch.nn.Module, spec: ModelSpec) -> None:
+def initialise_weights(model: torch.nn.Module, on_module=None) -> None:
+    """The initial weights of every engine and layout, drawn from the current random stream in a fixed order:
+    Hugging Face's initialiser over the model as built (ties in place), then the untied T5 head's fan-in draw.
+    `on_module`: see `initialise_hf_weights` (the meta-device replay)."""
+    initialise_hf_weights(model, on_module)
+    init_untied_t5_head(model)
+
+
+def init_untied_t5_head(model: torch.nn.Module) -> None:
     """Fan-in init (std d_model^-0.5) for an untied T5/mT5 LM head, as Mesh TensorFlow's dense layers do.
 
     Transformers draws it with std 1.0, so logits start with std ~sqrt(d_model) and a tiny T5's first loss is
     40-80 nats instead of ~ln(vocab): small proxies then spend their whole budget undoing the init.
     """
-    if spec.is_encoder_decoder and not spec.tie_word_embeddings:
+    config = model.config
+    if config.is_encoder_decoder and not config.tie_word_embeddings:
         with torch.no_grad():
-            model.lm_head.weight.normal_(mean=0.0, std=spec.d_model ** -0.5)
+            model.lm_head.weight.normal_(mean=0.0, std=config.d_model ** -0.5)
 
 
 # Dropout rates that HF attention layers keep as plain floats (T5Attention.dropout, LlamaAttention.attention_dropout).

@@ -165,7 +165,11 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     if not cfg.is_causal:  # the decoder length the pipeline built (= RunConfig.resolved()'s)
         workload = dataclasses.replace(workload, target_len=prepared.target_len)
 
-    model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout)
+    from scalestudy.specs.parallel_layout import needs_hybrid
+
+    # tp/pp runs build shapes only (meta device); each rank materialises its own pieces with the same values.
+    model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout,
+                        device="meta" if needs_hybrid(strategy) else None)
     builds = pending_builds(strategy.engine, strategy.offload_optimizer, cuda) if ctx.is_main else []
     if builds:  # a minute or more of silence otherwise
         print(announcement(builds), flush=True)

@@ -6,6 +6,8 @@ chunk's blocks are tensor-parallel over "tp" (parallel/tensor_parallel.py), then
 ddp zero 0: one flat gradient all-reduce after the step's backward). The pipeline schedule (parallel/pipeline.py)
 runs the step's micro-batches; without pipeline parallelism they run one after another (gradient accumulation).
 The optimizer is the same torch AdamW + schedule as every engine; clipping uses the norm over the whole mesh.
+`scalestudy train` hands this backend a model built on the meta device: the cutting and sharding happen on shapes,
+then each rank gives its own pieces storage and the 1-rank run's initial values (parallel/meta_init.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from scalestudy.engine.backends.common import (Backend, MemoryParts, autocast, make_adamw, make_scheduler,
                                                restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
-from scalestudy.engine.parallel import grads
+from scalestudy.engine.parallel import grads, meta_init
 from scalestudy.engine.parallel.mesh import build_mesh
 from scalestudy.engine.parallel.stages import loss_function, split_model
 from scalestudy.specs.parallel_layout import chunk_layer_counts
@@ -45,6 +47,9 @@ class HybridBackend(Backend):
         self.parallel = self.settings["parallel"]
         self.mesh = build_mesh(device, layout.pp, layout.dp, layout.tp)
         self.family = model_family(model)
+        # Built on the meta device (engine/train.py): shapes only until this rank's pieces get storage and values.
+        self.meta = any(p.is_meta for p in model.parameters())
+        built = meta_init.Built(model) if self.meta else None
         counts = chunk_layer_counts(strategy, total_layers(model, self.family))
         chunks = split_model(model, self.family, counts)
         pp_rank = self.mesh.pp_rank
@@ -54,6 +59,8 @@ class HybridBackend(Backend):
         for _, chunk in self.chunks:
             self._parallelize(chunk)
         self.fused = self._fused_layouts()
+        if self.meta:  # storage for this rank's pieces, filled with the 1-rank run's initial values
+            meta_init.materialise(built, [c for _, c in self.chunks], self.fused, device, cfg.optimizer.seed)
         self.params = [p for _, c in self.chunks for p in c.parameters()]
         self.tie_count = {id(p): n for name, n, _ in self.tied for p in self._copies(name)}
         self.optimizer = make_adamw(self.params, self.settings["optimizer"]["params"])
@@ -72,13 +79,15 @@ class HybridBackend(Backend):
 
     # ---- construction ------------------------------------------------------------------------------------
     def _parallelize(self, chunk: torch.nn.Module) -> None:
-        chunk.to(self.device)
+        if not self.meta:
+            chunk.to(self.device)
         if self.settings.get("autocast_dtype"):  # ddp's bf16: autocast forward, fp32 weights and gradients
             chunk.forward = autocast(self.device, self.settings["autocast_dtype"])(chunk.forward)
         if self.layout.tp > 1:
             from scalestudy.engine.parallel.tensor_parallel import apply_tensor_parallel
 
-            apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.parallel["sequence_parallel"])
+            apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.parallel["sequence_parallel"],
+                                  src_data_rank=None if self.meta else 0)  # meta: shapes, nothing to send
         if self.strategy.engine == "fsdp":
             from scalestudy.engine.backends.fsdp import fully_shard_kwargs
 

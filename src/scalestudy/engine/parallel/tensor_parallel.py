@@ -206,19 +206,22 @@ def _gather_sequence(mesh):
     return hook
 
 
-def apply_tensor_parallel(chunk: nn.Module, family: str, mesh, sequence_parallel: bool) -> None:
-    """Shard every block of `chunk` over the 1-D tp `mesh` (in place)."""
+def apply_tensor_parallel(chunk: nn.Module, family: str, mesh, sequence_parallel: bool,
+                          src_data_rank: int | None = 0) -> None:
+    """Shard every block of `chunk` over the 1-D tp `mesh` (in place). `src_data_rank=None`: each rank slices its
+    own copy (no scatter; what a meta-device model needs)."""
     tp = mesh.size()
     for layers in chunk.layer_lists():
         blocks = list(layers)
         for block in blocks:
             if family == "llama":
-                parallelize_module(block, mesh, llama_plan(sequence_parallel))
+                plan = llama_plan(sequence_parallel)
             elif family == "gpt2":
-                parallelize_module(block, mesh, gpt2_plan(sequence_parallel))
-                _localise_heads(block, tp)
+                plan = gpt2_plan(sequence_parallel)
             else:
-                parallelize_module(block, mesh, t5_plan(block, sequence_parallel))
+                plan = t5_plan(block, sequence_parallel)
+            parallelize_module(block, mesh, plan, src_data_rank=src_data_rank)
+            if family != "llama":
                 _localise_heads(block, tp)
         if sequence_parallel and blocks:
             blocks[0].register_forward_pre_hook(_scatter_sequence(mesh), with_kwargs=True)
