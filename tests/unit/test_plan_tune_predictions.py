@@ -191,16 +191,22 @@ def test_compute_efficiency_moves_with_the_micro_batch_once_two_sizes_ran():
     assert fit_efficiency([(x, truth(x)) for x in ran if x.micro_batch == 8]).compute_slope == 0.0
 
 
-@pytest.mark.parametrize("name, gathered, fetches", [
+# tensors and gathered elements as the built models have them (engine.models.build_model on the meta device:
+# gpt2-tiny 28 tensors, 1 over 1e5 elements; t5-micro 144, 110 over)
+@pytest.mark.parametrize("name, gathered, fetches, tensors", [
     # every gpt2-tiny block tensor is <= 65,536 elements (d 128): only the tied 8192 x 128 embedding is gathered
-    ("gpt2-tiny", 8192 * 128, 1),
+    ("gpt2-tiny", 8192 * 128, 1, 28),
     # t5-micro (d 384): q/k/v/o 147,456 and FFN 589,824 elements are partitioned, only the norms stay whole;
     # 12 blocks x 4 fetches + the embedding and the untied head
-    ("t5-micro", 38_154_752 - 6 * 2 * 384 - 6 * 3 * 384 - 1280, 12 * 4 + 2),
+    ("t5-micro", 38_154_752 - 6 * 2 * 384 - 6 * 3 * 384 - 1280, 12 * 4 + 2, 144),
 ])
-def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(name, gathered, fetches):
+def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(name, gathered, fetches, tensors):
     """DeepSpeed keeps parameters of <= stage3_param_persistence_threshold (1e5) elements whole on every rank
-    (engine/settings.py leaves the default): the model gathers only the partitioned ones, FSDP gathers all."""
+    (engine/settings.py leaves the default): the model gathers only the partitioned ones, FSDP gathers all.
+    ZeroRedundancyOptimizer (ddp zero 1) broadcasts every parameter tensor on its own after the step: on gloo
+    ranks with measured rates each pays the link latency, on GPUs (NCCL) the model keeps one collective."""
+    from dataclasses import replace
+
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.costmodel.params import params_per_device
     from scalestudy.costmodel.zero3 import zero3_gathers
@@ -211,8 +217,13 @@ def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(nam
     m = get_model(name)
     z = zero3_gathers(m, 1, 1, m.total_layers, params_per_device(m, 1, 1))
     assert z.gathered_elems == gathered and z.layer_fetches * 4 + z.other_fetches == fetches
+    assert z.tensors == tensors
     cluster, w = ClusterSpec(device=get_device("local-cpu"), nodes=1, gpus_per_node=2), Workload(16, 128, 0)
     ds3, fsdp3 = (estimate(m, cluster, Strategy(engine=e, zero=3, precision="fp32", micro_batch=1), w)
                   for e in ("deepspeed", "fsdp"))
     ratio = ds3.dp_comm_total_s / fsdp3.dp_comm_total_s  # same gathers and reduce-scatter otherwise
     assert (ratio < 0.8) if name == "gpt2-tiny" else (ratio == pytest.approx(1.0, rel=0.02))
+    zero1 = Strategy(engine="ddp", zero=1, precision="fp32", micro_batch=1)
+    rated = replace(cluster, device=replace(cluster.device, collective_time_ratio={"all_gather": 1.0}))
+    extra = estimate(m, rated, zero1, w).dp_comm_total_s - estimate(m, cluster, zero1, w).dp_comm_total_s
+    assert extra == pytest.approx((tensors - 1) * cluster.device.intra_node_latency_s)

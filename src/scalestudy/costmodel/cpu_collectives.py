@@ -23,10 +23,15 @@ _NONE = (1.0, 1.0, 1.0)
 _EXCESS: dict = {}
 
 
+def measured(device) -> bool:
+    """Whether the device is CPU ranks whose calibration measured its collectives' rates."""
+    return device.kind == "cpu" and bool(device.collective_time_ratio)
+
+
 def rates(device) -> tuple[float, float, float]:
     """(all_reduce, all_gather, reduce_scatter) measured / modelled time on a CPU device; 1 where not measured."""
     r = device.collective_time_ratio
-    if device.kind != "cpu" or not r:
+    if not measured(device):
         return _NONE
     return r.get("all_reduce", 1.0), r.get("all_gather", 1.0), r.get("reduce_scatter", 1.0)
 
@@ -34,7 +39,7 @@ def rates(device) -> tuple[float, float, float]:
 def profile_comm_excess(device, engine: str, zero: int) -> float:
     """Seconds per sublayer per micro-step of the engine's "@multi" overhead that are its collectives running at
     their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios)."""
-    if rates(device) == _NONE:
+    if not measured(device):
         return 0.0
     key = (id(device), engine, zero)
     hit = _EXCESS.get(key)
@@ -65,3 +70,14 @@ def multi_overhead(device, engine: str, zero: int) -> float:
     if per <= 0.0:
         return 0.0
     return per - min(per, profile_comm_excess(device, engine, zero))
+
+
+def broadcast_latency(device, tensors: int, dp: int) -> float:
+    """Seconds of ZeroRedundancyOptimizer's post-step broadcasts beyond one collective's latency, on gloo ranks
+    with measured rates: it broadcasts every parameter tensor on its own (torch ZeroRedundancyOptimizer
+    `_broadcast_params_from_rank`, parameters_as_bucket_view False, our ddp backend's default), and gloo runs a
+    process group's collectives one after another on its worker thread, the root sending to each other rank, so
+    each pays (dp - 1) link latencies. 0 on devices without measured rates (NCCL queues them on a stream)."""
+    if not measured(device) or tensors <= 1 or dp <= 1:
+        return 0.0
+    return (tensors - 1) * (dp - 1) * device.intra_node_latency_s

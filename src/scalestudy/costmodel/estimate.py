@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, gather_time, links, p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
-from scalestudy.costmodel.cpu_collectives import multi_overhead, rates as cpu_collective_rates
+from scalestudy.costmodel.cpu_collectives import broadcast_latency, multi_overhead, rates as cpu_collective_rates
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
@@ -410,6 +410,8 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     if cpu:  # gloo's collectives at their measured rates (costmodel/cpu_collectives.py)
         r_ar, r_ag, r_rs = cpu_collective_rates(cluster.device)
         ar, rs, ag = ar * r_ar, rs * r_rs, ag * r_ag
+        if st.engine == "ddp" and st.zero == 1 and shape.zero3 is not None:  # one broadcast per parameter tensor
+            ag += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
     reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
     total = reductions * (ar + rs) + ag
     if st.overlap_param_gather and not cpu:

@@ -32,6 +32,7 @@ class Zero3Gathers:
     gathered_elems: float  # elements of partitioned (non-persistent) tensors on the busiest stage
     layer_fetches: float  # blocks on that stage holding at least one partitioned tensor
     other_fetches: int  # embedding / positions / untied head tensors that are partitioned (pp 1 only)
+    tensors: int = 0  # parameter tensors on the busiest stage (ZeroRedundancyOptimizer broadcasts each one)
 
 
 def _block_tensors(m: ModelSpec, decoder: bool, tp: int) -> list[float]:
@@ -62,6 +63,7 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
     persistent = sum(n * sum(x for x in ts if x <= threshold) for ts, n in blocks) * share
     fetched = sum(n for ts, n in blocks if any(x > threshold for x in ts)) * share
     others = 0
+    tensors = sum(n * len(ts) for ts, n in blocks) * share
     if pp == 1:
         pc = param_breakdown(m)
         tables = [m.vocab_size * m.d_model / tp]  # input embedding (a tied head is the same tensor)
@@ -71,4 +73,5 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
             tables.append(pc.lm_head / tp)
         persistent += sum(x for x in tables if x <= threshold) + pc.other  # final norms, position biases: small
         others = sum(1 for x in tables if x > threshold)
-    return Zero3Gathers(max(0.0, psi - persistent), fetched, others)
+        tensors += len(tables) + (4 if m.is_encoder_decoder else 1 if m.family != "gpt2" else 2)  # final norms(+biases)
+    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors))

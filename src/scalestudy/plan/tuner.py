@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficiency
-from scalestudy.costmodel.cpu_collectives import rates as cpu_collective_rates
+from scalestudy.costmodel.cpu_collectives import measured as rates_measured
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
 from scalestudy.launch.commands import CONFIG_NAME
@@ -107,7 +107,7 @@ def terms(c: Candidate) -> StepTerms:
     dev = e.cluster.device
     plain = dev.step_overhead_s + c.point.grad_accum * dev.microstep_overhead_s
     engine_s = min(e.framework_s, max(0.0, e.framework_s - plain))
-    ratio = comm_ratio(c) if cpu_collective_rates(dev) != (1.0, 1.0, 1.0) else 1.0
+    ratio = comm_ratio(c) if rates_measured(dev) else 1.0
     return StepTerms(compute_s=e.compute_s + e.bubble_s + e.tp_comm_s + e.pp_comm_s,
                      comm_s=e.dp_comm_total_s / ratio, optimizer_s=e.optimizer_s + e.offload_s,
                      micro_steps=c.point.grad_accum, family=family(c), engine=c.strategy.engine,
