@@ -59,10 +59,14 @@ def test_predictions_of_strategies_tune_did_not_run_on_a_recorded_grid():
     # not run (the max: ds-z0 mb2, a trial whose steps jumped from 2.1 to 5.6 s under load); before (per-micro-step
     # overheads, no communication factors, no collective ratios): 40.0% / 96.5% with the same four trials. The
     # issue's 15% is not met on this grid: it ran at load 1.8-5.2 on 2 cores (see benchmarks/RESULTS.md).
+    # Re-pinned after the cost model's ZeRO-3 persistence threshold, per-op gloo rates and ZeroRedundancyOptimizer's
+    # per-tensor broadcasts (tune2): seen 23.4% / 53.1%, full 23.4% / 50.4% (was 21.4% / 50.1%: the ddp-zero1 rows
+    # now carry the broadcasts per step and lose the profile's per-micro-step share of them; their -45..-51% gap is
+    # not the broadcasts -- 70-110 ms measured for t5-micro's 144 tensors -- and stays open).
     errs = [abs(e) for e in seen.values()]
-    assert statistics.median(errs) <= 27 and max(errs) <= 57
-    errs = [abs(e) for e in full.values()]  # 21.4% / 50.1% over 27 (before: 35% / 124%)
-    assert statistics.median(errs) <= 24 and max(errs) <= 54
+    assert statistics.median(errs) <= 25 and max(errs) <= 56
+    errs = [abs(e) for e in full.values()]  # 23.4% / 50.4% over 27 (before issue-15 work: 35% / 124%)
+    assert statistics.median(errs) <= 25 and max(errs) <= 53
 
 
 def test_a_decoder_grid_held_out_the_same_way():
@@ -75,10 +79,10 @@ def test_a_decoder_grid_held_out_the_same_way():
     ran = [k for k, t in terms.items() if mb[k] == 8 and t.family in LOWEST] + ["ddp tp1 pp1 mb4 fp32",
                                                                               "ds-z3 tp1 pp1 mb8 fp32"]
     errs = [abs(e) for e in unmeasured_errors(terms, measured, ran).values()]
-    # Pinned: median / max 11.2% / 63.1% over the 27 not run (the max: ds-z3 mb1, 0.38 s measured, the model 0.73
-    # s: DeepSpeed keeps parameters under 1e5 elements unpartitioned, the model gathers them); before the change
-    # 9.9% / 76.7% with the same trials. Within 15%: 16 of 27.
-    assert statistics.median(errs) <= 13 and max(errs) <= 70 and sum(e <= 15 for e in errs) >= 15
+    # Pinned: median / max 9.1% / 61.9% over the 27 not run, 15 within 15% (the max: ddp-zero1 mb1, 0.35 s
+    # measured, twice its mb2's: one noisy trial). Was 11.2% / 63.1% (max ds-z3 mb1, the model gathering the
+    # parameters DeepSpeed keeps whole under 1e5 elements: now modelled, costmodel/zero3.py).
+    assert statistics.median(errs) <= 10.5 and max(errs) <= 65 and sum(e <= 15 for e in errs) >= 15
 
 
 def test_a_family_excess_extrapolates_with_its_own_collectives():
