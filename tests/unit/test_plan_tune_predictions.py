@@ -168,7 +168,8 @@ def test_collectives_at_measured_rates_are_not_counted_twice_with_the_profiles_m
 
     def est(device, nproc=2):
         return estimate(get_model("t5-tiny"), ClusterSpec(device=device, nodes=1, gpus_per_node=nproc),
-                        Strategy(engine="deepspeed", zero=3, precision="fp32", micro_batch=2), Workload(4 * nproc, 64, 16))
+                        Strategy(engine="deepspeed", zero=3, precision="fp32", micro_batch=2),
+                        Workload(4 * nproc, 64, 16))
 
     assert est(measured).step_s == pytest.approx(est(base).step_s, rel=1e-6)
     assert est(measured).dp_comm_total_s > 2 * est(base).dp_comm_total_s

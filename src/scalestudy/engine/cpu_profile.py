@@ -178,7 +178,8 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[s
         engine, zero = key.rsplit("-", 1)
         # reference: collectives at the all_reduce fit's rate (what "@multi" is defined against; estimate costs
         # the measured per-op rates and takes this excess out again: costmodel/cpu_collectives.py)
-        est = estimate(spec, ClusterSpec(device=replace(device, collective_time_ratio={}), nodes=1, gpus_per_node=nproc),
+        reference = replace(device, collective_time_ratio={})
+        est = estimate(spec, ClusterSpec(device=reference, nodes=1, gpus_per_node=nproc),
                        Strategy(engine=engine, zero=int(zero), precision="fp32", micro_batch=micro_batch),
                        Workload(micro_batch * accum * nproc, SEQ_LEN, TARGET_LEN))
         out[f"{key}@multi"] = max(0.0, seconds - est.step_s) / (accum * sublayers)
