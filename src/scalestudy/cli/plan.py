@@ -22,9 +22,15 @@ def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
     if not text:
         return ()
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise ScalestudyError(f"--{name} takes integers separated by commas, got {text!r}") from None
+    low, high = (0, 3) if name == "zero" else (1, None) if name in ("tp", "pp", "micro-batch") else (None, None)
+    bad = [v for v in values if (low is not None and v < low) or (high is not None and v > high)]
+    if bad:
+        raise ScalestudyError(f"--{name} values must be {f'{low}-{high}' if high is not None else f'>= {low}'}, "
+                              f"got {bad[0]}")
+    return values
 
 
 def _strs(text: Optional[str]) -> tuple[str, ...]:
@@ -48,13 +54,17 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
     schedule = {"pp_schedules": _strs(pp_schedule)} if pp_schedule else {}
     if virtual_stages:
         schedule["virtual_stages"] = _ints(virtual_stages, "virtual-stages")
-    return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=_ints(pp, "pp"),
+    layers, pps = parse_stage_layers(stage_layers), _ints(pp, "pp")
+    if layers and pps and len(layers) not in pps:
+        raise ScalestudyError(f"--stage-layers {stage_layers} has {len(layers)} pipeline stages, --pp allows "
+                              f"{','.join(map(str, pps))}")
+    return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=pps,
                        micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute),
                        offload_optimizer=_offloads(offload, "offload"),
                        offload_params=_offloads(offload_params, "offload-params"), precision=precision,
                        max_nodes=max_nodes, vary_nodes=vary_nodes,
                        attention=attention, sequence_parallel=sequence_parallel,
-                       overlap_grad_comm=overlap_grad_comm, stage_layers=parse_stage_layers(stage_layers),
+                       overlap_grad_comm=overlap_grad_comm, stage_layers=layers,
                        overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, **schedule)
 
 
@@ -171,10 +181,11 @@ def print_plan(result, cluster, top: int) -> None:
         from scalestudy.costmodel.estimate import estimate
 
         even = estimate(best.model, best.cluster, best.strategy.replace(stage_layers=()), result.workload)
-        if even.strategy.stage_split(best.model.total_layers) != best.strategy.stage_layers:
+        split = best.strategy.stage_split(best.model.total_layers)  # () stage_layers = the even split itself
+        if even.strategy.stage_split(best.model.total_layers) != split:
             console.print(f"  the even split {'/'.join(map(str, even.strategy.stage_split(best.model.total_layers)))}"
                           f" would take {even.step_s:.4g} s per step (the winner's "
-                          f"{'/'.join(map(str, best.strategy.stage_layers))}: {best.step_s / even.step_s - 1:+.1%})"
+                          f"{'/'.join(map(str, split))}: {best.step_s / even.step_s - 1:+.1%})"
                           f"{'' if even.fits else ' and does NOT fit'}", highlight=False)
 
 
@@ -389,6 +400,14 @@ def tune(
     spec = get_model(model)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
+    if not 0 <= memory_limit_gib < float("inf"):
+        raise ScalestudyError(f"--memory-limit-gib must be a number >= 0 (0: no cap), got {memory_limit_gib}")
+    for flag, value, allowed in (("--recompute", recompute, ("none", "full")), ("--offload-optimizer", offload,
+                                                                              ("none", "cpu"))):
+        for item in _strs(value):
+            if item in ("selective", "nvme"):  # known to the cost model, not run by `scalestudy train`
+                raise ScalestudyError(f"{flag} {item} is not run by `scalestudy train` (tune measures trials): "
+                                      f"choose from {', '.join(allowed)}")
     settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,
                                   screen=screen, margin=margin, trial_timeout_s=trial_timeout_s,
                                   memory_limit_bytes=int(memory_limit_gib * GIB), budget_fraction=budget_fraction,
@@ -404,7 +423,13 @@ def tune(
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
     out = check_output_dir(output)
     if profile:
-        get_device(profile)  # a bad profile fails before anything is written (tuning_device reuses it, cached)
+        from dataclasses import replace
+
+        from scalestudy.plan.planner import default_precision
+
+        device = get_device(profile)  # a bad profile fails before anything is written (cached for tuning_device)
+        # so do constraints that leave nothing to try (run_tune repeats this cheap check)
+        tuner.local_candidates(spec, device, nproc, workload, replace(cons, precision=default_precision(device)))
     out.mkdir(parents=True, exist_ok=True)
     device, calib_s = tuner.tuning_device(out, nproc, profile)
     if not profile:
