@@ -96,7 +96,9 @@ def train(
         "pp_schedule": pp_schedule, "virtual_stages": virtual_stages, "sequence_parallel": sequence_parallel,
         "stage_layers": _layer_counts(stage_layers) if stage_layers and stage_layers != "auto" else None,
     }
-    cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **flags})
+    # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
+    given = {k: v for k, v in flags.items() if v is not None}
+    cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
     if stage_layers == "auto":
         cfg = _balanced_stages(cfg, stage_speeds)
     if print_launch:

@@ -79,7 +79,7 @@ class Strategy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
-            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))  # lists from YAML/JSON
+            object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
         if stages is None:
             raise ScalestudyError(f"unknown engine {self.engine!r} (choose from "
@@ -125,6 +125,9 @@ class Strategy:
             raise ScalestudyError("parameter offload needs DeepSpeed ZeRO stage 3 (or FSDP with optimizer offload)")
 
     def _check_pipeline(self) -> None:
+        if any(not isinstance(n, int) or isinstance(n, bool) for n in self.stage_layers):
+            raise ScalestudyError(f"stage_layers must be whole layer counts per pipeline stage (e.g. 3,1), got "
+                                  f"{self.stage_layers!r}")
         if self.pp_schedule == "interleaved":
             if self.pp < 2:
                 raise ScalestudyError("the interleaved pipeline schedule needs pp >= 2")
@@ -200,6 +203,19 @@ class Strategy:
 
     def replace(self, **changes) -> Strategy:
         return replace(self, **changes)
+
+
+def _stage_layers(value) -> tuple:
+    """stage_layers from YAML/JSON/--set: "3,1" (or "" = even split) or a list of layer counts."""
+    if isinstance(value, str):
+        try:
+            return tuple(int(part) for part in value.split(",")) if value.strip() else ()
+        except ValueError:
+            raise ScalestudyError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}") \
+                from None
+    if not isinstance(value, (list, tuple)):
+        raise ScalestudyError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
