@@ -14,7 +14,10 @@ at 0.95x the step of dp2 where llama-tiny measured 2.9x, and pp2 at 2.2x where i
   all-gather per row-parallel output, and an all-gather at each chunk's sequence scatter and gather. Full
   recomputation repeats the forward ones. On gloo they are latency-bound; each is priced by the calibrated
   alpha-beta ring (`comm.collective`), its bytes term at the calibration's measured rate of that op
-  (DeviceSpec.collective_time_ratio: gloo's reduce-scatter is several times slower per byte than all-reduce).
+  (DeviceSpec.collective_time_ratio: gloo's reduce-scatter is several times slower per byte than all-reduce),
+  plus the measured cost of a DTensor collective in a compute loop beyond that ring ("tp-collective@multi": the
+  functional collective's dispatch and wait, the ranks' skew on shared cores; ~1 ms on a quiet 2-core machine,
+  twice the raw all-reduce).
 - DTensor dispatch: per sharded projection and micro-batch (from_local / redistribute / to_local and the
   sharded matmuls, forward and backward), per sequence-parallel sub-layer, and per sharded projection and
   optimizer step (AdamW, partial-gradient reduction and the global norm on DTensors): measured seconds in the
@@ -43,6 +46,7 @@ TP_LINEAR = "tp-linear"  # per sharded projection per micro-batch (forward + bac
 TP_SP_SUBLAYER = "tp-sp-sublayer"  # extra per sub-layer per micro-batch with sequence parallelism
 TP_STEP = "tp-step"  # per sharded projection per optimizer step
 PP_MICROBATCH = "pp-microbatch"  # per micro-batch per model chunk of a pipeline stage
+TP_COLLECTIVE = "tp-collective@multi"  # per DTensor collective on several ranks, beyond the alpha-beta ring
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +104,10 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
         latency = collective(volume, nbytes, tp, tp, latency_only)
         return latency + ratio.get(op, 1.0) * (collective(volume, nbytes, tp, tp, lk) - latency)
 
-    ar = lambda n: timed("all_reduce", 2.0, n)  # noqa: E731
-    ag = lambda n: timed("all_gather", 1.0, n)  # noqa: E731
-    rs = lambda n: timed("reduce_scatter", 1.0, n)  # noqa: E731
+    extra = dev.engine_overhead_s.get(TP_COLLECTIVE, 0.0)
+    ar = lambda n: timed("all_reduce", 2.0, n) + extra  # noqa: E731
+    ag = lambda n: timed("all_gather", 1.0, n) + extra  # noqa: E731
+    rs = lambda n: timed("reduce_scatter", 1.0, n) + extra  # noqa: E731
     fwd_repeat = 2 if st.recompute == "full" else 1
     comm = dispatch = 0.0
     linears = 0

@@ -191,7 +191,7 @@ def measure(output: Path, nproc: int = 2) -> Path:
     from scalestudy.costmodel.cpu_profile import fit_overheads
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.engine.microbench import launch
-    from scalestudy.engine.parallel_profile import parallel_overheads
+    from scalestudy.engine.parallel_profile import multi_rank_parallel, parallel_overheads
     from scalestudy.specs.hardware import ClusterSpec, get_device
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
@@ -224,7 +224,7 @@ def measure(output: Path, nproc: int = 2) -> Path:
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
                      engine_overhead_s=engines)
     if nproc > 1:
-        engines = {**engines, **multi_rank_overheads(device, nproc)}
+        engines = {**engines, **multi_rank_overheads(device, nproc), **multi_rank_parallel(device, nproc)}
     device = replace(device, engine_overhead_s=engines,
                      source=device.source + f"; compute x{scale:.3g} and framework overheads fitted on "
                                             f"{len(points)} timed plain-PyTorch T5 steps (per step {step * 1e3:.2f} ms, "

@@ -11,7 +11,10 @@ several ranks is the gloo alpha-beta the micro-benchmarks fit) and what is left 
 - "tp-step": per sharded projection per optimizer step: partial-gradient reduction, global norm, clipping and
   AdamW on DTensor parameters (train's hybrid backend, engine/parallel/grads.py), vs the same on plain tensors;
 - "pp-microbatch": per micro-batch per pipeline chunk: torch.distributed.pipelining's 1F1B schedule over a
-  one-stage pipeline vs the same micro-batches run one after another.
+  one-stage pipeline vs the same micro-batches run one after another;
+- "tp-collective@multi" (`multi_rank_parallel`, on nproc ranks under torchrun): per DTensor collective in a compute
+  loop, beyond the profile's alpha-beta all-reduce of its bytes: the functional collective's dispatch and wait and
+  the ranks' skew (on one quiet 2-core machine ~1.1-1.6 ms each against 0.5 ms for the raw gloo all-reduce).
 Each configuration is timed in three interleaved rounds (median of each), as the rest of the profile.
 """
 
@@ -128,9 +131,81 @@ def parallel_overheads(log=print, rounds: int = 3) -> dict[str, float]:
     return out
 
 
+def collective_loop_times(output, reps: int = 40) -> None:
+    """Under torchrun: every rank runs a sub-layer-sized matmul then a DTensor all-reduce (Partial -> Replicate, as a
+    row-parallel output) of a tensor-parallel activation, `reps` times, and the same loop without the collective;
+    rank 0 writes {"bytes": B, "with_s": s, "without_s": s, "collectives": reps} (medians of 3 rounds)."""
+    import json
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    act = torch.randn(MICRO_BATCH, SEQ_LEN, 128)
+    weight = torch.randn(128, 512)
+
+    def loop(collective: bool) -> float:
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            (act.view(-1, 128) @ weight).sum()
+            if collective:
+                DTensor.from_local(act, mesh, [Partial()], run_check=False).redistribute(mesh, [Replicate()]).to_local()
+        dist.barrier()
+        return time.perf_counter() - t0
+
+    loop(True)
+    rounds = [(loop(True), loop(False)) for _ in range(3)]
+    if dist.get_rank() == 0:
+        output.write_text(json.dumps({"bytes": act.numel() * 4, "collectives": reps,
+                                      "with_s": statistics.median(r[0] for r in rounds),
+                                      "without_s": statistics.median(r[1] for r in rounds)}), encoding="utf-8")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def multi_rank_parallel(device, nproc: int, timeout_s: float = 300.0) -> dict[str, float]:
+    """{"tp-collective@multi": s}: what one DTensor collective costs on `nproc` ranks of this machine inside a
+    compute loop (functional-collective dispatch and wait, the ranks' skew on shared cores) beyond the profile's
+    alpha-beta ring all-reduce of the same bytes; {} if it cannot run."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from scalestudy.costmodel.comm import collective
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "collectives.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m",
+               "scalestudy.engine.parallel_profile", "--collectives", str(path)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {}
+        if proc.returncode != 0 or not path.is_file():
+            return {}
+        m = json.loads(path.read_text(encoding="utf-8"))
+    lk = (device.intra_node_bytes_per_s, device.intra_node_latency_s, device.inter_node_bytes_per_s,
+          device.inter_node_latency_s)
+    per = (m["with_s"] - m["without_s"]) / m["collectives"]
+    return {"tp-collective@multi": max(0.0, per - collective(2.0, m["bytes"], nproc, nproc, lk))}
+
+
 if __name__ == "__main__":
+    import argparse
     import json
     import os
+    from pathlib import Path
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    print(json.dumps(parallel_overheads(rounds=1)))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--collectives", type=Path, help="(internal, under torchrun) time DTensor collectives")
+    args = parser.parse_args()
+    if args.collectives:
+        collective_loop_times(args.collectives)
+    else:
+        print(json.dumps(parallel_overheads(rounds=1)))
