@@ -56,7 +56,7 @@ from typing import Any
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.run import FLAT_KEYS, RunConfig
+from scalestudy.specs.run import FLAT_KEYS, RunConfig, check_cost_model_only
 from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -316,6 +316,7 @@ def _validate(point: dict) -> str:
     """Empty string if the trial is runnable, else the reason it is not."""
     try:
         trial = Trial(**point)
+        check_cost_model_only(trial.strategy)  # engine megatron: the cost model's, not train's
         model = get_model(trial.model)
         resolve_layout(trial.strategy, trial.world_size, trial.global_batch, gpus_per_node=trial.nproc,
                        num_heads=model.num_heads, num_layers=model.total_layers)
