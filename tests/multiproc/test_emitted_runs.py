@@ -95,3 +95,55 @@ def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_pat
 
     recorded = RunConfig.from_yaml(summaries[0].parent / "train_config.yaml")  # the run records its configuration
     assert recorded.replace(output="x") == RunConfig.from_yaml(emit_dir / "train_config.yaml").replace(output="x")
+
+
+MIXED_CPU_CLUSTER = """\
+name: cpu-fast-slow
+gpus_per_node: 1
+groups:                     # two one-rank "nodes"; the second measured at a quarter of the first's speed
+  - {device: local-cpu, nodes: 1}
+  - {device: local-cpu, nodes: 1, speed: 0.25}
+"""
+LLAMA_4_LAYERS = {"model_type": "llama", "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4,
+                  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192,
+                  "max_position_embeddings": 256, "_name_or_path": "llama-4-layers"}  # llama-tiny with 4 blocks
+
+
+def test_mixed_cluster_plan_emits_uneven_stage_layers_that_train_runs(tmp_path, capsys, tokenizer):
+    """A cluster YAML mixing a fast and a slow node: the planner's pipeline gives the fast stage more blocks, the
+    estimate beats the even split, and the emitted multi-node script trains with exactly those stage layers."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import load_cluster
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+
+    (tmp_path / "cluster.yaml").write_text(MIXED_CPU_CLUSTER)
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(LLAMA_4_LAYERS))
+    emit_dir = tmp_path / "emit"
+    try:
+        main(["plan", "--model", str(tmp_path / "llama"), "--cluster", str(tmp_path / "cluster.yaml"),
+              "--seq-len", "32", "--global-batch", "4", "--micro-batch", "2", "--pp", "2", "--engine", "fsdp",
+              "--train-steps", "2", "--tokenizer", tokenizer, "--emit", str(emit_dir), "--json"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    capsys.readouterr()
+    plan = json.loads((emit_dir / "plan.json").read_text())
+    layers = plan["strategy"]["stage_layers"]
+    assert plan["rank"] == 1 and layers[0] > layers[1] and sum(layers) == 4
+    stages = plan["estimate"]["stages"]["per_stage"]
+    assert [s["device"] for s in stages] == ["local-cpu", "local-cpu@0.25x"]
+    cluster, spec = load_cluster(tmp_path / "cluster.yaml"), get_model(str(tmp_path / "llama"))
+    even = estimate(spec, cluster, Strategy.from_dict({**plan["strategy"], "stage_layers": []}),
+                    Workload(global_batch=4, seq_len=32))
+    assert plan["estimate"]["time"]["step_s"] < even.step_s
+    env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID="mixed-2-nodes")
+    nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    summaries = list(tmp_path.glob("runs/*/summary.json"))
+    assert len(summaries) == 1, outputs
+    summary = json.loads(summaries[0].read_text())
+    assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["steps"] == 2
+    assert summary["strategy"]["stage_layers"] == layers and summary["strategy"]["pp"] == 2

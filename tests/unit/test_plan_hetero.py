@@ -210,3 +210,13 @@ def test_one_stage_over_both_device_types_is_the_slower_devices_cluster(mixed, m
     assert ours.step_s == pytest.approx(v100.step_s, rel=1e-9)
     assert ours.per_device_bytes == pytest.approx(v100.per_device_bytes, rel=1e-9)
     assert ours.stages[0].devices == ("a100-80gb", "v100-32gb") and ours.stages[0].device == "v100-32gb"
+
+
+def test_emitted_output_folder_is_one_folder_for_uneven_stages():
+    from scalestudy.plan.emit import default_output
+    from scalestudy.specs.run import RunConfig
+
+    run = RunConfig.build("gpt2-tiny", Strategy(engine="fsdp", zero=3, pp=2, stage_layers=(1, 1)),
+                          Workload(global_batch=4, seq_len=32), nproc=1, nnodes=2)
+    out = default_output(run)
+    assert out.startswith("runs/") and "/" not in out[len("runs/"):] and out.endswith("stages-1-1")

@@ -32,7 +32,8 @@ def trainable(run: RunConfig, *, cuda: bool) -> str | None:
 
 
 def default_output(run: RunConfig) -> str:
-    return f"runs/{run.display_name}-{run.strategy.label.replace(' ', '-')}"
+    # one folder: the label's spaces and the stage split's slashes ("stages 3/1") become dashes
+    return f"runs/{run.display_name}-{run.strategy.label.replace(' ', '-').replace('/', '-')}"
 
 
 def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict | None = None,
