@@ -12,7 +12,7 @@ the groups. A group may carry a measured relative `speed` (its device's compute 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -227,6 +227,10 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
     unknown = set(data) - known
     if unknown:
         raise ScalestudyError(f"{origin}: unknown device field(s) {', '.join(sorted(unknown))}")
+    missing = [f.name for f in fields(DeviceSpec)
+               if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise ScalestudyError(f"{origin}: missing device field(s) {', '.join(missing)}")
     try:
         return DeviceSpec(**_numbers(data, origin))
     except TypeError as exc:
@@ -242,6 +246,8 @@ _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s"
 def _num(value, name: str, origin: str) -> float:
     # YAML 1.1 (PyYAML) reads `312.0e12` (no exponent sign) as a string: convert, and reject what is not a number.
     try:
+        if isinstance(value, bool):  # YAML true/false: float() would take them as 1/0
+            raise TypeError
         out = float(value)
     except (TypeError, ValueError):
         raise ScalestudyError(f"{origin}: {name} must be a number, got {value!r}") from None
