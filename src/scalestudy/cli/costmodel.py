@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Optional
 
 import typer
@@ -30,18 +29,6 @@ def _duration(seconds: float | None) -> str:
     if seconds < 86400 * 2:
         return f"{seconds / 3600:,.2f} h"
     return f"{seconds / 86400:,.2f} days"
-
-
-def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
-    """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise."""
-    from scalestudy.errors import ScalestudyError
-
-    if not text:
-        return ()
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise ScalestudyError(f"--stage-layers takes layer counts separated by commas, got {text!r}") from None
 
 
 @app.command()
@@ -98,7 +85,7 @@ def estimate(
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
-    from scalestudy.cli.plan import cli_cluster, parse_speeds
+    from scalestudy.cli.options import cli_cluster, parse_speeds, parse_stage_layers
 
     spec = get_model(model)
     speeds = parse_speeds(stage_speeds)
@@ -181,7 +168,7 @@ def _print_estimate(est) -> None:
     t.add_row("dp comm total (incl. overlapped)", f"{tm['dp_comm_total_s']:.4f}", "")
     console.print(t)
     if est.stages:
-        from scalestudy.cli.plan import print_stages
+        from scalestudy.cli.options import print_stages
 
         console.print(f"Pipeline stages on {est.cluster.label} (stage i on ranks [i W/pp, (i+1) W/pp), bound by its "
                       f"slowest device; step = sum of stage slots + ({lay['grad_accum']} micro-batches - 1) x slowest "

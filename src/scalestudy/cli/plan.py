@@ -7,12 +7,12 @@ the command functions so `scalestudy --help` stays fast.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Optional
 
 import typer
 
 from scalestudy.cli import app
+from scalestudy.cli.options import cli_cluster, parse_speeds, print_stages
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -48,7 +48,7 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                       vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
                       sequence_parallel=True, overlap_grad_comm=True, stage_layers=None, overlap_param_gather=False,
                       tp_comm_overlap=False):
-    from scalestudy.cli.costmodel import parse_stage_layers
+    from scalestudy.cli.options import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
     schedule = {"pp_schedules": _strs(pp_schedule)} if pp_schedule else {}
@@ -66,58 +66,6 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        attention=attention, sequence_parallel=sequence_parallel,
                        overlap_grad_comm=overlap_grad_comm, stage_layers=layers,
                        overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, **schedule)
-
-
-def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
-    """--stage-speeds 2,1 -> (2.0, 1.0): measured relative speed of each pipeline stage's ranks."""
-    if not text:
-        return ()
-    try:
-        speeds = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {text!r}") from None
-    if any(not 0 < v < float("inf") for v in speeds):
-        raise ScalestudyError(f"--stage-speeds must be positive numbers, got {text!r}")
-    return speeds
-
-
-def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional[str],
-                stage_speeds: tuple[float, ...] = ()):
-    """The cluster of --gpu/--nodes/--gpus-per-node or --cluster (a `local-cpu` device, in any group, replaced by
-    this machine's measured profile), with --stage-speeds applied."""
-    from dataclasses import replace
-
-    from scalestudy.costmodel.cpu_profile import measured_cluster
-    from scalestudy.specs.hardware import ClusterSpec, make_cluster, with_stage_speeds
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
-    clus = make_cluster(gpu, nodes, gpus_per_node, cluster_file)
-    if clus.groups:
-        measured = {}
-        for g in clus.groups:
-            if id(g.device) not in measured:
-                measured[id(g.device)] = measured_cluster(ClusterSpec(device=g.device), log=log).device
-        groups = tuple(replace(g, device=measured[id(g.device)]) for g in clus.groups)
-        clus = replace(clus, device=groups[0].device, groups=groups)
-    else:
-        clus = measured_cluster(clus, log=log)  # local-cpu: this machine, measured
-    return with_stage_speeds(clus, stage_speeds)
-
-
-def print_stages(est, console=None) -> None:
-    """Per pipeline stage of a mixed-cluster estimate: layers, device, time, memory; the slowest marked."""
-    if not est.stages:
-        return
-    out = console.print if console else print
-    slowest = max(est.stages, key=lambda x: x.slot_s)
-    for x in est.stages:
-        mark = "  <- slowest" if x is slowest else ""
-        out(f"  stage {x.index}: {x.layers} layers on ranks {x.ranks[0]}-{x.ranks[1] - 1} "
-            f"({'+'.join(x.devices)}), {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} ms per "
-            f"step, memory {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
-            f"{'' if x.fits else ' (DOES NOT FIT)'}{mark}", **({"highlight": False} if console else {}))
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",

@@ -8,7 +8,7 @@ from scalestudy.costmodel import estimate  # noqa: F401  (module; `estimate.esti
 
 def activation_cache_clear() -> None:
     """Drop every memoised per-model quantity (benchmarks measure cold evaluation with it)."""
-    from scalestudy.costmodel import estimate, flops, memory, params, step
+    from scalestudy.costmodel import flops, memory, params, step, terms
 
     params.param_breakdown.cache_clear()
     params.param_count.cache_clear()
@@ -16,4 +16,4 @@ def activation_cache_clear() -> None:
     flops.forward_flops.cache_clear()
     memory.activation_parts.cache_clear()
     step._CACHE.clear()
-    estimate._SHAPES.clear()
+    terms._SHAPES.clear()

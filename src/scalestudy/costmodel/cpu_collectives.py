@@ -8,19 +8,16 @@ ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and kee
 
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
 cost on several ranks beyond the model with the all_reduce fit's rates, at one configuration (PROFILE_MULTI): it
-already holds the collectives' excess at that configuration. `multi_overhead` takes that part out, so the step
+already holds the collectives' excess at that configuration. `estimate.multi_overhead` takes that part out, so the step
 at the profile's own configuration is the one measured, and elsewhere the excess scales with the collectives.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 # How engine/cpu_profile.py times the engines on several ranks (its "@multi" overheads): t5-tiny, micro-batch 2,
 # accumulation 2, seq 64+16 (engine/cpu_profile.SEQ_LEN / TARGET_LEN), fp32, 2 ranks.
 PROFILE_MULTI = dict(model="t5-tiny", micro_batch=2, accum=2, seq=64, target=16, nproc=2)
 _NONE = (1.0, 1.0, 1.0)
-_EXCESS: dict = {}
 
 
 def measured(device) -> bool:
@@ -34,42 +31,6 @@ def rates(device) -> tuple[float, float, float]:
     if not measured(device):
         return _NONE
     return r.get("all_reduce", 1.0), r.get("all_gather", 1.0), r.get("reduce_scatter", 1.0)
-
-
-def profile_comm_excess(device, engine: str, zero: int) -> float:
-    """Seconds per sublayer per micro-step of the engine's "@multi" overhead that are its collectives running at
-    their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios)."""
-    if not measured(device):
-        return 0.0
-    key = (id(device), engine, zero)
-    hit = _EXCESS.get(key)
-    if hit is not None and hit[0] is device:
-        return hit[1]
-    from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.hardware import ClusterSpec
-    from scalestudy.specs.model import get_model
-    from scalestudy.specs.strategy import Strategy, Workload
-
-    p = PROFILE_MULTI
-    tiny = get_model(p["model"])
-    probe = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=p["micro_batch"])
-    w = Workload(p["micro_batch"] * p["accum"] * p["nproc"], p["seq"], p["target"])
-    bare = replace(device, engine_overhead_s={})  # no "@multi": no recursion
-    rated, plain = (estimate(tiny, ClusterSpec(device=d, nodes=1, gpus_per_node=p["nproc"]), probe, w).dp_comm_total_s
-                    for d in (bare, replace(bare, collective_time_ratio={})))
-    sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
-    excess = max(0.0, rated - plain) / (p["accum"] * sublayers)
-    _EXCESS[key] = (device, excess)
-    return excess
-
-
-def multi_overhead(device, engine: str, zero: int) -> float:
-    """The profile's "<engine>-<zero>@multi" overhead per sublayer per micro-step, less what the collectives at
-    their measured rates now cost explicitly (`profile_comm_excess`)."""
-    per = device.engine_overhead_s.get(f"{engine}-{zero}@multi", 0.0)
-    if per <= 0.0:
-        return 0.0
-    return per - min(per, profile_comm_excess(device, engine, zero))
 
 
 def broadcast_latency(device, tensors: int, dp: int) -> float:

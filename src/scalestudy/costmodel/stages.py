@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, p2p_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.engines import engine_comm
@@ -37,6 +38,7 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
+from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -254,8 +256,6 @@ def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], mi
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
                     calibration=None):
     """estimate() for a cluster mixing device types or rank speeds: per stage, bound by the slowest."""
-    from scalestudy.costmodel.estimate import Estimate, _dp_comm, _shape, _tp_comm  # estimate.py imports this lazily
-
     st = strategy
     cal = calibration or stored()
     gpn = cluster.gpus_per_node
@@ -330,14 +330,3 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         peak_flops=peak, stages=stages)
 
 
-def stages_dict(est, out: dict) -> None:
-    """Add the per-stage breakdown of a mixed-cluster estimate to its `to_dict()` (estimate --json)."""
-    slowest = max(est.stages, key=lambda x: x.slot_s)
-    out["cluster"]["groups"] = [g.to_dict() for g in est.cluster.rank_groups()]
-    out["stages"] = {
-        "rule": "stage k on ranks [k W/pp, (k+1) W/pp) in the cluster's rank order, bound by its slowest device; "
-                "step = sum of stage slots + (micro-batches - 1) x slowest slot + slowest tail",
-        "slowest_stage": slowest.index,
-        "per_stage": [x.to_dict() for x in est.stages],
-        "unit": "seconds per micro-batch (slot, compute, tp/pp comm), seconds per step (tail terms), bytes",
-    }

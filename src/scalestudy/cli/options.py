@@ -1,0 +1,73 @@
+"""Options shared by `estimate` and `plan`/`tune`: stage layers and speeds, the cluster of the flags, the per-stage
+lines of a mixed-cluster estimate. Both command modules import this one (never each other)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from scalestudy.errors import ScalestudyError
+
+GIB = 1024**3
+
+
+def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
+    """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ScalestudyError(f"--stage-layers takes layer counts separated by commas, got {text!r}") from None
+
+
+def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
+    """--stage-speeds 2,1 -> (2.0, 1.0): measured relative speed of each pipeline stage's ranks."""
+    if not text:
+        return ()
+    try:
+        speeds = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {text!r}") from None
+    if any(not 0 < v < float("inf") for v in speeds):
+        raise ScalestudyError(f"--stage-speeds must be positive numbers, got {text!r}")
+    return speeds
+
+
+def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional[str],
+                stage_speeds: tuple[float, ...] = ()):
+    """The cluster of --gpu/--nodes/--gpus-per-node or --cluster (a `local-cpu` device, in any group, replaced by
+    this machine's measured profile), with --stage-speeds applied."""
+    from dataclasses import replace
+
+    from scalestudy.costmodel.cpu_profile import measured_cluster
+    from scalestudy.specs.hardware import ClusterSpec, make_cluster, with_stage_speeds
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    clus = make_cluster(gpu, nodes, gpus_per_node, cluster_file)
+    if clus.groups:
+        measured = {}
+        for g in clus.groups:
+            if id(g.device) not in measured:
+                measured[id(g.device)] = measured_cluster(ClusterSpec(device=g.device), log=log).device
+        groups = tuple(replace(g, device=measured[id(g.device)]) for g in clus.groups)
+        clus = replace(clus, device=groups[0].device, groups=groups)
+    else:
+        clus = measured_cluster(clus, log=log)  # local-cpu: this machine, measured
+    return with_stage_speeds(clus, stage_speeds)
+
+
+def print_stages(est, console=None) -> None:
+    """Per pipeline stage of a mixed-cluster estimate: layers, device, time, memory; the slowest marked."""
+    if not est.stages:
+        return
+    out = console.print if console else print
+    slowest = max(est.stages, key=lambda x: x.slot_s)
+    for x in est.stages:
+        mark = "  <- slowest" if x is slowest else ""
+        out(f"  stage {x.index}: {x.layers} layers on ranks {x.ranks[0]}-{x.ranks[1] - 1} "
+            f"({'+'.join(x.devices)}), {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} ms per "
+            f"step, memory {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
+            f"{'' if x.fits else ' (DOES NOT FIT)'}{mark}", **({"highlight": False} if console else {}))

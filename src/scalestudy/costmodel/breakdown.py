@@ -1,0 +1,157 @@
+"""Estimate: the result of the cost model (memory per device, step-time parts, throughput, MFU) and its
+`to_dict()`, the `scalestudy estimate --json` schema (docs/estimate-schema.md). Built by costmodel/estimate.py
+(one device type) and costmodel/stages.py (clusters mixing devices, per pipeline stage)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalestudy.costmodel.memory import Memory
+from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
+from scalestudy.costmodel.options import CostOptions
+from scalestudy.costmodel.step import OVERLAP_MODEL
+from scalestudy.specs.hardware import ClusterSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import Layout, Strategy, Workload
+
+SCHEMA = "scalestudy.estimate/1"
+FLOPS_CONVENTION = (f"{MODEL_FLOPS_CONVENTION}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
+                    "dense peak of the precision (scalestudy.costmodel.mfu)")
+
+
+@dataclass(slots=True)
+class Estimate:
+    model: ModelSpec
+    cluster: ClusterSpec
+    strategy: Strategy
+    workload: Workload
+    options: CostOptions
+    layout: Layout
+    target_len: int  # decoder length used (enc-dec: workload.target_len, or the span-corruption need when that is 0)
+    params_total: int
+    params_per_device: int  # on the busiest model-parallel rank, before ZeRO partitioning
+    memory: Memory
+    capacity_bytes: float
+    host_capacity_bytes: float
+    fits: bool
+    compute_s: float
+    bubble_s: float
+    tp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float  # exposed
+    dp_comm_total_s: float
+    optimizer_s: float
+    offload_s: float
+    framework_s: float  # fixed per-step framework time of a measured CPU profile (0 for GPUs)
+    step_s: float
+    model_flops: float  # per optimizer step, whole global batch
+    hardware_flops: float
+    tokens_per_step: int
+    peak_flops: float
+    stages: tuple = ()  # clusters mixing devices: per pipeline stage (costmodel/stages.py, StageEstimate)
+
+    @property
+    def per_device_bytes(self) -> float:
+        return self.memory.total
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.workload.global_batch / self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s
+
+    @property
+    def model_tflops_per_device(self) -> float:
+        return self.model_flops / self.step_s / self.layout.world_size / 1e12
+
+    @property
+    def hardware_tflops_per_device(self) -> float:
+        return self.hardware_flops / self.step_s / self.layout.world_size / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return flops_utilization(self.model_flops, self.step_s, self.layout.world_size, self.peak_flops)
+
+    @property
+    def hfu(self) -> float:
+        return flops_utilization(self.hardware_flops, self.step_s, self.layout.world_size, self.peak_flops)
+
+    @property
+    def time_to_train_s(self) -> float | None:
+        return self.workload.train_tokens / self.tokens_per_s if self.workload.train_tokens else None
+
+    @property
+    def device_hours(self) -> float | None:
+        t = self.time_to_train_s
+        return None if t is None else t * self.layout.world_size / 3600.0
+
+    def time_parts(self) -> dict:
+        return {"compute_s": self.compute_s, "pipeline_bubble_s": self.bubble_s, "tp_comm_s": self.tp_comm_s,
+                "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s, "optimizer_s": self.optimizer_s,
+                "offload_s": self.offload_s, "framework_s": self.framework_s}
+
+    def to_dict(self) -> dict:
+        c, m, lay = self.cluster, self.memory, self.layout
+        out = {
+            "schema": SCHEMA,
+            "model": self.model.name,
+            "params_total": self.params_total,
+            "params_per_device": self.params_per_device,
+            "cluster": {"device": c.device.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node,
+                        "world_size": c.world_size, "intra_node_bytes_per_s": c.intra_bw,
+                        "inter_node_bytes_per_s": c.inter_bw, "peak_flops_per_device": self.peak_flops},
+            "strategy": self.strategy.to_dict(),
+            "workload": {"global_batch": self.workload.global_batch, "seq_len": self.workload.seq_len,
+                         "target_len": self.target_len if self.model.is_encoder_decoder else 0,
+                         "tokens_per_step": self.tokens_per_step, "train_tokens": self.workload.train_tokens},
+            "layout": {"world_size": lay.world_size, "dp": lay.dp, "tp": lay.tp, "pp": lay.pp,
+                       "grad_accum": lay.grad_accum, "micro_batch": self.strategy.micro_batch},
+            "memory": {
+                "per_device_bytes": m.total,
+                "parts": m.parts(),
+                "model_states_bytes": m.model_states,
+                "capacity_bytes": self.capacity_bytes,
+                "host_bytes_per_rank": m.host_bytes,
+                "host_capacity_bytes_per_rank": self.host_capacity_bytes,
+                "nvme_bytes_per_rank": m.nvme_bytes,
+                "unit": "bytes",
+            },
+            "fits": self.fits,
+            "time": {
+                "step_s": self.step_s,
+                "parts": self.time_parts(),
+                "dp_comm_total_s": self.dp_comm_total_s,
+                "time_to_train_s": self.time_to_train_s,
+                "device_hours": self.device_hours,
+            },
+            "throughput": {
+                "samples_per_s": self.samples_per_s,
+                "tokens_per_s": self.tokens_per_s,
+                "tokens_per_s_per_device": self.tokens_per_s / lay.world_size,
+                "model_tflops_per_device": self.model_tflops_per_device,
+                "hardware_tflops_per_device": self.hardware_tflops_per_device,
+            },
+            "flops": {"model_per_step": self.model_flops, "hardware_per_step": self.hardware_flops,
+                      "convention": FLOPS_CONVENTION},
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "assumptions": {**self.options.to_dict(), "overlap_model": OVERLAP_MODEL},
+        }
+        if self.stages:  # clusters mixing devices: time and memory per pipeline stage
+            stages_dict(self, out)
+        return out
+
+
+def stages_dict(est, out: dict) -> None:
+    """Add the per-stage breakdown of a mixed-cluster estimate to its `to_dict()` (estimate --json)."""
+    slowest = max(est.stages, key=lambda x: x.slot_s)
+    out["cluster"]["groups"] = [g.to_dict() for g in est.cluster.rank_groups()]
+    out["stages"] = {
+        "rule": "stage k on ranks [k W/pp, (k+1) W/pp) in the cluster's rank order, bound by its slowest device; "
+                "step = sum of stage slots + (micro-batches - 1) x slowest slot + slowest tail",
+        "slowest_stage": slowest.index,
+        "per_stage": [x.to_dict() for x in est.stages],
+        "unit": "seconds per micro-batch (slot, compute, tp/pp comm), seconds per step (tail terms), bytes",
+    }
