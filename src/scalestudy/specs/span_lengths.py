@@ -46,9 +46,16 @@ def compute_input_and_target_lengths(seq_len: int, noise_density: float = 0.15, 
     if not fits(raw):
         raise ScalestudyError(f"target_len {target_len} is too short for span corruption (needs at least "
                               f"{corrupted_lengths(2, noise_density, mean_noise_span_length)[1]})")
-    # Inputs grow by at most one per raw token, so raw never exceeds ~seq_len / (1 - density) + a few.
-    while raw < 4 * seq_len and fits(raw + 1):
-        raw += 1
+    # Inputs grow by at most one per raw token, so raw never exceeds ~seq_len / (1 - density) + a few. Inputs and
+    # targets lengths never shrink as raw grows (noise and spans grow by 0 or 1 per token, spans only with noise), so
+    # the longest fitting window is found by bisection: the result of T5's token-by-token scan in O(log seq_len).
+    high = 4 * seq_len
+    if fits(high):
+        raw = high
+    else:
+        while high - raw > 1:  # fits(raw), not fits(high)
+            mid = (raw + high) // 2
+            raw, high = (mid, high) if fits(mid) else (raw, mid)
     targets = corrupted_lengths(raw, noise_density, mean_noise_span_length)[1]
     if noise_density == 0.5 and target_len is None and targets > seq_len:
         raw -= 1  # T5's "minor hack": keep targets no longer than inputs at density 0.5
