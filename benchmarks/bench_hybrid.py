@@ -11,6 +11,8 @@ parallelism, pp2 1f1b and pp2 gpipe (4 micro-batches per step). Prints each layo
 step (first --warmup steps dropped) and three predictions of it with their errors (predicted / measured - 1):
   static      the cost model on the static `local-cpu` file (no calibration; the numbers before issue 12's terms
               were reported with this one),
+  profile     the cost model on this machine's cached CPU profile (what estimate, plan and study predict
+              `local-cpu` with),
   calibrated  the cost model on the calibrated profile (what tune ranks strategies with before any trial),
   refit dp2   tune's efficiency refit (calibrate.fit_efficiency) on the dp2 measurement alone, as after a screen
               trial, predicting the other layouts out of sample (it carries the machine's current load level over).
@@ -103,6 +105,7 @@ def main() -> None:
     if "RANK" in os.environ:
         return worker(args)
     from scalestudy.costmodel.calibrate import fit_efficiency
+    from scalestudy.costmodel.cpu_profile import local_cpu_profile
     from scalestudy.specs.hardware import get_device
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,18 +118,21 @@ def main() -> None:
         load_after = os.getloadavg()[0]
         measured = json.loads((Path(tmp) / "medians.json").read_text())
         static = {n: estimate_on(get_device("local-cpu"), args, n, Path(tmp)) for n in measured}
+        profile = local_cpu_profile(measure=False) or get_device("local-cpu")
+        profiled = {n: estimate_on(profile, args, n, Path(tmp)) for n in measured}
         calibrated = {n: estimate_on(device, args, n, Path(tmp)) for n in measured}
         fit = fit_efficiency([(step_terms(calibrated["dp2"]), measured["dp2"])])
         print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.model}, seq {args.seq_len}, global batch "
               f"{args.global_batch}, 2 CPU ranks, load average {load_before:.1f} -> {load_after:.1f}; "
               f"profile: {device.source[:90]}...")
         print("seconds per optimizer step (median after warm-up); error = predicted / measured - 1")
-        print(f"{'layout':<10} {'measured':>9} {'static':>8} {'error':>7} {'calibrated':>10} {'error':>7} "
-              f"{'refit dp2':>9} {'error':>7}")
+        print(f"{'layout':<10} {'measured':>9} {'static':>8} {'error':>7} {'profile':>8} {'error':>7} "
+              f"{'calibrated':>10} {'error':>7} {'refit dp2':>9} {'error':>7}")
         for name, seconds in measured.items():
-            row = [static[name].step_s, calibrated[name].step_s, fit.predict(step_terms(calibrated[name]))]
+            row = [static[name].step_s, profiled[name].step_s, calibrated[name].step_s,
+                   fit.predict(step_terms(calibrated[name]))]
             print(f"{name:<10} {seconds:>9.4f} " + " ".join(f"{g:>{w}.4f} {g / seconds - 1:>+7.1%}"
-                                                         for g, w in zip(row, (8, 10, 9))))
+                                                         for g, w in zip(row, (8, 8, 10, 9))))
         print("calibrated prediction's parts (s per step): "
               + "; ".join(f"{n}: " + ", ".join(f"{k.removesuffix('_s')} {v:.4f}"
                                                for k, v in e.time_parts().items() if v > 0)

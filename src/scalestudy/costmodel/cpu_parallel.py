@@ -15,9 +15,9 @@ at 0.95x the step of dp2 where llama-tiny measured 2.9x, and pp2 at 2.2x where i
   recomputation repeats the forward ones. On gloo they are latency-bound; each is priced by the calibrated
   alpha-beta ring (`comm.collective`), its bytes term at the calibration's measured rate of that op
   (DeviceSpec.collective_time_ratio: gloo's reduce-scatter is several times slower per byte than all-reduce),
-  plus the measured cost of a DTensor collective in a compute loop beyond that ring ("tp-collective@multi": the
-  functional collective's dispatch and wait, the ranks' skew on shared cores; ~1 ms on a quiet 2-core machine,
-  twice the raw all-reduce).
+  or, where the profile measured it, at the time of a DTensor collective of a 64 KiB activation in a compute loop
+  on this machine's ranks ("tp-collective@multi": gloo, the functional collective's dispatch and wait, the ranks'
+  skew; 0.6-1.6 ms here, against 0.5 ms for a raw gloo all-reduce) plus the ring's bytes term beyond 64 KiB.
 - DTensor dispatch: per sharded projection and micro-batch (from_local / redistribute / to_local and the
   sharded matmuls, forward and backward), per sequence-parallel sub-layer, and per sharded projection and
   optimizer step (AdamW, partial-gradient reduction and the global norm on DTensors): measured seconds in the
@@ -46,7 +46,8 @@ TP_LINEAR = "tp-linear"  # per sharded projection per micro-batch (forward + bac
 TP_SP_SUBLAYER = "tp-sp-sublayer"  # extra per sub-layer per micro-batch with sequence parallelism
 TP_STEP = "tp-step"  # per sharded projection per optimizer step
 PP_MICROBATCH = "pp-microbatch"  # per micro-batch per model chunk of a pipeline stage
-TP_COLLECTIVE = "tp-collective@multi"  # per DTensor collective on several ranks, beyond the alpha-beta ring
+TP_COLLECTIVE = "tp-collective@multi"  # s of one DTensor all-reduce of TP_COLLECTIVE_BYTES on several ranks
+TP_COLLECTIVE_BYTES = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +101,20 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
     ratio = dev.collective_time_ratio  # measured / alpha-beta time per gloo op (calibration), on the bytes term
     latency_only = (math.inf, lk[1], math.inf, lk[3])
 
-    def timed(op: str, volume: float, nbytes: float) -> float:
-        latency = collective(volume, nbytes, tp, tp, latency_only)
-        return latency + ratio.get(op, 1.0) * (collective(volume, nbytes, tp, tp, lk) - latency)
+    def bytes_term(volume: float, nbytes: float) -> float:
+        return collective(volume, nbytes, tp, tp, lk) - collective(volume, nbytes, tp, tp, latency_only)
 
-    extra = dev.engine_overhead_s.get(TP_COLLECTIVE, 0.0)
-    ar = lambda n: timed("all_reduce", 2.0, n) + extra  # noqa: E731
-    ag = lambda n: timed("all_gather", 1.0, n) + extra  # noqa: E731
-    rs = lambda n: timed("reduce_scatter", 1.0, n) + extra  # noqa: E731
+    measured = dev.engine_overhead_s.get(TP_COLLECTIVE)
+
+    def timed(op: str, volume: float, nbytes: float) -> float:
+        if measured is not None:  # the measured DTensor collective, plus the bytes beyond its message
+            extra = bytes_term(volume, nbytes) - bytes_term(volume, TP_COLLECTIVE_BYTES * volume / 2.0)
+            return measured + ratio.get(op, 1.0) * max(0.0, extra)
+        return collective(volume, nbytes, tp, tp, latency_only) + ratio.get(op, 1.0) * bytes_term(volume, nbytes)
+
+    ar = lambda n: timed("all_reduce", 2.0, n)  # noqa: E731
+    ag = lambda n: timed("all_gather", 1.0, n)  # noqa: E731
+    rs = lambda n: timed("reduce_scatter", 1.0, n)  # noqa: E731
     fwd_repeat = 2 if st.recompute == "full" else 1
     comm = dispatch = 0.0
     linears = 0

@@ -39,7 +39,7 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 4  # 3: tensor/pipeline-parallel overheads; 4: + DTensor collectives on nproc ranks (parallel_profile.py)
+PROFILE_FORMAT = 5  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py)
 
 
 def machine_key() -> str:
