@@ -104,6 +104,8 @@ def _build_workspace(root: Path) -> None:
     # clusters mixing device types (`groups:`), each wrong in one way
     for name, text in MIXED_CLUSTERS.items():
         (root / f"mixed-{name}.yaml").write_text(text)
+    for name, text in NEW_KEY_FILES.items():
+        (root / name).write_text(text)
     (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
 
     study = root / "study"
@@ -218,6 +220,20 @@ MIXED_CLUSTERS = {
     "kinds": "gpus_per_node: 2\ngroups:\n  - {device: local-cpu, nodes: 1}\n  - {device: a100-80gb, nodes: 1}\n",
     "group-not-mapping": "gpus_per_node: 8\ngroups:\n  - a100-80gb\n",
     "ok": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1}\n  - {device: v100-32gb, nodes: 1}\n",
+    "speed-bool": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1, speed: true}\n",
+    "device-fields-missing": "gpus_per_node: 8\ngroups:\n  - {device: {name: x, peak_flops: {bf16: 1.0e+12}}, nodes: 1}\n",
+    "device-file-missing": "gpus_per_node: 8\ngroups:\n  - {device: nowhere-dev.yaml, nodes: 1}\n",
+}
+# run-config (train --config) and study-spec files with the newer strategy keys, each wrong in one way
+NEW_KEY_FILES = {
+    "cfg-stage-layers-int.yaml": "strategy: {stage_layers: 3}\n",
+    "cfg-stage-layers-nested.yaml": "strategy: {stage_layers: [[1], 2]}\n",
+    "cfg-virtual-stages-str.yaml": "strategy: {virtual_stages: two}\n",
+    "cfg-sequence-parallel-str.yaml": "strategy: {sequence_parallel: maybe}\n",
+    "spec-megatron.yaml": GOOD_SPEC + "engine: megatron\n",
+    "spec-stage-layers-str.yaml": GOOD_SPEC + "stage_layers: abc\n",
+    "spec-attention-bad.yaml": GOOD_SPEC + "attention: [flash, sparse]\n",
+    "spec-virtual-stages-float.yaml": GOOD_SPEC + "virtual_stages: 1.5\n",
 }
 EST = "estimate --model t5-tiny"
 PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
@@ -338,6 +354,37 @@ CASES: list[Case] = [
     C("train-engine-megatron", f"{TRAIN} --engine megatron", "cost model only"),
     C("train-tp-comm-overlap", f"{TRAIN} --set tp_comm_overlap=true", "tp_comm_overlap"),
     C("train-overlap-param-gather", f"{TRAIN} --set overlap_param_gather=true", "overlap_param_gather"),
+    # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
+    C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
+    C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),
+    C("train-set-pp-schedule-bogus", f"{TRAIN} --set pp_schedule=zigzag", "zigzag"),
+    C("train-set-stage-layers-letters", f"{TRAIN} --set stage_layers=x", "stage_layers"),
+    C("train-set-engine-megatron", f"{TRAIN} --set engine=megatron", "cost model only"),
+    C("train-config-stage-layers-int", f"{TRAIN} --config cfg-stage-layers-int.yaml", "stage_layers"),
+    C("train-config-stage-layers-nested", f"{TRAIN} --config cfg-stage-layers-nested.yaml", "whole layer counts"),
+    C("train-config-virtual-stages-str", f"{TRAIN} --config cfg-virtual-stages-str.yaml", "virtual_stages"),
+    C("train-config-sequence-parallel-str", f"{TRAIN} --config cfg-sequence-parallel-str.yaml", "sequence_parallel"),
+    C("train-gpt2-tp-heads", f"{TRAIN.replace('t5-tiny', 'gpt2-tiny').replace('--target-len 8', '--objective causal')}"
+      " --engine ddp --nproc 3 --tp 3", "attention heads"),
+    C("plan-tp-0", f"{PLAN} --tp 0", "--tp"),
+    C("plan-zero-7", f"{PLAN} --zero 1,7", "--zero"),
+    C("plan-stage-layers-vs-pp", f"{PLAN} --pp 1 --stage-layers 2,2", "--pp"),
+    C("estimate-interleaved-one-virtual-stage", f"{EST} --pp 2 --pp-schedule interleaved --virtual-stages 1",
+      "virtual_stages >= 2"),
+    C("estimate-stage-layers-zero", f"{EST} --pp 2 --stage-layers 0,4", "at least 1 layer"),
+    C("plan-mixed-speed-bool", f"{PLAN} --cluster mixed-speed-bool.yaml", "speed must be a number"),
+    C("plan-mixed-device-fields-missing", f"{PLAN} --cluster mixed-device-fields-missing.yaml", "missing device field"),
+    C("estimate-mixed-device-file-missing", f"{EST} --cluster mixed-device-file-missing.yaml", "nowhere-dev.yaml"),
+    C("tune-tp-0", f"{TUNE} --tp 0", "--tp"),
+    C("tune-pp-over-ranks", f"{TUNE} --pp 3", "no strategy"),
+    C("tune-micro-batch-0", f"{TUNE} --micro-batch 0", "--micro-batch"),
+    C("tune-recompute-selective", f"{TUNE} --recompute selective", "selective"),
+    C("tune-offload-nvme", f"{TUNE} --offload-optimizer nvme", "nvme"),
+    C("tune-memory-limit-nan", f"{TUNE} --memory-limit-gib nan", "memory-limit"),
+    C("study-run-spec-megatron", "study run spec-megatron.yaml -o s", "megatron"),
+    C("study-run-spec-stage-layers-str", "study run spec-stage-layers-str.yaml -o s", "stage_layers"),
+    C("study-run-spec-attention-bad", "study run spec-attention-bad.yaml -o s", "sparse"),
+    C("study-run-spec-virtual-stages-float", "study run spec-virtual-stages-float.yaml -o s", "virtual_stages"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

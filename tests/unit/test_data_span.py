@@ -77,3 +77,28 @@ def test_mask_starting_with_noise_is_handled():
     assert inputs.tolist() == [999, 12, 13, 998, 15, 16, 17, 997, EOS]
     assert targets.tolist() == [999, 10, 11, 998, 14, 997, 18, 19, EOS]
     assert reconstruct(inputs, targets) == tokens.tolist()
+
+
+def test_lengths_bisection_matches_the_token_by_token_scan_and_huge_lengths_are_instant():
+    """T5's helper scans raw lengths one by one (seq_len 1e8 took 90 s); the bisection must give the same answer."""
+    import time
+
+    from scalestudy.specs.span_lengths import compute_input_and_target_lengths, corrupted_lengths
+
+    def scan(seq_len, density, span, target_len):
+        raw = 2
+        while raw < 4 * seq_len and corrupted_lengths(raw + 1, density, span)[0] <= seq_len and (
+                target_len is None or corrupted_lengths(raw + 1, density, span)[1] <= target_len):
+            raw += 1
+        return raw
+
+    for density, span in ((0.15, 3.0), (0.3, 1.0), (0.8, 7.0)):
+        for seq_len in (*range(4, 300, 7), 512, 4096):
+            for target_len in (None, 20, 114):
+                if corrupted_lengths(2, density, span)[1] > (target_len or 10**9):
+                    continue
+                raw, _ = compute_input_and_target_lengths(seq_len, density, span, target_len)
+                assert raw == scan(seq_len, density, span, target_len), (density, span, seq_len, target_len)
+    t0 = time.perf_counter()
+    assert compute_input_and_target_lengths(10**12)[1] == 222_222_222_222
+    assert time.perf_counter() - t0 < 0.1
