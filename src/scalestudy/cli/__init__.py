@@ -47,7 +47,10 @@ def _register() -> None:
 
 
 def _print_error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {' '.join(message.split())}", highlight=False, soft_wrap=True,
+    from rich.markup import escape
+
+    # the message is plain text: '[dimension, fraction]' or a name typed as '[bold]x' must not be read as markup
+    err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, soft_wrap=True,
                       markup=True)
 
 

@@ -238,6 +238,8 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
 
 
 _INT_FIELDS = ("memory_bytes", "host_memory_bytes")
+_RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
+                "cpu_adam_params_per_s")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
                  "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s", "layer_overhead_s",
                  "step_overhead_s", "microstep_overhead_s")
@@ -266,17 +268,38 @@ def _numbers(data: dict, origin: str) -> dict:
     for name in _FLOAT_FIELDS:
         if name in data:
             data[name] = _num(data[name], name, origin)
-    if isinstance(data.get("peak_flops"), dict):
+    for name in _RATE_FIELDS:  # the cost model divides by these
+        if name in data and not data[name] > 0:
+            raise ScalestudyError(f"{origin}: {name} must be > 0, got {data[name]!r}")
+    if "peak_flops" in data:
+        if not isinstance(data["peak_flops"], dict) or not data["peak_flops"]:
+            raise ScalestudyError(f"{origin}: peak_flops must map precisions to dense FLOP/s (e.g. {{bf16: 312.0e+12}}), "
+                                  f"got {data['peak_flops']!r}")
         data["peak_flops"] = {str(k): _num(v, f"peak_flops.{k}", origin) for k, v in data["peak_flops"].items()}
-    if isinstance(data.get("engine_overhead_s"), dict):
-        data["engine_overhead_s"] = {str(k): _num(v, f"engine_overhead_s.{k}", origin)
-                                     for k, v in data["engine_overhead_s"].items()}
-    if isinstance(data.get("matmul_efficiency"), list):
+        if not all(data["peak_flops"].values()):
+            raise ScalestudyError(f"{origin}: peak_flops must be > 0, got {data['peak_flops']!r}")
+    for name in ("engine_overhead_s", "collective_time_ratio"):
+        if name in data:
+            if not isinstance(data[name], dict):
+                raise ScalestudyError(f"{origin}: {name} must be a mapping of numbers, got {data[name]!r}")
+            data[name] = {str(k): _num(v, f"{name}.{k}", origin) for k, v in data[name].items()}
+    if any(not v for v in data.get("collective_time_ratio", {}).values()):
+        raise ScalestudyError(f"{origin}: collective_time_ratio values must be > 0, got {data['collective_time_ratio']}")
+    if "matmul_efficiency" in data:
         try:
+            if not isinstance(data["matmul_efficiency"], list):
+                raise TypeError
             data["matmul_efficiency"] = [[_num(d, "matmul_efficiency", origin), _num(f, "matmul_efficiency", origin)]
                                          for d, f in data["matmul_efficiency"]]
         except (TypeError, ValueError):
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
+        if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
+            raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
+    if data.get("kind", "gpu") not in ("gpu", "cpu"):
+        raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
+    for name in ("name", "source", "family"):
+        if name in data and not isinstance(data[name], str):
+            raise ScalestudyError(f"{origin}: {name} must be a string, got {data[name]!r}")
     return data
 
 
@@ -389,9 +412,16 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s"):
         if data.get(key) is not None:
             data[key] = _num(data[key], key, str(path))
+            if key.endswith("bytes_per_s") and not data[key] > 0:
+                raise ScalestudyError(f"{path}: {key} must be > 0, got {data[key]!r}")
     for key in ("nodes", "gpus_per_node"):
         if key in data:
-            data[key] = int(_num(data[key], key, str(path)))
+            value = _num(data[key], key, str(path))
+            if value != int(value):
+                raise ScalestudyError(f"{path}: {key} must be a whole number, got {data[key]!r}")
+            data[key] = int(value)
+    if not isinstance(data.get("name", ""), str):
+        raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
 
 
