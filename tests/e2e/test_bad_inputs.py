@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import io
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -106,6 +107,10 @@ def _build_workspace(root: Path) -> None:
         (root / f"mixed-{name}.yaml").write_text(text)
     for name, text in NEW_KEY_FILES.items():
         (root / name).write_text(text)
+    a100 = (resources.files("scalestudy.specs") / "hardware" / "a100-40gb.yaml").read_text(encoding="utf-8")
+    for name, (key, value) in DEVICE_EDITS.items():  # a device file wrong in one field
+        (root / f"dev-{name}.yaml").write_text(re.sub(rf"^{key}:.*$", f"{key}: {value}", a100, flags=re.M)
+                                               if f"\n{key}:" in a100 else a100 + f"{key}: {value}\n")
     (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
 
     study = root / "study"
@@ -223,7 +228,14 @@ MIXED_CLUSTERS = {
     "speed-bool": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1, speed: true}\n",
     "device-fields-missing": "gpus_per_node: 8\ngroups:\n  - {device: {name: x, peak_flops: {bf16: 1.0e+12}}, nodes: 1}\n",
     "device-file-missing": "gpus_per_node: 8\ngroups:\n  - {device: nowhere-dev.yaml, nodes: 1}\n",
+    "device-file-bad": "gpus_per_node: 8\ngroups:\n  - {device: dev-hbm-zero.yaml, nodes: 1}\n"
+                       "  - {device: v100-32gb, nodes: 1}\n",
+    "link-zero": "gpus_per_node: 8\ninter_node_bytes_per_s: 0\ngroups:\n  - {device: a100-80gb, nodes: 1}\n"
+                 "  - {device: v100-32gb, nodes: 1}\n",
 }
+DEVICE_EDITS = {"hbm-zero": ("hbm_bytes_per_s", "0"), "peak-scalar": ("peak_flops", "3"),
+                "gemm-str": ("matmul_efficiency", "fast"), "ratio-str": ("collective_time_ratio", "{all_reduce: x}"),
+                "kind-tpu": ("kind", "tpu"), "peak-zero": ("peak_flops", "{bf16: 0, fp32: 0}")}
 # run-config (train --config) and study-spec files with the newer strategy keys, each wrong in one way
 NEW_KEY_FILES = {
     "cfg-stage-layers-int.yaml": "strategy: {stage_layers: 3}\n",
@@ -375,6 +387,17 @@ CASES: list[Case] = [
     C("plan-mixed-speed-bool", f"{PLAN} --cluster mixed-speed-bool.yaml", "speed must be a number"),
     C("plan-mixed-device-fields-missing", f"{PLAN} --cluster mixed-device-fields-missing.yaml", "missing device field"),
     C("estimate-mixed-device-file-missing", f"{EST} --cluster mixed-device-file-missing.yaml", "nowhere-dev.yaml"),
+    C("estimate-device-hbm-zero", f"{EST} --gpu dev-hbm-zero.yaml", "hbm_bytes_per_s must be > 0"),
+    C("estimate-device-peak-scalar", f"{EST} --gpu dev-peak-scalar.yaml", "peak_flops"),
+    C("plan-device-peak-zero", f"{PLAN} --gpu dev-peak-zero.yaml", "peak_flops must be > 0"),
+    C("plan-device-gemm-str", f"{PLAN} --gpu dev-gemm-str.yaml", "[dimension, fraction]"),
+    C("estimate-device-ratio-str", f"{EST} --gpu dev-ratio-str.yaml", "collective_time_ratio.all_reduce"),
+    C("estimate-device-kind-tpu", f"{EST} --gpu dev-kind-tpu.yaml", "tpu"),
+    C("tune-profile-peak-scalar", f"{TUNE.replace('profile.yaml', 'dev-peak-scalar.yaml')}", "peak_flops"),
+    C("plan-mixed-device-file-bad", f"{PLAN} --cluster mixed-device-file-bad.yaml", "hbm_bytes_per_s"),
+    C("estimate-mixed-link-zero", f"{EST} --cluster mixed-link-zero.yaml --pp 2 --precision fp16",
+      "inter_node_bytes_per_s must be > 0"),
+    C("estimate-model-name-with-markup", "estimate --model [bold]nope", "'[bold]nope'"),
     C("tune-tp-0", f"{TUNE} --tp 0", "--tp"),
     C("tune-pp-over-ranks", f"{TUNE} --pp 3", "no strategy"),
     C("tune-micro-batch-0", f"{TUNE} --micro-batch 0", "--micro-batch"),
