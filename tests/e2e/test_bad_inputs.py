@@ -378,6 +378,10 @@ CASES: list[Case] = [
     C("train-config-sequence-parallel-str", f"{TRAIN} --config cfg-sequence-parallel-str.yaml", "sequence_parallel"),
     C("train-gpt2-tp-heads", f"{TRAIN.replace('t5-tiny', 'gpt2-tiny').replace('--target-len 8', '--objective causal')}"
       " --engine ddp --nproc 3 --tp 3", "attention heads"),
+    C("train-stage-speeds-extreme", f"{TRAIN} --engine ddp --nproc 2 --pp 2 --global-batch 4 --stage-layers auto "
+      "--stage-speeds 1e-300,1", "far apart"),
+    C("train-stage-speeds-inf", f"{TRAIN} --engine ddp --nproc 2 --pp 2 --global-batch 4 --stage-layers auto "
+      "--stage-speeds inf,1", "positive"),
     C("plan-tp-0", f"{PLAN} --tp 0", "--tp"),
     C("plan-zero-7", f"{PLAN} --zero 1,7", "--zero"),
     C("plan-stage-layers-vs-pp", f"{PLAN} --pp 1 --stage-layers 2,2", "--pp"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -124,14 +125,16 @@ def _balanced_stages(cfg, speeds_text: str | None):
 
     if not speeds_text:
         raise ScalestudyError("--stage-layers auto needs --stage-speeds (a relative speed per pipeline rank, e.g. 2,1)")
-    try:
-        speeds = [float(part) for part in speeds_text.split(",")]
-    except ValueError:
-        raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {speeds_text!r}") \
-            from None
-    cfg, plan, even = auto_stage_layers(cfg, speeds)
+    from scalestudy.cli.options import parse_speeds
+
+    speeds = parse_speeds(speeds_text)  # positive finite numbers
+    top = max(speeds)
+    cfg, plan, even = auto_stage_layers(cfg, [v / top for v in speeds])  # relative speeds: scale-free
     layers = ",".join(map(str, plan.stage_layers))
     ratio = plan.slowest_s / even.slowest_s
+    if not math.isfinite(ratio):
+        raise ScalestudyError(f"--stage-speeds {speeds_text}: speeds this far apart ({top / min(speeds):.3g}x) leave "
+                              "stage times beyond floating point; give measured relative speeds")
     console.print(f"stage layers {layers} for stage speeds {speeds_text}: slowest stage {ratio:.2f}x the even "
                   f"split's ({','.join(map(str, even.stage_layers))}); cost model: forward + backward FLOPs per stage "
                   "/ its speed", soft_wrap=True)
