@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import math
 import os
 import re
 import shutil
@@ -602,6 +603,52 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     assert case.expect.lower() in lines[0].lower(), shown
     changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
     assert (after.keys() - before.keys(), before.keys() - after.keys(), changed) == (set(), set(), set()), shown
+
+
+def _numbers(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield obj
+
+
+@pytest.mark.parametrize("cmd", [
+    f"{EST} --pp 2 --stage-speeds 1,1 --stage-layers auto --json",  # equal speeds: the even split (was an error)
+    f"{EST} --pp 2 --stage-speeds 1e-6,1 --stage-layers auto --json",
+    f"{EST} --cluster mixed-ok.yaml --pp 2 --precision fp16 --stage-layers auto --json",
+    f"{EST} --seq-len 100000000 --json",  # the span-corruption target length: was a 90 s token-by-token scan
+    f"{EST} --train-tokens 1e300 --json",
+    f"{PLAN} --cluster mixed-ok.yaml --pp 1 --precision fp16 --json --top 1",
+], ids=lambda c: c.split(" --", 1)[1])
+def test_edge_but_valid_inputs_give_finite_results(cmd, template, tmp_path, monkeypatch):
+    """Valid edge values: a result, every number finite and non-negative (no NaN/inf/negative time), fast."""
+    import json
+    import shlex
+    import time
+
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    monkeypatch.chdir(ws)
+    t0 = time.perf_counter()
+    res = run_cli(shlex.split(cmd))
+    assert time.perf_counter() - t0 < 10
+    assert res.code == 0, res.err[-2000:]
+    values = list(_numbers(json.loads(res.out)))
+    assert values and all(math.isfinite(v) and v >= 0 for v in values), [v for v in values if not v >= 0]
+
+
+def test_plan_on_a_mixed_cluster_at_pp_1_prints_no_empty_split(template, tmp_path, monkeypatch):
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("COLUMNS", "200")
+    res = run_cli([*f"{PLAN} --cluster mixed-ok.yaml --pp 1 --precision fp16".split()])
+    assert res.code == 0, res.err[-2000:]
+    assert "winner's :" not in res.out and "the even split" not in res.out, res.out[-1500:]
 
 
 @pytest.mark.parametrize("argv", [["study", "status", "study"], ["study", "export", "study", "-o", "out/t.csv"],

@@ -113,6 +113,8 @@ def estimate(
 
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
+    if auto and not clus.groups and speeds and pp >= 2:
+        auto = False  # equal --stage-speeds: nothing to balance, the even split is the balanced one
     if auto:
         if not clus.groups or pp < 2:
             raise ScalestudyError("--stage-layers auto needs --pp >= 2 on a cluster mixing devices (--cluster with "
