@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from scalestudy.costmodel import cpu_parallel
 from scalestudy.costmodel.comm import collective, links, p2p_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.estimate import estimate
