@@ -10,8 +10,12 @@ def write_text_atomic(path: str | Path, text: str, *, executable: bool = False) 
     """Replace `path` with `text` in one rename; the temp name carries the pid so concurrent writers don't clash."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if executable:
-        tmp.chmod(0o755)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        if executable:
+            tmp.chmod(0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no stray temp file beside a write that failed
+        raise
     return path

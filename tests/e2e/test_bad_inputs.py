@@ -147,6 +147,7 @@ def _build_workspace(root: Path) -> None:
     (root / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
     (root / "newdir-parent").mkdir()
+    (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
 
 
 @pytest.fixture(scope="module")
@@ -383,6 +384,8 @@ CASES: list[Case] = [
       "--stage-speeds 1e-310,1", "1e12x apart"),
     C("train-stage-speeds-inf", f"{TRAIN} --engine ddp --nproc 2 --pp 2 --global-batch 4 --stage-layers auto "
       "--stage-speeds inf,1", "positive"),
+    C("plan-emit-file-name-is-a-dir", f"{PLAN} --emit emitdir", "not a file"),
+    C("train-print-launch-file-name-is-a-dir", f"{TRAIN.replace('OUT', 'emitdir')} --print-launch", "not a file"),
     C("plan-tp-0", f"{PLAN} --tp 0", "--tp"),
     C("plan-zero-7", f"{PLAN} --zero 1,7", "--zero"),
     C("plan-stage-layers-vs-pp", f"{PLAN} --pp 1 --stage-layers 2,2", "--pp"),

@@ -41,7 +41,6 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     """Write the run's config, its engine settings and launch scripts; return {name: path}."""
     out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
     run = run.resolved()
-    out.mkdir(parents=True, exist_ok=True)
     engine_file, settings = engine_settings(run, cuda=cuda)
     files = {CONFIG_NAME: run.to_yaml(), engine_file: json.dumps(settings, indent=2) + "\n"}
     env = {} if cuda else {"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
@@ -49,6 +48,10 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
                                 env=env, origin=origin))
     if plan_record is not None:
         files["plan.json"] = json.dumps(plan_record, indent=2) + "\n"
+    for name in files:
+        if (out / name).exists() and not (out / name).is_file():
+            raise ScalestudyError(f"cannot write {out / name}: it exists and is not a file")
+    out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, text in files.items():
         paths[name] = write_text_atomic(out / name, text, executable=name.endswith((".sh", ".sbatch")))
