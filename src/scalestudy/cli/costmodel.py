@@ -139,8 +139,9 @@ def _print_estimate(est) -> None:
     d = est.to_dict()
     lay, mem, tm, thr = d["layout"], d["memory"], d["time"], d["throughput"]
     console = Console()
-    title = (f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {d['cluster']['world_size']} x "
-             f"{d['cluster']['device']} - {est.strategy.label}")
+    where = (est.cluster.label if est.cluster.heterogeneous
+             else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
+    title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
     console.print(f"[bold]{title}[/]")
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
@@ -194,7 +195,8 @@ def _print_estimate(est) -> None:
         t.add_row("device-hours", f"{tm['device_hours']:,.1f}")
     console.print(t)
     console.print(f"[dim]FLOPs convention: {d['flops']['convention']}. Peak: "
-                  f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}.[/]")
+                  f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}"
+                  f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}.[/]")
 
 
 @app.command()

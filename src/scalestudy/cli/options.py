@@ -68,6 +68,6 @@ def print_stages(est, console=None) -> None:
     for x in est.stages:
         mark = "  <- slowest" if x is slowest else ""
         out(f"  stage {x.index}: {x.layers} layers on ranks {x.ranks[0]}-{x.ranks[1] - 1} "
-            f"({'+'.join(x.devices)}), {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} ms per "
-            f"step, memory {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
-            f"{'' if x.fits else ' (DOES NOT FIT)'}{mark}", **({"highlight": False} if console else {}))
+            f"({'+'.join(x.devices)}){mark}\n    {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} "
+            f"ms per step, {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
+            f"{'' if x.fits else ' (DOES NOT FIT)'}", **({"highlight": False} if console else {}))
