@@ -128,6 +128,9 @@ def _build_workspace(root: Path) -> None:
     }.items():
         (root / name).mkdir()
         (root / name / "study.sqlite").write_bytes(content)
+    for name, blocker in (("study-plots-file", "plots"), ("study-report-dir", "report.md")):  # a report output
+        shutil.copytree(study, root / name)                                                  # name taken
+        (root / name / blocker).mkdir() if blocker.endswith(".md") else (root / name / blocker).write_text("x\n")
     (root / "foreign").mkdir()
     with contextlib.closing(sqlite3.connect(root / "foreign" / "study.sqlite")) as conn:
         conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
@@ -529,6 +532,8 @@ CASES: list[Case] = [
     C("study-export-bad-table", "study export study -o out.csv --table bogus", "bogus"),
     C("study-export-immutable", "study export study -o locked/out.csv", "locked", immutable=("locked",)),
     C("study-export-output-parent-file", "study export study -o afile.txt/out.csv", "afile.txt"),
+    C("report-plots-is-a-file", "report study-plots-file", "not a directory"),
+    C("report-md-is-a-dir", "report study-report-dir", "not a file"),
     C("report-missing-dir", "report nowhere", "no study store"),
     C("report-file", "report afile.txt", "afile.txt"),
     C("study-export-parquet-into-dir", "study export study -o export-dir.csv/x.parquet --table bogus", "bogus"),
