@@ -136,6 +136,9 @@ def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypa
     code, out, _ = run_cli(capsys, ["validate"])
     assert code == 0 and "held-out error" in out and "left out predicted, error, held out, source" in out
     assert max(len(line) for line in out.splitlines()) <= 80
+    lines = out.splitlines()  # every throughput table keeps its held-out error column whole, and states its unit
+    assert sum(line.startswith("throughput: ") for line in lines) == sum(" held-out error" in line for line in lines)
+    assert "tokens_per_s [tokens/s (global batch x seq / step)]" in out.replace("\n", " ")
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = run_cli(capsys, ["validate"])
-    assert code == 0 and " held out " in out and "left out" not in out
+    assert code == 0 and " held out " in out and "-column terminal: left out" not in out  # (a source says "left out")

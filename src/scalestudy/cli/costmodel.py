@@ -272,13 +272,14 @@ def _groups(rows) -> dict:
 
 def _validation_table(kind: str, metric: str, group: list, held_out: dict, width: int) -> tuple:
     """One metric's rows. In a narrow terminal the held-out prediction, the source key and then the in-sample
-    columns are left out (the held-out error, the headline, stays) and the configuration wraps: no number is cut."""
+    columns are left out (the held-out error, the headline, stays) and the configuration wraps (or, last, goes when
+    long row ids leave it no room): no number is cut."""
     from rich.table import Table
 
     from scalestudy.cli.terminal import Column, fit_columns
 
     held = kind == "throughput"  # the headline: with held-out rows, the in-sample columns go before them
-    columns = [Column("row", "left"), Column("configuration", "left", wrap=True), Column("published"),
+    columns = [Column("row", "left"), Column("configuration", "left", wrap=True, drop=1), Column("published"),
                Column("predicted", drop=3 if held else 0), Column("error", drop=2 if held else 0)]
     if held:
         columns += [Column("held out", drop=5), Column("held-out error")]
@@ -298,8 +299,11 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
         for index, colour in zip((4, 6), colours):
             shown[index] = f"[{colour}]{cells[index]}[/]"
         marked.append(shown)
-    keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width)
-    table = Table(title=f"{kind}: {metric} [{group[0].unit}] - predicted vs published", box=None,
+    keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width,
+                        rules=False)  # box=None
+    from rich.markup import escape
+
+    table = Table(title=escape(f"{kind}: {metric} [{group[0].unit}] - predicted vs published"), box=None,
                   title_justify="left")
     for i in keep:
         table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=not columns[i].wrap,

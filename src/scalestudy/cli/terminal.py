@@ -38,20 +38,20 @@ def terminal_width() -> int:
     return PIPE_WIDTH
 
 
-def _needed(columns: list[Column], rows: list[list[str]], keep: list[int]) -> int:
-    """Width of a Rich table (heavy-head box, padding 1) showing columns `keep` with no cell or header wrapped
-    (columns are dropped before prose is wrapped; only what still does not fit wraps)."""
-    total = len(keep) + 1  # vertical rules
+def _needed(columns: list[Column], rows: list[list[str]], keep: list[int], rules: bool = True) -> int:
+    """Width of a Rich table (heavy-head box, or box=None with `rules` False; padding 1) showing columns `keep` with
+    no cell or header wrapped (columns are dropped before prose is wrapped; only what still does not fit wraps)."""
+    total = len(keep) + 1 if rules else 0  # vertical rules
     for i in keep:
         total += max([len(columns[i].header), *(len(r[i]) for r in rows)]) + 2
     return total
 
 
-def fit_columns(columns: list[Column], rows: list[list[str]], width: int) -> list[int]:
+def fit_columns(columns: list[Column], rows: list[list[str]], width: int, rules: bool = True) -> list[int]:
     """Indices of the columns to show: all, minus droppable ones (highest `drop` first) until the table fits."""
     keep = list(range(len(columns)))
     for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
-        if _needed(columns, rows, keep) <= width:
+        if _needed(columns, rows, keep, rules) <= width:
             break
         keep.remove(i)
     return keep
