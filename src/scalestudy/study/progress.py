@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Column
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -36,9 +37,13 @@ class SweepProgress:
         self.counts = {s: 0 for s in STATUSES}
         self.total = total
         self.done = 0
+        # only the info text (counts, running trials) wraps, at spaces; numbers and times are never cut ("0:01…")
+        whole = {"table_column": Column(no_wrap=True)}
         self.progress = Progress(
-            TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("[bold]trials", **whole), BarColumn(bar_width=10 if self.console.width < 120 else 40),
+            MofNCompleteColumn(**whole), TextColumn("elapsed", **whole), TimeElapsedColumn(**whole),
+            TextColumn("ETA", **whole), TimeRemainingColumn(**whole),
+            TextColumn("{task.fields[info]}", table_column=Column(ratio=1, overflow="fold")), expand=True,
             console=self.console, disable=not enabled, transient=False,
         )
         self.task = self.progress.add_task("trials", total=total, info=self._info(""))

@@ -1,0 +1,20 @@
+"""The sweep's progress line at 80 columns: counts and times whole (rich cut them to '10/…', 'elapsed 0:01…')."""
+
+import io
+
+from rich.console import Console
+
+from scalestudy.study.progress import SweepProgress
+
+
+def test_progress_line_fits_80_columns_without_cutting_numbers():
+    buf = io.StringIO()
+    progress = SweepProgress(10, console=Console(file=buf, width=80, force_terminal=False))
+    with progress:
+        for i in range(10):
+            progress.finished({"status": "OK", "label": f"t5-tiny ds-z{i % 4} ws2 mb2 gb4 lr0.003", "step_s": 0.06,
+                               "tokens_per_s": 5e3, "loss": 6.3, "wall_s": 9.0}, ["t5-tiny fsdp-z3 ws2 mb2 gb4 lr0.003"])
+    bar = [line for line in buf.getvalue().splitlines() if not line.startswith("OK")]
+    text = "\n".join(bar)
+    assert "…" not in text and max(len(line) for line in bar) <= 80
+    assert "10/10" in text and "elapsed 0:00:0" in text and "TIMEOUT 0" in text
