@@ -159,7 +159,7 @@ def _print_summary(s: dict, output: str) -> None:
     mfu = None if s["median_mfu"] is None else 100 * s["median_mfu"]
     console.print(
         f"[bold]{s['strategy_label']}[/] {s['model']} on {s['world_size']} rank(s) ({s['device']}): "
-        f"{s['steps']} steps, final loss {s['final_loss']:.4f}\n"
+        f"{s['steps']} steps, final loss {s['final_loss']:.4f} nats/token\n"
         f"  medians over {s['measured_steps']} steps (first {s['warmup_steps_excluded']} excluded): "
         f"{fmt(s['median_step_s'], '.3f')} s/step, {fmt(s['median_tokens_per_s'], ',.0f')} tokens/s, "
         f"{fmt(s['median_samples_per_s'], '.2f')} samples/s, {fmt(s['median_model_tflops'], '.4f')} model TFLOP/s "

@@ -77,7 +77,7 @@ class MetricsLogger:
         for key in TB_SCALARS:
             if isinstance(row.get(key), (int, float)):
                 self.tb.add_scalar(f"train/{key}", row[key], row["step"])
-        info = f"loss {row['loss']:.4f}  {row['step_s']:.3f} s/step  {row['tokens_per_s']:.0f} tokens/s"
+        info = f"loss {row['loss']:.4f} nats/token  {row['step_s']:.3f} s/step  {row['tokens_per_s']:.0f} tokens/s"
         if self._progress is not None:
             self._progress.update(self._task, completed=row["step"], info=info)
         elif row["step"] % self._every == 0 or row["step"] == self.total:
