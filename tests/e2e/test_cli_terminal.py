@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import re
 
+from pathlib import Path
+
 import pytest
 
 from _cli import run_cli
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 PLAN = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
         "--global-batch", "256", "--seq-len", "512", "--target-len", "128", "--top", "5"]
@@ -40,6 +44,16 @@ def test_plan_table_fits_the_terminal_without_cutting_key_cells(capsys, monkeypa
         assert f"{cand['estimate']['throughput']['tokens_per_s']:,.0f}" in row and f"{100 * cand['estimate']['mfu']:.1f}" in row
     if hidden:
         assert re.search(rf"\({columns}-column terminal: left out .*{hidden[0]}", " ".join(lines))
+
+
+def test_plan_mixed_cluster_labels_wrap_instead_of_cutting(capsys, monkeypatch):
+    """'fsdp-z2 tp1 pp4 mb1 fp16 stages 19/19/7/3' made the key columns 84 wide: label and headers were cut."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, ["plan", "--model", "gpt2-xl", "--cluster", str(EXAMPLES / "cluster-a100-v100.yaml"),
+                                    "--global-batch", "64", "--seq-len", "1024", "--top", "3"])
+    table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    assert "step s" in table[0] and "MFU %" in table[0] and "19/19/7/3" in "".join(table)
 
 
 @pytest.mark.parametrize("command, present, absent", [

@@ -93,7 +93,7 @@ def print_plan(result, cluster, top: int) -> None:
              f"the memory bound; objective {result.objective}; {result.elapsed_s:.2f} s)")
     ttt = "train h" if w.train_tokens else "s/1M tok"
     # drop: which columns give way first in a narrow terminal (0 = key column, always shown whole)
-    columns = [Column("#", drop=2), Column("strategy", "left"), Column("nodes", drop=5), Column("dp", drop=4),
+    columns = [Column("#", drop=2), Column("strategy", "left", wrap=True), Column("nodes", drop=5), Column("dp", drop=4),
                Column("accum", drop=6), Column("GiB/dev"), Column("free GiB", drop=7), Column("step s"),
                Column("tokens/s"), Column("MFU %"), Column(ttt, drop=3),
                Column("largest step-time terms (s)", "left", drop=8)]
