@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
+from scalestudy.cli.options import OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, SEQUENCE_PARALLEL, TP_COMM_OVERLAP
 
 GIB = float(1 << 30)
 
@@ -57,17 +58,10 @@ def estimate(
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
     offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
     attention: str = typer.Option("flash", "--attention", help="flash (no stored probabilities) | eager."),
-    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
-                                           help="Megatron sequence parallelism when tp > 1."),
-    overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
-                                           help="Gradient reduction overlaps the backward pass."),
-    overlap_param_gather: bool = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
-                                              help="ZeRO-1/2 post-step parameter all-gather overlapped with the "
-                                                   "next forward, bucket by bucket (Megatron-Core; cost model only)."),
-    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
-                                         help="TP all-gather/reduce-scatter overlapped with the linear GEMMs "
-                                              "(Transformer Engine userbuffers; needs sequence parallelism; "
-                                              "cost model only)."),
+    sequence_parallel: bool = SEQUENCE_PARALLEL,
+    overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
+    overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
+    tp_comm_overlap: bool = TP_COMM_OVERLAP,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",

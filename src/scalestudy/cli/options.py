@@ -6,9 +6,23 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
+import typer
+
 from scalestudy.errors import ScalestudyError
 
 GIB = 1024**3
+
+# Execution options `estimate` and `plan` share (one definition, the same flags and help in both commands).
+SEQUENCE_PARALLEL = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
+                                 help="Megatron sequence parallelism when tp > 1.")
+OVERLAP_GRAD_COMM = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
+                                 help="Gradient reduction overlaps the backward pass.")
+OVERLAP_PARAM_GATHER = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
+                                    help="ZeRO-1/2 post-step parameter all-gather overlapped with the next forward, "
+                                         "bucket by bucket (Megatron-Core; cost model only).")
+TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                               help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
+                                    "Engine userbuffers; needs sequence parallelism; cost model only).")
 
 
 def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:

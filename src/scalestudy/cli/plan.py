@@ -12,7 +12,8 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import cli_cluster, parse_speeds, print_stages
+from scalestudy.cli.options import (OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, SEQUENCE_PARALLEL, TP_COMM_OVERLAP,
+                                  cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -186,17 +187,10 @@ def plan(
                                                "pipeline stage's ranks, e.g. 2,1 (searches pp = their count; "
                                                "layers split by speed and memory)."),
     attention: str = typer.Option("flash", "--attention", help="flash | eager (kept fixed, not searched)."),
-    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
-                                           help="Megatron sequence parallelism when tp > 1."),
-    overlap_grad_comm: bool = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
-                                           help="Gradient reduction overlaps the backward pass."),
-    overlap_param_gather: bool = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
-                                              help="ZeRO-1/2 post-step parameter all-gather overlapped with the "
-                                                   "next forward, bucket by bucket (Megatron-Core; cost model only)."),
-    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
-                                         help="TP all-gather/reduce-scatter overlapped with the linear GEMMs "
-                                              "(Transformer Engine userbuffers; needs sequence parallelism; "
-                                              "cost model only)."),
+    sequence_parallel: bool = SEQUENCE_PARALLEL,
+    overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
+    overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
+    tp_comm_overlap: bool = TP_COMM_OVERLAP,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload or offload_old

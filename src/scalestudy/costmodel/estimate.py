@@ -21,17 +21,14 @@ from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
-from scalestudy.costmodel.step import OPTIMIZER_BYTES
 from scalestudy.costmodel.terms import (_dp_comm, _param_gather_exposed, _reduction_exposed, _shape,  # noqa: F401
-                                        _sublayers, _tied_embedding_sync, _tp_comm, _tp_overlap_exposed)
+                                        _sublayers, _tied_embedding_sync, _tp_comm, _tp_overlap_exposed,
+                                        optimizer_offload)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
-# NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
-# quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
-NVME_FRACTION_OF_PCIE = 0.25
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
@@ -105,27 +102,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     dp_s, dp_total = _dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
 
     # ---- optimizer update and offload traffic
-    half = 4 if prec == "fp32" else 2
-    sharded = st.engine == "fsdp" or st.zero >= 1
-    local = psi / dp if sharded else psi
-    offload_s = 0.0
-    if st.offload_optimizer != "none":
-        opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
-        if st.engine == "fsdp":
-            # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
-            # gradient shard back (per micro-batch); the Adam step runs on the host
-            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
-            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
-        else:
-            offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
-        if st.offload_optimizer == "nvme":
-            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
-    else:
-        opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
-    if st.offload_params != "none" and st.engine == "deepspeed":
-        shard = psi * half / dp
-        bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
-        offload_s += ga * 2 * shard / bw  # fetched for forward and again for backward
+    opt_s, offload_s = optimizer_offload(st, eng, psi, dp, ga, dev, ranks_per_node)
 
     # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s

@@ -37,14 +37,13 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
                                          logits_bytes, recompute_working_bytes,
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.params import param_breakdown, param_count
-from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
-from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm
+from scalestudy.costmodel.step import compute_times
+from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm, optimizer_offload
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
-NVME_FRACTION_OF_PCIE = 0.25  # as costmodel/estimate.py
 
 
 def layer_costs(spec: ModelSpec, seq_len: int, target_len: int = 0) -> tuple[list[float], float]:
@@ -156,30 +155,6 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
         acts += logits_bytes(model, st.micro_batch, s, t, prec, tp)
     acts += recompute_working_bytes(enc, dec, tp, sp, st.recompute)
     return Memory(w, g, o, acts, buf, overhead_bytes(kind), host, nvme)
-
-
-def _optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev: DeviceSpec, ranks_per_node: int
-                       ) -> tuple[float, float]:
-    """(optimizer, offload) seconds per step for `psi` local parameters: the terms of estimate() for one stage."""
-    prec = st.precision
-    half = 4 if prec == "fp32" else 2
-    local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
-    offload_s = 0.0
-    if st.offload_optimizer != "none":
-        opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
-        if st.engine == "fsdp":
-            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
-            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
-        else:
-            offload_s = local * 2 * half / dev.pcie_bytes_per_s
-        if st.offload_optimizer == "nvme":
-            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
-    else:
-        opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
-    if st.offload_params != "none" and st.engine == "deepspeed":
-        bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
-        offload_s += ga * 2 * psi * half / dp / bw
-    return opt_s, offload_s
 
 
 @dataclass(frozen=True)
@@ -297,7 +272,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
-        opt_s, off_s = _optimizer_offload(st, eng, psi, dp, ga, dev, gpn)
+        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn)
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
         if dev.engine_overhead_s:
             per = dev.engine_overhead_s.get(key, 0.0)

@@ -13,7 +13,7 @@ from scalestudy.costmodel.engines import tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence
 from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
-from scalestudy.costmodel.step import ComputeTimes, compute_times
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import Zero3Gathers, zero3_gathers
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -219,3 +219,35 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
     late = tail * comm
     early = comm - late
     return late + max(0.0, early - window) + interference * min(window, early)
+
+# NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
+# quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
+NVME_FRACTION_OF_PCIE = 0.25
+
+
+def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int
+                      ) -> tuple[float, float]:
+    """(optimizer, offload) seconds per step for `psi` parameters per model-parallel rank (a stage's own on a
+    mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the PCIe traffic
+    offloading implies."""
+    prec = st.precision
+    half = 4 if prec == "fp32" else 2
+    local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
+    offload_s = 0.0
+    if st.offload_optimizer != "none":
+        opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
+        if st.engine == "fsdp":
+            # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
+            # gradient shard back (per micro-batch); the Adam step runs on the host
+            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
+            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
+        else:
+            offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
+        if st.offload_optimizer == "nvme":
+            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
+    else:
+        opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
+    if st.offload_params != "none" and st.engine == "deepspeed":
+        bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
+        offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward
+    return opt_s, offload_s
