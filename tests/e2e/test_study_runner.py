@@ -15,6 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from _procs import alive_in
+
 
 FAKE_TRAIN = textwrap.dedent('''
     """Follows the training contract: metrics.jsonl per step, summary.json at the end. Mode chosen by seed."""
@@ -61,18 +63,6 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
     finally:
         con.close()
-
-
-def _leftovers(out: Path) -> list[int]:
-    marker = f"SCALESTUDY_STUDY_DIR={out.resolve()}".encode()
-    pids = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker in (d / "environ").read_bytes().split(b"\0"):
-                pids.append(int(d.name))
-        except OSError:
-            pass
-    return pids
 
 
 def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
@@ -124,7 +114,7 @@ def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
     # the interrupted trial was started twice (killed, then from scratch); every other trial once
     attempts = dict(_rows(db, "SELECT trial_id, COUNT(*) FROM attempts GROUP BY trial_id"))
     assert attempts == {r[0]: 2 if r[0] == running else 1 for r in rows}
-    assert _leftovers(out) == []
+    assert alive_in(out) == []
 
     third = _cli("study", "run", str(spec), "-o", str(out), "--no-progress")
     assert "6 already finished, 0 run now" in third.stdout
@@ -163,7 +153,7 @@ def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
     assert rows[(1, 1)][0] == "OOM" and "MemoryError" in rows[(1, 1)][1]
     assert rows[(3, 2)][0] == "TIMEOUT" and "never comes" in rows[(3, 2)][1]
     assert rows[(3, 3)][0] == "FAILED" and "world size does not match" in rows[(3, 3)][1]
-    assert _leftovers(out) == []
+    assert alive_in(out) == []
 
     status = _cli("study", "status", str(out))
     assert status.returncode == 0

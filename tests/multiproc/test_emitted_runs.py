@@ -50,6 +50,18 @@ def _env() -> dict:
                 PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 
 
+def _run_two_nodes(emit_dir: Path, cwd: Path, run_id: str) -> Path:
+    """Start the emitted multi-node script twice (two "nodes" on one c10d rendezvous); the one run's summary.json."""
+    env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID=run_id)
+    nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    summaries = list(cwd.glob("runs/*/summary.json"))
+    assert len(summaries) == 1, outputs
+    return summaries[0]
+
+
 @pytest.mark.parametrize("engine, zero, ranks, offload", [("deepspeed", 2, 2, "none"), ("fsdp", 3, 1, "cpu"),
                                                          ("ddp", 1, 1, "none")])
 def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, tokenizer, engine, zero, ranks,
@@ -80,20 +92,14 @@ def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_pat
     _plan_emit(emit_dir, tokenizer, "--nodes", "2", "--gpus-per-node", "1", "--global-batch", "4",
                "--engine", "ddp", "--zero", "0", "--offload-optimizer", "none", "--tp", "1", "--pp", "1")
     capsys.readouterr()
-    env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID="emitted-2-nodes")
-    nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
-    outputs = [node.communicate(timeout=300)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    summaries = list(tmp_path.glob("runs/*/summary.json"))
-    assert len(summaries) == 1, outputs
-    summary = json.loads(summaries[0].read_text())
+    summary_file = _run_two_nodes(emit_dir, tmp_path, "emitted-2-nodes")
+    summary = json.loads(summary_file.read_text())
     assert summary["world_size"] == 2 and summary["dp"] == 2 and summary["steps"] == 2
-    assert json.loads((summaries[0].parent / "ddp_config.json").read_text()) == \
+    assert json.loads((summary_file.parent / "ddp_config.json").read_text()) == \
         json.loads((emit_dir / "ddp_config.json").read_text())
     from scalestudy.specs.run import RunConfig
 
-    recorded = RunConfig.from_yaml(summaries[0].parent / "train_config.yaml")  # the run records its configuration
+    recorded = RunConfig.from_yaml(summary_file.parent / "train_config.yaml")  # the run records its configuration
     assert recorded.replace(output="x") == RunConfig.from_yaml(emit_dir / "train_config.yaml").replace(output="x")
 
 
@@ -137,13 +143,6 @@ def test_mixed_cluster_plan_emits_uneven_stage_layers_that_train_runs(tmp_path, 
     even = estimate(spec, cluster, Strategy.from_dict({**plan["strategy"], "stage_layers": []}),
                     Workload(global_batch=4, seq_len=32))
     assert plan["estimate"]["time"]["step_s"] < even.step_s
-    env = dict(_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RUN_ID="mixed-2-nodes")
-    nodes = [subprocess.Popen(["bash", str(emit_dir / "launch_multi_node.sh")], env=env, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
-    outputs = [node.communicate(timeout=300)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    summaries = list(tmp_path.glob("runs/*/summary.json"))
-    assert len(summaries) == 1, outputs
-    summary = json.loads(summaries[0].read_text())
+    summary = json.loads(_run_two_nodes(emit_dir, tmp_path, "mixed-2-nodes").read_text())
     assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["steps"] == 2
     assert summary["strategy"]["stage_layers"] == layers and summary["strategy"]["pp"] == 2

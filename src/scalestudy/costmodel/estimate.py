@@ -23,11 +23,11 @@ from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.costmodel.terms import (_dp_comm, _param_gather_exposed, _reduction_exposed, _shape,  # noqa: F401
                                         _sublayers, _tied_embedding_sync, _tp_comm, _tp_overlap_exposed,
-                                        optimizer_offload)
+                                        model_layout, optimizer_offload)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import Strategy, Workload
 
 
 
@@ -39,10 +39,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     st, dev = strategy, cluster.device
     cal = calibration or stored()
     gpn = cluster.gpus_per_node
-    layout = resolve_layout(st, cluster.world_size, workload.global_batch, gpus_per_node=gpn if st.tp > 1 else 0,
-                            num_heads=model.num_heads, num_layers=model.total_layers if st.pp > 1 else 0)
-    if st.tp > 1 and model.kv_heads % st.tp:
-        raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+    layout = model_layout(model, cluster, st, workload)
     peak = dev.peak(st.precision)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
     v = st.virtual_stages

@@ -38,11 +38,11 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm, optimizer_offload
+from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm, model_layout, optimizer_offload
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import Strategy, Workload
 
 
 
@@ -234,10 +234,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     st = strategy
     cal = calibration or stored()
     gpn = cluster.gpus_per_node
-    layout = resolve_layout(st, cluster.world_size, workload.global_batch, gpus_per_node=gpn if st.tp > 1 else 0,
-                            num_heads=model.num_heads, num_layers=model.total_layers if st.pp > 1 else 0)
-    if st.tp > 1 and model.kv_heads % st.tp:
-        raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+    layout = model_layout(model, cluster, st, workload)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
     if pp > 1 and st.pp_schedule == "interleaved":
         raise ScalestudyError("the interleaved schedule is not modelled on a cluster mixing devices (contiguous "

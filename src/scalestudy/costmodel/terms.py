@@ -15,9 +15,10 @@ from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import Zero3Gathers, zero3_gathers
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy
+from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,3 +252,14 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
         bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
         offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward
     return opt_s, offload_s
+
+
+def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
+    """dp x tp x pp and gradient accumulation of `st` on `cluster` (tp inside a node, heads and layers divisible),
+    or a one-line error; grouped-query KV heads must divide by tp as well (each rank keeps whole KV heads)."""
+    layout = resolve_layout(st, cluster.world_size, workload.global_batch,
+                            gpus_per_node=cluster.gpus_per_node if st.tp > 1 else 0, num_heads=model.num_heads,
+                            num_layers=model.total_layers if st.pp > 1 else 0)
+    if st.tp > 1 and model.kv_heads % st.tp:
+        raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+    return layout
