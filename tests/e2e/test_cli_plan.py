@@ -15,15 +15,17 @@ MT5_XXL = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "
            "--global-batch", "256", "--seq-len", "512", "--target-len", "128"]
 
 
-def test_mt5_xxl_on_4x8_a100_answers_under_2s_and_every_proposal_fits(capsys):
+def test_mt5_xxl_on_4x8_a100_answers_in_under_2_cpu_s_and_every_proposal_fits(capsys):
     # Warm the imports first (the test measures the planner, not the interpreter's first import of rich/typer).
     run_cli(capsys, ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "1",
                      "--global-batch", "2", "--seq-len", "16", "--json"])
-    t0 = time.perf_counter()
+    # CPU seconds of this process (all its threads), not wall time: the limit is on the planner's work, not on how
+    # many other jobs share the cores (wall time ranged 1.1-2.4 s at load 3 for the same work)
+    t0 = time.process_time()
     code, out, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert code == 0
-    assert elapsed < 2.0, f"plan took {elapsed:.2f} s"
+    assert elapsed < 2.0, f"plan took {elapsed:.2f} CPU s"
     data = json.loads(out)
     assert data["evaluated"] == data["estimated"] + data["pruned"] > 1000
     assert len(data["candidates"]) == data["feasible"] - data["duplicates"] > 0
