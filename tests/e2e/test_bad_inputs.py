@@ -251,6 +251,7 @@ NEW_KEY_FILES = {
     "spec-stage-layers-str.yaml": GOOD_SPEC + "stage_layers: abc\n",
     "spec-attention-bad.yaml": GOOD_SPEC + "attention: [flash, sparse]\n",
     "spec-virtual-stages-float.yaml": GOOD_SPEC + "virtual_stages: 1.5\n",
+    "spec-gpipe-pp1.yaml": GOOD_SPEC + "pp_schedule: gpipe\n",
 }
 EST = "estimate --model t5-tiny"
 PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
@@ -419,6 +420,29 @@ CASES: list[Case] = [
     C("study-run-spec-stage-layers-str", "study run spec-stage-layers-str.yaml -o s", "stage_layers"),
     C("study-run-spec-attention-bad", "study run spec-attention-bad.yaml -o s", "sparse"),
     C("study-run-spec-virtual-stages-float", "study run spec-virtual-stages-float.yaml -o s", "virtual_stages"),
+    # ---- fix session: pipeline options at pp 1 (one rule: specs/strategy.py), empty list entries, launch device -
+    C("estimate-gpipe-at-pp-1", f"{EST} --pp-schedule gpipe", "needs pp >= 2"),
+    C("estimate-stage-layers-at-pp-1", f"{EST} --stage-layers 4", "needs pp >= 2"),
+    C("estimate-stage-layers-empty", f"{EST} --pp 2 --stage-layers ''", "--stage-layers"),
+    C("estimate-stage-speeds-empty-entry", f"{EST} --pp 2 --stage-speeds 2,,1", "--stage-speeds"),
+    C("plan-gpipe-at-pp-1", f"{PLAN} --pp 1 --pp-schedule gpipe", "needs pp >= 2"),
+    C("plan-stage-layers-one-stage", f"{PLAN} --stage-layers 4", "needs pp >= 2"),
+    C("plan-tp-empty-entry", f"{PLAN} --tp 2,,4", "empty entries"),
+    C("plan-tp-trailing-comma", f"{PLAN} --tp 2,", "empty entries"),
+    C("plan-engine-empty", f"{PLAN} --engine ''", "--engine"),
+    C("plan-recompute-comma", f"{PLAN} --recompute ,", "--recompute"),
+    C("plan-pp-schedule-empty-entry", f"{PLAN} --pp 2 --pp-schedule 1f1b,,gpipe", "--pp-schedule"),
+    C("plan-virtual-stages-empty", f"{PLAN} --virtual-stages ''", "--virtual-stages"),
+    C("plan-offload-empty-entry", f"{PLAN} --offload-optimizer none,", "--offload-optimizer"),
+    C("tune-pp-schedule-at-pp-1", f"{TUNE} --pp-schedule gpipe", "needs pp >= 2"),
+    C("tune-zero-empty-entry", f"{TUNE} --zero 0,,1", "--zero"),
+    C("train-gpipe-at-pp-1", f"{TRAIN} --pp-schedule gpipe", "needs pp >= 2"),
+    C("train-set-stage-layers-at-pp-1", f"{TRAIN} --set 'stage_layers=[4]'", "needs pp >= 2"),
+    C("study-run-spec-gpipe-at-pp-1", "study run spec-gpipe-pp1.yaml -o s", "needs pp >= 2"),
+    C("train-device-tpu", f"{TRAIN} --print-launch --device tpu", "tpu"),
+    C("train-gpus-per-node-on-cpu", f"{TRAIN} --print-launch --device cpu --gpus-per-node 4", "--gpus-per-node"),
+    C("train-gpus-per-node-without-print-launch", f"{TRAIN} --gpus-per-node 4", "--print-launch"),
+    C("train-gpus-per-node-0", f"{TRAIN} --print-launch --device gpu --gpus-per-node 0", "--gpus-per-node"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

@@ -81,7 +81,8 @@ def test_train_print_launch_writes_the_same_files(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exc:
         main(["train", "--model", "t5-tiny", "--seq-len", "64", "--nnodes", "2", "--nproc", "8", "--micro-batch", "4",
-              "--precision", "bf16", "--output", str(out), "--print-launch", "--set", "weight_decay=0.1"])
+              "--precision", "bf16", "--output", str(out), "--print-launch", "--device", "gpu", "--set",
+              "weight_decay=0.1"])
     assert exc.value.code in (0, None)
     printed = capsys.readouterr().out
     assert "torchrun --nnodes 2 --nproc-per-node 8" in printed and "#SBATCH --nodes=2" in printed
@@ -91,6 +92,27 @@ def test_train_print_launch_writes_the_same_files(tmp_path, capsys):
     assert json.loads((out / "ds_config.json").read_text()) == deepspeed_config(cfg, cuda=True)
     check_scripts(out / name for name in SCRIPTS)
     assert yaml.safe_load((out / "train_config.yaml").read_text())["workload"]["global_batch"] == 64
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_train_print_launch_renders_for_the_run_device(tmp_path, capsys, device):
+    """A CPU run's scripts ask Slurm for CPUs (one per rank), not GPUs, and run gloo ranks; a GPU run's the reverse
+    (the default is this machine's device, as a run here)."""
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", "t5-tiny", "--engine", "deepspeed", "--zero", "2", "--nnodes", "2", "--nproc", "3",
+              "--micro-batch", "2", "--seq-len", "64", "--output", str(out), "--print-launch", "--device", device])
+    assert exc.value.code in (0, None)
+    capsys.readouterr()
+    sbatch = (out / "launch_slurm.sbatch").read_text()
+    cuda = device == "gpu"
+    assert ("#SBATCH --gpus-per-node=3" in sbatch) == cuda and ("#SBATCH --cpus-per-task=3" in sbatch) != cuda
+    assert "--nproc-per-node 3" in sbatch and ("NCCL" in sbatch) == cuda and ("gloo" in sbatch) != cuda
+    single = (out / "launch_single_node.sh").read_text()
+    assert ('DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"' in single) != cuda
+    cfg = RunConfig.from_yaml(out / "train_config.yaml")
+    assert json.loads((out / "ds_config.json").read_text()) == deepspeed_config(cfg, cuda=cuda)
+    check_scripts(out / name for name in SCRIPTS)
 
 
 def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, capsys, monkeypatch):

@@ -26,8 +26,8 @@ TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
 
 
 def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
-    """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise."""
-    if not text:
+    """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise (an empty value or entry too)."""
+    if text is None:
         return ()
     try:
         return tuple(int(x) for x in text.split(","))
@@ -37,7 +37,7 @@ def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
 
 def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
     """--stage-speeds 2,1 -> (2.0, 1.0): measured relative speed of each pipeline stage's ranks."""
-    if not text:
+    if text is None:
         return ()
     try:
         speeds = tuple(float(x) for x in text.split(","))

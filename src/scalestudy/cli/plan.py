@@ -19,11 +19,21 @@ from scalestudy.errors import ScalestudyError
 GIB = 2**30
 
 
-def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
-    if not text:
+def _items(text: Optional[str], name: str) -> tuple[str, ...]:
+    """A comma-separated constraint list; None (flag not given) = no constraint. An empty entry (`2,,4`, `4,`, or
+    an empty value) is refused rather than dropped: it is a typo, and an empty list would search everything."""
+    if text is None:
         return ()
+    items = tuple(x.strip() for x in text.split(","))
+    if not all(items):
+        raise ScalestudyError(f"--{name} takes a comma-separated list without empty entries, got {text!r}")
+    return items
+
+
+def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
+    items = _items(text, name)
     try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in items)
     except ValueError:
         raise ScalestudyError(f"--{name} takes integers separated by commas, got {text!r}") from None
     low, high = (0, 3) if name == "zero" else (1, None) if name in ("tp", "pp", "micro-batch") else (None, None)
@@ -34,15 +44,15 @@ def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
     return values
 
 
-def _strs(text: Optional[str]) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip()) if text else ()
+def _strs(text: Optional[str], name: str) -> tuple[str, ...]:
+    return _items(text, name)
 
 
 def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
     """Default none,cpu; `any` adds nvme (which needs a local SSD path at run time)."""
-    if not text:
+    if text is None:
         return ("none", "cpu")
-    return ("none", "cpu", "nvme") if text == "any" else _strs(text)
+    return ("none", "cpu", "nvme") if text == "any" else _strs(text, name)
 
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
@@ -52,16 +62,25 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
     from scalestudy.cli.options import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
-    schedule = {"pp_schedules": _strs(pp_schedule)} if pp_schedule else {}
-    if virtual_stages:
+    schedule = {"pp_schedules": _strs(pp_schedule, "pp-schedule")} if pp_schedule is not None else {}
+    if virtual_stages is not None:
         schedule["virtual_stages"] = _ints(virtual_stages, "virtual-stages")
     layers, pps = parse_stage_layers(stage_layers), _ints(pp, "pp")
     if layers and pps and len(layers) not in pps:
         raise ScalestudyError(f"--stage-layers {stage_layers} has {len(layers)} pipeline stages, --pp allows "
                               f"{','.join(map(str, pps))}")
-    return Constraints(engines=_strs(engine), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=pps,
-                       micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute),
-                       offload_optimizer=_offloads(offload, "offload"),
+    from scalestudy.specs.strategy import Strategy
+
+    # Pipeline options that could only meet pp 1 would be ignored: Strategy's one rule refuses them, as estimate,
+    # study and train do
+    if pps and max(pps) < 2:
+        for sched in schedule.get("pp_schedules", ()):
+            Strategy(engine="ddp", pp_schedule=sched)
+    if layers:
+        Strategy(engine="ddp", pp=len(layers), stage_layers=layers)
+    return Constraints(engines=_strs(engine, "engine"), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=pps,
+                       micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute, "recompute"),
+                       offload_optimizer=_offloads(offload, "offload-optimizer"),
                        offload_params=_offloads(offload_params, "offload-params"), precision=precision,
                        max_nodes=max_nodes, vary_nodes=vary_nodes,
                        attention=attention, sequence_parallel=sequence_parallel,
@@ -346,8 +365,8 @@ def tune(
         raise ScalestudyError(f"--memory-limit-gib must be a number >= 0 (0: no cap), got {memory_limit_gib}")
     for flag, value, allowed in (("--recompute", recompute, ("none", "full")), ("--offload-optimizer", offload,
                                                                               ("none", "cpu"))):
-        for item in _strs(value):
-            if item in ("selective", "nvme"):  # known to the cost model, not run by `scalestudy train`
+        for item in _strs(value, flag.lstrip("-")):
+            if item in ("selective", "op", "nvme"):  # known to the cost model, not run by `scalestudy train`
                 raise ScalestudyError(f"{flag} {item} is not run by `scalestudy train` (tune measures trials): "
                                       f"choose from {', '.join(allowed)}")
     settings = tuner.TuneSettings(steps=steps, warmup=warmup, budget_s=budget_s, max_trials=max_trials,

@@ -76,7 +76,11 @@ def train(
     print_launch: bool = typer.Option(False, "--print-launch", help="Write DIR/train_config.yaml and the launch "
                                                                     "scripts (single node, multi-node torchrun, "
                                                                     "Slurm) for this config, print them; run nothing."),
-    gpus_per_node: Optional[int] = typer.Option(None, help="With --print-launch: ranks per node (default --nproc)."),
+    device: Optional[str] = typer.Option(None, help="With --print-launch: what the nodes train on, gpu (one rank per "
+                                                    "GPU, NCCL) or cpu (gloo ranks, no GPUs asked for); default: "
+                                                    "this machine's (gpu when torch sees one), as a run here."),
+    gpus_per_node: Optional[int] = typer.Option(None, help="With --print-launch on GPUs: ranks per node (default "
+                                                           "--nproc)."),
     set_options: Optional[list[str]] = typer.Option(None, "--set", help="Any other run option as KEY=VALUE "
                                                                        "(repeatable; YAML value): weight_decay=0.1, "
                                                                        "beta2=0.95, dropout=0.1, attention=eager, ..."),
@@ -99,16 +103,19 @@ def train(
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}
     cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
+    cuda = _trains_on_gpu(device, gpus_per_node, print_launch)
+    if print_launch and gpus_per_node is not None:
+        cfg = cfg.replace(nproc=gpus_per_node)
     if stage_layers == "auto":
-        cfg = _balanced_stages(cfg, stage_speeds)
+        cfg = _balanced_stages(cfg, stage_speeds, cuda=cuda, local=not print_launch)
     if print_launch:
         from scalestudy.plan.emit import emit
 
-        # A cluster has GPUs: its scripts ask for them and bf16/fp16 are fine there.
-        run = cfg.replace(nproc=gpus_per_node or cfg.workload.nproc,
-                          output=str(Path(cfg.output.dir).resolve())).with_absolute_paths()
-        run.validate(cuda=True)
-        for path in emit(cfg.output.dir, run, cuda=True, origin="`scalestudy train --print-launch`").values():
+        # The scripts follow the run's device (as `plan --emit` follows the cluster's): GPU nodes get
+        # --gpus-per-node and NCCL; CPU nodes get gloo ranks, one thread each, and CPUs instead of GPUs from Slurm.
+        run = cfg.replace(output=str(Path(cfg.output.dir).resolve())).with_absolute_paths()
+        run.validate(cuda=cuda)
+        for path in emit(cfg.output.dir, run, cuda=cuda, origin="`scalestudy train --print-launch`").values():
             print(f"# ---- {path}")
             print(path.read_text(encoding="utf-8"), end="")
         return
@@ -118,7 +125,37 @@ def train(
     _print_summary(summary, cfg.output.dir)
 
 
-def _balanced_stages(cfg, speeds_text: str | None):
+DEVICES = ("gpu", "cpu")
+
+
+def _trains_on_gpu(device: str | None, gpus_per_node: int | None, print_launch: bool) -> bool:
+    """Whether the run's ranks drive GPUs: --device for printed cluster scripts, else this machine's (what a run
+    here uses: engine/train.py joins NCCL when torch sees a GPU, gloo otherwise)."""
+    from scalestudy.errors import ScalestudyError
+
+    if device is not None and device not in DEVICES:
+        raise ScalestudyError(f"--device {device!r}: choose gpu or cpu")
+    if not print_launch and gpus_per_node is not None:
+        raise ScalestudyError("--gpus-per-node is for --print-launch (cluster scripts); a run here starts --nproc "
+                              "ranks")
+    if device is None or not print_launch:
+        import torch
+
+        here = "gpu" if torch.cuda.is_available() else "cpu"
+        if not print_launch and device not in (None, here):
+            raise ScalestudyError(f"--device {device}: a run here trains on this machine's {here.upper()} (hide its "
+                                  "GPUs with CUDA_VISIBLE_DEVICES= for a CPU run; --device chooses the device of "
+                                  "--print-launch scripts)")
+        device = here
+    if device == "cpu" and gpus_per_node is not None:
+        raise ScalestudyError("--gpus-per-node is for GPU nodes; CPU nodes run --nproc ranks each (add --device gpu "
+                              "for a GPU cluster)")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise ScalestudyError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
+    return device == "gpu"
+
+
+def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
     from scalestudy.errors import ScalestudyError
     from scalestudy.plan.partition import auto_stage_layers
 

@@ -26,9 +26,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      Engine userbuffers, Megatron `--tp-comm-overlap`; needs sequence_parallel when tp > 1); no
                      effect when tp = 1. Cost model only (`train` refuses it).
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
-                     (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2).
-- stage_layers:      explicit layers per pipeline stage (sum = the model's layers); empty = even split with the
-                     remainder spread over the first stages (`stage_split`).
+                     (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
+                     gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
+- stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
+                     the remainder spread over the first stages (`stage_split`).
 """
 
 from __future__ import annotations
@@ -128,9 +129,12 @@ class Strategy:
         if any(not isinstance(n, int) or isinstance(n, bool) for n in self.stage_layers):
             raise ScalestudyError(f"stage_layers must be whole layer counts per pipeline stage (e.g. 3,1), got "
                                   f"{self.stage_layers!r}")
+        # One rule for every surface (estimate, plan, study, train): a pipeline option at pp 1 would change nothing,
+        # so it is refused rather than ignored (a study would run it as a duplicate trial).
+        if self.pp_schedule != "1f1b" and self.pp < 2:
+            raise ScalestudyError(f"the {self.pp_schedule} pipeline schedule needs pp >= 2 (at pp 1 there is no "
+                                  "pipeline to schedule: leave pp_schedule at 1f1b)")
         if self.pp_schedule == "interleaved":
-            if self.pp < 2:
-                raise ScalestudyError("the interleaved pipeline schedule needs pp >= 2")
             if self.virtual_stages < 2:
                 raise ScalestudyError("the interleaved pipeline schedule needs virtual_stages >= 2")
         elif self.virtual_stages != 1:
@@ -138,6 +142,9 @@ class Strategy:
         if self.stage_layers:
             if len(self.stage_layers) != self.pp:
                 raise ScalestudyError(f"stage_layers lists {len(self.stage_layers)} stages, pp is {self.pp}")
+            if self.pp < 2:
+                raise ScalestudyError(f"stage_layers {','.join(map(str, self.stage_layers))} splits layers over "
+                                      "pipeline stages: it needs pp >= 2 (at pp 1 every layer is on one stage)")
             if any(not isinstance(n, int) or isinstance(n, bool) or n < self.virtual_stages
                    for n in self.stage_layers):
                 raise ScalestudyError(f"every pipeline stage needs at least {self.virtual_stages} layer(s) "
