@@ -142,6 +142,12 @@ def _build_workspace(root: Path) -> None:
         conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
         conn.execute("INSERT INTO trials VALUES ('a', 'OK')")
         conn.commit()
+    (root / "badmeta").mkdir()  # a store whose meta rows another program wrote (not JSON)
+    shutil.copy(study / "study.sqlite", root / "badmeta" / "study.sqlite")
+    with contextlib.closing(sqlite3.connect(root / "badmeta" / "study.sqlite")) as conn:
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('name', 'fixture, not JSON')")
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('trial_ids', '[unclosed')")
+        conn.commit()
     (root / "nostore").mkdir()
     (root / "export-dir.csv").mkdir()
     (root / "plotdir").mkdir()
@@ -543,6 +549,9 @@ CASES: list[Case] = [
     C("study-run-search-spec", "study run search.yaml -o s", "search"),
     *[C(f"study-run-into-{s}-store", f"study run good.yaml -o {s}", STORE_EXPECT[s]) for s in STORES],
     # ---- study status / export / report on broken stores ------------------------------------------------------
+    C("study-status-meta-not-json", "study status badmeta", "not JSON"),
+    C("report-meta-not-json", "report badmeta", "not JSON"),
+    C("study-run-into-meta-not-json", "study run good.yaml -o badmeta", "not JSON"),
     C("study-status-missing-dir", "study status nowhere", "no study store"),
     C("study-status-empty-dir", "study status nostore", "no study store"),
     C("study-status-file", "study status afile.txt", "afile.txt"),

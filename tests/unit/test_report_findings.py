@@ -157,3 +157,49 @@ def test_log_axis_labels_do_not_run_together():
     assert [t.get_text() for t in sorted(labels, key=lambda t: t.get_position()[0])] == ["0.05", "0.1", "0.2", "0.5"]
     assert all(right < next_left for (_, right), (next_left, _) in zip(boxes, boxes[1:]))  # no overlap
     plt.close(fig)
+
+
+# Damage a whole store's rows the way other tools, hand edits or a half-written row leave them: (column, value).
+DAMAGE = [("strategy", None), ("step_s", "fast"), ("tokens_per_s", 0), ("peak_mem_bytes", -5.0),
+          ("step_s", float("inf")), ("lr", "high"), ("world_size", "two"), ("label", None), ("steps", None),
+          ("tokens", None), ("model", 5), ("wall_s", None), ("pred_step_s", b"\x00"), ("loss", None)]
+
+
+def test_a_store_whose_rows_lack_fields_is_reported_with_its_gaps_said(tmp_path, capsys):
+    """No traceback: unusable values show as '-', trials that cannot be placed are left out and named, both said
+    in the report and on the terminal; a store with nothing placeable is one line, exit 2."""
+    import sqlite3
+
+    from scalestudy.cli import main
+
+    build_store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "study.sqlite") as conn:
+        ids = [r[0] for r in conn.execute("SELECT trial_id FROM trials ORDER BY trial_id")]
+        for i, trial in enumerate(ids):  # two damages per row, every damage somewhere
+            for column, value in (DAMAGE[i % len(DAMAGE)], DAMAGE[(i + len(ids)) % len(DAMAGE)]):
+                conn.execute(f"UPDATE trials SET {column}=? WHERE trial_id=?", (value, trial))
+        conn.execute("UPDATE metrics SET loss='nan?' WHERE step=2")
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('env', '\"not a mapping\"'), ('trial_ids', '7')")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert exc.value.code in (0, None) and "Traceback" not in out + err, err
+    text = (tmp_path / "report.md").read_text()
+    assert "left out of the tables and plots: the store gives no strategy/world_size" in text
+    assert "not usable numbers and show as '-'" in text and "step_s of" in text and "note: " in out
+    # nothing placeable (every OK trial without a strategy, no failure to show): one line naming the field
+    (tmp_path / "bare").mkdir()
+    build_store(tmp_path / "bare", with_failures=False).close()
+    with sqlite3.connect(tmp_path / "bare" / "study.sqlite") as conn:
+        conn.execute("UPDATE trials SET strategy=NULL")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path / "bare")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and "lacks strategy" in err, err
+    # a meta value that is not JSON (another program's row): one line too
+    with sqlite3.connect(tmp_path / "bare" / "study.sqlite") as conn:
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('name', 'not json')")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path / "bare")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "meta value 'name' is not JSON" in err and "Traceback" not in err, err

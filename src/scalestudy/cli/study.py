@@ -122,6 +122,8 @@ def report(directory: Path = typer.Argument(..., help="Study directory (holding 
     paths = write_report(directory)
     console.print(f"report: {paths['html']} (HTML), {paths['md']} (Markdown), {len(paths['plots'])} plots in "
                   f"{paths['plots_dir']}", highlight=False, soft_wrap=True)  # paths never split across lines
+    for gap in paths["gaps"]:  # a store whose rows lack fields: what the report could not show (also in it)
+        console.print(f"note: {gap}", highlight=False, soft_wrap=True)
 
 
 @app.command("demo")

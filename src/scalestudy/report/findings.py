@@ -121,7 +121,7 @@ def outcomes(data: StudyData) -> list[str]:
         counts[t["status"]] = counts.get(t["status"], 0) + 1
     text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     line = f"{len(data.trials)} of {data.planned or len(data.trials)} planned trials finished ({text})."
-    out = [line]
+    out = [line, *data.gaps()]
     for t in data.failed:
         first = (t.get("error_tail") or "").splitlines()[:1]
         out.append(f"{t['status']}: {t['label']} ({first[0] if first else 'no output'}).")
@@ -160,8 +160,10 @@ def losses(data: StudyData) -> list[str]:
         return []
     best = min(done, key=lambda t: t["loss"])
     worst = max(done, key=lambda t: t["loss"])
+    trained = [f"{best['steps']} steps"] if best.get("steps") is not None else []
+    trained += [f"({best['tokens']:.3g} tokens)"] if best.get("tokens") is not None else []
     return [f"Final training loss ranges {best['loss']:.3f}-{worst['loss']:.3f} nats/token; lowest for "
-            f"{best['label']} after {best['steps']} steps ({best['tokens']:.3g} tokens)."]
+            f"{best['label']}" + (f" after {' '.join(trained)}" if trained else "") + "."]
 
 
 SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, consistency, losses)

@@ -300,7 +300,8 @@ def loss_curves(data: StudyData, folder: Path) -> Plot | None:
         for t in data.ok:
             rows = [r for r in data.metrics.get(t["trial_id"], []) if r.get("loss") is not None]
             if t["model"] == model and rows:
-                name = f"{data.series(t)} ws{t['world_size']}" + (f" lr{t['lr']:g}" if _lrs(data) > 1 else "")
+                lr = f" lr{t['lr']:g}" if t.get("lr") is not None else " lr ?"
+                name = f"{data.series(t)} ws{t['world_size']}" + (lr if _lrs(data) > 1 else "")
                 curves[name] = {r["step"]: r["loss"] for r in rows}
         values = [v for c in curves.values() for v in c.values()]
         tol = 0.002 * ((max(values) - min(values)) or 1.0)

@@ -111,7 +111,7 @@ def _trial_rows(data: StudyData) -> list[list[str]]:
 
 
 def _failure_rows(data: StudyData) -> list[list[str]]:
-    return [[t["status"], t["label"], f"{t['wall_s']:.1f}", _first_line(t.get("error_tail")),
+    return [[t["status"], t["label"], _fmt(t.get("wall_s"), "{:.1f}"), _first_line(t.get("error_tail")),
              "\n".join((t.get("error_tail") or "").splitlines()[-6:])] for t in data.failed]
 
 
@@ -230,4 +230,4 @@ def write_report(directory: str | Path) -> dict:
     _write(directory / "report.md", render_markdown(data, lines, plots, scaling_md))
     _write(directory / "report.html", render_html(data, lines, plots, scaling_html))
     return {"html": directory / "report.html", "md": directory / "report.md", "plots": [p.png for p in plots],
-            "svgs": [p.svg for p in plots], "plots_dir": plots_dir, "findings": lines}
+            "svgs": [p.svg for p in plots], "plots_dir": plots_dir, "findings": lines, "gaps": data.gaps()}

@@ -7,11 +7,13 @@ learning-rate sweep) are summarised by their median.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scalestudy.study.store import Store
+from scalestudy.errors import ScalestudyError
+from scalestudy.study.store import TRIAL_COLUMNS, Store
 
 SHAPE_AXES = (("micro_batch", "mb"), ("global_batch", "gb"), ("precision", ""), ("seq_len", "seq"))
 MEMORY_CONVENTION = ("peak memory per rank as `scalestudy train` measures it (GPU: torch.cuda.max_memory_allocated; "
@@ -27,6 +29,23 @@ class StudyData:
     env: dict
     planned: int  # trials in the spec
     varying: list[str] = field(default_factory=list)
+    # Gaps of a store not written (whole) by `scalestudy study run`, said in the report instead of a traceback:
+    left_out: list[tuple[str, list[str]]] = field(default_factory=list)  # OK trials without PLACED_BY fields
+    unreadable: list[tuple[str, str, object]] = field(default_factory=list)  # (trial, column, value) shown as "-"
+
+    def gaps(self) -> list[str]:
+        """Sentences naming what the report leaves out of a store whose rows lack fields (none for a whole one)."""
+        out = []
+        if self.left_out:
+            fields_ = sorted({f for _, missing in self.left_out for f in missing}, key=PLACED_BY.index)
+            out.append(f"{len(self.left_out)} OK trial(s) are left out of the tables and plots: the store gives no "
+                       f"{'/'.join(fields_)} for them ({_ids(i for i, _ in self.left_out)}).")
+        if self.unreadable:
+            shown = ", ".join(f"{c} of {i} ({v!r})" for i, c, v in self.unreadable[:4])
+            more = f" and {len(self.unreadable) - 4} more" if len(self.unreadable) > 4 else ""
+            out.append(f"{len(self.unreadable)} stored value(s) are not usable numbers and show as '-': "
+                       f"{shown}{more}.")
+        return out
 
     @property
     def ok(self) -> list[dict]:
@@ -55,20 +74,75 @@ class StudyData:
         return {s: {ws: statistics.median(v) for ws, v in sorted(d.items())} for s, d in sorted(groups.items())}
 
 
+# What places an OK trial in the report (its model panel, its series, its world size on the x axis).
+PLACED_BY = ("model", "strategy", "world_size")
+NUMERIC = tuple(k for k, kind in TRIAL_COLUMNS.items() if kind.split()[0] in ("INTEGER", "REAL"))
+# Measurements the report divides by or compares as rates: a zero or negative one is not a measurement.
+POSITIVE = ("world_size", "step_s", "tokens_per_s", "samples_per_s", "peak_mem_bytes", "pred_step_s",
+            "pred_tokens_per_s", "pred_per_device_bytes", "pred_model_states_bytes")
+
+
 def load(directory: str | Path) -> StudyData:
+    """The store's trials and per-step metrics, checked field by field: a store whose rows lack fields or hold
+    values of the wrong type (written by another tool, edited, damaged) is reported with its gaps said."""
     directory = Path(directory)
     with Store(directory, create=False) as store:
         trials = store.trials()
         metrics: dict[str, list[dict]] = {}
         for m in store.metrics():
-            metrics.setdefault(m["trial_id"], []).append(m)
-        data = StudyData(name=store.get_meta("name", directory.name), directory=directory, trials=trials,
-                         metrics=metrics, env=store.get_meta("env", {}) or {},
-                         planned=len(store.get_meta("trial_ids", []) or []))
-    for t in data.trials:
+            if _number(m.get("step")) is not None:  # a row without a step has no place on a curve
+                m["loss"] = _number(m.get("loss"))
+                metrics.setdefault(m["trial_id"], []).append(m)
+        name, env, ids = store.get_meta("name", directory.name), store.get_meta("env", {}), \
+            store.get_meta("trial_ids", [])
+    data = StudyData(name=str(name or directory.name), directory=directory, trials=[], metrics=metrics,
+                     env=env if isinstance(env, dict) else {}, planned=len(ids) if isinstance(ids, list) else 0)
+    for t in trials:
+        _clean(t, data)
+        missing = [k for k in PLACED_BY if t.get(k) is None] if t["status"] == "OK" else []
+        if missing:
+            data.left_out.append((t["trial_id"], missing))
+            continue
         t["pred_mem_bytes"] = comparable_prediction(t)
+        data.trials.append(t)
+    if trials and not data.trials:
+        first, missing = data.left_out[0]
+        raise ScalestudyError(f"study {directory}: no trial can be reported: every trial lacks "
+                              f"{'/'.join(sorted({f for _, m in data.left_out for f in m}, key=PLACED_BY.index))} "
+                              f"(trial {first} has no {', '.join(missing)}); was the store written by "
+                              "`scalestudy study run`?")
     data.varying = [k for k, _ in SHAPE_AXES if len({t[k] for t in data.ok}) > 1]
     return data
+
+
+def _number(value) -> float | int | None:
+    """A finite number, or None (SQLite keeps whatever was written, whatever the column's type)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _clean(t: dict, data: StudyData) -> None:
+    """Unusable values become None (shown as '-', left out of plots), each noted in data.unreadable."""
+    for key in NUMERIC:
+        value = t.get(key)
+        good = _number(value)
+        if good is not None and key in POSITIVE and good <= 0:
+            good = None
+        if value is not None and good is None:
+            data.unreadable.append((t["trial_id"], key, value))
+        t[key] = good
+    for key in ("model", "strategy", "label", "error_tail", "memory_convention", "pred_error"):
+        if t.get(key) is not None and not isinstance(t[key], str):
+            t[key] = str(t[key])
+    if not (t.get("strategy") or "").strip():
+        t["strategy"] = None  # nothing to name a series by
+    t["label"] = t.get("label") or str(t["trial_id"])
+
+
+def _ids(ids) -> str:
+    ids = [str(i) for i in ids]
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 def comparable_prediction(t: dict) -> float | None:

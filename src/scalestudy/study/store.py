@@ -165,7 +165,13 @@ class Store:
 
     def get_meta(self, key: str, default: Any = None) -> Any:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(row["value"]) if row else default
+        if not row:
+            return default
+        try:
+            return json.loads(row["value"])
+        except (TypeError, ValueError):  # written by another program, or damaged: one line, not a traceback
+            raise ScalestudyError(f"{self.path}: the store's meta value {key!r} is not JSON ({row['value']!r:.60}); "
+                                  "not a store `scalestudy` wrote, or a damaged one") from None
 
     # -- writes -------------------------------------------------------------------------------------------------
     def record_attempt(self, trial_id: str, pid: int, host: str) -> None:
