@@ -344,7 +344,10 @@ def tune(
     offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
     trial_timeout_s: float = typer.Option(300.0, help="Per-trial time limit (s)."),
     budget_fraction: float = typer.Option(0.15, help="Trials after the screen stop at this fraction of the "
-                                                     "estimated trial time of measuring every strategy (0 = no cap)."),
+                                                     "estimated trial time of measuring every strategy, but always "
+                                                     "allow one identification trial and one re-measurement round "
+                                                     "of two; a trial counts its steps + a typical start-up "
+                                                     "(0 = no cap)."),
     contenders: int = typer.Option(2, help="Most close contenders re-measured per interleaved round (1 = none)."),
     memory_limit_gib: float = typer.Option(0.0, help="Address-space cap (RLIMIT_AS) of each trial process in GiB "
                                                      "(2^30 bytes); a trial beyond it ends as OOM. 0 = no cap."),
@@ -425,9 +428,12 @@ def print_tune(result, out) -> None:
         print(f"({width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
     print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
-    from scalestudy.plan.tune_report import efficiency_line, pick_line
+    from scalestudy.plan.tune_report import budget_line, efficiency_line, pick_line
 
     print(efficiency_line(result.model.fit_))
+    budget = budget_line(getattr(result, "budget", None) or {})  # none before any trial ran
+    if budget:
+        print(budget)
     if result.best:
         print(f"{pick_line(result.pick)} Results: {out}/tune.json, {out}/tune.md")
     else:

@@ -71,6 +71,23 @@ def pick_line(pick: dict) -> str:
         verdict = "clearly slower" if pick["distinguishable"] else "within the noise"
         text += (f"; runner-up {pick['runner_up']} {pick['runner_up_gap_pct']:+.1f}% "
                  f"(+-{pick['gap_se_pct']:.1f}% s.e., {verdict})")
+    inseparable = pick.get("inseparable") or []
+    if inseparable:
+        text += (f". Not separated from {', '.join(inseparable)} by the re-measurements this budget allowed: "
+                 "picked by the lowest load-adjusted step time")
+    return text + "."
+
+
+def budget_line(budget: dict) -> str:
+    """One sentence: the trial time charged against the budget and what was not charged (s of wall time)."""
+    if not budget:
+        return ""
+    limit = f"{budget['limit_s']:.0f} s" if budget.get("limit_s") is not None else "no cap"
+    text = (f"Budget: {budget['charged_s']:.0f} s of trial time charged of {limit} allowed (steps + start-up, "
+            f"typical start-up {budget['typical_startup_s']:.1f} s)")
+    if budget.get("startup_not_charged_s", 0.0) > 0.5:
+        text += (f"; {budget['startup_not_charged_s']:.0f} s of slow start-ups (beyond 2x the typical) not "
+                 "charged")
     return text + "."
 
 
@@ -104,6 +121,7 @@ def save_results(out_dir: Path, result, settings: dict, meta: dict) -> None:
              "trials an exhaustive grid would take)") if grid > 0 else ""
     md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
           f"{pick_line(result.pick)}\nTrials: {len(result.trials)}; stop: {result.stop_reason}.\n"
+          f"{budget_line(result.budget)}\n"
           f"{efficiency_line(result.model.fit_)}.\n"
           f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
           f"{result.total_s:.1f} s (wall){share}.\n\n## Trials\n\n" + markdown_table(rows)

@@ -17,8 +17,12 @@
    trials) and unmeasured ones predicted within noise + prediction error, at most `contenders`, run interleaved
    in rounds (A B C, then C B A) and compared within each round (the load of a round cancels); after each round
    the clearly worse, or else the worse half, are dropped (successive halving). The pick carries its step time
-   with a 95% interval and its gap to the runner-up. Every trial after the screen must fit in `budget_fraction`
-   of the estimated trial time of the full grid (calibration and screen counted).
+   with a 95% interval, its gap to the runner-up and the contenders it could not be told from (the pick then
+   follows PICK_RULE, said so). Every trial after the screen must fit in `budget_fraction` of the estimated trial
+   time of the full grid (screen counted, calibration not), but the budget always allows one identification
+   trial and one interleaved round of two (`budget_limit`); a trial counts its steps plus its start-up up to
+   STARTUP_CAP x the typical one (a machine's slow start is reported, not charged: it must not starve the trials
+   that decide the pick); the model-guided trials keep the cost of that round in reserve.
    Failed / OOM / timed-out trials are recorded and the search goes on.
 
 Efficiency model (refit from the per-strategy medians, least squares on relative error; `fit_efficiency`):
@@ -174,6 +178,8 @@ class TuneTrial:
     startup_s: float | None = None  # wall time besides all steps (process start, imports, set-up, exit)
     phase: str = ""  # screen | identify | explore | confirm
     round: int = 0  # 0 = before re-measurement; r = the r-th interleaved re-measurement round
+    charged_s: float | None = None  # what the trial counts against the budget: its steps + its start-up up to
+    #                                 STARTUP_CAP x the typical start-up (`_Search.charge`), s
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -285,13 +291,14 @@ class TuneResult:
     pick: dict = field(default_factory=dict)  # the pick's step time with its uncertainty (`pick_summary`)
     candidate_rows: list[dict] = field(default_factory=list)  # every candidate: final prediction, measured or not
     grid_estimate_s: float = 0.0  # estimated trial time of measuring every candidate once
+    budget: dict = field(default_factory=dict)  # what the trials cost against the budget (`budget_summary`)
 
     def to_dict(self) -> dict:
         return {"best": self.best.to_dict() if self.best else None, "pick": self.pick,
                 "stop_reason": self.stop_reason, "trials": [t.to_dict() for t in self.trials],
                 "efficiency": self.model.to_dict(), "candidates": self.candidate_rows,
                 "calibration_s": self.calibration_s, "trials_s": self.trials_s, "total_s": self.total_s,
-                "grid_estimate_s": self.grid_estimate_s}
+                "grid_estimate_s": self.grid_estimate_s, "budget": self.budget}
 
 
 def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload: Workload,
@@ -335,6 +342,14 @@ def _screen_order(cands: list[Candidate], eff: EfficiencyModel, k: int) -> list[
     return order[:k]
 
 
+# A trial's start-up beyond this multiple of the typical one is not charged to the budget: on this 2-core machine
+# start-ups run 8-13 s (gpt2-tiny) and 9-30 s (t5-micro, DeepSpeed ZeRO-2/3 the slowest), but one DeepSpeed start
+# took 41 s and ate the budget of the identification trial (RESULTS.md 19:55 row).
+STARTUP_CAP = 2.0
+# Trials after the screen the budget always allows: one identification trial + one interleaved round of two.
+FLOOR_TRIALS = 3
+
+
 class _Search:
     """The state of one search: trials so far, the refit model, the time spent and the budget."""
 
@@ -370,41 +385,94 @@ class _Search:
 
     # -- time
     def spent(self) -> float:
+        """Wall time so far, calibration included (what --budget-s caps)."""
         return self.calibration_s + sum(t.wall_s for t in self.trials)
 
+    def charged(self, phase: str | None = None) -> float:
+        """What the trials so far (of `phase`, or all) count against --budget-fraction (`charge`, at the typical
+        start-up known now; calibration not counted: the cap compares trial time with the grid's trial time)."""
+        return sum(self.charge(t) for t in self.trials if phase in (None, t.phase))
+
     def startup_s(self) -> float:
-        """Typical time of a trial besides its steps (process start, imports, engine set-up, exit)."""
-        parts = [t.startup_s for t in self.ok() if t.startup_s is not None]
+        """Typical time of a trial besides its steps (process start, imports, engine set-up, exit): the median
+        over the trials so far, so one slow start does not move it."""
+        parts = [t.startup_s for t in self.trials if t.startup_s is not None]
         parts = parts or [t.wall_s - t.steps * t.measured_step_s for t in self.ok()]
         return max(0.0, statistics.median(parts)) if parts else 0.0
+
+    def charge(self, t: TuneTrial) -> float:
+        """A trial's cost against the budget: its steps in full, its start-up up to STARTUP_CAP x the typical one
+        (the rest is the machine's hiccup, not the strategy's cost: reported, not charged); a trial without
+        measured steps (failed, timed out) in full."""
+        if t.startup_s is None:
+            return t.wall_s
+        return max(0.0, t.wall_s - t.startup_s) + min(t.startup_s, STARTUP_CAP * self.startup_s())
 
     def trial_cost(self, c: Candidate) -> float:
         step = self.medians().get(c.strategy.label) or self.eff.predict(c)
         return self.startup_s() + self.settings.steps * step
 
     def grid_estimate(self) -> float:
-        """Estimated trial time of measuring every candidate once (what an exhaustive grid would take)."""
+        """Estimated trial time of measuring every candidate once (what an exhaustive grid would take): a typical
+        start-up each plus its steps, measured where measured, else as the refit predicts them."""
         return sum(self.trial_cost(c) for c in self.cands)
 
-    def affordable(self, cost: float, trials: int = 1) -> bool:
-        """Another `trials` trials of `cost` seconds in all stay within --max-trials, --budget-s and
-        --budget-fraction of the grid estimate."""
+    def budget_limit(self) -> float:
+        """The trial time --budget-fraction allows (charged, `charge`): that fraction of the grid estimate, but
+        never less than the screen plus FLOOR_TRIALS trials at the screen's dearest typical cost (one identification
+        trial and one interleaved round of the top two: less cannot make a pick that survives this machine's
+        run-to-run spread; it binds on grids of few, cheap strategies), identification trials counted at what they
+        cost. Infinite without a fraction."""
+        s = self.settings
+        if not s.budget_fraction:
+            return math.inf
+        screened = [self.by_label[t.label] for t in self.trials if t.phase == "screen"]
+        typical = max(map(self.trial_cost, screened), default=0.0)
+        identified = sum(t.phase == "identify" for t in self.trials)
+        floor = (self.charged("screen") + self.charged("identify")
+                 + max(2, FLOOR_TRIALS - identified) * typical)  # a dear identification never starves the race
+        return max(s.budget_fraction * self.grid_estimate(), floor)
+
+    def affordable(self, cost: float, trials: int = 1, reserve: float = 0.0) -> bool:
+        """Another `trials` trials of `cost` seconds in all stay within --max-trials, --budget-s (wall) and
+        --budget-fraction (charged), leaving `reserve` seconds for a later re-measurement round."""
         s = self.settings
         if s.max_trials and len(self.trials) + trials > s.max_trials:
             return False
-        limit = s.budget_s if not s.budget_fraction else min(s.budget_s, s.budget_fraction * self.grid_estimate())
-        return self.spent() + cost <= limit
+        return (self.spent() + cost + reserve <= s.budget_s
+                and self.charged() + cost + reserve <= self.budget_limit())
+
+    def race_reserve(self) -> float:
+        """Trial time to keep for one interleaved round of the top two contenders, when there are two within
+        the noise (`contenders`); 0 otherwise or with --contenders 1."""
+        comp = self.comparison()
+        if comp is None or self.settings.contenders < 2:
+            return 0.0
+        keys = contenders(comp, self.unmeasured_predictions(), 2)
+        return sum(self.trial_cost(self.by_label[k]) for k in keys) if len(keys) >= 2 else 0.0
+
+    def unmeasured_predictions(self) -> dict[str, tuple[float, float]]:
+        """Strategy not tried yet -> (predicted step s, relative prediction uncertainty of the refit)."""
+        unc = self.eff.prediction_uncertainty(self.observed())
+        unc = unc if unc is not None else DEFAULT_PREDICTION_ERROR
+        return {c.strategy.label: (self.eff.predict(c), unc) for c in self.cands
+                if c.strategy.label not in self.tried()}
 
     # -- trials
     def run(self, c: Candidate, phase: str) -> TuneTrial:
         trial = self.run_one(len(self.trials) + 1, c, self.eff.predict(c), self.base[c.strategy.label])
         trial.phase, trial.round = phase, self.round
         self.trials.append(trial)
+        for t in self.trials:  # the typical start-up moved: a slow first start is seen as such only now
+            t.charged_s = self.charge(t)
         if trial.status == "OK":
             self.eff = self.eff.refit(self.observed())
         shown = f"{trial.measured_step_s:.3f} s" if trial.measured_step_s else trial.reason
+        slow_start = (f"; start-up {trial.startup_s:.0f} s, {trial.wall_s - trial.charged_s:.0f} s of it not "
+                      "charged" if trial.wall_s - trial.charged_s > 0.5 else "")
         self.log(f"trial {trial.index} ({phase}{f' round {self.round}' if self.round else ''}): {trial.label}: "
-                 f"{trial.status} {shown} (predicted {trial.predicted_before_s:.3f} s; {trial.wall_s:.0f} s wall)")
+                 f"{trial.status} {shown} (predicted {trial.predicted_before_s:.3f} s; {trial.wall_s:.0f} s wall"
+                 f"{slow_start})")
         return trial
 
 
@@ -460,7 +528,8 @@ def _identify_accumulation(search: _Search) -> None:
     unc = search.eff.prediction_uncertainty(search.observed())
     sd = math.hypot(comp.noise, unc if unc is not None else DEFAULT_PREDICTION_ERROR)
     c = others[0]
-    if math.log(search.eff.predict(c) / medians[best]) <= sd and search.affordable(search.trial_cost(c)):
+    if (math.log(search.eff.predict(c) / medians[best]) <= sd
+            and search.affordable(search.trial_cost(c), reserve=search.race_reserve())):
         search.run(c, "identify")
 
 
@@ -487,7 +556,8 @@ def _identify(search: _Search) -> None:
     gain = {f: unverified_share(search.eff._t(c)) - covered[c.strategy.engine] for f, c in best.items()}
     for f in sorted(gain, key=gain.get, reverse=True)[:s.identify]:
         c = best[f]
-        if gain[f] < IDENTIFY_MIN_SHARE or not search.affordable(search.trial_cost(c)):
+        if gain[f] < IDENTIFY_MIN_SHARE or not search.affordable(search.trial_cost(c),
+                                                                 reserve=search.race_reserve()):
             return
         search.run(c, "identify")
 
@@ -504,8 +574,10 @@ def _explore(search: _Search) -> str:
         if search.eff.predict(nxt) >= incumbent * (1 - s.margin):
             return (f"top choice stable: the best unmeasured prediction ({nxt.strategy.label}, "
                     f"{search.eff.predict(nxt):.3f} s) does not beat the best measured step ({incumbent:.3f} s)")
-        if not search.affordable(search.trial_cost(nxt)):
-            return "budget reached while the model still predicted faster strategies"
+        reserve = search.race_reserve()
+        if not search.affordable(search.trial_cost(nxt), reserve=reserve):
+            return ("budget reached while the model still predicted faster strategies"
+                    + (f" ({reserve:.0f} s kept to re-measure the close contenders)" if reserve else ""))
         search.run(nxt, "explore")
 
 
@@ -515,10 +587,7 @@ def _confirm(search: _Search) -> str:
     comp = search.comparison()
     if comp is None or s.contenders < 2:
         return ""
-    unc = search.eff.prediction_uncertainty(search.observed())
-    unmeasured = {c.strategy.label: (search.eff.predict(c), unc if unc is not None else DEFAULT_PREDICTION_ERROR)
-                  for c in search.cands if c.strategy.label not in search.tried()}
-    keys = contenders(comp, unmeasured, s.contenders)
+    keys = contenders(comp, search.unmeasured_predictions(), s.contenders)
     if len(keys) < 2:
         return f"no contender within the noise ({100 * comp.noise:.1f}% per trial) of {keys[0]}"
     search.log(f"close contenders (noise {100 * comp.noise:.1f}% per trial): {', '.join(keys)}")
@@ -544,8 +613,14 @@ def _confirm(search: _Search) -> str:
 DEFAULT_PREDICTION_ERROR = 0.25  # relative, before two strategies are measured (cannot be estimated yet)
 
 
+PICK_RULE = ("the lowest load-adjusted estimate (per-strategy effect of log step = strategy + round, "
+             "plan/noise.py compare); strategies it cannot tell from the pick (gap <= 2 s.e.) are listed as "
+             "inseparable")
+
+
 def pick_summary(comp: Comparison, medians: dict[str, float], rounds: int) -> dict:
-    """The pick (best load-adjusted estimate) with its step time, 95% interval and the gap to the runner-up."""
+    """The pick (best load-adjusted estimate, PICK_RULE) with its step time, 95% interval, the gap to the runner-up
+    and the strategies it cannot be told from."""
     ranked = comp.ranked()
     pick = ranked[0]
     n = comp.trials[pick]
@@ -554,7 +629,7 @@ def pick_summary(comp: Comparison, medians: dict[str, float], rounds: int) -> di
     out = {"label": pick, "step_s": step, "trials": n, "ci95_s": [step * math.exp(-half), step * math.exp(half)],
            "noise_rel": comp.noise, "noise_steps_rel": comp.noise_steps, "noise_repeats_rel": comp.noise_repeats,
            "rounds": rounds, "runner_up": None, "runner_up_gap_pct": None, "gap_se_pct": None,
-           "distinguishable": None,
+           "distinguishable": None, "inseparable": [], "rule": PICK_RULE,
            "convention": "step_s: median over the pick's trials of each trial's median step time (s per optimizer "
                          "step); ci95_s: +-1.96 x noise / sqrt(trials); runner-up gap: load-adjusted (same rounds)"}
     if len(ranked) > 1:
@@ -563,6 +638,8 @@ def pick_summary(comp: Comparison, medians: dict[str, float], rounds: int) -> di
         se = comp.se_diff(second, pick)
         out.update(runner_up=second, runner_up_gap_pct=100 * math.expm1(gap), gap_se_pct=100 * se,
                    distinguishable=gap > Z * se)
+        out["inseparable"] = [k for k in ranked[1:]
+                              if math.log(comp.estimate_s[k] / comp.estimate_s[pick]) <= Z * comp.se_diff(k, pick)]
     return out
 
 
@@ -622,7 +699,22 @@ def search_strategies(cands: list[Candidate], model: ModelSpec, workload: Worklo
         best = min(runs, key=lambda t: abs(t.measured_step_s - pick["step_s"]))
     trials_s = time.perf_counter() - start
     return TuneResult(cands, search.trials, eff, best, stop or "done", calibration_s, trials_s,
-                      calibration_s + trials_s, pick, candidate_rows(search), search.grid_estimate())
+                      calibration_s + trials_s, pick, candidate_rows(search), search.grid_estimate(),
+                      budget_summary(search))
+
+
+def budget_summary(search: _Search) -> dict:
+    """What the trials cost against the budget (`_Search.charge`, `budget_limit`), s of wall time."""
+    s = search.settings
+    limit = search.budget_limit()
+    return {"charged_s": search.charged(), "limit_s": limit if math.isfinite(limit) else None,
+            "fraction_of_grid_s": s.budget_fraction * search.grid_estimate() if s.budget_fraction else None,
+            "trials_wall_s": sum(t.wall_s for t in search.trials),
+            "startup_not_charged_s": sum(t.wall_s - search.charge(t) for t in search.trials),
+            "typical_startup_s": search.startup_s(),
+            "convention": f"charged: each trial's steps + its start-up up to {STARTUP_CAP:g}x the typical (median) "
+                          "start-up; limit: --budget-fraction x the estimated grid, at least the screen + one "
+                          "identification trial + one interleaved round of two (calibration not counted)"}
 
 
 def shared_tokenizer(trials: list[TuneTrial]) -> str | None:
