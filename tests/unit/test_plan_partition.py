@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scalestudy.errors import ScalestudyError
@@ -62,3 +64,37 @@ def test_train_stage_layers_auto_writes_the_balanced_split(tmp_path, capsys):
     expected = plan_stages(get_model("t5-small"), 512, 114, [2.0, 1.0]).stage_layers
     assert yaml.safe_load((out / "train_config.yaml").read_text())["strategy"]["stage_layers"] == list(expected)
     assert f"stage layers {expected[0]},{expected[1]} for stage speeds 2,1" in printed
+
+
+def test_train_auto_split_on_cpu_ranks_respects_memory(capsys, monkeypatch):
+    """A run here on CPU ranks: the planner's split (cost model time and memory per stage, the node's RAM shared by
+    its ranks) -- the fastest split whose every stage fits, checked against all splits; where no figures exist, the
+    FLOP split, said so."""
+    from scalestudy.cli import train as train_cli
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.plan.partition import auto_stage_layers
+    from scalestudy.specs.hardware import ClusterSpec, get_device, with_stage_speeds
+    from scalestudy.specs.run import RunConfig
+
+    run = RunConfig().replace(model="t5-small", nproc=2, pp=2, engine="ddp", zero=0, global_batch=8, micro_batch=2,
+                              seq_len=512, target_len=114)
+    ram = 3.2e9  # 1.49 GiB per rank: the compute-only split's last stage (LM head + 10 blocks) does not fit
+    got = auto_stage_layers(run, [0.25, 1.0], ram)
+    device = dataclasses.replace(get_device("local-cpu"), memory_bytes=int(ram), host_memory_bytes=int(ram))
+    cluster = with_stage_speeds(ClusterSpec(device=device, nodes=1, gpus_per_node=2), [0.25, 1.0])
+    w = run.to_workload()
+    ests = {(n, 12 - n): estimate(get_model("t5-small"), cluster, run.strategy.replace(stage_layers=(n, 12 - n)), w)
+            for n in range(1, 12)}
+    best = min((s for s, e in ests.items() if e.fits), key=lambda s: max(x.slot_s for x in ests[s].stages))
+    fastest = min(ests, key=lambda s: max(x.slot_s for x in ests[s].stages))
+    assert got.layers == best != fastest == got.compute_only and not ests[fastest].fits
+    assert got.run.strategy.stage_layers == best and all(used <= cap for used, cap in got.memory)
+    assert "would not fit a stage's memory" in got.describe("1,4")
+    # through train's CLI helper: this machine's RAM (here: stubbed) and the line it prints
+    monkeypatch.setattr(train_cli, "_machine_memory_bytes", lambda: int(ram))
+    cfg = train_cli._balanced_stages(run, "1,4", cuda=False, local=True)
+    assert cfg.strategy.stage_layers == best
+    assert "memory per rank (GiB, 2^30 bytes) by stage" in capsys.readouterr().out
+    flops_only = train_cli._balanced_stages(run, "1,4", cuda=True, local=True)
+    assert flops_only.strategy.stage_layers == plan_stages(get_model("t5-small"), 512, 114, [0.25, 1.0]).stage_layers
+    assert "memory not checked (the cost model has no figures for this machine's GPUs)" in capsys.readouterr().out

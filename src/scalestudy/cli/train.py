@@ -156,6 +156,9 @@ def _trains_on_gpu(device: str | None, gpus_per_node: int | None, print_launch: 
 
 
 def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
+    """`cfg` with --stage-layers auto resolved: the planner's split (stage time and memory by the cost model) for a
+    run on this machine's CPU ranks; by FLOPs / speed only where the cost model has no figures for the run's
+    devices (GPUs, or the nodes of --print-launch scripts), said in the printed line."""
     from scalestudy.errors import ScalestudyError
     from scalestudy.plan.partition import auto_stage_layers
 
@@ -168,13 +171,28 @@ def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
     if top / min(speeds) > 1e12:  # stage times would leave floating point (inf / nan splits)
         raise ScalestudyError(f"--stage-speeds {speeds_text}: speeds more than 1e12x apart are not measured relative "
                               "speeds")
-    cfg, plan, even = auto_stage_layers(cfg, [v / top for v in speeds])  # relative speeds: scale-free
-    layers = ",".join(map(str, plan.stage_layers))
-    ratio = plan.slowest_s / even.slowest_s
-    console.print(f"stage layers {layers} for stage speeds {speeds_text}: slowest stage {ratio:.2f}x the even "
-                  f"split's ({','.join(map(str, even.stage_layers))}); cost model: forward + backward FLOPs per stage "
-                  "/ its speed", soft_wrap=True)
-    return cfg
+    memory, why = None, ""
+    if local and not cuda:
+        memory = _machine_memory_bytes()
+        why = "" if memory else "memory not checked (this machine's RAM is unknown)"
+    elif local:
+        why = "memory not checked (the cost model has no figures for this machine's GPUs)"
+    else:
+        why = ("memory not checked (the nodes of these scripts are unknown here; `scalestudy plan --cluster` with "
+               "device groups splits by memory too)")
+    split = auto_stage_layers(cfg, [v / top for v in speeds], memory, why)  # relative speeds: scale-free
+    console.print(split.describe(speeds_text), soft_wrap=True, highlight=False)
+    return split.run
+
+
+def _machine_memory_bytes() -> int | None:
+    """Physical RAM of this machine (bytes), shared by a CPU run's ranks."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
 
 
 def _layer_counts(text: str) -> list[int]:

@@ -86,21 +86,84 @@ def plan_stages(spec: ModelSpec, seq_len: int, target_len: int, flops_per_s: lis
     return StagePlan(split, stage_seconds(costs, head, split, flops_per_s, micro_batch))
 
 
-def auto_stage_layers(run, speeds: list[float]):
-    """`run` (a RunConfig) with stage_layers chosen for pipeline devices of relative `speeds`; and the plan and
-    the even split's plan (same units) for comparison."""
+@dataclass(frozen=True)
+class AutoSplit:
+    """`train --stage-layers auto`: the run with its split, and what the split rests on."""
+
+    run: object  # the RunConfig with stage_layers set
+    layers: tuple[int, ...]
+    even: tuple[int, ...]  # the default even split
+    ratio: float  # slowest stage of `layers` / slowest stage of `even` (per micro-batch)
+    basis: str  # what the stage times and memory are
+    # per stage (bytes, capacity bytes per rank) by the cost model; () when memory could not be estimated
+    memory: tuple[tuple[float, float], ...] = ()
+    compute_only: tuple[int, ...] = ()  # the fastest split ignoring memory, when memory moved the split
+    note: str = ""  # why memory was not checked, or that no split fits
+
+    def describe(self, speeds_text: str) -> str:
+        gib = 2**30
+        line = (f"stage layers {','.join(map(str, self.layers))} for stage speeds {speeds_text}: slowest stage "
+                f"{self.ratio:.2f}x the even split's ({','.join(map(str, self.even))}); cost model: {self.basis}")
+        if self.memory:
+            line += "; memory per rank (GiB, 2^30 bytes) by stage " + ", ".join(
+                f"{used / gib:.2f} of {cap / gib:.1f}" for used, cap in self.memory)
+        if self.compute_only and self.compute_only != self.layers:
+            line += (f"; the compute-only split {','.join(map(str, self.compute_only))} would not fit a stage's "
+                     "memory")
+        return line + (f"; {self.note}" if self.note else "")
+
+
+def auto_stage_layers(run, speeds: list[float], node_memory_bytes: float | None = None,
+                      no_memory_reason: str = "") -> AutoSplit:
+    """`run` (a RunConfig) with stage_layers for pipeline ranks of relative `speeds`.
+
+    With `node_memory_bytes` (a CPU run: the RAM of a node, shared by its ranks) the split is the planner's
+    (`resource_split`): each stage's forward + backward on the run's CPU ranks at its speed, the fastest split among
+    those whose every stage fits (cost model memory). Without it (no device figures for the run: GPUs, or a
+    cluster's nodes unknown here) the split balances forward + backward FLOPs / speed only, and says why."""
     strategy = run.strategy
     if strategy.pp < 2 or len(speeds) != strategy.pp:
         raise ScalestudyError(f"--stage-layers auto needs --pp >= 2 and one --stage-speeds value per pipeline rank "
                               f"(pp {strategy.pp}, {len(speeds)} speed(s) given)")
     if strategy.virtual_stages != 1:
         raise ScalestudyError("--stage-layers auto splits contiguous stages: not with the interleaved schedule")
+    if node_memory_bytes:
+        try:
+            return _auto_with_memory(run, speeds, node_memory_bytes)
+        except ScalestudyError as exc:  # e.g. a precision the CPU figures lack: the FLOP split, said why
+            no_memory_reason = f"memory not checked ({exc})"
     spec, workload = run.model_spec(), run.to_workload()
     plan = plan_stages(spec, workload.seq_len, workload.target_len, speeds, strategy.micro_batch)
     costs, head = layer_costs(spec, workload.seq_len, workload.target_len)
     even = strategy.replace(stage_layers=()).stage_split(len(costs))
     baseline = StagePlan(even, stage_seconds(costs, head, even, speeds, strategy.micro_batch))
-    return run.replace(stage_layers=list(plan.stage_layers)), plan, baseline
+    return AutoSplit(run.replace(stage_layers=list(plan.stage_layers)), plan.stage_layers, even,
+                     plan.slowest_s / baseline.slowest_s, "forward + backward FLOPs per stage / its speed",
+                     note=no_memory_reason)
+
+
+def _auto_with_memory(run, speeds: list[float], node_memory_bytes: float) -> AutoSplit:
+    """The resource-aware split on the run's CPU nodes (local-cpu figures, `node_memory_bytes` of RAM each)."""
+    from dataclasses import replace
+
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import ClusterSpec, get_device, with_stage_speeds
+
+    w = run.workload
+    device = replace(get_device("local-cpu"), memory_bytes=int(node_memory_bytes),
+                     host_memory_bytes=int(node_memory_bytes))
+    cluster = with_stage_speeds(ClusterSpec(device=device, nodes=w.nnodes, gpus_per_node=w.nproc), speeds)
+    spec, workload, layout = run.model_spec(), run.to_workload(), run.layout()
+    split, fastest, fits = _memory_split(spec, cluster, run.strategy, workload, layout.dp, layout.grad_accum)
+    chosen = estimate(spec, cluster, run.strategy.replace(stage_layers=split), workload)
+    even = estimate(spec, cluster, run.strategy.replace(stage_layers=()), workload)
+    slowest = max(x.slot_s for x in chosen.stages) / max(x.slot_s for x in even.stages)
+    note = "" if fits else ("no split fits every stage's memory by the cost model: the fastest one is used, the run "
+                            "may run out of memory")
+    return AutoSplit(run.replace(stage_layers=list(split)), split, even.strategy.stage_split(spec.total_layers),
+                     slowest, "each stage's forward + backward on this machine's CPU ranks at its speed, and its "
+                     f"memory within {node_memory_bytes / 2**30:.1f} GiB of RAM shared by {w.nproc} rank(s)",
+                     tuple((x.memory.total, x.capacity_bytes) for x in chosen.stages), fastest, note)
 
 
 def min_max_split(prefix: list[float], rate: list[float], fixed: list[float], max_ends=None
@@ -154,6 +217,12 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
     split minimising the slowest stage's seconds per micro-batch (cost model, per stage on its own device) among
     the splits whose every stage fits its device's memory; the fastest split when none fits (the estimate then
     says it does not fit)."""
+    return _memory_split(model, cluster, strategy, workload, dp, grad_accum, options, calibration)[0]
+
+
+def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_accum: int, options=None,
+                  calibration=None) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
+    """(the split `resource_split` returns, the fastest split ignoring memory, whether the first fits)."""
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
     from scalestudy.costmodel.stages import _in_flight, slot_terms, stage_devices, stage_memory
     from scalestudy.costmodel.flops import target_length
@@ -204,9 +273,9 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
             break
         start += m
     else:
-        return fastest
+        return fastest, fastest, True
     if not fits(0, 0, 1) or not enc_blocks and any(not fits(k, k, k + 1) for k in range(1, pp)):
-        return fastest  # a stage cannot hold even one block (all alike in a decoder-only model): no split fits
+        return fastest, fastest, False  # a stage cannot hold even one block (all alike in a decoder-only model)
     # Some stage of the fastest split does not fit: the most blocks each stage can hold from each start (memory
     # grows with the blocks, so the end moves forward with the start: one pass per stage), then the fastest split
     # within those.
@@ -227,4 +296,5 @@ def resource_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_
             done[key] = got
         return got
 
-    return min_max_split(prefix, rate, fixed, max_ends) or fastest
+    fitting = min_max_split(prefix, rate, fixed, max_ends)
+    return (fitting, fastest, True) if fitting else (fastest, fastest, False)
