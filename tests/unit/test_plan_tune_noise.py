@@ -150,8 +150,9 @@ def test_pick_carries_its_uncertainty_and_the_budget_holds(monkeypatch):
         assert p["runner_up"] and isinstance(p["distinguishable"], bool)
         # no family here leans IDENTIFY_MIN_SHARE more on unverified collectives/hooks than its engine's screened one
         assert all(t.phase != "identify" for t in r.trials)
-        b = r.budget  # what the trials were charged stays within 15% of the estimated grid or the floor
-        assert b["charged_s"] <= b["limit_s"] * 1.001 and b["limit_s"] >= b["fraction_of_grid_s"]
+        b = r.budget  # what the trials were charged stays within 15% of the estimated grid or the floor (the
+        # estimate moves a little with each trial: the limit checked before the last trial was this one +-2%)
+        assert b["charged_s"] <= b["limit_s"] * 1.02 and b["limit_s"] >= b["fraction_of_grid_s"]
         assert b["charged_s"] == pytest.approx(sum(t.wall_s for t in r.trials))  # no slow start-up here
         shares.append(sum(t.wall_s for t in r.trials) / machine.grid_s())
         hits += r.pick["label"] == TRUE_BEST

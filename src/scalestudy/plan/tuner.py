@@ -414,8 +414,24 @@ class _Search:
 
     def grid_estimate(self) -> float:
         """Estimated trial time of measuring every candidate once (what an exhaustive grid would take): a typical
-        start-up each plus its steps, measured where measured, else as the refit predicts them."""
-        return sum(self.trial_cost(c) for c in self.cands)
+        start-up each plus its steps, measured where measured, else the lower of the refit's prediction and the
+        uncalibrated prediction times the measured / uncalibrated ratio of its family (of all trials where its
+        family has none). The lower: a refit on few trials can extrapolate one family's excess several-fold to
+        strategies never run, and the budget must stay a fraction of the real grid."""
+        medians = self.medians()
+        ratios: dict[str, list[float]] = {}
+        for k, m in medians.items():
+            ratios.setdefault(family(self.by_label[k]), []).append(m / self.base[k])
+        overall = statistics.median([r for v in ratios.values() for r in v]) if ratios else 1.0
+        steps = 0.0
+        for c in self.cands:
+            k = c.strategy.label
+            if k in medians:
+                steps += medians[k]
+                continue
+            fam = ratios.get(family(c))
+            steps += min(self.eff.predict(c), (statistics.median(fam) if fam else overall) * self.base[k])
+        return len(self.cands) * self.startup_s() + self.settings.steps * steps
 
     def budget_limit(self) -> float:
         """The trial time --budget-fraction allows (charged, `charge`): that fraction of the grid estimate, but
