@@ -112,6 +112,8 @@ def _build_workspace(root: Path) -> None:
     for name, (key, value) in DEVICE_EDITS.items():  # a device file wrong in one field
         (root / f"dev-{name}.yaml").write_text(re.sub(rf"^{key}:.*$", f"{key}: {value}", a100, flags=re.M)
                                                if f"\n{key}:" in a100 else a100 + f"{key}: {value}\n")
+    for name, extra in (("family-unknown", "family: blackwell\n"), ("no-gemm", "")):  # how fast are its GEMMs?
+        (root / f"dev-{name}.yaml").write_text(BARE_DEVICE + extra)
     (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
 
     study = root / "study"
@@ -247,6 +249,11 @@ MIXED_CLUSTERS = {
 DEVICE_EDITS = {"hbm-zero": ("hbm_bytes_per_s", "0"), "peak-scalar": ("peak_flops", "3"),
                 "gemm-str": ("matmul_efficiency", "fast"), "ratio-str": ("collective_time_ratio", "{all_reduce: x}"),
                 "kind-tpu": ("kind", "tpu"), "peak-zero": ("peak_flops", "{bf16: 0, fp32: 0}")}
+# a device with every required field and an empty GEMM-efficiency table (no measured ceiling either)
+BARE_DEVICE = ("name: bare\nmemory_bytes: 8.0e10\npeak_flops: {bf16: 1.0e15}\nmatmul_efficiency: []\n"
+               "hbm_bytes_per_s: 3.0e12\npcie_bytes_per_s: 6.4e10\nintra_node_bytes_per_s: 4.5e11\n"
+               "intra_node_latency_s: 3.0e-6\ninter_node_bytes_per_s: 5.0e10\ninter_node_latency_s: 5.0e-6\n"
+               "host_memory_bytes: 1.0e12\ncpu_adam_params_per_s: 1.0e9\n")
 # run-config (train --config) and study-spec files with the newer strategy keys, each wrong in one way
 NEW_KEY_FILES = {
     "cfg-stage-layers-int.yaml": "strategy: {stage_layers: 3}\n",
@@ -449,6 +456,9 @@ CASES: list[Case] = [
     C("train-gpus-per-node-on-cpu", f"{TRAIN} --print-launch --device cpu --gpus-per-node 4", "--gpus-per-node"),
     C("train-gpus-per-node-without-print-launch", f"{TRAIN} --gpus-per-node 4", "--print-launch"),
     C("train-gpus-per-node-0", f"{TRAIN} --print-launch --device gpu --gpus-per-node 0", "--gpus-per-node"),
+    C("estimate-device-family-unknown", f"{EST} --gpu dev-family-unknown.yaml", "'blackwell'"),
+    C("plan-device-no-gemm-efficiency", f"{PLAN} --gpu dev-no-gemm.yaml", "matmul_efficiency"),
+    C("tune-profile-family-unknown", f"{TUNE.replace('profile.yaml', 'dev-family-unknown.yaml')}", "'blackwell'"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

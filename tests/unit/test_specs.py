@@ -67,3 +67,26 @@ def test_strategy_and_layout_validation():
     lay = resolve_layout(Strategy(tp=2, pp=2, micro_batch=2), 16, 64, gpus_per_node=8, num_heads=8, num_layers=8)
     assert (lay.dp, lay.grad_accum) == (4, 8)
     assert Workload(8, 512, 114).tokens_per_step == 8 * 626
+
+
+def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
+    """An unknown GEMM family, or neither a family nor a measured table, used to mean 50% of peak unsaid: now a
+    one-line error naming the known families; every shipped device resolves to a real curve or table."""
+    from scalestudy.costmodel.efficiency import matmul_efficiency
+    from scalestudy.specs.hardware import gemm_families
+
+    assert set(gemm_families()) >= {"a100", "hopper"}
+    for name in device_names():
+        assert matmul_efficiency(get_device(name), 4096.0) != 0.5, name  # not the old silent fallback
+    base = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
+            "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, inter_node_latency_s: 0, "
+            "host_memory_bytes: 1, cpu_adam_params_per_s: 1, ")
+    p = tmp_path / "cluster.yaml"
+    for extra, match in (("matmul_efficiency: [], family: blackwell}", "'blackwell'"),
+                         ("matmul_efficiency: []}", "no GEMM efficiency: name a family")):
+        p.write_text(f"device: {base}{extra}\n")
+        with pytest.raises(ScalestudyError, match=match) as info:
+            load_cluster(p)
+        assert "\n" not in str(info.value)
+    p.write_text(f"device: {base}matmul_efficiency: [[64, 0.3], [4096, 0.8]]}}\n")  # a measured table: fine
+    assert load_cluster(p).device.matmul_efficiency == [[64, 0.3], [4096, 0.8]]

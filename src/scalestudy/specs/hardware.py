@@ -231,10 +231,41 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
                if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
     if missing:
         raise ScalestudyError(f"{origin}: missing device field(s) {', '.join(missing)}")
+    data = _numbers(data, origin)
+    _check_gemm_source(data, origin)
     try:
-        return DeviceSpec(**_numbers(data, origin))
+        return DeviceSpec(**data)
     except TypeError as exc:
         raise ScalestudyError(f"{origin}: {exc}") from None
+
+
+def _check_gemm_source(data: dict, origin: str) -> None:
+    """How fast the device's GEMMs run must be stated: a known family (its fitted curve) or a measured
+    matmul_efficiency table (or a measured ceiling, matmul_peak_fraction). A family without a curve, or nothing
+    at all, used to fall back to 50% of peak without a word."""
+    family, known = data.get("family") or "", gemm_families()
+    ways = (f"name a family ({', '.join(known)}) or give matmul_efficiency [[dimension, fraction of peak], ...] "
+            "measured on the device")
+    if data.get("matmul_peak_fraction"):
+        return
+    if family and family not in known:
+        raise ScalestudyError(f"{origin}: unknown GEMM family {family!r} (known: {', '.join(known)}): {ways}")
+    if not family and not data.get("matmul_efficiency"):
+        raise ScalestudyError(f"{origin}: no GEMM efficiency: {ways}")
+
+
+@lru_cache(maxsize=1)
+def gemm_families() -> tuple[str, ...]:
+    """The `family` names of the shipped device YAMLs: the dies with a fitted GEMM curve (costmodel/
+    calibration.yaml; tests/unit/test_specs.py checks every one has it). Read as data: specs sits below the cost
+    model and imports none of it."""
+    names = set()
+    for path in _hardware_dir().iterdir():
+        if path.name.endswith(".yaml"):
+            family = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("family")
+            if isinstance(family, str) and family:
+                names.add(family)
+    return tuple(sorted(names))
 
 
 _INT_FIELDS = ("memory_bytes", "host_memory_bytes")
@@ -242,7 +273,7 @@ _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s",
                 "cpu_adam_params_per_s")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
                  "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s", "layer_overhead_s",
-                 "step_overhead_s", "microstep_overhead_s")
+                 "step_overhead_s", "microstep_overhead_s", "matmul_peak_fraction", "clock_mhz", "power_limit_w")
 
 
 def _num(value, name: str, origin: str) -> float:
