@@ -15,7 +15,7 @@ the recorded grid under this machine's measured noise (`MachineNoise`, its numbe
 per seed, each strategy's true step drawn around its one recorded sample; per trial, common and strategy-specific
 load drifting in time, per-trial noise, occasional bursts, the recorded start-up varied with hiccups; each trial's
 steps keep the recorded trial's shape. The pick is judged against the grid's recorded best by the grid's values, by the seed's
-true steps and back to back in a later window (as live). --quiet-replay: the earlier model (a common load only).
+true steps and back to back in a later window (as live). --quiet-replay: a common load only (quiet machine).
 
     python benchmarks/bench_tune.py [--model t5-micro] [--nproc 2] [--global-batch 16] [--micro-batch 1,2,4,8]
         [--repeats 3] [--grid-from OLD/bench_tune.json] [--replay-only --seeds 20]
@@ -431,9 +431,10 @@ def main() -> None:
     ap.add_argument("--identify", type=int, default=1, help="tune's identification trials (TuneSettings.identify)")
     ap.add_argument("--export-terms", default=None, help="write --grid-from's strategies as a small JSON fixture "
                                                          "(cost-model step terms + measured step) and stop")
-    ap.add_argument("--quiet-replay", action="store_true", help="replay with the earlier, milder noise model: "
-                    "only a common load drifting slowly (sd --replay-noise), no per-trial, strategy-specific, burst "
-                    "or start-up noise")
+    ap.add_argument("--quiet-replay", action="store_true", help="replay with a quiet machine's noise, close to "
+                    "the model replays used before 2026-12-01 21:30: only a common load drifting slowly (sd "
+                    "--replay-noise, which cancels within a round); no per-trial, strategy-specific, burst or "
+                    "start-up noise, the grid taken as the truth")
     ap.add_argument("--replay-noise", type=float, default=0.10, help="sd of the --quiet-replay common load (log)")
     ap.add_argument("--estimate-noise", default=None, help="print the run-to-run spread of every recorded trial "
                                                            "under this directory (MachineNoise's inputs) and stop")
