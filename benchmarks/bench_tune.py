@@ -18,7 +18,8 @@ steps keep the recorded trial's shape. The pick is judged against the grid's rec
 true steps and back to back in a later window (as live). --quiet-replay: a common load only (quiet machine).
 
     python benchmarks/bench_tune.py [--model t5-micro] [--nproc 2] [--global-batch 16] [--micro-batch 1,2,4,8]
-        [--repeats 3] [--grid-from OLD/bench_tune.json] [--replay-only --seeds 20]
+        [--repeats 3] [--grid-from OLD/bench_tune.json] [--replay-only --seeds 20 [--noise-from DIR]]
+    python benchmarks/bench_tune.py --estimate-noise DIR    # this machine's run-to-run spread from recorded trials
 """
 
 from __future__ import annotations
@@ -219,11 +220,12 @@ class GridReplay:
         return pct(statistics.mean(runs[a]), statistics.mean(runs[b]))
 
 
-def estimate_noise(root: Path) -> None:
-    """Print this machine's run-to-run spread from every recorded trial under ROOT (*/…/trials/*/metrics.jsonl
-    of bench_tune runs: grids, tunes, back-to-back), ordered by the wall clock of their first step: the same
-    strategy within a minute (-> trial_sd) and consecutive pairs of two strategies repeated across minutes
-    (-> mix_sd), bursts (trials > 20% above the strategy's other trials) and start-up hiccups."""
+def estimate_noise(root: Path) -> dict[str, dict]:
+    """This machine's run-to-run spread from every recorded trial under ROOT (*/…/trials/*/metrics.jsonl of
+    bench_tune runs: grids, tunes, back-to-back), ordered by the wall clock of their first step, per model: the
+    same strategy within a minute (-> trial_sd), consecutive pairs of two strategies repeated across minutes
+    (-> mix_sd) and bursts (trials > 20% above the strategy's other trials -> burst_p); printed and returned
+    with the counts behind each."""
     trials = []
     for mf in sorted(root.glob("**/trials/*/metrics.jsonl")):
         rows = [json.loads(x) for x in mf.read_text().splitlines() if x.strip()]
@@ -243,6 +245,7 @@ def estimate_noise(root: Path) -> None:
     by_model: dict[str, list] = {}
     for t in unique:
         by_model.setdefault(t["group"], []).append(t)
+    stats = {}
     for group, ts in by_model.items():
         near = [math.log(a["median"] / b["median"]) for i, a in enumerate(ts) for b in ts[i + 1:]
                 if a["label"] == b["label"] and abs(a["t"] - b["t"]) < 60]
@@ -267,6 +270,28 @@ def estimate_noise(root: Path) -> None:
               f"of their log ratio {pair_sd:.3f} (rms {math.sqrt(statistics.mean([x * x for x in dev])):.3f}) -> "
               f"mix_sd {mix_sd:.3f}. Trials > 20% above the same strategy's other trials (bursts): {bursts} of "
               f"{len(above)}. (relative, log scale; robust sd = 1.4826 x MAD)")
+        stats[group] = {"trial_sd": trial_sd, "near_pairs": len(near), "mix_sd": mix_sd, "pairs": len(dev),
+                        "burst_p": bursts / len(above) if above else math.nan, "repeats": len(above)}
+    return stats
+
+
+def noise_from(root: Path) -> MachineNoise:
+    """MachineNoise with trial_sd, mix_sd and burst_p from the records under ROOT (`estimate_noise`), each the
+    count-weighted mean over the models recorded there; the rest (time constants, start-ups) as the defaults."""
+    stats = estimate_noise(root)
+
+    def pooled(key: str, weight: str) -> float | None:
+        rows = [(st[key], st[weight]) for st in stats.values() if st[weight] and math.isfinite(st[key])]
+        return sum(v * n for v, n in rows) / sum(n for _, n in rows) if rows else None
+
+    base = MachineNoise()
+    noise = MachineNoise(**{**asdict(base), **{k: v for k, v in (("trial_sd", pooled("trial_sd", "near_pairs")),
+                                                                ("mix_sd", pooled("mix_sd", "pairs")),
+                                                                ("burst_p", pooled("burst_p", "repeats")))
+                                               if v is not None}})
+    print(f"machine noise from {root}: trial_sd {noise.trial_sd:.3f}, mix_sd {noise.mix_sd:.3f}, burst_p "
+          f"{noise.burst_p:.3f}")
+    return noise
 
 
 def robust_sd(xs: list[float]) -> float:
@@ -281,8 +306,8 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
     ok = {t.label: t for t in grid if t.status == "OK"}
     best = min(ok.values(), key=lambda t: t.measured_step_s)
     grid_s = sum(t.wall_s for t in grid)
-    noise = MachineNoise() if not args.quiet_replay else MachineNoise(0.0, 0.0, 1.0, args.replay_noise, 200.0, 0.0,
-                                                                      (0.0, 0.0), 0.0, 0.0, (1.0, 1.0))
+    noise = (MachineNoise(0.0, 0.0, 1.0, args.replay_noise, 200.0, 0.0, (0.0, 0.0), 0.0, 0.0, (1.0, 1.0))
+             if args.quiet_replay else noise_from(Path(args.noise_from)) if args.noise_from else MachineNoise())
     rows = []
     live_trial = tuner.run_trial
     try:
@@ -308,7 +333,7 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
     finally:
         tuner.run_trial = live_trial
     print(f"replay: grid best {best.label} {best.measured_step_s:.3f} s/step; {args.seeds} seeds; machine noise: "
-          + ", ".join(f"{k} {v}" for k, v in asdict(noise).items()))
+          + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in asdict(noise).items()))
     summarize(rows, "replay on the recorded grid")
     true = [r["gap_true"] for r in rows]
     print(f"  pick vs the seed's true best (grid drawn as one noisy sample), %: {dist(true)}; within 5%: "
@@ -436,6 +461,9 @@ def main() -> None:
                     "--replay-noise, which cancels within a round); no per-trial, strategy-specific, burst or "
                     "start-up noise, the grid taken as the truth")
     ap.add_argument("--replay-noise", type=float, default=0.10, help="sd of the --quiet-replay common load (log)")
+    ap.add_argument("--noise-from", default=None, help="replay with trial_sd, mix_sd and burst_p estimated from "
+                                                       "the recorded trials under this directory (else the defaults: "
+                                                       "this machine's records of 2026-12-01)")
     ap.add_argument("--estimate-noise", default=None, help="print the run-to-run spread of every recorded trial "
                                                            "under this directory (MachineNoise's inputs) and stop")
     args = ap.parse_args()
