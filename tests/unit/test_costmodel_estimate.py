@@ -127,3 +127,45 @@ def test_pipeline_schedules_bubble_and_memory():
     uneven = estimate(spec, cluster, Strategy(pp=4, micro_batch=2, stage_layers=(15, 11, 11, 11)), work)
     # the busiest stage holds 15 of 48 layers instead of 12 (the LM head's share does not grow)
     assert 1.15 < uneven.compute_s / one.compute_s <= 1.25
+
+
+def test_power_limit_slows_compute_by_the_sustained_clock():
+    """H100 SXM at a 500 W board limit: the GEMMs run at the clock the GH100 datasheet points give for 500 W
+    (1545 MHz at 400 W, 1830 at 700 W -> 1640 MHz); HBM-bound work keeps its rate; no faster above 700 W."""
+    from scalestudy.costmodel.efficiency import matmul_efficiency, sustained_clock_ratio
+    from scalestudy.specs.hardware import ClusterSpec, get_device
+
+    h100 = get_device("h100-80gb")
+    capped = ClusterSpec(device=h100, nodes=1, gpus_per_node=8, power_limit_w=500).device
+    assert sustained_clock_ratio(h100) == 1.0
+    assert sustained_clock_ratio(capped) == pytest.approx(1640 / 1830, rel=1e-3)
+    assert matmul_efficiency(capped, 4096) / matmul_efficiency(h100, 4096) == pytest.approx(1640 / 1830, rel=1e-3)
+    assert sustained_clock_ratio(ClusterSpec(device=h100, power_limit_w=800).device) == 1.0
+    args = (get_model("gpt2-xl"), Strategy(engine="fsdp", zero=3, micro_batch=8), Workload(global_batch=64,
+                                                                                           seq_len=1024))
+    full, cut = (estimate(args[0], ClusterSpec(device=h100, nodes=1, gpus_per_node=8, power_limit_w=w), *args[1:])
+                 for w in (700, 500))
+    assert 1.0 < cut.compute_s / full.compute_s < 1830 / 1640  # the element-wise (HBM) part is not slowed
+    assert cut.optimizer_s == full.optimizer_s and cut.peak_flops == full.peak_flops  # MFU keeps the datasheet
+
+
+def test_op_level_checkpointing_keeps_every_other_projection():
+    """recompute op (torchtitan): a Llama block keeps q, v, gate and down outputs, its input and the attention
+    output; k, o and up are re-run in the backward -- in memory between full and selective (which, with flash
+    attention, keeps everything), in hardware FLOPs above selective; GPT-2's biased Conv1D projections (addmm)
+    keep none."""
+    from scalestudy.costmodel.op_checkpoint import projections
+
+    llama = get_model("llama-7b")
+    assert [name for name, *_, saved in projections(llama) if saved] == ["q", "v", "gate", "down"]
+    assert not any(saved for *_, saved in projections(get_model("gpt2-xl")))
+    w = Workload(global_batch=16, seq_len=2048)
+    run = {rc: estimate(llama, make_cluster("h100-80gb", 1, 8), Strategy(engine="fsdp", zero=3, micro_batch=2,
+                                                                         recompute=rc), w)
+           for rc in ("none", "selective", "op", "full")}
+    act = {rc: e.memory.activations for rc, e in run.items()}
+    assert act["full"] < act["op"] < act["selective"] <= act["none"]  # flash: selective keeps all but the softmax
+    assert run["selective"].hardware_flops < run["op"].hardware_flops < run["full"].hardware_flops
+    assert run["selective"].step_s < run["op"].step_s < run["full"].step_s
+    with pytest.raises(ScalestudyError, match="decoder-only"):
+        _est(recompute="op")

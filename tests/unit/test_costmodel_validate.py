@@ -3,7 +3,7 @@
 import yaml
 from importlib import resources
 
-from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.constants import FITTED, stored
 from scalestudy.costmodel.published import (_objective, fit, fit_rows, leave_one_source_out, load, summary,
                                             validation_rows)
 
@@ -26,7 +26,7 @@ def _calibrated(rows):
 
 def test_in_sample_error_with_the_stored_constants():
     s = summary(_calibrated(validation_rows()))
-    assert s["throughput_mean_abs_error"] < 0.12 and s["throughput_max_abs_error"] < 0.39  # reached: 0.109 / 0.378
+    assert s["throughput_mean_abs_error"] < 0.12 and s["throughput_max_abs_error"] < 0.35  # reached: 0.108 / 0.341
 
 
 def test_memory_rows_are_labelled_and_formula_checks_match():
@@ -61,4 +61,10 @@ def test_leave_one_source_out_headline():
     for row in res["rows"]:
         assert row["source"] not in {r["source"] for r in fit_rows(exclude_source=row["source"])}
     errs = [abs(r["error"]) for r in _calibrated(res["rows"])]
-    assert sum(errs) / len(errs) < 0.14 and max(errs) < 0.45  # reached: 0.129 / 0.424 (was 0.147 / 0.454)
+    assert sum(errs) / len(errs) < 0.14 and max(errs) < 0.41  # reached: 0.128 / 0.400 (was 0.129 / 0.424)
+    # No constant is per device (FITTED), so no fold keeps a value fitted on the source it predicts: leaving out
+    # MosaicML, the only fitted source with H100 rows, refits the shared GEMM share on A100 rows alone and its H100
+    # rows are predicted from that share x the H100's measured matmul ceiling (device data)
+    assert not any(dev in name for name in FITTED for dev in ("a100", "hopper", "h100", "v100"))
+    mosaic = next(r for r in res["rows"] if r["id"] == "mpt-7b-8xh100")
+    assert all(mosaic["refitted"][k] != v for k, v in stored().values().items() if v)

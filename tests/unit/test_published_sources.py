@@ -9,7 +9,8 @@ import pytest
 
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.published import _setup, load, throughput_row
+from scalestudy.costmodel.published import _setup, load, memory_row, throughput_row
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.strategy import Strategy
 
@@ -83,8 +84,9 @@ def test_unmodelled_flags_are_really_not_strategy_options():
 
 def test_megatron_core_h100_out_of_sample():
     """Held-out Megatron-Core r0.8 H100 runs with the distributed optimizer, --overlap-param-gather and
-    --tp-comm-overlap modelled (engine megatron): within 10% mean / 32% max (reached 8.4% / 29.7%, the tp 8 pp 1
-    row -30%: its fp32 gradient reduce-scatter has one micro-batch's backward to hide behind at micro-batch 1);
+    --tp-comm-overlap modelled (engine megatron): within 10% mean / 32% max (reached 8.9% / 29.0% with the H100
+    GEMM ceiling from its measured MAMF rather than a constant fitted on H100 rows; the tp 8 pp 1 row -29%: its fp32
+    gradient reduce-scatter has one micro-batch's backward to hide behind at micro-batch 1);
     the published 314B and 462B runs fit in 80 GB (6 + 12/d bytes per parameter)."""
     data = load()
     errs = [abs(throughput_row(r, data["sources"]).error) for r in _rows("throughput", "megatron2024")]
@@ -118,20 +120,25 @@ def test_torchtitan_rows_are_the_tables_converted():
         est = estimate(model, cluster, strategy, workload)
         name = re.match(r"tt-(llama\d-\d+b)", r["id"]).group(1)
         assert est.params_total / 1e9 == pytest.approx(TORCHTITAN_SIZE[name], abs=0.05)
-        assert r["recompute"] == "selective" if r["id"].endswith("-sacop") else r["recompute"] in ("none", "full")
+        assert r["recompute"] == "op" if r["id"].endswith("-sacop") else r["recompute"] in ("none", "full")
     for r in _rows("memory", "torchtitan2024h100"):
         assert r["measured"] and r["published_gb"] == pytest.approx(TORCHTITAN_GIB[r["id"]] * 2**30 / 1e9, abs=0.01)
 
 
 def test_torchtitan_fsdp_out_of_sample():
-    """Held-out FSDP runs: the A100 rows whose recomputation the model expresses exactly within 15% (reached:
-    7-10%), the op-level-AC ones within issue 11's 20%, and the H100 scaling from 1 to 16 nodes (per-GPU throughput
-    5762 -> 5605, memory -15.4 GiB as model states shard 16x wider) within a few percent."""
+    """Held-out FSDP runs: every A100 row within 10% now that op-level AC is modelled (recompute op; reached max
+    8.0%, was 15.3% with op AC approximated as selective); the H100 rows, at the hosts' 500 W limit, within 32%
+    (reached +26/+29%, was +42/+46%: what is left is not the clock); their measured peak memory within 20%
+    (reached -15/-17%, was +52/+66%; torchtitan reports the caching allocator's peak reserved bytes, the model
+    counts tensors); the H100 scaling from 1 to 16 nodes (per-GPU throughput 5762 -> 5605, memory -15.4 GiB as
+    model states shard 16x wider) within a few percent."""
     data = load()
     for r in _rows("throughput", "torchtitan2024"):
-        bound = 0.20 if r["id"].endswith("-sacop") else 0.15
-        assert abs(throughput_row(r, data["sources"]).error) < bound, r["id"]
+        assert abs(throughput_row(r, data["sources"]).error) < 0.10, r["id"]
+    for r in _rows("memory", "torchtitan2024h100"):
+        assert abs(memory_row(r, data["sources"]).error) < 0.20, r["id"]
     one, sixteen = (throughput_row(r, data["sources"]) for r in _rows("throughput", "torchtitan2024h100"))
+    assert abs(one.error) < 0.32 and abs(sixteen.error) < 0.32
     per_gpu = [row.predicted / n for row, n in ((one, 8), (sixteen, 128))]
     assert per_gpu[1] / per_gpu[0] == pytest.approx(5605 / 5762, abs=0.04)  # reached: 0.948 vs 0.973
     mem = []
@@ -184,3 +191,13 @@ def test_ibm_fms_rows_are_the_readme_converted():
         assert (strategy.engine, strategy.zero, strategy.recompute, workload.seq_len) == ("fsdp", 3, "full", 4096)
         size = estimate(model, cluster, strategy, workload).params_total / 1e9
         assert size == pytest.approx(33.7 if "34b" in r["id"] else 69.0, abs=0.1)
+
+
+def test_held_out_rows_state_their_precision_and_fp8_is_refused():
+    """fp8 is not modelled: every held-out row says its precision (all bf16 here), and an fp8 row is refused in one
+    line instead of being predicted as bf16."""
+    for r in _rows("throughput") + [m for m in _rows("memory") if "engine" in m]:
+        assert r["precision"] == "bf16", r["id"]
+    fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
+    with pytest.raises(ScalestudyError, match="fp8 training is not modelled"):
+        _setup(fp8)

@@ -39,7 +39,8 @@ def test_every_device_file_loads_with_numeric_fields():
         assert all(isinstance(v, float) and v > 0 for v in d.peak_flops.values())
         assert d.memory_bytes > 0 and d.hbm_bytes_per_s > 0 and d.intra_node_bytes_per_s > 0
         effs = [f for _, f in d.matmul_efficiency]
-        assert d.family or effs  # a fitted GEMM curve (costmodel/calibration.yaml) or a measured table
+        assert d.matmul_peak_fraction or effs  # the fitted curve x a measured ceiling, or a measured table
+        assert 0 <= d.matmul_peak_fraction <= 1
         assert effs == sorted(effs) and all(0 < f <= 1 for f in effs)  # monotone fractions of peak
     assert "local-cpu" in device_names() and get_device("local-cpu").kind == "cpu"
 
@@ -90,3 +91,28 @@ def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
         assert "\n" not in str(info.value)
     p.write_text(f"device: {base}matmul_efficiency: [[64, 0.3], [4096, 0.8]]}}\n")  # a measured table: fine
     assert load_cluster(p).device.matmul_efficiency == [[64, 0.3], [4096, 0.8]]
+
+
+def test_power_limit_from_cluster_yaml_and_bad_power_fields(tmp_path):
+    """A cluster's power_limit_w runs its devices at that board limit (one device object per limit); a device whose
+    YAML has no clock-vs-power data refuses it; malformed power fields are one-line errors."""
+    p = tmp_path / "cluster.yaml"
+    p.write_text("device: h100-80gb\nnodes: 1\ngpus_per_node: 8\npower_limit_w: 500\n")
+    c = load_cluster(p)
+    assert c.device.power_limit_w == 500 and c.device is load_cluster(p).device
+    assert c.to_dict()["device"] == "h100-80gb" and c.to_dict()["power_limit_w"] == 500
+    for body, match in (("device: a100-80gb\npower_limit_w: 300\n", "does not say how its clock"),
+                        ("device: h100-80gb\npower_limit_w: 0\n", "must be > 0"),
+                        ("device: h100-80gb\npower_limit_w: lots\n", "must be a number"),
+                        ("device: {name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, matmul_efficiency: [], "
+                         "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "
+                         "inter_node_bytes_per_s: 1, inter_node_latency_s: 0, host_memory_bytes: 1, "
+                         "cpu_adam_params_per_s: 1, family: hopper}\n", "needs matmul_peak_fraction"),
+                        ("device: {name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, matmul_efficiency: [], "
+                         "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "
+                         "inter_node_bytes_per_s: 1, inter_node_latency_s: 0, host_memory_bytes: 1, "
+                         "cpu_adam_params_per_s: 1, matmul_peak_fraction: 0.8, power_limit_w: 500}\n",
+                         "needs clock_mhz and power_clock_mhz")):
+        p.write_text(body)
+        with pytest.raises(ScalestudyError, match=match):
+            load_cluster(p)

@@ -52,7 +52,8 @@ def estimate(
     target_len: Optional[int] = typer.Option(None, "--target-len", help="Decoder length of encoder-decoder models "
                                                                      "(default: what T5 span corruption of --seq-len "
                                                                      "needs, 512 -> 114; as plan and train)."),
-    recompute: str = typer.Option("none", "--recompute", help="none | selective | full"),
+    recompute: str = typer.Option("none", "--recompute", help="none | selective | full | op "
+                                                                          "(torchtitan's operator-level selective AC)"),
     precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 on "
                                                                       "GPUs, fp32 on CPUs)."),
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),

@@ -1,7 +1,15 @@
 """Achieved fraction of peak for a matrix multiply.
 
-GPU families with a fitted curve (costmodel/calibration.yaml): max_fraction * d / (d + half_dim), a saturating
-curve in the characteristic dimension d. Devices without one (measured CPU profiles, custom devices) list
+GPUs with a measured ceiling (`DeviceSpec.matmul_peak_fraction`: the maximum achievable matmul FLOP/s of large
+bf16 GEMMs over the datasheet peak, a published microbenchmark per device, see each YAML's source):
+
+    fraction(d) = share x matmul_peak_fraction x clock(power limit) / clock_mhz x d / (d + half_dim)
+
+`share` and `half_dim` are the fitted constants of costmodel/calibration.yaml, one pair for every device: the
+share of the device's achievable matmul rate that training GEMMs reach, and a saturating curve in the
+characteristic dimension d (tile/wave quantisation loses a fixed amount of work per GEMM edge). What differs
+between devices is data: the measured ceiling, and the tensor clock the board's power limit sustains
+(`sustained_clock_ratio`). Devices without a ceiling (measured CPU profiles, custom devices) list
 [[dimension, fraction], ...] in their YAML, interpolated linearly in log2(dimension) and clamped at both ends.
 
 For C[M,N] = A[M,K] @ B[K,N] the characteristic dimension is min(M, sqrt(N*K)): the weight shape (N, K) sets the
@@ -28,18 +36,8 @@ def _table(device: DeviceSpec) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return hit[1], hit[2]
 
 
-def matmul_efficiency(device: DeviceSpec, dim: float, cal: Calibration | None = None) -> float:
-    """Fraction of peak for a GEMM of characteristic dimension `dim` (see `gemm_dim`)."""
-    if device.family:
-        curve = (cal or stored()).gemm_curve(device.family)
-        if curve is not None:
-            top, half = curve
-            d = max(dim, 1.0)
-            return top * d / (d + half)
-    xs, ys = _table(device)
-    if not xs:
-        return 0.5  # a device with neither a family nor a table: say half of peak (only custom files)
-    x = math.log2(max(dim, 1.0))
+def _interpolate(xs, ys, x: float) -> float:
+    """Piecewise linear through (xs, ys) ascending, clamped at both ends."""
     if x <= xs[0]:
         return ys[0]
     if x >= xs[-1]:
@@ -49,6 +47,35 @@ def matmul_efficiency(device: DeviceSpec, dim: float, cal: Calibration | None = 
             w = (x - xs[j - 1]) / (xs[j] - xs[j - 1])
             return ys[j - 1] + w * (ys[j] - ys[j - 1])
     return ys[-1]
+
+
+def sustained_clock_ratio(device: DeviceSpec) -> float:
+    """Tensor clock the device sustains at its board power limit over the clock of its datasheet peak (1 at the
+    vendor default). A power cap lowers the clock of compute-bound kernels (the firmware throttles to keep the board
+    under the limit); between the listed [watts, MHz] points the clock is interpolated linearly in watts, beyond them
+    clamped (a limit above the top point does not raise the clock past the datasheet's)."""
+    if not (device.power_limit_w and device.power_clock_mhz and device.clock_mhz):
+        return 1.0
+    watts = [w for w, _ in device.power_clock_mhz]
+    mhz = [f for _, f in device.power_clock_mhz]
+    return min(1.0, _interpolate(watts, mhz, device.power_limit_w) / device.clock_mhz)
+
+
+def gemm_ceiling(device: DeviceSpec, cal: Calibration | None = None) -> float:
+    """Fraction of `device`'s dense peak a large training GEMM reaches (the curve's asymptote)."""
+    return (cal or stored()).gemm_share * device.matmul_peak_fraction * sustained_clock_ratio(device)
+
+
+def matmul_efficiency(device: DeviceSpec, dim: float, cal: Calibration | None = None) -> float:
+    """Fraction of peak for a GEMM of characteristic dimension `dim` (see `gemm_dim`)."""
+    if device.matmul_peak_fraction > 0:
+        c = cal or stored()
+        d = max(dim, 1.0)
+        return gemm_ceiling(device, c) * d / (d + c.half_dim)
+    xs, ys = _table(device)
+    if not xs:
+        return 0.5  # a device with neither a measured ceiling nor a table: say half of peak (only custom files)
+    return _interpolate(xs, ys, math.log2(max(dim, 1.0)))
 
 
 def gemm_dim(m: float, n: float, k: float) -> float:

@@ -218,8 +218,16 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
-    total = le * layer_activation_bytes(enc, tp, sp, recompute) + ld * layer_activation_bytes(dec, tp, sp, recompute)
-    working = recompute_working_bytes(enc, dec, tp, sp, recompute)
+    if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
+        from scalestudy.costmodel.op_checkpoint import layer_bytes
+
+        kept = layer_bytes(model, micro_batch * seq_len, ACT_BYTES[precision], tp, sp)
+        total = ld * kept
+        working = layer_activation_bytes(dec, tp, sp, "none") - kept  # one block re-run at a time
+    else:
+        total = (le * layer_activation_bytes(enc, tp, sp, recompute)
+                 + ld * layer_activation_bytes(dec, tp, sp, recompute))
+        working = recompute_working_bytes(enc, dec, tp, sp, recompute)
     logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp)
     if pp == 1:
         return total + working + logits

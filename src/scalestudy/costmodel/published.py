@@ -17,13 +17,13 @@ import yaml
 from scalestudy.costmodel.constants import FITTED, Calibration, stored
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, zero_model_states
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload
 
 # search box of each fitted constant (physically sensible ranges)
-BOUNDS = {"gemm.a100.max_fraction": (0.5, 1.0), "gemm.hopper.max_fraction": (0.3, 1.0),
-          "gemm.half_dim": (1.0, 600.0), "layer_overhead_s": (0.0, 2e-3)}
+BOUNDS = {"gemm.share": (0.4, 1.0), "gemm.half_dim": (1.0, 600.0), "layer_overhead_s": (0.0, 2e-3)}
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,9 @@ _UNITS = {"hardware_tflops_per_device": "TFLOP/s/device (hardware FLOPs)",
 
 
 def _setup(r: dict):
+    if str(r.get("precision", "bf16")).lower().startswith("fp8"):
+        raise ScalestudyError(f"published row {r['id']}: fp8 training is not modelled (no fp8 GEMM peaks, scaling or "
+                              "casting costs); predicting it as bf16 would misstate it -- leave the row out")
     model = row_model(r["id"], r["model"])
     cluster = ClusterSpec(device=get_device(r["device"]), nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
                           name=r["device"], **{k: float(v) for k, v in r.get("cluster", {}).items()})
@@ -166,16 +169,14 @@ def _objective(rows: list[dict], cal: Calibration) -> float:
 
 def fit(rows: list[dict], start: Calibration | None = None, sweeps: int = 3) -> Calibration:
     """Fit every constant in constants.FITTED on `rows` (coordinate descent, golden-section per constant, within
-    BOUNDS), minimising `_objective`. Constants no row informs keep their start values
-    (e.g. the Hopper GEMM curve when no H100 row is in `rows`)."""
+    BOUNDS), minimising `_objective`. No constant is per device (devices differ by their YAML data), so every one
+    is informed by whatever rows are given: a source left out changes every constant, none keeps a value fitted
+    on it."""
     cal = start or stored()
     values = cal.values()
-    devices = {r["device"] for r in rows}
-    active = [name for name in FITTED if not (name == "gemm.hopper.max_fraction"
-                                               and not any(d.startswith(("h100", "h200")) for d in devices))]
     g = (5 ** 0.5 - 1) / 2
     for _ in range(sweeps):
-        for name in active:
+        for name in FITTED:
             lo, hi = BOUNDS[name]
 
             def err(x: float) -> float:

@@ -201,7 +201,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     stats = stats if stats is not None else SpaceStats()
     variants = engine_variants(constraints)
     # Cheapest memory first (full recompute): when that does not fit at micro-batch 1, nothing lighter will.
-    recomputes = [rc for rc in ("full", "selective", "none") if rc in (constraints.recompute or RECOMPUTES)]
+    # op (torchtitan's operator-level checkpointing, cost model only) only when asked for
+    recomputes = [rc for rc in ("full", "op", "selective", "none")
+                  if rc in (constraints.recompute or ("full", "selective", "none"))]
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
     for nodes in constraints.node_counts(cluster):

@@ -41,8 +41,19 @@ class DeviceSpec:
     cpu_adam_params_per_s: float  # DeepSpeed CPU-Adam update rate per node (parameters/s)
     kind: str = "gpu"
     source: str = ""
-    # GEMM-efficiency family in costmodel/calibration.yaml (fitted curve); "" = use `matmul_efficiency` (measured)
+    # The die (a100, hopper, ...): documentation; a GPU's GEMM efficiency is the fitted curve of
+    # costmodel/calibration.yaml scaled by `matmul_peak_fraction` (costmodel/efficiency.py)
     family: str = ""
+    # Measured maximum achievable matmul FLOP/s (large bf16 GEMMs, the best shape found) / `peak_flops`, at the
+    # device's default power limit: the ceiling the fitted GEMM curve is a share of. 0 = not measured (then
+    # `matmul_efficiency` is the device's own measured table)
+    matmul_peak_fraction: float = 0.0
+    # Clock (MHz) the datasheet peak is computed at, and the sustained tensor clock at board power limits
+    # [[watts, MHz], ...] for this die; with `power_limit_w` (0 = the vendor default) they scale compute-bound time
+    # by clock(power_limit_w) / clock_mhz (memory-bound terms keep `hbm_bytes_per_s`: HBM has its own clock)
+    clock_mhz: float = 0.0
+    power_clock_mhz: list[list[float]] = field(default_factory=list)
+    power_limit_w: float = 0.0
     # Measured framework overheads (CPU profiles, costmodel/cpu_profile.py); 0 = none measured. GPUs use the
     # fitted per-layer constant of costmodel/calibration.yaml instead.
     layer_overhead_s: float = 0.0  # per sublayer (attention / FFN / cross-attention) per forward pass
@@ -114,6 +125,8 @@ class ClusterSpec:
     intra_node_latency_s: float | None = None
     inter_node_latency_s: float | None = None
     name: str = field(default="")
+    # Board power limit of every device (W, `nvidia-smi -pl`); None keeps the device's own (its YAML power_limit_w)
+    power_limit_w: float | None = None
     # Clusters mixing device types (or measured rank speeds): the ranks in order, group by group; () = every rank
     # is `device`. `device` is then the first group's (its precision, kind and links stand for the cluster's).
     groups: tuple[DeviceGroup, ...] = ()
@@ -121,6 +134,13 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ScalestudyError(f"nodes and gpus per node must be >= 1, got {self.nodes} and {self.gpus_per_node}")
+        if self.power_limit_w is not None:
+            if self.groups:
+                raise ScalestudyError("power_limit_w of a cluster with groups: state it in each group's device YAML")
+            if not (isinstance(self.power_limit_w, (int, float)) and math.isfinite(self.power_limit_w)
+                    and self.power_limit_w > 0):
+                raise ScalestudyError(f"power_limit_w must be a positive number of watts, got {self.power_limit_w!r}")
+            object.__setattr__(self, "device", power_limited(self.device, float(self.power_limit_w)))
         if self.groups and sum(g.ranks for g in self.groups) != self.world_size:
             raise ScalestudyError(f"the device groups hold {sum(g.ranks for g in self.groups)} ranks, the cluster "
                                   f"{self.world_size} ({self.nodes} nodes x {self.gpus_per_node})")
@@ -326,12 +346,55 @@ def _numbers(data: dict, origin: str) -> dict:
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
         if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
             raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
+    _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
     for name in ("name", "source", "family"):
         if name in data and not isinstance(data[name], str):
             raise ScalestudyError(f"{origin}: {name} must be a string, got {data[name]!r}")
     return data
+
+
+def _check_power(data: dict, origin: str) -> None:
+    """The GEMM ceiling and power/clock fields (see DeviceSpec): consistent, or a one-line error."""
+    if data.get("family") and not data.get("matmul_peak_fraction"):
+        raise ScalestudyError(f"{origin}: family {data['family']!r} needs matmul_peak_fraction (measured maximum "
+                              "achievable matmul FLOP/s / peak_flops); or leave family out, give matmul_efficiency")
+    if data.get("matmul_peak_fraction", 0.0) > 1.0:
+        raise ScalestudyError(f"{origin}: matmul_peak_fraction is a fraction of peak_flops (<= 1), got "
+                              f"{data['matmul_peak_fraction']!r}")
+    if "power_clock_mhz" in data:
+        try:
+            if not isinstance(data["power_clock_mhz"], list):
+                raise TypeError
+            data["power_clock_mhz"] = sorted([_num(w, "power_clock_mhz", origin), _num(f, "power_clock_mhz", origin)]
+                                             for w, f in data["power_clock_mhz"])
+        except (TypeError, ValueError):
+            raise ScalestudyError(f"{origin}: power_clock_mhz must be a list of [watts, MHz] pairs") from None
+        if any(not (w > 0 and f > 0) for w, f in data["power_clock_mhz"]):
+            raise ScalestudyError(f"{origin}: power_clock_mhz watts and MHz must be > 0")
+    if data.get("power_limit_w") and not (data.get("power_clock_mhz") and data.get("clock_mhz")):
+        raise ScalestudyError(f"{origin}: power_limit_w needs clock_mhz and power_clock_mhz (the sustained clock at "
+                              "board power limits) to say what the limit does")
+
+
+def power_limited(device: DeviceSpec, watts: float) -> DeviceSpec:
+    """`device` run at a board power limit of `watts` (`nvidia-smi -pl`; a cluster YAML's power_limit_w). One object
+    per (device, watts), so the cost model's per-device caches hold."""
+    if watts == device.power_limit_w:
+        return device
+    if not (device.power_clock_mhz and device.clock_mhz):
+        raise ScalestudyError(f"device {device.name} does not say how its clock follows the power limit "
+                              "(clock_mhz, power_clock_mhz): power_limit_w cannot be applied")
+    key = (id(device), watts)
+    hit = _LIMITED.get(key)
+    if hit is None or hit[0] is not device:
+        hit = (device, replace(device, power_limit_w=watts))  # same name: a cluster's to_dict names its device
+        _LIMITED[key] = hit
+    return hit[1]
+
+
+_LIMITED: dict[tuple, tuple] = {}
 
 
 @lru_cache(maxsize=None)
@@ -440,10 +503,11 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     unknown = set(data) - known
     if unknown:
         raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")
-    for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s"):
+    for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s",
+                "power_limit_w"):
         if data.get(key) is not None:
             data[key] = _num(data[key], key, str(path))
-            if key.endswith("bytes_per_s") and not data[key] > 0:
+            if key.endswith(("bytes_per_s", "_w")) and not data[key] > 0:
                 raise ScalestudyError(f"{path}: {key} must be > 0, got {data[key]!r}")
     for key in ("nodes", "gpus_per_node"):
         if key in data:

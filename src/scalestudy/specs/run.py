@@ -302,8 +302,8 @@ class RunConfig:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
         check_cost_model_only(strategy)
         check_parallel_layout(spec, strategy, self.world_size, dropout=self.model.dropout)  # heads, layers, mesh
-        if strategy.recompute == "selective":
-            raise ScalestudyError("--recompute selective is not available for Hugging Face models "
+        if strategy.recompute in ("selective", "op"):
+            raise ScalestudyError(f"--recompute {strategy.recompute} is not available for Hugging Face models "
                                   "(they checkpoint whole layers): use none or full")
         if strategy.offload_optimizer == "nvme" or strategy.offload_params == "nvme":
             raise ScalestudyError("NVMe offload is not supported by `scalestudy train`: use --offload-optimizer cpu")

@@ -41,14 +41,14 @@ from scalestudy.errors import ScalestudyError
 
 Engine = Literal["deepspeed", "fsdp", "ddp", "megatron"]
 Offload = Literal["none", "cpu", "nvme"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "full", "op"]  # op: torchtitan operator-level SAC (cost model only)
 Precision = Literal["bf16", "fp16", "fp32"]
 Attention = Literal["flash", "eager"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 
 ENGINES = ("deepspeed", "fsdp", "ddp")
 OFFLOADS = ("none", "cpu", "nvme")
-RECOMPUTES = ("none", "selective", "full")
+RECOMPUTES = ("none", "selective", "full", "op")
 PRECISIONS = ("bf16", "fp16", "fp32")
 ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what `train` runs and `plan` searches
 COST_MODEL_ENGINES = {"megatron": (0, 1)}  # engines of published runs the cost model describes; `train` refuses them
