@@ -69,3 +69,36 @@ def test_training_flops_equal_torch_flop_counter(name):
 def test_six_n_uses_non_embedding_params():
     m = get_model("gpt2")
     assert six_n_flops(m, 1000) == 6 * param_breakdown(m).layers_total * 1000
+
+
+def test_vocabulary_costs_are_the_counted_mechanisms_mt5_vs_t5():
+    # NeMo 3B shape (nemo2022 rows): T5 and mT5 differ only in V; per micro-batch on a tp rank the head's time is the
+    # logit GEMMs (fwd + 2 bwd) at the head's GEMM efficiency plus memory-bound passes at HBM bandwidth: 52 B per
+    # logit of fp32 cross-entropy (40 in fp32) and, for a tied enc-dec table, 26 B per V/tp x d element
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
+    from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
+    from scalestudy.costmodel.step import compute_times
+    from scalestudy.specs.hardware import get_device
+
+    assert (cross_entropy_bytes_per_logit("bf16"), cross_entropy_bytes_per_logit("fp32")) == (52.0, 40.0)
+    per_elem = {n: vocab_grad_bytes(get_model(n), "bf16", 1) / (get_model(n).vocab_size * get_model(n).d_model)
+                for n in ("mt5-xxl", "gpt2")}
+    assert per_elem == {"mt5-xxl": 30.0, "gpt2": 18.0}  # untied enc-dec (table + head), tied decoder-only
+
+    def t5(vocab):
+        return ModelSpec(name=f"t5-{vocab}", family="t5", vocab_size=vocab, d_model=2048, num_layers=24,
+                         num_decoder_layers=24, num_heads=32, d_kv=64, d_ff=5120, ffn="gated-gelu",
+                         tie_word_embeddings=True)
+
+    dev, cal, tp, mb, s, t = get_device("a100-80gb"), stored(), 2, 24, 512, 128
+    small, big = (compute_times(m, dev, "bf16", tp, mb, s, t, "none", False, False, cal) for m in (t5(29184), t5(250112)))
+    assert (big.forward, big.backward) == (small.forward, small.backward)  # the blocks do not see V
+    dv = (250112 - 29184) / tp
+    tokens = mb * t
+    eff = matmul_efficiency(dev, gemm_dim(tokens, 250112 / tp, 2048), cal)
+    assert eff == matmul_efficiency(dev, gemm_dim(tokens, 29184 / tp, 2048), cal)  # both limited by the tokens
+    gemm = 3 * 2 * tokens * 2048 * dv / (dev.peak("bf16") * eff)
+    memory = (tokens * dv * 52 + dv * 2048 * 26) / dev.hbm_bytes_per_s
+    assert big.head - small.head == pytest.approx(gemm + memory, rel=1e-9)
+    assert logit_elements(t5(250112), mb, s, t, tp) == tokens * 250112 / tp

@@ -72,10 +72,6 @@ def step_flops_per_sequence(model: ModelSpec, seq_len: int, target_len: int = 0,
         flops += f.layers
     elif recompute == "selective":
         flops += f.attention
-    elif recompute == "op":  # the projections torchtitan's op-level policy does not save (costmodel/op_checkpoint.py)
-        from scalestudy.costmodel.op_checkpoint import recomputed_gemms
-
-        flops += model.total_layers * sum(g[0] for g in recomputed_gemms(model, seq_len, 1))
     return flops
 
 
@@ -104,3 +100,63 @@ def six_n_flops(model: ModelSpec, tokens: float) -> float:
     """The 6*N*D approximation (Kaplan et al. 2020), for comparison; N excludes embeddings as Kaplan does."""
     p = param_breakdown(model)
     return 6.0 * p.layers_total * tokens
+
+
+# ---------------------------------------------------------------------------------------------- vocabulary
+# What grows with the vocabulary V beside the logit GEMMs (ForwardFlops.head): memory-bound passes over the logits
+# and over the V x d weights. Counted per micro-batch on one tensor-parallel rank, which holds V/tp rows of the head
+# and of the embedding (Megatron's VocabParallelEmbedding and vocab_parallel_cross_entropy: no rank ever sees all
+# V logits of a token; three all-reduces of one float per token -- max, target logit, sum of exponentials -- join
+# them, latency-sized and not counted). step.compute_times prices the bytes at the device's memory bandwidth.
+
+def logit_elements(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int) -> float:
+    """Logits of one micro-batch on one tensor-parallel rank: every output token (the decoder's target tokens of an
+    encoder-decoder model) times V/tp."""
+    tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    return float(tokens) * model.vocab_size / tp
+
+
+def cross_entropy_bytes_per_logit(precision: str) -> float:
+    """Bytes moved per logit by the softmax cross-entropy, forward and backward, as Megatron computes it
+    (vocab_parallel_cross_entropy on `logits.float()`: Megatron-LM/apex tensor_parallel/cross_entropy.py; NeMo 1.11
+    nemo/collections/nlp/modules/common/megatron/vocab_parallel_cross_entropy.py, read at tag v1.11.0).
+
+    Forward: the fp32 upcast of 16-bit logits (read 2, write 4), the max over the vocabulary (read 4), logits minus
+    max (read 4, write 4), exp in place (read 4, write 4), the sum (read 4), division in place giving the softmax
+    saved for backward (read 4, write 4). Backward: the target's -1 touches one element per token (not counted), the
+    product with the incoming gradient in place (read 4, write 4), the cast back to the logits' dtype (read 4,
+    write 2). 52 bytes in 16-bit training; in fp32 the two casts vanish: 40. (PyTorch's cross_entropy under autocast
+    -- fp32 upcast, log_softmax, nll, their backward and the downcast -- moves about the same.)"""
+    half = precision != "fp32"
+    upcast = 2 + 4 if half else 0
+    forward = 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4)
+    backward = (4 + 4) + ((4 + 2) if half else 0)
+    return float(upcast + forward + backward)
+
+
+def embedding_lookups(model: ModelSpec) -> int:
+    """Embedding lookups per micro-batch: the encoder and the decoder input of an encoder-decoder model share one
+    table (T5/mT5 `shared`, NeMo share_token_embeddings), a decoder-only model looks up once."""
+    return 2 if model.is_encoder_decoder else 1
+
+
+def vocab_grad_bytes(model: ModelSpec, precision: str, tp: int) -> float:
+    """Bytes moved per micro-batch, on one tensor-parallel rank, to form the gradients of the V/tp x d vocabulary
+    weights beyond the head's weight-gradient GEMM (counted as FLOPs).
+
+    - each lookup's backward is a dense table: torch's embedding_dense_backward zero-fills V/tp x d in the gradient
+      dtype and scatter-adds the tokens' rows (the rows scale with tokens, not V: not counted): g bytes/element;
+    - autograd sums the contributions to one weight before its accumulator runs: the lookups plus, when tied, the
+      head's weight gradient; each sum reads two and writes one: 3 g per extra contribution;
+    - the gradient is accumulated into an fp32 main gradient once per micro-batch (NeMo O2's grad-accumulator
+      hook `main_grad.add_(param.grad)`, Megatron's without gradient-accumulation fusion; DDP under autocast adds
+      into the fp32 .grad): read g, read and write 4; an untied head's weight pays the same accumulation.
+    g = 2 for 16-bit gradients, 4 in fp32 (where the fp32 add is the accumulation itself)."""
+    g = 4 if precision == "fp32" else 2
+    lookups = embedding_lookups(model)
+    contributions = lookups + (1 if model.tie_word_embeddings else 0)
+    accumulate = g + 8
+    per_element = lookups * g + 3 * g * (contributions - 1) + accumulate
+    if not model.tie_word_embeddings:
+        per_element += accumulate  # the head's own V x d weight
+    return per_element * (model.vocab_size / tp) * model.d_model

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
+from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
-from scalestudy.costmodel.op_checkpoint import recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
@@ -52,6 +52,7 @@ RECOMPUTE_PASSES = 2.0
 OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
+# (Per lookup, for the CPU pipeline terms of costmodel/cpu_parallel.py; the GPU head uses flops.vocab_grad_bytes.)
 EMBED_GRAD_BYTES = 12.0
 
 
@@ -116,12 +117,10 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
                                                                        model.d_model), cal))
-    # vocabulary-proportional memory traffic: the fp32 softmax / cross-entropy over every logit, and the dense
-    # embedding gradient of each lookup (encoder and decoder inputs of an encoder-decoder model; a tied head adds
-    # its weight gradient to the same tensor)
-    lookups = 2 if model.is_encoder_decoder else 1
-    head_t += (out_tok * model.vocab_size / tp * cal.ce_bytes_per_logit
-               + lookups * model.vocab_size / tp * model.d_model * EMBED_GRAD_BYTES) / device.hbm_bytes_per_s
+    # vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary section): the fp32 softmax /
+    # cross-entropy over every logit, and the dense gradients of the V x d weights
+    head_t += (logit_elements(model, micro_batch, seq_len, target_len, tp) * cross_entropy_bytes_per_logit(precision)
+               + vocab_grad_bytes(model, precision, tp)) / device.hbm_bytes_per_s
     # element-wise traffic from the activation footprint (no recomputation, this tp/sp layout)
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0
@@ -143,13 +142,6 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     elif recompute == "selective":
         bwd += attn_t
         hw += attn_f
-    elif recompute == "op":  # the unsaved projections and the element-wise forward (costmodel/op_checkpoint.py)
-        op_f = op_t = 0.0
-        for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
-            op_f += model.num_layers * flops
-            op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
-        bwd += op_t + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
-        hw += op_f
     # tensor parallelism: one all-reduce (or reduce-scatter + all-gather under sp) per sublayer, forward and
     # backward, of the sublayer's output activations; full recomputation repeats the forward ones
     tp_bytes, tp_ops = 0.0, 0
