@@ -72,6 +72,10 @@ def step_flops_per_sequence(model: ModelSpec, seq_len: int, target_len: int = 0,
         flops += f.layers
     elif recompute == "selective":
         flops += f.attention
+    elif recompute == "op":  # the projections torchtitan's op-level policy does not save (costmodel/op_checkpoint.py)
+        from scalestudy.costmodel.op_checkpoint import recomputed_gemms
+
+        flops += model.total_layers * sum(g[0] for g in recomputed_gemms(model, seq_len, 1))
     return flops
 
 

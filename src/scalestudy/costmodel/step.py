@@ -27,6 +27,7 @@ from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
+from scalestudy.costmodel.op_checkpoint import recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
@@ -142,6 +143,13 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     elif recompute == "selective":
         bwd += attn_t
         hw += attn_f
+    elif recompute == "op":  # the unsaved projections and the element-wise forward (costmodel/op_checkpoint.py)
+        op_f = op_t = 0.0
+        for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
+            op_f += model.num_layers * flops
+            op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
+        bwd += op_t + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
+        hw += op_f
     # tensor parallelism: one all-reduce (or reduce-scatter + all-gather under sp) per sublayer, forward and
     # backward, of the sublayer's output activations; full recomputation repeats the forward ones
     tp_bytes, tp_ops = 0.0, 0
