@@ -45,6 +45,11 @@ def test_estimate_with_cluster_file_and_offload(capsys, tmp_path):
     d = json.loads(out)
     assert code == 0 and d["cluster"]["inter_node_bytes_per_s"] == 5e9
     assert d["memory"]["host_bytes_per_rank"] > 0 and d["time"]["parts"]["offload_s"] > 0
+    # a cluster at a board power limit says what it does to the GEMMs (the peak, and so MFU, stay the datasheet's)
+    p.write_text("device: h100-80gb\nnodes: 1\ngpus_per_node: 8\npower_limit_w: 500\n")
+    code, out, _ = _run(capsys, "estimate", "--model", "llama-7b", "--cluster", str(p), "--engine", "fsdp", "--zero",
+                        "3", "--micro-batch", "2", "--global-batch", "16", "--seq-len", "2048", "--recompute", "op")
+    assert code == 0 and "Peak: 989 TFLOP/s" in out and "power limit 500 W" in " ".join(out.split())
 
 
 def test_estimate_megatron_overlap_flags(capsys):

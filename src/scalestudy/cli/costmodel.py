@@ -191,7 +191,19 @@ def _print_estimate(est) -> None:
     console.print(t)
     console.print(f"[dim]FLOPs convention: {d['flops']['convention']}. Peak: "
                   f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}"
-                  f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}.[/]")
+                  f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}{_power_note(est)}.[/]")
+
+
+def _power_note(est) -> str:
+    """What a board power limit below the vendor default does to the GEMMs (MFU keeps the datasheet peak)."""
+    from scalestudy.costmodel.efficiency import sustained_clock_ratio
+
+    dev = est.cluster.device
+    ratio = sustained_clock_ratio(dev)
+    if ratio >= 1.0:
+        return ""
+    return (f"; board power limit {dev.power_limit_w:g} W: GEMMs at {ratio:.3f} x the peak's clock "
+            f"({ratio * dev.clock_mhz:.0f} of {dev.clock_mhz:g} MHz)")
 
 
 @app.command()
