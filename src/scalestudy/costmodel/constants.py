@@ -21,7 +21,6 @@ class Calibration:
     half_dim: float  # GEMM dimension at which half of that is reached (costmodel/efficiency.py)
     layer_overhead_s: float
     overlap_interference: float
-    ce_bytes_per_logit: float
     fitted_on: tuple[str, ...] = ()
 
     def values(self) -> dict[str, float]:
@@ -33,7 +32,7 @@ class Calibration:
         return Calibration(gemm_share=values["gemm.share"], half_dim=values["gemm.half_dim"],
                            layer_overhead_s=values["layer_overhead_s"],
                            overlap_interference=self.overlap_interference,
-                           ce_bytes_per_logit=self.ce_bytes_per_logit, fitted_on=fitted_on)
+                           fitted_on=fitted_on)
 
 
 @lru_cache(maxsize=1)
@@ -43,5 +42,4 @@ def stored() -> Calibration:
     return Calibration(gemm_share=float(data["gemm"]["share"]), half_dim=float(data["gemm"]["half_dim"]),
                        layer_overhead_s=float(data["layer_overhead_s"]),
                        overlap_interference=float(data["overlap_interference"]),
-                       ce_bytes_per_logit=float(data["ce_bytes_per_logit"]),
                        fitted_on=tuple(data.get("fitted_on", ())))
