@@ -22,6 +22,8 @@ def _writable_ancestor(path: Path, flag: str) -> None:
 
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
     """An output directory: absent (creatable) or an existing writable directory. Creates nothing."""
+    if isinstance(path, str) and not path.strip():  # Path("") is the working directory: never meant
+        raise ScalestudyError(f"{flag} needs a directory name, got {path!r}")
     path = Path(path)
     if path.exists():
         if not path.is_dir():
@@ -35,6 +37,8 @@ def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
 
 def check_output_file(path: str | Path, flag: str = "--output", suffixes: tuple[str, ...] = ()) -> Path:
     """An output file: absent or a writable file, with one of `suffixes` (if given), in a writable place."""
+    if isinstance(path, str) and not path.strip():
+        raise ScalestudyError(f"{flag} needs a file name, got {path!r}")
     path = Path(path)
     if suffixes and path.suffix.lower() not in suffixes:
         raise ScalestudyError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")

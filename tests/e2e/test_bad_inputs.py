@@ -157,6 +157,12 @@ def _build_workspace(root: Path) -> None:
     (root / "run").mkdir()
     (root / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
+    for name, pointer, meta in CHECKPOINTS:  # run directories whose checkpoint records are not what `save` writes
+        ckpt = root / name / "checkpoints"
+        (ckpt / "step-00000003").mkdir(parents=True)
+        (root / name / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+        (ckpt / "latest").write_text(pointer)
+        (ckpt / "step-00000003" / "meta.json").write_text(meta)
     (root / "newdir-parent").mkdir()
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
 
@@ -247,6 +253,7 @@ MIXED_CLUSTERS = {
                  "  - {device: v100-32gb, nodes: 1}\n",
 }
 DEVICE_EDITS = {"hbm-zero": ("hbm_bytes_per_s", "0"), "peak-scalar": ("peak_flops", "3"),
+                "gemm-dim-zero": ("matmul_efficiency", "[[0, 0.5], [4096, 0.8]]"), "memory-zero": ("memory_bytes", "0"),
                 "gemm-str": ("matmul_efficiency", "fast"), "ratio-str": ("collective_time_ratio", "{all_reduce: x}"),
                 "kind-tpu": ("kind", "tpu"), "peak-zero": ("peak_flops", "{bf16: 0, fp32: 0}")}
 # a device with every required field and an empty GEMM-efficiency table (no measured ceiling either)
@@ -266,6 +273,13 @@ NEW_KEY_FILES = {
     "spec-virtual-stages-float.yaml": GOOD_SPEC + "virtual_stages: 1.5\n",
     "spec-gpipe-pp1.yaml": GOOD_SPEC + "pp_schedule: gpipe\n",
 }
+GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
+CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
+               ("ckpt-meta-list", '{"dir": "step-00000003", "step": 3}', "[3, 1]"),
+               ("ckpt-meta-step-text", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("3", '"three"')),
+               ("ckpt-latest-int", '{"dir": 5}', GOOD_META),
+               ("ckpt-latest-list", '["step-00000003"]', GOOD_META),
+               ("ckpt-latest-escape", '{"dir": "../../run"}', GOOD_META))
 EST = "estimate --model t5-tiny"
 PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
 TUNE = "tune --model t5-tiny --global-batch 4 --seq-len 32 --output tuneout --profile profile.yaml"
@@ -456,6 +470,17 @@ CASES: list[Case] = [
     C("train-gpus-per-node-on-cpu", f"{TRAIN} --print-launch --device cpu --gpus-per-node 4", "--gpus-per-node"),
     C("train-gpus-per-node-without-print-launch", f"{TRAIN} --gpus-per-node 4", "--print-launch"),
     C("train-gpus-per-node-0", f"{TRAIN} --print-launch --device gpu --gpus-per-node 0", "--gpus-per-node"),
+    C("plan-emit-empty-name", f"{PLAN} --emit ''", "--emit needs a directory name"),
+    C("train-output-empty-name", f"{TRAIN.replace('--output OUT', '--output ' + chr(39) * 2)}", "--output"),
+    C("plan-emit-data-missing", f"{PLAN} --emit e1 --data nowhere.txt", "nowhere.txt"),
+    C("plan-emit-lexicon-missing", f"{PLAN} --emit e1 --lexicon nowhere.txt --train-objective knowledge",
+      "nowhere.txt"),
+    C("train-print-launch-tokenizer-missing", f"{TRAIN} --print-launch --tokenizer nowhere.json", "nowhere.json"),
+    C("fit-target-overflows", "fit runs.csv --target-params 1e300 --target-tokens 1e300 --bootstrap 2", "overflows"),
+    C("estimate-device-gemm-dim-zero", f"{EST} --gpu dev-gemm-dim-zero.yaml", "dimensions must be >= 1"),
+    C("plan-device-memory-zero", f"{PLAN} --gpu dev-memory-zero.yaml", "memory_bytes must be > 0"),
+    C("estimate-auto-interleaved", f"{EST} --pp 2 --stage-layers auto --stage-speeds 2,1 --pp-schedule interleaved "
+      "--virtual-stages 2", "contiguous stages"),
     C("estimate-device-family-unknown", f"{EST} --gpu dev-family-unknown.yaml", "'blackwell'"),
     C("plan-device-no-gemm-efficiency", f"{PLAN} --gpu dev-no-gemm.yaml", "matmul_efficiency"),
     C("tune-profile-family-unknown", f"{TUNE.replace('profile.yaml', 'dev-family-unknown.yaml')}", "'blackwell'"),
@@ -534,6 +559,8 @@ CASES: list[Case] = [
     C("train-print-launch-immutable", f"{TRAIN.replace('OUT', 'locked/run')} --print-launch", "locked",
       immutable=("locked",)),
     C("train-target-len-negative", f"{TRAIN} --target-len -1", "target-len"),
+    *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume",
+        "no complete checkpoint" if "latest" in name else "checkpoint") for name, _, _ in CHECKPOINTS],
     # ---- study run --------------------------------------------------------------------------------------------
     C("study-run-spec-missing", "study run nowhere.yaml -o s", "nowhere.yaml"),
     C("study-run-spec-malformed", "study run malformed.yaml -o s", "invalid yaml"),

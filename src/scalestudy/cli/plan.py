@@ -226,7 +226,7 @@ def plan(
         raise ScalestudyError(f"--min-throughput must be a positive number of tokens/s, got {min_throughput}")
     if train_steps < 1:
         raise ScalestudyError(f"--train-steps must be >= 1, got {train_steps}")
-    if emit_dir:
+    if emit_dir is not None:
         from scalestudy.outputs import check_output_dir
 
         check_output_dir(emit_dir, "--emit")
@@ -254,7 +254,7 @@ def plan(
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
     note = None
-    if emit_dir:
+    if emit_dir is not None:
         from scalestudy.plan.emit import emit_best_runnable
 
         options = {"steps": train_steps, "data": data or None, "tokenizer": tokenizer, "text_field": text_field,

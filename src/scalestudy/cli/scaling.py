@@ -81,9 +81,12 @@ def _print_fit(data: dict) -> None:
     pred = data["prediction"]
     if not pred:
         return
+    # to_dict() turns values that left floating point into None: print them as n/a, never fail on them
+    pred = {key: _NotAvailable() if value is None else value for key, value in pred.items()}
+
     def iv(key):
         v = pred.get(key)
-        return "n/a" if v is None else f"[{v[0]:.4g}, {v[1]:.4g}]"
+        return "n/a" if isinstance(v, _NotAvailable) or v is None or None in v else f"[{v[0]:.4g}, {v[1]:.4g}]"
     if "params_opt" in pred:
         console.print(f"compute-optimal for C = {pred['flops']:.3g} FLOPs ({pred['convention']}): "
                       f"N = {pred['params_opt']:.3g} params {iv('params_opt_ci')}, "
@@ -96,6 +99,13 @@ def _print_fit(data: dict) -> None:
         console.print(f"target C = {pred['flops']:.3g} FLOPs", highlight=False)
     console.print(f"predicted loss {pred['loss']:.4g} nats/token; {level} CI of the curve {iv('loss_ci')}; "
                   f"{level} prediction interval of a run {iv('loss_pi')}", highlight=False)
+
+
+class _NotAvailable:
+    """A prediction value that is not a finite number: formats as n/a under any number format."""
+
+    def __format__(self, spec: str) -> str:
+        return "n/a"
 
 
 @app.command()

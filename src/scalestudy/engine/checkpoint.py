@@ -82,10 +82,30 @@ def latest(out: Path) -> Path | None:
     if not pointer.is_file():
         return None
     try:
-        path = checkpoint_root(out) / json.loads(pointer.read_text(encoding="utf-8"))["dir"]
-    except (ValueError, KeyError):
+        name = json.loads(pointer.read_text(encoding="utf-8"))["dir"]
+    except (ValueError, KeyError, TypeError):  # not the JSON `save` writes: no complete checkpoint is named
         return None
+    if not isinstance(name, str) or not name.startswith("step-") or "/" in name or "\\" in name:
+        return None  # only a checkpoint directory of this run, never a path elsewhere
+    path = checkpoint_root(out) / name
     return path if (path / "meta.json").is_file() else None
+
+
+def read_meta(path: Path) -> dict:
+    """A checkpoint's meta.json as `save` writes it (step, world_size, strategy, ...); a one-line error for
+    anything else (written by another program, damaged), before any worker starts."""
+    where = path / "meta.json"
+    try:
+        saved = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ScalestudyError(f"--resume: cannot read {where} ({type(exc).__name__}): not a checkpoint this run "
+                              "wrote, or a damaged one") from None
+    ok = isinstance(saved, dict) and all(isinstance(saved.get(k), int) and not isinstance(saved.get(k), bool)
+                                         for k in ("step", "world_size"))
+    if not ok or saved["step"] < 0 or saved["world_size"] < 1:
+        raise ScalestudyError(f"--resume: {where} does not hold a checkpoint record (whole step and world_size): "
+                              "not a checkpoint this run wrote, or a damaged one")
+    return saved
 
 
 def _with_defaults(saved: dict | None) -> dict | None:
@@ -105,7 +125,7 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> i
     path = latest(out)
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
-    saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    saved = read_meta(path)
     if loads_any_layout(saved, strategy):  # resharded on load: any world size and tp/pp/dp layout
         pass
     elif saved["world_size"] != world_size:
@@ -134,7 +154,7 @@ def restore(out: Path, backend, stream, meta: dict) -> int:
     path = latest(out)
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
-    saved = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    saved = read_meta(path)
     if loads_any_layout(saved, meta.get("strategy", {})):
         if saved.get("model") != meta.get("model"):
             raise ScalestudyError(f"--resume: checkpoint holds model {saved.get('model')}, this run trains "

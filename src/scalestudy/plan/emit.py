@@ -31,6 +31,17 @@ def trainable(run: RunConfig, *, cuda: bool) -> str | None:
     return None
 
 
+def check_inputs_exist(run: RunConfig) -> None:
+    """The corpus, tokenizer and lexicon an emitted config names (absolute paths) exist here, as `train` would
+    find them; a typo is a one-line error now, not a failed job on the cluster later. Hub datasets (hf:) pass."""
+    d = run.data
+    named = [("--data", f) for f in d.files if not f.startswith("hf:")]
+    named += [(flag, p) for flag, p in (("--tokenizer", d.tokenizer), ("--lexicon", d.lexicon)) if p]
+    for flag, path in named:
+        if not Path(path).is_file():
+            raise ScalestudyError(f"{flag} {path}: no such file (the emitted config names it by this path)")
+
+
 def default_output(run: RunConfig) -> str:
     # one folder: the label's spaces and the stage split's slashes ("stages 3/1") become dashes
     return f"runs/{run.display_name}-{run.strategy.label.replace(' ', '-').replace('/', '-')}"
@@ -40,6 +51,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
          origin: str = "`scalestudy plan --emit`") -> dict[str, Path]:
     """Write the run's config, its engine settings and launch scripts; return {name: path}."""
     out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
+    check_inputs_exist(run)
     run = run.resolved()
     engine_file, settings = engine_settings(run, cuda=cuda)
     files = {CONFIG_NAME: run.to_yaml(), engine_file: json.dumps(settings, indent=2) + "\n"}

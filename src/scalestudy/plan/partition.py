@@ -86,6 +86,10 @@ def plan_stages(spec: ModelSpec, seq_len: int, target_len: int, flops_per_s: lis
     return StagePlan(split, stage_seconds(costs, head, split, flops_per_s, micro_batch))
 
 
+CONTIGUOUS_ONLY = ("--stage-layers auto splits the layers into contiguous stages: not with the interleaved "
+                   "schedule (use --pp-schedule 1f1b or gpipe)")
+
+
 @dataclass(frozen=True)
 class AutoSplit:
     """`train --stage-layers auto`: the run with its split, and what the split rests on."""
@@ -125,8 +129,8 @@ def auto_stage_layers(run, speeds: list[float], node_memory_bytes: float | None 
     if strategy.pp < 2 or len(speeds) != strategy.pp:
         raise ScalestudyError(f"--stage-layers auto needs --pp >= 2 and one --stage-speeds value per pipeline rank "
                               f"(pp {strategy.pp}, {len(speeds)} speed(s) given)")
-    if strategy.virtual_stages != 1:
-        raise ScalestudyError("--stage-layers auto splits contiguous stages: not with the interleaved schedule")
+    if strategy.pp_schedule == "interleaved":
+        raise ScalestudyError(CONTIGUOUS_ONLY)
     if node_memory_bytes:
         try:
             return _auto_with_memory(run, speeds, node_memory_bytes)
@@ -225,6 +229,9 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
     """(the split `resource_split` returns, the fastest split ignoring memory, whether the first fits)."""
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
     from scalestudy.costmodel.stages import _in_flight, slot_terms, stage_devices, stage_memory
+
+    if strategy.pp_schedule == "interleaved":
+        raise ScalestudyError(CONTIGUOUS_ONLY)
     from scalestudy.costmodel.flops import target_length
 
     st, pp, options = strategy, strategy.pp, options or DEFAULT_OPTIONS

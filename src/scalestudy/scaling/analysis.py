@@ -120,6 +120,9 @@ def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, 
     out: dict = {"convention": f"C = {k:g} N D (FLOPs)" if by_nd else "C in FLOPs, as in the runs' flops column"}
     if budget_flops is None:
         flops = k * target_params * target_tokens
+        if not np.isfinite(flops):
+            raise ScalestudyError(f"target C = {k:g} x {target_params:g} params x {target_tokens:g} tokens overflows "
+                                  "a float: not a training run to extrapolate to")
         out.update(params=float(target_params), tokens=float(target_tokens), flops=float(flops))
 
         def point(c):

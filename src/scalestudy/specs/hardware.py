@@ -253,6 +253,9 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
         raise ScalestudyError(f"{origin}: missing device field(s) {', '.join(missing)}")
     data = _numbers(data, origin)
     _check_gemm_source(data, origin)
+    for name in ("memory_bytes", "host_memory_bytes"):  # the memory checks divide by them and compare with them
+        if name in data and not data[name] > 0:
+            raise ScalestudyError(f"{origin}: {name} must be > 0, got {data[name]!r}")
     try:
         return DeviceSpec(**data)
     except TypeError as exc:
@@ -266,6 +269,9 @@ def _check_gemm_source(data: dict, origin: str) -> None:
     family, known = data.get("family") or "", gemm_families()
     ways = (f"name a family ({', '.join(known)}) or give matmul_efficiency [[dimension, fraction of peak], ...] "
             "measured on the device")
+    if any(not d >= 1 for d, _ in data.get("matmul_efficiency") or ()):  # interpolated in log2(dimension)
+        raise ScalestudyError(f"{origin}: matmul_efficiency dimensions must be >= 1 (matrix sizes), got "
+                              f"{[d for d, _ in data['matmul_efficiency']]}")
     if data.get("matmul_peak_fraction"):
         return
     if family and family not in known:
