@@ -16,7 +16,9 @@ def read_yaml(path: str | Path, what: str) -> Any:
     if not path.is_file():
         raise ScalestudyError(f"{what} not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except DuplicateKey as exc:
+        raise ScalestudyError(f"{what} {path}: {exc}") from None
     except UnicodeDecodeError:
         raise ScalestudyError(f"{what} {path}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
@@ -24,3 +26,25 @@ def read_yaml(path: str | Path, what: str) -> Any:
         at = f" at line {mark.line + 1}" if mark else ""
         raise ScalestudyError(f"{what} {path}: invalid YAML{at}: {str(exc).splitlines()[0]}") from None
     return {} if data is None else data
+
+
+class DuplicateKey(Exception):
+    """A mapping names the same key twice (PyYAML would silently keep the last value)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error: `steps: 4 ... steps: 40` in a
+    spec is a typo either way, and silently running one of them is worse than saying so."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                break
+            if duplicate:
+                raise DuplicateKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1})")
+        return super().construct_mapping(node, deep=deep)

@@ -86,6 +86,7 @@ def train(
                                                                        "beta2=0.95, dropout=0.1, attention=eager, ..."),
 ) -> None:
     """Train a model with one Strategy; writes DIR/metrics.jsonl, DIR/tb, DIR/checkpoints and DIR/summary.json."""
+    from scalestudy.errors import ScalestudyError
     from scalestudy.specs.run import RunConfig
 
     flags = {
@@ -108,6 +109,9 @@ def train(
         cfg = cfg.replace(nproc=gpus_per_node)
     if stage_layers == "auto":
         cfg = _balanced_stages(cfg, stage_speeds, cuda=cuda, local=not print_launch)
+    elif stage_speeds is not None:
+        raise ScalestudyError("--stage-speeds sets the split of --stage-layers auto: add --stage-layers auto (or give "
+                              "the layers per stage with --stage-layers)")
     if print_launch:
         from scalestudy.plan.emit import emit
 

@@ -15,8 +15,10 @@ import transformers
 from scalestudy.specs.model import ModelSpec, to_hf_config
 
 
-def build_hf_config(spec: ModelSpec):
-    """A transformers config object for `spec` (T5Config / MT5Config / GPT2Config / LlamaConfig).
+def build_hf_config(spec: ModelSpec, attn_implementation: str | None = None):
+    """A transformers config object for `spec` (T5Config / MT5Config / GPT2Config / LlamaConfig); with
+    `attn_implementation` ("sdpa", "eager": specs.model.hf_attn_implementation) the attention the model runs
+    (None: Transformers' default).
 
     For T5-family specs the returned config may still say `tie_word_embeddings=True` (transformers forces it);
     `build_hf_model` corrects the model and its config afterwards. For T5 the constructor argument still decides
@@ -30,7 +32,10 @@ def build_hf_config(spec: ModelSpec):
     cls = {"t5": transformers.T5Config, "mt5": transformers.MT5Config, "gpt2": transformers.GPT2Config,
            "llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
            "qwen2": transformers.Qwen2Config}[kind]
-    return cls(**fields)
+    config = cls(**fields)
+    if attn_implementation is not None:
+        config._attn_implementation = attn_implementation
+    return config
 
 
 def _model_class(spec: ModelSpec):
@@ -57,7 +62,7 @@ def _untie_lm_head(model, config, draw: bool = True) -> None:
         model.all_tied_weights_keys = {k: v for k, v in tied.items() if not k.startswith("lm_head")}
 
 
-def build_hf_model(spec: ModelSpec, device=None, initialise: bool = True):
+def build_hf_model(spec: ModelSpec, device=None, initialise: bool = True, attn_implementation: str | None = None):
     """The transformers model for `spec`, with the head tied or untied exactly as `spec.tie_word_embeddings` says.
 
     `device` is anything `torch.device` accepts ("meta" builds shapes only, for counting parameters).
@@ -65,7 +70,7 @@ def build_hf_model(spec: ModelSpec, device=None, initialise: bool = True):
     Transformers does when loading weights); engine/models.py then runs the one initialiser every engine and layout
     shares (`initialise_weights`).
     """
-    config = build_hf_config(spec)
+    config = build_hf_config(spec, attn_implementation)
     with torch.device(device or "cpu"):
         if initialise:
             model = _model_class(spec)(config)
@@ -77,6 +82,11 @@ def build_hf_model(spec: ModelSpec, device=None, initialise: bool = True):
             model.tie_weights()
         if not spec.tie_word_embeddings and model.lm_head.weight is model.get_input_embeddings().weight:
             _untie_lm_head(model, config, draw=initialise)
+    if attn_implementation is not None and model.config._attn_implementation != attn_implementation:
+        from scalestudy.errors import ScalestudyError
+
+        raise ScalestudyError(f"{spec.name}: Transformers built {model.config._attn_implementation} attention, not "
+                              f"the {attn_implementation} asked for")
     return model
 
 

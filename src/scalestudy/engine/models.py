@@ -15,18 +15,20 @@ import torch
 
 from scalestudy.engine.hf_model import build_hf_model, initialise_hf_weights
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.model import ModelSpec, hf_attn_implementation
 
 
 def build_model(spec: ModelSpec, *, seed: int, recompute: str = "none", dropout: float = 0.0,
-                device: str | None = None) -> torch.nn.Module:
-    """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations.
+                device: str | None = None, attention: str = "flash") -> torch.nn.Module:
+    """The model in fp32 on the host, in train mode; `recompute="full"` checkpoints every layer's activations;
+    `attention` is Strategy.attention (flash: PyTorch SDPA, eager: materialised softmax; specs.model.HF_ATTENTION).
 
     `device="meta"`: shapes only, nothing drawn; the caller initialises (engine/parallel/meta_init.py) after
     `torch.manual_seed(seed)`, as here.
     """
     torch.manual_seed(seed)
-    model = build_hf_model(spec, device=device, initialise=False)
+    model = build_hf_model(spec, device=device, initialise=False,
+                           attn_implementation=hf_attn_implementation(spec, attention))
     if device != "meta":
         initialise_weights(model)
     set_dropout(model, dropout)

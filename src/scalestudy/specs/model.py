@@ -250,6 +250,27 @@ def _warn_forced_tie(cfg: dict, kind: str, ffn: str, path: Path) -> None:
           '"tie_word_embeddings": false if the model is untied.', file=sys.stderr)
 
 
+# Strategy.attention -> Hugging Face attn_implementation: "flash" (no stored attention probabilities) is PyTorch's
+# scaled_dot_product_attention (FlashAttention / memory-efficient kernels where the inputs allow), "eager" the
+# materialised softmax. SDPA_TYPES: the model types whose Transformers class has an SDPA path (`_supports_sdpa`;
+# tests/unit/test_engine_models.py pins this list to the installed Transformers).
+HF_ATTENTION = {"flash": "sdpa", "eager": "eager"}
+SDPA_TYPES = ("t5", "mt5", "gpt2", "llama", "mistral", "qwen2")
+
+
+def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
+    """The attn_implementation `train` builds `spec` with for Strategy.attention; one-line error where the model's
+    Transformers class cannot run it."""
+    if attention not in HF_ATTENTION:
+        raise ScalestudyError(f"unknown attention {attention!r} (choose from {', '.join(HF_ATTENTION)})")
+    impl = HF_ATTENTION[attention]
+    kind = spec.hf_type or spec.family
+    if impl == "sdpa" and kind not in SDPA_TYPES:
+        raise ScalestudyError(f"attention flash needs PyTorch SDPA, which Transformers does not offer for "
+                              f"{kind} models ({spec.name}): use attention eager")
+    return impl
+
+
 def get_model(name_or_path: str) -> ModelSpec:
     """A preset name, or a path to a Hugging Face config.json (or a folder holding one)."""
     if name_or_path in PRESETS:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.strategy import COST_MODEL_ENGINES, Layout, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
@@ -289,6 +289,7 @@ class RunConfig:
                 raise ScalestudyError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(o, name)}")
         if o.grad_clip < 0:
             raise ScalestudyError(f"--grad-clip must be >= 0 (0: no clipping), got {o.grad_clip}")
+        _check_optimizer_and_model(self)
         if self.output.timing_warmup >= w.steps:
             raise ScalestudyError(f"--warmup {self.output.timing_warmup} (timed steps excluded from the medians) "
                                   f"must be below --steps {w.steps}")
@@ -296,11 +297,16 @@ class RunConfig:
             raise ScalestudyError(f"--vocab-size must be >= 1, got {d.vocab_size}")
         spec = self.model_spec()
         strategy = self.strategy
+        # The trained tokenizer's ids index the model's embedding (a small corpus may learn fewer than the default)
+        if d.tokenizer is None and d.vocab_size > max(spec.vocab_size, DataSection.vocab_size):
+            raise ScalestudyError(f"--vocab-size {d.vocab_size} exceeds the {spec.vocab_size}-token vocabulary of model "
+                                  f"{spec.name}")
         if spec.is_encoder_decoder and self.is_causal:
             raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
         if not spec.is_encoder_decoder and not self.is_causal:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
         check_cost_model_only(strategy)
+        hf_attn_implementation(spec, strategy.attention)  # a model that cannot run the attention asked for
         check_parallel_layout(spec, strategy, self.world_size, dropout=self.model.dropout)  # heads, layers, mesh
         if strategy.recompute in ("selective", "op"):
             raise ScalestudyError(f"--recompute {strategy.recompute} is not available for Hugging Face models "
@@ -319,6 +325,22 @@ class RunConfig:
         check_microbatches(strategy, layout.grad_accum)
         check_sequence_parallel(strategy, workload.seq_len, workload.target_len)
         return spec, strategy, workload, layout
+
+
+def _check_optimizer_and_model(cfg: RunConfig) -> None:
+    """Values AdamW, the data order or the model would refuse only inside the ranks: here, in one line."""
+    o = cfg.optimizer
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(o, name) < 1:
+            raise ScalestudyError(f"{name} must be in [0, 1) (AdamW's moment decay), got {getattr(o, name)}")
+    if not math.isfinite(o.eps) or o.eps < 0:
+        raise ScalestudyError(f"eps must be a finite number >= 0 (AdamW), got {o.eps}")
+    if o.weight_decay < 0:
+        raise ScalestudyError(f"weight_decay must be >= 0, got {o.weight_decay}")
+    if not 0 <= o.seed < 2**62:  # numpy's generators take no negative seed; torch adds the rank to it
+        raise ScalestudyError(f"--seed must be a whole number in [0, 2^62), got {o.seed}")
+    if not (math.isfinite(cfg.model.dropout) and 0 <= cfg.model.dropout < 1):
+        raise ScalestudyError(f"dropout must be in [0, 1), got {cfg.model.dropout}")
 
 
 def check_cost_model_only(strategy: Strategy) -> None:

@@ -48,6 +48,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -322,6 +323,7 @@ def _validate(point: dict) -> str:
         layout = resolve_layout(trial.strategy, trial.world_size, trial.global_batch)
         check_microbatches(trial.strategy, layout.grad_accum)
         check_sequence_parallel(trial.strategy, workload.seq_len, workload.target_len)
+        trial.run_config(output="trial").validate()  # the options a trial's `train` would refuse (e.g. train_options)
     except ScalestudyError as exc:
         return str(exc)
     if _no_effect(point):
@@ -478,6 +480,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         bad = sorted(set(slurm) - SLURM_KEYS) if isinstance(slurm, dict) else slurm
         raise ScalestudyError(f"{where}: slurm must be a mapping with keys {', '.join(sorted(SLURM_KEYS))}; "
                               f"unknown {bad}")
+    _check_slurm(slurm, where)
     data = raw.get("data") or []
     data = [data] if isinstance(data, str) else data
     extra_args = raw.get("extra_args") or []
@@ -485,15 +488,27 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     env = raw.get("env") or {}
     if not isinstance(env, dict):
         raise ScalestudyError(f"{where}: env must be a mapping of variable names to values")
+    for key, value in env.items():  # exported in trial scripts and processes: names and plain values only
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or \
+                isinstance(value, (dict, list)) or value is None:
+            raise ScalestudyError(f"{where}: env {key!r}: {value!r} is not an environment variable (a NAME of "
+                                  "letters, digits, _ and a plain value)")
+    device = _study_field(raw, "device", str, "local-cpu", where)
+    from scalestudy.specs.hardware import get_device
+
+    get_device(device)  # predictions need it: an unknown device is an error now, not a missing column later
     concurrency = _study_field(raw, "concurrency", int, 1, where)
     if concurrency < 1:
         raise ScalestudyError(f"{where}: concurrency must be >= 1, got {concurrency}")
+    name = raw.get("name") or "study"
+    if not isinstance(name, (str, int)) or isinstance(name, bool):
+        raise ScalestudyError(f"{where}: name must be text, got {name!r}")
     return StudySpec(
-        name=str(raw.get("name") or "study"),
+        name=str(name),
         trials=tuple(trials.values()),
         skipped=tuple(skipped),
         description=str(raw.get("description") or ""),
-        device=_study_field(raw, "device", str, "local-cpu", where),
+        device=device,
         data=tuple(str(d) for d in data),
         executor=executor,
         concurrency=concurrency,
@@ -506,6 +521,29 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         keep_checkpoints=bool(raw.get("keep_checkpoints", False)),
         source=raw,
     )
+
+
+_SLURM_TYPES = {"partition": str, "account": str, "time": str, "qos": str, "constraint": str, "gpus_per_node": int,
+                "cpus_per_task": int, "poll_s": float, "lost_grace_s": float, "setup": list, "sbatch_args": list}
+
+
+def _check_slurm(slurm: dict, where: str) -> None:
+    """Each slurm key's value as the job script writes it: text, a whole count >= 1, seconds > 0, a list of lines."""
+    for key, value in slurm.items():
+        kind = _SLURM_TYPES[key]
+        if kind is str:
+            ok = isinstance(value, str) and value.strip() and "\n" not in value
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        elif kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+        else:
+            ok = isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value)
+        if not ok:
+            want = {str: "one line of text", int: "a whole number >= 1", float: "a positive number of seconds",
+                    list: "a list of lines"}[kind]
+            hint = ' (YAML reads 01:30:00 as a number: quote it, time: "01:30:00")' if key == "time" else ""
+            raise ScalestudyError(f"{where}: slurm.{key} must be {want}, got {value!r}{hint}")
 
 
 def load_spec(path: str | Path) -> StudySpec:
