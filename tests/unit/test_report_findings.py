@@ -186,7 +186,19 @@ def test_a_store_whose_rows_lack_fields_is_reported_with_its_gaps_said(tmp_path,
     assert exc.value.code in (0, None) and "Traceback" not in out + err, err
     text = (tmp_path / "report.md").read_text()
     assert "left out of the tables and plots: the store gives no strategy/world_size" in text
+    with pytest.raises(SystemExit) as exc:  # `study status` lists the same rows: '-' where a value is unusable
+        main(["study", "status", str(tmp_path)])
+    status_out, status_err = capsys.readouterr()
+    assert exc.value.code in (0, None) and "Traceback" not in status_out + status_err, status_err
     assert "not usable numbers and show as '-'" in text and "step_s of" in text and "note: " in out
+    # finite but absurd values (1e308 s/step): the plots matplotlib cannot draw are left out and named
+    with sqlite3.connect(tmp_path / "study.sqlite") as conn:
+        conn.execute("UPDATE trials SET step_s=1e308, tokens_per_s=1e-308, peak_mem_bytes=1e308")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert exc.value.code in (0, None) and "Traceback" not in out + err, err
+    assert "Plots left out (the stored values could not be drawn): step_time" in (tmp_path / "report.md").read_text()
     # nothing placeable (every OK trial without a strategy, no failure to show): one line naming the field
     (tmp_path / "bare").mkdir()
     build_store(tmp_path / "bare", with_failures=False).close()

@@ -170,4 +170,13 @@ SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, consistenc
 
 
 def findings(data: StudyData) -> list[str]:
-    return [line for section in SECTIONS for line in section(data)]
+    """Every section's sentences; a section the stored values break (overflowing numbers of a damaged store) says
+    so in one line instead of ending the report."""
+    out = []
+    for section in SECTIONS:
+        try:
+            out += section(data)
+        except (ArithmeticError, ValueError) as exc:
+            out.append(f"No {section.__name__.replace('_', ' ')} findings: the stored values do not allow them "
+                       f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}).")
+    return out

@@ -335,5 +335,18 @@ PLOTS = (step_time, throughput, scaling_efficiency, memory, predicted_vs_measure
 
 
 def write_plots(data: StudyData, folder: Path) -> list[Plot]:
+    """Every plot the data allows; one that cannot be drawn (values matplotlib cannot place, e.g. 1e308 s/step
+    from a damaged store) is left out and named in data.plot_failures, never the end of the report."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [p for p in (plot(data, folder) for plot in PLOTS) if p is not None]
+    out = []
+    for plot in PLOTS:
+        try:
+            p = plot(data, folder)
+        except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
+            _plt().close("all")
+            first = (str(exc).strip().splitlines() or [""])[0]
+            data.plot_failures.append(f"{plot.__name__} ({type(exc).__name__}: {first})")
+            continue
+        if p is not None:
+            out.append(p)
+    return out

@@ -32,6 +32,7 @@ class StudyData:
     # Gaps of a store not written (whole) by `scalestudy study run`, said in the report instead of a traceback:
     left_out: list[tuple[str, list[str]]] = field(default_factory=list)  # OK trials without PLACED_BY fields
     unreadable: list[tuple[str, str, object]] = field(default_factory=list)  # (trial, column, value) shown as "-"
+    plot_failures: list[str] = field(default_factory=list)  # plots the values did not allow (report/plots.py)
 
     def gaps(self) -> list[str]:
         """Sentences naming what the report leaves out of a store whose rows lack fields (none for a whole one)."""
@@ -45,6 +46,8 @@ class StudyData:
             more = f" and {len(self.unreadable) - 4} more" if len(self.unreadable) > 4 else ""
             out.append(f"{len(self.unreadable)} stored value(s) are not usable numbers and show as '-': "
                        f"{shown}{more}.")
+        if self.plot_failures:
+            out.append(f"Plots left out (the stored values could not be drawn): {'; '.join(self.plot_failures)}.")
         return out
 
     @property
