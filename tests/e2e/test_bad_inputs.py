@@ -284,6 +284,9 @@ NEW_KEY_FILES = {
     "cfg-dropout-negative.yaml": "model: {source: t5-tiny, dropout: -0.5}\n",
     "cfg-duplicate-key.yaml": "optimizer: {lr: 0.1}\noptimizer: {lr: 0.2}\n",
     "cluster-duplicate-key.yaml": "device: a100-80gb\nnodes: 1\nnodes: 2\ngpus_per_node: 8\n",
+    "search-trials-text.yaml": SEARCH_SPEC.replace("trials_per_model: 2", "trials_per_model: many"),
+    "search-global-batch-zero.yaml": SEARCH_SPEC + "    global_batch: [0, 2]\n",
+    "search-warmup-negative.yaml": SEARCH_SPEC + "    warmup_steps: [-1]\n",
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -514,6 +517,10 @@ CASES: list[Case] = [
     C("train-seed-negative", f"{TRAIN} --seed -1", "--seed"),
     C("train-vocab-size-huge", f"{TRAIN} --vocab-size 1000000000", "vocab"),
     C("train-stage-speeds-without-auto", f"{TRAIN} --stage-speeds 2,1", "--stage-layers auto"),
+    C("search-trials-per-model-text", "search search-trials-text.yaml -o sr", "trials_per_model"),
+    C("search-global-batch-zero", "search search-global-batch-zero.yaml -o sr", "global_batch"),
+    C("search-warmup-negative", "search search-warmup-negative.yaml -o sr", "warmup_steps"),
+    C("calibrate-name-empty", "calibrate --output cal --name ''", "--name"),
     # ---- calibrate --------------------------------------------------------------------------------------------
     C("calibrate-nproc-0", "calibrate --nproc 0 --output cal", "nproc"),
     C("calibrate-nproc-letters", "calibrate --nproc two --output cal", "--nproc"),

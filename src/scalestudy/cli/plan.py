@@ -286,6 +286,8 @@ def calibrate(
 
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    if not name.strip():
+        raise ScalestudyError("--name must name the profile (it is the device name in estimates), got ''")
     check_output_dir(output)
     device, path, secs = run_calibrate(Path(output), nproc, get_device(base), name, quick=not full)
     print_profile(device, secs)

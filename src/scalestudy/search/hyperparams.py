@@ -92,15 +92,29 @@ class SearchSpec:
         return list(dict.fromkeys(t.model for t in self.study.trials))
 
 
-def _choices(space: dict, key: str, tp: type, default: tuple) -> tuple:
+def _choices(space: dict, key: str, tp: type, default: tuple, low: int | None = None) -> tuple:
     value = space.get(key, list(default))
     values = value if isinstance(value, list) else [value]
     if not values:
         raise ScalestudyError(f"search space: {key} needs at least one value")
     try:
-        return tuple(tp(v) for v in values)
+        out = tuple(tp(v) for v in values)
     except (TypeError, ValueError):
         raise ScalestudyError(f"search space: {key} values must be {tp.__name__}, got {values!r}") from None
+    if low is not None and any(v < low for v in out):
+        raise ScalestudyError(f"search space: {key} values must be >= {low}, got {list(out)}")
+    return out
+
+
+def _setting(block: dict, key: str, tp: type, default, where: str):
+    """One scalar of the search block as `tp` (int/float), or a one-line error naming it."""
+    value = block.get(key, default)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return tp(value)
+    except (TypeError, ValueError):
+        raise ScalestudyError(f"{where}: search.{key} must be a number, got {value!r}") from None
 
 
 def parse_search(raw: dict, where: str = "search spec", base: Path | None = None) -> SearchSpec:
@@ -135,16 +149,22 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
         raise ScalestudyError(f"{where}: search.space.lr needs 0 < low < high, got {lr_range[:2]}")
     try:
         budget = int(float(block["budget_tokens"]))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ScalestudyError(f"{where}: search.budget_tokens (tokens per trial) is required") from None
+    if budget < 1:
+        raise ScalestudyError(f"{where}: search.budget_tokens (tokens per trial) must be >= 1, got {budget}")
+    checkpoints = block.get("checkpoints", (0.25, 0.5, 0.75, 1.0))
+    if not isinstance(checkpoints, (list, tuple)) or not checkpoints:
+        raise ScalestudyError(f"{where}: search.checkpoints are budget fractions in (0, 1], got {checkpoints!r}")
     cfg = SearchConfig(
-        budget_tokens=budget, trials_per_model=int(block.get("trials_per_model", 8)),
-        target_model=block.get("target_model"), min_resource=float(block.get("min_resource", 1 / 9)),
-        reduction_factor=int(block.get("reduction_factor", 3)), seed=int(block.get("seed", 0)), lr=lr_range,
-        global_batch=_choices(space, "global_batch", int, (int(study_raw.get("global_batch", 8)),)),
-        warmup_steps=_choices(space, "warmup_steps", int, (int(study_raw.get("warmup_steps", 2)),)),
+        budget_tokens=budget, trials_per_model=_setting(block, "trials_per_model", int, 8, where),
+        target_model=block.get("target_model"), min_resource=_setting(block, "min_resource", float, 1 / 9, where),
+        reduction_factor=_setting(block, "reduction_factor", int, 3, where),
+        seed=_setting(block, "seed", int, 0, where), lr=lr_range,
+        global_batch=_choices(space, "global_batch", int, (study_raw.get("global_batch", 8),), low=1),
+        warmup_steps=_choices(space, "warmup_steps", int, (study_raw.get("warmup_steps", 2),), low=0),
         precision=_choices(space, "precision", str, (str(study_raw.get("precision", "fp32")),)),
-        checkpoints=tuple(float(c) for c in block.get("checkpoints", (0.25, 0.5, 0.75, 1.0))),
+        checkpoints=tuple(_setting({"checkpoints": c}, "checkpoints", float, None, where) for c in checkpoints),
     )
     if cfg.trials_per_model < 1 or cfg.reduction_factor < 2 or not 0 < cfg.min_resource <= 1:
         raise ScalestudyError(f"{where}: need trials_per_model >= 1, reduction_factor >= 2, 0 < min_resource <= 1")
