@@ -141,6 +141,8 @@ def test_power_limit_slows_compute_by_the_sustained_clock():
     assert sustained_clock_ratio(capped) == pytest.approx(1640 / 1830, rel=1e-3)
     assert matmul_efficiency(capped, 4096) / matmul_efficiency(h100, 4096) == pytest.approx(1640 / 1830, rel=1e-3)
     assert sustained_clock_ratio(ClusterSpec(device=h100, power_limit_w=800).device) == 1.0
+    with pytest.raises(ScalestudyError, match="positive number of watts"):
+        ClusterSpec(device=h100, power_limit_w=True)
     args = (get_model("gpt2-xl"), Strategy(engine="fsdp", zero=3, micro_batch=8), Workload(global_batch=64,
                                                                                            seq_len=1024))
     full, cut = (estimate(args[0], ClusterSpec(device=h100, nodes=1, gpus_per_node=8, power_limit_w=w), *args[1:])

@@ -137,8 +137,9 @@ class ClusterSpec:
         if self.power_limit_w is not None:
             if self.groups:
                 raise ScalestudyError("power_limit_w of a cluster with groups: state it in each group's device YAML")
-            if not (isinstance(self.power_limit_w, (int, float)) and math.isfinite(self.power_limit_w)
-                    and self.power_limit_w > 0):
+            watts = self.power_limit_w
+            if isinstance(watts, bool) or not isinstance(watts, (int, float)) or not (math.isfinite(watts)
+                                                                                       and watts > 0):
                 raise ScalestudyError(f"power_limit_w must be a positive number of watts, got {self.power_limit_w!r}")
             object.__setattr__(self, "device", power_limited(self.device, float(self.power_limit_w)))
         if self.groups and sum(g.ranks for g in self.groups) != self.world_size:
