@@ -112,6 +112,15 @@ def check_target(target_params=None, target_tokens=None, budget_flops=None) -> N
             raise ScalestudyError(f"{label} must be a positive number, got {v:g}")
 
 
+def _target_flops(k: float, target_params: float, target_tokens: float) -> float:
+    """C = k N D of an extrapolation target; a one-line error where it leaves floating point."""
+    flops = k * target_params * target_tokens
+    if not np.isfinite(flops):
+        raise ScalestudyError(f"target C = {k:g} x {target_params:g} params x {target_tokens:g} tokens overflows a "
+                              "float: not a training run to extrapolate to")
+    return flops
+
+
 def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, *, target_params=None,
              target_tokens=None, budget_flops=None) -> dict | None:
     if budget_flops is None and target_params is None and target_tokens is None:
@@ -119,10 +128,7 @@ def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, 
     by_nd = law.name == "chinchilla" or budget_flops is None
     out: dict = {"convention": f"C = {k:g} N D (FLOPs)" if by_nd else "C in FLOPs, as in the runs' flops column"}
     if budget_flops is None:
-        flops = k * target_params * target_tokens
-        if not np.isfinite(flops):
-            raise ScalestudyError(f"target C = {k:g} x {target_params:g} params x {target_tokens:g} tokens overflows "
-                                  "a float: not a training run to extrapolate to")
+        flops = _target_flops(k, target_params, target_tokens)
         out.update(params=float(target_params), tokens=float(target_tokens), flops=float(flops))
 
         def point(c):
@@ -163,6 +169,8 @@ def analyze(source, law: str = "chinchilla", *, target_params: float | None = No
     if not 0 < level < 1:
         raise ScalestudyError(f"confidence level must be in (0, 1), got {level}")
     check_target(target_params, target_tokens, budget_flops)
+    if target_params is not None and isinstance(flops_per_param_token, (int, float)):
+        _target_flops(flops_per_param_token, target_params, target_tokens)  # before any fit: an overflow is input
     the_law = make_law(law)
     runs = load_runs(source)
     if flops_per_param_token == "auto":
