@@ -484,7 +484,14 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     data = raw.get("data") or []
     data = [data] if isinstance(data, str) else data
     extra_args = raw.get("extra_args") or []
-    extra_args = shlex.split(extra_args) if isinstance(extra_args, str) else [str(a) for a in extra_args]
+    try:
+        extra_args = shlex.split(extra_args) if isinstance(extra_args, str) else [str(a) for a in extra_args]
+    except (TypeError, ValueError) as exc:  # a number, or text a shell could not split
+        raise ScalestudyError(f"{where}: extra_args must be a list of arguments or one command line, got "
+                              f"{extra_args!r} ({exc})") from None
+    for key in ("skip_unfit", "keep_checkpoints"):
+        if not isinstance(raw.get(key, False), bool):
+            raise ScalestudyError(f"{where}: {key} must be true or false, got {raw[key]!r}")
     env = raw.get("env") or {}
     if not isinstance(env, dict):
         raise ScalestudyError(f"{where}: env must be a mapping of variable names to values")
@@ -500,6 +507,8 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     concurrency = _study_field(raw, "concurrency", int, 1, where)
     if concurrency < 1:
         raise ScalestudyError(f"{where}: concurrency must be >= 1, got {concurrency}")
+    if _study_field(raw, "max_ranks", int, 0, where) < 0:
+        raise ScalestudyError(f"{where}: max_ranks must be >= 0 (0: no cap), got {raw['max_ranks']}")
     name = raw.get("name") or "study"
     if not isinstance(name, (str, int)) or isinstance(name, bool):
         raise ScalestudyError(f"{where}: name must be text, got {name!r}")
