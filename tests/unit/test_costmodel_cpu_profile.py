@@ -84,3 +84,56 @@ def test_multi_rank_engine_term_applies_only_with_several_ranks():
     two = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=2), st, Workload(4, 64, 16))
     assert one.framework_s == pytest.approx(2 * 10 * 1e-3)  # 2 micro-batches x 10 sublayers
     assert two.framework_s == pytest.approx(1 * 10 * 3e-3)  # 1 micro-batch per rank, both terms
+
+
+def test_measured_memory_rates_price_the_cpu_optimizer_step():
+    """A CPU profile's copy curve and optimizer rows (costmodel/cpu_memory.py): bandwidth interpolated in log2 size
+    and clamped; the trainer's clip + AdamW step = parameters at the rate of a step that size + a measured cost per
+    extra tensor (from the row of many small tensors), one tensor over the 32 MB mmap threshold at its own measured
+    rate; DeepSpeed ZeRO-1/2/3 step one flat partition plus two copies of it; GPUs keep OPTIMIZER_BYTES."""
+    from scalestudy.costmodel import cpu_memory
+
+    mib = 1 << 20
+    dev = replace(get_device("local-cpu"), copy_bandwidth=[[mib, 40e9], [64 * mib, 10e9]],
+                  optimizer_step_s=[[1, 1 << 18, 1e-3], [64, 1 << 24, 0.5 + 63 * 20e-6],
+                                    [256, 1 << 18, 1e-3 + 255 * 20e-6], [1, 1 << 24, 2.0]])
+    assert cpu_memory.bandwidth(dev, 8 * mib) == pytest.approx(25e9) and cpu_memory.bandwidth(dev, 1e12) == 10e9
+    assert cpu_memory.copy_s(dev, 64 * mib, 2) == pytest.approx(4 * 64 * mib / 10e9)
+    rates, per_tensor = cpu_memory.optimizer_rates(dev)
+    assert per_tensor == pytest.approx(20e-6) and rates[-1][1] == pytest.approx(0.5 / (1 << 24))
+    assert cpu_memory.optimizer_step_s(dev, 1 << 24, 101) == pytest.approx(0.5 + 100 * 20e-6)
+    assert cpu_memory.optimizer_step_s(dev, 1 << 21, 1) == pytest.approx((1 << 21) * 0.5 * (1e-3 / (1 << 18) + 0.5 / (1 << 24)))
+    assert cpu_memory.optimizer_step_s(dev, 1 << 24, 1) == pytest.approx(2.0)  # one 64 MB tensor: its own rate
+    m, work = get_model("t5-micro"), Workload(16, 128, 32)
+    cluster = ClusterSpec(device=dev, nodes=1, gpus_per_node=2)
+    psi = estimate(m, cluster, Strategy(precision="fp32", micro_batch=8), work).params_per_device
+
+    def opt(engine, zero, device=dev):
+        return estimate(m, replace(cluster, device=device), Strategy(engine=engine, zero=zero, precision="fp32",
+                                                                     micro_batch=8), work).optimizer_s
+
+    assert opt("ddp", 0) == pytest.approx(cpu_memory.optimizer_step_s(dev, psi, 144))  # every tensor, every param
+    assert opt("ddp", 1) == pytest.approx(cpu_memory.optimizer_step_s(dev, psi / 2, 72))  # ZeroRedundancyOptimizer
+    assert opt("fsdp", 2) == pytest.approx(cpu_memory.optimizer_step_s(dev, psi / 2, 144))  # every DTensor shard
+    assert opt("deepspeed", 2) == pytest.approx(cpu_memory.optimizer_step_s(dev, psi / 2, 1)
+                                                + cpu_memory.copy_s(dev, 4 * psi / 2, 2))  # flat fp32 partition
+    assert opt("ddp", 0, get_device("local-cpu")) == pytest.approx(psi * 28 / get_device("local-cpu").hbm_bytes_per_s)
+    gpu = get_device("a100-80gb")
+    assert opt("ddp", 0, replace(gpu, copy_bandwidth=dev.copy_bandwidth, optimizer_step_s=dev.optimizer_step_s)) \
+        == opt("ddp", 0, gpu)
+
+
+def test_per_stage_model_takes_the_measured_collectives_out_of_the_multi_rank_overhead_like_estimate():
+    """costmodel/cpu_engine.multi_overhead is the one definition: a cluster given as device groups (the per-stage
+    model, costmodel/stages.py) charges the same engine framework time as estimate() on the plain cluster."""
+    from scalestudy.specs.hardware import DeviceGroup
+
+    dev = replace(get_device("local-cpu"), engine_overhead_s={"deepspeed-3": 0.002, "deepspeed-3@multi": 0.01},
+                  collective_time_ratio={"all_reduce": 1.0, "all_gather": 1.5, "reduce_scatter": 4.0})
+    spec, work, st = get_model("t5-tiny"), Workload(8, 64, 16), Strategy(engine="deepspeed", zero=3,
+                                                                         precision="fp32", micro_batch=2)
+    plain = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=2), st, work)
+    staged = estimate(spec, ClusterSpec(device=dev, nodes=1, gpus_per_node=2, groups=(DeviceGroup(dev, 2),)), st, work)
+    assert staged.stages and staged.framework_s == pytest.approx(plain.framework_s, rel=1e-9)
+    assert plain.framework_s < 2 * (2 * 2 + 3 * 2) * 0.012  # the collectives' excess is out of "@multi"
+

@@ -28,6 +28,9 @@ def synthetic_microbench(world=2, alpha=50e-6, bw=0.8e9):
         "matmul": [{"n": 64, "dtype": "fp32", "flops_per_s": 20e9}, {"n": 256, "dtype": "fp32", "flops_per_s": 60e9},
                    {"n": 1024, "dtype": "fp32", "flops_per_s": 40e9}, {"n": 64, "dtype": "bf16", "flops_per_s": 1e9}],
         "copy": {"bytes_per_s": 5e9}, "adam": {"params_per_s": 1e8},
+        "copy_curve": [{"bytes": 1 << 20, "bytes_per_s": 40e9}, {"bytes": 256 << 20, "bytes_per_s": 8e9}],
+        "optimizer": [{"tensors": 1, "params": 1 << 20, "seconds": 2e-3}, {"tensors": 64, "params": 1 << 20,
+                                                                          "seconds": 4e-3}],
         "collectives": [{"op": "all_reduce", "bytes": s, "seconds": ring_time(s, world, alpha, bw)} for s in sizes]
         + [{"op": "all_gather", "bytes": 1 << 20, "seconds": 1.0},
            # reduce_scatter of 16 MB at 4x the time the all_reduce fit gives it ((n-1) alpha + (n-1)/n S/B)
@@ -56,6 +59,8 @@ def test_profile_from_microbench_and_yaml_round_trip(tmp_path):
     assert dev.intra_node_latency_s == pytest.approx(50e-6, rel=1e-3)
     assert dev.hbm_bytes_per_s == 5e9 and dev.cpu_adam_params_per_s == pytest.approx(2e8)
     assert dev.memory_bytes == base.memory_bytes and dev.kind == "cpu"
+    assert dev.copy_bandwidth == [[1 << 20, 40e9], [256 << 20, 8e9]]
+    assert dev.optimizer_step_s == [[1, 1 << 20, 2e-3], [64, 1 << 20, 4e-3]]
     # each collective's measured time at its largest message over the all_reduce fit's (tune's refit reads it)
     assert dev.collective_time_ratio["all_reduce"] == pytest.approx(1.0, rel=1e-3)
     assert dev.collective_time_ratio["reduce_scatter"] == pytest.approx(4.0, rel=1e-3)

@@ -5,7 +5,8 @@ training trials (`scalestudy train` summaries); this module only fits numbers.
 
 1. `profile_from_microbench`: peak FLOP/s per precision = the best measured matmul rate per rank; the GEMM
    efficiency curve = measured rate / peak vs matrix size (as measured, see `efficiency_curve`); memory bandwidth
-   from a copy; CPU Adam rate from torch AdamW; the link from an alpha-beta fit of all_reduce time vs size
+   from a copy (on CPU also vs buffer size); CPU Adam rate from torch AdamW (on CPU also the trainer's clip + AdamW
+   step vs parameter and tensor count); the link from an alpha-beta fit of all_reduce time vs size
    (ring all-reduce: t = 2(n-1) alpha + 2(n-1)/n * S / B, Thakur et al. 2005; alpha = per-hop latency,
    B = per-device one-direction bandwidth, the convention of `DeviceSpec.intra_node_bytes_per_s`).
 2. `fit_efficiency`: the efficiency terms refit from trials (measured step time vs the estimate's parts): an
@@ -109,6 +110,11 @@ def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSp
     if meas.get("adam"):
         # Host-side Adam rate per node: every rank of the node updates its own shard at once.
         changes["cpu_adam_params_per_s"] = float(f"{meas['adam']['params_per_s'] * meas.get('world_size', 1):.4g}")
+    if meas.get("copy_curve"):  # CPU: bandwidth by buffer size (costmodel/cpu_memory.py)
+        changes["copy_bandwidth"] = [[float(r["bytes"]), float(f"{r['bytes_per_s']:.4g}")] for r in meas["copy_curve"]]
+    if meas.get("optimizer"):  # CPU: the trainer's clip + AdamW step (costmodel/cpu_memory.py)
+        changes["optimizer_step_s"] = [[float(r["tensors"]), float(r["params"]), float(f"{r['seconds']:.4g}")]
+                                       for r in meas["optimizer"]]
     world = int(meas.get("world_size", 1))
     ar = [(c["bytes"], c["seconds"]) for c in meas.get("collectives", []) if c["op"] == "all_reduce"]
     if world > 1 and len(ar) >= 2:

@@ -8,7 +8,7 @@ ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and kee
 
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
 cost on several ranks beyond the model with the all_reduce fit's rates, at one configuration (PROFILE_MULTI): it
-already holds the collectives' excess at that configuration. `estimate.multi_overhead` takes that part out, so the step
+already holds the collectives' excess at that configuration. `cpu_engine.multi_overhead` takes that part out, so the step
 at the profile's own configuration is the one measured, and elsewhere the excess scales with the collectives.
 """
 

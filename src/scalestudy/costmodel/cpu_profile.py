@@ -39,7 +39,8 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 5  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py)
+PROFILE_FORMAT = 6  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
+#                    6: + copy bandwidth vs buffer size and the optimizer step vs parameters and tensors (microbench.py)
 
 
 def machine_key() -> str:

@@ -9,12 +9,10 @@ pipeline stages outermost.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from scalestudy.costmodel.breakdown import FLOPS_CONVENTION, SCHEMA, Estimate  # noqa: F401  (re-exported)
 from scalestudy.costmodel.comm import links, p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
-from scalestudy.costmodel.cpu_collectives import PROFILE_MULTI, measured
+from scalestudy.costmodel.cpu_engine import engine_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import target_length
@@ -99,7 +97,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     dp_s, dp_total = _dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
 
     # ---- optimizer update and offload traffic
-    opt_s, offload_s = optimizer_offload(st, eng, psi, dp, ga, dev, ranks_per_node)
+    tensors = shape.zero3.tensors if shape.zero3 is not None else 0
+    opt_s, offload_s = optimizer_offload(st, eng, psi, dp, ga, dev, ranks_per_node, tensors)
 
     # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s
@@ -107,11 +106,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         framework_s += hybrid.framework_s
     elif dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
         sublayers = _sublayers(model) * busiest
-        key = f"{st.engine}-{st.zero}"
-        per = dev.engine_overhead_s.get(key, 0.0)
-        if layout.world_size > 1:  # measured on several ranks: collectives of small buckets, shared cores
-            per += multi_overhead(dev, st.engine, st.zero)  # less what the measured collective rates now cost
-        framework_s += ga * sublayers * per
+        # on several ranks + the "@multi" term, less what the measured collective rates now cost (cpu_engine.py)
+        framework_s += ga * sublayers * engine_overhead(dev, st.engine, st.zero, layout.world_size)
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq
@@ -124,40 +120,3 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         peak_flops=peak,
     )
 
-
-# The CPU profile's "@multi" overheads less the collectives now priced at their measured rates: the reference is
-# this model at the profile's own configuration (cpu_collectives.PROFILE_MULTI), hence beside estimate().
-_EXCESS: dict = {}
-
-
-def profile_comm_excess(device, engine: str, zero: int) -> float:
-    """Seconds per sublayer per micro-step of the engine's "@multi" overhead that are its collectives running at
-    their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios)."""
-    if not measured(device):
-        return 0.0
-    key = (id(device), engine, zero)
-    hit = _EXCESS.get(key)
-    if hit is not None and hit[0] is device:
-        return hit[1]
-    from scalestudy.specs.model import get_model
-
-    p = PROFILE_MULTI
-    tiny = get_model(p["model"])
-    probe = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=p["micro_batch"])
-    w = Workload(p["micro_batch"] * p["accum"] * p["nproc"], p["seq"], p["target"])
-    bare = replace(device, engine_overhead_s={})  # no "@multi": no recursion
-    rated, plain = (estimate(tiny, ClusterSpec(device=d, nodes=1, gpus_per_node=p["nproc"]), probe, w).dp_comm_total_s
-                    for d in (bare, replace(bare, collective_time_ratio={})))
-    sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
-    excess = max(0.0, rated - plain) / (p["accum"] * sublayers)
-    _EXCESS[key] = (device, excess)
-    return excess
-
-
-def multi_overhead(device, engine: str, zero: int) -> float:
-    """The profile's "<engine>-<zero>@multi" overhead per sublayer per micro-step, less what the collectives at
-    their measured rates now cost explicitly (`profile_comm_excess`)."""
-    per = device.engine_overhead_s.get(f"{engine}-{zero}@multi", 0.0)
-    if per <= 0.0:
-        return 0.0
-    return per - min(per, profile_comm_excess(device, engine, zero))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, p2p_time
 from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.cpu_engine import engine_overhead
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
@@ -39,6 +40,7 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
 from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm, model_layout, optimizer_offload
+from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -251,7 +253,6 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     params_total = param_count(model)
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
     cross = tp * dp >= gpn and cluster.nodes > 1
-    key = f"{st.engine}-{st.zero}"
     out, start = [], 0
     for k, n in enumerate(split):
         where = placed[k]
@@ -269,12 +270,10 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
-        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn)
+        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn, zero3_gathers(model, tp, pp, n, psi).tensors)
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
         if dev.engine_overhead_s:
-            per = dev.engine_overhead_s.get(key, 0.0)
-            if layout.world_size > 1:
-                per += dev.engine_overhead_s.get(key + "@multi", 0.0)
+            per = engine_overhead(dev, st.engine, st.zero, layout.world_size)  # as estimate() (cpu_engine.py)
             n_enc = _encoder_blocks(model, start, n)
             sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
             framework += ga * sublayers * per

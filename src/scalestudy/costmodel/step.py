@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
@@ -120,8 +121,12 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                                                                        model.d_model), cal))
     # vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary section): the fp32 softmax /
     # cross-entropy over every logit, and the dense gradients of the V x d weights
-    head_t += (logit_elements(model, micro_batch, seq_len, target_len, tp) * cross_entropy_bytes_per_logit(precision)
-               + vocab_grad_bytes(model, precision, tp)) / device.hbm_bytes_per_s
+    logits, vocab_grad = logit_elements(model, micro_batch, seq_len, target_len, tp), vocab_grad_bytes(model, precision, tp)
+    if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
+        head_t += (logits * cross_entropy_bytes_per_logit(precision) / cpu_memory.bandwidth(device, 4.0 * logits)
+                   + vocab_grad / cpu_memory.bandwidth(device, vocab_grad))
+    else:
+        head_t += (logits * cross_entropy_bytes_per_logit(precision) + vocab_grad) / device.hbm_bytes_per_s
     # element-wise traffic from the activation footprint (no recomputation, this tp/sp layout)
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0

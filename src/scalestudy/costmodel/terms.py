@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, rates as cpu_collective_rates
 from scalestudy.costmodel.engines import tp_overlap
@@ -226,11 +227,12 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
 NVME_FRACTION_OF_PCIE = 0.25
 
 
-def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int
+def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0
                       ) -> tuple[float, float]:
-    """(optimizer, offload) seconds per step for `psi` parameters per model-parallel rank (a stage's own on a
-    mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the PCIe traffic
-    offloading implies."""
+    """(optimizer, offload) seconds per step for `psi` parameters in `tensors` tensors per model-parallel rank (a
+    stage's own on a mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the
+    PCIe traffic offloading implies. CPU ranks with a measured profile: the trainer's clip + torch AdamW at the
+    measured rates (costmodel/cpu_memory.py)."""
     prec = st.precision
     half = 4 if prec == "fp32" else 2
     local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
@@ -246,6 +248,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
+    elif cpu_memory.measured(dev) and tensors:
+        opt_s = cpu_memory.engine_optimizer_s(dev, st.engine, st.zero, local, tensors, dp)
     else:
         opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
     if st.offload_params != "none" and st.engine == "deepspeed":

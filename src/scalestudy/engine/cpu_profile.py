@@ -1,8 +1,9 @@
 """Measure this CPU for the cost model: micro-benchmarks plus the framework overhead of real training steps.
 
-The micro-benchmarks (engine/microbench.py, on 2 ranks: matmul rates, copy bandwidth, AdamW rate, gloo
-collectives) give the compute and link terms. What they cannot see is the fixed time PyTorch spends per operator,
-per micro-batch and per optimizer step, which dominates small models on a CPU. So this module times real training
+The micro-benchmarks (engine/microbench.py, on 2 ranks: matmul rates, copy bandwidth vs buffer size, the
+optimizer step vs parameters and tensors, gloo collectives) give the compute, memory and link terms.
+What they cannot see is the fixed time PyTorch spends per operator, per micro-batch and per optimizer step, which
+dominates small models on a CPU. So this module times real training
 steps of T5 models of the t5-tiny shape at two depths, two micro-batch sizes and two accumulation counts
 (plain PyTorch, AdamW, fp32, one process), predicts the same steps with the cost model on the measured profile, and
 fits the measured time as
@@ -177,7 +178,7 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[s
     for key, seconds in measured.items():
         engine, zero = key.rsplit("-", 1)
         # reference: collectives at the all_reduce fit's rate (what "@multi" is defined against; estimate costs
-        # the measured per-op rates and takes this excess out again: costmodel/cpu_collectives.py)
+        # the measured per-op rates and takes this excess out again: costmodel/cpu_engine.py)
         reference = replace(device, collective_time_ratio={})
         est = estimate(spec, ClusterSpec(device=reference, nodes=1, gpus_per_node=nproc),
                        Strategy(engine=engine, zero=int(zero), precision="fp32", micro_batch=micro_batch),

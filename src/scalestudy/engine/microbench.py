@@ -2,7 +2,9 @@
 
 Every rank measures at once (as in training, where all ranks compute together):
 - matmul throughput (FLOP/s per rank) vs square size and dtype;
-- memory copy bandwidth (bytes/s per rank) and the torch AdamW update rate (parameters/s per rank);
+- memory copy bandwidth (bytes/s per rank) and the torch AdamW update rate (parameters/s per rank); on CPU also
+  the copy bandwidth vs buffer size (caches vs DRAM) and the trainer's optimizer step (clip_grad_norm_ + torch
+  AdamW, single-tensor kernels as on CPU) vs parameter count and tensor count;
 - with more than one rank, collective time vs message size over the real backend (gloo on CPU, NCCL on GPU):
   all_reduce, all_gather, reduce_scatter.
 Rank 0 writes one JSON file; `scalestudy.costmodel.calibrate` turns it into a hardware profile.
@@ -78,6 +80,44 @@ def bench_adam(device: torch.device, numel: int) -> dict:
     return {"params": numel, "seconds": t, "params_per_s": numel / t}
 
 
+# Buffer sizes of the CPU copy-bandwidth curve: inside the caches up to DRAM-sized (a 38M-parameter model's fp32
+# gradients are 152 MB; on this 32 MB-L3 machine 1-4 MB copies ran at 75-107 GB/s, 64-256 MB at 26-35).
+COPY_CURVE_BYTES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20)
+# The trainer's optimizer step timed on (tensors, elements each): 1 MB tensors, as a model's weights are, 256K
+# parameters in all (state in the caches) and 16M (beyond them); many small ones for the per-tensor cost (Python
+# and kernel dispatch); and one 64 MB tensor, as DeepSpeed ZeRO steps its flat partition: AdamW's temporaries of a
+# tensor over the allocator's mmap threshold (32 MB) are faulted in afresh every step (measured ~3x slower per
+# parameter here).
+OPTIMIZER_SHAPES = ((1, 1 << 18), (64, 1 << 18), (256, 1 << 10), (1, 1 << 24))
+
+
+def bench_copy_curve(device: torch.device, sizes=COPY_CURVE_BYTES) -> list[dict]:
+    """Copy bandwidth (read + write bytes/s per rank, every rank copying at once) per buffer size."""
+    out = []
+    for nbytes in sizes:
+        row = bench_copy(device, nbytes)
+        out.append({"bytes": nbytes, "bytes_per_s": row["bytes_per_s"]})
+    return out
+
+
+def bench_optimizer(device: torch.device, shapes=OPTIMIZER_SHAPES) -> list[dict]:
+    """Seconds of the trainer's optimizer step (engine/backends/common.py: clip_grad_norm_, then torch AdamW's
+    step; on CPU torch runs AdamW tensor by tensor) per (tensors, elements per tensor)."""
+    out = []
+    for tensors, numel in shapes:
+        params = [torch.nn.Parameter(torch.randn(numel, device=device)) for _ in range(tensors)]
+        for p in params:
+            p.grad = torch.randn_like(p)
+        opt = torch.optim.AdamW(params, lr=1e-3)
+
+        def step():
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+
+        out.append({"tensors": tensors, "params": tensors * numel, "seconds": timed(step, device, reps=3)})
+    return out
+
+
 def bench_collective(op: str, nbytes: int, world: int, device: torch.device, reps: int) -> dict:
     numel = max(world, nbytes // 4 // world * world)
     x = torch.ones(numel, device=device)
@@ -124,6 +164,9 @@ def run(output: str, quick: bool) -> dict:
         result["matmul"] += bench_matmul(device, sizes, dtype, budget_s=0.5 if dtype == "fp32" else 0.05)
     result["copy"] = bench_copy(device, 16 << 20 if quick else 64 << 20)
     result["adam"] = bench_adam(device, 1 << 20 if quick else 4 << 20)
+    if device.type == "cpu":
+        result["copy_curve"] = bench_copy_curve(device)
+        result["optimizer"] = bench_optimizer(device)
     if world > 1:
         sizes_b = [4 << 10, 256 << 10, 4 << 20, 16 << 20] if quick else \
             [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 128 << 20]

@@ -64,6 +64,11 @@ class DeviceSpec:
     # per collective ("all_gather", "reduce_scatter", "all_reduce"): measured time at the calibration's largest
     # message / the link model's (alpha-beta fitted on all_reduce); {} = not measured. Read by tune's refit only.
     collective_time_ratio: dict[str, float] = field(default_factory=dict)
+    # CPU profiles (engine/microbench.py, every rank at once; costmodel/cpu_memory.py reads them): the copy bandwidth
+    # by buffer size, [[bytes, bytes/s read + write], ...] ascending (caches, then DRAM), and the trainer's optimizer
+    # step (clip_grad_norm_ + torch AdamW), [[tensors, parameters, seconds], ...]; [] = not measured
+    copy_bandwidth: list[list[float]] = field(default_factory=list)
+    optimizer_step_s: list[list[float]] = field(default_factory=list)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -353,6 +358,11 @@ def _numbers(data: dict, origin: str) -> dict:
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
         if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
             raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
+    for name, width in (("copy_bandwidth", 2), ("optimizer_step_s", 3)):
+        if name in data:
+            data[name] = _rows(data[name], width, name, origin)
+    if any(not bw > 0 for _, bw in data.get("copy_bandwidth", [])):
+        raise ScalestudyError(f"{origin}: copy_bandwidth rates must be > 0")
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
@@ -360,6 +370,13 @@ def _numbers(data: dict, origin: str) -> dict:
         if name in data and not isinstance(data[name], str):
             raise ScalestudyError(f"{origin}: {name} must be a string, got {data[name]!r}")
     return data
+
+
+def _rows(value, width: int, name: str, origin: str) -> list[list[float]]:
+    """A list of `width`-number rows (non-negative, finite), or a one-line error."""
+    if not isinstance(value, list) or any(not isinstance(r, (list, tuple)) or len(r) != width for r in value):
+        raise ScalestudyError(f"{origin}: {name} must be a list of {width}-number rows, got {value!r}")
+    return [[_num(x, name, origin) for x in r] for r in value]
 
 
 def _check_power(data: dict, origin: str) -> None:
