@@ -210,3 +210,36 @@ def test_megatron_distributed_optimizer_moves_fp32_grads_and_bf16_params():
     mega = estimate(spec, cluster, Strategy(engine="megatron", zero=1, tp=8), work)  # one rank per node: rails equal
     ds = estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=8), work)
     assert mega.dp_comm_total_s == pytest.approx(1.5 * ds.dp_comm_total_s, rel=1e-6)
+
+
+def test_megatron_pipeline_sends_sequence_parallel_backward_and_fp16_gradients():
+    """Megatron-family mechanisms (engines.yaml pipeline_scatter_gather, tp_async_backward; terms.main_grad_bytes):
+    a replicated stage boundary goes 1/tp per rank then an NVLink all-gather, a sequence-parallel one is already
+    1/tp; the sequence-parallel backward re-gather and reduce-scatter hide behind the column-parallel GEMMs; fp16
+    Megatron reduces 16-bit gradients. Other engines keep full sends, synchronous collectives, their dtypes."""
+    from scalestudy.costmodel.comm import collective, links, stage_boundary_time
+    from scalestudy.costmodel.terms import _sp_async_exposed
+
+    c = make_cluster("a100-80gb", nodes=2, gpus_per_node=8)
+    n = 64e6
+    assert stage_boundary_time(n, 8, True, False, True, c) == p2p_time(n / 8, True, c)
+    assert stage_boundary_time(n, 8, False, True, True, c) == \
+        pytest.approx(p2p_time(n / 8, True, c) + collective(1.0, n, 8, 8, links(c)))
+    assert stage_boundary_time(n, 8, False, False, True, c) == p2p_time(n, True, c)
+    assert stage_boundary_time(n, 8, False, True, True, c) < 0.3 * p2p_time(n, True, c)
+    i = 0.1
+    assert _sp_async_exposed(1.0, 4.0, 2, i) == pytest.approx((1.0 + 0.5 + 2 * i * 0.5) / 2)  # GEMMs hide both
+    assert _sp_async_exposed(1.0, 0.0, 2, i) == pytest.approx((1.0 + 1.5) / 2)  # nothing to hide behind
+    spec, work = get_model("llama-13b"), Workload(global_batch=64, seq_len=2048)
+    plain = Strategy(engine="ddp", tp=8, pp=2, sequence_parallel=False)  # torch pipelining: whole tensors
+    a, b, ds = (estimate(spec, c, plain.replace(engine=e, zero=z), work)
+                for e, z in (("ddp", 0), ("megatron", 0), ("deepspeed", 1)))
+    assert b.pp_comm_s < 0.5 * a.pp_comm_s and ds.pp_comm_s == b.pp_comm_s  # DeepSpeed partitions its sends too
+    assert b.tp_comm_s == a.tp_comm_s  # no SP: synchronous all-reduces everywhere
+    sp_ddp, sp_mega = (estimate(spec, c, s.replace(sequence_parallel=True), work) for s in (plain, plain.replace(
+        engine="megatron")))
+    assert sp_mega.tp_comm_s < 0.9 * sp_ddp.tp_comm_s and sp_mega.compute_s == sp_ddp.compute_s
+    wide = make_cluster("a100-80gb", nodes=4, gpus_per_node=8)
+    fp16, bf16 = (estimate(spec, wide, Strategy(engine="megatron", zero=0, tp=8, precision=p), work)
+                  for p in ("fp16", "bf16"))
+    assert fp16.dp_comm_total_s < 0.55 * bf16.dp_comm_total_s

@@ -114,6 +114,22 @@ def p2p_time(nbytes: float, cross_node: bool, cluster: ClusterSpec) -> float:
     return nbytes / intra_bw + intra_lat
 
 
+def stage_boundary_time(nbytes: float, tp: int, sequence_parallel: bool, scatter_gather: bool, cross_node: bool,
+                        cluster: ClusterSpec) -> float:
+    """One transfer of a pipeline stage boundary (`nbytes`: a micro-batch's full activation or its gradient) from
+    each tensor-parallel rank of one stage to its peer on the next, all tp pairs at once over their own links.
+
+    Under sequence parallelism each rank holds 1/tp of the sequence and sends only that. Otherwise the tensor is
+    replicated on the tp ranks: with `scatter_gather` (Megatron-LM's scatter/gather optimisation, Narayanan et al.
+    2021 Sec. 4.1; engines.yaml pipeline_scatter_gather) each rank sends 1/tp of it and the receiving stage
+    all-gathers the pieces over NVLink; without it (DeepSpeed's pipeline engine) every rank sends all of it."""
+    if tp > 1 and sequence_parallel:
+        return p2p_time(nbytes / tp, cross_node, cluster)
+    if tp > 1 and scatter_gather:
+        return p2p_time(nbytes / tp, cross_node, cluster) + collective(1.0, nbytes, tp, tp, links(cluster))
+    return p2p_time(nbytes, cross_node, cluster)
+
+
 def dp_comm_volume(psi: float, engine: str, zero: int, grad_accum: int, grad_bytes: float, param_bytes: float
                    ) -> dict[str, float]:
     """Bytes each data-parallel rank must move per optimizer step, in units of ring traffic of the full buffer.

@@ -23,6 +23,8 @@ class EngineComm:
     reduce_bucket_elems: float
     allgather_bucket_elems: float
     stage3_prefetch_elems: float
+    pipeline_scatter_gather: bool  # pipeline sends split over the tp ranks, all-gathered after (comm.stage_boundary_time)
+    tp_async_backward: bool  # sequence-parallel backward collectives overlap the linear GEMMs (terms._sp_async_exposed)
 
 
 @lru_cache(maxsize=1)
@@ -46,7 +48,9 @@ def engine_table() -> dict[str, EngineComm]:
             regather_on_recompute=bool(row["regather_on_recompute"]), prefetch_layers=int(row["prefetch_layers"]),
             reduce_bucket_elems=float(row["reduce_bucket_elems"]),
             allgather_bucket_elems=float(row["allgather_bucket_elems"]),
-            stage3_prefetch_elems=float(row["stage3_prefetch_elems"]))
+            stage3_prefetch_elems=float(row["stage3_prefetch_elems"]),
+            pipeline_scatter_gather=bool(row["pipeline_scatter_gather"]),
+            tp_async_backward=bool(row["tp_async_backward"]))
     return out
 
 

@@ -10,7 +10,7 @@ pipeline stages outermost.
 from __future__ import annotations
 
 from scalestudy.costmodel.breakdown import FLOPS_CONVENTION, SCHEMA, Estimate  # noqa: F401  (re-exported)
-from scalestudy.costmodel.comm import links, p2p_time
+from scalestudy.costmodel.comm import links, stage_boundary_time
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
@@ -76,12 +76,13 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     fwd, bwd = ct.forward * busiest, ct.backward * busiest
     stage = fwd + bwd + ct.head
     lk = links(cluster)
-    tp_mb = _tp_comm(st, ct, busiest, tp, lk) if tp > 1 else 0.0
+    tp_mb = _tp_comm(st, ct, busiest, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
-        boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+        boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
         # interleaving sends each micro-batch across v times as many stage boundaries
-        pp_mb = 2.0 * v * p2p_time(boundary, tp * dp >= gpn and cluster.nodes > 1, cluster)
+        pp_mb = 2.0 * v * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather,
+                                              tp * dp >= gpn and cluster.nodes > 1, cluster)
     slot = stage + tp_mb + pp_mb
     bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
     compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, bubble_slots * slot

@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalestudy.costmodel.breakdown import Estimate
-from scalestudy.costmodel.comm import collective, links, p2p_time
+from scalestudy.costmodel.comm import collective, links, stage_boundary_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead
 from scalestudy.costmodel.engines import engine_comm
@@ -212,13 +212,14 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     tp, pp, prec = st.tp, st.pp, st.precision
     s, t = workload.seq_len, target_length(model, workload)
     flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
-    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
     cross = tp * dp >= cluster.gpus_per_node and cluster.nodes > 1
+    gather = engine_comm(st.engine).pipeline_scatter_gather
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal)
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
-        fixed = 2.0 * p2p_time(boundary, cross, where.cluster) if pp > 1 else 0.0
+        fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
     return out
 
@@ -251,7 +252,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     model_f_seq = step_flops_per_sequence(model, s, t, "none")
     hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute)
     params_total = param_count(model)
-    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec] / (tp if sp else 1)
+    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
     cross = tp * dp >= gpn and cluster.nodes > 1
     out, start = [], 0
     for k, n in enumerate(split):
@@ -262,8 +263,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
         lk = links(sub)
-        tp_mb = _tp_comm(st, ct, share, tp, lk) if tp > 1 else 0.0
-        pp_mb = 2.0 * p2p_time(boundary, cross, sub) if pp > 1 else 0.0
+        tp_mb = _tp_comm(st, ct, share, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
+        pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters

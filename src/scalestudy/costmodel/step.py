@@ -3,7 +3,10 @@ pipeline communication, the 1F1B bubble, data-parallel / ZeRO communication with
 optimizer update and ZeRO-Offload transfers.
 
 Overlap model (what hides behind what):
-- tensor-parallel all-reduces and pipeline sends: on the critical path (Megatron-LM runs them synchronously);
+- tensor-parallel all-reduces and pipeline sends: on the critical path (Megatron-LM runs them synchronously),
+  except the sequence-parallel backward re-gather / reduce-scatter of Megatron-family linear layers, which hide
+  behind their dgrad / wgrad GEMMs (engines.yaml tp_async_backward); a stage boundary replicated over the tp
+  ranks goes 1/tp per rank plus an NVLink all-gather where the engine scatters it (pipeline_scatter_gather);
 - pipeline: (m + pp - 1) slots of one micro-batch's time on the busiest stage, i.e. a bubble of (pp-1)/m for 1F1B and
   GPipe, (pp-1)/(v m) for the interleaved schedule with v model chunks per device (Narayanan et al. 2021);
 - data-parallel gradient reduction (DDP, ZeRO-0/1/2): bucketed, it overlaps the backward pass of the micro-batch it
@@ -32,7 +35,10 @@ from scalestudy.costmodel.op_checkpoint import recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
-OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed; pipeline bubble (pp-1) micro-batch slots (1F1B, GPipe) "
+OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family sequence-parallel backward "
+                 "collectives beside the dgrad/wgrad GEMMs, engines.yaml tp_async_backward; pipeline sends "
+                 "scattered over tp ranks + all-gathered where the engine does, pipeline_scatter_gather); "
+                 "pipeline bubble (pp-1) micro-batch slots (1F1B, GPipe) "
                  "or (pp-1)/v (interleaved); DP gradient reduction overlaps the backward of the micro-batch it follows "
                  "when overlap_grad_comm (ZeRO-2: every micro-batch's) except the last bucket and the input "
                  "embedding's gradient; ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, rates as cpu_collective_rates
-from scalestudy.costmodel.engines import tp_overlap
+from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence
 from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
@@ -78,13 +78,25 @@ def _exposed(compute: float, comm: float, interference: float) -> float:
     return max(0.0, comm - compute) + interference * min(compute, comm)
 
 
+def main_grad_bytes(st: Strategy) -> int:
+    """Bytes per gradient element as the engine reduces it: DDP under autocast holds fp32 gradients; Megatron's
+    main-gradient buffer is fp32 for bf16 (Megatron-LM forces --accumulate-allreduce-grads-in-fp32 with bf16) and
+    fp32 runs, but 16-bit for fp16 (that flag is off by default: Megatron-LM arguments.py since 2021, Megatron-Core
+    distrib_optimizer.md's fp16 rows); DeepSpeed and FSDP reduce in the compute dtype."""
+    if st.precision == "fp32" or st.engine == "ddp":
+        return 4
+    if st.engine == "megatron":
+        return 2 if st.precision == "fp16" else 4
+    return 2
+
+
 def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bool, cluster: ClusterSpec) -> float:
     """Seconds per step to keep a tied embedding equal on the first and the last pipeline stage: their copies'
     gradients are all-reduced between the two stages after the backward, before the optimizer step (Megatron-LM
     `_allreduce_word_embedding_grads`, fp32 main gradients; DeepSpeed pipeline tied-module all-reduce of the
     gradients). A two-rank all-reduce moves the whole vocab/tp x d gradient once each way; every tensor x data
     parallel rank pair does its own at once, each over its own link share."""
-    grad_bytes = 4 if (st.engine in ("ddp", "megatron") or st.precision == "fp32") else 2
+    grad_bytes = main_grad_bytes(st)
     nbytes = model.vocab_size // tp * model.d_model * grad_bytes
     return p2p_time(nbytes, cross_node, cluster)
 
@@ -131,7 +143,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         per_mb = min(fwd_comm, _exposed(fwd, fwd_comm, interference) + first)
         per_mb += min(bwd_comm, _exposed(bwd, bwd_comm, interference) + (first if bwd_gathers else 0.0))
         return ga * per_mb, total
-    grad_bytes = 4 if st.engine in ("ddp", "megatron") else half  # fp32 (main-)gradient buffers
+    grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails
     # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
     reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
@@ -182,18 +194,40 @@ def _param_gather_exposed(gather: float, buckets: int, window: float, interferen
     return first + max(0.0, rest - window) + interference * min(window, rest)
 
 
-def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple) -> float:
+def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple, interference: float) -> float:
     """Tensor-parallel communication seconds on the critical path per micro-batch, on a stage holding `share` of
     the layers: one all-reduce volume (all-gather + reduce-scatter under sequence parallelism) per sublayer and pass
     (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the adjacent GEMMs cannot hide
-    (_tp_overlap_exposed)."""
+    (_tp_overlap_exposed), or under sequence parallelism on an engine whose linear layers overlap their backward
+    collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot hide (_sp_async_exposed)."""
     per_op = collective(2.0, ct.tp_bytes, tp, tp, lk)
-    if not st.tp_comm_overlap or ct.linear <= 0.0:
-        return ct.tp_ops * share * per_op
     passes = 3 if st.recompute == "full" else 2  # as step.compute_times counts tp_ops
+    if ct.linear <= 0.0:
+        return ct.tp_ops * share * per_op
     gemm = ct.linear * passes / ct.tp_ops  # forward linear-GEMM seconds of one sublayer
-    ov = tp_overlap()
-    return ct.tp_ops * share * _tp_overlap_exposed(per_op, gemm, passes, ov.pipeline_splits, ov.interference)
+    if st.tp_comm_overlap:
+        ov = tp_overlap()
+        return ct.tp_ops * share * _tp_overlap_exposed(per_op, gemm, passes, ov.pipeline_splits, ov.interference)
+    if st.sequence_parallel and engine_comm(st.engine).tp_async_backward:
+        return ct.tp_ops * share * _sp_async_exposed(per_op, gemm, passes, interference)
+    return ct.tp_ops * share * per_op
+
+
+def _sp_async_exposed(comm: float, gemm: float, passes: int, interference: float) -> float:
+    """Exposed seconds per sublayer collective pair (all-gather + reduce-scatter, `comm` s) under sequence
+    parallelism in Megatron-LM / apex (LinearWithGradAccumulationAndAsyncCommunication; Korthikanti et al. 2022
+    Sec. 4.2.2), averaged over the passes.
+
+    Forward (and a full recompute's forward): the all-gather before the column-parallel linear and the
+    reduce-scatter after the row-parallel one are synchronous: exposed. Backward: the row-parallel linear's gradient
+    all-gather is synchronous (comm / 2); the column-parallel linear re-gathers its sequence-sharded input (an extra
+    comm / 2, the full input is not kept) asynchronously beside its dgrad GEMM, and reduce-scatters its input
+    gradient beside its wgrad GEMM -- each of those GEMMs about half the sublayer's forward linear time (`gemm` / 2).
+    Every overlapped second costs `interference` of GEMM time (NCCL kernels on SMs)."""
+    col = gemm / 2.0
+    half = comm / 2.0
+    bwd = half + 2.0 * (max(0.0, half - col) + interference * min(half, col))
+    return ((passes - 1) * comm + bwd) / passes
 
 
 def _tp_overlap_exposed(comm: float, gemm: float, passes: int, splits: int, interference: float) -> float:
