@@ -120,4 +120,3 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),
         peak_flops=peak,
     )
-
