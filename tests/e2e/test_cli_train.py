@@ -64,6 +64,7 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
     assert summary["warmup_steps_excluded"] == 2 and summary["measured_steps"] == 3
     assert summary["median_step_s"] > 0 and 0 < summary["median_mfu"] < 1
     assert "measured fp32 matmul" in summary["mfu_peak_source"]
+    assert summary["attn_implementation"] == "sdpa"  # Strategy.attention flash (the default), as built
     # TensorBoard holds the same per-step curves as metrics.jsonl
     for key in ("loss", "lr", "step_s"):
         assert tensorboard_scalars(tmp_path / "full", f"train/{key}") == pytest.approx(
@@ -98,9 +99,12 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
 def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
     proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
                       "--engine", "ddp", "--nproc", "1", "--steps", "150", "--micro-batch", "16", "--lr", "3e-3",
-                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"))
+                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"),
+                      "--set", "attention=eager")  # the materialised softmax learns alike
     assert proc.returncode == 0, proc.stderr[-3000:]
-    losses = json.loads((tmp_path / "run" / "summary.json").read_text())["losses"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["attn_implementation"] == "eager" and summary["strategy"]["attention"] == "eager"
+    losses = summary["losses"]
     late = sum(losses[-20:]) / 20
     # Below the uniform-guess loss ln(8192) = 9.01 by a wide margin, and far below the start.
     assert late < 7.5 and late < 0.5 * losses[0], (losses[0], late)

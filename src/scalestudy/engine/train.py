@@ -169,7 +169,8 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
 
     # tp/pp runs build shapes only (meta device); each rank materialises its own pieces with the same values.
     model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout,
-                        device="meta" if needs_hybrid(strategy) else None)
+                        device="meta" if needs_hybrid(strategy) else None, attention=strategy.attention)
+    attn_implementation = model.config._attn_implementation  # what Strategy.attention became (sdpa / eager)
     builds = pending_builds(strategy.engine, strategy.offload_optimizer, cuda) if ctx.is_main else []
     if builds:  # a minute or more of silence otherwise
         print(announcement(builds), flush=True)
@@ -194,8 +195,9 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     steps = cfg.workload.steps
     if start > steps or start == steps and (out / metrics.SUMMARY).exists():  # see checkpoint.check_resumable
         raise ScalestudyError(f"--resume: the checkpoint is at step {start}; raise --steps above it to continue")
-    resolved = {**cfg.resolved().to_dict(), "layout": {"world_size": ctx.world_size, "dp": layout.dp,
-                                                       "grad_accum": layout.grad_accum}}  # for TensorBoard
+    resolved = cfg.resolved().to_dict()  # for TensorBoard, with what the run derived from it
+    resolved["model"]["attn_implementation"] = attn_implementation
+    resolved["layout"] = {"world_size": ctx.world_size, "dp": layout.dp, "grad_accum": layout.grad_accum}
     logger = metrics.MetricsLogger(out, ctx.is_main, steps, start, cfg.output.progress, strategy.label, resolved)
     try:
         for step in range(start + 1, steps + 1):
@@ -220,6 +222,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
             "engine_backend": backend.name,
             "model": spec.name,
             "model_spec": spec.to_dict(),
+            "attn_implementation": attn_implementation,  # Hugging Face attention of strategy.attention
             "objective": cfg.data.objective,
             "world_size": ctx.world_size,
             "dp": layout.dp,
