@@ -12,14 +12,14 @@ from pathlib import Path
 WORKER = Path(__file__).with_name("strategies_worker.py")
 
 
-def run_worker(out: Path, mode: str, strategies: list[str], *, tokenizer: str | None = None, nproc: int = 2,
-               timeout: int = 400) -> dict:
+def run_worker(out: Path, strategies: list[str], *, tokenizer: str | None = None, nproc: int = 2,
+               timeout: int = 900) -> dict:
     """Results of one torchrun launch training `strategies` one after the other (see strategies_worker.py)."""
     if tokenizer:
         shutil.copy(tokenizer, out / "tokenizer.json")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           str(WORKER), str(out), mode, *strategies]
+           str(WORKER), str(out), *strategies]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads((out / "results.json").read_text())

@@ -1,12 +1,13 @@
-"""Runs several strategies inside ONE torchrun launch (start-up paid once) and writes their loss curves.
+"""Trains several strategies inside ONE torchrun launch (start-up paid once) and writes their loss curves.
 
-Usage (under torchrun): strategies_worker.py OUT MODE STRATEGY... with STRATEGY `engine:zero[:extra...]`, e.g.
+Usage (under torchrun): strategies_worker.py OUT STRATEGY... with STRATEGY `engine:zero[:extra...][+resume]`, e.g.
 `deepspeed:3`, `ddp:1`, `deepspeed:3:full` (activation checkpointing), `deepspeed:2:offload` (optimizer states and
 step on the CPU: DeepSpeed's CPU Adam), `deepspeed:3:offload:params` (parameters offloaded too).
-MODE `losses`: train each strategy for STEPS steps from the same seed.
-MODE `resume`: per strategy, one uninterrupted run, and one killed after step 3 (checkpoint at 3) then resumed.
+Each strategy trains STEPS steps from the same seed. `+resume` also runs it killed after step 3 (checkpoint at 3)
+and resumed: the uninterrupted curve to compare with is the strategy's own `losses` (the same configuration).
 OUT/tokenizer.json is used when present (rank 0 trains it into OUT otherwise).
-Rank 0 writes OUT/results.json: {strategy: {"losses": [...], ...}}.
+Rank 0 writes OUT/results.json: {strategy: {"losses": [...], "peak_mem_bytes": ..., "engine_backend": ...,
+and with +resume "resumed": [...], "resumed_from": step}}.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -40,7 +42,7 @@ def strategy_config(out: Path, item: str) -> RunConfig:
 
 def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
-    out, mode, strategies = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    out, items = Path(sys.argv[1]), sys.argv[2:]
     ctx = setup_distributed()
     # The corpus is read and tokenized once for all strategies.
     base = strategy_config(out, "ddp:0")
@@ -48,24 +50,27 @@ def main() -> None:
         base = base.replace(tokenizer=None)
     prepared = load_data(base, ctx, out)
     results = {}
-    for item in strategies:
-        cfg = strategy_config(out, item)
-        if mode == "losses":
-            summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
-            if ctx.is_main:
-                results[item] = {"losses": summary["losses"], "peak_mem_bytes": summary["peak_mem_bytes"],
-                                 "engine_backend": summary["engine_backend"]}
-            continue
-        full = run_training(cfg.replace(output=cfg.output.dir + "-full"), ctx, prepared)
-        killed = cfg.output.dir + "-killed"
-        try:
-            run_training(cfg.replace(output=killed, save_every=3, crash_after_step=3), ctx, prepared)
-        except SimulatedCrash:
-            pass
-        resumed = run_training(cfg.replace(output=killed, resume=True), ctx, prepared)
+    for item in items:
+        name, _, option = item.partition("+")
+        t0 = time.perf_counter()
+        if ctx.is_main:  # which strategy a traceback in the launch's output belongs to
+            print(f"strategy {name}", flush=True)
+        cfg = strategy_config(out, name)
+        summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
         if ctx.is_main:
-            results[item] = {"full": full["losses"], "resumed": resumed["losses"],
-                             "resumed_from": resumed["resumed_from_step"]}
+            results[name] = {"losses": summary["losses"], "peak_mem_bytes": summary["peak_mem_bytes"],
+                             "engine_backend": summary["engine_backend"]}
+        if option == "resume":
+            killed = cfg.output.dir + "-killed"
+            try:
+                run_training(cfg.replace(output=killed, save_every=3, crash_after_step=3), ctx, prepared)
+            except SimulatedCrash:
+                pass
+            resumed = run_training(cfg.replace(output=killed, resume=True), ctx, prepared)
+            if ctx.is_main:
+                results[name].update(resumed=resumed["losses"], resumed_from=resumed["resumed_from_step"])
+        if ctx.is_main:
+            results[name]["wall_s"] = time.perf_counter() - t0
     if ctx.is_main:
         (out / "results.json").write_text(json.dumps(results))
     teardown_distributed()
