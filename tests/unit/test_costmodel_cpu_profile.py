@@ -137,3 +137,25 @@ def test_per_stage_model_takes_the_measured_collectives_out_of_the_multi_rank_ov
     assert staged.stages and staged.framework_s == pytest.approx(plain.framework_s, rel=1e-9)
     assert plain.framework_s < 2 * (2 * 2 + 3 * 2) * 0.012  # the collectives' excess is out of "@multi"
 
+
+
+def test_gloo_collectives_are_priced_at_their_measured_ratio_for_their_message_size():
+    """cpu_collectives.rate: the calibration's measured / modelled ratio at the collective's own message size
+    (interpolated in log2 size, clamped), the largest message's without a by-size table, 1 when not measured; a
+    model of small per-layer gathers (gpt2-tiny under FSDP) pays the small-message ratio, not the 16 MB one."""
+    from scalestudy.costmodel import cpu_collectives
+
+    base = replace(get_device("local-cpu"), collective_time_ratio={"all_gather": 2.0, "reduce_scatter": 2.0})
+    dev = replace(base, collective_ratio_by_size={"all_gather": [[4096, 0.5], [16 << 20, 2.0]],
+                                                  "reduce_scatter": [[4096, 0.5], [16 << 20, 2.0]]})
+    assert cpu_collectives.rate(dev, "all_gather", 4096) == 0.5 and cpu_collectives.rate(dev, "all_gather", 1e12) == 2.0
+    assert cpu_collectives.rate(dev, "all_gather", 2 ** 18) == pytest.approx(1.25)  # halfway in log2 size
+    assert cpu_collectives.rate(base, "all_gather", 4096) == 2.0
+    assert cpu_collectives.rate(replace(dev, collective_time_ratio={}), "all_gather", 4096) == 1.0
+
+    def comm(device):
+        return estimate(get_model("gpt2-tiny"), ClusterSpec(device=device, nodes=1, gpus_per_node=2),
+                        Strategy(engine="fsdp", zero=3, precision="fp32", micro_batch=1), Workload(16, 128, 0)
+                        ).dp_comm_total_s
+
+    assert comm(dev) < comm(base)

@@ -65,6 +65,10 @@ def test_profile_from_microbench_and_yaml_round_trip(tmp_path):
     assert dev.collective_time_ratio["all_reduce"] == pytest.approx(1.0, rel=1e-3)
     assert dev.collective_time_ratio["reduce_scatter"] == pytest.approx(4.0, rel=1e-3)
     assert dev.collective_time_ratio["all_gather"] == 20.0  # 1 s for 1 MB: clipped at 20x
+    # CPU: the ratio at every measured size as well (cpu_collectives.rate looks a collective's size up in it)
+    assert [b for b, _ in dev.collective_ratio_by_size["all_reduce"]] == [4 << 10, 256 << 10, 4 << 20, 16 << 20]
+    assert all(r == pytest.approx(1.0, rel=1e-3) for _, r in dev.collective_ratio_by_size["all_reduce"])
+    assert dev.collective_ratio_by_size["reduce_scatter"] == [[16 << 20, pytest.approx(4.0, rel=1e-3)]]
     path = save_profile(dev, tmp_path / "p.yaml")
     assert get_device(str(path)) == dev
     assert not list(Path(tmp_path).glob("*.tmp"))

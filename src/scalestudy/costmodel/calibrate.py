@@ -94,6 +94,24 @@ def collective_time_ratios(collectives: list[dict], world: int, alpha: float, ba
     return out
 
 
+def collective_ratio_curves(collectives: list[dict], world: int, alpha: float, bandwidth: float
+                            ) -> dict[str, list[list[float]]]:
+    """`collective_time_ratios` at every measured message size: {op: [[bytes, measured / modelled], ...]}, the
+    ratios clipped as there. A gloo collective's cost is not one factor off the all_reduce fit at every size: the
+    fit's latency comes from the smallest messages' noise, while large reduce-scatters fall far behind it."""
+    out: dict[str, list[list[float]]] = {}
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        hops = 2 * (world - 1) if op == "all_reduce" else world - 1
+        rows = []
+        for c in sorted((c for c in collectives if c["op"] == op), key=lambda c: c["bytes"]):
+            model = hops * alpha + hops / world * c["bytes"] / bandwidth
+            if model > 0 and c["seconds"] > 0 and world >= 2:
+                rows.append([float(c["bytes"]), round(min(20.0, max(0.25, c["seconds"] / model)), 3)])
+        if rows:
+            out[op] = rows
+    return out
+
+
 def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSpec:
     """A DeviceSpec from micro-benchmark results; what was not measured keeps the base device's value."""
     if not meas.get("matmul"):
@@ -122,6 +140,8 @@ def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSp
         changes["intra_node_latency_s"] = float(f"{alpha:.4g}")
         changes["intra_node_bytes_per_s"] = float(f"{bw:.4g}")
         changes["collective_time_ratio"] = collective_time_ratios(meas["collectives"], world, alpha, bw)
+        if meas.get("device") == "cpu":  # gloo: the ratio moves with the message size (cpu_collectives.rate)
+            changes["collective_ratio_by_size"] = collective_ratio_curves(meas["collectives"], world, alpha, bw)
     sources = [f"calibrated by `scalestudy calibrate` from micro-benchmarks on {world} rank(s) "
                f"({meas.get('device', '?')}, {meas.get('threads', '?')} thread(s)/rank, torch {meas.get('torch', '?')})",
                f"unmeasured fields from {base.name}"]

@@ -1,9 +1,11 @@
-"""gloo collectives at their measured per-op rates in CPU estimates (DeviceSpec.collective_time_ratio).
+"""gloo collectives at their measured per-op rates in CPU estimates (DeviceSpec.collective_time_ratio, and by message
+size DeviceSpec.collective_ratio_by_size: `rate`).
 
 The alpha-beta link model is fitted on all_reduce timings; on one-thread gloo ranks the same calibration measured
 reduce_scatter at ~4x and all_gather at ~1.4x that fit's time for a 16 MB message (calibrate.collective_time_ratios).
 ZeRO-2/3 and FSDP move their gradients with reduce_scatter and their parameters with all_gather, so on CPU devices
-estimate.py costs each data-parallel collective at its own measured rate (`rates`). GPU devices do not carry the
+estimate.py costs each data-parallel collective at its own measured rate for its message size (`rate`: small gloo
+messages cost far less than the fit's latency, fitted on the smallest messages' noise, says). GPU devices do not carry the
 ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and keep the link model.
 
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
@@ -14,10 +16,11 @@ at the profile's own configuration is the one measured, and elsewhere the excess
 
 from __future__ import annotations
 
+from scalestudy.costmodel.cpu_memory import interp_log2
+
 # How engine/cpu_profile.py times the engines on several ranks (its "@multi" overheads): t5-tiny, micro-batch 2,
 # accumulation 2, seq 64+16 (engine/cpu_profile.SEQ_LEN / TARGET_LEN), fp32, 2 ranks.
 PROFILE_MULTI = dict(model="t5-tiny", micro_batch=2, accum=2, seq=64, target=16, nproc=2)
-_NONE = (1.0, 1.0, 1.0)
 
 
 def measured(device) -> bool:
@@ -25,12 +28,16 @@ def measured(device) -> bool:
     return device.kind == "cpu" and bool(device.collective_time_ratio)
 
 
-def rates(device) -> tuple[float, float, float]:
-    """(all_reduce, all_gather, reduce_scatter) measured / modelled time on a CPU device; 1 where not measured."""
-    r = device.collective_time_ratio
+def rate(device, op: str, nbytes: float) -> float:
+    """Measured / modelled time of one `op` collective whose full buffer is `nbytes` on a CPU device: the
+    calibration's ratio at that message size (DeviceSpec.collective_ratio_by_size, interpolated in log2 size,
+    clamped at the measured sizes), else at its largest message; 1 where not measured."""
     if not measured(device):
-        return _NONE
-    return r.get("all_reduce", 1.0), r.get("all_gather", 1.0), r.get("reduce_scatter", 1.0)
+        return 1.0
+    curve = device.collective_ratio_by_size.get(op)
+    if not curve:
+        return device.collective_time_ratio.get(op, 1.0)
+    return interp_log2(sorted((b, r) for b, r in curve), max(nbytes, 1.0))
 
 
 def broadcast_latency(device, tensors: int, dp: int) -> float:

@@ -4,7 +4,7 @@ explicitly: one definition for estimate() and the per-stage model (costmodel/sta
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine cost
 on several ranks beyond the model with the all_reduce fit's collective rates, at one configuration
 (cpu_collectives.PROFILE_MULTI): it already holds the collectives' excess there. The cost model now prices each
-collective at its measured rate (cpu_collectives.rates), so `multi_overhead` takes that excess out again: the step at
+collective at its measured rate (cpu_collectives.rate), so `multi_overhead` takes that excess out again: the step at
 the profile's own configuration is the one measured, elsewhere the excess scales with the collectives. The
 reference is the data-parallel communication of terms.py at the profile's configuration (what estimate() costs
 there), computed here without estimate() itself, so stages.py can use it without an import circle.
@@ -47,7 +47,9 @@ def _probe_comm_total(device, engine: str, zero: int) -> float:
 
 def profile_comm_excess(device, engine: str, zero: int) -> float:
     """Seconds per sublayer per micro-step of the engine's "@multi" overhead that are its collectives running at
-    their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios)."""
+    their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios;
+    negative where the measured rates at its message sizes beat the fit: then the overhead holds less comm than
+    the fit said and gets that back)."""
     if not measured(device):
         return 0.0
     key = (id(device), engine, zero)
@@ -61,7 +63,7 @@ def profile_comm_excess(device, engine: str, zero: int) -> float:
     rated = _probe_comm_total(device, engine, zero)
     plain = _probe_comm_total(replace(device, collective_time_ratio={}), engine, zero)
     sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
-    excess = max(0.0, rated - plain) / (p["accum"] * sublayers)
+    excess = (rated - plain) / (p["accum"] * sublayers)  # < 0: the measured rates are faster than the fit
     _EXCESS[key] = (device, excess)
     return excess
 
@@ -72,7 +74,7 @@ def multi_overhead(device, engine: str, zero: int) -> float:
     per = device.engine_overhead_s.get(f"{engine}-{zero}@multi", 0.0)
     if per <= 0.0:
         return 0.0
-    return per - min(per, profile_comm_excess(device, engine, zero))
+    return max(0.0, per - profile_comm_excess(device, engine, zero))
 
 
 

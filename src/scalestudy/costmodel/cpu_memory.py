@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 
-def _interp_log2(points: list[tuple[float, float]], x: float) -> float:
+def interp_log2(points: list[tuple[float, float]], x: float) -> float:
     """Linear interpolation in log2(x) through ascending (x, y) points, clamped at both ends."""
     if x <= points[0][0]:
         return points[0][1]
@@ -38,7 +38,7 @@ def bandwidth(device, nbytes: float) -> float:
     in log2 size, clamped); `hbm_bytes_per_s` where no curve was measured."""
     if device.kind != "cpu" or not device.copy_bandwidth or nbytes <= 0:
         return device.hbm_bytes_per_s
-    return _interp_log2(sorted((b, r) for b, r in device.copy_bandwidth), nbytes)
+    return interp_log2(sorted((b, r) for b, r in device.copy_bandwidth), nbytes)
 
 
 def copy_s(device, nbytes: float, copies: float = 1.0) -> float:
@@ -85,8 +85,8 @@ def optimizer_step_s(device, params: float, tensors: int) -> float:
     if tensors <= 1 and params > FLAT_TENSOR_ELEMS:  # one tensor over the mmap threshold: its measured rate
         flat = [s / p for t, p, s in device.optimizer_step_s if t == 1 and p > FLAT_TENSOR_ELEMS]
         if flat:
-            return params * max(flat[0], _interp_log2(rates, params))
-    return params * _interp_log2(rates, params) + max(0, tensors - 1) * per_tensor
+            return params * max(flat[0], interp_log2(rates, params))
+    return params * interp_log2(rates, params) + max(0, tensors - 1) * per_tensor
 
 
 def engine_optimizer_s(device, engine: str, zero: int, local: float, tensors: int, dp: int) -> float:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time
-from scalestudy.costmodel.cpu_collectives import broadcast_latency, rates as cpu_collective_rates
+from scalestudy.costmodel.cpu_collectives import broadcast_latency, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence
 from scalestudy.costmodel.memory import activation_bytes
@@ -127,9 +127,9 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
             elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
         gather = gather_time(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
         reduce = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails, nlayers)
-        if cpu:  # gloo's all_gather / reduce_scatter at their measured rates (costmodel/cpu_collectives.py)
-            _, r_ag, r_rs = cpu_collective_rates(cluster.device)
-            gather, reduce = gather * r_ag, reduce * r_rs
+        if cpu:  # gloo's all_gather / reduce_scatter at their measured rates for these message sizes
+            gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
+            reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * half / max(1, nlayers))
         bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
         if st.recompute == "full" and eng.regather_on_recompute:
             bwd_gathers += 1
@@ -157,9 +157,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     else:
         rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
         ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
-    if cpu:  # gloo's collectives at their measured rates (costmodel/cpu_collectives.py)
-        r_ar, r_ag, r_rs = cpu_collective_rates(cluster.device)
-        ar, rs, ag = ar * r_ar, rs * r_rs, ag * r_ag
+    if cpu:  # gloo's collectives at their measured rates for these message sizes (costmodel/cpu_collectives.py)
+        dev, bucket = cluster.device, psi * grad_bytes / reduce_buckets
+        ar *= cpu_collective_rate(dev, "all_reduce", bucket)
+        rs *= cpu_collective_rate(dev, "reduce_scatter", bucket)
+        ag *= cpu_collective_rate(dev, "all_gather", psi * (4 if st.engine == "ddp" else half) / gather_buckets)
         if st.engine == "ddp" and st.zero == 1 and shape.zero3 is not None:  # one broadcast per parameter tensor
             ag += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
     reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1

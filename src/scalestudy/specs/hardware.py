@@ -69,6 +69,10 @@ class DeviceSpec:
     # step (clip_grad_norm_ + torch AdamW), [[tensors, parameters, seconds], ...]; [] = not measured
     copy_bandwidth: list[list[float]] = field(default_factory=list)
     optimizer_step_s: list[list[float]] = field(default_factory=list)
+    # CPU profiles: collective_time_ratio at every measured message size, {op: [[bytes, ratio], ...]} ascending (gloo's
+    # small messages cost far less than the all_reduce fit's latency says, its large reduce-scatters far more); {}
+    # = only the largest message's (collective_time_ratio)
+    collective_ratio_by_size: dict[str, list[list[float]]] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -363,6 +367,14 @@ def _numbers(data: dict, origin: str) -> dict:
             data[name] = _rows(data[name], width, name, origin)
     if any(not bw > 0 for _, bw in data.get("copy_bandwidth", [])):
         raise ScalestudyError(f"{origin}: copy_bandwidth rates must be > 0")
+    if "collective_ratio_by_size" in data:
+        curves = data["collective_ratio_by_size"]
+        if not isinstance(curves, dict):
+            raise ScalestudyError(f"{origin}: collective_ratio_by_size must map collectives to [bytes, ratio] rows")
+        data["collective_ratio_by_size"] = {str(k): _rows(v, 2, f"collective_ratio_by_size.{k}", origin)
+                                            for k, v in curves.items()}
+        if any(not r > 0 for v in data["collective_ratio_by_size"].values() for _, r in v):
+            raise ScalestudyError(f"{origin}: collective_ratio_by_size ratios must be > 0")
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
