@@ -159,3 +159,20 @@ def test_gloo_collectives_are_priced_at_their_measured_ratio_for_their_message_s
                         ).dp_comm_total_s
 
     assert comm(dev) < comm(base)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("copy_bandwidth", "x", "list of 2-number rows"), ("copy_bandwidth", [[0, 5e9]], "must be > 0"),
+    ("optimizer_step_s", [[1, 2]], "3-number rows"), ("optimizer_step_s", [[0, 2, 1e-3]], ">= 1 tensor"),
+    ("collective_ratio_by_size", [1], "map collectives"), ("collective_ratio_by_size", {"all_gather": [[0, 1]]},
+                                                          "must be > 0"),
+])
+def test_profile_memory_and_ratio_tables_reject_bad_rows_in_one_line(field, value, says):
+    from dataclasses import asdict
+
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.hardware import _device_from_dict
+
+    with pytest.raises(ScalestudyError, match=says) as err:
+        _device_from_dict({**asdict(get_device("local-cpu")), field: value}, "p.yaml")
+    assert "\n" not in str(err.value)

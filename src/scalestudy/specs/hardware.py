@@ -365,16 +365,18 @@ def _numbers(data: dict, origin: str) -> dict:
     for name, width in (("copy_bandwidth", 2), ("optimizer_step_s", 3)):
         if name in data:
             data[name] = _rows(data[name], width, name, origin)
-    if any(not bw > 0 for _, bw in data.get("copy_bandwidth", [])):
-        raise ScalestudyError(f"{origin}: copy_bandwidth rates must be > 0")
+    if any(not (b > 0 and bw > 0) for b, bw in data.get("copy_bandwidth", [])):
+        raise ScalestudyError(f"{origin}: copy_bandwidth buffer sizes and rates must be > 0")
+    if any(not (t >= 1 and p > 0) for t, p, _ in data.get("optimizer_step_s", [])):
+        raise ScalestudyError(f"{origin}: optimizer_step_s rows need >= 1 tensor and > 0 parameters")
     if "collective_ratio_by_size" in data:
         curves = data["collective_ratio_by_size"]
         if not isinstance(curves, dict):
             raise ScalestudyError(f"{origin}: collective_ratio_by_size must map collectives to [bytes, ratio] rows")
         data["collective_ratio_by_size"] = {str(k): _rows(v, 2, f"collective_ratio_by_size.{k}", origin)
                                             for k, v in curves.items()}
-        if any(not r > 0 for v in data["collective_ratio_by_size"].values() for _, r in v):
-            raise ScalestudyError(f"{origin}: collective_ratio_by_size ratios must be > 0")
+        if any(not (b > 0 and r > 0) for v in data["collective_ratio_by_size"].values() for b, r in v):
+            raise ScalestudyError(f"{origin}: collective_ratio_by_size message sizes and ratios must be > 0")
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
