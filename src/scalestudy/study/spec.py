@@ -545,11 +545,11 @@ def _check_slurm(slurm: dict, where: str) -> None:
         elif kind is int:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         elif kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
         else:
             ok = isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value)
         if not ok:
-            want = {str: "one line of text", int: "a whole number >= 1", float: "a positive number of seconds",
+            want = {str: "one line of text", int: "a whole number >= 1", float: "a number of seconds >= 0",
                     list: "a list of lines"}[kind]
             hint = ' (YAML reads 01:30:00 as a number: quote it, time: "01:30:00")' if key == "time" else ""
             raise ScalestudyError(f"{where}: slurm.{key} must be {want}, got {value!r}{hint}")
