@@ -27,7 +27,7 @@ def _calibrated(rows):
 def test_in_sample_error_with_the_stored_constants():
     s = summary(_calibrated(validation_rows()))
     # max: NeMo 22.08's GPT-3 175B rows (+35%, fit: false since the rows refute the software path the code shows)
-    assert s["throughput_mean_abs_error"] < 0.11 and s["throughput_max_abs_error"] < 0.36  # reached: 0.104 / 0.349
+    assert s["throughput_mean_abs_error"] < 0.105 and s["throughput_max_abs_error"] < 0.36  # reached: 0.098 / 0.349
 
 
 def test_memory_rows_are_labelled_and_formula_checks_match():
@@ -62,7 +62,7 @@ def test_leave_one_source_out_headline():
     for row in res["rows"]:
         assert row["source"] not in {r["source"] for r in fit_rows(exclude_source=row["source"])}
     errs = [abs(r["error"]) for r in _calibrated(res["rows"])]
-    assert sum(errs) / len(errs) < 0.12 and max(errs) < 0.37  # reached: 0.110 / 0.350 (was 0.128 / 0.400)
+    assert sum(errs) / len(errs) < 0.11 and max(errs) < 0.37  # reached: 0.102 / 0.350 (was 0.110 / 0.350)
     # Megatron-LM Table 1 at the micro-batches, DDP and schedule of the authors' scripts (published.yaml)
     assert res["by_source"]["narayanan2021"]["mean_abs_error"] < 0.08  # reached: 0.060 (was 0.104)
     # No constant is per device (FITTED), so no fold keeps a value fitted on the source it predicts: leaving out
