@@ -416,6 +416,9 @@ CASES: list[Case] = [
     C("train-engine-megatron", f"{TRAIN} --engine megatron", "cost model only"),
     C("train-tp-comm-overlap", f"{TRAIN} --set tp_comm_overlap=true", "tp_comm_overlap"),
     C("train-overlap-param-gather", f"{TRAIN} --set overlap_param_gather=true", "overlap_param_gather"),
+    C("estimate-kernels-unknown", f"{EST} --kernels triton", "unknown kernels"),
+    C("plan-kernels-unknown", f"{PLAN} --kernels compiled", "unknown kernels"),
+    C("train-kernels-eager", f"{TRAIN} --set kernels=eager", "kernels"),
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
     C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),

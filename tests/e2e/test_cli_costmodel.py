@@ -109,3 +109,22 @@ def test_subprocess_exit_code_and_single_line():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "heads are not divisible" in proc.stderr
+
+
+def test_kernels_flag_reaches_estimate_and_plan(capsys):
+    """--kernels eager (software without torch.compile, costmodel/eager_kernels.py) reaches the Strategy of estimate
+    and of every strategy plan ranks, and adds memory-bound element-wise time to compute only."""
+    base = ["--model", "llama-7b", "--gpu", "h100-80gb", "--engine", "fsdp", "--zero", "3", "--micro-batch", "2",
+            "--global-batch", "16", "--seq-len", "4096", "--json"]
+    runs = []
+    for kernels in ("fused", "eager"):
+        code, out, _ = _run(capsys, "estimate", *base, "--kernels", kernels)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["kernels"] == kernels
+        runs.append(d["time"]["parts"])
+    assert runs[1]["compute_s"] > runs[0]["compute_s"] and runs[1]["optimizer_s"] == runs[0]["optimizer_s"]
+    code, out, _ = _run(capsys, "plan", *[a for a in base if a != "--micro-batch" and a != "2"], "--tp", "1", "--pp",
+                        "1", "--kernels", "eager-fused-norm", "--top", "2")
+    d = json.loads(out)
+    kernels = {c["strategy"]["kernels"] for c in d["candidates"]}
+    assert code == 0 and kernels == {"eager-fused-norm"}

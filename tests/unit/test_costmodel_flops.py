@@ -102,3 +102,41 @@ def test_vocabulary_costs_are_the_counted_mechanisms_mt5_vs_t5():
     memory = (tokens * dv * 52 + dv * 2048 * 26) / dev.hbm_bytes_per_s
     assert big.head - small.head == pytest.approx(gemm + memory, rel=1e-9)
     assert logit_elements(t5(250112), mb, s, t, tp) == tokens * 250112 / tp
+
+
+def test_eager_elementwise_bytes_are_the_counted_kernels():
+    """Eager element-wise kernels (Strategy.kernels, costmodel/eager_kernels.py), bf16, bytes per token per layer of
+    a torchtitan Llama block: forward 84h + 24(i+kv) + 10f (two fp32 RMSNorms of 36h, two residual adds of 6h, rotary
+    20 per q/k element, repeat_kv's copies 4(i+kv), SiLU and gate 10f), backward 196h + 24(i+kv) + 18f (norms 92h
+    each); torchtitan's Triton RMSNorm moves 4h / 6h instead; in fp32 the casts vanish. step.compute_times charges
+    them at the device's HBM bandwidth (forward, backward, and the forward again under full recompute); the default
+    (fused) is what the model charged before, and tensor parallelism shards i, kv, f (and h under sp)."""
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.eager_kernels import eager_block_bytes, rms_norm_eager
+    from scalestudy.costmodel.step import compute_times, elementwise_bytes
+    from scalestudy.specs.hardware import get_device
+
+    m = ModelSpec(name="l3-8b", family="llama", vocab_size=128256, d_model=4096, num_layers=32, num_heads=32,
+                  d_kv=128, d_ff=14336, ffn="swiglu", num_kv_heads=8, tie_word_embeddings=False)
+    h, i, kv, f = 4096, 4096, 1024, 14336
+    assert eager_block_bytes(m, 2, 1, False, "eager")[1] == (84 * h + 24 * (i + kv) + 10 * f,
+                                                             196 * h + 24 * (i + kv) + 18 * f)
+    assert eager_block_bytes(m, 2, 1, False, "eager-fused-norm")[1] == (20 * h + 24 * (i + kv) + 10 * f,
+                                                                        24 * h + 24 * (i + kv) + 18 * f)
+    assert rms_norm_eager(4) == (28.0, 92.0) and rms_norm_eager(2) == (36.0, 92.0)
+    mha = ModelSpec(name="mha", family="llama", vocab_size=32000, d_model=h, num_layers=2, num_heads=32, d_kv=128,
+                    d_ff=f, ffn="swiglu", tie_word_embeddings=False)  # no GQA: repeat_kv copies nothing
+    assert eager_block_bytes(mha, 2, 1, False, "eager")[1][0] == 84 * h + 20 * 2 * i + 10 * f
+    fw2, bw2 = eager_block_bytes(m, 2, 2, True, "eager")[1]
+    assert (fw2, bw2) == (84 * h / 2 + 12 * (i + kv) + 5 * f, 98 * h + 12 * (i + kv) + 9 * f)
+    dev, cal = get_device("h100-80gb"), stored()
+    args = (m, dev, "bf16", 1, 2, 8192, 0, "full", True, False, cal)
+    fused, eager = compute_times(*args), compute_times(*args, kernels="eager")
+    assert compute_times(*args, kernels="fused") == fused
+    fused_b = elementwise_bytes(m, 2, 8192, 0, "bf16", True, 1, False, "fused")
+    tokens_layers = 2 * 8192 * 32
+    assert fused_b[0] == pytest.approx(tokens_layers * 2 * (8 * h + 8 * i + 8 * f))  # 2 passes of the stored acts
+    fwd_extra = (tokens_layers * (84 * h + 24 * (i + kv) + 10 * f) - fused_b[0]) / dev.hbm_bytes_per_s
+    bwd_extra = (tokens_layers * (196 * h + 24 * (i + kv) + 18 * f) - fused_b[1]) / dev.hbm_bytes_per_s
+    assert eager.forward - fused.forward == pytest.approx(fwd_extra)
+    assert eager.backward - fused.backward == pytest.approx(bwd_extra + fwd_extra)  # + the recomputed forward

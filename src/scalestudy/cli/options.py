@@ -20,6 +20,10 @@ OVERLAP_GRAD_COMM = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-co
 OVERLAP_PARAM_GATHER = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
                                     help="ZeRO-1/2 post-step parameter all-gather overlapped with the next forward, "
                                          "bucket by bucket (Megatron-Core; cost model only).")
+KERNELS = typer.Option("fused", "--kernels",
+                       help="Element-wise kernels: fused (Megatron/TE/torch.compile) | eager (one PyTorch kernel "
+                            "per op, no torch.compile) | eager-fused-norm (eager with a fused RMSNorm); cost model "
+                            "only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
                                     "Engine userbuffers; needs sequence parallelism; cost model only).")

@@ -12,8 +12,8 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, SEQUENCE_PARALLEL, TP_COMM_OVERLAP,
-                                  cli_cluster, parse_speeds, print_stages)
+from scalestudy.cli.options import (KERNELS, OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, SEQUENCE_PARALLEL,
+                                    TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -58,7 +58,7 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
                       vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
                       sequence_parallel=True, overlap_grad_comm=True, stage_layers=None, overlap_param_gather=False,
-                      tp_comm_overlap=False):
+                      tp_comm_overlap=False, kernels="fused"):
     from scalestudy.cli.options import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
@@ -85,7 +85,8 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        max_nodes=max_nodes, vary_nodes=vary_nodes,
                        attention=attention, sequence_parallel=sequence_parallel,
                        overlap_grad_comm=overlap_grad_comm, stage_layers=layers,
-                       overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, **schedule)
+                       overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
+                       kernels=kernels, **schedule)
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
@@ -210,6 +211,7 @@ def plan(
     overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
     overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
+    kernels: str = KERNELS,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload or offload_old
@@ -250,7 +252,8 @@ def plan(
                              vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
                              attention=attention, sequence_parallel=sequence_parallel,
                              overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers,
-                             overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap)
+                             overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
+                             kernels=kernels)
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
     note = None

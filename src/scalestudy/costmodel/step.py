@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.constants import Calibration
+from scalestudy.costmodel.eager_kernels import eager_block_bytes
 from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
@@ -52,9 +53,8 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family seq
 
 # Element-wise kernels (norms, activations, dropout, residuals, softmax) are memory-bound: each stored activation
 # byte is written once and read once forward, and read plus its gradient written and read backward: ~4 passes.
-# A full recompute repeats the forward's 2 passes.
+# A full recompute repeats the forward's 2 passes. (Eager, unfused kernels: costmodel/eager_kernels.py.)
 ELEMENTWISE_PASSES = 4.0
-RECOMPUTE_PASSES = 2.0
 # Adam's update touches, per local parameter: fp32 weight, momentum, variance (read + write), the gradient and the
 # 16-bit weight copy -> ~30 bytes mixed precision, ~28 bytes in fp32 (ZeRO-Offload paper, Sec. 4).
 OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
@@ -101,13 +101,35 @@ def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
             yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), True
 
 
+def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                      flash: bool, tp: int, sp: bool, kernels: str) -> tuple[float, float]:
+    """(forward, backward) bytes of the memory-bound element-wise kernels of one micro-batch, all layers, on one
+    tensor-parallel rank. Fused kernels: the activation footprint (no recomputation, this tp/sp layout), each byte
+    written and read once per pass (ELEMENTWISE_PASSES). Eager kernels: counted per kernel from the model's code
+    (costmodel/eager_kernels.py) per token, plus an eager attention's softmax bytes as in the fused count."""
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    if kernels == "fused":
+        act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
+        return act * (ELEMENTWISE_PASSES / 2), act * (ELEMENTWISE_PASSES / 2)
+    (enc_f, enc_b), (dec_f, dec_b) = eager_block_bytes(model, ACT_BYTES[precision], tp, sp, kernels)
+    enc_tok = micro_batch * seq_len if model.is_encoder_decoder else 0
+    dec_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    soft = (le * enc[2] + ld * dec[2]) / tp * (ELEMENTWISE_PASSES / 2)
+    return (le * enc_tok * enc_f + ld * dec_tok * dec_f + soft,
+            le * enc_tok * enc_b + ld * dec_tok * dec_b + soft)
+
+
 _CACHE: dict = {}
 
 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
-                  target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration) -> ComputeTimes:
-    """Compute and tensor-parallel time of one micro-batch (cached per configuration)."""
-    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal))
+                  target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
+                  kernels: str = "fused") -> ComputeTimes:
+    """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
+    Strategy.kernels (costmodel/eager_kernels.py)."""
+    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
@@ -133,13 +155,10 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                    + vocab_grad / cpu_memory.bandwidth(device, vocab_grad))
     else:
         head_t += (logits * cross_entropy_bytes_per_logit(precision) + vocab_grad) / device.hbm_bytes_per_s
-    # element-wise traffic from the activation footprint (no recomputation, this tp/sp layout)
-    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
-    act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
-    ew_fwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
-    ew_bwd = act * (ELEMENTWISE_PASSES / 2) / device.hbm_bytes_per_s
+    ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
+        model, micro_batch, seq_len, target_len, precision, flash, tp, sp, kernels))
     # fixed per-sublayer overhead (kernel launches, small kernels): a GPT block has 2 sublayers, a T5 decoder
     # block 3; it does not shrink with tensor parallelism or fewer tokens
     sublayers = 2 * le + (3 if model.is_encoder_decoder else 2) * ld
@@ -149,7 +168,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     bwd = 2.0 * (dense_t + attn_t + fixed) + ew_bwd
     hw = 3.0 * (dense_f + attn_f)
     if recompute == "full":
-        bwd += dense_t + attn_t + fixed + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
+        bwd += dense_t + attn_t + fixed + ew_fwd  # the forward again, its element-wise kernels too
         hw += dense_f + attn_f
     elif recompute == "selective":
         bwd += attn_t
@@ -159,7 +178,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
             op_f += model.num_layers * flops
             op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
-        bwd += op_t + act * RECOMPUTE_PASSES / device.hbm_bytes_per_s
+        bwd += op_t + ew_fwd
         hw += op_f
     # tensor parallelism: one all-reduce (or reduce-scatter + all-gather under sp) per sublayer, forward and
     # backward, of the sublayer's output activations; full recomputation repeats the forward ones

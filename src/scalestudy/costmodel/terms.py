@@ -43,7 +43,7 @@ _SHAPES: dict[tuple, tuple] = {}
 def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal))
+    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels)
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -54,7 +54,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split[0] / total_layers),
-        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal),
+        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
         stage_layers=max(split),

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import (ATTENTIONS, COST_MODEL_ENGINES, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
+from scalestudy.specs.strategy import (ATTENTIONS, COST_MODEL_ENGINES, KERNELS, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
                                       ZERO_STAGES, Strategy, Workload, resolve_layout)
 
 
@@ -69,6 +69,7 @@ class Constraints:
     stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    kernels: str = "fused"  # Strategy.kernels, kept fixed (not searched)
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -78,6 +79,8 @@ class Constraints:
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
         if self.attention not in ATTENTIONS:
             raise ScalestudyError(f"unknown attention {self.attention!r} (choose from {', '.join(ATTENTIONS)})")
+        if self.kernels not in KERNELS:
+            raise ScalestudyError(f"unknown kernels {self.kernels!r} (choose from {', '.join(KERNELS)})")
         for off in (*self.offload_optimizer, *self.offload_params):
             if off not in OFFLOADS:
                 raise ScalestudyError(f"unknown offload {off!r} (choose from {', '.join(OFFLOADS)})")
@@ -236,7 +239,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 virtual_stages=v,
                                                 stage_layers=constraints.stage_layers if pp > 1 else (),
                                                 overlap_param_gather=constraints.overlap_param_gather,
-                                                tp_comm_overlap=constraints.tp_comm_overlap)
+                                                tp_comm_overlap=constraints.tp_comm_overlap,
+                                                kernels=constraints.kernels)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)

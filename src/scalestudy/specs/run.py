@@ -352,6 +352,9 @@ def check_cost_model_only(strategy: Strategy) -> None:
         if getattr(strategy, name):
             raise ScalestudyError(f"{name} is a cost-model option (Megatron-Core / Transformer Engine overlap); "
                                   "train's engines do not run it: leave it false")
+    if strategy.kernels != "fused":
+        raise ScalestudyError("kernels is a cost-model option (published software's element-wise kernels); train "
+                              "runs its engines as they are: leave it fused")
 
 
 def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:

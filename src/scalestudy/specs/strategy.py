@@ -28,6 +28,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
                      gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
+- kernels:           "fused" (Megatron / Transformer Engine / torch.compile: element-wise work fused, the default),
+                     "eager" (one PyTorch kernel per element-wise op, fp32 norms with their casts: torchtitan,
+                     fms-fsdp without torch.compile) or "eager-fused-norm" (eager, but one fused RMSNorm kernel:
+                     torchtitan norm_type fused_rmsnorm); costmodel/eager_kernels.py counts the bytes. Cost model
+                     only: it describes published software; scalestudy's `train` runs its engines as they are.
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 """
@@ -39,7 +44,7 @@ from typing import Literal
 
 from scalestudy.errors import ScalestudyError
 
-Engine = Literal["deepspeed", "fsdp", "ddp", "megatron"]
+Engine = Literal["deepspeed", "fsdp", "ddp", "megatron", "internlm"]
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full", "op"]  # op: torchtitan operator-level SAC (cost model only)
 Precision = Literal["bf16", "fp16", "fp32"]
@@ -51,9 +56,11 @@ OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full", "op")
 PRECISIONS = ("bf16", "fp16", "fp32")
 ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what `train` runs and `plan` searches
-COST_MODEL_ENGINES = {"megatron": (0, 1)}  # engines of published runs the cost model describes; `train` refuses them
+COST_MODEL_ENGINES = {"megatron": (0, 1), "internlm": (1,)}  # engines of published runs the cost model describes;
+# `train` refuses them (internlm: InternLM's HybridZeroOptimizer, zero1 over the data-parallel group)
 ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
+KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class Strategy:
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
     overlap_param_gather: bool = False  # cost model only (see the module docstring)
     tp_comm_overlap: bool = False  # cost model only
+    kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -95,6 +103,7 @@ class Strategy:
             ("precision", self.precision, PRECISIONS),
             ("attention", self.attention, ATTENTIONS),
             ("pp_schedule", self.pp_schedule, PP_SCHEDULES),
+            ("kernels", self.kernels, KERNELS),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
@@ -168,7 +177,8 @@ class Strategy:
     def label(self) -> str:
         """Short human name, e.g. 'ds-z2+optcpu tp1 pp1 mb4 bf16'."""
         base = {"deepspeed": f"ds-z{self.zero}", "ddp": "ddp" if self.zero == 0 else "ddp-zero1",
-                "fsdp": f"fsdp-z{self.zero}", "megatron": "mcore" if self.zero == 0 else "mcore-distopt"}[self.engine]
+                "fsdp": f"fsdp-z{self.zero}", "megatron": "mcore" if self.zero == 0 else "mcore-distopt",
+                "internlm": "internlm-zero1"}[self.engine]
         if self.offload_optimizer != "none":
             base += f"+opt{self.offload_optimizer}"
         if self.offload_params != "none":
@@ -194,6 +204,8 @@ class Strategy:
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
             parts.append("stages " + "/".join(map(str, self.stage_layers)))
+        if self.kernels != "fused":
+            parts.append(f"kernels-{self.kernels}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:

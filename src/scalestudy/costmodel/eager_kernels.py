@@ -1,0 +1,144 @@
+"""Memory-bound element-wise traffic of a transformer block run as eager PyTorch kernels (no torch.compile, no
+fused norm / activation / rotary kernels), counted kernel by kernel from the code that launches them.
+
+`Strategy.kernels`:
+- "fused" (default): Megatron / Transformer Engine / compiled graphs -- each stored activation byte is written once
+  and read once per pass (step.ELEMENTWISE_PASSES); what step.compute_times charged before this option existed.
+- "eager": every element-wise op of the model's eager forward is its own kernel that reads its inputs from and
+  writes its output to HBM (norms in fp32 with their casts, rotary embedding, activation and gate, dropout, residual
+  adds); autograd launches one kernel per derivative formula in backward.
+- "eager-fused-norm": as eager, but the RMS norms are one fused kernel each way (torchtitan `norm_type =
+  "fused_rmsnorm"`, its Triton RMSNorm, torchtitan/models/norms.py; GPT-2's LayerNorm is one kernel either way).
+
+Counts are bytes per token per layer on one tensor-parallel rank, forward and backward, for activations of `a`
+bytes (2 in bf16/fp16, 4 in fp32; a 16-bit <-> fp32 cast reads one and writes the other, and vanishes in fp32).
+Reductions to one value per token (the norms' mean, rsqrt) and per-channel weight-gradient sums write
+negligible bytes; the attention core (SDPA / flash) is not element-wise here -- an eager softmax is the
+`attention` option's (memory.activation_parts' softmax bytes, charged by step.compute_times either way).
+Widths: h = d_model, i = heads x d_kv (query / output), kv = kv_heads x d_kv, f = d_ff; i, kv, f are sharded over
+tp, h too under sequence parallelism.
+"""
+
+from __future__ import annotations
+
+FP32 = 4
+
+
+def _cast(a: int) -> int:
+    """A 16-bit <-> fp32 copy: read one, write the other (a no-op in fp32)."""
+    return 0 if a == FP32 else a + FP32
+
+
+def rms_norm_eager(a: int) -> tuple[float, float]:
+    """(forward, backward) bytes per element of a composed fp32 RMSNorm: torchtitan RMSNorm
+    (`self._norm(x.float()).type_as(x) * self.weight`, `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`,
+    torchtitan/models/norms.py at 9dec370a), and the same ops in HF T5LayerNorm and fms LayerNormParameterized.
+
+    Forward: x.float(); pow(2) (r4 w4); mean (r4); x * rsqrt (r4 w4); type_as; * weight (r a, w a).
+    Backward (autograd's formulas): * weight -> grad_x = g*w (r a, w a) and grad_w = sum(g*x) (mul r 2a w a,
+    sum r a); type_as -> cast; * rsqrt -> g*r (r4 w4) and sum(g*x) (mul r8 w4, sum r4); mean -> expand / n (w4);
+    pow(2) -> pow_backward's grad * (2 * x.pow(1)) (copy r4 w4, scale r4 w4, mul r8 w4); the two grads of x.float()
+    summed (r8 w4); .float() -> cast."""
+    c = _cast(a)
+    forward = c + 8 + 4 + 8 + c + 2 * a
+    backward = 2 * a + 4 * a + c + 8 + 16 + 4 + 28 + 12 + c
+    return float(forward), float(backward)
+
+
+def rms_norm_fused(a: int) -> tuple[float, float]:
+    """torchtitan's Triton RMSNorm (torchtitan/models/norms.py at 1ea476e9, _rms_norm_fwd_kernel /
+    _rms_norm_bwd_kernel_sm): forward reads x, writes y (and one rstd per token); backward reads dy and x, writes dx
+    (and one dW partial per block of rows)."""
+    return float(2 * a), float(3 * a)
+
+
+def _gelu_tanh(a: int) -> tuple[float, float]:
+    """HF NewGELUActivation / FastGELUActivation as eager ops: 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))):
+    pow, two scalar muls, add, tanh, add 1, 0.5*x, the final product = 8 kernels (forward 18a); backward: the final
+    product's two grads (6a), tanh_backward (3a), three scalar muls (6a), pow_backward (copy, scale, mul: 7a),
+    the add passes through, three contributions to x summed (6a) -> 28a."""
+    return 18.0 * a, 28.0 * a
+
+
+def activation_bytes(ffn: str, a: int) -> tuple[float, float]:
+    """(forward, backward) bytes per element of the FFN activation as eager kernels (HF transformers ACT2FN):
+    one-kernel activations (relu, silu, erf gelu, torch's tanh gelu) read x and write y, backward reads g and x and
+    writes dx; quick_gelu = x * sigmoid(1.702 x): 3 kernels (7a), backward 14a; the composed tanh GELUs above."""
+    act = ffn.removeprefix("gated-")
+    if act in ("gelu_new", "gelu_fast"):
+        return _gelu_tanh(a)
+    if act == "quick_gelu":
+        return 7.0 * a, 14.0 * a
+    return 2.0 * a, 3.0 * a
+
+
+def _dropout(a: int) -> tuple[float, float]:
+    """Dropout in training: forward reads x, writes y and a one-byte mask; backward reads g and the mask, writes
+    dx."""
+    return float(2 * a + 1), float(2 * a + 1)
+
+
+def llama_block(h: float, i: float, kv: float, f: float, a: int, fused_norm: bool) -> tuple[float, float]:
+    """torchtitan TransformerBlock (torchtitan/models/llama/model.py at 9dec370a, identical kernels at 1ea476e9):
+    `h = x + attention(attention_norm(x))`, `out = h + feed_forward(ffn_norm(h))`.
+
+    - two RMSNorms (eager or torchtitan's fused Triton kernel);
+    - apply_rotary_emb on q (width i) and k (kv): `.float()`, complex multiply by freqs_cis (r4 w4 per element),
+      `.type_as()`; backward the same three the other way;
+    - repeat_kv on k and v when kv_heads < heads: expand + reshape copies kv -> i wide (r a*kv, w a*i each);
+      backward sums the copies back; F.scaled_dot_product_attention (flash) returns its output already in
+      (batch, seq, heads, dim) order, so `.transpose(1, 2).contiguous()` copies nothing;
+    - FeedForward `w2(F.silu(w1(x)) * w3(x))`: silu (r a, w a), the product (r 2a, w a); backward: the product's
+      two grads (6a) and silu_backward (3a);
+    - two residual adds (r 2a, w a); backward: the residual's and the branch's gradients of x summed (same bytes)."""
+    norm_f, norm_b = rms_norm_fused(a) if fused_norm else rms_norm_eager(a)
+    rope = 8.0 + 2 * _cast(a)
+    repeat = 2.0 * a * (i + kv) if kv < i else 0.0
+    forward = 2 * norm_f * h + rope * (i + kv) + repeat + 5 * a * f + 2 * 3 * a * h
+    backward = 2 * norm_b * h + rope * (i + kv) + repeat + 9 * a * f + 2 * 3 * a * h
+    return forward, backward
+
+
+def gpt2_block(h: float, f: float, a: int, ffn: str) -> tuple[float, float]:
+    """HF transformers GPT2Block with SDPA attention (modeling_gpt2.py): `ln_1` (torch native_layer_norm: one
+    kernel, r a w a; backward a dx kernel r 2a w a and a gamma/beta kernel r 2a), attention (c_attn's split and
+    transposes are views, SDPA flash applies the attention dropout inside, its output needs no copy), resid_dropout,
+    residual add; `ln_2`, MLP with the activation of width f (gelu_new), dropout, residual add."""
+    act_f, act_b = activation_bytes(ffn, a)
+    drop_f, drop_b = _dropout(a)
+    forward = 2 * 2 * a * h + 2 * drop_f * h + 2 * 3 * a * h + act_f * f
+    backward = 2 * 5 * a * h + 2 * drop_b * h + 2 * 3 * a * h + act_b * f
+    return forward, backward
+
+
+def t5_block(h: float, i: float, f: float, a: int, ffn: str, sublayers: int, fused_norm: bool) -> tuple[float, float]:
+    """HF transformers T5Block (modeling_t5.py): per sublayer (self-attention, cross-attention in the decoder, FFN)
+    a T5LayerNorm (fp32 variance as rms_norm_eager), dropout of its output and the residual add; each attention
+    sublayer's q, k, v `.view().transpose(1, 2)` are copied by torch.matmul (not viewable as 3-D batches) and its
+    output `.transpose(1, 2).contiguous()` is copied: 4 copies of width i (r a, w a each), the same in backward;
+    the FFN's activation (and, gated, the product with wi_1's output: r 2a w a, backward 6a) and its dropout, all of
+    width f."""
+    norm_f, norm_b = rms_norm_fused(a) if fused_norm else rms_norm_eager(a)
+    drop_f, drop_b = _dropout(a)
+    act_f, act_b = activation_bytes(ffn, a)
+    gated = ffn.startswith("gated-")
+    attention = (sublayers - 1) * 4 * 2 * a * i
+    ffn_f = (act_f + (3 * a if gated else 0) + drop_f) * f
+    ffn_b = (act_b + (6 * a if gated else 0) + drop_b) * f
+    forward = sublayers * (norm_f + drop_f + 3 * a) * h + attention + ffn_f
+    backward = sublayers * (norm_b + drop_b + 3 * a) * h + attention + ffn_b
+    return forward, backward
+
+
+def eager_block_bytes(model, a: int, tp: int, sp: bool, kernels: str) -> tuple[tuple[float, float],
+                                                                                tuple[float, float]]:
+    """((encoder forward, backward), (decoder / only-stack forward, backward)) element-wise bytes per token per layer
+    on one tensor-parallel rank under eager kernels. The family picks the code counted (see the block functions)."""
+    h = model.d_model / tp if sp else float(model.d_model)
+    i, kv, f = model.inner_dim / tp, model.kv_heads * model.d_kv / tp, model.d_ff / tp
+    fused_norm = kernels == "eager-fused-norm"
+    if model.is_encoder_decoder:
+        return t5_block(h, i, f, a, model.ffn, 2, fused_norm), t5_block(h, i, f, a, model.ffn, 3, fused_norm)
+    if model.family == "llama":
+        return (0.0, 0.0), llama_block(h, i, kv, f, a, fused_norm)
+    return (0.0, 0.0), gpt2_block(h, f, a, model.ffn)
