@@ -496,6 +496,8 @@ CASES: list[Case] = [
     C("plan-emit-lexicon-missing", f"{PLAN} --emit e1 --lexicon nowhere.txt --train-objective knowledge",
       "nowhere.txt"),
     C("train-print-launch-tokenizer-missing", f"{TRAIN} --print-launch --tokenizer nowhere.json", "nowhere.json"),
+    C("fit-seed-negative", "fit runs.csv --seed -1", "--seed"),
+    C("tune-memory-limit-huge", f"{TUNE} --memory-limit-gib 1e308", "memory-limit"),
     C("fit-target-overflows", "fit runs.csv --target-params 1e300 --target-tokens 1e300 --bootstrap 2", "overflows"),
     C("estimate-device-gemm-dim-zero", f"{EST} --gpu dev-gemm-dim-zero.yaml", "dimensions must be >= 1"),
     C("plan-device-memory-zero", f"{PLAN} --gpu dev-memory-zero.yaml", "memory_bytes must be > 0"),

@@ -369,7 +369,7 @@ def tune(
     spec = get_model(model)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
-    if not 0 <= memory_limit_gib < float("inf"):
+    if not 0 <= memory_limit_gib < 2.0**33:  # 8 Gi GiB: beyond any machine, and int(bytes) stays finite
         raise ScalestudyError(f"--memory-limit-gib must be a number >= 0 (0: no cap), got {memory_limit_gib}")
     for flag, value, allowed in (("--recompute", recompute, ("none", "full")), ("--offload-optimizer", offload,
                                                                               ("none", "cpu"))):

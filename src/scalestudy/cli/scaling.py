@@ -38,6 +38,8 @@ def fit(
     from scalestudy.errors import ScalestudyError
     from scalestudy.scaling.analysis import analyze
 
+    if seed < 0:  # numpy's bootstrap generator takes no negative seed
+        raise ScalestudyError(f"--seed must be a whole number >= 0, got {seed}")
     if flops_per_param_token == "auto":
         k: float | str = "auto"
     else:
