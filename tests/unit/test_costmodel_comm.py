@@ -111,6 +111,19 @@ def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
     assert ring_latency(n, 1, lk) == pytest.approx((n - 1) * c.inter_latency)  # one rank per node: every hop a NIC
 
 
+def test_per_owner_broadcasts_move_the_buffer_at_node_rate_and_pay_one_ring_latency_each():
+    # InternLM HybridZeroOptimizer.broadcast_params: one ring broadcast per owner, issued one after another
+    from scalestudy.costmodel.comm import collective, links, per_owner_broadcast_time, ring_latency
+
+    lk = links(make_cluster("a100-80gb", nodes=128, gpus_per_node=8))
+    for n, owners in ((128, 128), (1024, 291)):
+        bandwidth = collective(1.0, 14.6e9, n, 8, lk) / 0.95
+        got = per_owner_broadcast_time(14.6e9, owners, n, 8, lk, 0.95)
+        assert got == pytest.approx(bandwidth + owners * ring_latency(n, 8, lk))
+    big, small = (per_owner_broadcast_time(14.6e9, o, n, 8, lk, 0.95) for n, o in ((1024, 291), (128, 128)))
+    assert big > 3 * small  # count and ring length both grow with the data-parallel size
+
+
 def test_gradient_collectives_share_the_nodes_nics_zero3_gathers_take_a_nics_share():
     from scalestudy.costmodel.comm import gather_time, links
     from scalestudy.costmodel.engines import engine_comm

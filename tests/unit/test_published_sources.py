@@ -233,7 +233,7 @@ def test_internlm_rows_are_the_doc_table():
         gpus = cluster.world_size
         assert r["published"] == INTERNLM_TGS[strategy.tp][gpus] * gpus and r["metric"] == "tokens_per_s"
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.micro_batch) == \
-            ("deepspeed", 1, "none", 2 * strategy.tp)
+            ("internlm", 1, "none", 2 * strategy.tp)
         assert strategy.overlap_grad_comm and not strategy.overlap_param_gather  # broadcast_params(overlap=False)
         assert workload.global_batch * workload.seq_len // gpus == 16384  # micro_num 4 x micro_bsz x 2048 / tp
         # '4 * 100Gb RoCE' per node = 6.25e9 B/s per GPU; one node needs no override
@@ -243,14 +243,15 @@ def test_internlm_rows_are_the_doc_table():
 
 
 def test_internlm_zero1_scaling_out_of_sample():
-    """Held-out ZeRO-1 data-parallel scaling on a 4-NIC-per-node cluster: one node within 10% (reached +3.7 / +6.9%);
-    across nodes the model is too slow by 16-46% (tp 1) and 1-19% (tp 2) -- DeepSpeed's per-rank rails (engines.yaml
-    grad_rails: rank) give each GPU one eighth of 4 NICs, while the published 8 -> 16 GPU step grows by only 0.23 s;
-    bounds are the reached values plus a margin, so a better mechanism only tightens them."""
+    """Held-out ZeRO-1 data-parallel scaling on a 4-NIC-per-node cluster (engine internlm: bf16 all-reduce buckets
+    and one broadcast per owner over the node's NICs): one node within 10% (reached +2.2 / +5.6%), up to 128 GPUs
+    within 15% (tp 1 +3%, tp 2 +7..+11%); beyond, the model is too fast by up to 23% (1024 GPUs, tp 1): the
+    per-owner broadcast latency grows with dp but less than published. Bounds: reached values plus a margin."""
     data = load()
     errs = {r["id"]: throughput_row(r, data["sources"]).error for r in _rows("throughput", "internlm2023")}
     assert all(abs(e) < 0.10 for k, e in errs.items() if k.endswith("-8g"))
-    assert sum(map(abs, errs.values())) / len(errs) < 0.25 and max(map(abs, errs.values())) < 0.50  # 0.228 / 0.461
+    assert all(abs(e) < 0.15 for k, e in errs.items() if int(k.rsplit("-", 1)[1][:-1]) <= 128)
+    assert sum(map(abs, errs.values())) / len(errs) < 0.10 and max(map(abs, errs.values())) < 0.26  # 0.084 / 0.230
 
 
 def test_tinyllama_row_is_the_readme_figure():

@@ -42,7 +42,9 @@ def estimate(
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML (device, nodes, gpus_per_node, "
                                                                   "bandwidth overrides); replaces --gpu/--nodes."),
     engine: str = typer.Option("deepspeed", "--engine", help="deepspeed | fsdp | ddp | megatron (Megatron-Core, "
-                                                             "cost model only: zero 1 = distributed optimizer)"),
+                                                             "cost model only: zero 1 = distributed optimizer) | "
+                                                             "internlm (InternLM HybridZeroOptimizer, cost model "
+                                                             "only: zero 1)"),
     zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (ddp: 0-1, fsdp: 2-3)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),

@@ -84,6 +84,24 @@ def ring_latency(n: int, per_node: int, lk: tuple) -> float:
     return (n - 1 - inter) * lk[1] + inter * lk[3]
 
 
+def per_owner_broadcast_time(nbytes: float, owners: int, n: int, per_node: int, lk: tuple, efficiency: float
+                             ) -> float:
+    """Post-step parameter sync of a ZeRO-1 optimizer that re-sends each owner's updated parameters with its own
+    broadcast (InternLM HybridZeroOptimizer.broadcast_params):
+    `owners` broadcasts among n ranks that together deliver the full `nbytes` to every rank.
+
+    Bandwidth: a ring broadcast delivers its bytes to every rank; NCCL splits it over its channels, one per NIC of
+    the node, so together the broadcasts move `nbytes` through each node's NICs, as the hierarchical all-gather of
+    the same buffer does (rails node). Latency: NCCL runs broadcast as a ring of nRanks steps (src/graph/tuning.cc,
+    ring_latency), and the broadcasts are issued one after another on one communicator, so `owners` of them add
+    up -- with the number of owners bounded by the data-parallel size, a term that grows with dp twice (count and
+    ring length), which large data-parallel groups pay.
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return collective(1.0, nbytes, n, per_node, lk) / efficiency + owners * ring_latency(n, per_node, lk)
+
+
 def tree_latency(n: int, per_node: int, lk: tuple) -> float:
     """Latency of one half of a tree all-reduce (NCCL double binary tree across nodes, chains inside a node):
     log2(nodes) network hops plus the chain through the node's ranks."""

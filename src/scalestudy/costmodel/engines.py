@@ -25,6 +25,8 @@ class EngineComm:
     stage3_prefetch_elems: float
     pipeline_scatter_gather: bool  # pipeline sends split over the tp ranks, all-gathered after (comm.stage_boundary_time)
     tp_async_backward: bool  # sequence-parallel backward collectives overlap the linear GEMMs (terms._sp_async_exposed)
+    grad_all_reduce: bool  # zero 1: gradients all-reduced whole (not reduce-scattered) before the owner's update
+    param_broadcast_per_owner: bool  # zero 1: updated parameters re-sent as one broadcast per owner rank
 
 
 @lru_cache(maxsize=1)
@@ -50,7 +52,9 @@ def engine_table() -> dict[str, EngineComm]:
             allgather_bucket_elems=float(row["allgather_bucket_elems"]),
             stage3_prefetch_elems=float(row["stage3_prefetch_elems"]),
             pipeline_scatter_gather=bool(row["pipeline_scatter_gather"]),
-            tp_async_backward=bool(row["tp_async_backward"]))
+            tp_async_backward=bool(row["tp_async_backward"]),
+            grad_all_reduce=bool(row["grad_all_reduce"]),
+            param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]))
     return out
 
 

@@ -119,6 +119,9 @@ def megatron_model_states(psi: float, dp: int, zero: int, precision: str) -> tup
     return w * psi, g * psi, o * psi / (dp if zero else 1), 0.0, 0.0
 
 
+INTERNLM_BUCKET_ELEMS = 512 * 2**20 / 2  # reduce_bucket_size 512 MiB of bf16 (engines.yaml internlm)
+
+
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
                  offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
     """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
@@ -127,6 +130,10 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     half = ACT_BYTES[precision]
     if engine == "megatron":
         return 0.0  # reduce-scatter / all-gather in place in the gradient and parameter buffers
+    if engine == "internlm":
+        # HybridZeroOptimizer flattens one 512 MiB gradient bucket at a time for its all-reduce (the comm stream is
+        # synchronized before the next); no fp32 gradient accumulation buffer (engines.yaml internlm)
+        return half * min(INTERNLM_BUCKET_ELEMS, psi)
     if engine == "ddp":
         return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
     if engine == "fsdp":

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
-from scalestudy.costmodel.comm import collective, gather_time, p2p_time
+from scalestudy.costmodel.comm import collective, gather_time, p2p_time, per_owner_broadcast_time
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence
@@ -149,7 +149,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
     gather_buckets = max(1, math.ceil(psi / eng.allgather_bucket_elems)) if eng.allgather_bucket_elems else 1
     ar = rs = ag = 0.0
-    if st.engine == "ddp" or st.zero == 0:
+    if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce:
         # an all-reduce = reduce-scatter + all-gather of the gradient buffer
         ar = 2.0 * gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
         if st.engine == "ddp" and st.zero == 1:  # ZeroRedundancyOptimizer re-broadcasts the updated shards
@@ -157,6 +157,10 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     else:
         rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
         ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+    if eng.param_broadcast_per_owner and st.zero >= 1 and not cpu:
+        # whole tensors are assigned to owners: at most one owner per tensor, each broadcasting its share
+        owners = min(dp, shape.zero3.tensors) if shape.zero3 is not None and shape.zero3.tensors else dp
+        ag = per_owner_broadcast_time(psi * half, owners, dp, per_node, lk, eff)
     if cpu:  # gloo's collectives at their measured rates for these message sizes (costmodel/cpu_collectives.py)
         dev, bucket = cluster.device, psi * grad_bytes / reduce_buckets
         ar *= cpu_collective_rate(dev, "all_reduce", bucket)
