@@ -214,7 +214,12 @@ def plan(
     kernels: str = KERNELS,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
-    offload = offload or offload_old
+    offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
+    emit_only = {"--data": data, "--tokenizer": tokenizer, "--text-field": text_field, "--lexicon": lexicon,
+                 "--vocab-size": vocab_size, "--train-objective": train_objective}
+    unused = [flag for flag, value in emit_only.items() if value is not None]
+    if unused and emit_dir is None:
+        raise ScalestudyError(f"{', '.join(unused)} describe(s) the run --emit writes: add --emit DIR")
     from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
     from scalestudy.specs.model import get_model
     from scalestudy.specs.run import resolve_target_len
@@ -244,7 +249,11 @@ def plan(
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
-    prec = precision or default_precision(clus)
+    from scalestudy.specs.strategy import PRECISIONS
+
+    if precision is not None and precision not in PRECISIONS:
+        raise ScalestudyError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
+    prec = precision if precision is not None else default_precision(clus)
     for g in clus.rank_groups():
         g.device.peak(prec)  # clear error when a device lacks the precision
     cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
