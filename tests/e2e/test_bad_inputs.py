@@ -495,6 +495,8 @@ CASES: list[Case] = [
     C("plan-precision-empty", f"{PLAN} --precision ''", "unknown precision"),
     C("plan-offload-optimizer-empty", f"{PLAN} --offload-optimizer ''", "--offload-optimizer"),
     C("plan-text-field-without-emit", f"{PLAN} --text-field body", "--emit"),
+    C("train-stage-layers-empty", f"{TRAIN} --stage-layers ''", "--stage-layers"),
+    C("train-text-field-empty", f"{TRAIN} --print-launch --text-field ''", "--text-field"),
     C("plan-emit-data-missing", f"{PLAN} --emit e1 --data nowhere.txt", "nowhere.txt"),
     C("plan-emit-lexicon-missing", f"{PLAN} --emit e1 --lexicon nowhere.txt --train-objective knowledge",
       "nowhere.txt"),

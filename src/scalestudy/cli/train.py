@@ -99,7 +99,7 @@ def train(
         "tokenizer": tokenizer, "text_field": text_field, "vocab_size": vocab_size,
         "resume": resume or None, "progress": False if no_progress else None, "tp": tp, "pp": pp,
         "pp_schedule": pp_schedule, "virtual_stages": virtual_stages, "sequence_parallel": sequence_parallel,
-        "stage_layers": _layer_counts(stage_layers) if stage_layers and stage_layers != "auto" else None,
+        "stage_layers": _layer_counts(stage_layers) if stage_layers is not None and stage_layers != "auto" else None,
     }
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}

@@ -295,6 +295,8 @@ class RunConfig:
                                   f"must be below --steps {w.steps}")
         if d.vocab_size < 1:
             raise ScalestudyError(f"--vocab-size must be >= 1, got {d.vocab_size}")
+        if not d.text_field.strip():
+            raise ScalestudyError("--text-field must name the text field of JSONL/Parquet records, got ''")
         spec = self.model_spec()
         strategy = self.strategy
         # The trained tokenizer's ids index the model's embedding (a small corpus may learn fewer than the default)
