@@ -3,8 +3,33 @@
 `local-cpu` predictions normally measure this machine once (~1 min, cached; costmodel/cpu_profile.py). Tests keep
 the static `local-cpu.yaml` so their numbers do not depend on the machine or its load; a test that exercises the
 measured profile sets SCALESTUDY_CPU_PROFILE itself (monkeypatch.delenv / setenv).
+
+One `ninja` for every process of the suite: DeepSpeed JIT-compiles its C++ ops (shm_comm, cpu_adam) with the first
+`ninja` on PATH into one shared cache, and two ninja versions (the venv's pip wheel, 1.13, and a system one, 1.11)
+each read the other's build log as stale and rebuild the op from scratch at every switch (~30-100 s each). The tests
+that run emitted launch scripts or Slurm jobs put the venv's bin first on PATH (as `source .venv/bin/activate`
+does), the others inherit the caller's PATH: so every process here finds the venv's ninja first -- only ninja,
+nothing else of the venv is added to PATH.
 """
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("SCALESTUDY_CPU_PROFILE", "static")
+
+
+def _venv_ninja_first_on_path() -> None:
+    ninja = Path(sys.executable).with_name("ninja")
+    if not ninja.is_file():
+        return
+    shim = tempfile.mkdtemp(prefix="scalestudy-tests-ninja-")
+    atexit.register(shutil.rmtree, shim, ignore_errors=True)
+    os.symlink(ninja, os.path.join(shim, "ninja"))
+    os.environ["PATH"] = shim + os.pathsep + os.environ.get("PATH", "")
+
+
+_venv_ninja_first_on_path()
