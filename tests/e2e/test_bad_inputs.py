@@ -106,14 +106,10 @@ def _build_workspace(root: Path) -> None:
     # clusters mixing device types (`groups:`), each wrong in one way
     for name, text in MIXED_CLUSTERS.items():
         (root / f"mixed-{name}.yaml").write_text(text)
-    for name, text in NEW_KEY_FILES.items():
-        (root / name).write_text(text)
     a100 = (resources.files("scalestudy.specs") / "hardware" / "a100-40gb.yaml").read_text(encoding="utf-8")
     for name, (key, value) in DEVICE_EDITS.items():  # a device file wrong in one field
         (root / f"dev-{name}.yaml").write_text(re.sub(rf"^{key}:.*$", f"{key}: {value}", a100, flags=re.M)
                                                if f"\n{key}:" in a100 else a100 + f"{key}: {value}\n")
-    for name, extra in (("family-unknown", "family: blackwell\n"), ("no-gemm", "")):  # how fast are its GEMMs?
-        (root / f"dev-{name}.yaml").write_text(BARE_DEVICE + extra)
     (root / "search-badspace.yaml").write_text(GOOD_SPEC + "search:\n  space: {colour: [red]}\n")
 
     study = root / "study"
@@ -157,12 +153,6 @@ def _build_workspace(root: Path) -> None:
     (root / "run").mkdir()
     (root / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
-    for name, pointer, meta in CHECKPOINTS:  # run directories whose checkpoint records are not what `save` writes
-        ckpt = root / name / "checkpoints"
-        (ckpt / "step-00000003").mkdir(parents=True)
-        (root / name / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
-        (ckpt / "latest").write_text(pointer)
-        (ckpt / "step-00000003" / "meta.json").write_text(meta)
     (root / "newdir-parent").mkdir()
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
 
@@ -261,8 +251,11 @@ BARE_DEVICE = ("name: bare\nmemory_bytes: 8.0e10\npeak_flops: {bf16: 1.0e15}\nma
                "hbm_bytes_per_s: 3.0e12\npcie_bytes_per_s: 6.4e10\nintra_node_bytes_per_s: 4.5e11\n"
                "intra_node_latency_s: 3.0e-6\ninter_node_bytes_per_s: 5.0e10\ninter_node_latency_s: 5.0e-6\n"
                "host_memory_bytes: 1.0e12\ncpu_adam_params_per_s: 1.0e9\n")
-# run-config (train --config) and study-spec files with the newer strategy keys, each wrong in one way
+# Single-use input files, each wrong in one way: written into a case's workspace only when its command names
+# the file (`case_files`), so the shared workspace every case copies stays small.
 NEW_KEY_FILES = {
+    "dev-family-unknown.yaml": BARE_DEVICE + "family: blackwell\n",  # how fast are its GEMMs?
+    "dev-no-gemm.yaml": BARE_DEVICE,
     "cfg-stage-layers-int.yaml": "strategy: {stage_layers: 3}\n",
     "cfg-stage-layers-nested.yaml": "strategy: {stage_layers: [[1], 2]}\n",
     "cfg-virtual-stages-str.yaml": "strategy: {virtual_stages: two}\n",
@@ -297,6 +290,19 @@ CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{no
                ("ckpt-latest-int", '{"dir": 5}', GOOD_META),
                ("ckpt-latest-list", '["step-00000003"]', GOOD_META),
                ("ckpt-latest-escape", '{"dir": "../../run"}', GOOD_META))
+
+
+def case_files(argv: tuple[str, ...]) -> dict[str, str]:
+    """The single-use files (NEW_KEY_FILES, CHECKPOINTS run directories) the command names, {path: text}."""
+    named = set(argv)
+    files = {name: text for name, text in NEW_KEY_FILES.items() if name in named}
+    for name, pointer, meta in CHECKPOINTS:  # run directories whose checkpoint records are not what `save` writes
+        if name in named:
+            files.update({f"{name}/metrics.jsonl": '{"step": 1, "loss": 5.0}\n', f"{name}/checkpoints/latest": pointer,
+                          f"{name}/checkpoints/step-00000003/meta.json": meta})
+    return files
+
+
 EST = "estimate --model t5-tiny"
 PLAN = "plan --model t5-tiny --global-batch 8 --seq-len 128"
 TUNE = "tune --model t5-tiny --global-batch 4 --seq-len 32 --output tuneout --profile profile.yaml"
@@ -708,6 +714,9 @@ def test_case_count_and_unique_ids():
 def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     ws = tmp_path / "ws"
     shutil.copytree(template, ws)
+    for rel, text in case_files(case.argv).items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
     for rel in case.immutable:
         if not (ws / rel).exists():
             (ws / rel).mkdir()
