@@ -289,7 +289,8 @@ CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{no
                ("ckpt-meta-step-text", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("3", '"three"')),
                ("ckpt-latest-int", '{"dir": 5}', GOOD_META),
                ("ckpt-latest-list", '["step-00000003"]', GOOD_META),
-               ("ckpt-latest-escape", '{"dir": "../../run"}', GOOD_META))
+               ("ckpt-latest-escape", '{"dir": "../../run"}', GOOD_META),
+               ("ckpt-other-model", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("t5-tiny", "t5-mini")))
 
 
 def case_files(argv: tuple[str, ...]) -> dict[str, str]:
@@ -617,7 +618,8 @@ CASES: list[Case] = [
       immutable=("locked",)),
     C("train-target-len-negative", f"{TRAIN} --target-len -1", "target-len"),
     *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume",
-        "no complete checkpoint" if "latest" in name else "checkpoint") for name, _, _ in CHECKPOINTS],
+        "no complete checkpoint" if "latest" in name else "holds model t5-mini" if "model" in name else "checkpoint")
+      for name, _, _ in CHECKPOINTS],
     # ---- study run --------------------------------------------------------------------------------------------
     C("study-run-spec-missing", "study run nowhere.yaml -o s", "nowhere.yaml"),
     C("study-run-spec-malformed", "study run malformed.yaml -o s", "invalid yaml"),

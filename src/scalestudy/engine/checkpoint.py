@@ -120,12 +120,14 @@ def _with_defaults(saved: dict | None) -> dict | None:
     return {**defaults, **saved} if set(saved) <= known else saved
 
 
-def check_resumable(out: Path, steps: int, world_size: int, strategy: dict) -> int:
+def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, model: str | None = None) -> int:
     """The launcher's check, before any worker starts, that --resume can continue DIR; the step it resumes from."""
     path = latest(out)
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
     saved = read_meta(path)
+    if model is not None and saved.get("model") not in (None, model):  # weights of another shape: refuse here
+        raise ScalestudyError(f"--resume: checkpoint holds model {saved.get('model')}, this run trains {model}")
     if loads_any_layout(saved, strategy):  # resharded on load: any world size and tp/pp/dp layout
         pass
     elif saved["world_size"] != world_size:

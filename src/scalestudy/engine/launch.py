@@ -67,7 +67,7 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
         from scalestudy.engine.checkpoint import check_resumable
 
-        check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict())
+        check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
     tokenizer = cfg.data.tokenizer
     if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
         tokenizer = str(out / "tokenizer.json")
