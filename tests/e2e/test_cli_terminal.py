@@ -53,7 +53,11 @@ def test_plan_mixed_cluster_labels_wrap_instead_of_cutting(capsys, monkeypatch):
                                     "--global-batch", "64", "--seq-len", "1024", "--top", "3"])
     table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
-    assert "step s" in table[0] and "MFU %" in table[0] and "19/19/7/3" in "".join(table)
+    assert "step s" in table[0] and "MFU %" in table[0]
+    # every shown label is whole: its stage split (which one wins depends on the calibration) survives wrapping
+    first_column = " ".join(line.split("│")[1].strip() for line in table[1:])
+    splits = re.findall(r"stages (\d+(?:/\d+)+)", first_column)
+    assert len(splits) == 3 and all(sum(map(int, split.split("/"))) == 48 for split in splits)
 
 
 @pytest.mark.parametrize("command, present, absent", [
