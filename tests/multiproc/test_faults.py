@@ -196,10 +196,12 @@ seq_len: 64
 target_len: 16
 steps: [3, 4]
 warmup: 1
-seed: [0, 1]
+seed: 0
 timeout_s: 300
 train_options: {{tokenizer: {tokenizer}}}
 """
+# Two trials (~9-12 s each here): the runner kills, 3-12 s after each start, land in the first trial, its store
+# commit or the start of the second; a third and fourth trial were only ever run by the final, uninterrupted runner.
 RUNNER_FAULTS = [signal.SIGKILL, signal.SIGTERM, signal.SIGKILL, signal.SIGKILL]
 
 
@@ -238,7 +240,7 @@ def test_killed_study_runner_loses_no_trial(tmp_path, bundled_tokenizer):
     assert final.returncode == 0, final.stderr[-3000:]
     after = _finished(out / "study.sqlite")
     assert {k: after[k] for k in before} == before
-    assert len(after) == 4 and {v[0] for v in after.values()} == {"OK"}
+    assert len(after) == 2 and {v[0] for v in after.values()} == {"OK"}
     _assert_no_survivor(marker)
 
 
