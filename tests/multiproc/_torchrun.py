@@ -1,4 +1,5 @@
-"""Run tests/multiproc/strategies_worker.py under torchrun (2 CPU ranks, gloo, one thread each)."""
+"""Run tests/multiproc/strategies_worker.py under torchrun (2 CPU ranks, gloo, one thread each); what the workers
+under torchrun share."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def run_worker(out: Path, strategies: list[str], *, tokenizer: str | None = None
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads((out / "results.json").read_text())
+
+
+def measure_peak_once() -> None:
+    """In a worker: MFU's peak FLOP/s (engine/probe.py times a matmul for 0.3 s at the start of every run) measured
+    by the process's first run and reused by its later ones. The workers train many runs per launch and assert
+    losses, gradient norms and memory, never MFU (`scalestudy train`'s MFU: tests/e2e/test_cli_train.py)."""
+    from functools import lru_cache
+
+    from scalestudy.engine import probe
+
+    probe.peak_flops = lru_cache(maxsize=None)(probe.peak_flops)  # run_training imports it at each call

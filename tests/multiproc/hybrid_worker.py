@@ -19,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from _torchrun import measure_peak_once
 from scalestudy.engine.train import SimulatedCrash, load_data, run_training, setup_distributed, teardown_distributed
 from scalestudy.specs.run import RunConfig
 
@@ -69,6 +70,7 @@ def grad_norms(run_dir: Path) -> list[float]:
 def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     out, layouts = Path(sys.argv[1]), sys.argv[2:]
+    measure_peak_once()
     ctx = setup_distributed()
     results, prepared = {}, {}
     (out / "llama4.json").write_text(json.dumps(LLAMA4))

@@ -19,6 +19,7 @@ import time
 import warnings
 from pathlib import Path
 
+from _torchrun import measure_peak_once
 from scalestudy.engine.train import SimulatedCrash, load_data, run_training, setup_distributed, teardown_distributed
 from scalestudy.specs.run import RunConfig
 
@@ -43,6 +44,7 @@ def strategy_config(out: Path, item: str) -> RunConfig:
 def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     out, items = Path(sys.argv[1]), sys.argv[2:]
+    measure_peak_once()
     ctx = setup_distributed()
     # The corpus is read and tokenized once for all strategies.
     base = strategy_config(out, "ddp:0")
