@@ -237,6 +237,9 @@ def plan(
         from scalestudy.outputs import check_output_dir
 
         check_output_dir(emit_dir, "--emit")
+        from scalestudy.plan.emit import check_input_files
+
+        check_input_files(data, tokenizer, lexicon)  # before the search, not after it
     speeds = parse_speeds(stage_speeds)
     if speeds:
         if max_nodes is not None or objective in ("cost", "min-nodes"):

@@ -114,7 +114,7 @@ class _NotAvailable:
 def search(
     spec: Path = typer.Argument(..., help="Search spec YAML: a study spec plus a `search:` block "
                                           "(see examples/scaling/search-t5-proxies.yaml)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Search directory (study.sqlite, search.sqlite, "
+    output: str = typer.Option(..., "--output", "-o", help="Search directory (study.sqlite, search.sqlite, "
                                                             "search.json, best_runs.csv); re-running resumes."),
     trials_per_model: Optional[int] = typer.Option(None, help="Override search.trials_per_model."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -123,8 +123,10 @@ def search(
     from dataclasses import replace
 
     from scalestudy.errors import ScalestudyError
+    from scalestudy.outputs import check_output_dir
     from scalestudy.search.hyperparams import load_search, run_search
 
+    output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
     loaded = load_search(spec)
     if trials_per_model is not None:
         if trials_per_model < 1:

@@ -19,7 +19,7 @@ console = Console()
 @study_app.command("run")
 def study_run(
     spec: Path = typer.Argument(..., help="Study spec YAML (see examples/)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Study directory (DIR/study.sqlite); re-running resumes."),
+    output: str = typer.Option(..., "--output", "-o", help="Study directory (DIR/study.sqlite); re-running resumes."),
     executor: Optional[str] = typer.Option(None, help="local or slurm (default: the spec's executor)."),
     concurrency: Optional[int] = typer.Option(None, help="Local: trials at once (bounded by CPU cores)."),
     retry: list[str] = typer.Option([], help="Re-run finished trials with this status (OOM, FAILED, TIMEOUT)."),
@@ -28,9 +28,11 @@ def study_run(
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
 ) -> None:
     """Run (or resume) every trial of a study; each result is committed as soon as its trial ends."""
+    from scalestudy.outputs import check_output_dir
     from scalestudy.study.runner import run_study
     from scalestudy.study.spec import load_spec
 
+    output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
     study = load_spec(spec)
     for reason in study.skipped:
         console.print(f"[yellow]filtered[/] {reason}", highlight=False)
@@ -128,15 +130,17 @@ def report(directory: Path = typer.Argument(..., help="Study directory (holding 
 
 @app.command("demo")
 def demo(
-    output: Path = typer.Option(Path("scalestudy-demo"), "--output", "-o", help="Study directory to write."),
+    output: str = typer.Option("scalestudy-demo", "--output", "-o", help="Study directory to write."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
 ) -> None:
     """Run a small real scaling study on this CPU (tiny T5, ZeRO 0-3 and FSDP, 1-2 ranks) and write its report."""
     import time
 
+    from scalestudy.outputs import check_output_dir
     from scalestudy.report.render import write_report
     from scalestudy.study.demo import run_demo
 
+    output = check_output_dir(output)  # as a str: typer's Path would turn '' into the working directory
     start = time.time()
     result = run_demo(output, console=console, progress=not no_progress)
     paths = write_report(output)

@@ -106,6 +106,9 @@ def train(
     cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
     cuda = _trains_on_gpu(device, gpus_per_node, print_launch)
     if print_launch and gpus_per_node is not None:
+        if nproc is not None and nproc != gpus_per_node:  # both say the ranks per node: one would be dropped
+            raise ScalestudyError(f"--nproc {nproc} and --gpus-per-node {gpus_per_node} both set the ranks per "
+                                  "node: give one")
         cfg = cfg.replace(nproc=gpus_per_node)
     if stage_layers == "auto":
         cfg = _balanced_stages(cfg, stage_speeds, cuda=cuda, local=not print_launch)
@@ -123,6 +126,8 @@ def train(
             print(f"# ---- {path}")
             print(path.read_text(encoding="utf-8"), end="")
         return
+    if not cuda:
+        _check_cpu_ranks(cfg.workload.nproc)
     from scalestudy.engine.launch import run_local
 
     summary = run_local(cfg.with_absolute_paths())  # the run records where its inputs are, not how they were typed
@@ -187,6 +192,30 @@ def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
     split = auto_stage_layers(cfg, [v / top for v in speeds], memory, why)  # relative speeds: scale-free
     console.print(split.describe(speeds_text), soft_wrap=True, highlight=False)
     return split.run
+
+
+# Resident memory of a CPU rank before its model: a worker's `import torch` (+ torch.distributed) measured 218 MB
+# (torch 2.x CPU build, this repository's venv); the model, data and optimizer come on top.
+RANK_FLOOR_BYTES = 2.2e8
+
+
+def _check_cpu_ranks(nproc: int) -> None:
+    """--nproc ranks on this machine's CPU are processes that must all start: each holds torch's runtime, and gloo
+    connects every pair of ranks (one socket per peer in each rank). Refused here, in one line, beyond either bound
+    (ranks beyond the cores still run: they time-share)."""
+    import resource
+
+    from scalestudy.errors import ScalestudyError
+
+    memory = _machine_memory_bytes()
+    if memory and nproc * RANK_FLOOR_BYTES > memory:
+        raise ScalestudyError(f"--nproc {nproc}: {nproc} CPU ranks need >= {nproc * RANK_FLOOR_BYTES / 2**30:.0f} GiB "
+                              f"before the model (~{RANK_FLOOR_BYTES / 2**30:.1f} GiB of torch runtime each); this "
+                              f"machine has {memory / 2**30:.0f} GiB of RAM")
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and nproc + 64 > files:  # + the rank's own files, libraries, pipes
+        raise ScalestudyError(f"--nproc {nproc}: gloo opens a socket to each of the {nproc - 1} peers in every rank, "
+                              f"beyond the open-file limit of {files} (ulimit -n)")
 
 
 def _machine_memory_bytes() -> int | None:

@@ -8,7 +8,7 @@ The headline is leave-one-source-out (`leave_one_source_out`): for each source, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 
@@ -88,9 +88,17 @@ def _setup(r: dict):
     model = row_model(r["id"], r["model"])
     cluster = ClusterSpec(device=get_device(r["device"]), nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
                           name=r["device"], **{k: float(v) for k, v in r.get("cluster", {}).items()})
-    strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)), pp=int(r.get("pp", 1)),
-                        micro_batch=int(r["micro_batch"]), recompute=r["recompute"], precision=r.get("precision", "bf16"),
-                        **r.get("software", {}))
+    software = r.get("software", {})
+    unknown = set(software) - {f.name for f in fields(Strategy)} if isinstance(software, dict) else None
+    if unknown is None or unknown:
+        raise ScalestudyError(f"published row {r['id']}: software must map Strategy options (kernels, attention, "
+                              f"...) to values, got {sorted(unknown) if unknown else software!r}")
+    try:
+        strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)),
+                            pp=int(r.get("pp", 1)), micro_batch=int(r["micro_batch"]), recompute=r["recompute"],
+                            precision=r.get("precision", "bf16"), **software)
+    except ScalestudyError as exc:  # which row of the table says so
+        raise ScalestudyError(f"published row {r['id']}: {exc}") from None
     workload = Workload(global_batch=int(r["global_batch"]), seq_len=int(r["model"]["seq"]),
                         target_len=int(r["model"].get("target", 0)))
     return model, cluster, strategy, workload

@@ -11,7 +11,7 @@ from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time, per_owner_broadcast_time
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
-from scalestudy.costmodel.flops import step_flops_per_sequence
+from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
@@ -19,6 +19,7 @@ from scalestudy.costmodel.zero3 import Zero3Gathers, zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.parallel_layout import check_sequence_parallel
 from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
 
 
@@ -306,4 +307,5 @@ def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload:
                             num_layers=model.total_layers if st.pp > 1 else 0)
     if st.tp > 1 and model.kv_heads % st.tp:
         raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+    check_sequence_parallel(st, workload.seq_len, target_length(model, workload))  # train/study's rule, one place
     return layout

@@ -35,9 +35,16 @@ def check_inputs_exist(run: RunConfig) -> None:
     """The corpus, tokenizer and lexicon an emitted config names (absolute paths) exist here, as `train` would
     find them; a typo is a one-line error now, not a failed job on the cluster later. Hub datasets (hf:) pass."""
     d = run.data
-    named = [("--data", f) for f in d.files if not f.startswith("hf:")]
-    named += [(flag, p) for flag, p in (("--tokenizer", d.tokenizer), ("--lexicon", d.lexicon)) if p]
+    check_input_files(d.files, d.tokenizer, d.lexicon)
+
+
+def check_input_files(data, tokenizer: str | None, lexicon: str | None) -> None:
+    """Corpus files (hf: datasets pass), tokenizer and lexicon exist as files here: `plan --emit` checks them before
+    its search, `emit` again by the absolute paths it writes."""
+    named = [("--data", f) for f in data or () if not f.startswith("hf:")]
+    named += [(flag, p) for flag, p in (("--tokenizer", tokenizer), ("--lexicon", lexicon)) if p]
     for flag, path in named:
+        path = str(Path(path).absolute())
         if not Path(path).is_file():
             raise ScalestudyError(f"{flag} {path}: no such file (the emitted config names it by this path)")
 

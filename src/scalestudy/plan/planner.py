@@ -210,9 +210,11 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
     estimator = estimator or default_estimator()
     feasible, counters = evaluate(model, cluster, workload, constraints, estimator, prune=prune)
     if not feasible:
+        skipped = counters["skipped"]
+        why = (f"; most often {max(skipped, key=skipped.get)}" if skipped and not counters["evaluated"] else "")
         raise ScalestudyError(
             f"no strategy fits: {counters['evaluated']} evaluated for {model.name} on "
-            f"{cluster.label} (relax the constraints, add nodes or lower the batch)")
+            f"{cluster.label} (relax the constraints, add nodes or lower the batch){why}")
     if min_throughput:
         reach = [c for c in feasible if c.estimate.tokens_per_s >= min_throughput]
         if not reach:

@@ -30,7 +30,8 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`) are carried
-into every Strategy.
+into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
+refuse it otherwise: those points are planned without it).
 """
 
 from __future__ import annotations
@@ -197,6 +198,13 @@ def micro_batches(per_replica: int, constraints: Constraints) -> list[int]:
     return out
 
 
+def _decoder_len(model: ModelSpec, workload: Workload) -> int:
+    """The decoder length the cost model uses (costmodel.flops.target_length): enc-dec only, 0 resolved."""
+    from scalestudy.specs.run import resolve_target_len
+
+    return resolve_target_len("span", workload.seq_len, workload.target_len) if model.is_encoder_decoder else 0
+
+
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
                      stats: SpaceStats | None = None) -> Iterator[list[Point]]:
     """Yield groups of points that differ only in micro-batch (ascending): memory grows with micro-batch, so the
@@ -209,6 +217,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                   if rc in (constraints.recompute or ("full", "selective", "none"))]
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
+    lengths = (workload.seq_len, _decoder_len(model, workload))
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         for tp, pp in model_parallel_degrees(model, cluster, world, constraints):
@@ -234,7 +243,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
                                                 offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
                                                 precision=constraints.precision, attention=constraints.attention,
-                                                sequence_parallel=constraints.sequence_parallel,
+                                                sequence_parallel=constraints.sequence_parallel
+                                                and not any(n % tp for n in lengths),
                                                 overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
                                                 virtual_stages=v,
                                                 stage_layers=constraints.stage_layers if pp > 1 else (),

@@ -367,8 +367,9 @@ def _numbers(data: dict, origin: str) -> dict:
             data[name] = _rows(data[name], width, name, origin)
     if any(not (b > 0 and bw > 0) for b, bw in data.get("copy_bandwidth", [])):
         raise ScalestudyError(f"{origin}: copy_bandwidth buffer sizes and rates must be > 0")
-    if any(not (t >= 1 and p > 0) for t, p, _ in data.get("optimizer_step_s", [])):
-        raise ScalestudyError(f"{origin}: optimizer_step_s rows need >= 1 tensor and > 0 parameters")
+    if any(not (t >= 1 and t == int(t) and p > 0 and s > 0) for t, p, s in data.get("optimizer_step_s", [])):
+        raise ScalestudyError(f"{origin}: optimizer_step_s rows are [tensors (a whole number >= 1), parameters > 0, "
+                              "seconds > 0]")
     if "collective_ratio_by_size" in data:
         curves = data["collective_ratio_by_size"]
         if not isinstance(curves, dict):
@@ -411,6 +412,9 @@ def _check_power(data: dict, origin: str) -> None:
             raise ScalestudyError(f"{origin}: power_clock_mhz must be a list of [watts, MHz] pairs") from None
         if any(not (w > 0 and f > 0) for w, f in data["power_clock_mhz"]):
             raise ScalestudyError(f"{origin}: power_clock_mhz watts and MHz must be > 0")
+        watts = [w for w, _ in data["power_clock_mhz"]]
+        if len(set(watts)) < len(watts):
+            raise ScalestudyError(f"{origin}: power_clock_mhz gives two clocks at the same watts: {watts}")
     if data.get("power_limit_w") and not (data.get("power_clock_mhz") and data.get("clock_mhz")):
         raise ScalestudyError(f"{origin}: power_limit_w needs clock_mhz and power_clock_mhz (the sustained clock at "
                               "board power limits) to say what the limit does")
@@ -480,6 +484,9 @@ def _load_groups(data: dict, path: Path) -> ClusterSpec:
     raw = data.pop("groups")
     if "device" in data:
         raise ScalestudyError(f"cluster file {path}: give either 'device' (one device type) or 'groups', not both")
+    if "power_limit_w" in data:  # one group of one device would drop it without a word
+        raise ScalestudyError(f"cluster file {path}: power_limit_w of a cluster with groups: state it in each "
+                              "group's device YAML")
     if not isinstance(raw, list) or not raw:
         raise ScalestudyError(f"cluster file {path}: groups must be a non-empty list of {{device, nodes}} mappings")
     default_gpn = _count(data["gpus_per_node"], "gpus_per_node", str(path)) if "gpus_per_node" in data else None
