@@ -163,7 +163,7 @@ def test_gloo_collectives_are_priced_at_their_measured_ratio_for_their_message_s
 
 @pytest.mark.parametrize("field, value, says", [
     ("copy_bandwidth", "x", "list of 2-number rows"), ("copy_bandwidth", [[0, 5e9]], "must be > 0"),
-    ("optimizer_step_s", [[1, 2]], "3-number rows"), ("optimizer_step_s", [[0, 2, 1e-3]], ">= 1 tensor"),
+    ("optimizer_step_s", [[1, 2]], "3-number rows"), ("optimizer_step_s", [[0, 2, 1e-3]], "a whole number >= 1"),
     ("collective_ratio_by_size", [1], "map collectives"), ("collective_ratio_by_size", {"all_gather": [[0, 1]]},
                                                           "must be > 0"),
 ])
