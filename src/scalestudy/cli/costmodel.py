@@ -218,7 +218,6 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
     """Compare the cost model with published runs. Headline: leave-one-source-out error (each source predicted
     by constants refitted without it); in-sample error with the stored constants alongside."""
     from rich.console import Console
-    from rich.table import Table
 
     from scalestudy.costmodel.constants import stored
     from scalestudy.costmodel.published import fit, fit_rows, leave_one_source_out, load, summary, validation_rows

@@ -371,7 +371,6 @@ def tune(
 ) -> None:
     """Calibrate, then run few short real trials guided by the refit cost model; pick the fastest strategy."""
     offload = offload_old or offload
-    from pathlib import Path
 
     from scalestudy.plan import tuner
     from scalestudy.specs.model import get_model
