@@ -217,6 +217,16 @@ def _finished(store: Path) -> dict[str, tuple]:
     return {r[0]: (*r[1:], counts.get(r[0], 0)) for r in rows}
 
 
+def _wait_for_a_finished_trial(runner: subprocess.Popen, store: Path, limit_s: float = 180.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if store.exists() and _finished(store):
+            return
+        assert runner.poll() is None, "the runner ended without storing a finished trial"
+        time.sleep(0.2)
+    raise AssertionError("the runner stored no finished trial in time")
+
+
 def test_killed_study_runner_loses_no_trial(tmp_path, bundled_tokenizer):
     rng = random.Random(SEED + 1)
     spec = tmp_path / "faults.yaml"
@@ -225,10 +235,15 @@ def test_killed_study_runner_loses_no_trial(tmp_path, bundled_tokenizer):
     marker = f"SCALESTUDY_STUDY_DIR={out}"
     cmd = [sys.executable, "-m", "scalestudy", "study", "run", str(spec), "-o", str(out), "--no-progress"]
     before: dict[str, tuple] = {}
-    for sig in RUNNER_FAULTS:
+    for fault, sig in enumerate(RUNNER_FAULTS):
+        last = fault == len(RUNNER_FAULTS) - 1
         runner = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True)
-        time.sleep(rng.uniform(3.0, 12.0))
+        if last and not before:  # no kill has yet come after a finished trial: the last one does
+            _wait_for_a_finished_trial(runner, out / "study.sqlite")
+            time.sleep(rng.uniform(0.0, 2.0))
+        else:
+            time.sleep(rng.uniform(3.0, 12.0))
         runner.send_signal(sig)
         runner.communicate(timeout=120)
         _assert_no_survivor(marker)
@@ -236,6 +251,7 @@ def test_killed_study_runner_loses_no_trial(tmp_path, bundled_tokenizer):
         assert {k: after[k] for k in before} == before, "a finished trial was lost or changed"
         assert all(v[3] > 0 for v in after.values())
         before = after
+    assert before, "no kill came after a finished trial: the check above never had anything to lose"
     final = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
     assert final.returncode == 0, final.stderr[-3000:]
     after = _finished(out / "study.sqlite")
