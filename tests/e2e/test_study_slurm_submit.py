@@ -19,7 +19,7 @@ FAKES = {
         #!/bin/bash
         script="${@: -1}"
         last=$(sed -n 's/^#SBATCH --array=0-\([0-9]*\)$/\1/p' "$script")
-        jid=$(( $(date +%N) % 90000 + 10000 ))
+        jid=$(( 10#$(date +%N) % 90000 + 10000 ))  # 10#: a leading 0 is not octal
         for i in $(seq 0 "$last"); do
           SLURM_ARRAY_TASK_ID=$i SLURM_JOB_ID=$((jid * 100 + i)) SLURM_JOB_NODELIST=node001 SLURM_NNODES=1 \
             bash "$script" >/dev/null 2>&1 &
