@@ -103,6 +103,7 @@ def test_power_limit_from_cluster_yaml_and_bad_power_fields(tmp_path):
     assert c.to_dict()["device"] == "h100-80gb" and c.to_dict()["power_limit_w"] == 500
     for body, match in (("device: a100-80gb\npower_limit_w: 300\n", "does not say how its clock"),
                         ("device: h100-80gb\npower_limit_w: 0\n", "must be > 0"),
+                        ("device: h100-80gb\npower_limit_w: 10\n", "below the lowest limit .* covers \\(400 W\\)"),
                         ("device: h100-80gb\npower_limit_w: lots\n", "must be a number"),
                         ("device: {name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, matmul_efficiency: [], "
                          "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "

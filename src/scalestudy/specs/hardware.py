@@ -418,6 +418,17 @@ def _check_power(data: dict, origin: str) -> None:
     if data.get("power_limit_w") and not (data.get("power_clock_mhz") and data.get("clock_mhz")):
         raise ScalestudyError(f"{origin}: power_limit_w needs clock_mhz and power_clock_mhz (the sustained clock at "
                               "board power limits) to say what the limit does")
+    if data.get("power_limit_w"):
+        _check_limit_covered(data["power_limit_w"], data["power_clock_mhz"], origin)
+
+
+def _check_limit_covered(watts: float, power_clock_mhz: list, where: str) -> None:
+    """Below the lowest listed [watts, MHz] point the sustained clock is unknown (the data do not reach the firmware's
+    floor): refuse, rather than price it like that point. Above the top point the datasheet clock holds."""
+    lowest = min(w for w, _ in power_clock_mhz)
+    if watts < lowest:
+        raise ScalestudyError(f"{where}: power_limit_w {watts:g} W is below the lowest limit the device's "
+                              f"power_clock_mhz covers ({lowest:g} W): its clock there is unknown")
 
 
 def power_limited(device: DeviceSpec, watts: float) -> DeviceSpec:
@@ -428,6 +439,7 @@ def power_limited(device: DeviceSpec, watts: float) -> DeviceSpec:
     if not (device.power_clock_mhz and device.clock_mhz):
         raise ScalestudyError(f"device {device.name} does not say how its clock follows the power limit "
                               "(clock_mhz, power_clock_mhz): power_limit_w cannot be applied")
+    _check_limit_covered(watts, device.power_clock_mhz, f"device {device.name}")
     key = (id(device), watts)
     hit = _LIMITED.get(key)
     if hit is None or hit[0] is not device:
