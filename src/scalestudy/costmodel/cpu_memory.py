@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import math
 
+from scalestudy.costmodel.efficiency import piecewise_linear
+
 
 def interp_log2(points: list[tuple[float, float]], x: float) -> float:
     """Linear interpolation in log2(x) through ascending (x, y) points, clamped at both ends."""
-    if x <= points[0][0]:
+    if x <= points[0][0]:  # also keeps log2 away from x <= 0
         return points[0][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x <= x1:
-            f = (math.log2(x) - math.log2(x0)) / (math.log2(x1) - math.log2(x0))
-            return y0 + f * (y1 - y0)
-    return points[-1][1]
+    return piecewise_linear([math.log2(px) for px, _ in points], [py for _, py in points], math.log2(x))
 
 
 def measured(device) -> bool:

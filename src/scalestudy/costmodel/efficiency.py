@@ -36,7 +36,7 @@ def _table(device: DeviceSpec) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return hit[1], hit[2]
 
 
-def _interpolate(xs, ys, x: float) -> float:
+def piecewise_linear(xs, ys, x: float) -> float:
     """Piecewise linear through (xs, ys) ascending, clamped at both ends."""
     if x <= xs[0]:
         return ys[0]
@@ -58,7 +58,7 @@ def sustained_clock_ratio(device: DeviceSpec) -> float:
         return 1.0
     watts = [w for w, _ in device.power_clock_mhz]
     mhz = [f for _, f in device.power_clock_mhz]
-    return min(1.0, _interpolate(watts, mhz, device.power_limit_w) / device.clock_mhz)
+    return min(1.0, piecewise_linear(watts, mhz, device.power_limit_w) / device.clock_mhz)
 
 
 def gemm_ceiling(device: DeviceSpec, cal: Calibration | None = None) -> float:
@@ -75,7 +75,7 @@ def matmul_efficiency(device: DeviceSpec, dim: float, cal: Calibration | None = 
     xs, ys = _table(device)
     if not xs:
         return 0.5  # a device with neither a measured ceiling nor a table: say half of peak (only custom files)
-    return _interpolate(xs, ys, math.log2(max(dim, 1.0)))
+    return piecewise_linear(xs, ys, math.log2(max(dim, 1.0)))
 
 
 def gemm_dim(m: float, n: float, k: float) -> float:
