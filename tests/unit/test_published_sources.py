@@ -15,7 +15,8 @@ from scalestudy.specs.hardware import get_device
 from scalestudy.specs.strategy import Strategy
 
 HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel", "ibmfms2024",
-            "internlm2023", "tinyllama2023")
+            "internlm2023", "tinyllama2023", "dgxc2024", "mosaicml2023ext", "mosaicml2024scale", "olmocore2024",
+            "bigscience2022rampup")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -77,7 +78,8 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     row's `software` (and reconsider fit: false)."""
     options = {f.name for f in fields(Strategy)}
     listed = {flag for r in _rows("throughput") for flag in r.get("unmodelled", [])}
-    assert listed == {"overlap_p2p_comm"}
+    # fp32_grad_reduce: Composer FSDP 'DEFAULT' mixed precision; bf16_grad_sync: NeMo grad_sync_dtype bf16
+    assert listed == {"overlap_p2p_comm", "fp32_grad_reduce", "bf16_grad_sync"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -264,3 +266,201 @@ def test_tinyllama_row_is_the_readme_figure():
         ("fsdp", 3, "none", 8, 2048)
     assert estimate(model, cluster, strategy, workload).params_total / 1e9 == pytest.approx(1.10, abs=0.01)
     assert abs(throughput_row(r, load()["sources"]).error) < 0.05
+
+
+# NVIDIA dgxc-benchmarking v24.11.1 (35a9aec0) BF16 tables: GPUs -> (tokens per second, training step s)
+DGXC = {"gpt3-175b": {128: (58843, 8.91), 256: (117159, 8.95), 512: (230710, 9.09), 1024: (465517, 9.01),
+                      2048: (930001, 9.02)},
+        "nemotron4-15b": {16: (92630, 2.83), 32: (183317, 2.86), 64: (366635, 2.86), 128: (725658, 2.89),
+                          256: (1456356, 2.88), 512: (2872811, 2.92), 1024: (5745622, 2.92), 2048: (11335957, 2.96)},
+        "nemotron4-340b": {128: (28432, 4.61), 256: (56134, 4.67), 512: (111551, 4.70), 1024: (221686, 4.73),
+                           2048: (433296, 4.84)}}
+# recipe configs: global batch per GPU count, (tp, pp, micro-batch), recompute, size in billions of parameters
+DGXC_RECIPE = {"gpt3-175b": (lambda g: 2 * g, (4, 8, 1), "none", 174.6),
+               "nemotron4-15b": (lambda g: 4 * g, (4, 1, 4), "none", 15.6),
+               "nemotron4-340b": (lambda g: g // 4, (8, 8, 1), "selective", 341.0)}
+
+
+def test_dgxc_rows_are_the_recipe_tables():
+    """Every row is a table cell (tokens/s = seq x GBS / step time) at the recipe's layout, batch and recompute;
+    Megatron-Core's distributed optimizer with its overlaps; Nemotron4's squared-ReLU FFN (4d) as a SwiGLU of 8d/3
+    (same weights and GEMM FLOPs), GQA with 8 query groups; VP 12 = one layer per model chunk."""
+    rows = _rows("throughput", "dgxc2024")
+    assert len(rows) == sum(len(v) for v in DGXC.values())
+    for r in rows:
+        name, gpus = re.fullmatch(r"dgxc-(.+)-(\d+)g", r["id"]).groups()
+        gpus = int(gpus)
+        tps, step = DGXC[name][gpus]
+        batch, layout, recompute, size = DGXC_RECIPE[name]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == tps and cluster.world_size == gpus and workload.global_batch == batch(gpus)
+        assert workload.global_batch * workload.seq_len / step == pytest.approx(tps, rel=0.003)
+        assert (strategy.tp, strategy.pp, strategy.micro_batch) == layout and strategy.recompute == recompute
+        assert (strategy.engine, strategy.zero, strategy.overlap_grad_comm, strategy.overlap_param_gather,
+                strategy.tp_comm_overlap, strategy.sequence_parallel) == ("megatron", 1, True, True, True, True)
+        assert estimate(model, cluster, strategy, workload).params_total / 1e9 == pytest.approx(size, rel=0.005)
+        if name.startswith("nemotron4"):
+            assert 3 * model.d_ff == 8 * model.d_model and model.num_kv_heads == 8 and model.vocab_size == 256000
+        if strategy.pp > 1:
+            assert strategy.pp_schedule == "interleaved" and strategy.virtual_stages * strategy.pp == model.num_layers
+            assert set(r["unmodelled"]) == {"overlap_p2p_comm", "bf16_grad_sync"}
+
+
+# llm-foundry scripts/train/benchmarking/README.md at 49521837, bf16 rows not in mosaicml2023, one per entry:
+# "<size>-s<seq>-<GPUs>x<gpu>[-mb<m>]:<MicroBatchSize>:<GlobalBatchSize>:<zero 3 FULL_SHARD / 2 SHARD_GRAD_OP>:
+#  <Activation Checkpointing 1/0>:<Throughput (T/s)>"
+MPT_ROWS = """
+70b-s2048-512xh100:8:4096:3:1:515636 70b-s2048-256xh100:8:2048:3:1:265149 70b-s2048-128xh100:8:1024:3:1:135490
+30b-s2048-512xh100:8:4096:3:1:1083366 30b-s2048-256xh100:8:2048:3:1:550022 30b-s2048-128xh100:8:1024:3:1:281491
+13b-s2048-512xh100:16:8192:3:1:2535811 13b-s2048-256xh100:16:4096:3:1:1277214 13b-s2048-128xh100:16:2048:3:1:650264
+7b-s2048-512xh100:6:3072:3:0:4951479 7b-s2048-256xh100:6:1536:3:0:2590548 7b-s2048-128xh100:6:768:3:0:1340830
+3b-s2048-512xh100:8:4096:2:0:11092218 3b-s2048-256xh100:8:2048:2:0:5829686 3b-s2048-128xh100:8:1024:2:0:2998098
+1b-s2048-512xh100:12:6144:2:0:20396905 1b-s2048-256xh100:12:3072:2:0:10894207 1b-s2048-128xh100:12:1536:2:0:5647854
+70b-s2048-32xh100:2:1024:3:1:28242 30b-s8192-8xh100:1:168:3:1:11072 30b-s4096-8xh100:1:168:3:1:14419
+30b-s2048-32xh100:14:1344:3:1:73860 30b-s2048-16xh100:10:480:3:1:36209 30b-s2048-8xh100:3:504:3:1:16022
+30b-s1024-8xh100:6:1008:3:1:16672 13b-s32768-8xh100:1:24:3:1:15812 13b-s16384-8xh100:3:72:3:1:23881
+13b-s4096-8xh100:10:240:3:1:37740 13b-s2048-64xh100:2:128:3:0:307209 13b-s2048-32xh100:2:64:3:0:153960
+13b-s2048-16xh100:2:32:3:0:76280 13b-s2048-8xh100:2:16:3:0:38336 13b-s1024-8xh100:40:960:3:1:44019
+7b-s65536-8xh100:1:16:3:1:15654 7b-s32768-8xh100:2:32:3:1:26550 7b-s8192-8xh100:8:128:3:1:55481
+7b-s4096-8xh100:16:256:3:1:68893 7b-s1024-8xh100:64:1024:3:1:81628 3b-s65536-8xh100:1:16:3:1:26099
+3b-s32768-8xh100:3:144:3:1:46984 3b-s16384-8xh100:1:48:3:0:89223 3b-s8192-8xh100:3:144:3:0:132626
+3b-s4096-8xh100:5:240:3:0:167712 3b-s2048-64xh100:6:1152:3:0:1441663 3b-s2048-32xh100:6:576:3:0:736701
+3b-s2048-16xh100:10:480:3:0:386285 3b-s1024-8xh100:20:960:3:0:216369 3b-s512-8xh100:40:1920:3:0:223721
+1b-s65536-8xh100:1:16:3:1:44050 1b-s32768-8xh100:1:32:3:0:96203 1b-s16384-8xh100:2:64:3:0:157194
+1b-s8192-8xh100:3:96:3:0:233256 1b-s4096-8xh100:7:224:3:0:308282 1b-s2048-64xh100:20:1280:3:0:2841754
+1b-s2048-32xh100:20:640:3:0:1444183 1b-s2048-16xh100:20:320:3:0:736596 1b-s2048-8xh100:14:112:3:0:363645
+1b-s1024-8xh100:18:576:3:0:391287 1b-s512-8xh100:56:1792:3:0:418201 760m-s32768-8xh100:1:16:3:0:130333
+760m-s16384-8xh100:3:48:3:0:222521 760m-s8192-8xh100:6:96:3:0:334602 760m-s4096-8xh100:12:192:3:0:443674
+760m-s2048-32xh100:24:768:3:0:2175091 760m-s2048-16xh100:24:384:3:0:1096819 760m-s2048-8xh100:24:384:3:0:505177
+760m-s1024-8xh100:48:768:3:0:628648 760m-s512-8xh100:96:1536:3:0:669998 70b-s2048-32xa100-80:2:1024:3:1:11962
+30b-s8192-8xa100-80:1:168:3:1:4594 30b-s4096-8xa100-80:1:168:3:1:6513 30b-s1024-8xa100-80:6:1008:3:1:7571
+30b-s512-8xa100-80:12:2016:3:1:7739 13b-s32768-8xa100-80:1:24:3:1:8134 13b-s16384-8xa100-80:3:72:3:1:11454
+13b-s8192-8xa100-80:5:120:3:1:14362 13b-s4096-8xa100-80:10:240:3:1:16482 13b-s1024-8xa100-80:40:960:3:1:18647
+7b-s65536-8xa100-80:1:16:3:1:8108 7b-s32768-8xa100-80:2:32:3:1:13382 7b-s16384-8xa100-80:4:64:3:1:19629
+7b-s8192-8xa100-80:8:128:3:1:25655 7b-s4096-8xa100-80:16:256:3:1:29472 7b-s1024-8xa100-80:64:1024:3:1:34857
+3b-s65536-8xa100-80:1:16:3:1:14137 3b-s32768-8xa100-80:3:144:3:1:24235 3b-s16384-8xa100-80:1:48:3:0:44233
+3b-s8192-8xa100-80:3:144:3:0:61567 3b-s4096-8xa100-80:5:240:3:0:75658 3b-s2048-8xa100-80:10:160:3:0:86491
+3b-s1024-8xa100-80:20:960:3:0:92643 3b-s512-8xa100-80:40:1920:3:0:97019 1b-s65536-8xa100-80:1:16:3:1:24353
+1b-s32768-8xa100-80:1:32:3:0:50207 1b-s16384-8xa100-80:2:64:3:0:79650 1b-s8192-8xa100-80:3:96:3:0:110516
+1b-s4096-8xa100-80:7:224:3:0:142457 1b-s1024-8xa100-80:18:576:3:0:176898 1b-s512-8xa100-80:56:1792:3:0:185186
+760m-s65536-8xa100-80:1:16:3:1:33150 760m-s32768-8xa100-80:1:16:3:0:70417 760m-s16384-8xa100-80:3:48:3:0:114198
+760m-s8192-8xa100-80:6:96:3:0:167471 760m-s4096-8xa100-80:12:192:3:0:218808 760m-s2048-8xa100-80:24:384:3:0:259472
+760m-s1024-8xa100-80:48:768:3:0:238122 760m-s512-8xa100-80:96:1536:3:0:235571 350m-s65536-8xa100-80:1:16:3:0:60195
+350m-s32768-8xa100-80:2:32:3:0:109222 350m-s16384-8xa100-80:4:64:3:0:188478 350m-s8192-8xa100-80:8:128:3:0:292559
+350m-s4096-8xa100-80:16:256:3:0:396442 350m-s2048-8xa100-80:32:512:3:0:470263
+350m-s1024-8xa100-80:64:1024:3:0:518504 350m-s512-8xa100-80:128:2048:3:0:554643
+125m-s65536-8xa100-80:1:16:3:0:162946 125m-s32768-8xa100-80:2:32:3:0:291256 125m-s16384-8xa100-80:4:64:3:0:480322
+125m-s8192-8xa100-80:8:128:3:0:723142 125m-s4096-8xa100-80:16:256:3:0:947172 125m-s2048-8xa100-80:32:512:3:0:1133901
+125m-s1024-8xa100-80:64:1024:3:0:1251751 125m-s512-8xa100-80:128:2048:3:0:1325455
+70b-s2048-64xa100-40:2:128:3:1:17672 30b-s2048-32xa100-40:4:128:3:1:27431 13b-s8192-8xa100-40:1:128:3:1:11258
+13b-s4096-8xa100-40:2:256:3:1:12830 13b-s2048-128xa100-40:16:2048:3:1:252444 13b-s2048-64xa100-40:16:1024:3:1:126479
+13b-s2048-32xa100-40:14:448:3:1:63946 13b-s2048-16xa100-40:10:160:3:1:31900 13b-s2048-8xa100-40:4:512:3:1:13347
+13b-s1024-8xa100-40:8:1024:3:1:13817 13b-s512-8xa100-40:16:2048:3:1:14108 7b-s16384-8xa100-40:1:32:3:1:17998
+7b-s8192-8xa100-40:3:96:3:1:23098 7b-s4096-8xa100-40:6:192:3:1:26930 7b-s2048-64xa100-40:18:1152:3:1:234614
+7b-s2048-32xa100-40:18:576:3:1:119202 7b-s2048-16xa100-40:16:256:3:1:58322 7b-s2048-8xa100-40:12:384:3:1:29436
+7b-s1024-8xa100-40:24:768:3:1:30833 7b-s512-8xa100-40:48:1536:3:1:31167 3b-s32768-8xa100-40:1:32:3:1:23640
+3b-s16384-8xa100-40:2:128:3:1:35726 3b-s8192-8xa100-40:1:64:3:0:57193 3b-s4096-8xa100-40:2:128:3:0:70223
+3b-s2048-128xa100-40:6:768:3:0:1220885 3b-s2048-64xa100-40:6:384:3:0:623167 3b-s2048-32xa100-40:6:192:3:0:317261
+3b-s2048-16xa100-40:5:80:3:0:156013 3b-s2048-8xa100-40:5:320:3:0:80520 3b-s1024-8xa100-40:10:640:3:0:85854
+3b-s512-8xa100-40:20:1280:3:0:90596 1b-s32768-8xa100-40:1:32:3:1:40762 1b-s16384-8xa100-40:1:64:3:0:77723
+1b-s8192-8xa100-40:2:128:3:0:107799 1b-s4096-8xa100-40:4:256:3:0:134851 1b-s2048-128xa100-40:10:1280:3:0:2386897
+1b-s2048-64xa100-40:10:640:3:0:1216104 1b-s2048-32xa100-40:10:320:3:0:497782 1b-s2048-16xa100-40:8:128:3:0:305372
+1b-s2048-8xa100-40:8:512:3:0:154171 1b-s1024-8xa100-40:16:1024:3:0:167677 1b-s512-8xa100-40:32:2048:3:0:174256
+760m-s32768-8xa100-40:1:32:3:1:57464 760m-s16384-8xa100-40:1:32:3:0:111316 760m-s8192-8xa100-40:3:96:3:0:160853
+760m-s4096-8xa100-40:6:192:3:0:206909 760m-s2048-128xa100-40:12:1536:3:0:3704382
+760m-s2048-64xa100-40:12:768:3:0:1878030 760m-s2048-32xa100-40:12:384:3:0:948745
+760m-s2048-16xa100-40:12:192:3:0:473723 760m-s2048-8xa100-40:12:384:3:0:241389
+760m-s1024-8xa100-40:24:768:3:0:267376 760m-s512-8xa100-40:48:1536:3:0:279504 350m-s32768-8xa100-40:1:32:3:0:107329
+350m-s16384-8xa100-40:2:64:3:0:183175 350m-s8192-8xa100-40:4:128:3:0:279466 350m-s4096-8xa100-40:8:256:3:0:374670
+350m-s2048-128xa100-40:18:2304:3:0:6647647 350m-s2048-64xa100-40:18:1152:3:0:3372118
+350m-s2048-32xa100-40:18:576:3:0:1721978 350m-s2048-16xa100-40:18:288:3:0:886622
+350m-s2048-8xa100-40:16:512:3:0:447963 350m-s1024-8xa100-40:32:1024:3:0:500184
+350m-s512-8xa100-40:64:2048:3:0:530277 125m-s32768-8xa100-40:1:32:3:0:261208 125m-s16384-8xa100-40:2:48:3:0:443876
+125m-s8192-8xa100-40:5:120:3:0:694868 125m-s4096-8xa100-40:13:312:3:0:921297
+125m-s2048-128xa100-40:26:3328:3:0:15863837 125m-s2048-64xa100-40:26:1664:3:0:8015010
+125m-s2048-32xa100-40:26:832:3:0:4067922 125m-s2048-16xa100-40:26:416:3:0:2088560
+125m-s2048-8xa100-40:26:624:3:0:1090678 125m-s1024-8xa100-40:52:1248:3:0:1186314
+125m-s512-8xa100-40:104:2496:3:0:1253886
+""".split()
+MPT_SHAPES = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1b": (2048, 24, 16),
+              "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 48, 56),
+              "70b": (8192, 80, 64)}  # scripts/train/yamls/pretrain/mpt-*.yaml: d_model, n_layers, n_heads
+
+
+def test_mosaicml_rows_are_the_readme_tables():
+    """Every held-out MPT row is a README row: T/s, micro-batch, global batch, sharding and checkpointing as the
+    table says, the yaml's shape, and the table's NumParams (12 L d^2 + 13 L d + 2 d + V d + seq d) as counted."""
+    rows = _rows("throughput", "mosaicml2023ext") + _rows("throughput", "mosaicml2024scale")
+    table = {key: tuple(map(int, rest)) for key, *rest in (e.split(":") for e in MPT_ROWS)}
+    assert len(rows) == len(table) and {r["id"].removeprefix("mpt-") for r in rows} == set(table)
+    for r in rows:
+        mb, gb, zero, ckpt, tps = table[r["id"].removeprefix("mpt-")]
+        size, seq, gpus = re.match(r"mpt-(\w+?)-s(\d+)-(\d+)x", r["id"]).groups()
+        model, cluster, strategy, workload = _setup(r)
+        assert (r["published"], strategy.micro_batch, workload.global_batch) == (tps, mb, gb)
+        assert (strategy.engine, strategy.zero, strategy.recompute) == ("fsdp", zero, "full" if ckpt else "none")
+        assert (workload.seq_len, cluster.world_size) == (int(seq), int(gpus))
+        d, layers, heads = MPT_SHAPES[size]
+        assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size) == (d, layers, heads, 50368)
+        params = 12 * layers * d * d + 13 * layers * d + 2 * d + 50368 * d + int(seq) * d
+        assert estimate(model, cluster, strategy, workload).params_total == params
+        assert r["source"] == ("mosaicml2024scale" if gpus in ("128", "256", "512") and "xh100" in r["id"]
+                               else "mosaicml2023ext")
+
+
+# OLMo-core README at 310866e4: BF16 tokens/s per device; scripts' (d_model, layers, SwiGLU hidden, micro-batch, GBS)
+OLMO = {"1b": (44000, 2048, 18, 5632, 4, 1024), "7b": (10000, 4096, 32, 11008, 2, 1024),
+        "13b": (4600, 5120, 40, 13824, 1, 2048)}
+
+
+def test_olmo_core_rows_are_the_readme_and_scripts():
+    rows = _rows("throughput", "olmocore2024")
+    assert {re.fullmatch(r"olmocore-(\w+)-8xh100", r["id"]).group(1) for r in rows} == set(OLMO)
+    for r in rows:
+        tps, d, layers, hidden, mb, gb = OLMO[re.fullmatch(r"olmocore-(\w+)-8xh100", r["id"]).group(1)]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == tps * cluster.world_size and cluster.world_size == 8  # launcher default, assumed
+        assert (model.d_model, model.num_layers, model.d_ff, model.vocab_size) == (d, layers, hidden, 100352)
+        assert hidden == 256 * -(-int(8 * d / 3) // 256)  # llama_like: int(8 d / 3) up to a multiple of 256
+        assert (strategy.micro_batch, workload.global_batch, workload.seq_len) == (mb, gb, 4096)
+        assert (strategy.engine, strategy.zero, strategy.recompute, strategy.kernels) == ("fsdp", 3, "none", "fused")
+
+
+def test_bloom_rampup_rows_are_the_production_setup_at_small_batches():
+    """BLOOM 176B at GBS 16 / MBS 2 (15.23 s per iteration) and GBS 192 / MBS 1 (73 TFLOPs, converted with the same
+    log line's TFLOPs-per-sample ratio): bigscience2022's configuration with only the batch changed."""
+    (base,) = [r for r in load()["throughput"] if r["id"] == "bloom-176b-48n"]
+    rows = _rows("throughput", "bigscience2022rampup")
+    expected = {16: (2, round(16 * 2048 / 15.23)), 192: (1, round(2048 * 73 * 16 / (8.04 * 15.23)))}
+    assert {r["global_batch"] for r in rows} == set(expected)
+    for r in rows:
+        mb, tps = expected[r["global_batch"]]
+        assert (r["micro_batch"], r["published"], r["metric"]) == (mb, tps, "tokens_per_s")
+        same = ("model", "device", "nodes", "gpus_per_node", "cluster", "tp", "pp", "recompute", "engine", "zero",
+                "software")
+        assert all(r[k] == base[k] for k in same)
+
+
+# mean / max |error| reached by the sources added 2026-12-02 (stored constants), plus a margin: regression bounds,
+# not targets (issue 11's target is 8% / 20%; the STATUS / RESULTS notes say which mechanism each miss points to)
+NEW_SOURCE_BOUNDS = {"dgxc2024": (0.06, 0.16), "mosaicml2024scale": (0.15, 0.35), "mosaicml2023ext": (0.15, 0.80),
+                     "olmocore2024": (0.24, 0.31), "bigscience2022rampup": (0.24, 0.28)}
+
+
+def _errors(source: str) -> dict:
+    data = load()
+    return {r["id"]: throughput_row(r, data["sources"]).error for r in _rows("throughput", source)}
+
+
+def test_sources_added_2026_12_02_out_of_sample():
+    """Reached (HEAD 516749d): dgxc2024 4.3 / 13.1% (GPT-3 175B within 2.3%, Nemotron4 15B within 5% up to 1024 GPUs;
+    every row under: DP cost grows with dp in the model, not in the runs), mosaicml2024scale 12.8 / 31.0% (13B-70B
+    with checkpointing within 6%; 1B-7B without it +17..+31%, growing with GPUs), mosaicml2023ext 12.6 / 76.0%
+    (H100 long sequences +38..+76%), olmocore2024 20.5 / 27.5%, bigscience2022rampup 20.4 / 24.6% (too fast at
+    1 and 24 micro-batches per step on 12 stages)."""
+    for source, (mean_bound, max_bound) in NEW_SOURCE_BOUNDS.items():
+        errs = [abs(e) for e in _errors(source).values()]
+        assert sum(errs) / len(errs) < mean_bound and max(errs) < max_bound, source
+    dgxc = _errors("dgxc2024")
+    assert all(abs(e) < 0.03 for k, e in dgxc.items() if "gpt3-175b" in k)
+    assert all(abs(e) < 0.06 for k, e in dgxc.items() if "15b" in k and not k.endswith("-2048g"))
