@@ -837,9 +837,9 @@ def test_edge_but_valid_inputs_give_finite_results(cmd, template, tmp_path, monk
     ws = tmp_path / "ws"
     shutil.copytree(template, ws)
     monkeypatch.chdir(ws)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time of this process: the bound is on the work, not on other jobs' load
     res = run_cli(shlex.split(cmd))
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10
     assert res.code == 0, res.err[-2000:]
     values = list(_numbers(json.loads(res.out)))
     assert values and all(math.isfinite(v) and v >= 0 for v in values), [v for v in values if not v >= 0]

@@ -5,27 +5,57 @@ import time
 
 import pytest
 
+from scalestudy.costmodel import activation_cache_clear
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import ZERO_STAGES, Strategy, Workload
 from _cli import run_cli
 
 MT5_XXL = ["plan", "--model", "mt5-xxl", "--gpu", "a100-40gb", "--nodes", "4", "--gpus-per-node", "8",
            "--global-batch", "256", "--seq-len", "512", "--target-len", "128"]
 
 
-def test_mt5_xxl_on_4x8_a100_answers_in_under_2_cpu_s_and_every_proposal_fits(capsys):
+def _estimate_work_cpu_s(rounds: int) -> float:
+    """CPU seconds of this process for a fixed amount of cost-model work: `rounds` passes of estimate() over the
+    BASELINE strategies (mT5-XXL on 4 x 8 A100-40GB), memoised shapes cleared first as before a plan."""
+    model, cluster, work = get_model("mt5-xxl"), make_cluster("a100-40gb", 4, 8), Workload(256, 512, 128)
+    activation_cache_clear()
+    t0 = time.process_time()
+    for _ in range(rounds):
+        for strategy in BASELINE:
+            estimate(model, cluster, strategy, work)
+    return time.process_time() - t0
+
+
+# Every engine x ZeRO stage x tp x micro-batch x recompute at pp 1: 384 strategies, all valid for mT5-XXL on 4 x 8.
+BASELINE = [Strategy(engine=engine, zero=zero, tp=tp, micro_batch=mb, recompute=rc)
+            for engine, zeros in ZERO_STAGES.items() for zero in zeros for tp in (1, 2, 4, 8) for mb in (1, 2, 4, 8)
+            for rc in ("none", "selective", "full")]
+# The limit on the plan's CPU time as a multiple of 2 x 20 rounds of BASELINE (15,360 estimates), run right before
+# and right after it in this process. An absolute limit (2 CPU s) flaked: on this 2-vCPU machine the same work's CPU
+# time varies 1.5-2x with other jobs' load (cache and host contention count as CPU time); the plan read 2.01 s on a
+# loaded CI run and 1.5-2.1 s here at load 3-4. Bracketed like this, load moves both sides: measured here (01:05-01:10
+# UTC, load 2.9-3.7, also beside a memory-streaming job) the plan cost 4.7-6.6x the baseline (~90% of it turning
+# 5,439 candidates into indented JSON, ~5% estimating 6,162 strategies). 14x is about 2x that: a plan that does twice
+# the work per candidate, renders twice as much or searches a space twice the size fails; finer claims are the
+# benchmarks' (bench_plan.py: the CLI's seconds; bench_estimate.py: strategies per CPU-second, >= 20,000).
+PLAN_OVER_BASELINE_LIMIT = 14.0
+
+
+def test_mt5_xxl_on_4x8_a100_plan_costs_a_bounded_multiple_of_estimate_work_and_every_proposal_fits(capsys):
     # Warm the imports first (the test measures the planner, not the interpreter's first import of rich/typer).
     run_cli(capsys, ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "1",
                      "--global-batch", "2", "--seq-len", "16", "--json"])
-    # CPU seconds of this process (all its threads), not wall time: the limit is on the planner's work, not on how
-    # many other jobs share the cores (wall time ranged 1.1-2.4 s at load 3 for the same work)
+    before = _estimate_work_cpu_s(20)
+    activation_cache_clear()  # the plan starts from the same cold memo whichever tests ran before in this process
     t0 = time.process_time()
     code, out, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
     elapsed = time.process_time() - t0
+    baseline = before + _estimate_work_cpu_s(20)
     assert code == 0
-    assert elapsed < 2.0, f"plan took {elapsed:.2f} CPU s"
+    assert elapsed < PLAN_OVER_BASELINE_LIMIT * baseline, \
+        f"plan took {elapsed:.2f} CPU s = {elapsed / baseline:.1f}x the baseline's {baseline:.2f} CPU s"
     data = json.loads(out)
     assert data["evaluated"] == data["estimated"] + data["pruned"] > 1000
     assert len(data["candidates"]) == data["feasible"] - data["duplicates"] > 0
