@@ -85,6 +85,17 @@ def unmeasured_errors(result, grid: dict) -> list[float]:
             if r["strategy"] not in ran and r["strategy"] in grid]
 
 
+def unmeasured_coverage(result, grid: dict) -> list[bool]:
+    """Per grid strategy tune did not run: is its measured step within the 95% interval tune states for its final
+    prediction (prediction x exp(+-1.96 x predicted_uncertainty_rel), tune.json's candidates)? The honesty check
+    of that uncertainty: about 95% should be."""
+    ran = {t.label for t in result.trials}
+    return [abs(math.log(r["predicted_s"] / grid[r["strategy"]].measured_step_s))
+            <= 1.96 * r["predicted_uncertainty_rel"]
+            for r in result.candidate_rows
+            if r["strategy"] not in ran and r["strategy"] in grid and r.get("predicted_uncertainty_rel")]
+
+
 def summarize(rows: list[dict], label: str) -> None:
     print(f"\n{label}: {len(rows)} repeat(s)")
     print(f"  pick vs grid best (grid's own one-sample values), %: {dist([r['gap_grid'] for r in rows])}; "
@@ -101,6 +112,10 @@ def summarize(rows: list[dict], label: str) -> None:
     if errs:
         print(f"  |error| of final predictions of strategies tune did not run, %: median {statistics.median(errs):.1f},"
               f" max {max(errs):.1f}; within 15%: {sum(e <= 15 for e in errs)} of {len(errs)}")
+    cover = [c for r in rows for c in r.get("unmeasured_cover", [])]
+    if cover:
+        print(f"  strategies tune did not run inside the 95% interval of their stated prediction uncertainty: "
+              f"{sum(cover)} of {len(cover)} ({100 * sum(cover) / len(cover):.0f}%; honest: ~95%)")
     print(f"  trials per tune: {dist([r['trials'] for r in rows], '.0f')}; picks: "
           + ", ".join(f"{k} x{v}" for k, v in sorted(_count(r["pick"] for r in rows).items())))
 
@@ -329,6 +344,7 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
                          "share_charged": 100 * r.budget.get("charged_s", used) / grid_s,
                          "share_cal": 100 * (used + calib_s) / grid_s, "trials": len(r.trials),
                          "unmeasured_err": unmeasured_errors(r, ok),
+                         "unmeasured_cover": unmeasured_coverage(r, ok),
                          "inseparable": bool(r.pick.get("inseparable"))})
     finally:
         tuner.run_trial = live_trial
@@ -422,6 +438,7 @@ def live(cands, spec, w, args, grid, calib_s, out: Path) -> list[dict]:
         row = {"pick": label, "gap_grid": pct(ok[label].measured_step_s, best.measured_step_s) if label in ok
                else math.nan, "share": 100 * used / grid_s, "share_cal": 100 * (used + calib_s) / grid_s,
                "trials": len(r.trials), "unmeasured_err": unmeasured_errors(r, ok), "same": label == best.label,
+               "unmeasured_cover": unmeasured_coverage(r, ok),
                "share_charged": 100 * r.budget.get("charged_s", used) / grid_s,
                "tune": r.to_dict()}
         if label and label != best.label and not args.no_back_to_back:
@@ -429,6 +446,23 @@ def live(cands, spec, w, args, grid, calib_s, out: Path) -> list[dict]:
         rows.append(row)
     summarize(rows, "live tune vs grid")
     return rows
+
+
+# What a recorded grid measured: a replay or export on it must use the same case (the model's cost terms, the
+# workload), whatever the command line says (a gpt2-tiny grid replayed with the default --model t5-micro priced
+# t5-micro's terms against gpt2-tiny's steps).
+CASE_KEYS = ("model", "nproc", "global_batch", "seq_len", "target_len", "micro_batch", "recompute", "steps", "warmup")
+
+
+def case_from_record(args, rec: dict | None) -> None:
+    """Set `args`' case (CASE_KEYS) from the record's, saying which differed from the command line."""
+    if not rec:
+        return
+    moved = {k: rec["args"][k] for k in CASE_KEYS if k in rec.get("args", {}) and rec["args"][k] != getattr(args, k)}
+    for k, v in moved.items():
+        setattr(args, k, v)
+    if moved:
+        print("case taken from the record: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in moved.items()))
 
 
 def main() -> None:
@@ -473,12 +507,13 @@ def main() -> None:
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = get_model(args.model)
-    w = Workload(args.global_batch, args.seq_len, args.target_len if spec.is_encoder_decoder else 0)
     started = dt.datetime.now(dt.timezone.utc)
     print(f"bench_tune {started:%Y-%m-%d %H:%M} UTC, load average at start {load_avg()}, "
           f"{os.cpu_count()} CPUs")
     rec = json.loads(Path(args.grid_from).read_text()) if args.grid_from else None
+    case_from_record(args, rec)
+    spec = get_model(args.model)
+    w = Workload(args.global_batch, args.seq_len, args.target_len if spec.is_encoder_decoder else 0)
     if rec:  # a record from before profiles were stored in it needs --profile (else the static local-cpu)
         device = DeviceSpec(**rec["device"]) if "device" in rec else get_device(args.profile or "local-cpu")
         device = with_collective_ratios(device, Path(args.grid_from).parent / "calibration" / "microbench.json")

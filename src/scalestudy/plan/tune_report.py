@@ -34,6 +34,19 @@ def efficiency_line(e) -> str:
             f"per family per micro-step: {parts(e.family_overhead_s, lambda v: f'{v * 1e3:+.1f} ms')})")
 
 
+def prediction_line(factor: dict) -> str:
+    """One sentence: the factor the trials put on the cost model's predictions (`calibrate.ResidualFit.to_dict`)."""
+    if not factor:
+        return ""
+
+    def parts(d: dict) -> str:
+        return ", ".join(f"{k} x{math.exp(v):.2f}" for k, v in d.items()) or "none measured"
+
+    return (f"Predictions: cost model x{math.exp(factor['level']):.2f} (per engine: {parts(factor['engine'])}; per "
+            f"family: {parts(factor['family'])}; x{math.exp(factor['per_doubling']):.2f} per doubling of the "
+            "micro-steps)")
+
+
 def report_rows(result) -> list[dict]:
     """One row per trial of a `TuneResult`: measured and predicted step times, prediction errors in %."""
     rows = []
@@ -119,12 +132,13 @@ def save_results(out_dir: Path, result, settings: dict, meta: dict) -> None:
     grid = result.grid_estimate_s
     share = (f" ({100 * sum(t.wall_s for t in result.trials) / grid:.1f}% of the estimated {grid:.0f} s of "
              "trials an exhaustive grid would take)") if grid > 0 else ""
+    factor = prediction_line(result.model.to_dict().get("prediction_factor", {}))
     md = (f"# scalestudy tune: {meta.get('model')} on {meta.get('nproc')} rank(s)\n\n"
           f"{pick_line(result.pick)}\nTrials: {len(result.trials)}; stop: {result.stop_reason}.\n"
           f"{budget_line(result.budget)}\n"
-          f"{efficiency_line(result.model.fit_)}.\n"
-          f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
+          f"{efficiency_line(result.model.fit_)}.\n" + (f"{factor}.\n" if factor else "")
+          + f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
           f"{result.total_s:.1f} s (wall){share}.\n\n## Trials\n\n" + markdown_table(rows)
-          + "\n## Every candidate (final refit; prediction +-% = leave-one-out error of the refit and the "
-            "measurement noise, one standard deviation)\n\n" + candidate_table(result.candidate_rows))
+          + "\n## Every candidate (final predictions; prediction +-% = leave-one-out error of the predictions and "
+            "the measurement noise, one standard deviation)\n\n" + candidate_table(result.candidate_rows))
     write_text_atomic(out_dir / "tune.md", md)
