@@ -264,3 +264,25 @@ def test_predictions_of_strategies_not_run_hold_up_under_trial_noise(grid, pinne
     # (refit 11.2), gpt2-tiny 8.4 (refit 14.9); worst draw 18.8 / 22.6 (refit 26.3 / 26.0). Measured 2026-12-02.
     assert 100 * statistics.median(factor_med) <= pinned + 1.5
     assert statistics.median(factor_med) < statistics.median(refit_med)
+
+
+def test_the_factor_shrinks_an_engines_excess_toward_the_model_and_widens_for_what_no_trial_saw():
+    """One trial per engine: DDP 1.3x the model, DeepSpeed ZeRO-0 1.3 x 1.2x. The factor gives ZeRO-1 (never run)
+    part of DeepSpeed's 20% excess (its engine's term; the rest is read as ZeRO-0's own or noise), FSDP (no trial)
+    the overall level only; its sd is widest for the engine no trial measured, then the unmeasured stage."""
+    import math
+
+    from scalestudy.costmodel.calibrate import fit_residual
+
+    def t(fam, engine, ga=1):
+        return StepTerms(1.0, 0.1, 0.05, ga, fam, engine, micro_batch=8 // ga)
+
+    ddp, ds0, ds1, fsdp = t("ddp", "ddp"), t("ds-z0", "deepspeed"), t("ds-z1", "deepspeed"), t("fsdp-z2", "fsdp")
+    res = fit_residual([(ddp, ddp.modelled_s, 1.3 * ddp.modelled_s, 1),
+                        (ds0, ds0.modelled_s, 1.3 * 1.2 * ds0.modelled_s, 1)], 0.08)
+    factor = {x.family: math.exp(res.log_factor(x)) for x in (ddp, ds0, ds1, fsdp)}
+    assert factor["ddp"] == pytest.approx(1.3, rel=0.05) and factor["ds-z0"] == pytest.approx(1.56, rel=0.05)
+    assert factor["ddp"] < factor["ds-z1"] < factor["ds-z0"]  # shrunk toward the model, not all of the excess
+    assert min(factor["ddp"], factor["ds-z0"]) <= factor["fsdp-z2"] <= max(factor["ddp"], factor["ds-z0"])
+    sd = {x.family: res.log_sd(x) for x in (ds0, ds1, fsdp)}
+    assert sd["ds-z0"] < sd["ds-z1"] < sd["fsdp-z2"]

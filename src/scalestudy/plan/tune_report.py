@@ -139,6 +139,7 @@ def save_results(out_dir: Path, result, settings: dict, meta: dict) -> None:
           f"{efficiency_line(result.model.fit_)}.\n" + (f"{factor}.\n" if factor else "")
           + f"Time: calibration {result.calibration_s:.1f} s + trials {result.trials_s:.1f} s = "
           f"{result.total_s:.1f} s (wall){share}.\n\n## Trials\n\n" + markdown_table(rows)
-          + "\n## Every candidate (final predictions; prediction +-% = leave-one-out error of the predictions and "
-            "the measurement noise, one standard deviation)\n\n" + candidate_table(result.candidate_rows))
+          + "\n## Every candidate (final predictions; prediction +-% = the larger of the predictions' leave-one-out "
+            "error and the sd of their factor for that strategy, with the measurement noise; one standard "
+            "deviation)\n\n" + candidate_table(result.candidate_rows))
     write_text_atomic(out_dir / "tune.md", md)
