@@ -459,8 +459,9 @@ def test_sources_added_2026_12_02_out_of_sample():
     with checkpointing within 6%; 1B-7B without it +17..+31%, growing with GPUs), mosaicml2023ext 12.6 / 76.0%
     (H100 long sequences +38..+76%), olmocore2024 20.5 / 27.5%, bigscience2022rampup 20.4 / 24.6% (too fast at
     1 and 24 micro-batches per step on 12 stages), bigscience2022reshape 15.5 / 29.2% (too slow on 24 and 36 stages:
-    the model charges the busiest stage's layers plus the head, the last stage holds one layer less), megatron2024strong 7.1 / 7.6% (+7.6% at dp 2, -6.7% at dp 96: the model
-    loses 16% of per-GPU throughput over the strong scaling, the README 11%)."""
+    the model charges the busiest stage's layers plus the head, the last stage holds one layer less),
+    megatron2024strong 7.1 / 7.6% (+7.6% at dp 2, -6.7% at dp 96: the model loses 16% of per-GPU throughput over
+    the strong scaling, the README 11%)."""
     for source, (mean_bound, max_bound) in NEW_SOURCE_BOUNDS.items():
         errs = [abs(e) for e in _errors(source).values()]
         assert sum(errs) / len(errs) < mean_bound and max(errs) < max_bound, source
