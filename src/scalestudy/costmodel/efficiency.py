@@ -78,5 +78,16 @@ def matmul_efficiency(device: DeviceSpec, dim: float, cal: Calibration | None = 
     return piecewise_linear(xs, ys, math.log2(max(dim, 1.0)))
 
 
+def attention_efficiency(device: DeviceSpec, dim: float, kernel: str, cal: Calibration | None = None) -> float:
+    """Fraction of peak for the attention core (scores and attention-over-values) run by a fused flash `kernel`
+    ("fa2": FlashAttention-2, PyTorch SDPA's flash backend; "cudnn": cuDNN fused attention, Transformer Engine's
+    choice on Hopper): the GEMM curve, capped by the fraction of peak the kernel is published to reach on this
+    device at its default power limit (`DeviceSpec.flash_attention_fraction`), scaled like the GEMMs by the clock
+    its power limit sustains. A kernel not listed for the device runs at the GEMM curve."""
+    curve = matmul_efficiency(device, dim, cal)
+    cap = device.flash_attention_fraction.get(kernel)
+    return curve if cap is None else min(curve, cap * sustained_clock_ratio(device))
+
+
 def gemm_dim(m: float, n: float, k: float) -> float:
     return min(max(m, 1.0), (max(n, 1.0) * max(k, 1.0)) ** 0.5)

@@ -27,6 +27,7 @@ class EngineComm:
     tp_async_backward: bool  # sequence-parallel backward collectives overlap the linear GEMMs (terms._sp_async_exposed)
     grad_all_reduce: bool  # zero 1: gradients all-reduced whole (not reduce-scattered) before the owner's update
     param_broadcast_per_owner: bool  # zero 1: updated parameters re-sent as one broadcast per owner rank
+    attention_kernel: str = "fa2"  # the fused attention kernel under flash attention (efficiency.attention_efficiency)
 
 
 @lru_cache(maxsize=1)
@@ -40,6 +41,8 @@ def engine_table() -> dict[str, EngineComm]:
             continue
         if set(row) != names:
             raise ScalestudyError(f"engines.yaml: {engine} needs exactly {', '.join(sorted(names))}")
+        if row["attention_kernel"] not in ("fa2", "cudnn"):
+            raise ScalestudyError(f"engines.yaml: {engine}.attention_kernel must be fa2 or cudnn")
         for key in ("gather_rails", "grad_rails"):
             if row[key] not in ("rank", "node"):
                 raise ScalestudyError(f"engines.yaml: {engine}.{key} must be rank or node")
@@ -54,7 +57,8 @@ def engine_table() -> dict[str, EngineComm]:
             pipeline_scatter_gather=bool(row["pipeline_scatter_gather"]),
             tp_async_backward=bool(row["tp_async_backward"]),
             grad_all_reduce=bool(row["grad_all_reduce"]),
-            param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]))
+            param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]),
+            attention_kernel=str(row["attention_kernel"]))
     return out
 
 

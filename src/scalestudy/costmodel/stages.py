@@ -218,7 +218,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels)
+                          st.kernels, engine_comm(st.engine).attention_kernel)
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -260,7 +260,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where = placed[k]
         dev, sub = where.device, where.cluster
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels)
+                          st.kernels, eng.attention_kernel)
         share = sum(costs[start:start + n]) / total_cost
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes
-from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
+from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.op_checkpoint import recomputed_gemms
@@ -126,17 +126,22 @@ _CACHE: dict = {}
 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
-                  kernels: str = "fused") -> ComputeTimes:
+                  kernels: str = "fused", attention_kernel: str = "fa2") -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
-    Strategy.kernels (costmodel/eager_kernels.py)."""
-    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels)
+    Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
+    under flash attention (engines.yaml; efficiency.attention_efficiency)."""
+    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
+           attention_kernel)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
     peak = device.peak(precision)
     dense_t = attn_t = dense_f = attn_f = 0.0
     for flops, dim, is_attn in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
-        sec = flops / (peak * matmul_efficiency(device, dim, cal))
+        if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
+            sec = flops / (peak * attention_efficiency(device, dim, attention_kernel, cal))
+        else:
+            sec = flops / (peak * matmul_efficiency(device, dim, cal))
         if is_attn:
             attn_t += sec
             attn_f += flops

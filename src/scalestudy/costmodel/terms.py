@@ -44,7 +44,9 @@ _SHAPES: dict[tuple, tuple] = {}
 def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels)
+    kernel = engine_comm(st.engine).attention_kernel
+    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
+           kernel)
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -55,7 +57,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split[0] / total_layers),
-        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels),
+        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
         stage_layers=max(split),
@@ -172,7 +174,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
     total = reductions * (ar + rs) + ag
     if st.overlap_param_gather and not cpu:
-        ag = _param_gather_exposed(ag, gather_buckets, fwd, interference)
+        ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
         if not st.overlap_grad_comm:
             return reductions * (ar + rs) + ag, total
     if cpu or not st.overlap_grad_comm:
@@ -182,7 +184,20 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     last = eng.reduce_bucket_elems or psi
     if st.pp == 1:
         last = max(last, shape.embed_elems)
-    return reductions * _reduction_exposed(bwd, ar + rs, min(1.0, last / psi), interference) + ag, total
+    window = bwd * _chunk_window(st)
+    return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+
+def _chunk_window(st: Strategy) -> float:
+    """How many micro-batch passes of a stage the data-parallel collectives of one step can hide behind: 1, except
+    under the interleaved pipeline schedule, where each of the v model chunks syncs on its own (Megatron-Core
+    schedules.py at f2e5db40, forward_backward_pipelining_with_interleaving: grad_sync_func[chunk] right after the
+    chunk's last micro-batch backward, param_sync_func[chunk] before its first forward). The last group of pp
+    micro-batches runs backward chunk by chunk, pp chunk-passes each, so chunk k's reduction hides behind the later
+    chunks' (v-1-k) x pp chunk-passes: all but the last chunk's behind (pp-1)(v-1)/v stage passes beyond its own
+    (the forward's parameter gathers symmetrically, in the warm-up)."""
+    v = st.virtual_stages if st.pp > 1 and st.pp_schedule == "interleaved" else 1
+    return 1.0 + (st.pp - 1) * (v - 1) / v
 
 
 def _param_gather_exposed(gather: float, buckets: int, window: float, interference: float) -> float:

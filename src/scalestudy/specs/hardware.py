@@ -73,6 +73,10 @@ class DeviceSpec:
     # small messages cost far less than the all_reduce fit's latency says, its large reduce-scatters far more); {}
     # = only the largest message's (collective_time_ratio)
     collective_ratio_by_size: dict[str, list[list[float]]] = field(default_factory=dict)
+    # Attention-core kernels that reach less of this device's peak than its GEMM curve gives them: {kernel: fraction
+    # of the dense peak at the default power limit}, published kernel benchmarks (see each YAML); a kernel not
+    # listed runs at the GEMM curve (costmodel/efficiency.attention_efficiency)
+    flash_attention_fraction: dict[str, float] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -378,6 +382,14 @@ def _numbers(data: dict, origin: str) -> dict:
                                             for k, v in curves.items()}
         if any(not (b > 0 and r > 0) for v in data["collective_ratio_by_size"].values() for b, r in v):
             raise ScalestudyError(f"{origin}: collective_ratio_by_size message sizes and ratios must be > 0")
+    if "flash_attention_fraction" in data:
+        kernels = data["flash_attention_fraction"]
+        if not isinstance(kernels, dict):
+            raise ScalestudyError(f"{origin}: flash_attention_fraction must map kernels to fractions of peak")
+        data["flash_attention_fraction"] = {str(k): _num(v, f"flash_attention_fraction.{k}", origin)
+                                            for k, v in kernels.items()}
+        if any(not 0 < f <= 1 for f in data["flash_attention_fraction"].values()):
+            raise ScalestudyError(f"{origin}: flash_attention_fraction values are fractions of peak in (0, 1]")
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
