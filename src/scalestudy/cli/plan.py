@@ -443,10 +443,13 @@ def print_tune(result, out) -> None:
     if hidden:
         print(f"({width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
     print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
-          "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final refit.")
-    from scalestudy.plan.tune_report import budget_line, efficiency_line, pick_line
+          "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final predictions.")
+    from scalestudy.plan.tune_report import budget_line, efficiency_line, pick_line, prediction_line
 
     print(efficiency_line(result.model.fit_))
+    factor = getattr(result.model, "residual", None)  # what tune's predictions apply to the cost model
+    if factor is not None:
+        print(prediction_line(factor.to_dict()) + ".")
     budget = budget_line(getattr(result, "budget", None) or {})  # none before any trial ran
     if budget:
         print(budget)
