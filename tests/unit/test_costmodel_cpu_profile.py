@@ -163,6 +163,7 @@ def test_gloo_collectives_are_priced_at_their_measured_ratio_for_their_message_s
 
 @pytest.mark.parametrize("field, value, says", [
     ("copy_bandwidth", "x", "list of 2-number rows"), ("copy_bandwidth", [[0, 5e9]], "must be > 0"),
+    ("fresh_copy_bandwidth", [[1, 2, 3]], "2-number rows"), ("fresh_copy_bandwidth", [[1e6, 0]], "must be > 0"),
     ("optimizer_step_s", [[1, 2]], "3-number rows"), ("optimizer_step_s", [[0, 2, 1e-3]], "a whole number >= 1"),
     ("collective_ratio_by_size", [1], "map collectives"), ("collective_ratio_by_size", {"all_gather": [[0, 1]]},
                                                           "must be > 0"),
@@ -176,3 +177,50 @@ def test_profile_memory_and_ratio_tables_reject_bad_rows_in_one_line(field, valu
     with pytest.raises(ScalestudyError, match=says) as err:
         _device_from_dict({**asdict(get_device("local-cpu")), field: value}, "p.yaml")
     assert "\n" not in str(err.value)
+
+
+def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
+    """cpu_collectives.gloo_dp_comm (CPU ranks with measured gloo rates): DeepSpeed ZeRO-1/2 all-reduce the whole
+    reduce bucket plus its copies (ZeRO-2 after every micro-batch, ZeRO-1 once); ZeRO-3 gathers a small model in
+    one coalesced prefetch per micro-batch (no per-layer latencies); FSDP2 reduce-scatters only in the last
+    micro-batch (the others accumulate unsharded); devices without measured rates keep terms._dp_comm's model."""
+    from scalestudy.costmodel import cpu_collectives
+    from scalestudy.costmodel.cpu_memory import copy_s, fresh_copy_s
+    from scalestudy.costmodel.zero3 import zero3_gathers
+
+    mib = 1 << 20
+    dev = replace(get_device("local-cpu"), collective_time_ratio={"all_reduce": 1.0, "all_gather": 1.5,
+                                                                   "reduce_scatter": 3.0},
+                  copy_bandwidth=[[mib, 40e9], [256 * mib, 20e9]], fresh_copy_bandwidth=[[mib, 30e9], [256 * mib, 2e9]])
+    m = get_model("t5-micro")
+
+    def comm(engine, zero, mb, device=dev):
+        return estimate(m, ClusterSpec(device=device, nodes=1, gpus_per_node=2),
+                        Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=mb), Workload(16, 128, 32))
+
+    e = comm("deepspeed", 1, 8)
+    psi, grads = e.params_per_device, 4.0 * e.params_per_device
+    lat = dev.intra_node_latency_s
+    gather = grads / 2 / dev.intra_node_bytes_per_s / 0.95 + lat  # one ring all-gather of the gradients
+    all_reduce = 2 * gather
+    reduction = all_reduce + fresh_copy_s(dev, grads) + copy_s(dev, grads, 2.0 + 2.0 / 2)  # flatten: a fresh buffer
+    boundary = fresh_copy_s(dev, grads / 2) + 1.5 * gather
+    assert e.dp_comm_total_s == pytest.approx(reduction + boundary, rel=1e-9)
+    assert comm("deepspeed", 1, 1).dp_comm_total_s == pytest.approx(e.dp_comm_total_s, rel=1e-9)
+    assert comm("deepspeed", 2, 1).dp_comm_total_s == pytest.approx(8 * reduction + boundary, rel=1e-9)
+    z3 = comm("deepspeed", 3, 8).dp_comm_total_s
+    z = zero3_gathers(m, 1, 1, m.total_layers, psi)
+    calls, each = z.layer_fetches + z.other_fetches, 4.0 * z.gathered_elems / (z.layer_fetches + z.other_fetches)
+    one_pass = 1.5 * (calls * each / 2 / dev.intra_node_bytes_per_s / 0.95 + calls * lat) \
+        + calls * (fresh_copy_s(dev, each) + copy_s(dev, each))  # per block, once: the backward reuses it
+    reduce_scatter = 3.0 * gather + fresh_copy_s(dev, grads) + copy_s(dev, grads, 1.5)
+    assert z3 == pytest.approx(one_pass + reduce_scatter, rel=1e-9)
+    assert comm("deepspeed", 3, 1).dp_comm_total_s == pytest.approx(8 * z3, rel=1e-9)  # all per micro-batch
+    f8, f1 = comm("fsdp", 3, 8).dp_comm_total_s, comm("fsdp", 3, 1).dp_comm_total_s
+    units = 2 * m.num_layers + 1  # fully_shard per block and the root
+    per_gather = 1.5 * ((grads / 2) / dev.intra_node_bytes_per_s / 0.95 + units * lat) \
+        + units * fresh_copy_s(dev, grads / units, 1.5)
+    assert f1 - f8 == pytest.approx(7 * 2 * per_gather, rel=1e-9)  # 7 more micro-batches: gathers only
+    plain = replace(dev, collective_time_ratio={})
+    assert cpu_collectives.gloo_dp_comm(e.strategy, None, psi, None, 12, 4, ClusterSpec(device=plain, nodes=1,
+                                        gpus_per_node=2), (), 2, 1, 1) is None

@@ -16,7 +16,10 @@ at the profile's own configuration is the one measured, and elsewhere the excess
 
 from __future__ import annotations
 
-from scalestudy.costmodel.cpu_memory import interp_log2
+import math
+
+from scalestudy.costmodel.comm import gather_time
+from scalestudy.costmodel.cpu_memory import copy_s, fresh_copy_s, interp_log2
 
 # How engine/cpu_profile.py times the engines on several ranks (its "@multi" overheads): t5-tiny, micro-batch 2,
 # accumulation 2, seq 64+16 (engine/cpu_profile.SEQ_LEN / TARGET_LEN), fp32, 2 ranks.
@@ -49,3 +52,111 @@ def broadcast_latency(device, tensors: int, dp: int) -> float:
     if not measured(device) or tensors <= 1 or dp <= 1:
         return 0.0
     return (tensors - 1) * (dp - 1) * device.intra_node_latency_s
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The data-parallel step on gloo ranks, engine by engine, as the code that `scalestudy train` runs on a CPU does it
+# (DeepSpeed 0.19, torch FSDP2, torch DDP; read in .venv/.../deepspeed/runtime). Nothing overlaps on one-thread
+# ranks, so every collective and every copy of a gradient or parameter buffer is on the step's critical path.
+
+# DeepSpeed ZeRO-3 releases a module's gathered parameters after its forward only when they are not used again
+# within `stage3_max_reuse_distance` elements (default 1e9, engine/settings.py leaves it): the backward of the same
+# module is such a reuse, so on a model under that size the forward's gather serves the backward too.
+ZERO3_MAX_REUSE_ELEMS = 1e9
+
+
+def _call(op: str, nbytes: float, calls: int, device, dp: int, per_node: int, lk: tuple, eng) -> float:
+    """Seconds of `calls` gloo `op` collectives moving an `nbytes` full buffer among them, each at the measured
+    rate of its own message size (all_reduce: reduce-scatter + all-gather volume, tree latency as terms.py)."""
+    if nbytes <= 0 or calls <= 0:
+        return 0.0
+    rails = eng.gather_rails if op != "all_reduce" else eng.grad_rails
+    volume = 2.0 if op == "all_reduce" else 1.0
+    seconds = volume * gather_time(nbytes, dp, per_node, lk, eng.collective_efficiency, rails, calls,
+                                   tree=op == "all_reduce")
+    return seconds * rate(device, op, nbytes / calls)
+
+
+def _buckets(elems: float, bucket_elems: float) -> int:
+    return max(1, math.ceil(elems / bucket_elems)) if bucket_elems else 1
+
+
+def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad_bytes: int, half: int, device,
+                      dp: int, per_node: int, lk: tuple, eng, ga: int) -> float:
+    """Seconds per optimizer step of DeepSpeed's data-parallel path on gloo ranks (CPU accelerator, overlap_comm off,
+    contiguous_gradients and reduce_scatter at their defaults, one parameter group). Copies into newly allocated
+    buffers (torch.cat / flatten) are priced at the fresh-buffer rate (cpu_memory.fresh_copy_s: a model-sized one
+    faults every page in), copies into existing buffers at the copy rate; the collectives at gloo's measured rate for
+    their message size (one call moves the whole model here).
+
+    - ZeRO-0 (engine.buffered_allreduce_fallback at the boundary): the gradients flattened (fresh) into 5e8-element
+      buckets, each scaled in place and all-reduced, then copied back into the parameters' .grad.
+    - ZeRO-1/2 (stage_1_and_2.average_tensor with use_multi_rank_bucket_allreduce, the default): every parameter's
+      gradient is copied into the contiguous reduce bucket, the bucket divided by dp in place, flattened again by
+      allreduce_bucket (fresh) and ALL-REDUCED whole (not reduce-scattered), and this rank's slices copied back and
+      into its gradient partition (copy_grads_in_partition); ZeRO-2 reduces after every micro-batch's backward,
+      ZeRO-1 once at the boundary. At the boundary the partition is flattened for the optimizer (fresh, 1/dp) and
+      the updated parameters all-gathered (allgather_bucket_size buckets).
+    - ZeRO-3 (partitioned_param_coordinator): a forward's module hooks all-gather the partitioned parameters,
+      coalesced per module and prefetched in groups (`fetches` calls: about one per block and per embedding table;
+      measured on t5-micro: 18 calls of 8.5 MB, 152 MB in all, per micro-batch), each into a fresh flat buffer and
+      cut out per parameter with torch.cat; under ZERO3_MAX_REUSE_ELEMS nothing is released before the backward
+      (measured: one pass of the model per micro-batch). Gradients: copied into the ipg bucket, interleaved by
+      reduce_scatter_coalesced (fresh) and reduce-scattered in one call, the shard added into the fp32 gradient
+      partition (1/dp): after every micro-batch. (Measured on t5-micro, 2 ranks: 18 all-gathers 0.31 s and one
+      reduce-scatter 0.31 s per micro-batch.)
+    `psi`: parameters on the rank; `gathered`: ZeRO-3's partitioned (non-persistent) ones and `fetches` its
+    coalesced gathers per pass (costmodel/zero3.py)."""
+    grads = psi * grad_bytes
+
+    def call(op: str, nbytes: float, bucket_elems: float, elems: float) -> float:
+        return _call(op, nbytes, _buckets(elems, bucket_elems), device, dp, per_node, lk, eng)
+
+    if zero == 0:
+        return call("all_reduce", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
+            + copy_s(device, grads, 2.0)
+    if zero in (1, 2):
+        reduction = call("all_reduce", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
+            + copy_s(device, grads, 2.0 + 2.0 / dp)
+        boundary = fresh_copy_s(device, grads / dp) + call("all_gather", psi * half, eng.allgather_bucket_elems, psi)
+        return (ga if zero == 2 else 1) * reduction + boundary
+    passes = 1 if gathered <= ZERO3_MAX_REUSE_ELEMS else 2
+    calls = max(1, fetches)
+    gather = passes * (_call("all_gather", gathered * half, calls, device, dp, per_node, lk, eng)
+                       + calls * (fresh_copy_s(device, gathered * half / calls) + copy_s(device, gathered * half / calls)))
+    reduce = call("reduce_scatter", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
+        + copy_s(device, grads, 1.0 + 1.0 / dp)
+    return ga * (gather + reduce)
+
+
+def fsdp_dp_comm(zero: int, psi: float, units: int, grad_bytes: int, half: int, device, dp: int, per_node: int,
+                 lk: tuple, eng, ga: int) -> float:
+    """Seconds per optimizer step of FSDP2 (`fully_shard` per block and the root: `units` groups) on gloo ranks as
+    engine/backends/fsdp.py drives it: each micro-batch all-gathers every unit for its forward and, resharded after
+    the forward (zero 3), again for its backward (into a newly allocated output, the shard copied in, the unsharded
+    parameters' storage allocated again: 1 + 1/dp fresh-buffer passes); gradients are reduce-scattered only in the
+    last micro-batch's backward (set_requires_gradient_sync(last): the others accumulate unsharded), through a newly
+    allocated input and output (1 + 1/dp). Copies at the rates of one unit's buffer size."""
+    gathers = 2 if zero == 3 else 1
+    params, grads = psi * half / units, psi * grad_bytes / units  # one unit's buffers
+    gather = _call("all_gather", psi * half, units, device, dp, per_node, lk, eng) \
+        + units * fresh_copy_s(device, params, 1.0 + 1.0 / dp)
+    reduce = _call("reduce_scatter", psi * grad_bytes, units, device, dp, per_node, lk, eng) \
+        + units * fresh_copy_s(device, grads, 1.0 + 1.0 / dp)
+    return ga * gathers * gather + reduce
+
+
+def gloo_dp_comm(st, eng, psi: float, zero3, stage_layers: int, grad_bytes: int, cluster, lk: tuple, dp: int,
+                 tp: int, ga: int) -> float | None:
+    """Seconds per optimizer step of the data-parallel path of DeepSpeed or FSDP on CPU ranks with measured gloo
+    rates (`deepspeed_dp_comm`, `fsdp_dp_comm`); None for other engines or devices (terms._dp_comm's model)."""
+    device = cluster.device
+    if not measured(device) or dp <= 1 or st.engine not in ("deepspeed", "fsdp"):
+        return None
+    half = 4 if st.precision == "fp32" else 2
+    per_node = max(1, min(dp, cluster.gpus_per_node // tp))
+    if st.engine == "fsdp":
+        return fsdp_dp_comm(st.zero, psi, stage_layers + 1, grad_bytes, half, device, dp, per_node, lk, eng, ga)
+    gathered = zero3.gathered_elems if zero3 is not None else psi
+    fetches = round(zero3.layer_fetches + zero3.other_fetches) if zero3 is not None else stage_layers
+    return deepspeed_dp_comm(st.zero, psi, gathered, fetches, grad_bytes, half, device, dp, per_node, lk, eng, ga)

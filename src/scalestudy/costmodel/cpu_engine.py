@@ -4,7 +4,8 @@ explicitly: one definition for estimate() and the per-stage model (costmodel/sta
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine cost
 on several ranks beyond the model with the all_reduce fit's collective rates, at one configuration
 (cpu_collectives.PROFILE_MULTI): it already holds the collectives' excess there. The cost model now prices each
-collective at its measured rate (cpu_collectives.rate), so `multi_overhead` takes that excess out again: the step at
+collective at its measured rate (cpu_collectives.rate) and, for DeepSpeed and FSDP, their code paths' collectives
+and buffer copies (cpu_collectives.gloo_dp_comm), so `multi_overhead` takes that excess out again: the step at
 the profile's own configuration is the one measured, elsewhere the excess scales with the collectives. The
 reference is the data-parallel communication of terms.py at the profile's configuration (what estimate() costs
 there), computed here without estimate() itself, so stages.py can use it without an import circle.

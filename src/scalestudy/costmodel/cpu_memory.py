@@ -46,6 +46,17 @@ def copy_s(device, nbytes: float, copies: float = 1.0) -> float:
     return copies * 2.0 * nbytes / bandwidth(device, nbytes)
 
 
+def fresh_copy_s(device, nbytes: float, copies: float = 1.0) -> float:
+    """Seconds of `copies` copies of an `nbytes` buffer into newly allocated ones (torch.cat, clone, flatten): at the
+    profile's measured fresh-buffer rate (DeviceSpec.fresh_copy_bandwidth; beyond the allocator's mmap threshold
+    the copy faults every page in), else as `copy_s`."""
+    if nbytes <= 0 or copies <= 0:
+        return 0.0
+    if device.kind != "cpu" or not device.fresh_copy_bandwidth:
+        return copy_s(device, nbytes, copies)
+    return copies * 2.0 * nbytes / interp_log2(sorted((b, r) for b, r in device.fresh_copy_bandwidth), nbytes)
+
+
 # A row of the profile's optimizer table whose tensors are at least this large measures the cost per parameter;
 # smaller ones measure the cost per tensor.
 BULK_TENSOR_ELEMS = 1 << 16

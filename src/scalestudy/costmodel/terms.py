@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time, per_owner_broadcast_time
-from scalestudy.costmodel.cpu_collectives import broadcast_latency, rate as cpu_collective_rate
+from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import activation_bytes
@@ -117,6 +117,10 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     """
     if dp <= 1:
         return 0.0, 0.0
+    gloo = gloo_dp_comm(st, eng, shape.psi, shape.zero3, shape.stage_layers, main_grad_bytes(st), cluster, lk, dp,
+                        tp, ga)
+    if gloo is not None:  # DeepSpeed / FSDP as their code runs on gloo ranks (costmodel/cpu_collectives.py)
+        return gloo, gloo
     half = 4 if st.precision == "fp32" else 2
     psi = shape.psi
     per_node = max(1, min(dp, cluster.gpus_per_node // tp))

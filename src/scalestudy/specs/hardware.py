@@ -73,6 +73,10 @@ class DeviceSpec:
     # small messages cost far less than the all_reduce fit's latency says, its large reduce-scatters far more); {}
     # = only the largest message's (collective_time_ratio)
     collective_ratio_by_size: dict[str, list[list[float]]] = field(default_factory=dict)
+    # CPU profiles: the copy bandwidth into a newly allocated buffer (torch.cat, clone, flatten), [[bytes, bytes/s
+    # read + write], ...] ascending: beyond the allocator's mmap threshold the copy faults its pages in; [] = not
+    # measured (copies priced at copy_bandwidth)
+    fresh_copy_bandwidth: list[list[float]] = field(default_factory=list)
     # Attention-core kernels that reach less of this device's peak than its GEMM curve gives them: {kernel: fraction
     # of the dense peak at the default power limit}, published kernel benchmarks (see each YAML); a kernel not
     # listed runs at the GEMM curve (costmodel/efficiency.attention_efficiency)
@@ -366,11 +370,12 @@ def _numbers(data: dict, origin: str) -> dict:
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
         if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
             raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
-    for name, width in (("copy_bandwidth", 2), ("optimizer_step_s", 3)):
+    for name, width in (("copy_bandwidth", 2), ("fresh_copy_bandwidth", 2), ("optimizer_step_s", 3)):
         if name in data:
             data[name] = _rows(data[name], width, name, origin)
-    if any(not (b > 0 and bw > 0) for b, bw in data.get("copy_bandwidth", [])):
-        raise ScalestudyError(f"{origin}: copy_bandwidth buffer sizes and rates must be > 0")
+    for name in ("copy_bandwidth", "fresh_copy_bandwidth"):
+        if any(not (b > 0 and bw > 0) for b, bw in data.get(name, [])):
+            raise ScalestudyError(f"{origin}: {name} buffer sizes and rates must be > 0")
     if any(not (t >= 1 and t == int(t) and p > 0 and s > 0) for t, p, s in data.get("optimizer_step_s", [])):
         raise ScalestudyError(f"{origin}: optimizer_step_s rows are [tensors (a whole number >= 1), parameters > 0, "
                               "seconds > 0]")
