@@ -113,7 +113,17 @@ def test_power_limit_from_cluster_yaml_and_bad_power_fields(tmp_path):
                          "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "
                          "inter_node_bytes_per_s: 1, inter_node_latency_s: 0, host_memory_bytes: 1, "
                          "cpu_adam_params_per_s: 1, matmul_peak_fraction: 0.8, power_limit_w: 500}\n",
-                         "needs clock_mhz and power_clock_mhz")):
+                         "needs clock_mhz and power_clock_mhz"),
+                        ("device: {name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, matmul_efficiency: [], "
+                         "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "
+                         "inter_node_bytes_per_s: 1, inter_node_latency_s: 0, host_memory_bytes: 1, "
+                         "cpu_adam_params_per_s: 1, matmul_peak_fraction: 0.8, flash_attention_fraction: {fa2: 1.5}}\n",
+                         "flash_attention_fraction values are fractions of peak"),
+                        ("device: {name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, matmul_efficiency: [], "
+                         "hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, intra_node_bytes_per_s: 1, intra_node_latency_s: 0, "
+                         "inter_node_bytes_per_s: 1, inter_node_latency_s: 0, host_memory_bytes: 1, "
+                         "cpu_adam_params_per_s: 1, matmul_peak_fraction: 0.8, flash_attention_fraction: 0.35}\n",
+                         "flash_attention_fraction must map kernels")):
         p.write_text(body)
         with pytest.raises(ScalestudyError, match=match):
             load_cluster(p)
