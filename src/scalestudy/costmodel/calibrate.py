@@ -136,9 +136,6 @@ def profile_from_microbench(meas: dict, base: DeviceSpec, name: str) -> DeviceSp
         if all("fresh_bytes_per_s" in r for r in meas["copy_curve"]):  # into newly allocated buffers
             changes["fresh_copy_bandwidth"] = [[float(r["bytes"]), float(f"{r['fresh_bytes_per_s']:.4g}")]
                                                for r in meas["copy_curve"]]
-        if all("fresh_bytes_per_s" in r for r in meas["copy_curve"]):  # into newly allocated buffers
-            changes["fresh_copy_bandwidth"] = [[float(r["bytes"]), float(f"{r['fresh_bytes_per_s']:.4g}")]
-                                               for r in meas["copy_curve"]]
     if meas.get("optimizer"):  # CPU: the trainer's clip + AdamW step (costmodel/cpu_memory.py)
         changes["optimizer_step_s"] = [[float(r["tensors"]), float(r["params"]), float(f"{r['seconds']:.4g}")]
                                        for r in meas["optimizer"]]
