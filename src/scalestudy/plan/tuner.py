@@ -92,20 +92,24 @@ def family(c: Candidate) -> str:
 
 
 def collective_mix(s, ga: int) -> dict[str, float]:
-    """Which collectives a strategy's data-parallel communication is made of, as shares of the modelled time
-    (the pattern of costmodel/estimate.py's _dp_comm; equal bytes per collective): DDP and ZeRO-0 all-reduce;
-    DDP's ZeRO-1 all-reduces then re-broadcasts the shards; DeepSpeed ZeRO-1/2 reduce-scatter the gradients (ZeRO-2
-    every micro-step) and all-gather the weights once; ZeRO-3 and FSDP gather per micro-step for the forward (and
-    the backward, not FSDP's zero 2) and reduce-scatter. `s`: the Strategy, `ga`: its accumulation."""
-    if s.engine == "fsdp" or s.zero == 3:
-        gathers = 1 if (s.engine == "fsdp" and s.zero == 2) else 2
+    """Which collectives a strategy's data-parallel communication is made of, as shares of the modelled time (the
+    pattern of the CPU cost model's gloo paths, costmodel/cpu_collectives.gloo_dp_comm, where tune reads measured
+    rates; equal bytes per call, an all-reduce moving twice): DDP and ZeRO-0 all-reduce; DDP's ZeRO-1 all-reduces
+    then re-broadcasts the shards; DeepSpeed 0.19's ZeRO-1/2 all-reduce the whole gradient bucket (ZeRO-2 after
+    every micro-batch) and all-gather the weights once; its ZeRO-3 gathers the model once and reduce-scatters the
+    gradients per micro-batch; FSDP gathers per micro-batch for the forward (and the backward, zero 3) and
+    reduce-scatters once, in the last micro-batch. `s`: the Strategy, `ga`: its accumulation."""
+    if s.engine == "fsdp":
+        gathers = ga * (1 if s.zero == 2 else 2)
         return {"all_gather": gathers / (gathers + 1), "reduce_scatter": 1 / (gathers + 1)}
+    if s.zero == 3:
+        return {"all_gather": 0.5, "reduce_scatter": 0.5}
     if s.zero == 0:
         return {"all_reduce": 1.0}
     if s.engine == "ddp":
         return {"all_reduce": 2 / 3, "all_gather": 1 / 3}
-    reduces = ga if s.zero == 2 else 1
-    return {"reduce_scatter": reduces / (reduces + 1), "all_gather": 1 / (reduces + 1)}
+    reduces = 2 * (ga if s.zero == 2 else 1)
+    return {"all_reduce": reduces / (reduces + 1), "all_gather": 1 / (reduces + 1)}
 
 
 def comm_ratio(c: Candidate) -> float:
