@@ -216,3 +216,15 @@ def test_interleaved_chunks_sync_their_gradients_behind_the_later_chunks():
     inter = estimate(spec, cluster, Strategy(**base, pp_schedule="interleaved", virtual_stages=5), w)
     assert inter.dp_comm_total_s == pytest.approx(one.dp_comm_total_s)
     assert inter.dp_comm_s < one.dp_comm_s
+
+
+def test_deepspeed_bf16_pipeline_all_reduces_fp32_gradients_after_the_pipeline():
+    """DeepSpeed's pipeline engine in bf16 runs the BF16_Optimizer: one unsharded fp32 gradient buffer all-reduced
+    over the data-parallel group after the pipeline drains (not overlapped), then a bf16 parameter all-gather --
+    more bytes than ZeRO-1's bf16 reduce-scatter of the same stage in fp16, none of it hidden."""
+    spec, cluster = get_model("llama-7b"), make_cluster("a100-80gb", 4, 8)
+    w = Workload(global_batch=256, seq_len=1024)
+    bf16, fp16 = (estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=2, pp=4, micro_batch=2,
+                                                   precision=p), w) for p in ("bf16", "fp16"))
+    assert bf16.dp_comm_s == pytest.approx(bf16.dp_comm_total_s)
+    assert bf16.dp_comm_total_s > 2 * fp16.dp_comm_total_s

@@ -86,11 +86,21 @@ def main_grad_bytes(st: Strategy) -> int:
     main-gradient buffer is fp32 for bf16 (Megatron-LM forces --accumulate-allreduce-grads-in-fp32 with bf16) and
     fp32 runs, but 16-bit for fp16 (that flag is off by default: Megatron-LM arguments.py since 2021, Megatron-Core
     distrib_optimizer.md's fp16 rows); DeepSpeed and FSDP reduce in the compute dtype."""
-    if st.precision == "fp32" or st.engine == "ddp":
+    if st.precision == "fp32" or st.engine == "ddp" or _deepspeed_bf16_pipeline(st):
         return 4
     if st.engine == "megatron":
         return 2 if st.precision == "fp16" else 4
     return 2
+
+
+def _deepspeed_bf16_pipeline(st: Strategy) -> bool:
+    """DeepSpeed's pipeline engine in bf16 runs the BF16_Optimizer (DeepSpeed 56c52238, 2022-04, from the BigScience
+    fork BLOOM trained with; ZeRO stage 0 in the config, its own stage-1 partitioning of the optimizer -- pipeline +
+    bf16 + zero 1 raises NotImplementedError): gradients accumulate in one fp32 buffer of the whole stage, not sharded,
+    all-reduced over the data-parallel group after the pipeline drains (pipe/engine.py _bf16_reduce_grads ->
+    buffered_allreduce_fallback), then each rank steps its partition and all-gathers the bf16 parameters
+    (all_gather_dp_groups)."""
+    return st.engine == "deepspeed" and st.pp > 1 and st.precision == "bf16" and st.zero <= 1
 
 
 def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bool, cluster: ClusterSpec) -> float:
@@ -156,11 +166,13 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
     gather_buckets = max(1, math.ceil(psi / eng.allgather_bucket_elems)) if eng.allgather_bucket_elems else 1
     ar = rs = ag = 0.0
-    if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce:
+    if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce or _deepspeed_bf16_pipeline(st):
         # an all-reduce = reduce-scatter + all-gather of the gradient buffer
         ar = 2.0 * gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
         if st.engine == "ddp" and st.zero == 1:  # ZeroRedundancyOptimizer re-broadcasts the updated shards
             ag = gather_time(psi * 4, dp, per_node, lk, eff, rails, gather_buckets)
+        elif _deepspeed_bf16_pipeline(st) and st.zero == 1:  # BF16_Optimizer's partitioned step, then bf16 params
+            ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     else:
         rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
         ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
@@ -181,7 +193,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
         if not st.overlap_grad_comm:
             return reductions * (ar + rs) + ag, total
-    if cpu or not st.overlap_grad_comm:
+    if cpu or not st.overlap_grad_comm or _deepspeed_bf16_pipeline(st):  # BF16_Optimizer: after the pipeline drains
         return total, total
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
     # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
