@@ -74,7 +74,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     # ---- compute and tensor/pipeline communication (per micro-batch on the busiest stage)
     busiest = max(split) / model.total_layers
     fwd, bwd = ct.forward * busiest, ct.backward * busiest
-    stage = fwd + bwd + ct.head
+    # the slowest stage sets the slot: the last one holds its own blocks and the LM head (a partition that gives the
+    # head a block's slot, e.g. BLOOM's 'type:transformer|embedding', leaves it fewer blocks than the others)
+    last = split[-1] / model.total_layers
+    stage = max(fwd + bwd, (ct.forward + ct.backward) * last + ct.head) if pp > 1 else fwd + bwd + ct.head
     lk = links(cluster)
     tp_mb = _tp_comm(st, ct, busiest, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0
