@@ -1,10 +1,13 @@
 """`scalestudy plan` end to end (in-process CLI): speed, never an infeasible proposal, constraints, output, errors."""
 
+import contextlib
+import io
 import json
 import time
 
 import pytest
 
+from scalestudy.cli import main
 from scalestudy.costmodel import activation_cache_clear
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import make_cluster
@@ -43,16 +46,31 @@ BASELINE = [Strategy(engine=engine, zero=zero, tp=tp, micro_batch=mb, recompute=
 PLAN_OVER_BASELINE_LIMIT = 14.0
 
 
-def test_mt5_xxl_on_4x8_a100_plan_costs_a_bounded_multiple_of_estimate_work_and_every_proposal_fits(capsys):
+@pytest.fixture(scope="module")
+def full_plan() -> tuple[int, str, float, float]:
+    """(exit code, JSON, CPU s, baseline CPU s) of the whole mT5-XXL plan (`--top 0`), run once for this module."""
+    def cli(args: list[str]) -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                main(args)
+            except SystemExit as exc:
+                return exc.code, out.getvalue()
+        return 0, out.getvalue()
+
     # Warm the imports first (the test measures the planner, not the interpreter's first import of rich/typer).
-    run_cli(capsys, ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "1",
-                     "--global-batch", "2", "--seq-len", "16", "--json"])
+    cli(["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--nodes", "1", "--gpus-per-node", "1",
+         "--global-batch", "2", "--seq-len", "16", "--json"])
     before = _estimate_work_cpu_s(20)
     activation_cache_clear()  # the plan starts from the same cold memo whichever tests ran before in this process
     t0 = time.process_time()
-    code, out, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
+    code, out = cli(MT5_XXL + ["--json", "--top", "0"])
     elapsed = time.process_time() - t0
-    baseline = before + _estimate_work_cpu_s(20)
+    return code, out, elapsed, before + _estimate_work_cpu_s(20)
+
+
+def test_mt5_xxl_on_4x8_a100_plan_costs_a_bounded_multiple_of_estimate_work_and_every_proposal_fits(full_plan):
+    code, out, elapsed, baseline = full_plan
     assert code == 0
     assert elapsed < PLAN_OVER_BASELINE_LIMIT * baseline, \
         f"plan took {elapsed:.2f} CPU s = {elapsed / baseline:.1f}x the baseline's {baseline:.2f} CPU s"
@@ -69,10 +87,9 @@ def test_mt5_xxl_on_4x8_a100_plan_costs_a_bounded_multiple_of_estimate_work_and_
     assert tps == sorted(tps, reverse=True)
 
 
-def test_pruning_agrees_with_estimating_everything(capsys):
-    _, pruned, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0"])
+def test_pruning_agrees_with_estimating_everything(capsys, full_plan):
     _, full, _ = run_cli(capsys, MT5_XXL + ["--json", "--top", "0", "--no-prune"])
-    a, b = json.loads(pruned), json.loads(full)
+    a, b = json.loads(full_plan[1]), json.loads(full)
     assert a["pruned"] > 0 and b["pruned"] == 0
     assert [c["label"] for c in a["candidates"]] == [c["label"] for c in b["candidates"]]
     assert a["feasible"] == b["feasible"]
