@@ -32,8 +32,9 @@ def test_zero3_moves_1_5x_zero2_and_dp_equals_zero2():
 
 
 def test_zero3_comm_time_is_1_5x_zero2_through_estimate():
-    # latency-free links: the bandwidth terms alone (ZeRO-3 issues many more, smaller collectives than ZeRO-2)
-    cluster = dataclasses.replace(make_cluster("a100-40gb", nodes=4, gpus_per_node=8), inter_node_latency_s=0.0,
+    # latency-free links: the bandwidth terms alone (ZeRO-3 issues many more, smaller collectives than ZeRO-2);
+    # one rank per node, so ZeRO-3's per-rank gather rate and ZeRO-2's pooled NICs are the same one NIC share
+    cluster = dataclasses.replace(make_cluster("a100-40gb", nodes=32, gpus_per_node=1), inter_node_latency_s=0.0,
                                   intra_node_latency_s=0.0)
     spec, work = get_model("mt5-xl"), Workload(global_batch=32, seq_len=512, target_len=114)  # grad_accum 1
     z2 = estimate(spec, cluster, Strategy(zero=2), work)
@@ -49,7 +50,7 @@ def test_zero2_reduces_every_micro_batch():
     assert dp_comm_volume(PSI, "deepspeed", 1, 4, 2, 2) == dp_comm_volume(PSI, "deepspeed", 1, 1, 2, 2)
 
 
-def test_ring_and_hierarchy():
+def test_ring_and_nic_pooled_bus_bandwidth():
     c = ClusterSpec(device=get_device("a100-40gb"), nodes=4, gpus_per_node=8)
     nbytes = 1e9
     intra = allreduce_time(nbytes, 8, 8, c)
@@ -58,9 +59,24 @@ def test_ring_and_hierarchy():
     assert reduce_scatter_time(nbytes, 8, 8, c) == allgather_time(nbytes, 8, 8, c)
     cross = allreduce_time(nbytes, 32, 8, c)
     flat_over_nics = 2 * 31 / 32 * nbytes / c.inter_bw
-    assert intra < cross < flat_over_nics  # hierarchical: NIC rings carry 1/8 of the buffer each
+    assert intra < cross < flat_over_nics  # the node's 8 NIC shares pooled by NCCL's channels
     assert allreduce_time(nbytes, 1, 1, c) == 0 and allreduce_time(0, 8, 8, c) == 0
     assert p2p_time(1e6, True, c) > p2p_time(1e6, False, c)
+
+
+@pytest.mark.parametrize("nic_per_gpu, per_node, bus", [
+    (23e9, 8, 8 * 23e9),  # DGX A100, 8 HDR NICs: nccl-tests busbw ~ the node's NIC total
+    (6.25e9, 8, 50e9),  # 4 x 100 Gb/s per 8 A100s (InternLM's cluster): 50 GB/s, not one NIC's 6.25
+    (6.25e9, 2, 12.5e9),  # tp 4: the group's 2 ranks of a node pool 2 NIC shares (the other groups use the rest)
+    (40e9, 8, 240e9),  # NICs faster than NVLink: the NVLink hops bound the pipelined ring
+])
+def test_bus_bandwidth_across_nodes_is_the_pooled_nic_share_of_the_group(nic_per_gpu, per_node, bus):
+    from scalestudy.costmodel.comm import bus_time
+
+    lk = (240e9, 0.0, nic_per_gpu, 0.0)
+    n = 4 * per_node
+    assert bus_time(2.0, 1e9, n, per_node, lk) == pytest.approx(2 * (n - 1) / n * 1e9 / bus)
+    assert bus_time(1.0, 1e9, 8, 8, lk) == pytest.approx(7 / 8 * 1e9 / 240e9)  # one node: NVLink only
 
 
 def test_tensor_and_pipeline_terms_and_bubble():
@@ -113,18 +129,18 @@ def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
 
 def test_per_owner_broadcasts_move_the_buffer_at_node_rate_and_pay_one_ring_latency_each():
     # InternLM HybridZeroOptimizer.broadcast_params: one ring broadcast per owner, issued one after another
-    from scalestudy.costmodel.comm import collective, links, per_owner_broadcast_time, ring_latency
+    from scalestudy.costmodel.comm import bus_time, links, per_owner_broadcast_time, ring_latency
 
     lk = links(make_cluster("a100-80gb", nodes=128, gpus_per_node=8))
     for n, owners in ((128, 128), (1024, 291)):
-        bandwidth = collective(1.0, 14.6e9, n, 8, lk) / 0.95
+        bandwidth = bus_time(1.0, 14.6e9, n, 8, lk) / 0.95
         got = per_owner_broadcast_time(14.6e9, owners, n, 8, lk, 0.95)
         assert got == pytest.approx(bandwidth + owners * ring_latency(n, 8, lk))
     big, small = (per_owner_broadcast_time(14.6e9, o, n, 8, lk, 0.95) for n, o in ((1024, 291), (128, 128)))
     assert big > 3 * small  # count and ring length both grow with the data-parallel size
 
 
-def test_gradient_collectives_share_the_nodes_nics_zero3_gathers_take_a_nics_share():
+def test_gradient_collectives_pool_the_nodes_nics_deepspeed_zero3_gathers_take_a_nics_share():
     from scalestudy.costmodel.comm import gather_time, links
     from scalestudy.costmodel.engines import engine_comm
 
@@ -134,9 +150,12 @@ def test_gradient_collectives_share_the_nodes_nics_zero3_gathers_take_a_nics_sha
     node = gather_time(nbytes, 32, 8, lk, 1.0, "node", 1)
     rank = gather_time(nbytes, 32, 8, lk, 1.0, "rank", 1)
     assert rank == pytest.approx(31 / 32 * nbytes / c.inter_bw)  # a ring through every rank on its own NIC
-    assert node < rank / 4  # NVLink inside the node, the inter-node ring on 1/8 of the buffer per NIC
-    assert engine_comm("ddp").grad_rails in ("node", "rank") and engine_comm("fsdp").gather_rails == "node"
-    assert engine_comm("deepspeed").gather_rails == "rank"  # DeepSpeed ZeRO-3 per-module gathers (issue 11)
+    assert node == pytest.approx(rank / 8)  # the 8 members of a node pool their 8 NIC shares
+    # every engine reduces gradients with NCCL collectives over the whole group (engines.yaml grad_rails)
+    assert {e: engine_comm(e).grad_rails for e in ("ddp", "deepspeed", "megatron", "internlm", "fsdp")} == \
+        dict.fromkeys(("ddp", "deepspeed", "megatron", "internlm", "fsdp"), "node")
+    assert engine_comm("fsdp").gather_rails == "node"
+    assert engine_comm("deepspeed").gather_rails == "rank"  # an effective rate (Narayanan ZeRO-3 runs, issue 11)
 
 
 def test_gradient_reduction_exposes_what_completes_at_the_end_of_the_backward():

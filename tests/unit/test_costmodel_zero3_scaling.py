@@ -1,5 +1,7 @@
 """ZeRO-3 across nodes: what the published runs and the seed study found must come out of `estimate`."""
 
+import dataclasses
+
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
@@ -19,20 +21,41 @@ def test_zero3_without_model_parallelism_collapses_at_scale():
         assert got == pytest.approx(published, rel=0.35)
 
 
+# The seed study (Benington et al., arXiv 2310.05350, SC23 student poster) publishes neither its nodes' interconnect
+# nor its DeepSpeed config: the poster abstract says "DeepSpeed stage 3 and Huggingface accelerate", the issue names
+# A100-80GB x 8 per node. Searched 2026-12-02 (arXiv listing, SC23 programme entry and abstract, docs / code / issue
+# corpora): no node type, NIC count or versions. What the test assumes instead, stated:
+# - interconnect: 4 x 100 Gb/s per 8-GPU A100 node = 50 GB/s, 6.25e9 B/s per GPU -- the 2023 A100-80GB cluster
+#   InternLM published ('4 * 100Gb RoCE', costmodel/published.yaml internlm2023) and AWS p4d's 400 Gbps EFA;
+# - software: ZeRO-2 with overlap_comm, as Accelerate's zero_stage2_config.json template sets it (Strategy default).
+#   Accelerate's plugin without a config file leaves DeepSpeed's default (overlap_comm only for stage 3); with that
+#   the model puts ZeRO-3 ahead on one node (4.3 vs 4.9 s): not the seed's finding, so not what it ran, or a ZeRO-3
+#   cost the model lacks (DeepSpeed's per-submodule fetch hooks).
+# Whole-group NCCL collectives pool a node's NICs (comm.bus_time), so the finding's sublinear steps/s needs such a
+# slower interconnect: on a DGX A100's 8 x HDR the model runs 2 nodes ~1.9x one (ZeRO-2 still ahead of ZeRO-3).
+SEED_WORK = Workload(global_batch=256, seq_len=512, target_len=114)
+SEED_NIC_PER_GPU = 6.25e9
+
+
+def _seed_estimates(nic_per_gpu: float | None) -> dict:
+    """{nodes: {zero: Estimate}} for mT5-XXL ZeRO-2/3, micro-batch 4, on 1/2/4/8 nodes of 8 A100-80GB."""
+    spec, out = get_model("mt5-xxl"), {}
+    for nodes in (1, 2, 4, 8):
+        cluster = dataclasses.replace(make_cluster("a100-80gb", nodes, 8), inter_node_bytes_per_s=nic_per_gpu)
+        out[nodes] = {z: estimate(spec, cluster, Strategy(zero=z, micro_batch=4), SEED_WORK) for z in (2, 3)}
+    return out
+
+
 def test_seed_finding_zero2_beats_zero3_and_nodes_do_not_scale_linearly():
     # Benington et al. (SEEDS.md): mT5-XXL, A100-80GB x 8 per node, 1/2/4/8 nodes: ZeRO-2 seconds/step below
     # ZeRO-3 at every node count, and more nodes do not raise steps/s in proportion
-    spec = get_model("mt5-xxl")
-    work = Workload(global_batch=256, seq_len=512, target_len=114)
-    steps_per_s = {}
-    compared = 0
-    for nodes in (1, 2, 4, 8):
-        cluster = make_cluster("a100-80gb", nodes, 8)
-        est = {z: estimate(spec, cluster, Strategy(zero=z, micro_batch=4), work) for z in (2, 3)}
-        if est[2].fits and est[3].fits:
-            compared += 1
-            assert est[2].step_s < est[3].step_s, nodes
-        steps_per_s[nodes] = 1.0 / min(e.step_s for e in est.values() if e.fits)
-    assert compared == 4
-    for nodes in (2, 4, 8):
-        assert steps_per_s[nodes] / steps_per_s[1] < 0.75 * nodes
+    for nic, sublinear in ((SEED_NIC_PER_GPU, True), (None, False)):  # None: the device's own, DGX A100 8 x HDR
+        runs = _seed_estimates(nic)
+        for nodes, est in runs.items():
+            assert est[2].fits and est[3].fits, nodes
+            assert est[2].step_s < est[3].step_s, (nic, nodes)
+        speedup = {n: runs[1][2].step_s / runs[n][2].step_s for n in runs}  # steps/s relative to one node
+        if sublinear:
+            assert all(speedup[n] < 0.75 * n for n in (2, 4, 8)), speedup  # reached: 1.22 / 2.07 / 3.22
+        else:
+            assert speedup[2] > 1.8, speedup  # NCCL pools the 8 NICs: near-linear (reached 1.89)

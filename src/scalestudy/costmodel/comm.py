@@ -1,11 +1,12 @@
 """Collective communication times on a two-level cluster (NVLink/shared memory inside a node, NICs across nodes).
 
 Ring algorithms (Thakur et al. 2005; NCCL): all-reduce of B bytes over n ranks sends 2(n-1)/n * B per rank,
-reduce-scatter and all-gather (n-1)/n * B. A group that spans nodes runs hierarchically, as NCCL does on
-multi-NIC nodes: a reduce-scatter among the g group members inside each node (intra-node bandwidth), then one
-ring per member across the N nodes on B/g bytes (each member uses its own NIC share), then an intra-node
-all-gather. Each ring step pays the link latency.
-Bandwidths are per device, one direction, bytes/s (specs/hardware/*.yaml).
+reduce-scatter and all-gather (n-1)/n * B. A group that spans nodes runs as NCCL runs it: one flat ring (per
+channel) through every rank, NVLink hops inside a node and one NIC hop where it leaves the node, with one channel
+per NIC, so the g group members of a node pool their g NIC shares (bus_time). Each ring step pays its link's
+latency (ring_latency).
+Bandwidths are per device, one direction, bytes/s (specs/hardware/*.yaml); a device's inter-node figure is its
+share of the node's NICs (node NIC total / GPUs per node).
 """
 
 from __future__ import annotations
@@ -13,13 +14,6 @@ from __future__ import annotations
 import math
 
 from scalestudy.specs.hardware import ClusterSpec
-
-
-def _ring(volume_factor: float, nbytes: float, n: int, bw: float, latency: float) -> float:
-    """Time of a ring collective moving volume_factor*(n-1)/n*nbytes per rank over links of bandwidth bw."""
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return volume_factor * (n - 1) / n * nbytes / bw + volume_factor * (n - 1) * latency
 
 
 _LINKS: dict[int, tuple] = {}
@@ -34,18 +28,32 @@ def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
     return hit[1]
 
 
-def collective(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tuple) -> float:
-    """Ring collective (volume_factor 2: all-reduce, 1: all-gather / reduce-scatter) over links `lk` = links()."""
+def bus_time(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tuple) -> float:
+    """Bandwidth seconds (no latency) of one ring collective of `nbytes` among n ranks, `per_node` of them on each
+    node (volume_factor 2: all-reduce, 1: all-gather / reduce-scatter / reduce).
+
+    Every rank moves volume_factor (n-1)/n nbytes (its bus volume). Inside one node over NVLink. Across nodes NCCL
+    runs one flat ring through all ranks (no 2D ring: NVIDIA/nccl #471), on several channels, each channel leaving
+    a node through its own NIC and staying on NVLink inside it, so the per_node members of the group pool their
+    NIC shares: bus bandwidth min(NVLink, per_node x NIC share). The NVLink and NIC hops of a ring are pipelined:
+    the slower bounds the time, they do not add up. Measured: nccl-tests all_reduce across nodes reaches a bus
+    bandwidth of the node's NIC total (NVIDIA/nccl-tests #29 -- 48 GB/s with DGX-1's 4 NICs vs 12 GB/s with one;
+    #119 and NVIDIA/nccl #1048: 85-96 of 100 GB/s with 4 HDR NICs per 8 A100s), not the one NIC of a rank.
+    """
     if n <= 1 or nbytes <= 0:
         return 0.0
-    intra_bw, intra_lat, inter_bw, inter_lat = lk
+    intra_bw, _, inter_bw, _ = lk
     g = max(1, min(per_node, n))
-    if g >= n:
-        return _ring(volume_factor, nbytes, n, intra_bw, intra_lat)
-    nodes = n // g
-    inner = _ring(volume_factor, nbytes, g, intra_bw, intra_lat)
-    outer = _ring(volume_factor, nbytes / g, nodes, inter_bw, inter_lat)
-    return inner + outer
+    bus = intra_bw if g >= n else min(intra_bw, g * inter_bw)
+    return volume_factor * (n - 1) / n * nbytes / bus
+
+
+def collective(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tuple) -> float:
+    """Ring collective (volume_factor 2: all-reduce, 1: all-gather / reduce-scatter) over links `lk` = links():
+    bus_time plus the ring's step latencies (an all-reduce walks the ring twice)."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return bus_time(volume_factor, nbytes, n, per_node, lk) + volume_factor * ring_latency(n, per_node, lk)
 
 
 def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
@@ -53,22 +61,21 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
     """ZeRO-3 / FSDP all-gather or reduce-scatter whose full (gathered) buffer is `nbytes`, issued as `count`
     collectives among n ranks (`per_node` of them share a node).
 
-    Inside a node: a ring over NVLink. Across nodes with rails "rank": one ring through every rank, each hop over
-    the rank's own NIC share, so a rank moves (n-1)/n * nbytes at its NIC bandwidth; rails "node": hierarchical
-    over all of the node's NICs (as `collective`). Every collective pays the ring's (n-1) hop latencies, or with
-    `tree` (the half of an all-reduce, which NCCL runs as a tree across nodes) 2 log2(n) of them.
+    Inside a node: a ring over NVLink. Across nodes a rank moves (n-1)/n * nbytes at the bus bandwidth of
+    `bus_time`: with rails "node" the group's members on a node pool their NIC shares (one NCCL collective over
+    the group, one channel per NIC); with rails "rank" a rank gets its own NIC share only (an effective rate, see
+    engines.yaml gather_rails). Every collective pays the ring's (n-1) hop latencies, or with `tree` (the half of
+    an all-reduce, which NCCL runs as a tree across nodes) 2 log2(n) of them.
     """
     if n <= 1 or nbytes <= 0:
         return 0.0
-    intra_bw, intra_lat, inter_bw, inter_lat = lk
+    intra_bw, intra_lat, _, _ = lk
     g = max(1, min(per_node, n))
     if g >= n:
         hops = math.ceil(math.log2(n)) if tree else n - 1
         return (n - 1) / n * nbytes / (intra_bw * efficiency) + count * hops * intra_lat
     latency = count * (tree_latency(n, g, lk) if tree else ring_latency(n, g, lk))
-    if rails == "node":
-        return collective(1.0, nbytes, n, g, lk) / efficiency + latency
-    return (n - 1) / n * nbytes / (min(intra_bw, inter_bw) * efficiency) + latency
+    return bus_time(1.0, nbytes, n, g if rails == "node" else 1, lk) / efficiency + latency
 
 
 def ring_latency(n: int, per_node: int, lk: tuple) -> float:
@@ -91,15 +98,15 @@ def per_owner_broadcast_time(nbytes: float, owners: int, n: int, per_node: int, 
     `owners` broadcasts among n ranks that together deliver the full `nbytes` to every rank.
 
     Bandwidth: a ring broadcast delivers its bytes to every rank; NCCL splits it over its channels, one per NIC of
-    the node, so together the broadcasts move `nbytes` through each node's NICs, as the hierarchical all-gather of
-    the same buffer does (rails node). Latency: NCCL runs broadcast as a ring of nRanks steps (src/graph/tuning.cc,
-    ring_latency), and the broadcasts are issued one after another on one communicator, so `owners` of them add
-    up -- with the number of owners bounded by the data-parallel size, a term that grows with dp twice (count and
-    ring length), which large data-parallel groups pay.
+    the node, so together the broadcasts move `nbytes` through each node's pooled NICs, as the all-gather of the
+    same buffer does (bus_time, rails node). Latency: NCCL runs broadcast as a ring of nRanks steps
+    (src/graph/tuning.cc, ring_latency), and the broadcasts are issued one after another on one communicator, so
+    `owners` of them add up -- with the number of owners bounded by the data-parallel size, a term that grows
+    with dp twice (count and ring length), which large data-parallel groups pay.
     """
     if n <= 1 or nbytes <= 0:
         return 0.0
-    return collective(1.0, nbytes, n, per_node, lk) / efficiency + owners * ring_latency(n, per_node, lk)
+    return bus_time(1.0, nbytes, n, per_node, lk) / efficiency + owners * ring_latency(n, per_node, lk)
 
 
 def tree_latency(n: int, per_node: int, lk: tuple) -> float:
