@@ -19,3 +19,21 @@ def test_pending_builds_follow_the_extension_cache(tmp_path, monkeypatch):
     assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
     line = op_builds.announcement(["deepspeed_shm_comm", "cpu_adam"])
     assert "deepspeed_shm_comm and cpu_adam once on this machine (~2 min; cached in " + str(tmp_path) in line
+
+
+def test_the_cpu_profile_times_deepspeed_with_the_trials_op_cache(tmp_path, monkeypatch):
+    """torch builds a JIT op in TORCH_EXTENSIONS_DIR/<op> when it is set and in ~/.cache/torch_extensions/py<ver>_cpu/
+    <op> when not: the CPU profile (the demo's first step) must give DeepSpeed the trials' folder, or a newcomer's demo
+    compiles shm_comm twice."""
+    import os
+
+    from scalestudy.engine.cpu_profile import trial_op_environment
+    from scalestudy.launch.process import trial_environment
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("TORCH_EXTENSIONS_DIR", "DS_ACCELERATOR"):  # a newcomer's shell; restored after the test
+        monkeypatch.delenv(name, raising=False)
+    trials = trial_environment()
+    trial_op_environment()
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == trials["TORCH_EXTENSIONS_DIR"] == str(op_builds.extensions_dir())
+    assert os.environ["DS_ACCELERATOR"] == "cpu"

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from scalestudy.engine.op_builds import extensions_dir
 from scalestudy.engine.single_rank import init_single_rank_group
 
 # (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
@@ -135,8 +136,6 @@ def multi_rank_engine_times(output: Path) -> None:
 
     import torch.distributed as dist
 
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     dist.init_process_group("gloo")
     out = {}
     for engine, zero in ENGINES:
@@ -237,12 +236,23 @@ def measure(output: Path, nproc: int = 2) -> Path:
     return save_profile(device, output, note)
 
 
+def trial_op_environment() -> None:
+    """The environment scalestudy's trials give DeepSpeed (launch/process.py trial_environment): CPU ops, and one
+    cache for the C++ ops it JIT-compiles (shm_comm, cpu_adam). torch builds under TORCH_EXTENSIONS_DIR/<op> when it
+    is set and under ~/.cache/torch_extensions/py<version>_cpu/<op> when it is not, so a profile timing DeepSpeed
+    without it compiles shm_comm (~30-50 s) a second time beside the trials' copy. Set once, before anything runs:
+    this process's one-rank timings and every torchrun worker it starts inherit it."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--engine-times", type=Path, help="(internal, under torchrun) time the engines on every rank")
     args = parser.parse_args(argv)
+    trial_op_environment()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.engine_times:
         multi_rank_engine_times(args.engine_times)
