@@ -29,7 +29,7 @@ def test_zero3_without_model_parallelism_collapses_at_scale():
 #   InternLM published ('4 * 100Gb RoCE', costmodel/published.yaml internlm2023) and AWS p4d's 400 Gbps EFA;
 # - software: ZeRO-2 with overlap_comm, as Accelerate's zero_stage2_config.json template sets it (Strategy default).
 #   Accelerate's plugin without a config file leaves DeepSpeed's default (overlap_comm only for stage 3); with that
-#   the model puts ZeRO-3 ahead on one node (4.3 vs 4.9 s): not the seed's finding, so not what it ran, or a ZeRO-3
+#   the model puts ZeRO-3 ahead on one node (4.5 vs 5.2 s): not the seed's finding, so not what it ran, or a ZeRO-3
 #   cost the model lacks (DeepSpeed's per-submodule fetch hooks).
 # Whole-group NCCL collectives pool a node's NICs (comm.bus_time), so the finding's sublinear steps/s needs such a
 # slower interconnect: on a DGX A100's 8 x HDR the model runs 2 nodes ~1.9x one (ZeRO-2 still ahead of ZeRO-3).
@@ -53,9 +53,9 @@ def test_seed_finding_zero2_beats_zero3_and_nodes_do_not_scale_linearly():
         runs = _seed_estimates(nic)
         for nodes, est in runs.items():
             assert est[2].fits and est[3].fits, nodes
-            assert est[2].step_s < est[3].step_s, (nic, nodes)
+            assert est[2].step_s < est[3].step_s, (nic, nodes)  # thinnest on one node: 4.49 vs 4.54 s
         speedup = {n: runs[1][2].step_s / runs[n][2].step_s for n in runs}  # steps/s relative to one node
         if sublinear:
-            assert all(speedup[n] < 0.75 * n for n in (2, 4, 8)), speedup  # reached: 1.22 / 2.07 / 3.22
+            assert all(speedup[n] < 0.75 * n for n in (2, 4, 8)), speedup  # reached: 1.28 / 2.17 / 3.39
         else:
-            assert speedup[2] > 1.8, speedup  # NCCL pools the 8 NICs: near-linear (reached 1.89)
+            assert speedup[2] > 1.8, speedup  # NCCL pools the 8 NICs: near-linear (reached 1.90)
