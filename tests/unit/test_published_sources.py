@@ -78,8 +78,9 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     row's `software` (and reconsider fit: false)."""
     options = {f.name for f in fields(Strategy)}
     listed = {flag for r in _rows("throughput") for flag in r.get("unmodelled", [])}
-    # fp32_grad_reduce: Composer FSDP 'DEFAULT' mixed precision; bf16_grad_sync: NeMo grad_sync_dtype bf16
-    assert listed == {"overlap_p2p_comm", "fp32_grad_reduce", "bf16_grad_sync"}
+    # fp32_grad_reduce (Composer FSDP 'DEFAULT') and bf16_grad_sync (NeMo grad_sync_dtype bf16) became
+    # Strategy.grad_reduce on 2026-12-02 (test_mpt_rows_reduce_gradients_as_their_tables_mp_mode_says)
+    assert listed == {"overlap_p2p_comm"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -304,7 +305,8 @@ def test_dgxc_rows_are_the_recipe_tables():
             assert 3 * model.d_ff == 8 * model.d_model and model.num_kv_heads == 8 and model.vocab_size == 256000
         if strategy.pp > 1:
             assert strategy.pp_schedule == "interleaved" and strategy.virtual_stages * strategy.pp == model.num_layers
-            assert set(r["unmodelled"]) == {"overlap_p2p_comm", "bf16_grad_sync"}
+            assert set(r["unmodelled"]) == {"overlap_p2p_comm"}
+        assert strategy.grad_reduce == "compute"  # the recipes' distributed_fused_adam grad_sync_dtype bf16
 
 
 # llm-foundry scripts/train/benchmarking/README.md at 49521837, bf16 rows not in mosaicml2023, one per entry:
@@ -425,6 +427,19 @@ def test_olmo_core_rows_are_the_readme_and_scripts():
         assert hidden == 256 * -(-int(8 * d / 3) // 256)  # llama_like: int(8 d / 3) up to a multiple of 256
         assert (strategy.micro_batch, workload.global_batch, workload.seq_len) == (mb, gb, 4096)
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.kernels) == ("fsdp", 3, "none", "fused")
+
+
+def test_mpt_rows_reduce_gradients_as_their_tables_mp_mode_says():
+    """llm-foundry's tables give each row's MP Mode: amp_bf16 DEFAULT (Composer get_mixed_precision: bf16
+    parameters, fp32 reduce_dtype -- engine fsdp's own reduce-scatter) on every H100 and A100 80GB row except 70b,
+    bf16 PURE (reduce_dtype bf16 -> grad_reduce: compute) on every A100 40GB row and 70b on A100 80GB; fms-fsdp's
+    bfSixteen policy reduces in bf16 too."""
+    rows = [r for r in load()["throughput"] if r["source"].startswith("mosaicml") or r["source"] == "ibmfms2024"]
+    assert len(rows) == 213
+    for r in rows:
+        pure = r["source"] == "ibmfms2024" or r["device"] == "a100-40gb" or (
+            r["device"] == "a100-80gb" and r["id"].startswith("mpt-70b"))
+        assert _setup(r)[2].grad_reduce == ("compute" if pure else "engine"), r["id"]
 
 
 def test_bloom_rampup_rows_are_the_production_setup_at_small_batches():

@@ -36,6 +36,7 @@ class _Shape:
     stage_layers: int  # transformer blocks on the busiest pipeline stage
     embed_elems: int  # input-embedding elements on a rank of the first stage (their gradient completes last)
     zero3: Zero3Gathers | None = None  # what DeepSpeed ZeRO-3 gathers per pass (costmodel/zero3.py)
+    root_elems: int = 0  # parameters outside the blocks on a rank (embeddings, untied head, final norms; pp 1)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -63,9 +64,18 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         stage_layers=max(split),
         embed_elems=param_breakdown(model).embedding // tp,
         zero3=zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
+        root_elems=_root_elems(model, tp) if pp == 1 else 0,
     )
     _SHAPES[key] = (model, dev, shape, cal)
     return shape
+
+
+def _root_elems(model: ModelSpec, tp: int) -> int:
+    """Parameters of a tensor-parallel rank outside the transformer blocks: the input embedding (and learned
+    positions), an untied output head and the final norms -- what FSDP's root unit holds when every block is
+    wrapped on its own."""
+    pc = param_breakdown(model)
+    return (pc.embedding + pc.lm_head) // tp + pc.other
 
 
 def _sublayers(model: ModelSpec) -> int:
@@ -82,11 +92,17 @@ def _exposed(compute: float, comm: float, interference: float) -> float:
 
 
 def main_grad_bytes(st: Strategy) -> int:
-    """Bytes per gradient element as the engine reduces it: DDP under autocast holds fp32 gradients; Megatron's
-    main-gradient buffer is fp32 for bf16 (Megatron-LM forces --accumulate-allreduce-grads-in-fp32 with bf16) and
-    fp32 runs, but 16-bit for fp16 (that flag is off by default: Megatron-LM arguments.py since 2021, Megatron-Core
-    distrib_optimizer.md's fp16 rows); DeepSpeed and FSDP reduce in the compute dtype."""
-    if st.precision == "fp32" or st.engine == "ddp" or _deepspeed_bf16_pipeline(st):
+    """Bytes per gradient element as the engine reduces it (Strategy.grad_reduce: "fp32" / "compute" as the run's
+    software set it, "engine" as below): DDP under autocast holds fp32 gradients; FSDP reduce-scatters in fp32
+    (scalestudy's FSDP2 MixedPrecisionPolicy reduce_dtype fp32, engine/settings.py; torchtitan, OLMo-core and
+    Composer's amp 'DEFAULT' mixed precision the same -- FSDP casts each block's bf16 gradient to fp32 before the
+    reduce-scatter); Megatron's main-gradient buffer is fp32 for bf16 (Megatron-LM forces
+    --accumulate-allreduce-grads-in-fp32 with bf16) and fp32 runs, but 16-bit for fp16 (that flag is off by
+    default: Megatron-LM arguments.py since 2021, Megatron-Core distrib_optimizer.md's fp16 rows); DeepSpeed
+    reduces in the compute dtype."""
+    if st.grad_reduce != "engine" and st.precision != "fp32":
+        return 4 if st.grad_reduce == "fp32" else 2
+    if st.precision == "fp32" or st.engine in ("ddp", "fsdp") or _deepspeed_bf16_pipeline(st):
         return 4
     if st.engine == "megatron":
         return 2 if st.precision == "fp16" else 4
@@ -143,10 +159,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
             z = shape.zero3
             elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
         gather = gather_time(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
-        reduce = gather_time(psi * half, dp, per_node, lk, eff, eng.gather_rails, nlayers)
+        grad_b = main_grad_bytes(st)  # FSDP: fp32 unless the run set its reduce dtype to the compute dtype
+        reduce = gather_time(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, nlayers)
         if cpu:  # gloo's all_gather / reduce_scatter at their measured rates for these message sizes
             gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
-            reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * half / max(1, nlayers))
+            reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
         bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
         if st.recompute == "full" and eng.regather_on_recompute:
             bwd_gathers += 1
@@ -157,8 +174,13 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         if eng.prefetch_layers < 1:
             return total, total
         first = gather / nlayers  # the first layer's gather of each pass has no compute to hide behind
-        per_mb = min(fwd_comm, _exposed(fwd, fwd_comm, interference) + first)
-        per_mb += min(bwd_comm, _exposed(bwd, bwd_comm, interference) + (first if bwd_gathers else 0.0))
+        head = tail = 0.0
+        if st.engine == "fsdp" and shape.root_elems:
+            head, tail = _fsdp_unit_ends(shape, half, grad_b, dp, per_node, lk, eff, eng.gather_rails)
+            first = 0.0  # the forward's first block is part of `head`
+        bwd_first = gather / nlayers if bwd_gathers else 0.0
+        per_mb = min(fwd_comm, head + first + _exposed(fwd, max(0.0, fwd_comm - head), interference))
+        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd, max(0.0, bwd_comm - tail), interference))
         return ga * per_mb, total
     grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails
@@ -202,6 +224,28 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         last = max(last, shape.embed_elems)
     window = bwd * _chunk_window(st)
     return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+
+def _fsdp_unit_ends(shape: _Shape, param_bytes: int, grad_bytes: int, dp: int, per_node: int, lk: tuple,
+                    eff: float, rails: str) -> tuple[float, float]:
+    """(head, tail) seconds of FSDP traffic per micro-batch with nothing to hide behind, when every block is its
+    own unit and the root unit holds the rest (embeddings, head, final norms: `shape.root_elems`), as torchtitan /
+    OLMo-core (fully_shard per block, then the model) and Composer / llm-foundry (FSDP1, one unit per block) wrap.
+
+    Head: the forward starts with the root unit's all-gather and the first block's -- the embedding lookup between
+    them is no compute to hide the second behind -- while prefetch hides each later block's gather behind the block
+    before it. Tail: the backward ends with the first block's gradient, then the root unit's (the input embedding's
+    lookup is its last op; a tied head's gradient joins it there): their reduce-scatters come after the last
+    compute of the micro-batch and the next forward's first gather queues behind them on the process group's one
+    NCCL stream."""
+    block = max(0.0, shape.psi - shape.root_elems) / max(1, shape.stage_layers)
+
+    def one(elems: float, nbytes: int) -> float:
+        return gather_time(elems * nbytes, dp, per_node, lk, eff, rails, 1)
+
+    head = one(shape.root_elems, param_bytes) + one(block, param_bytes)
+    tail = one(shape.root_elems, grad_bytes) + one(block, grad_bytes)
+    return head, tail
 
 
 def _chunk_window(st: Strategy) -> float:

@@ -33,6 +33,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      fms-fsdp without torch.compile) or "eager-fused-norm" (eager, but one fused RMSNorm kernel:
                      torchtitan norm_type fused_rmsnorm); costmodel/eager_kernels.py counts the bytes. Cost model
                      only: it describes published software; scalestudy's `train` runs its engines as they are.
+- grad_reduce:       the dtype data-parallel gradients are reduced in: "engine" (what the engine does: fsdp fp32 --
+                     scalestudy's own FSDP2 MixedPrecisionPolicy reduce_dtype, as torchtitan, OLMo-core and
+                     Composer's amp 'DEFAULT' mode set it; ddp fp32; megatron fp32 under bf16, 16-bit under fp16;
+                     deepspeed the compute dtype), "fp32", or "compute" (the compute dtype: FSDP reduce_dtype = the
+                     parameter dtype as fms-fsdp's bfSixteen or Composer's 'PURE', Megatron/NeMo grad_sync_dtype
+                     bf16). Cost model only: `train` runs "engine".
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 """
@@ -61,6 +67,7 @@ COST_MODEL_ENGINES = {"megatron": (0, 1), "internlm": (1,)}  # engines of publis
 ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
+GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class Strategy:
     overlap_param_gather: bool = False  # cost model only (see the module docstring)
     tp_comm_overlap: bool = False  # cost model only
     kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
+    grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -104,6 +112,7 @@ class Strategy:
             ("attention", self.attention, ATTENTIONS),
             ("pp_schedule", self.pp_schedule, PP_SCHEDULES),
             ("kernels", self.kernels, KERNELS),
+            ("grad_reduce", self.grad_reduce, GRAD_REDUCES),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
@@ -206,6 +215,8 @@ class Strategy:
             parts.append("stages " + "/".join(map(str, self.stage_layers)))
         if self.kernels != "fused":
             parts.append(f"kernels-{self.kernels}")
+        if self.grad_reduce != "engine":
+            parts.append(f"grad-reduce-{self.grad_reduce}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:

@@ -1,0 +1,73 @@
+"""FSDP's data-parallel terms as the engines run them: the dtype gradients are reduced in (Strategy.grad_reduce,
+terms.main_grad_bytes) and the traffic at the two ends of a micro-batch that prefetch cannot hide
+(terms._fsdp_unit_ends: the root unit's and the first block's gathers before the forward, their reduce-scatters
+after the backward)."""
+
+import pytest
+
+from scalestudy.costmodel.comm import gather_time, links
+from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.published import _setup, load
+from scalestudy.costmodel.terms import _root_elems, main_grad_bytes
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.strategy import Strategy
+
+
+def _mpt(row_id: str):
+    (r,) = [r for r in load()["throughput"] if r["id"] == row_id]
+    return _setup(r)
+
+
+@pytest.mark.parametrize("engine,zero,precision,grad_reduce,expected", [
+    ("fsdp", 3, "bf16", "engine", 4),  # scalestudy's FSDP2 MixedPrecisionPolicy reduce_dtype fp32
+    ("fsdp", 2, "bf16", "compute", 2),  # fms-fsdp bfSixteen, Composer PURE
+    ("deepspeed", 3, "bf16", "engine", 2),
+    ("deepspeed", 2, "fp16", "fp32", 4),
+    ("megatron", 1, "bf16", "engine", 4),
+    ("megatron", 1, "bf16", "compute", 2),  # NeMo grad_sync_dtype bf16
+    ("ddp", 0, "fp32", "compute", 4),  # the compute dtype of an fp32 run is fp32
+])
+def test_gradient_reduction_dtype(engine, zero, precision, grad_reduce, expected):
+    st = Strategy(engine=engine, zero=zero, precision=precision, grad_reduce=grad_reduce)
+    assert main_grad_bytes(st) == expected
+
+
+def test_grad_reduce_is_validated_and_labelled():
+    with pytest.raises(ScalestudyError, match="unknown grad_reduce 'bf16'"):
+        Strategy(engine="fsdp", zero=3, grad_reduce="bf16")
+    assert "grad-reduce-compute" in Strategy(engine="fsdp", zero=3, grad_reduce="compute").label
+    assert "grad-reduce" not in Strategy(engine="fsdp", zero=3).label
+
+
+def test_fsdp_fp32_reduce_scatter_moves_twice_the_gradient_bytes():
+    """The gathers are bf16 either way; only the per-block reduce-scatters carry 4 instead of 2 bytes per
+    gradient (7B, FULL_SHARD, 16 nodes: Composer 'DEFAULT' vs 'PURE')."""
+    model, cluster, st, workload = _mpt("mpt-7b-s2048-128xh100")
+    est = {g: estimate(model, cluster, st.replace(grad_reduce=g), workload) for g in ("engine", "compute")}
+    eng, lk, psi = engine_comm("fsdp"), links(cluster), est["engine"].params_per_device
+    rs = {b: gather_time(psi * b, 128, 8, lk, eng.collective_efficiency, eng.gather_rails, model.num_layers)
+          for b in (2, 4)}
+    assert est["engine"].dp_comm_total_s - est["compute"].dp_comm_total_s == pytest.approx(rs[4] - rs[2], rel=1e-9)
+    assert est["engine"].dp_comm_s > est["compute"].dp_comm_s  # the exposed tail's reduce-scatters too
+
+
+def test_fsdp_unhidden_ends_grow_with_data_parallel_size():
+    """1B, SHARD_GRAD_OP, no recompute (llm-foundry's large-scale table): per-layer compute hides every block's
+    traffic, but the root unit (embedding + positions + final norm) and the first block gather before any
+    compute and reduce-scatter after the last, each a ring through all ranks -- exposed, and longer at 512
+    ranks than at 128."""
+    exposed = {}
+    for gpus in (128, 512):
+        model, cluster, st, workload = _mpt(f"mpt-1b-s2048-{gpus}xh100")
+        est = estimate(model, cluster, st, workload)
+        lk, dp = links(cluster), est.layout.dp
+        root = _root_elems(model, 1)
+        block = (est.params_per_device - root) / model.num_layers
+        eng = engine_comm("fsdp")
+        ends = sum(gather_time(n * b, dp, 8, lk, eng.collective_efficiency, eng.gather_rails, 1)
+                   for n in (root, block) for b in (2, 4))  # bf16 gathers, fp32 reduce-scatters
+        assert est.dp_comm_s >= ends  # at least the two ends, per micro-batch (one here)
+        assert est.dp_comm_s < 0.2 * est.dp_comm_total_s + ends  # the blocks in between stay hidden
+        exposed[gpus] = est.dp_comm_s
+    assert exposed[512] > 1.5 * exposed[128]
