@@ -181,9 +181,10 @@ def test_profile_memory_and_ratio_tables_reject_bad_rows_in_one_line(field, valu
 
 def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
     """cpu_collectives.gloo_dp_comm (CPU ranks with measured gloo rates): DeepSpeed ZeRO-1/2 all-reduce the whole
-    reduce bucket plus its copies (ZeRO-2 after every micro-batch, ZeRO-1 once); ZeRO-3 gathers a small model in
-    one coalesced prefetch per micro-batch (no per-layer latencies); FSDP2 reduce-scatters only in the last
-    micro-batch (the others accumulate unsharded); devices without measured rates keep terms._dp_comm's model."""
+    reduce bucket plus its copies (ZeRO-2 after every micro-batch, ZeRO-1 once; the flatten into a fresh
+    buffer at the fresh-copy rate); ZeRO-3 gathers a small model once per micro-batch, per block (the backward
+    reuses it); FSDP2 reduce-scatters only in the last micro-batch (the others accumulate unsharded); devices
+    without measured rates keep terms._dp_comm's model."""
     from scalestudy.costmodel import cpu_collectives
     from scalestudy.costmodel.cpu_memory import copy_s, fresh_copy_s
     from scalestudy.costmodel.zero3 import zero3_gathers

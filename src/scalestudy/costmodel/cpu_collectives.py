@@ -8,6 +8,11 @@ estimate.py costs each data-parallel collective at its own measured rate for its
 messages cost far less than the fit's latency, fitted on the smallest messages' noise, says). GPU devices do not carry the
 ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and keep the link model.
 
+DeepSpeed and FSDP are priced along the code paths `scalestudy train` runs on such ranks (`gloo_dp_comm`: which
+collective, how often, on how large a buffer, and the copies into existing or newly allocated buffers around it;
+DeepSpeed 0.19 ZeRO-1/2 all-reduce the whole gradient bucket, FSDP2 reduce-scatters once per step); DDP and the
+cost-model-only engines keep terms._dp_comm's model at these rates.
+
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
 cost on several ranks beyond the model with the all_reduce fit's rates, at one configuration (PROFILE_MULTI): it
 already holds the collectives' excess at that configuration. `cpu_engine.multi_overhead` takes that part out, so the step
@@ -122,8 +127,9 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
         return (ga if zero == 2 else 1) * reduction + boundary
     passes = 1 if gathered <= ZERO3_MAX_REUSE_ELEMS else 2
     calls = max(1, fetches)
+    each = gathered * half / calls  # one coalesced gather's buffer
     gather = passes * (_call("all_gather", gathered * half, calls, device, dp, per_node, lk, eng)
-                       + calls * (fresh_copy_s(device, gathered * half / calls) + copy_s(device, gathered * half / calls)))
+                       + calls * (fresh_copy_s(device, each) + copy_s(device, each)))
     reduce = call("reduce_scatter", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
         + copy_s(device, grads, 1.0 + 1.0 / dp)
     return ga * (gather + reduce)

@@ -3,8 +3,9 @@
 Every rank measures at once (as in training, where all ranks compute together):
 - matmul throughput (FLOP/s per rank) vs square size and dtype;
 - memory copy bandwidth (bytes/s per rank) and the torch AdamW update rate (parameters/s per rank); on CPU also
-  the copy bandwidth vs buffer size (caches vs DRAM) and the trainer's optimizer step (clip_grad_norm_ + torch
-  AdamW, single-tensor kernels as on CPU) vs parameter count and tensor count;
+  the copy bandwidth vs buffer size (caches vs DRAM; into existing and into newly allocated buffers) and the
+  trainer's optimizer step (clip_grad_norm_ + torch AdamW, single-tensor kernels as on CPU) vs parameter count and
+  tensor count;
 - with more than one rank, collective time vs message size over the real backend (gloo on CPU, NCCL on GPU):
   all_reduce, all_gather, reduce_scatter.
 Rank 0 writes one JSON file; `scalestudy.costmodel.calibrate` turns it into a hardware profile.
