@@ -98,8 +98,7 @@ def _first_missing(path: Path) -> Path | None:
 
 def _prepare_data(cfg: RunConfig, tokenizer: str | None, out: Path) -> None:
     """Tokenizer and token cache for the workers (DIR/tokenizer.json, tokens.npz), checked against the model."""
-    from scalestudy.engine.data.pipeline import prepare
-    from scalestudy.engine.models import check_vocab
+    from scalestudy.engine.data.pipeline import check_vocab, prepare
     from scalestudy.engine.train import data_config
 
     prepared = prepare(data_config(cfg, tokenizer), out, write=True)

@@ -79,13 +79,6 @@ def set_dropout(model: torch.nn.Module, rate: float) -> None:
             setattr(model.config, name, rate)
 
 
-def check_vocab(spec: ModelSpec, tokenizer_vocab: int) -> None:
-    """The embedding must cover every token id; unused extra rows (a model vocabulary > tokenizer's) are fine."""
-    if spec.vocab_size < tokenizer_vocab:
-        raise ScalestudyError(f"model {spec.name} has a {spec.vocab_size}-token vocabulary but the tokenizer has "
-                              f"{tokenizer_vocab}: use a smaller tokenizer vocabulary or a larger model")
-
-
 def model_inputs(batch: dict, device: torch.device, pad_id: int = 0) -> dict:
     """Numpy micro-batch -> model keyword arguments (attention mask from padding)."""
     input_ids = torch.as_tensor(batch["input_ids"], dtype=torch.long, device=device)

@@ -144,7 +144,8 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     from scalestudy.engine import checkpoint, metrics
     from scalestudy.engine.backends import make_backend
     from scalestudy.engine.memory import rss_bytes
-    from scalestudy.engine.models import build_model, check_vocab, model_inputs
+    from scalestudy.engine.data.pipeline import check_vocab
+    from scalestudy.engine.models import build_model, model_inputs
     from scalestudy.engine.probe import peak_flops
 
     cuda = ctx.device.type == "cuda"

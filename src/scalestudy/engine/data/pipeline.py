@@ -138,6 +138,15 @@ class Prepared:
                 "labels": pad_to(targets, self.target_len, LABEL_PAD)}
 
 
+def check_vocab(spec, tokenizer_vocab: int) -> None:
+    """The model's embedding (`spec`: a ModelSpec) must cover every token id; unused extra rows (a model vocabulary
+    larger than the tokenizer's) are fine. Here, beside the data and free of model code, so that `scalestudy train`'s
+    launcher checks it without importing transformers (~0.7 CPU s per launch)."""
+    if spec.vocab_size < tokenizer_vocab:
+        raise ScalestudyError(f"model {spec.name} has a {spec.vocab_size}-token vocabulary but the tokenizer has "
+                              f"{tokenizer_vocab}: use a smaller tokenizer vocabulary or a larger model")
+
+
 def fitting_prefix(mask: np.ndarray, seq_len: int, target_len: int) -> int:
     """Longest prefix of a masked window whose inputs fit seq_len and whose targets fit target_len (eos included)."""
     span_start = mask & ~np.concatenate([[False], mask[:-1]])
