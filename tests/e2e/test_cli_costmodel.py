@@ -111,6 +111,24 @@ def test_subprocess_exit_code_and_single_line():
     assert proc.stderr.strip().count("\n") == 0 and "heads are not divisible" in proc.stderr
 
 
+def test_grad_reduce_flag_prices_the_fsdp_reduce_scatter(capsys):
+    """--grad-reduce compute (FSDP reduce_dtype bf16: fms-fsdp, Composer PURE) halves the reduce-scatter bytes of
+    engine fsdp's default fp32 reduction; nothing else moves."""
+    base = ["--model", "llama-7b", "--gpu", "h100-80gb", "--nodes", "4", "--engine", "fsdp", "--zero", "3",
+            "--micro-batch", "2", "--seq-len", "4096", "--json"]
+    runs = {}
+    for dtype in ("engine", "compute"):
+        code, out, _ = _run(capsys, "estimate", *base, "--grad-reduce", dtype)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["grad_reduce"] == dtype
+        runs[dtype] = d["time"]
+    assert runs["compute"]["parts"]["compute_s"] == runs["engine"]["parts"]["compute_s"]
+    assert runs["compute"]["dp_comm_total_s"] < runs["engine"]["dp_comm_total_s"]
+    assert runs["compute"]["parts"]["dp_comm_exposed_s"] < runs["engine"]["parts"]["dp_comm_exposed_s"]
+    code, _, err = _run(capsys, "estimate", *base, "--grad-reduce", "bf16")
+    assert code == 2 and "unknown grad_reduce 'bf16'" in err
+
+
 def test_kernels_flag_reaches_estimate_and_plan(capsys):
     """--kernels eager (software without torch.compile, costmodel/eager_kernels.py) reaches the Strategy of estimate
     and of every strategy plan ranks, and adds memory-bound element-wise time to compute only."""

@@ -24,6 +24,10 @@ KERNELS = typer.Option("fused", "--kernels",
                        help="Element-wise kernels: fused (Megatron/TE/torch.compile) | eager (one PyTorch kernel "
                             "per op, no torch.compile) | eager-fused-norm (eager with a fused RMSNorm); cost model "
                             "only.")
+GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
+                           help="Dtype data-parallel gradients are reduced in: engine (the engine's own: FSDP fp32, "
+                                "DeepSpeed the compute dtype, Megatron fp32 under bf16) | fp32 | compute (e.g. FSDP "
+                                "reduce_dtype bf16, NeMo grad_sync_dtype bf16); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
                                     "Engine userbuffers; needs sequence parallelism; cost model only).")
