@@ -440,6 +440,8 @@ def test_mpt_rows_reduce_gradients_as_their_tables_mp_mode_says():
         pure = r["source"] == "ibmfms2024" or r["device"] == "a100-40gb" or (
             r["device"] == "a100-80gb" and r["id"].startswith("mpt-70b"))
         assert _setup(r)[2].grad_reduce == ("compute" if pure else "engine"), r["id"]
+    (tiny,) = _rows("throughput", "tinyllama2023")  # Lightning bf16-mixed: FSDP reduce_dtype bf16
+    assert _setup(tiny)[2].grad_reduce == "compute"
 
 
 def test_bloom_rampup_rows_are_the_production_setup_at_small_batches():
