@@ -231,3 +231,22 @@ def test_deepspeed_bf16_pipeline_all_reduces_fp32_gradients_after_the_pipeline()
                                                    precision=p), w) for p in ("bf16", "fp16"))
     assert bf16.dp_comm_s == pytest.approx(bf16.dp_comm_total_s)
     assert bf16.dp_comm_total_s > 2 * fp16.dp_comm_total_s
+
+
+def test_deepspeed_bf16_pipeline_folds_bf16_gradients_into_fp32_every_micro_batch():
+    """BF16_Optimizer.update_hp_grads after every micro-batch's backward (pipe/engine.py): 18 bytes of HBM traffic
+    per parameter of the stage, so the slot grows by the stage's parameters per GPU / HBM bandwidth -- halved by
+    doubling tp, the same whatever the micro-batch; fp16 (ZeRO-1 accumulates in .grad) and Megatron pay none."""
+    from scalestudy.costmodel.params import param_breakdown
+    from scalestudy.costmodel.terms import hp_grad_accumulation_s
+
+    spec, dev = get_model("llama-7b"), make_cluster("a100-80gb", 4, 8).device
+    fold = {(tp, mb, p, e): hp_grad_accumulation_s(spec, Strategy(engine=e, zero=1, tp=tp, pp=4, micro_batch=mb,
+                                                                  precision=p), dev, tp, 8, False)
+            for tp, mb, p, e in ((2, 1, "bf16", "deepspeed"), (2, 4, "bf16", "deepspeed"), (4, 1, "bf16", "deepspeed"),
+                                 (2, 1, "fp16", "deepspeed"), (2, 1, "bf16", "megatron"))}
+    block = param_breakdown(spec).decoder_layer_matmul / 2
+    assert fold[2, 1, "bf16", "deepspeed"] == pytest.approx(18 * 8 * block / dev.hbm_bytes_per_s, rel=1e-3)
+    assert fold[2, 4, "bf16", "deepspeed"] == fold[2, 1, "bf16", "deepspeed"]
+    assert fold[4, 1, "bf16", "deepspeed"] == pytest.approx(fold[2, 1, "bf16", "deepspeed"] / 2, rel=1e-3)
+    assert fold[2, 1, "fp16", "deepspeed"] == fold[2, 1, "bf16", "megatron"] == 0.0

@@ -19,9 +19,10 @@ from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
-from scalestudy.costmodel.terms import (_dp_comm, _param_gather_exposed, _reduction_exposed, _shape,  # noqa: F401
-                                        _sublayers, _tied_embedding_sync, _tp_comm, _tp_overlap_exposed,
-                                        model_layout, optimizer_offload)
+from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _param_gather_exposed,  # noqa: F401
+                                        _reduction_exposed, _shape, _sublayers, _tied_embedding_sync, _tp_comm,
+                                        _tp_overlap_exposed, hp_grad_accumulation_s, model_layout,
+                                        optimizer_offload)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -78,6 +79,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     # head a block's slot, e.g. BLOOM's 'type:transformer|embedding', leaves it fewer blocks than the others)
     last = split[-1] / model.total_layers
     stage = max(fwd + bwd, (ct.forward + ct.backward) * last + ct.head) if pp > 1 else fwd + bwd + ct.head
+    if _deepspeed_bf16_pipeline(st):  # + the BF16_Optimizer's fp32 gradient fold per micro-batch (terms.py)
+        fold = hp_grad_accumulation_s
+        stage = max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
+                    (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))
     lk = links(cluster)
     tp_mb = _tp_comm(st, ct, busiest, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0

@@ -39,7 +39,8 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import _dp_comm, _shape, _tp_comm, model_layout, optimizer_offload
+from scalestudy.costmodel.terms import (_dp_comm, _shape, _tp_comm, hp_grad_accumulation_s, model_layout,
+                                        optimizer_offload)
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
@@ -264,6 +265,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         share = sum(costs[start:start + n]) / total_cost
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
+        compute += hp_grad_accumulation_s(model, st, dev, tp, n, k == pp - 1)  # BF16_Optimizer per micro-batch
         lk = links(sub)
         tp_mb = _tp_comm(st, ct, share, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
         pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0

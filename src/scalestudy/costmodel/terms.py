@@ -119,6 +119,29 @@ def _deepspeed_bf16_pipeline(st: Strategy) -> bool:
     return st.engine == "deepspeed" and st.pp > 1 and st.precision == "bf16" and st.zero <= 1
 
 
+# BF16_Optimizer.update_hp_grads, per parameter and micro-batch: lp.grad.to(fp32) reads 2 B and writes 4 B, then
+# hp_grad.add_(...) reads 4 + 4 and writes 4 (DeepSpeed bf16_optimizer.py as of 9b70ce5, 2022-06)
+HP_GRAD_BYTES_PER_PARAM = 18
+
+
+def hp_grad_accumulation_s(model: ModelSpec, st: Strategy, dev, tp: int, blocks: int, head: bool) -> float:
+    """Seconds per micro-batch a DeepSpeed bf16 pipeline stage of `blocks` blocks (+ the tied/untied LM head's
+    weight when `head`) spends folding its bf16 gradients into the fp32 ones: pipe/engine.py _exec_backward_pass
+    clears the bf16 .grad before every micro-batch's backward and calls optimizer.update_hp_grads() after it (the
+    last stage the same via BF16_Optimizer.backward), a cast and an add per parameter on the stage's stream,
+    memory-bound, whatever the micro-batch size. The head's weight pays the difference to the fp32 accumulation
+    flops.vocab_grad_bytes already counts (10 B per element). 0 for every other engine/precision."""
+    if not _deepspeed_bf16_pipeline(st):
+        return 0.0
+    p = param_breakdown(model)
+    rank_layers = (p.encoder_layer_matmul // tp + p.encoder_layer - p.encoder_layer_matmul) * p.encoder_layers + \
+        (p.decoder_layer_matmul // tp + p.decoder_layer - p.decoder_layer_matmul) * p.decoder_layers
+    params = rank_layers / model.total_layers * blocks
+    if head:
+        params += (p.lm_head or p.embedding) / tp * (HP_GRAD_BYTES_PER_PARAM - 10) / HP_GRAD_BYTES_PER_PARAM
+    return HP_GRAD_BYTES_PER_PARAM * params / dev.hbm_bytes_per_s
+
+
 def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bool, cluster: ClusterSpec) -> float:
     """Seconds per step to keep a tied embedding equal on the first and the last pipeline stage: their copies'
     gradients are all-reduced between the two stages after the backward, before the optimizer step (Megatron-LM
