@@ -17,10 +17,12 @@ def read_yaml(path: str | Path, what: str) -> Any:
         raise ScalestudyError(f"{what} not found: {path}")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-    except DuplicateKey as exc:
+    except BadKey as exc:
         raise ScalestudyError(f"{what} {path}: {exc}") from None
     except UnicodeDecodeError:
         raise ScalestudyError(f"{what} {path}: not UTF-8 text") from None
+    except RecursionError:  # thousands of nested brackets: no configuration is shaped like that
+        raise ScalestudyError(f"{what} {path}: nested too deeply to be a configuration") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
@@ -28,8 +30,8 @@ def read_yaml(path: str | Path, what: str) -> Any:
     return {} if data is None else data
 
 
-class DuplicateKey(Exception):
-    """A mapping names the same key twice (PyYAML would silently keep the last value)."""
+class BadKey(Exception):
+    """A mapping names the same key twice (PyYAML would silently keep the last value), or a key is not text."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -46,5 +48,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: SafeLoader's own error follows
                 break
             if duplicate:
-                raise DuplicateKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1})")
+                raise BadKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1})")
+            if not isinstance(key, str):  # every key of these files is a name; YAML reads `on:`, `1:` otherwise
+                raise BadKey(f"key {key!r} (line {key_node.start_mark.line + 1}) is not a name (quote it if "
+                                   "it is one)")
         return super().construct_mapping(node, deep=deep)

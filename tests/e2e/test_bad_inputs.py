@@ -77,6 +77,7 @@ def _build_workspace(root: Path) -> None:
     (root / "scalar.yaml").write_text("42\n")
     (root / "binary.bin").write_bytes(bytes(range(256)) * 8)
     (root / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    (root / "latin1.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))  # a corpus that is not UTF-8
     from importlib import resources
 
     (root / "profile.yaml").write_text((resources.files("scalestudy.specs") / "hardware" / "local-cpu.yaml")
@@ -303,6 +304,34 @@ NEW_KEY_FILES = {
     "cfg-kernels-list.yaml": "strategy: {kernels: [eager]}\n",
     "spec-kernels-unknown.yaml": GOOD_SPEC + "kernels: compiled\n",
     "spec-recompute-op.yaml": GOOD_SPEC + "recompute: op\n",
+    # 2026-12-02: cost-model-only keys in grid entries, command_template checked when the spec is loaded
+    "spec-strategies-kernels.yaml": GOOD_SPEC + "strategies:\n  - {engine: ddp, kernels: [fused, eager]}\n",
+    "spec-include-tp-comm-overlap.yaml": GOOD_SPEC + "include:\n  - {tp_comm_overlap: true}\n",
+    "spec-template-unknown.yaml": GOOD_SPEC + "command_template: '{python} run.py {bogus}'\n",
+    "spec-template-brace.yaml": GOOD_SPEC + "command_template: '{python} run.py {'\n",
+    "spec-template-format.yaml": GOOD_SPEC + "command_template: 'echo {lr:d}'\n",
+    "spec-template-unclosed.yaml": GOOD_SPEC + "command_template: \"echo '{output}\"\n",
+    "spec-template-blank.yaml": GOOD_SPEC + "command_template: '  '\n",
+    "spec-nodes-huge.yaml": GOOD_SPEC.replace("global_batch: 2", "global_batch: 4000000") + "nodes: 2000000\n",
+    "cfg-config-json-text.json": '{"model_type": "gpt2", "n_embd": "big", "n_layer": 2, "n_head": 2, "vocab_size": 99}',
+    "cfg-config-json-nan.json": '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": NaN, '
+                                '"num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 99}',
+    "cluster-deep.yaml": "[" * 3000 + "]" * 3000 + "\n",
+    "cluster-int-key.yaml": "device: a100-80gb\nnodes: 1\n8: gpus_per_node\n",
+    "tok-garbage.json": "{}",
+    "spec-data-number.yaml": GOOD_SPEC + "data: 5\n",
+    "spec-extra-args-mapping.yaml": GOOD_SPEC + "extra_args: {seed: 1}\n",
+    "spec-extra-args-unknown.yaml": GOOD_SPEC + "extra_args: [--bogus-flag, '1']\n",
+    "spec-strategies-mapping.yaml": GOOD_SPEC + "strategies: {}\n",
+    "spec-train-options-tokenizer.yaml": GOOD_SPEC + "train_options: {tokenizer: nowhere.json}\n",
+    "search-lr-inf.yaml": SEARCH_SPEC.replace("high: 1.0e-2", "high: .inf"),
+    "search-lr-log-text.yaml": SEARCH_SPEC.replace("log: true", "log: maybe"),
+    "search-global-batch-fraction.yaml": SEARCH_SPEC + "    global_batch: [2.5]\n",
+    "search-seed-negative.yaml": SEARCH_SPEC.replace("  trials_per_model: 2", "  trials_per_model: 2\n  seed: -1"),
+    "search-reduction-inf.yaml": SEARCH_SPEC.replace("  trials_per_model: 2",
+                                                     "  trials_per_model: 2\n  reduction_factor: .inf"),
+    "search-target-number.yaml": SEARCH_SPEC.replace("  trials_per_model: 2", "  trials_per_model: 2\n  target_model: 5"),
+    "search-budget-huge.yaml": SEARCH_SPEC.replace("budget_tokens: 640", "budget_tokens: 1.0e+300"),
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -762,6 +791,51 @@ CASES: list[Case] = [
     C("train-config-kernels-list", f"{TRAIN} --config cfg-kernels-list.yaml", "kernels"),
     C("study-run-spec-kernels-unknown", "study run spec-kernels-unknown.yaml -o s", "kernels"),
     C("study-run-spec-recompute-op", "study run spec-recompute-op.yaml -o s", "op"),
+    # ---- 2026-12-02: defects left last session, and the fuzz of this one ------------------------------------
+    C("train-print-launch-nnodes-huge", f"{TRAIN} --print-launch --device cpu --nnodes 100000000", "rendezvous"),
+    C("train-print-launch-gpus-per-node-huge", f"{TRAIN} --print-launch --device gpu --nnodes 2 --gpus-per-node "
+      "1000000", "rendezvous"),
+    C("study-run-spec-nodes-huge", "study run spec-nodes-huge.yaml -o s", "rendezvous"),
+    C("study-run-spec-strategies-kernels", "study run spec-strategies-kernels.yaml -o s",
+      "kernels is a cost-model option"),
+    C("study-run-spec-include-tp-comm-overlap", "study run spec-include-tp-comm-overlap.yaml -o s",
+      "tp_comm_overlap is a cost-model option"),
+    C("study-run-spec-template-unknown", "study run spec-template-unknown.yaml -o s", "cannot fill {bogus}"),
+    C("study-run-spec-template-brace", "study run spec-template-brace.yaml -o s", "command_template"),
+    C("study-run-spec-template-format", "study run spec-template-format.yaml -o s", "command_template"),
+    C("study-run-spec-template-unclosed", "study run spec-template-unclosed.yaml -o s", "quotation"),
+    C("study-run-spec-template-blank", "study run spec-template-blank.yaml -o s", "empty command"),
+    C("estimate-config-json-count-text", "estimate --model cfg-config-json-text.json", "n_embd must be a whole"),
+    C("estimate-config-json-count-nan", "estimate --model cfg-config-json-nan.json", "num_hidden_layers must be"),
+    C("estimate-cluster-nested-deep", f"{EST} --cluster cluster-deep.yaml", "nested too deeply"),
+    C("estimate-cluster-int-key", f"{EST} --cluster cluster-int-key.yaml", "not a name"),
+    C("estimate-nodes-beyond-a-job", f"{EST} --nodes 1000000000000", "ranks"),
+    C("plan-nodes-2-63", f"{PLAN} --nodes 9223372036854775808", "ranks"),  # was a hang (divisors of the world)
+    C("plan-global-batch-2-63", "plan --model t5-tiny --global-batch 9223372036854775807 --seq-len 128",
+      "64-bit"),
+    C("plan-emit-tokenizer-garbage", f"{PLAN} --emit e1 --tokenizer tok-garbage.json", "cannot load tokenizer"),
+    C("plan-emit-corpus-not-utf8", f"{PLAN} --emit e1 --data latin1.txt", "utf-8"),
+    C("plan-emit-corpus-empty", f"{PLAN} --emit e1 --data empty.txt", "is empty"),
+    C("train-print-launch-corpus-not-utf8", f"{TRAIN} --print-launch --device cpu --data latin1.txt", "utf-8"),
+    C("train-set-no-value", f"{TRAIN} --set lr=", "no value"),
+    C("train-set-overridden-bad-type", f"{TRAIN} --set steps=1.5", "steps"),  # --steps 4 wins, 1.5 still checked
+    C("train-micro-batch-beyond-ram", f"{TRAIN} --micro-batch 1000000000000 --global-batch 1000000000000",
+      "token ids alone"),
+    C("calibrate-nproc-beyond-machine", "calibrate --output cal --nproc 1000000", "RAM"),
+    C("study-run-spec-data-number", "study run spec-data-number.yaml -o s", "data must be"),
+    C("study-run-spec-extra-args-mapping", "study run spec-extra-args-mapping.yaml -o s", "extra_args"),
+    C("study-run-spec-extra-args-unknown", "study run spec-extra-args-unknown.yaml -o s", "no option --bogus-flag"),
+    C("study-run-spec-strategies-mapping", "study run spec-strategies-mapping.yaml -o s", "list of mappings"),
+    C("study-run-spec-train-options-tokenizer", "study run spec-train-options-tokenizer.yaml -o s", "no such file"),
+    C("fit-bootstrap-huge", "fit runs.csv --bootstrap 1000000000000", "at most"),
+    C("fit-k-inf", "fit runs.csv --flops-per-param-token inf", "finite"),
+    C("search-lr-high-inf", "search search-lr-inf.yaml -o sr", "finite"),
+    C("search-lr-log-text", "search search-lr-log-text.yaml -o sr", "space.lr"),
+    C("search-global-batch-fraction", "search search-global-batch-fraction.yaml -o sr", "global_batch"),
+    C("search-seed-negative", "search search-seed-negative.yaml -o sr", "search.seed"),
+    C("search-reduction-factor-inf", "search search-reduction-inf.yaml -o sr", "reduction_factor"),
+    C("search-target-model-number", "search search-target-number.yaml -o sr", "target_model"),
+    C("search-budget-tokens-huge", "search search-budget-huge.yaml -o sr", "64-bit"),
     # ---- demo -------------------------------------------------------------------------------------------------
     C("demo-output-existing-file", "demo -o afile.txt --no-progress", "afile.txt"),
     C("demo-output-immutable", "demo -o locked/demo --no-progress", "locked", immutable=("locked",)),

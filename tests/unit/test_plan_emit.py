@@ -123,7 +123,13 @@ def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, ca
     hf = {k: v for k, v in to_hf_config(PRESETS["t5-tiny"]).items() if k != "_name_or_path"}
     (folder / "config.json").write_text(json.dumps(hf))
     (tmp_path / "corpus.txt").write_text("some text\n")
-    (tmp_path / "tok.json").write_text("{}")  # emit checks the named inputs exist (train would need them)
+    from scalestudy.engine.data.bundled import corpus_path
+    from scalestudy.engine.data.corpora import read_corpus
+    from scalestudy.engine.data.tokenizer import save_tokenizer, train_tokenizer
+
+    # emit checks the named inputs exist and read as train reads them: a real (small) tokenizer
+    docs = read_corpus(str(corpus_path()), max_docs=2000)
+    save_tokenizer(train_tokenizer(docs, vocab_size=512), tmp_path / "tok.json")
     monkeypatch.chdir(tmp_path)  # relative paths on the command line, absolute ones in the emitted config
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model", "models/my-t5/config.json", "--gpu", "a100-80gb", "--gpus-per-node", "8",

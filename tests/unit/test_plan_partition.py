@@ -95,6 +95,17 @@ def test_train_auto_split_on_cpu_ranks_respects_memory(capsys, monkeypatch):
     cfg = train_cli._balanced_stages(run, "1,4", cuda=False, local=True)
     assert cfg.strategy.stage_layers == best
     assert "memory per rank (GiB, 2^30 bytes) by stage" in capsys.readouterr().out
-    flops_only = train_cli._balanced_stages(run, "1,4", cuda=True, local=True)
-    assert flops_only.strategy.stage_layers == plan_stages(get_model("t5-small"), 512, 114, [0.25, 1.0]).stage_layers
-    assert "memory not checked (the cost model has no figures for this machine's GPUs)" in capsys.readouterr().out
+    # a run on this machine's GPUs: the same split, on the GPUs' device entry with the memory they report
+    small_gpu = 2.1 * 2**30  # per GPU: the compute-only split (2, 10) needs 2.29 GiB on its last stage
+    monkeypatch.setattr(train_cli, "_local_gpus", lambda: [("NVIDIA A100-SXM4-80GB", 80 * 2**30),
+                                                           ("NVIDIA A100-SXM4-80GB", int(small_gpu))])
+    on_gpus = auto_stage_layers(run, [0.25, 1.0], gpu=dataclasses.replace(get_device("a100-80gb"),
+                                                                          memory_bytes=int(small_gpu)))
+    assert on_gpus.layers != on_gpus.compute_only and all(used <= cap for used, cap in on_gpus.memory)
+    cfg = train_cli._balanced_stages(run, "1,4", cuda=True, local=True)
+    assert cfg.strategy.stage_layers == on_gpus.layers
+    assert "within the 2.1 GiB each GPU reports" in capsys.readouterr().out
+    # a GPU the cost model has no figures for: refused (it cannot know whether a stage fits), not a FLOP split
+    monkeypatch.setattr(train_cli, "_local_gpus", lambda: [("Radeon X", 2**34)] * 2)
+    with pytest.raises(ScalestudyError, match="no figures for them"):
+        train_cli._balanced_stages(run, "1,4", cuda=True, local=True)

@@ -93,3 +93,35 @@ def print_stages(est, console=None) -> None:
             f"({'+'.join(x.devices)}){mark}\n    {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} "
             f"ms per step, {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
             f"{'' if x.fits else ' (DOES NOT FIT)'}", **({"highlight": False} if console else {}))
+
+
+# Resident memory of a CPU rank before its model: a worker's `import torch` (+ torch.distributed) measured 218 MB
+# (torch 2.x CPU build, this repository's venv); the model, data and optimizer come on top.
+RANK_FLOOR_BYTES = 2.2e8
+
+
+def check_cpu_ranks(nproc: int) -> None:
+    """--nproc ranks on this machine's CPU are processes that must all start: each holds torch's runtime, and gloo
+    connects every pair of ranks (one socket per peer in each rank). Refused here, in one line, beyond either bound
+    (ranks beyond the cores still run: they time-share)."""
+    import resource
+
+    memory = machine_memory_bytes()
+    if memory and nproc * RANK_FLOOR_BYTES > memory:
+        raise ScalestudyError(f"--nproc {nproc}: {nproc} CPU ranks need >= {nproc * RANK_FLOOR_BYTES / 2**30:.0f} GiB "
+                              f"before the model (~{RANK_FLOOR_BYTES / 2**30:.1f} GiB of torch runtime each); this "
+                              f"machine has {memory / 2**30:.0f} GiB of RAM")
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and nproc + 64 > files:  # + the rank's own files, libraries, pipes
+        raise ScalestudyError(f"--nproc {nproc}: gloo opens a socket to each of the {nproc - 1} peers in every rank, "
+                              f"beyond the open-file limit of {files} (ulimit -n)")
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical RAM of this machine (bytes), shared by a CPU run's ranks."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None

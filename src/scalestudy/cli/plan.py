@@ -239,7 +239,7 @@ def plan(
         check_output_dir(emit_dir, "--emit")
         from scalestudy.plan.emit import check_input_files
 
-        check_input_files(data, tokenizer, lexicon)  # before the search, not after it
+        check_input_files(data, tokenizer, lexicon, text_field)  # before the search, not after it
     speeds = parse_speeds(stage_speeds)
     if speeds:
         if max_nodes is not None or objective in ("cost", "min-nodes"):
@@ -301,6 +301,9 @@ def calibrate(
 
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    from scalestudy.cli.options import check_cpu_ranks
+
+    check_cpu_ranks(nproc)  # the micro-benchmarks start --nproc ranks on this machine
     if not name.strip():
         raise ScalestudyError("--name must name the profile (it is the device name in estimates), got ''")
     check_output_dir(output)

@@ -34,6 +34,7 @@ def study_run(
 
     output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
     study = load_spec(spec)
+    check_train_flags(study.extra_args, "extra_args")
     for reason in study.skipped:
         console.print(f"[yellow]filtered[/] {reason}", highlight=False)
     result = run_study(study, output, executor=executor, concurrency=concurrency, retry=tuple(retry),
@@ -49,6 +50,23 @@ def study_run(
 
         raise RunFailed(f"no trial of study {study.name!r} succeeded ({counts}); reasons: `scalestudy study status "
                         f"{output}`")
+
+
+def check_train_flags(args, where: str) -> None:
+    """Options in `args` (a study's extra_args for every `scalestudy train`) that train does not have: refused when
+    the spec is loaded, not once per trial."""
+    import re
+
+    import typer.main
+
+    from scalestudy.errors import ScalestudyError
+
+    command = typer.main.get_command(app).commands["train"]
+    known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if re.match(r"-{1,2}[A-Za-z]", flag) and flag not in known:  # not a value such as -1
+            raise ScalestudyError(f"{where}: `scalestudy train` has no option {flag} (see `scalestudy train --help`)")
 
 
 @study_app.command("status")

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 
 from scalestudy.cli import app
+from scalestudy.cli.options import check_cpu_ranks
+from scalestudy.cli.options import machine_memory_bytes as _machine_memory_bytes
 from scalestudy.cli.terminal import run_flag_defaults, show_defaults
 
 console = Console()
@@ -105,6 +107,8 @@ def train(
     given = {k: v for k, v in flags.items() if v is not None}
     cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
     cuda = _trains_on_gpu(device, gpus_per_node, print_launch)
+    if cuda and not print_launch:
+        _check_gpu_ranks(cfg.workload.nproc)
     if print_launch and gpus_per_node is not None:
         if nproc is not None and nproc != gpus_per_node:  # both say the ranks per node: one would be dropped
             raise ScalestudyError(f"--nproc {nproc} and --gpus-per-node {gpus_per_node} both set the ranks per "
@@ -127,7 +131,8 @@ def train(
             print(path.read_text(encoding="utf-8"), end="")
         return
     if not cuda:
-        _check_cpu_ranks(cfg.workload.nproc)
+        check_cpu_ranks(cfg.workload.nproc)
+    _check_batch_fits_ram(cfg)
     from scalestudy.engine.launch import run_local
 
     summary = run_local(cfg.with_absolute_paths())  # the run records where its inputs are, not how they were typed
@@ -166,8 +171,8 @@ def _trains_on_gpu(device: str | None, gpus_per_node: int | None, print_launch: 
 
 def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
     """`cfg` with --stage-layers auto resolved: the planner's split (stage time and memory by the cost model) for a
-    run on this machine's CPU ranks; by FLOPs / speed only where the cost model has no figures for the run's
-    devices (GPUs, or the nodes of --print-launch scripts), said in the printed line."""
+    run on this machine's CPU ranks or GPUs (refused on a GPU the cost model has no figures for); by FLOPs / speed
+    only for the nodes of --print-launch scripts (unknown here), said in the printed line."""
     from scalestudy.errors import ScalestudyError
     from scalestudy.plan.partition import auto_stage_layers
 
@@ -180,52 +185,74 @@ def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
     if top / min(speeds) > 1e12:  # stage times would leave floating point (inf / nan splits)
         raise ScalestudyError(f"--stage-speeds {speeds_text}: speeds more than 1e12x apart are not measured relative "
                               "speeds")
-    memory, why = None, ""
+    memory, gpu, why = None, None, ""
     if local and not cuda:
         memory = _machine_memory_bytes()
         why = "" if memory else "memory not checked (this machine's RAM is unknown)"
     elif local:
-        why = "memory not checked (the cost model has no figures for this machine's GPUs)"
+        gpu = _local_gpu_device(cfg.workload.nproc)
     else:
         why = ("memory not checked (the nodes of these scripts are unknown here; `scalestudy plan --cluster` with "
                "device groups splits by memory too)")
-    split = auto_stage_layers(cfg, [v / top for v in speeds], memory, why)  # relative speeds: scale-free
+    split = auto_stage_layers(cfg, [v / top for v in speeds], memory, why, gpu=gpu)  # relative speeds: scale-free
     console.print(split.describe(speeds_text), soft_wrap=True, highlight=False)
     return split.run
 
 
-# Resident memory of a CPU rank before its model: a worker's `import torch` (+ torch.distributed) measured 218 MB
-# (torch 2.x CPU build, this repository's venv); the model, data and optimizer come on top.
-RANK_FLOOR_BYTES = 2.2e8
+def _local_gpus() -> list[tuple[str, int]]:
+    """(name, memory in bytes) of each GPU torch sees on this machine, in rank order (rank i drives cuda:i)."""
+    import torch
+
+    return [(torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory)
+            for i in range(torch.cuda.device_count())]
 
 
-def _check_cpu_ranks(nproc: int) -> None:
-    """--nproc ranks on this machine's CPU are processes that must all start: each holds torch's runtime, and gloo
-    connects every pair of ranks (one socket per peer in each rank). Refused here, in one line, beyond either bound
-    (ranks beyond the cores still run: they time-share)."""
-    import resource
+def _check_gpu_ranks(nproc: int) -> None:
+    """A run here drives one GPU per rank (engine/train.py: rank i on cuda:i): --nproc beyond them is refused now,
+    not as an invalid device ordinal inside a rank."""
+    from scalestudy.errors import ScalestudyError
 
+    count = len(_local_gpus())
+    if nproc > count:
+        raise ScalestudyError(f"--nproc {nproc}: this machine has {count} GPU(s) and a run here drives one per rank "
+                              "(--print-launch writes scripts for more)")
+
+
+def _local_gpu_device(nproc: int):
+    """The device entry of the GPUs the run's ranks drive, with the memory of the smallest of them (what every rank
+    may use); refused, in one line, where the cost model has no figures for them (the split could not know whether
+    a stage fits)."""
+    from dataclasses import replace
+
+    from scalestudy.engine.probe import GPU_NAMES
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.hardware import get_device
+
+    gpus = _local_gpus()[:nproc]
+    known = [(memory, next((entry for needle, entry in GPU_NAMES if needle in name), "")) for name, memory in gpus]
+    if not known or not all(entry for _, entry in known):
+        names = ", ".join(sorted({name for name, _ in gpus})) or "none visible"
+        raise ScalestudyError(f"--stage-layers auto on this machine's GPU(s) ({names}): the cost model has no figures "
+                              "for them, so it cannot tell whether a stage fits their memory; give the layers per "
+                              "stage with --stage-layers (e.g. 3,1)")
+    memory, entry = min(known)  # the smallest GPU bounds every stage (the speeds say how fast each rank is)
+    device = get_device(entry)
+    return replace(device, memory_bytes=memory, host_memory_bytes=_machine_memory_bytes() or device.host_memory_bytes)
+
+
+def _check_batch_fits_ram(cfg) -> None:
+    """Every rank here builds its micro-batch's token ids (int64, encoder + decoder lengths) in this machine's RAM
+    before anything else: a micro-batch whose ids alone exceed the RAM is refused now, not as a MemoryError inside
+    the ranks after the data is prepared."""
     from scalestudy.errors import ScalestudyError
 
     memory = _machine_memory_bytes()
-    if memory and nproc * RANK_FLOOR_BYTES > memory:
-        raise ScalestudyError(f"--nproc {nproc}: {nproc} CPU ranks need >= {nproc * RANK_FLOOR_BYTES / 2**30:.0f} GiB "
-                              f"before the model (~{RANK_FLOOR_BYTES / 2**30:.1f} GiB of torch runtime each); this "
-                              f"machine has {memory / 2**30:.0f} GiB of RAM")
-    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if files != resource.RLIM_INFINITY and nproc + 64 > files:  # + the rank's own files, libraries, pipes
-        raise ScalestudyError(f"--nproc {nproc}: gloo opens a socket to each of the {nproc - 1} peers in every rank, "
-                              f"beyond the open-file limit of {files} (ulimit -n)")
-
-
-def _machine_memory_bytes() -> int | None:
-    """Physical RAM of this machine (bytes), shared by a CPU run's ranks."""
-    import os
-
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return None
+    w = cfg.resolved().workload
+    ids = cfg.workload.nproc * cfg.strategy.micro_batch * (w.seq_len + w.target_len) * 8
+    if memory and ids > memory:
+        raise ScalestudyError(f"--micro-batch {cfg.strategy.micro_batch} x {w.seq_len + w.target_len} tokens on "
+                              f"{cfg.workload.nproc} rank(s): the token ids alone take {ids / 2**30:,.0f} GiB "
+                              f"(int64), beyond this machine's {memory / 2**30:.0f} GiB of RAM")
 
 
 def _layer_counts(text: str) -> list[int]:
@@ -275,4 +302,9 @@ def _set_options(items: list[str]) -> dict:
             options[key.strip()] = yaml.safe_load(value) if value.strip() else None
         except yaml.YAMLError:
             raise ScalestudyError(f"--set {key.strip()}: cannot read {value!r}") from None
+        if options[key.strip()] is None:  # `--set lr=` would silently keep the default
+            raise ScalestudyError(f"--set {item!r} gives {key.strip()} no value")
+    from scalestudy.specs.run import RunConfig
+
+    RunConfig().with_flat(options)  # names and types checked even where a flag given explicitly overrides them
     return options

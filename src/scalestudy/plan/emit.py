@@ -32,21 +32,33 @@ def trainable(run: RunConfig, *, cuda: bool) -> str | None:
 
 
 def check_inputs_exist(run: RunConfig) -> None:
-    """The corpus, tokenizer and lexicon an emitted config names (absolute paths) exist here, as `train` would
-    find them; a typo is a one-line error now, not a failed job on the cluster later. Hub datasets (hf:) pass."""
+    """The corpus, tokenizer and lexicon an emitted config names (absolute paths) exist here and read as `train`
+    reads them; a typo or a wrong file is a one-line error now, not a failed job on the cluster later. Hub datasets
+    (hf:) pass."""
     d = run.data
-    check_input_files(d.files, d.tokenizer, d.lexicon)
+    check_input_files(d.files, d.tokenizer, d.lexicon, d.text_field)
 
 
-def check_input_files(data, tokenizer: str | None, lexicon: str | None) -> None:
-    """Corpus files (hf: datasets pass), tokenizer and lexicon exist as files here: `plan --emit` checks them before
-    its search, `emit` again by the absolute paths it writes."""
+def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_field: str | None = None) -> None:
+    """Corpus files (hf: datasets pass), tokenizer and lexicon exist as files here and read as `train` reads them
+    (a corpus: its first document only): `plan --emit` checks them before its search, `emit` again by the absolute
+    paths it writes."""
+    from scalestudy.engine.data.corpora import read_corpus
+    from scalestudy.engine.data.knowledge import load_lexicon
+    from scalestudy.engine.data.tokenizer import load_tokenizer
+
     named = [("--data", f) for f in data or () if not f.startswith("hf:")]
     named += [(flag, p) for flag, p in (("--tokenizer", tokenizer), ("--lexicon", lexicon)) if p]
     for flag, path in named:
         path = str(Path(path).absolute())
         if not Path(path).is_file():
             raise ScalestudyError(f"{flag} {path}: no such file (the emitted config names it by this path)")
+        if flag == "--data":
+            read_corpus(path, text_field or "text", max_docs=1)
+        elif flag == "--tokenizer":
+            load_tokenizer(path)
+        else:
+            load_lexicon(path)
 
 
 def default_output(run: RunConfig) -> str:

@@ -118,22 +118,23 @@ class AutoSplit:
 
 
 def auto_stage_layers(run, speeds: list[float], node_memory_bytes: float | None = None,
-                      no_memory_reason: str = "") -> AutoSplit:
+                      no_memory_reason: str = "", gpu=None) -> AutoSplit:
     """`run` (a RunConfig) with stage_layers for pipeline ranks of relative `speeds`.
 
-    With `node_memory_bytes` (a CPU run: the RAM of a node, shared by its ranks) the split is the planner's
-    (`resource_split`): each stage's forward + backward on the run's CPU ranks at its speed, the fastest split among
-    those whose every stage fits (cost model memory). Without it (no device figures for the run: GPUs, or a
-    cluster's nodes unknown here) the split balances forward + backward FLOPs / speed only, and says why."""
+    With `node_memory_bytes` (a CPU run: the RAM of a node, shared by its ranks) or `gpu` (a run on this machine's
+    GPUs: their device entry with the memory they report) the split is the planner's (`resource_split`): each
+    stage's forward + backward on the run's ranks at its speed, the fastest split among those whose every stage fits
+    (cost model memory). Without either (no device figures for the run: a cluster's nodes unknown here) the split
+    balances forward + backward FLOPs / speed only, and says why."""
     strategy = run.strategy
     if strategy.pp < 2 or len(speeds) != strategy.pp:
         raise ScalestudyError(f"--stage-layers auto needs --pp >= 2 and one --stage-speeds value per pipeline rank "
                               f"(pp {strategy.pp}, {len(speeds)} speed(s) given)")
     if strategy.pp_schedule == "interleaved":
         raise ScalestudyError(CONTIGUOUS_ONLY)
-    if node_memory_bytes:
+    if node_memory_bytes or gpu is not None:
         try:
-            return _auto_with_memory(run, speeds, node_memory_bytes)
+            return _auto_with_memory(run, speeds, *_ranks_device(run, node_memory_bytes, gpu))
         except ScalestudyError as exc:  # e.g. a precision the CPU figures lack: the FLOP split, said why
             no_memory_reason = f"memory not checked ({exc})"
     spec, workload = run.model_spec(), run.to_workload()
@@ -146,16 +147,28 @@ def auto_stage_layers(run, speeds: list[float], node_memory_bytes: float | None 
                      note=no_memory_reason)
 
 
-def _auto_with_memory(run, speeds: list[float], node_memory_bytes: float) -> AutoSplit:
-    """The resource-aware split on the run's CPU nodes (local-cpu figures, `node_memory_bytes` of RAM each)."""
+def _ranks_device(run, node_memory_bytes: float | None, gpu):
+    """(the device the run's ranks train on, what the split's basis says about it): this machine's CPU ranks
+    (local-cpu figures, `node_memory_bytes` of RAM shared by the node's ranks) or its GPUs (`gpu`)."""
     from dataclasses import replace
 
-    from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.hardware import ClusterSpec, get_device, with_stage_speeds
+    from scalestudy.specs.hardware import get_device
 
-    w = run.workload
+    if gpu is not None:
+        return gpu, (f"each stage's forward + backward on this machine's {gpu.name} ranks at its speed, and its memory "
+                     f"within the {gpu.memory_bytes / 2**30:.1f} GiB each GPU reports")
     device = replace(get_device("local-cpu"), memory_bytes=int(node_memory_bytes),
                      host_memory_bytes=int(node_memory_bytes))
+    return device, ("each stage's forward + backward on this machine's CPU ranks at its speed, and its memory "
+                    f"within {node_memory_bytes / 2**30:.1f} GiB of RAM shared by {run.workload.nproc} rank(s)")
+
+
+def _auto_with_memory(run, speeds: list[float], device, basis: str) -> AutoSplit:
+    """The resource-aware split on the run's nodes of `device` (its memory: what a rank may use)."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import ClusterSpec, with_stage_speeds
+
+    w = run.workload
     cluster = with_stage_speeds(ClusterSpec(device=device, nodes=w.nnodes, gpus_per_node=w.nproc), speeds)
     spec, workload, layout = run.model_spec(), run.to_workload(), run.layout()
     split, fastest, fits = _memory_split(spec, cluster, run.strategy, workload, layout.dp, layout.grad_accum)
@@ -165,9 +178,7 @@ def _auto_with_memory(run, speeds: list[float], node_memory_bytes: float) -> Aut
     note = "" if fits else ("no split fits every stage's memory by the cost model: the fastest one is used, the run "
                             "may run out of memory")
     return AutoSplit(run.replace(stage_layers=list(split)), split, even.strategy.stage_split(spec.total_layers),
-                     slowest, "each stage's forward + backward on this machine's CPU ranks at its speed, and its "
-                     f"memory within {node_memory_bytes / 2**30:.1f} GiB of RAM shared by {w.nproc} rank(s)",
-                     tuple((x.memory.total, x.capacity_bytes) for x in chosen.stages), fastest, note)
+                     slowest, basis, tuple((x.memory.total, x.capacity_bytes) for x in chosen.stages), fastest, note)
 
 
 def min_max_split(prefix: list[float], rate: list[float], fixed: list[float], max_ends=None

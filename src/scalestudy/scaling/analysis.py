@@ -157,6 +157,9 @@ def _predict(law, fit: Fit, boot: Bootstrap, level: float, seed: int, k: float, 
     return out
 
 
+MAX_BOOTSTRAP = 100_000
+
+
 def analyze(source, law: str = "chinchilla", *, target_params: float | None = None,
             target_tokens: float | None = None, budget_flops: float | None = None, n_boot: int = 200,
             seed: int = 0, level: float = 0.95, flops_per_param_token: float | str = KAPLAN_K) -> Analysis:
@@ -168,6 +171,12 @@ def analyze(source, law: str = "chinchilla", *, target_params: float | None = No
     """
     if not 0 < level < 1:
         raise ScalestudyError(f"confidence level must be in (0, 1), got {level}")
+    if n_boot > MAX_BOOTSTRAP:
+        raise ScalestudyError(f"--bootstrap {n_boot}: at most {MAX_BOOTSTRAP:,} replicates (each is a full refit, "
+                              "~10 ms: 10^5 take ~15 min, and 10^3-10^4 already pin the percentile intervals to ~1%)")
+    if isinstance(flops_per_param_token, (int, float)) and not 0 < flops_per_param_token < float("inf"):
+        raise ScalestudyError(f"FLOPs per parameter per token must be a positive finite number, got "
+                              f"{flops_per_param_token:g}")
     check_target(target_params, target_tokens, budget_flops)
     if target_params is not None and isinstance(flops_per_param_token, (int, float)):
         _target_flops(flops_per_param_token, target_params, target_tokens)  # before any fit: an overflow is input

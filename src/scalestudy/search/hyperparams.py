@@ -98,23 +98,35 @@ def _choices(space: dict, key: str, tp: type, default: tuple, low: int | None = 
     if not values:
         raise ScalestudyError(f"search space: {key} needs at least one value")
     try:
+        if any(isinstance(v, bool) or tp is int and not _whole(v) or tp is str and not isinstance(v, str)
+               for v in values):
+            raise TypeError  # 2.5 sequences, true warm-up steps, a number for a precision
         out = tuple(tp(v) for v in values)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ScalestudyError(f"search space: {key} values must be {tp.__name__}, got {values!r}") from None
     if low is not None and any(v < low for v in out):
         raise ScalestudyError(f"search space: {key} values must be >= {low}, got {list(out)}")
     return out
 
 
+def _whole(value) -> bool:
+    """An integer, or a float holding one (YAML reads 1.0e+3 as a float); not a bool, nan or inf."""
+    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and value.is_integer())
+
+
 def _setting(block: dict, key: str, tp: type, default, where: str):
-    """One scalar of the search block as `tp` (int/float), or a one-line error naming it."""
+    """One scalar of the search block as `tp` (int/float: finite; int: whole), or a one-line error naming it."""
     value = block.get(key, default)
     try:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or tp is int and isinstance(value, float) and not _whole(value):
             raise TypeError
-        return tp(value)
-    except (TypeError, ValueError):
-        raise ScalestudyError(f"{where}: search.{key} must be a number, got {value!r}") from None
+        out = tp(value)
+        if not math.isfinite(out) or abs(out) >= 2**63:
+            raise ValueError
+        return out
+    except (TypeError, ValueError, OverflowError):
+        kind = "a whole number" if tp is int else "a finite number"
+        raise ScalestudyError(f"{where}: search.{key} must be {kind}, got {value!r}") from None
 
 
 def parse_search(raw: dict, where: str = "search spec", base: Path | None = None) -> SearchSpec:
@@ -127,6 +139,9 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
     base = Path.cwd() if base is None else base
     block = dict(raw["search"])
     if block.get("target_model") is not None:
+        if not isinstance(block["target_model"], str):
+            raise ScalestudyError(f"{where}: search.target_model must be a model preset or config.json path, got "
+                                  f"{block['target_model']!r}")
         block["target_model"] = resolve_spec_paths({"model": block["target_model"]}, base)["model"]
     unknown = set(block) - SEARCH_KEYS
     if unknown:
@@ -136,17 +151,19 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
     for key in SPACE_KEYS:  # searched axes are set per trial; the study grid takes one placeholder value
         if isinstance(study_raw.get(key), list):
             raise ScalestudyError(f"{where}: {key} is searched: give its choices under search.space, not as a list")
-    space = block.get("space") or {}
+    space = {} if block.get("space") is None else block["space"]
     if not isinstance(space, dict) or set(space) - set(SPACE_KEYS):
         bad = ", ".join(sorted(map(str, set(space) - set(SPACE_KEYS)))) if isinstance(space, dict) else space
         raise ScalestudyError(f"{where}: search.space takes {', '.join(SPACE_KEYS)}, not {bad}")
     lr = space.get("lr", {"low": 1e-4, "high": 1e-2, "log": True})
     try:
-        lr_range = (float(lr["low"]), float(lr["high"]), bool(lr.get("log", True)))
-    except (TypeError, KeyError, ValueError):
+        if not isinstance(lr.get("log", True), bool) or any(isinstance(lr[k], bool) for k in ("low", "high")):
+            raise TypeError
+        lr_range = (float(lr["low"]), float(lr["high"]), lr.get("log", True))
+    except (TypeError, KeyError, ValueError, AttributeError):
         raise ScalestudyError(f"{where}: search.space.lr must be {{low: .., high: .., log: true}}") from None
-    if not 0 < lr_range[0] < lr_range[1]:
-        raise ScalestudyError(f"{where}: search.space.lr needs 0 < low < high, got {lr_range[:2]}")
+    if not 0 < lr_range[0] < lr_range[1] < float("inf"):
+        raise ScalestudyError(f"{where}: search.space.lr needs 0 < low < high (finite), got {lr_range[:2]}")
     try:
         budget = int(float(block["budget_tokens"]))
     except (KeyError, TypeError, ValueError, OverflowError):
@@ -168,6 +185,7 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
     )
     if cfg.trials_per_model < 1 or cfg.reduction_factor < 2 or not 0 < cfg.min_resource <= 1:
         raise ScalestudyError(f"{where}: need trials_per_model >= 1, reduction_factor >= 2, 0 < min_resource <= 1")
+
     if not all(0 < c <= 1 for c in cfg.checkpoints):
         raise ScalestudyError(f"{where}: search.checkpoints are budget fractions in (0, 1]")
     study_raw.setdefault("global_batch", cfg.global_batch[0])
@@ -178,11 +196,16 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
         from scalestudy.specs.model import get_model
 
         get_model(cfg.target_model)  # a clear error now rather than after the search
+    top_seed = 2**32 - 1000 * len(spec.models)  # Optuna's sampler seeds numpy (< 2^32) with seed + 1000 per proxy
+    if not 0 <= cfg.seed < top_seed:
+        raise ScalestudyError(f"{where}: search.seed must be a whole number in [0, {top_seed}), got {cfg.seed}")
     for base in _base_trials(spec).values():  # every combination must be a runnable trial
         for gb in cfg.global_batch:
             for warm in cfg.warmup_steps:
-                make_trial(spec, base, lr=cfg.lr[0], global_batch=gb, warmup_steps=warm,
-                           precision=cfg.precision[0])
+                for precision in cfg.precision:
+                    trial = make_trial(spec, base, lr=cfg.lr[0], global_batch=gb, warmup_steps=warm,
+                                       precision=precision)
+                    trial.run_config(output="trial").validate()  # what its `train` would refuse, refused now
     return spec
 
 

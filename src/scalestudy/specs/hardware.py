@@ -112,6 +112,13 @@ def scaled_device(device: DeviceSpec, speed: float) -> DeviceSpec:
 _SCALED: dict[tuple, tuple] = {}
 
 
+# The most ranks one job can join: torchrun's c10d rendezvous and every rank's process group meet at one TCP store on
+# node 0, which holds a socket per rank (a gloo rank also one per peer), and Linux caps a process's open files at
+# fs.nr_open, 2^20 by default. (torch's ranks are C ints besides.) The largest clusters built hold ~2^17 GPUs.
+MAX_WORLD_SIZE = 2**20
+WORLD_SIZE_LIMIT = "the rendezvous store on node 0 holds a socket per rank; Linux caps a process at 2^20 open files"
+
+
 @dataclass(frozen=True)
 class DeviceGroup:
     """Consecutive ranks of one device type (a node group of a cluster YAML, or the ranks of one pipeline stage
@@ -151,6 +158,9 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ScalestudyError(f"nodes and gpus per node must be >= 1, got {self.nodes} and {self.gpus_per_node}")
+        if self.world_size > MAX_WORLD_SIZE:
+            raise ScalestudyError(f"{self.nodes} nodes x {self.gpus_per_node} devices = {self.world_size:,} ranks: "
+                                  f"more than one training job can join ({MAX_WORLD_SIZE:,}; {WORLD_SIZE_LIMIT})")
         if self.power_limit_w is not None:
             if self.groups:
                 raise ScalestudyError("power_limit_w of a cluster with groups: state it in each group's device YAML")

@@ -182,35 +182,39 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     try:
         if kind in ("t5", "mt5"):
             ffn = _t5_ffn(cfg.get("feed_forward_proj", "relu"), path)
-            layers = int(cfg["num_layers"])
+            layers = _int(cfg, "num_layers", path)
             _warn_forced_tie(cfg, kind, ffn, path)
             return ModelSpec(
-                name=name, family=kind, vocab_size=int(cfg["vocab_size"]), d_model=int(cfg["d_model"]),
-                num_layers=layers, num_decoder_layers=int(cfg.get("num_decoder_layers") or layers),
-                num_heads=int(cfg["num_heads"]), d_kv=int(cfg["d_kv"]), d_ff=int(cfg["d_ff"]), ffn=ffn,
+                name=name, family=kind, vocab_size=_int(cfg, "vocab_size", path),
+                d_model=_int(cfg, "d_model", path), num_layers=layers,
+                num_decoder_layers=_int(cfg, "num_decoder_layers", path, layers),
+                num_heads=_int(cfg, "num_heads", path), d_kv=_int(cfg, "d_kv", path), d_ff=_int(cfg, "d_ff", path),
+                ffn=ffn,
                 # T5 defaults to tied; mT5's published configs say false (and mean it).
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "t5")),
-                relative_attention_num_buckets=int(cfg.get("relative_attention_num_buckets", 32)), source=source,
+                relative_attention_num_buckets=_int(cfg, "relative_attention_num_buckets", path, 32), source=source,
             )
         if kind == "gpt2":
-            d = int(cfg["n_embd"])
-            heads = int(cfg["n_head"])
+            d = _int(cfg, "n_embd", path)
+            heads = _int(cfg, "n_head", path)
             return ModelSpec(
-                name=name, family="gpt2", vocab_size=int(cfg["vocab_size"]), d_model=d, num_layers=int(cfg["n_layer"]),
-                num_heads=heads, d_kv=d // heads, d_ff=int(cfg.get("n_inner") or 4 * d), ffn="gelu",
+                name=name, family="gpt2", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
+                num_layers=_int(cfg, "n_layer", path),
+                num_heads=heads, d_kv=d // heads, d_ff=_int(cfg, "n_inner", path, 4 * d), ffn="gelu",
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-                max_position_embeddings=int(cfg.get("n_positions", 1024)), source=source,
+                max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
         if kind in LLAMA_LAYOUTS:
-            d = int(cfg["hidden_size"])
-            heads = int(cfg["num_attention_heads"])
-            kv = int(cfg.get("num_key_value_heads") or heads)
+            d = _int(cfg, "hidden_size", path)
+            heads = _int(cfg, "num_attention_heads", path)
+            kv = _int(cfg, "num_key_value_heads", path, heads)
             return ModelSpec(
-                name=name, family="llama", vocab_size=int(cfg["vocab_size"]), d_model=d,
-                num_layers=int(cfg["num_hidden_layers"]), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
-                d_kv=int(cfg.get("head_dim") or d // heads), d_ff=int(cfg["intermediate_size"]), ffn="swiglu",
+                name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
+                num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads,
+                num_kv_heads=0 if kv == heads else kv, d_kv=_int(cfg, "head_dim", path, d // heads),
+                d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
                 tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-                max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+                max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
                 attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
                 mlp_bias=kind == "llama" and bool(cfg.get("mlp_bias")), hf_type="" if kind == "llama" else kind,
                 source=source,
@@ -219,6 +223,16 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
                           f"{', '.join(LLAMA_LAYOUTS)})")
+
+
+def _int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
+    """A count of the config (layers, heads, widths, vocabulary, positions): a whole number >= 1, else one line.
+    `default` stands for a missing or null field (KeyError without one: the caller names the missing field)."""
+    value = cfg[key] if default is None else (cfg.get(key) or default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"), float("-inf")) or value != int(value) or value < 1:
+        raise ScalestudyError(f"model config {path}: {key} must be a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 def _t5_ffn(proj: object, path: Path) -> str:

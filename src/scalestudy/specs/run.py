@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.strategy import COST_MODEL_ENGINES, Layout, Strategy, Workload, resolve_layout
@@ -271,6 +272,7 @@ class RunConfig:
         for name in ("steps", "nproc", "nnodes", "seq_len"):
             if getattr(w, name) < 1:
                 raise ScalestudyError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(w, name)}")
+        check_world_size(w.nnodes, w.nproc)
         for section, name in (("workload", "global_batch"), ("workload", "target_len"),
                               ("optimizer", "warmup_steps"), ("output", "timing_warmup"),
                               ("output", "save_every"), ("output", "crash_after_step")):
@@ -329,6 +331,13 @@ class RunConfig:
         return spec, strategy, workload, layout
 
 
+def check_world_size(nnodes: int, nproc: int) -> None:
+    """--nnodes x --nproc ranks that a launcher (torchrun, Slurm's srun of torchrun) can start: one line otherwise."""
+    if nnodes * nproc > MAX_WORLD_SIZE:
+        raise ScalestudyError(f"--nnodes {nnodes} x --nproc {nproc} = {nnodes * nproc:,} ranks: more than one "
+                              f"rendezvous can join ({MAX_WORLD_SIZE:,}; {WORLD_SIZE_LIMIT})")
+
+
 def _check_optimizer_and_model(cfg: RunConfig) -> None:
     """Values AdamW, the data order or the model would refuse only inside the ranks: here, in one line."""
     o = cfg.optimizer
@@ -345,18 +354,29 @@ def _check_optimizer_and_model(cfg: RunConfig) -> None:
         raise ScalestudyError(f"dropout must be in [0, 1), got {cfg.model.dropout}")
 
 
+# Strategy fields that describe published runs' software for the cost model: `train` (and so a study trial) runs
+# only their defaults. What each describes, for the one-line refusal.
+COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engine overlap",
+                      "tp_comm_overlap": "Megatron-Core / Transformer Engine overlap",
+                      "kernels": "published software's element-wise kernels",
+                      "grad_reduce": "published software's gradient-reduction dtype"}
+
+
+def cost_model_option_message(name: str) -> str:
+    """Why `train` refuses a cost-model-only Strategy field set away from its default (train, study, plan --emit)."""
+    default = Strategy.__dataclass_fields__[name].default
+    return (f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it "
+            f"{str(default).lower() if isinstance(default, bool) else default}")
+
+
 def check_cost_model_only(strategy: Strategy) -> None:
     """Strategy fields that describe published runs' software for the cost model, which `train` cannot run."""
     if strategy.engine in COST_MODEL_ENGINES:
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
-    for name in ("overlap_param_gather", "tp_comm_overlap"):
-        if getattr(strategy, name):
-            raise ScalestudyError(f"{name} is a cost-model option (Megatron-Core / Transformer Engine overlap); "
-                                  "train's engines do not run it: leave it false")
-    if strategy.kernels != "fused":
-        raise ScalestudyError("kernels is a cost-model option (published software's element-wise kernels); train "
-                              "runs its engines as they are: leave it fused")
+    for name in COST_MODEL_OPTIONS:
+        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+            raise ScalestudyError(cost_model_option_message(name))
 
 
 def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:
@@ -407,6 +427,8 @@ def _typed(cls: type, values: dict) -> dict:
         kind = types[name]
         if kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
             raise ScalestudyError(f"option {name} must be an integer, got {value!r}")
+        if kind == "int" and not -2**63 <= value < 2**63:  # numpy/torch hold them as int64
+            raise ScalestudyError(f"option {name} must fit a 64-bit integer, got {value}")
         if kind == "float":
             if isinstance(value, bool):
                 raise ScalestudyError(f"option {name} must be a number, got {value!r}")

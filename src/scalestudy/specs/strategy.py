@@ -123,6 +123,8 @@ class Strategy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ScalestudyError(f"{name} must be an integer >= 1, got {value!r}")
+            if value >= 2**63:  # the engines and numpy hold them as int64
+                raise ScalestudyError(f"{name} must fit a 64-bit integer, got {value}")
         if self.tp_comm_overlap and self.tp > 1 and not self.sequence_parallel:
             raise ScalestudyError("tp_comm_overlap overlaps the sequence-parallel all-gathers / reduce-scatters with "
                                   "the GEMMs: it needs sequence_parallel (Megatron-LM asserts the same)")
@@ -266,6 +268,9 @@ class Workload:
             raise ScalestudyError(f"target length must not be negative, got {self.target_len}")
         if not 0 <= self.train_tokens < float("inf"):  # also refuses nan (every comparison with it is false)
             raise ScalestudyError(f"--train-tokens must be a finite number >= 0, got {self.train_tokens}")
+        if self.tokens_per_step >= 2**63:  # token counts and ids are int64 in the engines and numpy
+            raise ScalestudyError(f"global batch {self.global_batch} x {self.seq_len + self.target_len} tokens per "
+                                  "sequence: more tokens per step than a 64-bit integer counts")
 
     @property
     def tokens_per_step(self) -> int:

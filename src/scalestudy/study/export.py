@@ -70,7 +70,8 @@ def _typed(value: Any, kind: str) -> Any:
         if kind == "string":
             return value if isinstance(value, str) else json.dumps(value)
         if kind == "int64":
-            return int(round(float(value)))
+            whole = int(value) if isinstance(value, int) else int(round(float(value)))
+            return whole if -2**63 <= whole < 2**63 else None  # beyond int64: not a count the column can hold
         if kind == "float64":
             return float(value)
         if kind == "bool":

@@ -126,9 +126,13 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
     if concurrency is not None and concurrency < 1:
         raise ScalestudyError(f"--concurrency must be >= 1, got {concurrency}")
     check_study_dir(out, spec.name)
-    missing = [d for d in spec.data if kind == "local" and not d.startswith("hf:") and not Path(d).exists()]
+    missing = [d for d in spec.data if kind == "local" and not d.startswith("hf:") and not Path(d).is_file()]
     if missing:  # every trial would fail on it
         raise ScalestudyError(f"corpus file not found: {missing[0]}")
+    options = spec.trials[0].options() if spec.trials else {}
+    for key in ("tokenizer", "lexicon"):  # train_options naming files (made absolute when the spec was loaded)
+        if kind == "local" and options.get(key) and not Path(options[key]).is_file():
+            raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
     if dry_run and kind == "slurm":
         return _slurm_dry_run(spec, out, console)
     if dry_run:

@@ -57,7 +57,8 @@ from typing import Any
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.model import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.run import FLAT_KEYS, RunConfig, check_cost_model_only
+from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RunConfig, check_cost_model_only,
+                                  cost_model_option_message)
 from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -285,6 +286,18 @@ def _as_list(key: str, value: Any, tp: type, where: str) -> list:
     return [_check_value(key, v, tp, where) for v in values]
 
 
+def _without_cost_model_options(mapping: dict, where: str) -> dict:
+    """`mapping` without the cost-model-only Strategy keys (kernels, tp_comm_overlap, ...) at their defaults, the
+    values `train` runs; any other value is refused with train's own message (not as an unknown key)."""
+    out = dict(mapping)
+    for key in COST_MODEL_OPTIONS.keys() & out.keys():
+        values, default = out.pop(key), Strategy.__dataclass_fields__[key].default
+        if any(type(v) is not type(default) or v != default for v in (values if isinstance(values, list) else [values])
+               ):
+            raise ScalestudyError(f"{where}: {cost_model_option_message(key)}")
+    return out
+
+
 def _expand(mapping: dict, schema: dict[str, tuple[type, Any]], where: str) -> list[dict]:
     """Cartesian product of one mapping's values (scalars are one-element lists)."""
     for key in mapping:
@@ -341,8 +354,8 @@ def _validate(point: dict) -> str:
         return f"target_len must be >= 1 for objective {point['objective']} (tokens and FLOPs count it)"
     if (point["objective"] == "causal") == model.is_encoder_decoder:
         return f"objective {point['objective']} does not suit {model.name} ({model.family})"
-    if point["lr"] <= 0 or point["timeout_s"] <= 0 or point["memory_limit_bytes"] < 0:
-        return "lr and timeout_s must be positive and memory_limit_bytes >= 0"
+    if point["lr"] <= 0 or point["timeout_s"] <= 0 or not 0 <= point["memory_limit_bytes"] < 2**63:
+        return "lr and timeout_s must be positive and memory_limit_bytes in [0, 2^63) (RLIMIT_AS takes 64 bits)"
     return ""
 
 
@@ -428,20 +441,22 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         raise ScalestudyError(f"{where}: must be a YAML mapping of keys to values")
     if not raw:  # not a grid of defaults: an empty file is a mistake
         raise ScalestudyError(f"{where}: is empty (give at least `model:`; see examples/study-cpu.yaml)")
-    raw = resolve_spec_paths(raw, Path.cwd() if base is None else base)
+    raw = _without_cost_model_options(resolve_spec_paths(raw, Path.cwd() if base is None else base), where)
     schema = {**AXES, **CONTROL}
     unknown = set(raw) - set(schema) - STUDY_KEYS
     if unknown:
         raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
                               f"(axes: {', '.join(AXES)}; see scalestudy.study.spec)")
     base = {k: raw[k] for k in schema if k in raw}
-    strategies = raw.get("strategies") or [{}]
+    strategies = [{}] if raw.get("strategies") in (None, []) else raw["strategies"]
     if not isinstance(strategies, list) or not all(isinstance(s, dict) for s in strategies):
         raise ScalestudyError(f"{where}: strategies must be a list of mappings")
+    strategies = [_without_cost_model_options(s, f"{where}: strategies[{i}]") for i, s in enumerate(strategies)]
     strategy_schema = {k: AXES[k] for k in STRATEGY_KEYS}
     include = raw.get("include") or []
     if not isinstance(include, list) or not all(isinstance(s, dict) for s in include):
         raise ScalestudyError(f"{where}: include must be a list of mappings")
+    include = [_without_cost_model_options(s, f"{where}: include[{i}]") for i, s in enumerate(include)]
 
     defaults = {k: v[1] for k, v in schema.items()}
     points: list[dict] = []
@@ -483,8 +498,12 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     _check_slurm(slurm, where)
     data = raw.get("data") or []
     data = [data] if isinstance(data, str) else data
+    if not isinstance(data, list) or not all(isinstance(d, str) and d for d in data):
+        raise ScalestudyError(f"{where}: data must be a corpus path (or hf:NAME) or a list of them, got {data!r}")
     extra_args = raw.get("extra_args") or []
     try:
+        if not isinstance(extra_args, (str, list)) or any(isinstance(a, (dict, list)) for a in extra_args):
+            raise TypeError("not a list of arguments")
         extra_args = shlex.split(extra_args) if isinstance(extra_args, str) else [str(a) for a in extra_args]
     except (TypeError, ValueError) as exc:  # a number, or text a shell could not split
         raise ScalestudyError(f"{where}: extra_args must be a list of arguments or one command line, got "
@@ -512,6 +531,12 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     name = raw.get("name") or "study"
     if not isinstance(name, (str, int)) or isinstance(name, bool):
         raise ScalestudyError(f"{where}: name must be text, got {name!r}")
+    if not isinstance(raw.get("description") or "", str):
+        raise ScalestudyError(f"{where}: description must be text, got {raw['description']!r}")
+    template = _study_field(raw, "command_template", str, "", where)
+    for trial in trials.values() if template else ():  # every placeholder fills now, before anything is written
+        fill_command_template(template, template_values(trial, python="python", output="TRIAL_DIR",
+                                                        train_args="--config TRIAL_DIR/trial.yaml"), where)
     return StudySpec(
         name=str(name),
         trials=tuple(trials.values()),
@@ -522,7 +547,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         executor=executor,
         concurrency=concurrency,
         max_ranks=_study_field(raw, "max_ranks", int, 0, where),
-        command_template=_study_field(raw, "command_template", str, "", where),
+        command_template=template,
         env={str(k): str(v) for k, v in env.items()},
         extra_args=tuple(extra_args),
         slurm=dict(slurm),
@@ -530,6 +555,26 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         keep_checkpoints=bool(raw.get("keep_checkpoints", False)),
         source=raw,
     )
+
+
+def template_values(trial: Trial, *, python: str, output: str, train_args: str) -> dict:
+    """What `command_template` may name: the trial's fields plus {python}, {output}, {trial_id}, {train_args}."""
+    return {**asdict(trial), "python": python, "output": output, "trial_id": trial.trial_id, "train_args": train_args}
+
+
+def fill_command_template(template: str, values: dict, where: str = "study spec") -> list[str]:
+    """The trial command `command_template` makes of `values`, split as a shell would; one-line errors."""
+    try:
+        command = shlex.split(template.format(**values))
+    except KeyError as exc:  # a name that is not a placeholder
+        raise ScalestudyError(f"{where}: command_template cannot fill {{{exc.args[0]}}} (placeholders: "
+                              f"{', '.join(sorted(values))})") from None
+    except (IndexError, AttributeError, TypeError, ValueError) as exc:  # {0}, {lr.x}, {lr[0]}, a lone brace, a
+        # format code the value does not take ({lr:d}), an unclosed quote
+        raise ScalestudyError(f"{where}: command_template {template!r}: {exc}") from None
+    if not command:
+        raise ScalestudyError(f"{where}: command_template {template!r} is an empty command")
+    return command
 
 
 _SLURM_TYPES = {"partition": str, "account": str, "time": str, "qos": str, "constraint": str, "gpus_per_node": int,

@@ -215,10 +215,16 @@ class Store:
         sql, args = "SELECT * FROM metrics", ()
         if trial_id:
             sql, args = sql + " WHERE trial_id=?", (trial_id,)
-        return [dict(r) for r in self.conn.execute(sql + " ORDER BY trial_id, step", args)]
+        return self._rows_of_optional_table("metrics", sql + " ORDER BY trial_id, step", args)
 
     def attempts(self) -> list[dict]:
-        return [dict(r) for r in self.conn.execute("SELECT * FROM attempts ORDER BY started_at")]
+        return self._rows_of_optional_table("attempts", "SELECT * FROM attempts ORDER BY started_at")
+
+    def _rows_of_optional_table(self, table: str, sql: str, args: tuple = ()) -> list[dict]:
+        """Rows of a table a store opened read-only may lack (a writer creates it): none then, not a traceback."""
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+            return []
+        return [dict(r) for r in self.conn.execute(sql, args)]
 
     def counts(self) -> dict[str, int]:
         counts = {s: 0 for s in STATUSES}

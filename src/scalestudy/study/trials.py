@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import resolve_layout
 from scalestudy.study.predict import predict, run_flops, trial_param_count
-from scalestudy.study.spec import StudySpec, Trial
+from scalestudy.study.spec import StudySpec, Trial, fill_command_template, template_values
 from scalestudy.study.store import TRIAL_COLUMNS
 
 TRIAL_CONFIG = "trial.yaml"
@@ -50,12 +48,8 @@ def trial_command(spec: StudySpec, trial: Trial, output: Path) -> list[str]:
     args = train_args(spec, trial, output)
     if not spec.command_template:
         return [sys.executable, "-m", "scalestudy", "train", *args]
-    values = {**asdict(trial), "python": sys.executable, "output": str(output), "trial_id": trial.trial_id,
-              "train_args": shlex.join(args)}
-    try:
-        return shlex.split(spec.command_template.format(**values))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ScalestudyError(f"command_template: cannot fill {exc} (fields: {', '.join(sorted(values))})") from None
+    values = template_values(trial, python=sys.executable, output=str(output), train_args=shlex.join(args))
+    return fill_command_template(spec.command_template, values)  # its placeholders were checked when loaded
 
 
 def _number(summary: dict, *keys: str) -> float | None:
