@@ -28,6 +28,7 @@ class EngineComm:
     grad_all_reduce: bool  # zero 1: gradients all-reduced whole (not reduce-scattered) before the owner's update
     param_broadcast_per_owner: bool  # zero 1: updated parameters re-sent as one broadcast per owner rank
     attention_kernel: str = "fa2"  # the fused attention kernel under flash attention (efficiency.attention_efficiency)
+    fetch_host_s: float = 0.0  # host seconds per ZeRO-3 module fetch hook (DeepSpeed; zero3.hook_host_s)
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +59,7 @@ def engine_table() -> dict[str, EngineComm]:
             tp_async_backward=bool(row["tp_async_backward"]),
             grad_all_reduce=bool(row["grad_all_reduce"]),
             param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]),
-            attention_kernel=str(row["attention_kernel"]))
+            attention_kernel=str(row["attention_kernel"]), fetch_host_s=float(row["fetch_host_s"]))
     return out
 
 

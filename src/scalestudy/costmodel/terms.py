@@ -15,7 +15,7 @@ from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import Zero3Gathers, zero3_gathers
+from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -161,6 +161,8 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     the backward (FSDP zero=2 keeps them), again for a full recompute when the engine re-gathers; gradients are
     reduce-scattered layer by layer. With prefetch a layer's transfer hides behind the previous layer's compute,
     so per pass the excess over compute is exposed, plus the first layer's transfer, plus the interference share.
+    DeepSpeed's per-module fetch hooks run on the host thread, so a pass lasts at least their host time
+    (zero3.hook_host_s; a full recompute runs the forward's again in the backward).
     ZeRO-0/1/2 and DDP: the gradient reduction overlaps the backward (every micro-batch's for ZeRO-2, the last
     one's otherwise) when overlap_grad_comm; the post-step weight all-gather of ZeRO-1/2 is exposed.
     """
@@ -202,8 +204,14 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
             head, tail = _fsdp_unit_ends(shape, half, grad_b, dp, per_node, lk, eff, eng.gather_rails)
             first = 0.0  # the forward's first block is part of `head`
         bwd_first = gather / nlayers if bwd_gathers else 0.0
-        per_mb = min(fwd_comm, head + first + _exposed(fwd, max(0.0, fwd_comm - head), interference))
-        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd, max(0.0, bwd_comm - tail), interference))
+        host_f = host_b = 0.0  # DeepSpeed's fetch hooks on the host thread: a pass runs no faster than they do
+        if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
+            host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1)
+            host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
+        fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
+        per_mb = (fwd_w - fwd) + (bwd_w - bwd)
+        per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference))
+        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference))
         return ga * per_mb, total
     grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails

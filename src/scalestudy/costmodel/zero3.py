@@ -8,6 +8,15 @@ whose parameters are all persistent is not fetched at all. On a small model (gpt
 <= 65,536 elements) only the embedding is gathered; on a large one only the norms and biases stay whole.
 FSDP has no such threshold: it gathers every flat parameter.
 
+Fetches (runtime/zero/parameter_offload.py, partitioned_param_coordinator.py, DeepSpeed 0.19.8): hooks sit on every
+module; a module's pre-forward (and pre-backward) hook runs fetch_sub_module on the parameters the module owns
+directly (iter_params recurse=False), which launches ONE coalesced all-gather (all_gather_coalesced) for those that
+are partitioned and not already prefetched, waits for them, cuts them out (torch.cat per parameter) and records a
+fetch event; the post hook releases them. So a pass fetches once per module owning a partitioned tensor -- a
+Linear's weight with its bias, per block q/k/v/o or a fused qkv, the MLP projections; norms fall under the
+threshold -- plus the embedding tables / untied head. `_block_modules` groups each block's tensors by the Hugging
+Face module that owns them.
+
 Tensor sizes per block follow costmodel/params.py's layouts (Hugging Face module names); the matrix weights are
 split by tensor parallelism (their elements / tp), vectors are not.
 """
@@ -33,22 +42,32 @@ class Zero3Gathers:
     layer_fetches: float  # blocks on that stage holding at least one partitioned tensor
     other_fetches: int  # embedding / positions / untied head tensors that are partitioned (pp 1 only)
     tensors: int = 0  # parameter tensors on the busiest stage (ZeroRedundancyOptimizer broadcasts each one)
+    module_fetches: float = 0.0  # modules owning a partitioned tensor on that stage: fetch hooks that gather, per pass
+
+
+def _block_modules(m: ModelSpec, decoder: bool, tp: int) -> list[list[float]]:
+    """Element counts of one block's parameter tensors on a tensor-parallel rank, grouped by the module that owns
+    them directly (a Linear's weight and bias; a norm's weight and bias), as Hugging Face builds the block."""
+    d, i, f = m.d_model, m.inner_dim, m.d_ff
+    if m.is_encoder_decoder:  # T5: q, k, v, o Linears per attention (self, + cross in the decoder), wi(_0, _1), wo
+        attn = [[d * i / tp]] * 4
+        ffn = [[d * f / tp]] * (3 if m.gated_ffn else 2)
+        norms = [[d]] * (3 if decoder else 2)
+        return attn * (2 if decoder else 1) + ffn + norms
+    if m.family == "gpt2":  # c_attn (fused qkv) and c_proj Conv1Ds, MLP c_fc / c_proj, ln_1, ln_2
+        return [[3 * d * d / tp, 3 * d / tp], [d * d / tp, d], [d * f / tp, f / tp], [f * d / tp, d], [d, d], [d, d]]
+    kv = m.kv_heads * m.d_kv
+    b = {"none": (), "qkv": (i / tp, kv / tp, kv / tp), "all": (i / tp, kv / tp, kv / tp, d)}[m.attention_bias]
+    proj = [d * i / tp, d * kv / tp, d * kv / tp, i * d / tp]  # q, k, v, o
+    attn = [[w] + ([b[n]] if n < len(b) else []) for n, w in enumerate(proj)]
+    mb = (f / tp, f / tp, d) if m.mlp_bias else ()
+    mlp = [[d * f / tp] + ([mb[n]] if mb else []) for n in range(3)]  # gate, up, down
+    return attn + mlp + [[d], [d]]
 
 
 def _block_tensors(m: ModelSpec, decoder: bool, tp: int) -> list[float]:
     """Element counts of one block's parameter tensors on a tensor-parallel rank."""
-    d, i, f = m.d_model, m.inner_dim, m.d_ff
-    if m.is_encoder_decoder:
-        attn = [d * i / tp] * 4  # q, k, v, o
-        ffn = [d * f / tp] * (3 if m.gated_ffn else 2)  # wi(_0, _1), wo
-        norms = [d] * (3 if decoder else 2)
-        return attn * (2 if decoder else 1) + ffn + norms
-    if m.family == "gpt2":
-        return [3 * d * d / tp, 3 * d / tp, d * d / tp, d, d * f / tp, f / tp, f * d / tp, d, d, d, d, d]
-    kv = m.kv_heads * m.d_kv
-    out = [d * i / tp, d * kv / tp, d * kv / tp, i * d / tp] + [d * f / tp] * 3 + [d, d]
-    bias = {"none": [], "qkv": [i / tp, kv / tp, kv / tp], "all": [i / tp, kv / tp, kv / tp, d]}[m.attention_bias]
-    return out + bias + ([f / tp, f / tp, d] if m.mlp_bias else [])
+    return [x for module in _block_modules(m, decoder, tp) for x in module]
 
 
 @lru_cache(maxsize=None)
@@ -62,6 +81,8 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
     share = stage_layers / total  # the stage's blocks, in the model's encoder/decoder mix
     persistent = sum(n * sum(x for x in ts if x <= threshold) for ts, n in blocks) * share
     fetched = sum(n for ts, n in blocks if any(x > threshold for x in ts)) * share
+    modules = sum(n * sum(1 for mod in _block_modules(m, dec, tp) if max(mod) > threshold)
+                  for dec, (_, n) in zip((False, True), blocks)) * share
     others = 0
     tensors = sum(n * len(ts) for ts, n in blocks) * share
     if pp == 1:
@@ -74,4 +95,17 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
         persistent += sum(x for x in tables if x <= threshold) + pc.other  # final norms, position biases: small
         others = sum(1 for x in tables if x > threshold)
         tensors += len(tables) + (4 if m.is_encoder_decoder else 1 if m.family != "gpt2" else 2)  # final norms(+biases)
-    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors))
+    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors), modules + others)
+
+
+def hook_host_s(z: Zero3Gathers, fetch_host_s: float, passes: int) -> float:
+    """Host-thread seconds of DeepSpeed ZeRO-3's fetch hooks in `passes` passes over the stage (the forward; the
+    backward's pre-backward fetches and, under a full recompute, the recompute forward's): `fetch_host_s` per module
+    fetch (engines.yaml: the hook's Python bookkeeping, the coalesced all-gather's launch, the wait, torch.cat per
+    parameter, the fetch event and the release).
+
+    The host thread runs the hooks in line with the module's kernel launches. The launch queue lets it run ahead of
+    the GPU, and the fetch-event limit (at most 2 outstanding, then event.synchronize) ties it to the all-gather
+    stream, not to compute -- so the hooks hide behind the pass's GPU time unless, summed over the pass, they exceed
+    it; then the GPU waits on the host. Prefetch does not shorten them: prefetches are issued from the same hooks."""
+    return passes * z.module_fetches * fetch_host_s
