@@ -86,6 +86,38 @@ def test_multi_rank_engine_term_applies_only_with_several_ranks():
     assert two.framework_s == pytest.approx(1 * 10 * 3e-3)  # 1 micro-batch per rank, both terms
 
 
+def test_engine_step_term_is_charged_once_per_optimizer_step_whatever_the_accumulation():
+    """"/step" keys (profile format 9: the engine's step() timed apart from its passes) do not grow with the
+    micro-batches, in estimate() and in the per-stage model alike; "@multi/step" only with several ranks."""
+    from scalestudy.specs.hardware import DeviceGroup
+
+    dev = replace(get_device("local-cpu"), engine_overhead_s={"ddp-1": 1e-3, "ddp-1/step": 4e-3,
+                                                              "ddp-1@multi/step": 2e-3})
+    spec, st = get_model("t5-tiny"), Strategy(engine="ddp", zero=1, precision="fp32", micro_batch=1)
+    one = ClusterSpec(device=dev, nodes=1, gpus_per_node=1)
+    for ga in (1, 8):
+        assert estimate(spec, one, st, Workload(ga, 64, 16)).framework_s == pytest.approx(10 * (ga * 1e-3 + 4e-3))
+    two = ClusterSpec(device=dev, nodes=1, gpus_per_node=2)
+    plain = estimate(spec, two, st, Workload(16, 64, 16))
+    assert plain.framework_s == pytest.approx(10 * (8 * 1e-3 + 6e-3))
+    staged = estimate(spec, replace(two, groups=(DeviceGroup(dev, 2),)), st, Workload(16, 64, 16))
+    assert staged.stages and staged.framework_s == pytest.approx(plain.framework_s, rel=1e-9)
+
+
+def test_profile_times_the_step_apart_from_the_micro_batches(monkeypatch):
+    """engine/cpu_profile.engine_overheads: a micro-batch that is not the last against plain PyTorch's is the
+    per-micro-batch term; the last one's extra (the boundary reduction) and the step against plain's are per step."""
+    from scalestudy.engine import cpu_profile as measure
+
+    monkeypatch.setattr(measure, "ENGINES", (("ddp", 1),))
+    monkeypatch.setattr(measure, "time_steps", lambda *a, **k: (0.10, 0.02))  # plain: per micro-batch, step
+    monkeypatch.setattr(measure, "time_engine", lambda *a, **k: (0.11, 0.15, 0.05))  # inner, last, step
+    out = measure.engine_overheads()
+    sublayers = 2 * 2 + 3 * 2  # t5-tiny
+    assert out["ddp-1"] == pytest.approx(0.01 / sublayers)
+    assert out["ddp-1/step"] == pytest.approx((0.15 - 0.11 + 0.05 - 0.02) / sublayers)
+
+
 def test_measured_memory_rates_price_the_cpu_optimizer_step():
     """A CPU profile's copy curve and optimizer rows (costmodel/cpu_memory.py): bandwidth interpolated in log2 size
     and clamped; the trainer's clip + AdamW step = parameters at the rate of a step that size + a measured cost per

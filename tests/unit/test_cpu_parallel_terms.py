@@ -110,3 +110,13 @@ def test_a_measured_dtensor_collective_replaces_the_ring_latency():
 
     per = 1e-3 + bytes_term(act) - bytes_term(65536)
     assert est.tp_comm_s == pytest.approx(est.layout.grad_accum * LLAMA.num_layers * 7 * per)
+
+
+def test_hybrid_fsdp_step_term_is_charged_once_per_step():
+    """FSDP's step() part of the profile ("fsdp-3/step", per sublayer per optimizer step) on the hybrid backend:
+    once per step for the slowest stage's sublayers, not per micro-batch."""
+    st = Strategy(engine="fsdp", zero=3, tp=2, micro_batch=1, precision="fp32")
+    base = estimate(LLAMA, _cpu(**{"fsdp-3": 1e-3}), st, WORK)
+    timed = estimate(LLAMA, _cpu(**{"fsdp-3": 1e-3, "fsdp-3/step": 5e-3}), st, WORK)
+    assert base.layout.grad_accum > 1
+    assert timed.framework_s - base.framework_s == pytest.approx(LLAMA.num_layers * 2 * 5e-3)

@@ -6,7 +6,9 @@ on several ranks beyond the model with the all_reduce fit's collective rates, at
 (cpu_collectives.PROFILE_MULTI): it already holds the collectives' excess there. The cost model now prices each
 collective at its measured rate (cpu_collectives.rate) and, for DeepSpeed and FSDP, their code paths' collectives
 and buffer copies (cpu_collectives.gloo_dp_comm), so `multi_overhead` takes that excess out again: the step at
-the profile's own configuration is the one measured, elsewhere the excess scales with the collectives. The
+the profile's own configuration is the one measured, elsewhere the excess scales with the collectives. What the
+engine does once per optimizer step (its step()) is timed apart and charged once per step (`engine_step_overhead`),
+the rest per micro-step: a profile timed at accumulation 2 otherwise charges step() work ga/2 times. The
 reference is the data-parallel communication of terms.py at the profile's configuration (what estimate() costs
 there), computed here without estimate() itself, so stages.py can use it without an import circle.
 """
@@ -25,16 +27,18 @@ from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.strategy import Strategy, Workload
 
 _EXCESS: dict = {}
+PER_STEP = "/step"  # engine_overhead_s key suffix: seconds per sublayer per optimizer step (`engine_step_overhead`)
 
 
-def _probe_comm_total(device, engine: str, zero: int) -> float:
-    """Total data-parallel communication seconds per step of the profile's multi-rank configuration on `device`."""
+def _probe_comm_total(device, engine: str, zero: int, accum: int) -> float:
+    """Total data-parallel communication seconds per step of the profile's multi-rank configuration on `device`,
+    at `accum` micro-batches."""
     from scalestudy.specs.model import get_model
 
     p = PROFILE_MULTI
     tiny = get_model(p["model"])
     st = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=p["micro_batch"])
-    w = Workload(p["micro_batch"] * p["accum"] * p["nproc"], p["seq"], p["target"])
+    w = Workload(p["micro_batch"] * accum * p["nproc"], p["seq"], p["target"])
     cluster = ClusterSpec(device=device, nodes=1, gpus_per_node=p["nproc"])
     layout = model_layout(tiny, cluster, st, w)
     cal = stored()
@@ -46,13 +50,14 @@ def _probe_comm_total(device, engine: str, zero: int) -> float:
                     ct.forward, ct.backward, cal.overlap_interference)[1]
 
 
-def profile_comm_excess(device, engine: str, zero: int) -> float:
-    """Seconds per sublayer per micro-step of the engine's "@multi" overhead that are its collectives running at
-    their measured rather than the all_reduce fit's rate, at the profile's configuration (0 without ratios;
-    negative where the measured rates at its message sizes beat the fit: then the overhead holds less comm than
-    the fit said and gets that back)."""
+def profile_comm_excess(device, engine: str, zero: int) -> tuple[float, float]:
+    """(seconds per sublayer per micro-step, seconds per sublayer per optimizer step) of the engine's "@multi"
+    overhead that are its collectives running at their measured rather than the all_reduce fit's rate, at the
+    profile's configuration ((0, 0) without ratios; negative where the measured rates at its message sizes beat
+    the fit: then the overhead holds less comm than the fit said and gets that back). The model's communication
+    is linear in the accumulation count: the per-micro-step part is its growth from 1 to the profile's 2."""
     if not measured(device):
-        return 0.0
+        return 0.0, 0.0
     key = (id(device), engine, zero)
     hit = _EXCESS.get(key)
     if hit is not None and hit[0] is device:
@@ -61,22 +66,28 @@ def profile_comm_excess(device, engine: str, zero: int) -> float:
 
     p = PROFILE_MULTI
     tiny = get_model(p["model"])
-    rated = _probe_comm_total(device, engine, zero)
-    plain = _probe_comm_total(replace(device, collective_time_ratio={}), engine, zero)
+    plain_device = replace(device, collective_time_ratio={})
+    one, two = ((_probe_comm_total(device, engine, zero, acc) - _probe_comm_total(plain_device, engine, zero, acc))
+                for acc in (1, p["accum"]))
     sublayers = 2 * tiny.num_layers + 3 * tiny.num_decoder_layers
-    excess = (rated - plain) / (p["accum"] * sublayers)  # < 0: the measured rates are faster than the fit
+    micro = (two - one) / (p["accum"] - 1)
+    excess = (micro / sublayers, (one - micro) / sublayers)  # < 0: the measured rates are faster than the fit
     _EXCESS[key] = (device, excess)
     return excess
 
 
 def multi_overhead(device, engine: str, zero: int) -> float:
     """The profile's "<engine>-<zero>@multi" overhead per sublayer per micro-step, less what the collectives at
-    their measured rates now cost explicitly (`profile_comm_excess`)."""
-    per = device.engine_overhead_s.get(f"{engine}-{zero}@multi", 0.0)
+    their measured rates now cost explicitly (`profile_comm_excess`): per micro-step where the profile timed the
+    step apart ("@multi/step", format 9), else all of it spread over the profile's micro-steps."""
+    table = device.engine_overhead_s
+    per = table.get(f"{engine}-{zero}@multi", 0.0)
     if per <= 0.0:
         return 0.0
-    return max(0.0, per - profile_comm_excess(device, engine, zero))
-
+    micro, step = profile_comm_excess(device, engine, zero)
+    if f"{engine}-{zero}@multi{PER_STEP}" not in table:
+        micro += step / PROFILE_MULTI["accum"]
+    return max(0.0, per - micro)
 
 
 def engine_overhead(device, engine: str, zero: int, world_size: int) -> float:
@@ -84,3 +95,17 @@ def engine_overhead(device, engine: str, zero: int, world_size: int) -> float:
     term, and on several ranks the "@multi" term less its collectives' excess (`multi_overhead`)."""
     per = device.engine_overhead_s.get(f"{engine}-{zero}", 0.0)
     return per + multi_overhead(device, engine, zero) if world_size > 1 else per
+
+
+def engine_step_overhead(device, engine: str, zero: int, world_size: int) -> float:
+    """The profile's engine overhead per sublayer per optimizer step (the "/step" keys, format 9): what the
+    engine's step() costs beyond plain PyTorch's clip + AdamW, once per step whatever the accumulation count --
+    DeepSpeed's boundary bookkeeping (flattening, norm, overflow check, copying the partition back), torch's
+    ZeroRedundancyOptimizer (its per-tensor broadcasts), AdamW over FSDP's DTensor shards -- plus on several ranks
+    the "@multi/step" part. 0 on a profile without them (older formats charged all of it per micro-step)."""
+    table = device.engine_overhead_s
+    per = table.get(f"{engine}-{zero}{PER_STEP}", 0.0)
+    multi = table.get(f"{engine}-{zero}@multi{PER_STEP}", 0.0)
+    if world_size <= 1 or multi <= 0.0:
+        return per
+    return per + max(0.0, multi - profile_comm_excess(device, engine, zero)[1])

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, p2p_time
+from scalestudy.costmodel.cpu_engine import engine_step_overhead
 from scalestudy.costmodel.memory import ACT_BYTES
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
 
@@ -155,11 +156,12 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     boundary = mb * (s + t) * model.d_model * ACT_BYTES[st.precision]
     per_chunk = dev.engine_overhead_s.get(PP_MICROBATCH, 0.0)
     eng_key = f"{st.engine}-{st.zero}"
-    hooks = 0.0
+    hooks = step_hooks = 0.0
     if st.engine == "fsdp":  # fully_shard per block; the ddp engine replicates without a wrapper
         hooks = dev.engine_overhead_s.get(eng_key, 0.0)
         if layout.dp > 1:
             hooks += dev.engine_overhead_s.get(eng_key + "@multi", 0.0)
+        step_hooks = engine_step_overhead(dev, st.engine, st.zero, layout.dp)  # its step(), once per step
     sublayers_per_layer = {k: sub for k, (_, _, _, sub) in enumerate(tp_layer_counts(model))}
     stages, linears_max = [], 0
     for d, parts in enumerate(_stage_stacks(model, split)):
@@ -172,13 +174,13 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
         if pp > 1:
             edges = 1 if d in (0, pp - 1) else 2
             pp_part = v * (2 * edges * p2p_time(boundary, cross_node, cluster) + per_chunk)
-        fw = hooks * sum(layers * sublayers_per_layer[k] for k, layers in parts)
-        stages.append((compute, comm + dispatch, pp_part, fw))
-    times = [sum(x) for x in stages]
+        own = sum(layers * sublayers_per_layer[k] for k, layers in parts)
+        stages.append((compute, comm + dispatch, pp_part, hooks * own, step_hooks * own))
+    times = [sum(x[:4]) for x in stages]
     b = max(range(len(times)), key=times.__getitem__)
     others = sum(times) - times[b]
     bubble = others / v if st.pp_schedule == "interleaved" else others
-    compute, tp_part, pp_part, fw = stages[b]
-    step_overhead = linears_max * dev.engine_overhead_s.get(TP_STEP, 0.0)
+    compute, tp_part, pp_part, fw, fw_step = stages[b]
+    step_overhead = linears_max * dev.engine_overhead_s.get(TP_STEP, 0.0) + fw_step
     return HybridTimes(compute_s=ga * compute, tp_s=ga * tp_part, pp_s=ga * pp_part, bubble_s=bubble if pp > 1 else 0.0,
                        framework_s=ga * fw + step_overhead)

@@ -39,10 +39,11 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 8  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
+PROFILE_FORMAT = 9  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
 #                    6: + copy bandwidth vs buffer size and the optimizer step vs parameters and tensors (microbench.py);
 #                    7: + gloo collective ratios by message size (calibrate.collective_ratio_curves);
 #                    8: + copies into fresh buffers vs size, gloo collectives at 64 and 128 MB (microbench.py)
+#                    9: + each engine's step() timed apart from its passes ("<engine>-<zero>/step", per step)
 
 
 def machine_key() -> str:

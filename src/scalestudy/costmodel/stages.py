@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, stage_boundary_time
 from scalestudy.costmodel.constants import stored
-from scalestudy.costmodel.cpu_engine import engine_overhead
+from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
@@ -281,7 +281,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
             per = engine_overhead(dev, st.engine, st.zero, layout.world_size)  # as estimate() (cpu_engine.py)
             n_enc = _encoder_blocks(model, start, n)
             sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
-            framework += ga * sublayers * per
+            framework += ga * sublayers * per \
+                + sublayers * engine_step_overhead(dev, st.engine, st.zero, layout.world_size)  # once, in step()
         out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
                                  pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
                                  where.host_capacity_bytes))

@@ -12,10 +12,13 @@ fits the measured time as
 micro-benchmarks' compute rate for what small training kernels reach and is folded into the GEMM efficiencies)
 (least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
 bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
-t5-tiny shape, and stored per engine as seconds per sublayer per micro-batch above plain PyTorch
-(`engine_overhead_s`; tensor and pipeline parallelism's dispatch and schedule costs too, engine/parallel_profile.py),
-and again on `nproc` ranks under torchrun: what the ranks cost beyond the one-rank
-prediction (gloo collectives of many small buckets, ranks sharing cores) is stored as "<engine>-<zero>@multi".
+t5-tiny shape, and stored per engine in two parts timed in the same steps: the forward + backward passes as
+seconds per sublayer per micro-batch above plain PyTorch's ("<engine>-<zero>"), the optimizer step as seconds per
+sublayer per optimizer step above plain PyTorch's clip + AdamW ("<engine>-<zero>/step": work an engine does once in
+its step(), which must not grow with the accumulation count) (`engine_overhead_s`; tensor and pipeline
+parallelism's dispatch and schedule costs too, engine/parallel_profile.py), and again on `nproc` ranks under
+torchrun: what the ranks cost beyond the one-rank prediction (gloo collectives of many small buckets, ranks sharing
+cores) in each phase is stored as "<engine>-<zero>@multi" and "<engine>-<zero>@multi/step".
 The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
 
     python -m scalestudy.engine.cpu_profile --output PATH.yaml [--nproc 2]
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from scalestudy.costmodel.cpu_engine import PER_STEP
 from scalestudy.engine.op_builds import extensions_dir
 from scalestudy.engine.single_rank import init_single_rank_group
 
@@ -41,8 +45,9 @@ CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 8, 1), (1, 1, 2), (2, 2, 1), (3,
 SEQ_LEN, TARGET_LEN = 64, 16
 
 
-def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int = 2) -> float:
-    """Median seconds of one optimizer step (accum micro-batches of random tokens) of plain PyTorch training."""
+def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int = 2, phases: bool = False):
+    """Median seconds of one optimizer step (accum micro-batches of random tokens) of plain PyTorch training; with
+    `phases`, (median s of one micro-batch's forward + backward, median s of the clip + optimizer step)."""
     from scalestudy.engine.hf_model import build_hf_model
 
     torch.manual_seed(0)
@@ -51,18 +56,28 @@ def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int =
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN))
     labels = torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))
-    times = []
+    times, passes, updates = [], [], []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         for _ in range(accum):
             loss = model(input_ids=ids, labels=labels).loss / accum
             loss.backward()
+        t1 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i >= warmup:
-            times.append(time.perf_counter() - t0)
+            t2 = time.perf_counter()
+            times.append(t2 - t0)
+            passes.append(t1 - t0)
+            updates.append(t2 - t1)
+    if phases:  # plain PyTorch's micro-batches are all alike: one is the passes / accum
+        return statistics.median(passes) / accum, statistics.median(updates)
     return statistics.median(times)
+
+
+def _medians(runs: list[tuple]) -> tuple:
+    return tuple(statistics.median(r[k] for r in runs) for k in range(len(runs[0])))
 
 
 ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp", 2), ("fsdp", 3),
@@ -70,9 +85,13 @@ ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3
 
 
 def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2
-                ) -> float:
-    """Median seconds of one optimizer step of t5-tiny through scalestudy's backend for (engine, zero), one rank,
-    including the trainer's per-step statistics all-gather."""
+                ) -> tuple[float, float, float]:
+    """Median seconds of (one micro-batch's forward + backward that is not the step's last, the last one, the
+    optimizer_step + the trainer's per-step statistics all-gather) of t5-tiny through scalestudy's backend for
+    (engine, zero) on this process's ranks (its micro_step calls, as forward_backward makes them). What differs
+    between the last micro-batch and the others (the gradient reduction at the accumulation boundary: DDP's
+    all-reduce outside no_sync, DeepSpeed's boundary reduce, FSDP's reduce-scatter) and the step are done once per
+    optimizer step; the rest once per micro-batch."""
     import torch.distributed as dist
 
     from scalestudy.engine.backends import make_backend
@@ -94,23 +113,30 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
     inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
               "labels": torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))}
     stats = torch.zeros(6, dtype=torch.float64)
-    times = []
+    inner, last, updates = [], [], []
     try:
         for i in range(warmup + steps):
-            t0 = time.perf_counter()
-            backend.forward_backward([dict(inputs) for _ in range(accum)])
+            marks = [time.perf_counter()]
+            for k in range(accum):
+                backend.micro_step(dict(inputs), last=k == accum - 1)
+                marks.append(time.perf_counter())
             backend.optimizer_step()
             dist.all_gather([torch.empty_like(stats) for _ in range(world)], stats)  # the trainer's gather_stats
             if i >= warmup:
-                times.append(time.perf_counter() - t0)
+                inner.append((marks[-2] - marks[0]) / max(1, accum - 1))
+                last.append(marks[-1] - marks[-2])
+                updates.append(time.perf_counter() - marks[-1])
     finally:
         backend.close()
         tmp.cleanup()
-    return statistics.median(times)
+    return statistics.median(inner), statistics.median(last), statistics.median(updates)
 
 
 def engine_overheads(log=print) -> dict[str, float]:
-    """{"deepspeed-3": seconds per sublayer per micro-batch above plain PyTorch, ...} for the t5-tiny shape."""
+    """{"deepspeed-3": seconds per sublayer per micro-batch above plain PyTorch, "deepspeed-3/step": seconds per
+    sublayer per optimizer step above plain PyTorch, ...} for the t5-tiny shape, from the same timed steps: a
+    micro-batch that is not the last against plain PyTorch's; the last one's extra and the step against plain
+    PyTorch's clip + AdamW (`time_engine`)."""
     from scalestudy.specs.model import get_model
 
     spec = get_model("t5-tiny")
@@ -120,13 +146,14 @@ def engine_overheads(log=print) -> dict[str, float]:
     for engine, zero in ENGINES:
         # plain PyTorch right beside the engine, three times each, the median of each: the same machine load for
         # both, and a load burst during one timing does not become an engine cost
-        plain = statistics.median(time_steps(spec, micro_batch, accum) for _ in range(3))
+        plain_micro, plain_update = _medians([time_steps(spec, micro_batch, accum, phases=True) for _ in range(3)])
         try:
-            measured = statistics.median(time_engine(engine, zero, micro_batch, accum) for _ in range(3))
+            micro, last, update = _medians([time_engine(engine, zero, micro_batch, accum) for _ in range(3)])
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
-        out[f"{engine}-{zero}"] = max(0.0, measured - plain) / (accum * sublayers)
+        out[f"{engine}-{zero}"] = max(0.0, micro - plain_micro) / sublayers
+        out[f"{engine}-{zero}{PER_STEP}"] = max(0.0, last - micro + update - plain_update) / sublayers
     return out
 
 
@@ -140,7 +167,7 @@ def multi_rank_engine_times(output: Path) -> None:
     out = {}
     for engine, zero in ENGINES:
         try:
-            out[f"{engine}-{zero}"] = statistics.median(time_engine(engine, zero) for _ in range(3))
+            out[f"{engine}-{zero}"] = _medians([time_engine(engine, zero) for _ in range(3)])
         except Exception:  # noqa: BLE001 - an engine that cannot run here keeps no multi-rank term
             continue
     if dist.get_rank() == 0:
@@ -150,9 +177,12 @@ def multi_rank_engine_times(output: Path) -> None:
 
 
 def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[str, float]:
-    """{"deepspeed-3@multi": s per sublayer per micro-batch, ...}: what `nproc` ranks on this machine cost beyond
-    the cost model's prediction with the one-rank profile (gloo collectives of the engine's many small buckets,
-    ranks sharing the cores): timed with torchrun, the same t5-tiny steps."""
+    """{"deepspeed-3@multi": s per sublayer per micro-batch, "deepspeed-3@multi/step": s per sublayer per optimizer
+    step, ...}: what `nproc` ranks on this machine cost beyond the cost model's prediction with the one-rank profile
+    (gloo collectives of the engine's many small buckets, ranks sharing the cores), timed with torchrun, the same
+    t5-tiny steps as `engine_overheads`. The model is linear in the accumulation count, so its per-micro-batch
+    part is the difference of its steps at accumulation 2 and 1 and its per-step part the rest; a micro-batch that
+    is not the last is held against the first, the last one's extra and the optimizer step against the second."""
     import json
     import subprocess
     import sys
@@ -172,17 +202,18 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[s
         measured = json.loads(path.read_text(encoding="utf-8"))
     spec = get_model("t5-tiny")
     sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
-    micro_batch, accum = 2, 2
+    micro_batch = 2
+    # reference: collectives at the all_reduce fit's rate (what "@multi" is defined against; estimate costs the
+    # measured per-op rates and takes this excess out again: costmodel/cpu_engine.py)
+    cluster = ClusterSpec(device=replace(device, collective_time_ratio={}), nodes=1, gpus_per_node=nproc)
     out = {}
-    for key, seconds in measured.items():
+    for key, (micro, last, update) in measured.items():
         engine, zero = key.rsplit("-", 1)
-        # reference: collectives at the all_reduce fit's rate (what "@multi" is defined against; estimate costs
-        # the measured per-op rates and takes this excess out again: costmodel/cpu_engine.py)
-        reference = replace(device, collective_time_ratio={})
-        est = estimate(spec, ClusterSpec(device=reference, nodes=1, gpus_per_node=nproc),
-                       Strategy(engine=engine, zero=int(zero), precision="fp32", micro_batch=micro_batch),
-                       Workload(micro_batch * accum * nproc, SEQ_LEN, TARGET_LEN))
-        out[f"{key}@multi"] = max(0.0, seconds - est.step_s) / (accum * sublayers)
+        st = Strategy(engine=engine, zero=int(zero), precision="fp32", micro_batch=micro_batch)
+        one, two = (estimate(spec, cluster, st, Workload(micro_batch * acc * nproc, SEQ_LEN, TARGET_LEN)).step_s
+                    for acc in (1, 2))
+        out[f"{key}@multi"] = max(0.0, micro - (two - one)) / sublayers
+        out[f"{key}@multi{PER_STEP}"] = max(0.0, last - micro + update - (2 * one - two)) / sublayers
     return out
 
 
