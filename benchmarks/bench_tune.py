@@ -483,6 +483,8 @@ def main() -> None:
     ap.add_argument("--no-back-to-back", action="store_true", help="skip the A B A B re-measurement per repeat")
     ap.add_argument("--out", default="/tmp/bench_tune")
     ap.add_argument("--profile", default=None, help="skip calibration: use this profile YAML")
+    ap.add_argument("--recalibrate", action="store_true", help="with --grid-from: calibrate this machine now "
+                    "(the profile as tune would measure it today) instead of reusing the record's profile")
     ap.add_argument("--grid-from", default=None, help="reuse the grid (and profile) of an earlier run's "
                                                       "bench_tune.json (said so in the output)")
     ap.add_argument("--replay-only", action="store_true", help="only replay the search on --grid-from's grid")
@@ -514,7 +516,7 @@ def main() -> None:
     case_from_record(args, rec)
     spec = get_model(args.model)
     w = Workload(args.global_batch, args.seq_len, args.target_len if spec.is_encoder_decoder else 0)
-    if rec:  # a record from before profiles were stored in it needs --profile (else the static local-cpu)
+    if rec and not args.recalibrate:  # a record from before profiles were stored needs --profile (else local-cpu)
         device = DeviceSpec(**rec["device"]) if "device" in rec else get_device(args.profile or "local-cpu")
         device = with_collective_ratios(device, Path(args.grid_from).parent / "calibration" / "microbench.json")
         calib_s = rec["calibration_s"]
