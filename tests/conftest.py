@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("SCALESTUDY_CPU_PROFILE", "static")
 
 
@@ -33,3 +35,14 @@ def _venv_ninja_first_on_path() -> None:
 
 
 _venv_ninja_first_on_path()
+
+
+@pytest.fixture(scope="session")
+def bundled_tokenizer(tmp_path_factory) -> str:
+    """The bundled corpus's tokenizer (8192 tokens), trained once per session for every test that trains on the
+    bundled corpus and passes --tokenizer (the tokenizer does not depend on the sequence lengths)."""
+    from scalestudy.engine.data.pipeline import DataConfig, prepare
+
+    out = tmp_path_factory.mktemp("bundled-tokenizer")
+    prepare(DataConfig(seq_len=64, target_len=16), out, write=True)
+    return str(out / "tokenizer.json")

@@ -39,13 +39,9 @@ def cli_error(capsys, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    """The bundled corpus's tokenizer, trained once for this module (runs pass --tokenizer)."""
-    from scalestudy.engine.data.pipeline import DataConfig, prepare
-
-    out = tmp_path_factory.mktemp("tok")
-    prepare(DataConfig(seq_len=64, target_len=16), out, write=True)
-    return str(out / "tokenizer.json")
+def tokenizer(bundled_tokenizer):
+    """The bundled corpus's tokenizer, trained once per session (tests/conftest.py; runs pass --tokenizer)."""
+    return bundled_tokenizer
 
 
 @pytest.mark.dist

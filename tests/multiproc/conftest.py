@@ -1,5 +1,5 @@
-"""Shared by the multi-process tests: the bundled corpus's tokenizer, trained once per session, and the one
-torchrun launch that trains every 2-rank engine strategy (start-up, imports and the DDP baseline paid once)."""
+"""Shared by the multi-process tests (the bundled corpus's tokenizer: tests/conftest.py): the one torchrun launch
+that trains every 2-rank engine strategy (start-up, imports and the DDP baseline paid once)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,6 @@ from _torchrun import run_worker
 TWO_RANK_STRATEGIES = ["ddp:0", "ddp:1", "fsdp:2", "fsdp:3+resume", "deepspeed:0", "deepspeed:1",
                        "deepspeed:2+resume", "deepspeed:3+resume", "deepspeed:3:full", "deepspeed:2:offload",
                        "deepspeed:3:offload:params"]
-
-
-@pytest.fixture(scope="session")
-def bundled_tokenizer(tmp_path_factory) -> str:
-    from scalestudy.engine.data.pipeline import DataConfig, prepare
-
-    out = tmp_path_factory.mktemp("bundled-tokenizer")
-    prepare(DataConfig(seq_len=64, target_len=16), out, write=True)
-    return str(out / "tokenizer.json")
 
 
 @pytest.fixture(scope="session")

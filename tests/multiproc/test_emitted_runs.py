@@ -20,13 +20,10 @@ SETTINGS = {"deepspeed": "ds_config.json", "fsdp": "fsdp_config.json", "ddp": "d
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    """The bundled corpus's tokenizer, trained once; passing it to `plan --emit` also checks it is carried."""
-    from scalestudy.engine.data.pipeline import DataConfig, prepare
-
-    out = tmp_path_factory.mktemp("tok")
-    prepare(DataConfig(seq_len=32, target_len=8), out, write=True)
-    return str(out / "tokenizer.json")
+def tokenizer(bundled_tokenizer):
+    """The bundled corpus's tokenizer (trained once per session, tests/conftest.py); passing it to `plan --emit`
+    also checks it is carried."""
+    return bundled_tokenizer
 
 
 def _free_port() -> int:
