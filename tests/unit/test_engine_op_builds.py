@@ -37,3 +37,21 @@ def test_the_cpu_profile_times_deepspeed_with_the_trials_op_cache(tmp_path, monk
     trial_op_environment()
     assert os.environ["TORCH_EXTENSIONS_DIR"] == trials["TORCH_EXTENSIONS_DIR"] == str(op_builds.extensions_dir())
     assert os.environ["DS_ACCELERATOR"] == "cpu"
+
+
+def test_the_environments_own_ninja_comes_first_for_the_ranks(tmp_path, monkeypatch):
+    """Activated or not, every run builds DeepSpeed's ops with one ninja (two versions rebuild at each switch)."""
+    import os
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ninja").write_text("")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    op_builds.pin_ninja()
+    op_builds.pin_ninja()  # once only
+    assert os.environ["PATH"] == f"{tmp_path / 'bin'}:/usr/bin:/bin"
+    (tmp_path / "bin" / "ninja").unlink()  # no ninja beside this Python (a system install): PATH untouched
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    op_builds.pin_ninja()
+    assert os.environ["PATH"] == "/usr/bin:/bin"

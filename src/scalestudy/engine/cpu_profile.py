@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from scalestudy.costmodel.cpu_engine import PER_STEP
-from scalestudy.engine.op_builds import extensions_dir
+from scalestudy.engine.op_builds import extensions_dir, pin_ninja
 from scalestudy.engine.single_rank import init_single_rank_group
 
 # (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
@@ -269,12 +269,14 @@ def measure(output: Path, nproc: int = 2) -> Path:
 
 def trial_op_environment() -> None:
     """The environment scalestudy's trials give DeepSpeed (launch/process.py trial_environment): CPU ops, and one
-    cache for the C++ ops it JIT-compiles (shm_comm, cpu_adam). torch builds under TORCH_EXTENSIONS_DIR/<op> when it
-    is set and under ~/.cache/torch_extensions/py<version>_cpu/<op> when it is not, so a profile timing DeepSpeed
-    without it compiles shm_comm (~30-50 s) a second time beside the trials' copy. Set once, before anything runs:
-    this process's one-rank timings and every torchrun worker it starts inherit it."""
+    cache (and one ninja: op_builds.pin_ninja) for the C++ ops it JIT-compiles (shm_comm, cpu_adam). torch builds
+    under TORCH_EXTENSIONS_DIR/<op> when it is set and under ~/.cache/torch_extensions/py<version>_cpu/<op> when it
+    is not, so a profile timing DeepSpeed without it compiles shm_comm (~30-50 s) a second time beside the trials'
+    copy. Set once, before anything runs: this process's one-rank timings and every torchrun worker it starts
+    inherit it."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
+    pin_ninja()
 
 
 def main(argv: list[str] | None = None) -> None:

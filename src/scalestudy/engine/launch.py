@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
 from scalestudy.engine.cpu_precision import check_precision
+from scalestudy.engine.op_builds import pin_ninja
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
@@ -45,6 +46,7 @@ def worker_env(nproc: int) -> None:
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    pin_ninja()  # the ranks build DeepSpeed's ops with the environment's ninja (engine/op_builds.py)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from scalestudy.engine.train import LAUNCHER_PID_ENV

@@ -8,6 +8,7 @@ on a machine pays (FACTS.md). Ops prebuilt into the DeepSpeed install (DS_BUILD_
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project's 2-core machines
@@ -15,6 +16,17 @@ BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project
 
 def extensions_dir() -> Path:
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def pin_ninja() -> None:
+    """Put the ninja installed beside this Python (the `ninja` wheel; torch builds DeepSpeed's ops with the first
+    `ninja` on PATH) first on this process's PATH, for the ranks it starts: one ninja whether or not the user
+    activated the environment. Two versions (the environment's 1.13, a system 1.11) each discard the other's build
+    log, so every switch rebuilt shm_comm from scratch (69-189 s each, 5 times in 30 min on a shared machine)."""
+    bindir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if (Path(bindir) / "ninja").is_file() and path.split(os.pathsep)[0] != bindir:
+        os.environ["PATH"] = bindir + os.pathsep + path
 
 
 def _prebuilt(name: str) -> bool:
