@@ -78,6 +78,7 @@ def _build_workspace(root: Path) -> None:
     (root / "binary.bin").write_bytes(bytes(range(256)) * 8)
     (root / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
     (root / "latin1.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))  # a corpus that is not UTF-8
+    (root / "lockdir" / ".runner.lock").mkdir(parents=True)  # a directory where the runner's lock file goes
     from importlib import resources
 
     (root / "profile.yaml").write_text((resources.files("scalestudy.specs") / "hardware" / "local-cpu.yaml")
@@ -332,6 +333,14 @@ NEW_KEY_FILES = {
                                                      "  trials_per_model: 2\n  reduction_factor: .inf"),
     "search-target-number.yaml": SEARCH_SPEC.replace("  trials_per_model: 2", "  trials_per_model: 2\n  target_model: 5"),
     "search-budget-huge.yaml": SEARCH_SPEC.replace("budget_tokens: 640", "budget_tokens: 1.0e+300"),
+    "cfg-config-json-tie-text.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, '
+                                     '"vocab_size": 99, "tie_word_embeddings": "no"}',
+    "cfg-config-json-buckets-0.json": '{"model_type": "t5", "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, '
+                                      '"num_heads": 4, "vocab_size": 512, "relative_attention_num_buckets": 0}',
+    "cluster-link-subnormal.yaml": "device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_bytes_per_s: 1.0e-320\n",
+    "dev-gemm-same-dimension.yaml": BARE_DEVICE.replace("matmul_efficiency: []",
+                                                        "matmul_efficiency: [[1024, 0.5], [1024, 0.7]]"),
+    "spec-slurm-cpus-huge.yaml": GOOD_SPEC + "executor: slurm\nslurm: {cpus_per_task: 100000}\n",
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -836,6 +845,13 @@ CASES: list[Case] = [
     C("search-reduction-factor-inf", "search search-reduction-inf.yaml -o sr", "reduction_factor"),
     C("search-target-model-number", "search search-target-number.yaml -o sr", "target_model"),
     C("search-budget-tokens-huge", "search search-budget-huge.yaml -o sr", "64-bit"),
+    C("estimate-config-json-tie-text", "estimate --model cfg-config-json-tie-text.json", "true or false"),
+    C("estimate-config-json-buckets-0", "estimate --model cfg-config-json-buckets-0.json", "num_buckets must be"),
+    C("estimate-cluster-link-subnormal", f"{EST} --cluster cluster-link-subnormal.yaml", ">= 1 byte/s"),
+    C("estimate-device-gemm-same-dimension", "estimate --model gpt2-tiny --gpu dev-gemm-same-dimension.yaml",
+      "same dimension"),
+    C("study-run-spec-slurm-cpus-huge", "study run spec-slurm-cpus-huge.yaml -o s --dry-run", "cpus_per_task"),
+    C("study-run-lock-is-a-directory", "study run good.yaml -o lockdir", "is not a file"),
     # ---- demo -------------------------------------------------------------------------------------------------
     C("demo-output-existing-file", "demo -o afile.txt --no-progress", "afile.txt"),
     C("demo-output-immutable", "demo -o locked/demo --no-progress", "locked", immutable=("locked",)),

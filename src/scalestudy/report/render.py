@@ -68,8 +68,12 @@ def _no_section(reason: str) -> tuple[str, str]:
 def scaling_section(directory: Path) -> tuple[str, str]:
     """(markdown, html) of the scaling-law section (`report_section`: the fits of `scalestudy.scaling`), or one
     line saying why there is none (starting with NO_SECTION)."""
+    import warnings
+
     try:
-        section = report_section(directory, plots_dir=directory / "plots")
+        with warnings.catch_warnings():  # numpy's overflow warnings on absurd stored values: the fit's own checks
+            warnings.simplefilter("ignore", RuntimeWarning)  # say what is unusable, in the report, not on stderr
+            section = report_section(directory, plots_dir=directory / "plots")
     except ScalestudyError as exc:
         return _no_section(str(exc))
     except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written

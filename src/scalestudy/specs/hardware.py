@@ -353,16 +353,16 @@ def _numbers(data: dict, origin: str) -> dict:
     for name in _FLOAT_FIELDS:
         if name in data:
             data[name] = _num(data[name], name, origin)
-    for name in _RATE_FIELDS:  # the cost model divides by these
-        if name in data and not data[name] > 0:
-            raise ScalestudyError(f"{origin}: {name} must be > 0, got {data[name]!r}")
+    for name in _RATE_FIELDS:  # the cost model divides by these; below one per second a step time leaves floats
+        if name in data and not data[name] >= 1:
+            raise ScalestudyError(f"{origin}: {name} must be > 0 (>= 1 per second), got {data[name]!r}")
     if "peak_flops" in data:
         if not isinstance(data["peak_flops"], dict) or not data["peak_flops"]:
             raise ScalestudyError(f"{origin}: peak_flops must map precisions to dense FLOP/s (e.g. {{bf16: 312.0e+12}}), "
                                   f"got {data['peak_flops']!r}")
         data["peak_flops"] = {str(k): _num(v, f"peak_flops.{k}", origin) for k, v in data["peak_flops"].items()}
-        if not all(data["peak_flops"].values()):
-            raise ScalestudyError(f"{origin}: peak_flops must be > 0, got {data['peak_flops']!r}")
+        if not all(v >= 1 for v in data["peak_flops"].values()):  # one FLOP/s at least: times must stay finite
+            raise ScalestudyError(f"{origin}: peak_flops must be > 0 (>= 1 FLOP/s), got {data['peak_flops']!r}")
     for name in ("engine_overhead_s", "collective_time_ratio"):
         if name in data:
             if not isinstance(data[name], dict):
@@ -380,6 +380,10 @@ def _numbers(data: dict, origin: str) -> dict:
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
         if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
             raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
+        data["matmul_efficiency"].sort()  # interpolated in ascending dimension
+        dims = [d for d, _ in data["matmul_efficiency"]]
+        if len(set(dims)) < len(dims):
+            raise ScalestudyError(f"{origin}: matmul_efficiency gives two fractions for the same dimension: {dims}")
     for name, width in (("copy_bandwidth", 2), ("fresh_copy_bandwidth", 2), ("optimizer_step_s", 3)):
         if name in data:
             data[name] = _rows(data[name], width, name, origin)
@@ -593,6 +597,8 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
             data[key] = _num(data[key], key, str(path))
             if key.endswith(("bytes_per_s", "_w")) and not data[key] > 0:
                 raise ScalestudyError(f"{path}: {key} must be > 0, got {data[key]!r}")
+            if key.endswith("bytes_per_s") and data[key] < 1:  # a step time must stay a finite number
+                raise ScalestudyError(f"{path}: {key} must be >= 1 byte/s, got {data[key]!r}")
     for key in ("nodes", "gpus_per_node"):
         if key in data:
             value = _num(data[key], key, str(path))

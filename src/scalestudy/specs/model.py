@@ -178,6 +178,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     kind = cfg.get("model_type")
     # The display name: the config's own, else its folder's (a file named config.json says nothing).
     name = cfg.get("_name_or_path") or (path.resolve().parent.name if path.stem == "config" else path.stem)
+    if not isinstance(name, str):
+        raise ScalestudyError(f"model config {path}: _name_or_path must be text, got {name!r}")
     source = str(path.resolve())
     try:
         if kind in ("t5", "mt5"):
@@ -191,7 +193,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 num_heads=_int(cfg, "num_heads", path), d_kv=_int(cfg, "d_kv", path), d_ff=_int(cfg, "d_ff", path),
                 ffn=ffn,
                 # T5 defaults to tied; mT5's published configs say false (and mean it).
-                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "t5")),
+                tie_word_embeddings=_flag(cfg, "tie_word_embeddings", kind == "t5", path),
                 relative_attention_num_buckets=_int(cfg, "relative_attention_num_buckets", path, 32), source=source,
             )
         if kind == "gpt2":
@@ -201,7 +203,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 name=name, family="gpt2", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
                 num_layers=_int(cfg, "n_layer", path),
                 num_heads=heads, d_kv=d // heads, d_ff=_int(cfg, "n_inner", path, 4 * d), ffn="gelu",
-                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+                tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
         if kind in LLAMA_LAYOUTS:
@@ -213,7 +215,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads,
                 num_kv_heads=0 if kv == heads else kv, d_kv=_int(cfg, "head_dim", path, d // heads),
                 d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
-                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+                tie_word_embeddings=_flag(cfg, "tie_word_embeddings", False, path),
                 max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
                 attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
                 mlp_bias=kind == "llama" and bool(cfg.get("mlp_bias")), hf_type="" if kind == "llama" else kind,
@@ -225,10 +227,20 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                           f"{', '.join(LLAMA_LAYOUTS)})")
 
 
+def _flag(cfg: dict, key: str, default: bool, path: Path) -> bool:
+    """A true/false field of the config ("yes" or 1 is not one: bool("no") is True)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ScalestudyError(f"model config {path}: {key} must be true or false, got {value!r}")
+    return value
+
+
 def _int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
     """A count of the config (layers, heads, widths, vocabulary, positions): a whole number >= 1, else one line.
     `default` stands for a missing or null field (KeyError without one: the caller names the missing field)."""
-    value = cfg[key] if default is None else (cfg.get(key) or default)
+    value = cfg[key] if default is None or cfg.get(key) is not None else default  # null: what Transformers takes
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
             float("inf"), float("-inf")) or value != int(value) or value < 1:
         raise ScalestudyError(f"model config {path}: {key} must be a whole number >= 1, got {value!r}")

@@ -88,6 +88,8 @@ def check_study_dir(out: Path, name: str) -> None:
         if previous is not None and previous != name:
             raise ScalestudyError(f"{out} holds study {previous!r}, not {name!r}: choose another --output")
     lock = out / ".runner.lock"
+    if lock.exists() and not lock.is_file():  # the runner's lock file: nothing else may sit at its name
+        raise ScalestudyError(f"{lock} exists and is not a file (the runner locks the study through it): remove it")
     if lock.is_file():
         with open(lock) as fh:  # read-only: probing the lock must not create or change the file
             try:

@@ -587,15 +587,16 @@ def _check_slurm(slurm: dict, where: str) -> None:
         kind = _SLURM_TYPES[key]
         if kind is str:
             ok = isinstance(value, str) and value.strip() and "\n" not in value
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        elif kind is int:  # Slurm holds CPUs per task in 16 bits (0xfffe, 0xffff reserved); GPU counts in 64
+            top = 0xfffd if key == "cpus_per_task" else 2**63 - 1
+            ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= top
         elif kind is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
         else:
             ok = isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value)
         if not ok:
-            want = {str: "one line of text", int: "a whole number >= 1", float: "a number of seconds >= 0",
-                    list: "a list of lines"}[kind]
+            want = {str: "one line of text", int: f"a whole number in [1, {top}]" if kind is int else "",
+                    float: "a number of seconds >= 0", list: "a list of lines"}[kind]
             hint = ' (YAML reads 01:30:00 as a number: quote it, time: "01:30:00")' if key == "time" else ""
             raise ScalestudyError(f"{where}: slurm.{key} must be {want}, got {value!r}{hint}")
 
