@@ -341,6 +341,9 @@ NEW_KEY_FILES = {
     "dev-gemm-same-dimension.yaml": BARE_DEVICE.replace("matmul_efficiency: []",
                                                         "matmul_efficiency: [[1024, 0.5], [1024, 0.7]]"),
     "spec-slurm-cpus-huge.yaml": GOOD_SPEC + "executor: slurm\nslurm: {cpus_per_task: 100000}\n",
+    "spec-nproc-beyond-machine.yaml": GOOD_SPEC.replace("nproc: 1", "nproc: 100000").replace(
+        "global_batch: 2", "global_batch: 200000"),
+    "spec-seq-len-beyond-ram.yaml": GOOD_SPEC.replace("seq_len: 32", "seq_len: 100000000000"),
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -852,6 +855,8 @@ CASES: list[Case] = [
       "same dimension"),
     C("study-run-spec-slurm-cpus-huge", "study run spec-slurm-cpus-huge.yaml -o s --dry-run", "cpus_per_task"),
     C("study-run-lock-is-a-directory", "study run good.yaml -o lockdir", "is not a file"),
+    C("study-run-spec-nproc-beyond-machine", "study run spec-nproc-beyond-machine.yaml -o s", "RAM"),
+    C("study-run-spec-seq-len-beyond-ram", "study run spec-seq-len-beyond-ram.yaml -o s", "token ids alone"),
     # ---- demo -------------------------------------------------------------------------------------------------
     C("demo-output-existing-file", "demo -o afile.txt --no-progress", "afile.txt"),
     C("demo-output-immutable", "demo -o locked/demo --no-progress", "locked", immutable=("locked",)),

@@ -117,6 +117,18 @@ def check_cpu_ranks(nproc: int) -> None:
                               f"beyond the open-file limit of {files} (ulimit -n)")
 
 
+def check_batch_fits_ram(nproc: int, micro_batch: int, tokens_per_sequence: int) -> None:
+    """Every rank here builds its micro-batch's token ids (int64, encoder + decoder lengths) in this machine's RAM
+    before anything else: a micro-batch whose ids alone exceed the RAM is refused now, not as a MemoryError inside
+    the ranks after the data is prepared."""
+    memory = machine_memory_bytes()
+    ids = nproc * micro_batch * tokens_per_sequence * 8
+    if memory and ids > memory:
+        raise ScalestudyError(f"--micro-batch {micro_batch} x {tokens_per_sequence} tokens on {nproc} rank(s): the "
+                              f"token ids alone take {ids / 2**30:,.0f} GiB (int64), beyond this machine's "
+                              f"{memory / 2**30:.0f} GiB of RAM")
+
+
 def machine_memory_bytes() -> int | None:
     """Physical RAM of this machine (bytes), shared by a CPU run's ranks."""
     import os

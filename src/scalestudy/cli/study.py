@@ -35,6 +35,8 @@ def study_run(
     output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
     study = load_spec(spec)
     check_train_flags(study.extra_args, "extra_args")
+    if (executor or study.executor) == "local":
+        check_local_trials(study)
     for reason in study.skipped:
         console.print(f"[yellow]filtered[/] {reason}", highlight=False)
     result = run_study(study, output, executor=executor, concurrency=concurrency, retry=tuple(retry),
@@ -50,6 +52,20 @@ def study_run(
 
         raise RunFailed(f"no trial of study {study.name!r} succeeded ({counts}); reasons: `scalestudy study status "
                         f"{output}`")
+
+
+def check_local_trials(study) -> None:
+    """Trials of the local executor start their ranks on this machine: the checks `train` makes before a run here
+    (ranks vs RAM and open files, a micro-batch's token ids vs RAM), once for the study, before anything is written."""
+    from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks
+    from scalestudy.errors import ScalestudyError
+
+    for trial in study.trials:
+        try:
+            check_cpu_ranks(trial.nproc)
+            check_batch_fits_ram(trial.nproc, trial.micro_batch, trial.seq_len + trial.workload.target_len)
+        except ScalestudyError as exc:
+            raise ScalestudyError(f"trial {trial.label}: {exc}") from None
 
 
 def check_train_flags(args, where: str) -> None:

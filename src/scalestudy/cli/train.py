@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from scalestudy.cli import app
-from scalestudy.cli.options import check_cpu_ranks
+from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks
 from scalestudy.cli.options import machine_memory_bytes as _machine_memory_bytes
 from scalestudy.cli.terminal import run_flag_defaults, show_defaults
 
@@ -241,18 +241,9 @@ def _local_gpu_device(nproc: int):
 
 
 def _check_batch_fits_ram(cfg) -> None:
-    """Every rank here builds its micro-batch's token ids (int64, encoder + decoder lengths) in this machine's RAM
-    before anything else: a micro-batch whose ids alone exceed the RAM is refused now, not as a MemoryError inside
-    the ranks after the data is prepared."""
-    from scalestudy.errors import ScalestudyError
-
-    memory = _machine_memory_bytes()
+    """A run here: its ranks' micro-batch token ids must fit this machine's RAM (`check_batch_fits_ram`)."""
     w = cfg.resolved().workload
-    ids = cfg.workload.nproc * cfg.strategy.micro_batch * (w.seq_len + w.target_len) * 8
-    if memory and ids > memory:
-        raise ScalestudyError(f"--micro-batch {cfg.strategy.micro_batch} x {w.seq_len + w.target_len} tokens on "
-                              f"{cfg.workload.nproc} rank(s): the token ids alone take {ids / 2**30:,.0f} GiB "
-                              f"(int64), beyond this machine's {memory / 2**30:.0f} GiB of RAM")
+    check_batch_fits_ram(cfg.workload.nproc, cfg.strategy.micro_batch, w.seq_len + w.target_len)
 
 
 def _layer_counts(text: str) -> list[int]:
