@@ -622,6 +622,7 @@ CASES: list[Case] = [
       "budget"),
     C("tune-warmup-over-steps", f"{TUNE} --steps 3 --warmup 5", "warmup"),
     C("tune-steps-0", f"{TUNE} --steps 0 --warmup 0", "steps"),
+    C("tune-steps-10-to-12", f"{TUNE} --steps 1000000000000", "short trial"),
     C("tune-nproc-0", f"{TUNE} --nproc 0", "nproc"),
     C("tune-output-existing-file", f"{TUNE.replace('tuneout', 'afile.txt')}", "afile.txt"),
     C("tune-output-immutable", f"{TUNE.replace('tuneout', 'locked/t')}", "locked", immutable=("locked",)),

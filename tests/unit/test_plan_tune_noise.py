@@ -417,6 +417,7 @@ def test_halving_three_contenders_and_a_contender_that_fails(monkeypatch):
                                        # too small to run even the screen: refused before any calibration starts
                                        (dict(budget_s=1e-300), "cannot run even the screen"),
                                        (dict(budget_s=2.5, screen=3), "3 trial"),
+                                       (dict(steps=10**12), "not a short trial"),
                                        (dict(budget_s=0.5, screen=0), "1 trial")])
 def test_bad_settings_are_one_line_errors(kw, words):
     from scalestudy.errors import ScalestudyError

@@ -287,6 +287,9 @@ def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload,
 MIN_TRIAL_S = 1.0
 
 
+MAX_TRIAL_STEPS = 10_000  # median step times settle in tens of steps; beyond this a trial is a training run
+
+
 @dataclass
 class TuneSettings:
     steps: int = 8
@@ -307,6 +310,9 @@ class TuneSettings:
     #                      decides best: tests/unit/test_plan_tune_noise.py)
 
     def __post_init__(self) -> None:
+        if self.steps > MAX_TRIAL_STEPS:  # a trial is a short measurement; 1e12 steps would only end at its timeout
+            raise ScalestudyError(f"--steps {self.steps} is not a short trial: tune measures at most "
+                                  f"{MAX_TRIAL_STEPS} steps per trial (use `scalestudy train` for long runs)")
         if self.steps <= self.warmup or self.warmup < 0:
             raise ScalestudyError(f"--steps ({self.steps}) must be larger than --warmup ({self.warmup}) >= 0: the "
                                   "median step time is taken over the steps after the warm-up")
