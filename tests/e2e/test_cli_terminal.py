@@ -57,7 +57,9 @@ def test_plan_mixed_cluster_labels_wrap_instead_of_cutting(capsys, monkeypatch):
     # every shown label is whole: its stage split (which one wins depends on the calibration) survives wrapping
     first_column = " ".join(line.split("│")[1].strip() for line in table[1:])
     splits = re.findall(r"stages (\d+(?:/\d+)+)", first_column)
-    assert len(splits) == 3 and all(sum(map(int, split.split("/"))) == 48 for split in splits)
+    # (the top 3 may include a pp-1 strategy, which has no split: since 2026-12-02's refit the third is one)
+    assert first_column.count("stages") == len(splits) >= 1
+    assert all(sum(map(int, split.split("/"))) == 48 for split in splits)
 
 
 @pytest.mark.parametrize("command, present, absent", [
