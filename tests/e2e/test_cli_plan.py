@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+from pathlib import Path
 import time
 
 import pytest
@@ -170,6 +171,7 @@ def test_tune_calibrates_runs_a_real_trial_and_writes_results(capsys, tmp_path):
     data = json.loads((out / "tune.json").read_text())
     (trial,) = data["trials"]
     assert trial["status"] == "OK" and trial["measured_step_s"] > 0
+    assert Path(trial["run_dir"]).is_dir() and not (Path(trial["run_dir"]) / "checkpoints").exists()  # measurements only
     row = data["table"][0]
     assert row["error_before_pct"] is not None and row["error_final_pct"] is not None
     # One trial: the refit scales the model onto the measurement.
