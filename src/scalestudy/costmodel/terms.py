@@ -209,11 +209,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
             host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1)
             host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
         fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
-        hooks = (fwd_w - fwd) + (bwd_w - bwd)  # host time beyond compute: part of the path's total cost too
-        per_mb = hooks
+        per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference))
         per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference))
-        return ga * per_mb, total + ga * hooks
+        # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
+        return ga * per_mb, max(total, ga * per_mb)
     grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails
     # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
