@@ -21,12 +21,13 @@ import torch.distributed as dist
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.launch.commands import CHECKPOINTS_NAME
 
 LATEST = "latest"
 
 
 def checkpoint_root(out: Path) -> Path:
-    return Path(out) / "checkpoints"
+    return Path(out) / CHECKPOINTS_NAME
 
 
 def _write_json(path: Path, data) -> None:

@@ -70,7 +70,7 @@ from scalestudy.costmodel.calibrate import (RESIDUAL_BEYOND, EfficiencyFit, Resi
 from scalestudy.costmodel.cpu_collectives import measured as rates_measured
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
-from scalestudy.launch.commands import CONFIG_NAME
+from scalestudy.launch.commands import CONFIG_NAME, drop_checkpoints
 from scalestudy.plan.emit import trainable
 from scalestudy.plan.noise import (MAX_ROUNDS, PRIOR_TRIAL_NOISE, Z, Comparison, Measurement, compare, contenders,
                                     interleaved, step_spread, survivors)
@@ -270,8 +270,7 @@ def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload,
     process = start_trial(cmd, run_dir, trial_id=run_dir.name, owner_dir=out_dir, env=env, timeout_s=timeout_s,
                           memory_limit_bytes=memory_limit_bytes)
     result = process.watch()
-    # a trial is a measurement: its final checkpoint (437 MB for t5-micro, 15 GB over a 32-trial grid) is not kept
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    drop_checkpoints(run_dir)  # a trial is a measurement (15 GB of final checkpoints over a 32-trial grid)
     status, measured, reason = measured_step(result)
     steps_s = [float(r["step_s"]) for r in result.metrics if isinstance(r.get("step_s"), (int, float))]
     return TuneTrial(index=index, label=label, strategy=cand.strategy.to_dict(), grad_accum=cand.point.grad_accum,

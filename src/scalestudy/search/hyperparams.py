@@ -47,6 +47,7 @@ from typing import Callable
 
 from scalestudy.atomicfile import write_text_atomic
 from scalestudy.errors import ScalestudyError
+from scalestudy.launch.commands import drop_checkpoints
 from scalestudy.launch.process import kill_marked, start_trial, trial_environment
 from scalestudy.study.trials import trial_command, trial_dir, trial_row, write_train_config
 from scalestudy.yamlfile import read_yaml
@@ -257,7 +258,7 @@ class TrainRunner:
         self.store.record_attempt(trial.trial_id, process.pid, socket.gethostname())
         reporter = LossReporter(trial.steps, report, self.smooth)
         result = process.watch(reporter, poll_s=self.poll_s)
-        shutil.rmtree(tdir / "checkpoints", ignore_errors=True)  # a search measures; checkpoints fill the disk
+        drop_checkpoints(tdir)
         if result.pruned:
             raise Pruned(f"pruned at {reporter.pct}% of the token budget")
         row, metrics = trial_row(self.spec.study, trial, result, self.env)

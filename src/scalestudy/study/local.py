@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalestudy.launch.commands import drop_checkpoints
 from scalestudy.launch.process import POLL_S, TrialProcess, start_trial, trial_environment
 from scalestudy.study.progress import SweepProgress
 from scalestudy.study.spec import StudySpec, Trial
@@ -52,8 +53,8 @@ class LocalExecutor:
         result = run.process.stop(timed_out=timed_out)
         row, metrics = trial_row(self.spec, run.trial, result, self.env)
         self.store.record_trial(row, metrics)
-        if not self.spec.keep_checkpoints:  # a study measures; checkpoints of every trial would fill the disk
-            shutil.rmtree(result.directory / "checkpoints", ignore_errors=True)
+        if not self.spec.keep_checkpoints:
+            drop_checkpoints(result.directory)
         return row
 
     def _can_start(self, trial: Trial, running: list[_Running]) -> bool:
