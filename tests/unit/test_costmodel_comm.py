@@ -275,3 +275,30 @@ def test_megatron_pipeline_sends_sequence_parallel_backward_and_fp16_gradients()
     fp16, bf16 = (estimate(spec, wide, Strategy(engine="megatron", zero=0, tp=8, precision=p), work)
                   for p in ("fp16", "bf16"))
     assert fp16.dp_comm_total_s < 0.55 * bf16.dp_comm_total_s
+
+
+def test_megatron_core_overlapped_buckets_grow_with_the_data_parallel_size(monkeypatch):
+    # Megatron-Core DistributedDataParallel (read at f2e5db40): bucket_size = max(40M, 1M x dp) when
+    # overlap_grad_reduce, so a bucket's ring chunk per rank stays ~1M elements; the other engines keep fixed buckets
+    import scalestudy.costmodel.estimate as estimate_module
+    from scalestudy.costmodel.comm import links, ring_latency
+    from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems
+
+    mc = engine_comm("megatron")
+    assert grad_bucket_elems(mc, 8, True) == (4e7, 4e7)
+    assert grad_bucket_elems(mc, 512, True) == (5.12e8, 5.12e8)
+    assert grad_bucket_elems(mc, 512, False) == (4e7, 4e7)  # no overlap: the fixed chunked all-reduce
+    for name in ("ddp", "deepspeed", "internlm", "fsdp"):
+        eng = engine_comm(name)
+        assert grad_bucket_elems(eng, 1024, True) == (eng.reduce_bucket_elems, eng.allgather_bucket_elems)
+    # tp 4, dp 512 over 256 H100 nodes: ceil(psi / 512M) instead of ceil(psi / 40M) reduce-scatters and parameter
+    # all-gathers, each one ring latency of 512 ranks, 2 of them per node
+    model, cluster = get_model("llama-13b"), make_cluster("h100-80gb", nodes=256, gpus_per_node=8)
+    st = Strategy(engine="megatron", zero=1, tp=4, micro_batch=1, precision="bf16", overlap_grad_comm=True)
+    work = Workload(seq_len=4096, global_batch=2048)
+    grown = estimate(model, cluster, st, work)
+    psi = grown.params_per_device
+    saved = 2 * (-(-psi // 4e7) + (psi // -5.12e8)) * ring_latency(512, 2, links(cluster))
+    fixed = dataclasses.replace(mc, bucket_elems_per_dp_rank=0.0)
+    monkeypatch.setattr(estimate_module, "engine_comm", lambda name: fixed if name == "megatron" else engine_comm(name))
+    assert estimate(model, cluster, st, work).dp_comm_total_s - grown.dp_comm_total_s == pytest.approx(saved)

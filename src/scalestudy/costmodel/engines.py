@@ -23,6 +23,7 @@ class EngineComm:
     reduce_bucket_elems: float
     allgather_bucket_elems: float
     stage3_prefetch_elems: float
+    bucket_elems_per_dp_rank: float  # overlapped buckets grow with dp: max(reduce_bucket_elems, this x dp)
     pipeline_scatter_gather: bool  # pipeline sends split over the tp ranks, all-gathered after (comm.stage_boundary_time)
     tp_async_backward: bool  # sequence-parallel backward collectives overlap the linear GEMMs (terms._sp_async_exposed)
     grad_all_reduce: bool  # zero 1: gradients all-reduced whole (not reduce-scattered) before the owner's update
@@ -55,6 +56,7 @@ def engine_table() -> dict[str, EngineComm]:
             reduce_bucket_elems=float(row["reduce_bucket_elems"]),
             allgather_bucket_elems=float(row["allgather_bucket_elems"]),
             stage3_prefetch_elems=float(row["stage3_prefetch_elems"]),
+            bucket_elems_per_dp_rank=float(row["bucket_elems_per_dp_rank"]),
             pipeline_scatter_gather=bool(row["pipeline_scatter_gather"]),
             tp_async_backward=bool(row["tp_async_backward"]),
             grad_all_reduce=bool(row["grad_all_reduce"]),
@@ -83,3 +85,13 @@ def tp_overlap() -> TPOverlap:
             or not 0.0 <= float(row["interference"]) < 1.0:
         raise ScalestudyError("engines.yaml: tp_comm_overlap needs pipeline_splits >= 1 and 0 <= interference < 1")
     return TPOverlap(pipeline_splits=int(row["pipeline_splits"]), interference=float(row["interference"]))
+
+
+def grad_bucket_elems(eng: EngineComm, dp: int, overlapped: bool) -> tuple[float, float]:
+    """(reduce, all-gather) bucket elements of the bucketed gradient / parameter collectives at data-parallel size
+    `dp` (0: the whole buffer in one collective). Megatron-Core grows its overlapped buckets with dp (engines.yaml
+    bucket_elems_per_dp_rank) so that each ring step's chunk stays bandwidth-bound; every other engine's are fixed."""
+    grow = eng.bucket_elems_per_dp_rank * dp if overlapped else 0.0
+    reduce = max(eng.reduce_bucket_elems, grow) if eng.reduce_bucket_elems else 0.0
+    gather = max(eng.allgather_bucket_elems, grow) if eng.allgather_bucket_elems else 0.0
+    return reduce, gather

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.comm import collective, gather_time, p2p_time, per_owner_broadcast_time
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
-from scalestudy.costmodel.engines import engine_comm, tp_overlap
+from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import activation_bytes
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
@@ -216,9 +216,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         return ga * per_mb, max(total, ga * per_mb)
     grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails
-    # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements), each bucket one collective
-    reduce_buckets = max(1, math.ceil(psi / eng.reduce_bucket_elems)) if eng.reduce_bucket_elems else 1
-    gather_buckets = max(1, math.ceil(psi / eng.allgather_bucket_elems)) if eng.allgather_bucket_elems else 1
+    # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements; Megatron-Core: growing with dp), each
+    # bucket one collective
+    reduce_elems, gather_elems = grad_bucket_elems(eng, dp, st.overlap_grad_comm)
+    reduce_buckets = max(1, math.ceil(psi / reduce_elems)) if reduce_elems else 1
+    gather_buckets = max(1, math.ceil(psi / gather_elems)) if gather_elems else 1
     ar = rs = ag = 0.0
     if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce or _deepspeed_bf16_pipeline(st):
         # an all-reduce = reduce-scatter + all-gather of the gradient buffer
@@ -251,7 +253,7 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
         return total, total
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
     # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
-    last = eng.reduce_bucket_elems or psi
+    last = reduce_elems or psi
     if st.pp == 1:
         last = max(last, shape.embed_elems)
     window = bwd * _chunk_window(st)
