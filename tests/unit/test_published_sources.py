@@ -17,7 +17,7 @@ from scalestudy.specs.strategy import Strategy
 HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel", "ibmfms2024",
             "internlm2023", "tinyllama2023", "dgxc2024", "mosaicml2023ext", "mosaicml2024scale", "olmocore2024",
             "bigscience2022rampup", "bigscience2022reshape", "megatron2024strong", "nemo2022early",
-            "nemo2022may", "deepspeed2022azure", "dgxc2025", "mlengineering2026h200")
+            "nemo2022may", "deepspeed2022azure", "dgxc2025", "mlengineering2026h200", "dgxc2025apr")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -468,7 +468,9 @@ NEW_SOURCE_BOUNDS = {"dgxc2024": (0.06, 0.16), "mosaicml2024scale": (0.15, 0.35)
                      # second pass (heldout), reached at 6c7e3c2: 10.7 / 30.0, 5.9 / 11.0, 4.5 / 5.0, 9.4 / 10.6,
                      # 59.8 / 65.0%
                      "nemo2022early": (0.13, 0.33), "nemo2022may": (0.08, 0.13), "deepspeed2022azure": (0.08, 0.08),
-                     "dgxc2025": (0.13, 0.14), "mlengineering2026h200": (0.70, 0.75)}
+                     "dgxc2025": (0.13, 0.14), "mlengineering2026h200": (0.70, 0.75),
+                     # dgxc v25.04 Nemotron4 (reached 13.3 / 41.5%: the 15B TP 2 rows' DP cost at dp 512-1024)
+                     "dgxc2025apr": (0.16, 0.45)}
 
 
 def _errors(source: str) -> dict:
@@ -532,6 +534,10 @@ NEMO_T5 = {"nemo2203-t5-3b": (89029, 175682, 349422, 433354, 820050, 1395131),
 DGXC25_STEP = {128: 8.309, 256: 8.408, 512: 8.42, 1024: 8.453, 2048: 8.49}
 MLENG = {8192: (141, 16.3), 32768: (324, 25.8), 65536: (391, 37.5), 131072: (420, 66.5), 196608: (422, 95.7),
          262144: (419, 124.5)}
+# dgxc v25.04 Nemotron4 (NeMo 2.0): (size, GPUs) -> step seconds; tokens/s = 4096 x GBS / step
+DGXC2504_STEP = {("15b", 16): 2.66, ("15b", 32): 2.66, ("15b", 64): 2.67, ("15b", 128): 2.67, ("15b", 256): 2.68,
+                 ("15b", 512): 2.71, ("15b", 1024): 2.74, ("15b", 2048): 2.78, ("340b", 256): 4.36, ("340b", 512): 4.39,
+                 ("340b", 1024): 4.41, ("340b", 2048): 4.43}
 
 
 def test_second_pass_sources_are_their_tables():
@@ -576,3 +582,10 @@ def test_second_pass_sources_are_their_tables():
         assert (strategy.engine, strategy.zero, strategy.recompute) == ("deepspeed", 3, "full")
         assert strategy.precision == "fp16"
         assert strategy.offload_optimizer == ("cpu" if model.d_model == 25600 else "none")
+    for r in _rows("throughput", "dgxc2025apr"):  # launch.sh layouts: 15B TP 2 MBS 2 GBS 4 x GPUs, 340B GBS GPUs / 4
+        size, gpus = re.fullmatch(r"dgxc2504-nemotron4-(\d+b)-(\d+)g", r["id"]).groups()
+        gpus = int(gpus)
+        assert abs(r["published"] - 4096 * r["global_batch"] / DGXC2504_STEP[size, gpus]) <= 1
+        layout = (2, 1, 2, 4 * gpus) if size == "15b" else (8, 8, 1, gpus // 4)
+        assert (r["tp"], r["pp"], r["micro_batch"], r["global_batch"]) == layout and r["recompute"] == "none"
+        assert r["software"]["grad_reduce"] == "compute" and r["software"]["tp_comm_overlap"]
