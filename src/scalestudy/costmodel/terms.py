@@ -99,10 +99,12 @@ def main_grad_bytes(st: Strategy) -> int:
     reduce-scatter); Megatron's main-gradient buffer is fp32 for bf16 (Megatron-LM forces
     --accumulate-allreduce-grads-in-fp32 with bf16) and fp32 runs, but 16-bit for fp16 (that flag is off by
     default: Megatron-LM arguments.py since 2021, Megatron-Core distrib_optimizer.md's fp16 rows); DeepSpeed
-    reduces in the compute dtype."""
+    reduces in the compute dtype -- its bf16 pipeline too: the BF16_Optimizer's fp32 buffer is cast to bf16 for the
+    all-reduce and back (engine.allreduce_bucket with communication_data_type bf16 for bf16 at ZeRO stage 0: BLOOM's
+    olruwase/bf16-updates 77b649d1..5ea1c60f and HEAD; fp32 only between 261d6370 and d56268f3, 2023-03/04)."""
     if st.grad_reduce != "engine" and st.precision != "fp32":
         return 4 if st.grad_reduce == "fp32" else 2
-    if st.precision == "fp32" or st.engine in ("ddp", "fsdp") or _deepspeed_bf16_pipeline(st):
+    if st.precision == "fp32" or st.engine in ("ddp", "fsdp"):
         return 4
     if st.engine == "megatron":
         return 2 if st.precision == "fp16" else 4
@@ -147,8 +149,9 @@ def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bo
     gradients are all-reduced between the two stages after the backward, before the optimizer step (Megatron-LM
     `_allreduce_word_embedding_grads`, fp32 main gradients; DeepSpeed pipeline tied-module all-reduce of the
     gradients). A two-rank all-reduce moves the whole vocab/tp x d gradient once each way; every tensor x data
-    parallel rank pair does its own at once, each over its own link share."""
-    grad_bytes = main_grad_bytes(st)
+    parallel rank pair does its own at once, each over its own link share. DeepSpeed's bf16 pipeline all-reduces
+    the tied weight's fp32 gradient (weight._hp_grad) as it is, not cast like the data-parallel buffer."""
+    grad_bytes = 4 if _deepspeed_bf16_pipeline(st) and st.grad_reduce == "engine" else main_grad_bytes(st)
     nbytes = model.vocab_size // tp * model.d_model * grad_bytes
     return p2p_time(nbytes, cross_node, cluster)
 
