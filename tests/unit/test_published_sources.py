@@ -17,7 +17,8 @@ from scalestudy.specs.strategy import Strategy
 HELD_OUT = ("megatron2024", "torchtitan2024", "torchtitan2024h100", "nemo2022jun", "bigscience2022prequel", "ibmfms2024",
             "internlm2023", "tinyllama2023", "dgxc2024", "mosaicml2023ext", "mosaicml2024scale", "olmocore2024",
             "bigscience2022rampup", "bigscience2022reshape", "megatron2024strong", "nemo2022early",
-            "nemo2022may", "deepspeed2022azure", "dgxc2025", "mlengineering2026h200", "dgxc2025apr")
+            "nemo2022may", "deepspeed2022azure", "dgxc2025", "mlengineering2026h200", "dgxc2025apr",
+            "torchtitan2025asynctp")
 
 # Megatron-LM README images/model_table.png (commit f2e5db40): model size label -> per-GPU model TFLOP/s, MFU
 MEGATRON = {"1.7b": (408.8, 0.41), "7.1b": (465.9, 0.47), "16b": (489.1, 0.49), "32b": (459.6, 0.46),
@@ -470,7 +471,9 @@ NEW_SOURCE_BOUNDS = {"dgxc2024": (0.06, 0.16), "mosaicml2024scale": (0.15, 0.35)
                      "nemo2022early": (0.13, 0.33), "nemo2022may": (0.08, 0.13), "deepspeed2022azure": (0.08, 0.08),
                      "dgxc2025": (0.13, 0.14), "mlengineering2026h200": (0.70, 0.75),
                      # dgxc v25.04 Nemotron4 (reached 13.3 / 41.5%: the 15B TP 2 rows' DP cost at dp 512-1024)
-                     "dgxc2025apr": (0.16, 0.45)}
+                     "dgxc2025apr": (0.16, 0.45),
+                     # torchtitan FSDP x TP 8 (reached 13.5 / 29.0%: modelled async-TP gain ~2x the published)
+                     "torchtitan2025asynctp": (0.16, 0.32)}
 
 
 def _errors(source: str) -> dict:
@@ -582,6 +585,12 @@ def test_second_pass_sources_are_their_tables():
         assert (strategy.engine, strategy.zero, strategy.recompute) == ("deepspeed", 3, "full")
         assert strategy.precision == "fp16"
         assert strategy.offload_optimizer == ("cpu" if model.d_model == 25600 else "none")
+    tps = {"70b-256-vanilla": 597.3, "70b-256-async": 652.4, "8b-64-vanilla": 4378, "8b-64-async": 4809.4}
+    for r in _rows("throughput", "torchtitan2025asynctp"):  # TPS per GPU x GPUs; global batch = local x FSDP degree
+        gpus = r["nodes"] * 8
+        assert r["published"] == round(tps[r["id"].removeprefix("tt-asynctp-llama3-")] * gpus)
+        assert r["tp"] == 8 and r["global_batch"] == r["micro_batch"] * gpus // 8
+        assert r["software"]["tp_comm_overlap"] == r["id"].endswith("-async")
     for r in _rows("throughput", "dgxc2025apr"):  # launch.sh layouts: 15B TP 2 MBS 2 GBS 4 x GPUs, 340B GBS GPUs / 4
         size, gpus = re.fullmatch(r"dgxc2504-nemotron4-(\d+b)-(\d+)g", r["id"]).groups()
         gpus = int(gpus)
