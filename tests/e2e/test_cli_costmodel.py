@@ -129,6 +129,22 @@ def test_grad_reduce_flag_prices_the_fsdp_reduce_scatter(capsys):
     assert code == 2 and "unknown grad_reduce 'bf16'" in err
 
 
+def test_recompute_early_stop_flag(capsys):
+    """--recompute-early-stop (costmodel/op_checkpoint.py): under a full recompute, fsdp's default (PyTorch >= 2.1
+    non-reentrant checkpoint) skips re-running each block's FFN output projection; off re-runs it (more compute)."""
+    base = ["--model", "llama-7b", "--gpu", "h100-80gb", "--engine", "fsdp", "--zero", "3", "--micro-batch", "2",
+            "--seq-len", "4096", "--recompute", "full", "--json"]
+    parts = {}
+    for value in ("engine", "off"):
+        code, out, _ = _run(capsys, "estimate", *base, "--recompute-early-stop", value)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["recompute_early_stop"] == value
+        parts[value] = d["time"]["parts"]
+    assert parts["engine"]["compute_s"] < parts["off"]["compute_s"]
+    code, _, err = _run(capsys, "estimate", *base, "--recompute-early-stop", "maybe")
+    assert code == 2 and "unknown recompute_early_stop 'maybe'" in err
+
+
 def test_kernels_flag_reaches_estimate_and_plan(capsys):
     """--kernels eager (software without torch.compile, costmodel/eager_kernels.py) reaches the Strategy of estimate
     and of every strategy plan ranks, and adds memory-bound element-wise time to compute only."""

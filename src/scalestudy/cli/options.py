@@ -28,6 +28,10 @@ GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
                            help="Dtype data-parallel gradients are reduced in: engine (the engine's own: FSDP fp32, "
                                 "DeepSpeed the compute dtype, Megatron fp32 under bf16) | fp32 | compute (e.g. FSDP "
                                 "reduce_dtype bf16, NeMo grad_sync_dtype bf16); cost model only.")
+RECOMPUTE_EARLY_STOP = typer.Option("engine", "--recompute-early-stop",
+                                    help="Under --recompute full, stop the re-run before each block's FFN output "
+                                         "projection: engine (on for fsdp: PyTorch >= 2.1 non-reentrant checkpoint; "
+                                         "off for Megatron / DeepSpeed's reentrant ones) | on | off; cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
                                     "Engine userbuffers; needs sequence parallelism; cost model only).")

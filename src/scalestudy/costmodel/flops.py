@@ -64,12 +64,31 @@ def forward_flops(model: ModelSpec, seq_len: int, target_len: int = 0) -> Forwar
     return ForwardFlops(float(dense), float(attn), float(head))
 
 
-def step_flops_per_sequence(model: ModelSpec, seq_len: int, target_len: int = 0, recompute: str = "none") -> float:
-    """Training FLOPs (forward + backward [+ recomputation]) of one sequence."""
+def attention_backward_factor(flash: bool) -> float:
+    """Backward FLOPs of the attention core (scores and attention-over-values) over its forward FLOPs.
+
+    Eager attention keeps the softmax probabilities P: its backward is 4 matmuls of the forward's size (dV = P^T dO,
+    dP = dO V^T, dQ = dS K, dK = dS^T Q) against the forward's 2 (S = Q K^T, O = P V): 2x, the convention above.
+    A flash kernel keeps only the log-sum-exp and recomputes S = Q K^T tile by tile in its backward: 5 matmuls,
+    2.5x -- flash-attn's own benchmark counts it so (Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py
+    flops(): bwd = 2.5 x fwd, fwd_bwd = 3.5 x fwd; Dao 2023, FlashAttention-2, Sec. 3.1.2), and the Triton kernel MPT
+    ran (llm-foundry v0.3.0 llmfoundry/models/layers/flash_attn_triton.py: two tl.dot per tile in _fwd_kernel,
+    five in _bwd_kernel_one_col_block) does the same. Time only: the FLOP conventions above (MFU, HFU) stay 3x."""
+    return 2.5 if flash else 2.0
+
+
+def step_flops_per_sequence(model: ModelSpec, seq_len: int, target_len: int = 0, recompute: str = "none",
+                            early_stop: bool = False) -> float:
+    """Training FLOPs (forward + backward [+ recomputation]) of one sequence; `early_stop`: a full recompute stops
+    before each block's FFN output projection (costmodel/op_checkpoint.py, checkpoint early stop)."""
     f = forward_flops(model, seq_len, target_len)
     flops = 3.0 * f.total
     if recompute == "full":
         flops += f.layers
+        if early_stop:
+            from scalestudy.costmodel.op_checkpoint import early_stop_tail
+
+            flops -= sum(g[0] for g in early_stop_tail(model, 1, seq_len, target_len, 1))
     elif recompute == "selective":
         flops += f.attention
     elif recompute == "op":  # the projections torchtitan's op-level policy does not save (costmodel/op_checkpoint.py)

@@ -30,9 +30,10 @@ from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
-from scalestudy.costmodel.flops import cross_entropy_bytes_per_logit, logit_elements, vocab_grad_bytes
+from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit, logit_elements,
+                                       vocab_grad_bytes)
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
-from scalestudy.costmodel.op_checkpoint import recomputed_gemms
+from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
@@ -126,12 +127,13 @@ _CACHE: dict = {}
 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
-                  kernels: str = "fused", attention_kernel: str = "fa2") -> ComputeTimes:
+                  kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
-    under flash attention (engines.yaml; efficiency.attention_efficiency)."""
+    under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
+    before each block's FFN output projection (op_checkpoint.early_stop)."""
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel)
+           attention_kernel, early_stop)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
@@ -170,11 +172,16 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     per_sublayer = device.layer_overhead_s if device.kind == "cpu" else cal.layer_overhead_s / 2.0
     fixed = per_sublayer * sublayers
     fwd = dense_t + attn_t + ew_fwd + fixed
-    bwd = 2.0 * (dense_t + attn_t + fixed) + ew_bwd
+    # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
+    bwd = 2.0 * (dense_t + fixed) + attention_backward_factor(flash) * attn_t + ew_bwd
     hw = 3.0 * (dense_f + attn_f)
     if recompute == "full":
         bwd += dense_t + attn_t + fixed + ew_fwd  # the forward again, its element-wise kernels too
         hw += dense_f + attn_f
+        if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
+            for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
+                bwd -= flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
+                hw -= flops
     elif recompute == "selective":
         bwd += attn_t
         hw += attn_f

@@ -13,6 +13,7 @@ from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import activation_bytes
+from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, zero3_gathers
@@ -46,8 +47,9 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     kernel = engine_comm(st.engine).attention_kernel
+    stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
-           kernel)
+           kernel, stop)
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -58,9 +60,9 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split[0] / total_layers),
-        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel),
+        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
-        hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute),
+        hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),
         stage_layers=max(split),
         embed_elems=param_breakdown(model).embedding // tp,
         zero3=zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),

@@ -359,7 +359,8 @@ def _check_optimizer_and_model(cfg: RunConfig) -> None:
 COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engine overlap",
                       "tp_comm_overlap": "Megatron-Core / Transformer Engine overlap",
                       "kernels": "published software's element-wise kernels",
-                      "grad_reduce": "published software's gradient-reduction dtype"}
+                      "grad_reduce": "published software's gradient-reduction dtype",
+                      "recompute_early_stop": "published software's activation-checkpoint implementation"}
 
 
 def cost_model_option_message(name: str) -> str:

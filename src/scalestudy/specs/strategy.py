@@ -39,13 +39,19 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      deepspeed the compute dtype), "fp32", or "compute" (the compute dtype: FSDP reduce_dtype = the
                      parameter dtype as fms-fsdp's bfSixteen or Composer's 'PURE', Megatron/NeMo grad_sync_dtype
                      bf16). Cost model only: `train` runs "engine".
+- recompute_early_stop: whether a full recompute re-runs each block's FFN output projection: "on" -- PyTorch's
+                     non-reentrant checkpoint stops re-running a block after its last op that saves a tensor for
+                     backward (PyTorch >= 2.1; costmodel/op_checkpoint.py), "off" (reentrant checkpoints: Megatron-LM,
+                     NeMo, Megatron-DeepSpeed; PyTorch <= 2.0), or "engine" (on for fsdp, the PyTorch FSDP stacks
+                     Composer, torchtitan, OLMo-core and fms-fsdp, off otherwise). Cost model only: `train` runs
+                     "engine".
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from scalestudy.errors import ScalestudyError
@@ -68,6 +74,7 @@ ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
+EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
 @dataclass(frozen=True)
@@ -93,10 +100,13 @@ class Strategy:
     tp_comm_overlap: bool = False  # cost model only
     kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
+    recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
+        if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
+            object.__setattr__(self, "recompute_early_stop", "on" if self.recompute_early_stop else "off")
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
         if stages is None:
             raise ScalestudyError(f"unknown engine {self.engine!r} (choose from "
@@ -113,6 +123,7 @@ class Strategy:
             ("pp_schedule", self.pp_schedule, PP_SCHEDULES),
             ("kernels", self.kernels, KERNELS),
             ("grad_reduce", self.grad_reduce, GRAD_REDUCES),
+            ("recompute_early_stop", self.recompute_early_stop, EARLY_STOPS),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
@@ -219,10 +230,14 @@ class Strategy:
             parts.append(f"kernels-{self.kernels}")
         if self.grad_reduce != "engine":
             parts.append(f"grad-reduce-{self.grad_reduce}")
+        if self.recompute_early_stop != "engine" and self.recompute == "full":
+            parts.append(f"early-stop-{self.recompute_early_stop}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        # every field is a plain value but stage_layers (a tuple of ints): no deep copy (dataclasses.asdict took
+        # most of `plan --json --top 0`, two calls per candidate)
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["stage_layers"] = list(self.stage_layers)  # JSON/YAML have lists, not tuples
         return data
 
