@@ -38,6 +38,7 @@ from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, t
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
                                          logits_bytes, recompute_working_bytes,
                                          model_states, overhead_bytes)
+from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
 from scalestudy.costmodel.terms import (_dp_comm, _shape, _tied_embedding_sync, _tp_comm, hp_grad_accumulation_s,
@@ -223,7 +224,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, engine_comm(st.engine).attention_kernel)
+                          st.kernels, engine_comm(st.engine).attention_kernel, early_stop(st))
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -266,7 +267,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     total_cost = sum(costs)
     eng = engine_comm(st.engine)
     model_f_seq = step_flops_per_sequence(model, s, t, "none")
-    hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute)
+    hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute, early_stop(st))
     params_total = param_count(model)
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
     cross = tp * dp >= gpn and cluster.nodes > 1
@@ -276,7 +277,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where = placed[k]
         dev, sub = where.device, where.cluster
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, eng.attention_kernel)
+                          st.kernels, eng.attention_kernel, early_stop(st))
         share = sum(costs[start:start + n]) / total_cost
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
