@@ -13,7 +13,8 @@ weighted by their FLOPs) -- on its device d_k, per micro-batch:
     pipeline = sum_k slot_k + (m - 1) x max_k slot_k      (1F1B and GPipe with m micro-batches per step: every
                micro-batch passes every stage once, fill and drain, then one per slowest-stage interval)
     step = pipeline + max_k (exposed dp comm_k + optimizer_k + offload_k + framework_k)  (each stage reduces and
-           updates its own parameters after the drain; the step ends with the slowest)
+           updates its own parameters after the drain; the step ends with the slowest) -- a tied embedding's
+           first/last-stage gradient all-reduce (terms._tied_embedding_sync) adds to those two stages' tails
 Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = sum_k slot_k - max_k slot_k.
 Memory of stage k: model states, buffers and optimizer of its own parameters (its blocks; + the embedding on the
 first, + the LM head on the last stage), activations of its blocks for min(pp - k, m) micro-batches in flight
@@ -40,7 +41,8 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import (_dp_comm, _shape, _tp_comm, hp_grad_accumulation_s, model_layout,
+from scalestudy.costmodel.terms import (_dp_comm, _shape, _tied_embedding_sync, _tp_comm, hp_grad_accumulation_s,
+                                        model_layout,
                                         optimizer_offload)
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
@@ -182,6 +184,7 @@ class StageEstimate:
     memory: Memory
     capacity_bytes: float
     host_capacity_bytes: float
+    tied_sync_s: float = 0.0  # per step: the tied embedding's gradient all-reduce between the first and last stage
 
     @property
     def slot_s(self) -> float:
@@ -190,8 +193,9 @@ class StageEstimate:
 
     @property
     def tail_s(self) -> float:
-        """Seconds after the pipeline drains: gradient reduction, optimizer, offload, framework time."""
-        return self.dp_comm_s + self.optimizer_s + self.offload_s + self.framework_s
+        """Seconds after the pipeline drains: tied-embedding sync, gradient reduction, optimizer, offload, framework
+        time."""
+        return self.tied_sync_s + self.dp_comm_s + self.optimizer_s + self.offload_s + self.framework_s
 
     @property
     def fits(self) -> bool:
@@ -202,8 +206,8 @@ class StageEstimate:
                 "device": self.device, "params": self.params, "slot_s": self.slot_s, "compute_s": self.compute_s,
                 "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s,
                 "optimizer_s": self.optimizer_s, "offload_s": self.offload_s, "framework_s": self.framework_s,
-                "tail_s": self.tail_s, "memory_bytes": self.memory.total, "memory_parts": self.memory.parts(),
-                "capacity_bytes": self.capacity_bytes, "fits": self.fits}
+                "tied_sync_s": self.tied_sync_s, "tail_s": self.tail_s, "memory_bytes": self.memory.total,
+                "memory_parts": self.memory.parts(), "capacity_bytes": self.capacity_bytes, "fits": self.fits}
 
 
 def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, dp: int, calibration=None
@@ -225,6 +229,16 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
     return out
+
+
+def _tied_sync(model: ModelSpec, st: Strategy, cluster: ClusterSpec, placed, tp: int, dp: int) -> float:
+    """Seconds per step of a tied embedding's gradient all-reduce between the first and the last stage (as
+    estimate(): terms._tied_embedding_sync), over the slower of the two stages' links; 0 without pipeline or tie."""
+    pp = len(placed)
+    if pp < 2 or not model.tie_word_embeddings:
+        return 0.0
+    cross = (pp - 1) * tp * dp >= cluster.gpus_per_node and cluster.nodes > 1  # stages outermost, as estimate()
+    return max(_tied_embedding_sync(model, st, tp, cross, placed[k].cluster) for k in (0, pp - 1))
 
 
 def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int) -> float:
@@ -257,6 +271,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     params_total = param_count(model)
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
     cross = tp * dp >= gpn and cluster.nodes > 1
+    tied = _tied_sync(model, st, cluster, placed, tp, dp)
     out, start = [], 0
     for k, n in enumerate(split):
         where = placed[k]
@@ -286,7 +301,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
                 + sublayers * engine_step_overhead(dev, st.engine, st.zero, layout.world_size)  # once, in step()
         out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
                                  pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
-                                 where.host_capacity_bytes))
+                                 where.host_capacity_bytes, tied if k in (0, pp - 1) else 0.0))
         start += n
     stages = tuple(out)
     slowest = max(stages, key=lambda x: x.slot_s)
@@ -301,7 +316,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         params_total=params_total, params_per_device=max(x.params for x in stages), memory=tightest.memory,
         capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
         fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=slots - slowest.slot_s,
-        tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s, dp_comm_s=last.dp_comm_s,
+        tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s + last.tied_sync_s,
+        dp_comm_s=last.dp_comm_s,
         dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
         framework_s=last.framework_s, step_s=step, model_flops=workload.global_batch * model_f_seq,
         hardware_flops=workload.global_batch * hw_f_seq, tokens_per_step=workload.global_batch * (s + t),
