@@ -16,6 +16,9 @@ per seed, each strategy's true step drawn around its one recorded sample; per tr
 load drifting in time, per-trial noise, occasional bursts, the recorded start-up varied with hiccups; each trial's
 steps keep the recorded trial's shape. The pick is judged against the grid's recorded best by the grid's values, by the seed's
 true steps and back to back in a later window (as live). --quiet-replay: a common load only (quiet machine).
+Several grids of one case (--grid-from A --grid-from B): each strategy's truth is the median of its samples (its
+true step drawn that much closer around it), the grid-to-grid spread per strategy is printed (the noise floor under
+a "within 15%" target), and the replay is judged against the combined truth; the profile is the first record's.
 
     python benchmarks/bench_tune.py [--model t5-micro] [--nproc 2] [--global-batch 16] [--micro-batch 1,2,4,8]
         [--repeats 3] [--grid-from OLD/bench_tune.json] [--replay-only --seeds 20 [--noise-from DIR]]
@@ -32,6 +35,7 @@ import os
 import random
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,6 +89,54 @@ def unmeasured_errors(result, grid: dict) -> list[float]:
             if r["strategy"] not in ran and r["strategy"] in grid]
 
 
+def unmeasured_signed(result, grid: dict) -> dict[str, float]:
+    """Strategy tune did not run -> signed error % of its final prediction ((predicted - grid) / grid)."""
+    ran = {t.label for t in result.trials}
+    return {r["strategy"]: error_pct(r["predicted_s"], grid[r["strategy"]].measured_step_s)
+            for r in result.candidate_rows if r["strategy"] not in ran and r["strategy"] in grid}
+
+
+def family_table(cell: dict[str, str], grid: list[tuner.TuneTrial], title: str) -> None:
+    """Print one text per strategy as a table: rows engine/ZeRO family, columns micro-batch."""
+    cells: dict[str, dict[int, str]] = {}
+    for t in grid:
+        cells.setdefault(t.label.split()[0], {})[t.strategy.get("micro_batch", 0)] = cell.get(t.label, "")
+    mbs = sorted({mb for c in cells.values() for mb in c})
+    width = 2 + max([6] + [len(x) for x in cell.values()])
+    print(f"  {title}")
+    print("    " + " " * 10 + "".join(f"{'mb ' + str(mb):>{width}}" for mb in mbs))
+    for fam, c in cells.items():
+        print(f"    {fam:<10}" + "".join(f"{c.get(mb, ''):>{width}}" for mb in mbs))
+
+
+def signed_table(rows: list[dict], grid: list[tuner.TuneTrial]) -> None:
+    """Where the predictions of strategies not run miss, and which way: per strategy the median over the replays
+    that did not run it of the signed error, %, and how many replays ran it."""
+    errs: dict[str, list[float]] = {}
+    for r in rows:
+        for k, e in r.get("unmeasured_signed", {}).items():
+            errs.setdefault(k, []).append(e)
+    family_table({t.label: f"{statistics.median(errs[t.label]):+6.1f} ({len(rows) - len(errs[t.label]):>3})"
+                  if t.label in errs else f"{'run':>6} ({len(rows):>3})" for t in grid}, grid,
+                 "signed error of final predictions of strategies not run, median over the replays that did not run "
+                 "it, % (in brackets: replays that ran it):")
+
+
+def model_vs_grid(cands, grid: list[tuner.TuneTrial]) -> None:
+    """The floor under tune's calibration: the uncalibrated cost model on the profile after ONE overall scale fitted
+    to every grid strategy (median measured / modelled), its signed error per strategy -- what no factor set by a
+    few trials can beat on average; a column or row off alike is a mechanism of the model, not noise."""
+    by = {c.strategy.label: c for c in cands}
+    ok = {t.label: t.measured_step_s for t in grid if t.status == "OK" and t.label in by}
+    model = {k: tuner.terms(by[k]).modelled_s for k in ok}
+    scale = statistics.median(ok[k] / model[k] for k in ok)
+    err = {k: 100 * (scale * model[k] / ok[k] - 1) for k in ok}
+    family_table({k: f"{e:+6.1f}" for k, e in err.items()}, grid,
+                 f"uncalibrated model x {scale:.3f} (median measured / modelled over the grid) vs the grid, signed "
+                 f"error %: |error| median {statistics.median(map(abs, err.values())):.1f}, max "
+                 f"{max(map(abs, err.values())):.1f}")
+
+
 def unmeasured_coverage(result, grid: dict) -> list[bool]:
     """Per grid strategy tune did not run: is its measured step within the 95% interval tune states for its final
     prediction (prediction x exp(+-1.96 x predicted_uncertainty_rel), tune.json's candidates)? The honesty check
@@ -116,6 +168,13 @@ def summarize(rows: list[dict], label: str) -> None:
     if cover:
         print(f"  strategies tune did not run inside the 95% interval of their stated prediction uncertainty: "
               f"{sum(cover)} of {len(cover)} ({100 * sum(cover) / len(cover):.0f}%; honest: ~95%)")
+    if any("grid_estimate" in r for r in rows):
+        print(f"  tune's estimate of the grid's trial time (what --budget-fraction is a fraction of) / the recorded "
+              f"grid's, %: {dist([r['grid_estimate'] for r in rows if 'grid_estimate' in r], '.1f')}")
+    phases = sorted({p for r in rows for p in r.get("phases", {})})
+    if phases:
+        print("  trials per tune by phase, mean: " + ", ".join(
+            f"{p} {statistics.mean(r['phases'].get(p, 0) for r in rows):.2f}" for p in phases))
     print(f"  trials per tune: {dist([r['trials'] for r in rows], '.0f')}; picks: "
           + ", ".join(f"{k} x{v}" for k, v in sorted(_count(r["pick"] for r in rows).items())))
 
@@ -182,12 +241,17 @@ class GridReplay:
     recorded one, times common load, strategy-specific load, per-trial noise and bursts, with its recorded steps'
     shape; its recorded start-up varied, with hiccups. The clock runs on the trials' wall time."""
 
-    def __init__(self, grid: list[tuner.TuneTrial], seed: int, noise: MachineNoise, warmup: int) -> None:
+    def __init__(self, grid: list[tuner.TuneTrial], seed: int, noise: MachineNoise, warmup: int,
+                 samples: dict[str, int] | None = None) -> None:
         self.grid = {t.label: t for t in grid}
         self.rng = random.Random(seed)
         self.noise, self.warmup, self.clock = noise, warmup, 0.0
         ok = [t for t in grid if t.status == "OK"]
-        self.true_s = {t.label: t.measured_step_s * math.exp(self.rng.gauss(0, noise.grid_sd)) for t in ok}
+        # a strategy's recorded step is the median of `samples` grids' trials: its true step is that much surer
+        n = samples or {}
+        self.true_s = {t.label: t.measured_step_s * math.exp(self.rng.gauss(0, noise.grid_sd
+                                                                            / math.sqrt(n.get(t.label, 1))))
+                       for t in ok}
         self.load = Drift(self.rng, noise.load_sd, noise.load_tau_s)
         self.mix = {t.label: Drift(self.rng, noise.mix_sd, noise.mix_tau_s) for t in ok}
 
@@ -314,10 +378,73 @@ def robust_sd(xs: list[float]) -> float:
     return 1.4826 * statistics.median(abs(x - med) for x in xs)
 
 
-def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) -> list[dict]:
+# ---------------------------------------------------------------------------------------------- several grids
+
+
+def combined_grid(grids: list[list[tuner.TuneTrial]]) -> tuple[list[tuner.TuneTrial], dict[str, int]]:
+    """Several recorded grids of one case as one: per strategy the median of its OK trials' median steps (the
+    truth a replay judges against), the median wall time and start-up, the steps' shape of the trial nearest that
+    median (rescaled to it); a strategy no grid ran OK keeps the first grid's record. Returns (the grid, per
+    strategy how many samples its truth is the median of)."""
+    by: dict[str, list[tuner.TuneTrial]] = {}
+    for grid in grids:
+        for t in grid:
+            by.setdefault(t.label, []).append(t)
+    out, samples = [], {}
+    for label, trials in by.items():
+        ok = [t for t in trials if t.status == "OK" and t.measured_step_s]
+        if not ok:
+            out.append(trials[0])
+            continue
+        step = statistics.median(t.measured_step_s for t in ok)
+        near = min(ok, key=lambda t: abs(math.log(t.measured_step_s / step)))
+        starts = [t.startup_s for t in ok if t.startup_s is not None]
+        out.append(tuner.TuneTrial(**{**near.to_dict(), "measured_step_s": step,
+                                      "step_times_s": [x * step / near.measured_step_s for x in near.step_times_s],
+                                      "wall_s": statistics.median(t.wall_s for t in ok),
+                                      "startup_s": statistics.median(starts) if starts else None}))
+        samples[label] = len(ok)
+    return out, samples
+
+
+def grid_spread(grids: list[list[tuner.TuneTrial]], names: list[str]) -> dict:
+    """Print, per strategy, each grid's step and its spread across the grids, and the noise floor under a
+    "within 15%" target: one grid's sample against another's (after the grids' common level, the median ratio,
+    which a machine faster one hour than the next moves alike). Returns the numbers (log ratios, relative)."""
+    ok = [{t.label: t.measured_step_s for t in g if t.status == "OK" and t.measured_step_s} for g in grids]
+    labels = [t.label for t in grids[0] if all(t.label in o for o in ok)]
+    levels = [statistics.median(math.log(o[k] / ok[0][k]) for k in labels) for o in ok]
+    dev: dict[str, float] = {}
+    for k in labels:
+        xs = [math.log(o[k]) - lv for o, lv in zip(ok, levels)]  # each grid at the first grid's level
+        mid = statistics.median(xs)
+        dev[k] = max(abs(x - mid) for x in xs)
+    print(f"grid-to-grid spread: {len(grids)} grids ({', '.join(names)}), {len(labels)} strategies OK in all")
+    family_table({k: "/".join(f"{o[k]:.2f}" for o in ok) + f" {100 * dev[k]:2.0f}" for k in labels}, grids[0],
+                 "s per optimizer step (median of each trial's steps after warm-up) in each grid, then the spread: "
+                 "largest |log deviation| x 100 of a grid from the strategy's median, the grids' common level out")
+    pairs = [(i, j) for i in range(len(ok)) for j in range(i + 1, len(ok))]
+    diffs = [math.log(ok[j][k] / ok[i][k]) - (levels[j] - levels[i]) for i, j in pairs for k in labels]
+    one_vs_other = [abs(x) for x in diffs]
+    sd_one = robust_sd(diffs) / math.sqrt(2)
+    worst = sorted(dev, key=dev.get, reverse=True)[:5]
+    truth_sd = sd_one / math.sqrt(len(grids))
+    print("  grids' common level vs the first, %: " + ", ".join(f"{100 * math.expm1(lv):+.1f}" for lv in levels[1:])
+          + ". One grid's sample as a prediction of another's (common level out), |log ratio| x 100: median "
+          f"{100 * statistics.median(one_vs_other):.1f}, max {100 * max(one_vs_other):.1f}; within 15%: "
+          f"{sum(x <= math.log(1.15) for x in one_vs_other)} of {len(one_vs_other)}. One trial's sd (robust, "
+          f"log x 100) {100 * sd_one:.1f}; the combined truth's (median of {len(grids)}) ~{100 * truth_sd:.1f}. "
+          "Widest: " + ", ".join(f"{k} {100 * dev[k]:.0f}" for k in worst))
+    return {"grids": names, "levels_log": levels, "trial_sd_log": sd_one,
+            "one_vs_other_median_abs_log": statistics.median(one_vs_other), "spread_log": dev}
+
+
+def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float, samples: dict[str, int] | None = None
+           ) -> list[dict]:
     """--seeds replays of tune on the recorded grid under `MachineNoise`; each pick judged against the grid's
-    recorded best three ways: the grid's own one-sample values, the seed's true steps, and back to back (A B A B
-    in a later window, as the live bench does)."""
+    recorded best three ways: the grid's own values, the seed's true steps, and back to back (A B A B in a later
+    window, as the live bench does). `samples`: per strategy, how many grids its recorded step is the median of
+    (`combined_grid`; 1 where absent)."""
     ok = {t.label: t for t in grid if t.status == "OK"}
     best = min(ok.values(), key=lambda t: t.measured_step_s)
     grid_s = sum(t.wall_s for t in grid)
@@ -327,7 +454,7 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
     live_trial = tuner.run_trial
     try:
         for seed in range(args.seeds):
-            machine = GridReplay(grid, seed, noise, args.warmup)
+            machine = GridReplay(grid, seed, noise, args.warmup, samples)
             tuner.run_trial = machine
             settings = tuner.TuneSettings(steps=args.steps, warmup=args.warmup, budget_s=1e9, screen=args.screen,
                                           budget_fraction=args.budget_fraction, contenders=args.contenders,
@@ -344,15 +471,21 @@ def replay(cands, spec, w, args, grid: list[tuner.TuneTrial], calib_s: float) ->
                          "share_charged": 100 * r.budget.get("charged_s", used) / grid_s,
                          "share_cal": 100 * (used + calib_s) / grid_s, "trials": len(r.trials),
                          "unmeasured_err": unmeasured_errors(r, ok),
+                         "unmeasured_signed": unmeasured_signed(r, ok),
+                         "phases": _count(t.phase for t in r.trials),
+                         "grid_estimate": 100 * r.grid_estimate_s / grid_s,
                          "unmeasured_cover": unmeasured_coverage(r, ok),
                          "inseparable": bool(r.pick.get("inseparable"))})
     finally:
         tuner.run_trial = live_trial
     print(f"replay: grid best {best.label} {best.measured_step_s:.3f} s/step; {args.seeds} seeds; machine noise: "
           + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in asdict(noise).items()))
-    summarize(rows, "replay on the recorded grid")
+    summarize(rows, "replay on the recorded grid" + (" (combined: each strategy's median over the grids)" if samples
+                                                     else ""))
+    signed_table(rows, grid)
+    model_vs_grid(cands, grid)
     true = [r["gap_true"] for r in rows]
-    print(f"  pick vs the seed's true best (grid drawn as one noisy sample), %: {dist(true)}; within 5%: "
+    print(f"  pick vs the seed's true best (drawn around the recorded steps), %: {dist(true)}; within 5%: "
           f"{sum(g <= 5 for g in true)} of {len(true)}; picks stated inseparable from a contender: "
           f"{sum(r['inseparable'] for r in rows)}")
     return rows
@@ -465,6 +598,17 @@ def case_from_record(args, rec: dict | None) -> None:
         print("case taken from the record: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in moved.items()))
 
 
+def same_case(recs: list[dict], paths: list[str]) -> None:
+    """Several --grid-from records must measure one case (CASE_KEYS): else a one-line error, exit 2."""
+    for path, rec in zip(paths[1:], recs[1:]):
+        differ = [f"{k} {recs[0]['args'].get(k)} vs {rec['args'].get(k)}" for k in CASE_KEYS
+                  if recs[0].get("args", {}).get(k) != rec.get("args", {}).get(k)]
+        if differ:
+            print(f"bench_tune: error: --grid-from {path} measured another case than {paths[0]}: "
+                  + ", ".join(differ), file=sys.stderr)
+            raise SystemExit(2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="t5-micro")
@@ -485,8 +629,10 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="skip calibration: use this profile YAML")
     ap.add_argument("--recalibrate", action="store_true", help="with --grid-from: calibrate this machine now "
                     "(the profile as tune would measure it today) instead of reusing the record's profile")
-    ap.add_argument("--grid-from", default=None, help="reuse the grid (and profile) of an earlier run's "
-                                                      "bench_tune.json (said so in the output)")
+    ap.add_argument("--grid-from", action="append", default=None, help="reuse the grid (and profile) of an earlier "
+                    "run's bench_tune.json (said so in the output); given again, more grids of the same case: each "
+                    "strategy's truth is the median of its samples, the grid-to-grid spread is printed, the profile is "
+                    "the first's")
     ap.add_argument("--replay-only", action="store_true", help="only replay the search on --grid-from's grid")
     ap.add_argument("--seeds", type=int, default=20, help="replays (--replay-only)")
     ap.add_argument("--identify", type=int, default=1, help="tune's identification trials (TuneSettings.identify)")
@@ -512,14 +658,18 @@ def main() -> None:
     started = dt.datetime.now(dt.timezone.utc)
     print(f"bench_tune {started:%Y-%m-%d %H:%M} UTC, load average at start {load_avg()}, "
           f"{os.cpu_count()} CPUs")
-    rec = json.loads(Path(args.grid_from).read_text()) if args.grid_from else None
+    recs = [json.loads(Path(p).read_text()) for p in args.grid_from or []]
+    rec = recs[0] if recs else None
     case_from_record(args, rec)
+    same_case(recs, args.grid_from or [])
     spec = get_model(args.model)
     w = Workload(args.global_batch, args.seq_len, args.target_len if spec.is_encoder_decoder else 0)
     if rec and not args.recalibrate:  # a record from before profiles were stored needs --profile (else local-cpu)
         device = DeviceSpec(**rec["device"]) if "device" in rec else get_device(args.profile or "local-cpu")
-        device = with_collective_ratios(device, Path(args.grid_from).parent / "calibration" / "microbench.json")
+        device = with_collective_ratios(device, Path(args.grid_from[0]).parent / "calibration" / "microbench.json")
         calib_s = rec["calibration_s"]
+        if len(recs) > 1:
+            print(f"profile: the first --grid-from's calibration ({args.grid_from[0]}); the others' are not used")
     elif args.profile:
         device, calib_s = get_device(args.profile), 0.0
     else:
@@ -531,13 +681,22 @@ def main() -> None:
     print(f"space: {len(cands)} strategies ({args.model}, {args.nproc} ranks, global batch {args.global_batch}, "
           f"seq {w.seq_len}+{w.target_len}); trials of {args.steps} steps, {args.warmup} warm-up excluded; "
           f"calibration {calib_s:.1f} s")
-    if rec:
-        grid = [tuner.TuneTrial(**t) for t in rec["grid"]]
-        print(f"grid: REUSED from {args.grid_from} (measured {rec['date']}, load then: {rec.get('load', '?')})")
-        if not rec.get("grid_complete", True):  # a run still measuring (or killed): only what it measured
+    samples = None
+    if recs:
+        grids = [[tuner.TuneTrial(**t) for t in r["grid"]] for r in recs]
+        for path, r, g in zip(args.grid_from, recs, grids):
+            print(f"grid: REUSED from {path} (measured {r['date']}, load then: {r.get('load', '?')})"
+                  + ("" if r.get("grid_complete", True) else f"; INCOMPLETE: {len(g)} strategies measured"))
+        grid = grids[0]
+        if len(grids) > 1:
+            grid_spread(grids, list(args.grid_from))
+            grid, samples = combined_grid(grids)
+            print(f"truth per strategy: the median of its {len(grids)} grids' samples (replays and picks are judged "
+                  "against it)")
+        if not all(r.get("grid_complete", True) for r in recs):  # a run still measuring (or killed)
             have = {t.label for t in grid}
             cands = [c for c in cands if c.strategy.label in have]
-            print(f"grid INCOMPLETE: {len(grid)} strategies measured; the search runs over those {len(cands)}")
+            print(f"the search runs over the {len(cands)} strategies measured")
     if args.export_terms:
         if not rec:
             raise SystemExit("--export-terms needs --grid-from")
@@ -546,7 +705,7 @@ def main() -> None:
     if args.replay_only:
         if not rec:
             raise SystemExit("--replay-only needs --grid-from")
-        replay(cands, spec, w, args, grid, calib_s)
+        replay(cands, spec, w, args, grid, calib_s, samples)
         return
     head = {"date": f"{started:%Y-%m-%d %H:%M} UTC", "args": vars(args), "calibration_s": calib_s,
             "device": asdict(device)}
@@ -556,10 +715,10 @@ def main() -> None:
         save_profile(device, out / "profile.yaml", "bench_tune's hardware profile")
     rows = live(cands, spec, w, args, grid, calib_s, out)
     record = {**head, "load": load_avg(), "grid": [t.to_dict() for t in grid], "grid_complete": True,
-              "repeats": rows}
+              "grid_samples": samples, "repeats": rows}  # grid_samples: per strategy, grids its step is the median of
     save_record(out / "bench_tune.json", record)
     print(f"load average at end {load_avg()}; wrote {out / 'bench_tune.json'}")
-    replay(cands, spec, w, args, grid, calib_s)
+    replay(cands, spec, w, args, grid, calib_s, samples)
 
 
 if __name__ == "__main__":
