@@ -8,7 +8,9 @@
    After every trial the efficiency terms are refit (`EfficiencyModel`) and every candidate is re-predicted.
    Order of trials: first a screen of each engine (DeepSpeed, FSDP, DDP) in its lowest ZeRO stage, the
    best-predicted such strategy (framework overheads differ most between engines and grow with the stage; the
-   model cannot know them unmeasured; `screen` caps it), then up to two identification trials (the leading
+   model cannot know them unmeasured; `screen` caps it; after the first two, an engine the trials so far rule out
+   -- predicted beyond one combined sd of noise and prediction error above the best measured step -- is not
+   screened, `SCREEN_RULE_SD`), then up to two identification trials (the leading
    family at another micro-batch, the family leaning most on unverified collectives; `identify`), then
    model-guided elimination: run the best-predicted unmeasured strategy while its prediction beats the best
    measured step time by more than `margin`; stop when none does (the top choice is stable), or at the budget.
@@ -28,7 +30,7 @@
 Predictions (`EfficiencyModel`): the cost model's step on the calibrated profile times a factor the trials set
 (`calibrate.fit_residual`): log(measured / modelled) = level + engine + ZeRO family + per doubling of the
 micro-steps, each term a Gaussian prior (RESIDUAL_TAU) updated by the per-strategy medians (noise
-PRIOR_TRIAL_NOISE): one trial of an engine moves its term only part of the way (shrinkage toward the model), an
+REFIT_TRIAL_NOISE): one trial of an engine moves its term only part of the way (shrinkage toward the model), an
 engine or family never measured keeps the model's own difference, and the change per doubling carries beyond the
 measured accumulations at half (RESIDUAL_BEYOND). Replayed on recorded grids under this machine's noise this
 predicts the strategies tune did not run better than the efficiency refit below, which moves the model's parts to
@@ -72,7 +74,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
 from scalestudy.launch.commands import CONFIG_NAME, drop_checkpoints
 from scalestudy.plan.emit import trainable
-from scalestudy.plan.noise import (MAX_ROUNDS, PRIOR_TRIAL_NOISE, Z, Comparison, Measurement, compare, contenders,
+from scalestudy.plan.noise import (MAX_ROUNDS, REFIT_TRIAL_NOISE, Z, Comparison, Measurement, compare, contenders,
                                     interleaved, step_spread, survivors)
 from scalestudy.plan.planner import Candidate, evaluate
 from scalestudy.plan.space import Constraints
@@ -178,7 +180,8 @@ class EfficiencyModel:
 
     def refit(self, observed: list[tuple[Candidate, float]]) -> EfficiencyModel:
         obs = [(self._t(c), m) for c, m in observed]
-        residual = fit_residual([(t, t.modelled_s, m, 1) for t, m in obs], PRIOR_TRIAL_NOISE, beyond=RESIDUAL_BEYOND)
+        residual = fit_residual([(t, t.modelled_s, m, 1) for t, m in obs], REFIT_TRIAL_NOISE,
+                                beyond=RESIDUAL_BEYOND)
         model = EfficiencyModel(residual, obs)
         model._terms = self._terms
         return model
@@ -557,6 +560,18 @@ class _Search:
         return {c.strategy.label: (self.eff.predict(c), unc) for c in self.cands
                 if c.strategy.label not in self.tried()}
 
+    def ruled_out_by(self, c: Candidate) -> float | None:
+        """How far (%) the refit predicts `c` above the best measured step, when that is beyond SCREEN_RULE_SD
+        combined sds (noise; the larger of the leave-one-out error and the factor's sd for `c`, which holds the
+        prior of an engine or family no trial measured); None while `c` cannot be ruled out."""
+        comp = self.comparison()
+        if comp is None:
+            return None
+        unc = self.eff.prediction_uncertainty(self.observed())
+        sd = math.hypot(comp.noise, max(unc if unc is not None else DEFAULT_PREDICTION_ERROR, self.eff.factor_sd(c)))
+        gap = math.log(self.eff.predict(c) / min(comp.estimate_s.values()))
+        return 100 * math.expm1(gap) if gap > SCREEN_RULE_SD * sd else None
+
     # -- trials
     def run(self, c: Candidate, phase: str) -> TuneTrial:
         trial = self.run_one(len(self.trials) + 1, c, self.eff.predict(c), self.base[c.strategy.label])
@@ -575,14 +590,25 @@ class _Search:
         return trial
 
 
+# A screen trial after the first two runs only when the trials so far cannot rule its strategy out: predicted
+# within SCREEN_RULE_SD combined sds (measurement noise; the larger of the refit's leave-one-out error and the
+# factor's sd for an engine no trial measured) of the best measured step. 0: every screen trial runs.
+SCREEN_RULE_SD = 1.0
+
+
 def _screen(search: _Search) -> str:
     s = search.settings
-    for c in _screen_order(search.cands, search.eff, s.screen):
+    for i, c in enumerate(_screen_order(search.cands, search.eff, s.screen)):
         typical = max((t.wall_s for t in search.trials), default=0.0)
         if s.max_trials and len(search.trials) >= s.max_trials:
             return f"reached --max-trials {s.max_trials}"
         if search.spent() + typical > s.budget_s:
             return f"budget of {s.budget_s:.0f} s would be exceeded by another trial"
+        gap = search.ruled_out_by(c) if i >= 2 and SCREEN_RULE_SD else None
+        if gap is not None:
+            search.log(f"screen: {c.strategy.label} not run: predicted {gap:+.0f}% over the best measured step, "
+                       f"beyond {SCREEN_RULE_SD:g} combined sd of noise and prediction error")
+            continue
         search.run(c, "screen")
     return ""
 
