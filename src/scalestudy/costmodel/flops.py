@@ -71,7 +71,8 @@ def attention_backward_factor(flash: bool) -> float:
     dP = dO V^T, dQ = dS K, dK = dS^T Q) against the forward's 2 (S = Q K^T, O = P V): 2x, the convention above.
     A flash kernel keeps only the log-sum-exp and recomputes S = Q K^T tile by tile in its backward: 5 matmuls,
     2.5x -- flash-attn's own benchmark counts it so (Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py
-    flops(): bwd = 2.5 x fwd, fwd_bwd = 3.5 x fwd; Dao 2023, FlashAttention-2, Sec. 3.1.2), and the Triton kernel MPT
+    flops(): bwd = 2.5 x fwd, fwd_bwd = 3.5 x fwd; Dao 2023, FlashAttention-2, arXiv 2307.08691: the backward
+    recomputes S and P from the saved log-sum-exp), and the Triton kernel MPT
     ran (llm-foundry v0.3.0 llmfoundry/models/layers/flash_attn_triton.py: two tl.dot per tile in _fwd_kernel,
     five in _bwd_kernel_one_col_block) does the same. Time only: the FLOP conventions above (MFU, HFU) stay 3x."""
     return 2.5 if flash else 2.0
