@@ -40,7 +40,7 @@ PRIOR_TRIAL_NOISE = 0.08
 # a comparison within one round, nothing cancels the load of the trial's window. Two quiet t5-micro grids 3 h apart
 # (2026-12-02 00:34 and 03:48) put one trial 6.9% (robust sd) off the same strategy in the other grid, and 8% of
 # repeated trials run 15-45% slow (bursts, this machine's records): ~12% rms. At 8% the refit read noise as
-# engine and family terms (replayed on three grids, benchmarks/RESULTS.md 2026-12-02 04:40: median |error| of the
+# engine and family terms (replayed on three grids, benchmarks/RESULTS.md 2026-12-02 04:42: median |error| of the
 # strategies tune did not run 11.8 / 10.1 / 10.5% -> 11.6 / 9.4 / 10.3%, max 91 / 99 / 91% -> 61 / 70 / 83%).
 REFIT_TRIAL_NOISE = 0.12
 PRIOR_DOF = 3.0  # how many repeats the prior is worth
