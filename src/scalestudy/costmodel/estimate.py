@@ -107,7 +107,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
 
     # ---- optimizer update and offload traffic
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
-    opt_s, offload_s = optimizer_offload(st, eng, psi, dp, ga, dev, ranks_per_node, tensors)
+    opt_s, offload_s = optimizer_offload(st, eng, psi, dp, ga, dev, ranks_per_node, tensors, bwd)
 
     # measured framework time (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch
     framework_s = dev.step_overhead_s + ga * dev.microstep_overhead_s

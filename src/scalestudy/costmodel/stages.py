@@ -291,7 +291,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
-        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn, zero3_gathers(model, tp, pp, n, psi).tensors)
+        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn, zero3_gathers(model, tp, pp, n, psi).tensors,
+                                         bwd)
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
         if dev.engine_overhead_s:
             per = engine_overhead(dev, st.engine, st.zero, layout.world_size)  # as estimate() (cpu_engine.py)

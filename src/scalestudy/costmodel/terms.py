@@ -380,14 +380,19 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
 # NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
 # quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
 NVME_FRACTION_OF_PCIE = 0.25
+# DeepSpeed casts the updated fp32 master partition to bf16/fp16 on the host before copying it up (ZeRO-1/2: into a
+# pinned bit16 buffer, stage_1_and_2.py; ZeRO-3: torch's copy_ converts on the CPU for CPU->GPU copies, Copy.cu):
+# 6 B of host memory traffic per parameter beside CPU Adam's ~30 B (fp32 param, grad, m, v read; param, m, v
+# written), at the same memory-bound host rate (device YAML cpu_adam_params_per_s)
+HOST_CAST_SHARE_OF_CPU_ADAM = 6.0 / 30.0
 
 
-def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0
-                      ) -> tuple[float, float]:
+def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0,
+                      backward_s: float = 0.0) -> tuple[float, float]:
     """(optimizer, offload) seconds per step for `psi` parameters in `tensors` tensors per model-parallel rank (a
     stage's own on a mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the
-    PCIe traffic offloading implies. CPU ranks with a measured profile: the trainer's clip + torch AdamW at the
-    measured rates (costmodel/cpu_memory.py)."""
+    PCIe traffic offloading implies (exposed beyond `backward_s`, one micro-batch's backward, where it rides it).
+    CPU ranks with a measured profile: the trainer's clip + torch AdamW at the measured rates (cpu_memory.py)."""
     prec = st.precision
     half = 4 if prec == "fp32" else 2
     local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
@@ -400,7 +405,13 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
         else:
-            offload_s = local * 2 * half / dev.pcie_bytes_per_s  # gradients down, updated weights up
+            # DeepSpeed ZeRO offload: each gradient partition is cast to fp32 on the device and copied to pinned host
+            # memory (non_blocking) as the last micro-batch's backward reduces it, so it hides behind that backward;
+            # the updated parameters go up (cast on the host) after CPU Adam, in series (zero/stage3.py
+            # _offload_grad_partition_at_boundary, step -> _reassign_or_swap_out_partitioned_parameters)
+            grads_down = local * 4.0 / dev.pcie_bytes_per_s
+            offload_s = max(0.0, grads_down - backward_s) + local * half / dev.pcie_bytes_per_s
+            opt_s *= 1.0 + HOST_CAST_SHARE_OF_CPU_ADAM
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
     elif cpu_memory.measured(dev) and tensors:
