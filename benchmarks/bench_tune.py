@@ -498,7 +498,7 @@ def save_record(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def export_terms(cands, grid: list[tuner.TuneTrial], rec: dict, args, path: Path) -> None:
+def export_terms(cands, grid: list[tuner.TuneTrial], rec: dict, args, path: Path, note: str = "") -> None:
     """A recorded grid as a small fixture: per strategy the cost model's step terms (the refit's inputs, on the
     run's profile) and the measured median step, so a unit test can replay the refit without the cost model."""
     by = {c.strategy.label: c for c in cands}
@@ -511,7 +511,7 @@ def export_terms(cands, grid: list[tuner.TuneTrial], rec: dict, args, path: Path
                      **{k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(terms).items()},
                      "measured_step_s": round(t.measured_step_s, 4),
                      "step_spread_rel": round(tuner.step_spread(t.step_times_s) or 0.0, 4)})
-    meta = {"source": f"benchmarks/bench_tune.py grid of {rec['date']} (load then: {rec.get('load', '?')})",
+    meta = {"source": f"benchmarks/bench_tune.py grid of {rec['date']} (load then: {rec.get('load', '?')}){note}",
             "model": args.model, "nproc": args.nproc, "global_batch": args.global_batch,
             "seq": f"{args.seq_len}+{args.target_len}", "steps": args.steps, "warmup": args.warmup,
             "convention": "seconds per optimizer step; measured_step_s = median over the trial's steps after "
@@ -700,7 +700,9 @@ def main() -> None:
     if args.export_terms:
         if not rec:
             raise SystemExit("--export-terms needs --grid-from")
-        export_terms(cands, grid, rec, args, Path(args.export_terms))
+        export_terms(cands, grid, rec, args, Path(args.export_terms),
+                     f"; measured_step_s: the median of {len(recs)} grids' samples ({', '.join(args.grid_from)}); "
+                     "the terms on the first's profile" if samples else "")
         return
     if args.replay_only:
         if not rec:

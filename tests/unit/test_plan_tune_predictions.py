@@ -213,7 +213,9 @@ def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(nam
     """DeepSpeed keeps parameters of <= stage3_param_persistence_threshold (1e5) elements whole on every rank
     (engine/settings.py leaves the default): the model gathers only the partitioned ones, FSDP gathers all.
     ZeroRedundancyOptimizer (ddp zero 1) broadcasts every parameter tensor on its own after the step: on gloo
-    ranks with measured rates each pays the link latency, on GPUs (NCCL) the model keeps one collective."""
+    ranks with measured rates each pays the link latency and, the owners in turn, the whole fp32 buffer crosses
+    the link once (in place, cpu_collectives.zero_redundancy_dp_comm), where the GPU (NCCL) model keeps one
+    all-gather of it."""
     from dataclasses import replace
 
     from scalestudy.costmodel.estimate import estimate
@@ -235,10 +237,13 @@ def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(nam
     zero1 = Strategy(engine="ddp", zero=1, precision="fp32", micro_batch=1)
     rated = replace(cluster, device=replace(cluster.device, collective_time_ratio={"all_gather": 1.0}))
     extra = estimate(m, rated, zero1, w).dp_comm_total_s - estimate(m, cluster, zero1, w).dp_comm_total_s
-    assert extra == pytest.approx((tensors - 1) * cluster.device.intra_node_latency_s)
+    dev = cluster.device
+    half_buffer = 4 * params_per_device(m, 1, 1) / 2 / (dev.intra_node_bytes_per_s * 0.95)  # the all-gather's
+    assert extra == pytest.approx((tensors - 1) * dev.intra_node_latency_s + half_buffer)
 
 
-@pytest.mark.parametrize("grid, pinned", [("tune_grid_t5micro_quiet.json", 9.6), ("tune_grid_gpt2tiny.json", 8.3)])
+@pytest.mark.parametrize("grid, pinned", [("tune_grid_t5micro_quiet.json", 9.6), ("tune_grid_t5micro_quiet2.json", 9.1),
+                                          ("tune_grid_gpt2tiny.json", 8.3)])
 def test_predictions_of_strategies_not_run_hold_up_under_trial_noise(grid, pinned):
     """What tune predicts for the strategies it did not run (`EfficiencyModel`: the cost model times the factor the
     trials set, `fit_residual`) when each of its trials is one noisy sample (8% per trial, this machine's noise):
@@ -268,6 +273,9 @@ def test_predictions_of_strategies_not_run_hold_up_under_trial_noise(grid, pinne
     # (refit 11.2), gpt2-tiny 8.3 (refit 14.9); worst draw 16.1 / 19.4 (refit 26.3 / 26.0). Measured 2026-12-02 01:42
     # with the engine prior at 5% (calibrate.RESIDUAL_TAU; at 15%: 9.2 / 8.4, worst 18.8 / 22.6); the fixtures hold
     # the cost model's terms of 01:12 (before the CPU DeepSpeed/FSDP paths of e986609).
+    # tune_grid_t5micro_quiet2.json: each strategy's median over the two quiet grids (00:34 and 03:48, the second
+    # grid's profile and HEAD 47b41a0's model; `bench_tune.py --grid-from A --grid-from B --export-terms`): 9.1
+    # (refit 11.5), worst draw 22.3 (31.6).
     assert 100 * statistics.median(factor_med) <= pinned + 1.5
     assert statistics.median(factor_med) < statistics.median(refit_med)
 
