@@ -209,15 +209,16 @@ class Case:
     argv: tuple[str, ...]
     expect: str  # case-insensitive text the one error line must contain (names the problem)
     immutable: tuple[str, ...] = ()  # workspace paths made immutable (chattr +i) for the case
+    env: tuple[tuple[str, str], ...] = ()  # environment variables set for the case
 
     def __str__(self) -> str:
         return self.id
 
 
-def C(id: str, cmd: str, expect: str, *, immutable: tuple[str, ...] = ()) -> Case:
+def C(id: str, cmd: str, expect: str, *, immutable: tuple[str, ...] = (), env: dict | None = None) -> Case:
     import shlex
 
-    return Case(id, tuple(shlex.split(cmd)), expect, immutable)
+    return Case(id, tuple(shlex.split(cmd)), expect, immutable, tuple((env or {}).items()))
 
 
 MIXED_CLUSTERS = {
@@ -344,6 +345,50 @@ NEW_KEY_FILES = {
     "spec-nproc-beyond-machine.yaml": GOOD_SPEC.replace("nproc: 1", "nproc: 100000").replace(
         "global_batch: 2", "global_batch: 200000"),
     "spec-seq-len-beyond-ram.yaml": GOOD_SPEC.replace("seq_len: 32", "seq_len: 100000000000"),
+    # 2026-12-02, fix session: each config file kind fuzzed once more (train configs, study specs, clusters,
+    # model config.json, corpora, tokenizers, lexicons)
+    "cfg-lexicon-span.yaml": "data: {lexicon: corpus.txt}\n",
+    "cfg-lr-huge.yaml": "optimizer: {lr: 1.0e+308}\n",
+    "cfg-strategy-zero-text.yaml": "strategy: {zero: two}\n",
+    "cfg-strategy-unknown.yaml": "strategy: {engine: ddp, colour: blue}\n",
+    "cfg-strategy-list.yaml": "strategy: [ddp, 1]\n",
+    "cfg-workload-nproc-huge.yaml": "workload: {nproc: 1000000000000}\n",
+    "spec-include-empty.yaml": GOOD_SPEC + "include: [{}]\n",
+    "spec-slurm-gpus-huge.yaml": GOOD_SPEC + "executor: slurm\nslurm: {gpus_per_node: 1000000000000}\n",
+    "spec-slurm-gpus-below-nproc.yaml": GOOD_SPEC.replace("nproc: 1", "nproc: 2").replace(
+        "global_batch: 2", "global_batch: 4") + "executor: slurm\nslurm: {gpus_per_node: 1}\n",
+    "spec-timeout-inf.yaml": GOOD_SPEC + "timeout_s: .inf\n",
+    "spec-timeout-huge.yaml": GOOD_SPEC + "timeout_s: 1.0e+308\n",
+    "spec-lr-huge.yaml": GOOD_SPEC + "lr: 1.0e+308\n",
+    "spec-lexicon-span.yaml": GOOD_SPEC + "train_options: {lexicon: corpus.txt}\n",
+    "spec-data-empty.yaml": GOOD_SPEC + "data: empty.txt\n",
+    "spec-data-latin1.yaml": GOOD_SPEC + "data: latin1.txt\n",
+    "spec-tokenizer-garbage.yaml": GOOD_SPEC + "train_options: {tokenizer: garbage-tokenizer.json}\n",
+    "spec-lexicon-empty.yaml": GOOD_SPEC.replace("model: t5-tiny", "model: t5-tiny\nobjective: knowledge")
+    + "train_options: {lexicon: empty.txt}\n",
+    "spec-env-omp-text.yaml": GOOD_SPEC + "env: {OMP_NUM_THREADS: many}\n",
+    "search-lr-high-huge.yaml": SEARCH_SPEC.replace("high: 1.0e-2", "high: 1.0e+308"),
+    "search-trials-huge.yaml": SEARCH_SPEC.replace("trials_per_model: 2", "trials_per_model: 1000000000000"),
+    "cluster-gpn-huge.yaml": "device: a100-80gb\nnodes: 1\ngpus_per_node: 1000000000000\n",
+    "cluster-device-empty.yaml": "device: ''\nnodes: 1\ngpus_per_node: 8\n",
+    "cluster-latency-negative.yaml": "device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_latency_s: -1\n",
+    "cluster-unknown-key.yaml": "device: a100-80gb\nnodes: 1\ngpus_per_node: 8\ncolour: blue\n",
+    "cluster-nodes-text.yaml": "device: a100-80gb\nnodes: two\ngpus_per_node: 8\n",
+    "cfg-config-json-vocab-0.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, "vocab_size": 0}',
+    "cfg-config-json-heads-3.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 3, "vocab_size": 99}',
+    "cfg-config-json-bert.json": '{"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, '
+                                 '"num_attention_heads": 2, "vocab_size": 99}',
+    "cfg-config-json-kv-heads.json": '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                                     '"num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128, '
+                                     '"vocab_size": 99}',
+    "cfg-config-json-list.json": "[64, 2, 2]",
+    "cfg-config-json-d-negative.json": '{"model_type": "llama", "hidden_size": -64, "num_hidden_layers": 2, '
+                                       '"num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 99}',
+    "nofield.jsonl": '{"body": "In the beginning"}\n' * 3,
+    "garbage.jsonl": "{not json\n",
+    "garbage.parquet": "not a parquet file\n" * 10,
+    "blank.txt": "   \n\n\t\n",
+    "corrupt.txt.gz": "not gzip at all\n" * 10,
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -352,7 +397,15 @@ CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{no
                ("ckpt-latest-int", '{"dir": 5}', GOOD_META),
                ("ckpt-latest-list", '["step-00000003"]', GOOD_META),
                ("ckpt-latest-escape", '{"dir": "../../run"}', GOOD_META),
-               ("ckpt-other-model", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("t5-tiny", "t5-mini")))
+               ("ckpt-other-model", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("t5-tiny", "t5-mini")),
+               ("ckpt-latest-empty", "", GOOD_META),
+               ("ckpt-latest-missing-step", '{"dir": "step-00000009", "step": 9}', GOOD_META),
+               ("ckpt-latest-absolute", '{"dir": "/etc", "step": 3}', GOOD_META),
+               ("ckpt-meta-world-size-4", '{"dir": "step-00000003", "step": 3}',
+                GOOD_META.replace('"world_size": 1', '"world_size": 4')),
+               ("ckpt-meta-step-negative", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("3", "-3")),
+               ("ckpt-meta-strategy-list", '{"dir": "step-00000003", "step": 3}',
+                GOOD_META.replace('"strategy": {}', '"strategy": [1]')))
 
 
 def case_files(argv: tuple[str, ...]) -> dict[str, str]:
@@ -858,6 +911,83 @@ CASES: list[Case] = [
     C("study-run-lock-is-a-directory", "study run good.yaml -o lockdir", "is not a file"),
     C("study-run-spec-nproc-beyond-machine", "study run spec-nproc-beyond-machine.yaml -o s", "RAM"),
     C("study-run-spec-seq-len-beyond-ram", "study run spec-seq-len-beyond-ram.yaml -o s", "token ids alone"),
+    # ---- 2026-12-02, fix session: the defects left last session, then every config file kind and the environment
+    C("tune-budget-1e308", f"{TUNE} --budget-s 1e308", "30 days"),
+    C("tune-trial-timeout-1e308", f"{TUNE} --trial-timeout-s 1e308", "--trial-timeout-s"),
+    C("tune-max-trials-2-63", f"{TUNE} --max-trials 9223372036854775808", "--max-trials"),
+    C("tune-contenders-10-12", f"{TUNE} --contenders 1000000000000", "--contenders"),
+    C("tune-screen-10-12", f"{TUNE} --screen 1000000000000", "--screen"),
+    C("tune-nproc-beyond-machine", f"{TUNE} --nproc 100000", "RAM"),
+    C("tune-seq-len-beyond-ram", TUNE.replace("--seq-len 32", "--seq-len 100000000000"), "token ids alone"),
+    C("train-lr-1e308", f"{TRAIN} --lr 1e308", "--lr must be in"),
+    C("train-weight-decay-times-lr", f"{TRAIN} --set weight_decay=1e6", "weight_decay"),
+    C("train-lexicon-without-knowledge", f"{TRAIN} --lexicon corpus.txt", "--objective knowledge"),
+    C("train-config-lexicon-without-knowledge", f"{TRAIN} --config cfg-lexicon-span.yaml", "--objective knowledge"),
+    C("train-print-launch-lexicon-without-knowledge", f"{TRAIN} --print-launch --device cpu --lexicon corpus.txt",
+      "--objective knowledge"),
+    C("plan-emit-lexicon-without-knowledge", f"{PLAN} --emit e1 --lexicon corpus.txt", "--train-objective knowledge"),
+    C("study-run-spec-include-empty", "study run spec-include-empty.yaml -o s", "include[0] is empty"),
+    C("study-run-spec-slurm-gpus-huge", "study run spec-slurm-gpus-huge.yaml -o s --dry-run", "gpus_per_node"),
+    C("study-run-spec-slurm-gpus-below-nproc", "study run spec-slurm-gpus-below-nproc.yaml -o s --dry-run",
+      "below nproc 2"),
+    C("study-run-spec-timeout-inf", "study run spec-timeout-inf.yaml -o s", "timeout_s"),
+    C("study-run-spec-timeout-1e308", "study run spec-timeout-huge.yaml -o s", "timeout_s"),
+    C("study-run-spec-lr-1e308", "study run spec-lr-huge.yaml -o s", "--lr must be in"),
+    C("study-run-spec-lexicon-without-knowledge", "study run spec-lexicon-span.yaml -o s", "--objective knowledge"),
+    C("study-run-spec-data-empty", "study run spec-data-empty.yaml -o s", "is empty"),
+    C("study-run-spec-data-latin1", "study run spec-data-latin1.yaml -o s", "utf-8"),
+    C("study-run-spec-tokenizer-garbage", "study run spec-tokenizer-garbage.yaml -o s", "tokenizer"),
+    C("study-run-spec-lexicon-empty", "study run spec-lexicon-empty.yaml -o s", "empty.txt"),
+    C("study-run-spec-env-omp-text", "study run spec-env-omp-text.yaml -o s", "OMP_NUM_THREADS"),
+    C("search-lr-high-1e308", "search search-lr-high-huge.yaml -o sr", "space.lr"),
+    C("search-trials-per-model-10-12", "search search-trials-huge.yaml -o sr", "trials_per_model"),
+    C("search-trials-per-model-flag-10-12", "search search.yaml -o sr --trials-per-model 1000000000000",
+      "--trials-per-model"),
+    C("train-config-strategy-zero-text", f"{TRAIN} --config cfg-strategy-zero-text.yaml", "zero"),
+    C("train-config-strategy-unknown-key", f"{TRAIN} --config cfg-strategy-unknown.yaml", "colour"),
+    C("train-config-strategy-list", f"{TRAIN} --config cfg-strategy-list.yaml", "mapping"),
+    C("train-config-nproc-10-12", f"{TRAIN.replace('--steps 4 ', '')} --config cfg-workload-nproc-huge.yaml",
+      "ranks"),
+    C("train-config-lr-1e308", f"{TRAIN} --config cfg-lr-huge.yaml", "--lr must be in"),
+    C("estimate-cluster-gpus-per-node-10-12", f"{EST} --cluster cluster-gpn-huge.yaml", "ranks"),
+    C("estimate-cluster-device-empty", f"{EST} --cluster cluster-device-empty.yaml", "device"),
+    C("estimate-cluster-latency-negative", f"{EST} --cluster cluster-latency-negative.yaml", "inter_node_latency_s"),
+    C("plan-cluster-unknown-key", f"{PLAN} --cluster cluster-unknown-key.yaml", "colour"),
+    C("plan-cluster-nodes-text", f"{PLAN} --cluster cluster-nodes-text.yaml", "nodes"),
+    C("estimate-config-json-vocab-0", "estimate --model cfg-config-json-vocab-0.json", "vocab_size"),
+    C("estimate-config-json-heads-not-dividing", "estimate --model cfg-config-json-heads-3.json", "head"),
+    C("estimate-config-json-bert", "estimate --model cfg-config-json-bert.json", "bert"),
+    C("estimate-config-json-kv-heads-not-dividing", "estimate --model cfg-config-json-kv-heads.json", "key_value"),
+    C("estimate-config-json-list", "estimate --model cfg-config-json-list.json", "object"),
+    C("estimate-config-json-negative", "estimate --model cfg-config-json-d-negative.json", "hidden_size"),
+    C("estimate-model-directory-without-config", "estimate --model plotdir", "plotdir"),
+    C("train-data-jsonl-no-text-field", f"{TRAIN} --data nofield.jsonl", "no field 'text'"),
+    C("train-data-jsonl-garbage", f"{TRAIN} --data garbage.jsonl", "not valid JSON"),
+    C("train-data-parquet-garbage", f"{TRAIN} --data garbage.parquet", "garbage.parquet"),
+    C("train-data-blank-lines", f"{TRAIN} --data blank.txt", "is empty"),
+    C("train-data-gz-corrupt", f"{TRAIN} --data corrupt.txt.gz", "corrupt.txt.gz"),
+    C("train-tokenizer-directory", f"{TRAIN} --tokenizer plotdir", "plotdir"),
+    C("train-tokenizer-latin1", f"{TRAIN} --tokenizer latin1.txt", "tokenizer"),
+    C("train-lexicon-empty", f"{TRAIN} --objective knowledge --lexicon empty.txt", "empty.txt"),
+    C("train-lexicon-binary", f"{TRAIN} --objective knowledge --lexicon binary.bin", "binary.bin"),
+    C("plan-micro-batch-2-63", f"{PLAN} --micro-batch 9223372036854775808", "allowed micro-batch"),
+    C("estimate-micro-batch-2-63", f"{EST} --micro-batch 9223372036854775808", "micro"),
+    C("estimate-seq-len-2-63", f"{EST} --seq-len 9223372036854775808", "seq"),
+    C("estimate-virtual-stages-10-12", f"{EST} --pp 2 --pp-schedule interleaved --virtual-stages 1000000000000",
+      "virtual"),
+    C("tune-global-batch-2-63", TUNE.replace("--global-batch 4", "--global-batch 9223372036854775808"), "64-bit"),
+    C("train-steps-2-63", f"{TRAIN.replace('--steps 4', '--steps 9223372036854775808')}", "steps"),
+    C("train-save-every-2-63", f"{TRAIN} --save-every 9223372036854775808", "save"),
+    C("env-omp-num-threads-text", EST, "OMP_NUM_THREADS", env={"OMP_NUM_THREADS": "many"}),
+    C("env-omp-num-threads-0-measured-cpu", "estimate --model t5-tiny --gpu local-cpu", "OMP_NUM_THREADS",
+      env={"OMP_NUM_THREADS": "0", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("env-omp-num-threads-list-train", TRAIN, "OMP_NUM_THREADS", env={"OMP_NUM_THREADS": "4,2"}),
+    C("env-cpu-profile-typo", "estimate --model t5-tiny --gpu local-cpu", "SCALESTUDY_CPU_PROFILE",
+      env={"SCALESTUDY_CPU_PROFILE": "statc"}),
+    C("env-cache-dir-under-a-file", "estimate --model t5-tiny --gpu local-cpu", "SCALESTUDY_CACHE_DIR",
+      env={"SCALESTUDY_CACHE_DIR": "afile.txt/cache", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("env-cache-dir-under-a-file-tune", TUNE.replace(" --profile profile.yaml", ""), "SCALESTUDY_CACHE_DIR",
+      env={"SCALESTUDY_CACHE_DIR": "afile.txt", "SCALESTUDY_CPU_PROFILE": "measured"}),
     # ---- demo -------------------------------------------------------------------------------------------------
     C("demo-output-existing-file", "demo -o afile.txt --no-progress", "afile.txt"),
     C("demo-output-immutable", "demo -o locked/demo --no-progress", "locked", immutable=("locked",)),
@@ -888,6 +1018,8 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse)
     monkeypatch.setattr(os, "fork", _refuse)
     monkeypatch.setenv("COLUMNS", "80")
+    for name, value in case.env:
+        monkeypatch.setenv(name, value)
     before = snapshot(ws)
     try:
         res = run_cli(list(case.argv))
@@ -1006,3 +1138,54 @@ def test_a_sweep_without_any_ok_trial_exits_1_with_one_line(template, tmp_path):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: no trial of study 'doomed' succeeded"), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("env, expect", [
+    ({}, "torchrun worker"),  # started by hand: RANK, WORLD_SIZE, ... unset
+    ({"RANK": "zero", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}, "whole"),
+    ({"RANK": "3", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}, "RANK 3"),
+    ({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "h", "MASTER_PORT": "70000"}, "port"),
+], ids=["unset", "rank-text", "rank-beyond-world", "port-70000"])
+def test_a_training_worker_with_bad_torchrun_variables_says_so_in_one_line(env, expect, tmp_path, monkeypatch,
+                                                                           capsys):
+    """`python -m scalestudy.engine.train` outside torchrun, or with garbled variables: exit 2, one line, nothing
+    started (was a ValueError traceback from int(), or the process group's own)."""
+    from scalestudy.engine.train import TORCHRUN_VARIABLES, main as worker_main
+
+    for name in TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse)
+    (tmp_path / "train_config.yaml").write_text("model: {source: t5-tiny}\n")
+    with pytest.raises(SystemExit) as exc:
+        worker_main(["--config", str(tmp_path / "train_config.yaml")])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert exc.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert expect in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("argv, env", [
+    (PLAN, {"COLUMNS": "0"}),
+    (PLAN, {"COLUMNS": "100000"}),
+    (f"{TRAIN} --print-launch --device cpu", {"WORLD_SIZE": "abc", "RANK": "-1", "LOCAL_RANK": "x",
+                                              "MASTER_PORT": "abc"}),  # torchrun sets the workers' own
+    ("estimate --model gpt2-tiny --gpu dev-markup.yaml", {}),
+], ids=["columns-0", "columns-100000", "torchrun-variables-in-the-shell", "device-name-with-brackets"])
+def test_edge_environments_and_names_still_work(argv, env, template, tmp_path, monkeypatch):
+    """Values a command does not use or must print as text: exit 0, no traceback, a name in brackets printed whole
+    (Rich would read '[bold]' as markup and drop it)."""
+    import shlex
+
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "dev-markup.yaml").write_text(BARE_DEVICE.replace("name: bare", "name: '[bold]fast'")
+                                        .replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]"))
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("COLUMNS", "200")  # the title line holding the name stays whole
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    res = run_cli(shlex.split(argv))
+    assert res.code == 0 and "Traceback" not in res.err + res.out, res.err[-2000:]
+    if "markup" in argv:
+        assert "[bold]fast" in res.out, res.out[:1500]

@@ -50,15 +50,15 @@ def test_plan_mixed_cluster_labels_wrap_instead_of_cutting(capsys, monkeypatch):
     """'fsdp-z2 tp1 pp4 mb1 fp16 stages 19/19/7/3' made the key columns 84 wide: label and headers were cut."""
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_cli(capsys, ["plan", "--model", "gpt2-xl", "--cluster", str(EXAMPLES / "cluster-a100-v100.yaml"),
-                                    "--global-batch", "64", "--seq-len", "1024", "--top", "3"])
+                                    "--global-batch", "64", "--seq-len", "1024", "--top", "3", "--pp", "2,4"])
     table = [line for line in out.splitlines() if line.startswith(("┃", "│"))]
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
     assert "step s" in table[0] and "MFU %" in table[0]
     # every shown label is whole: its stage split (which one wins depends on the calibration) survives wrapping
     first_column = " ".join(line.split("│")[1].strip() for line in table[1:])
     splits = re.findall(r"stages (\d+(?:/\d+)+)", first_column)
-    # (the top 3 may include a pp-1 strategy, which has no split: since 2026-12-02's refit the third is one)
-    assert first_column.count("stages") == len(splits) >= 1
+    # --pp 2,4: every shown strategy has a split, whichever wins (the ranking moves with each refit)
+    assert first_column.count("stages") == len(splits) == 3
     assert all(sum(map(int, split.split("/"))) == 48 for split in splits)
 
 

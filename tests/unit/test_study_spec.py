@@ -102,7 +102,8 @@ def test_paths_in_a_spec_resolve_against_its_directory_not_the_cwd(tmp_path, mon
     (project / "cpu.yaml").write_text(profile.read_text())
     (project / "specs").mkdir()
     spec = project / "specs" / "spec.yaml"
-    spec.write_text("model: [t5-tiny, ../models/config.json]\ndevice: ../cpu.yaml\ndata: [../corpus.txt, hf:wiki]\n"
+    spec.write_text("model: [t5-tiny, ../models/config.json]\nobjective: knowledge\ndevice: ../cpu.yaml\n"
+                    "data: [../corpus.txt, hf:wiki]\n"
                     "train_options: {lexicon: lex.txt, tokenizer: /abs/tok.json}\n"
                     "include: [{model: ../models}]\n")
     elsewhere = tmp_path / "elsewhere"

@@ -64,6 +64,9 @@ def _usage_error(exc: typer.TyperException) -> str:
 def main(argv: list[str] | None = None) -> None:
     _register()
     try:
+        from scalestudy.launch.process import check_environment
+
+        check_environment()  # variables the ranks and the CPU profile read: one line now, not a failure inside them
         code = app(args=argv, prog_name="scalestudy", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors (typer's click)
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `scalestudy` or `scalestudy study`: the help

@@ -136,6 +136,7 @@ def estimate(
 
 def _print_estimate(est) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     d = est.to_dict()
@@ -144,7 +145,7 @@ def _print_estimate(est) -> None:
     where = (est.cluster.label if est.cluster.heterogeneous
              else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
     title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
-    console.print(f"[bold]{title}[/]")
+    console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
                   f"({d['workload']['tokens_per_step']:,} tokens/step)")
@@ -175,11 +176,12 @@ def _print_estimate(est) -> None:
     if est.stages:
         from scalestudy.cli.options import print_stages
 
-        console.print(f"Pipeline stages on {est.cluster.label} (stage i on ranks [i W/pp, (i+1) W/pp), bound by its "
-                      f"slowest device; step = sum of stage slots + ({lay['grad_accum']} micro-batches - 1) x slowest "
-                      "slot + slowest tail; memory per rank on the stage's own device. Above: the memory of the stage "
-                      "with the least free memory; step terms compute/tp/pp = micro-batches x the slowest stage's, "
-                      "bubble = fill and drain, dp/opt/offload/framework = the longest tail's):", highlight=False)
+        console.print(f"Pipeline stages on {escape(est.cluster.label)} (stage i on ranks [i W/pp, (i+1) W/pp), "
+                      f"bound by its slowest device; step = sum of stage slots + ({lay['grad_accum']} micro-batches "
+                      "- 1) x slowest slot + slowest tail; memory per rank on the stage's own device. Above: the "
+                      "memory of the stage with the least free memory; step terms compute/tp/pp = micro-batches x the "
+                      "slowest stage's, bubble = fill and drain, dp/opt/offload/framework = the longest tail's):",
+                      highlight=False)
         print_stages(est, console)
 
     t = Table(title="Throughput", show_header=True)
@@ -220,6 +222,7 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
     """Compare the cost model with published runs. Headline: leave-one-source-out error (each source predicted
     by constants refitted without it); in-sample error with the stored constants alongside."""
     from rich.console import Console
+    from rich.markup import escape
 
     from scalestudy.costmodel.constants import stored
     from scalestudy.costmodel.published import fit, fit_rows, leave_one_source_out, load, summary, validation_rows
@@ -260,7 +263,7 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                   f"{100 * loso['max_abs_error']:.1f}%[/] (every fitted constant refitted without the source "
                   "it predicts)")
     for source, b in loso["by_source"].items():
-        console.print(f"  {source}: {b['rows']} rows, mean {100 * b['mean_abs_error']:.1f}%, "
+        console.print(f"  {escape(source)}: {b['rows']} rows, mean {100 * b['mean_abs_error']:.1f}%, "
                       f"max {100 * b['max_abs_error']:.1f}%")
     console.print(f"in-sample (constants of calibration.yaml, fitted on all sources): mean |error| "
                   f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
@@ -273,7 +276,7 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                       ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
     console.print("[dim]Sources:[/]")
     for key, text in load()["sources"].items():
-        console.print(f"[dim]  {key}: {text}[/]")
+        console.print(f"[dim]  {escape(str(key))}: {escape(str(text))}[/]")  # texts quote "[...]"
 
 
 def _groups(rows) -> dict:
@@ -287,6 +290,7 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
     """One metric's rows. In a narrow terminal the held-out prediction, the source key and then the in-sample
     columns are left out (the held-out error, the headline, stays) and the configuration wraps (or, last, goes when
     long row ids leave it no room): no number is cut."""
+    from rich.markup import escape
     from rich.table import Table
 
     from scalestudy.cli.terminal import Column, fit_columns
@@ -308,14 +312,12 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
         cells.append(r.source_key)
         plain.append(cells)
         colours = ["green" if abs(e) < 0.10 else "yellow" if abs(e) < 0.20 else "red" for e in errors]
-        shown = list(cells)
+        shown = [escape(c) for c in cells]  # row ids, configurations and source keys are data: "[" is text
         for index, colour in zip((4, 6), colours):
-            shown[index] = f"[{colour}]{cells[index]}[/]"
+            shown[index] = f"[{colour}]{shown[index]}[/]"
         marked.append(shown)
     keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width,
                         rules=False)  # box=None
-    from rich.markup import escape
-
     table = Table(title=escape(f"{kind}: {metric} [{group[0].unit}] - predicted vs published"), box=None,
                   title_justify="left")
     for i in keep:

@@ -89,13 +89,16 @@ def print_stages(est, console=None) -> None:
     """Per pipeline stage of a mixed-cluster estimate: layers, device, time, memory; the slowest marked."""
     if not est.stages:
         return
+    from rich.markup import escape
+
     out = console.print if console else print
+    text = escape if console else str  # device names are data: "[" is text, not markup
     slowest = max(est.stages, key=lambda x: x.slot_s)
     for x in est.stages:
         mark = "  <- slowest" if x is slowest else ""
         out(f"  stage {x.index}: {x.layers} layers on ranks {x.ranks[0]}-{x.ranks[1] - 1} "
-            f"({'+'.join(x.devices)}){mark}\n    {x.slot_s * 1e3:.4g} ms per micro-batch, tail {x.tail_s * 1e3:.4g} "
-            f"ms per step, {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
+            f"({text('+'.join(x.devices))}){mark}\n    {x.slot_s * 1e3:.4g} ms per micro-batch, tail "
+            f"{x.tail_s * 1e3:.4g} ms per step, {x.memory.total / GIB:.1f} of {x.capacity_bytes / GIB:.1f} GiB"
             f"{'' if x.fits else ' (DOES NOT FIT)'}", **({"highlight": False} if console else {}))
 
 

@@ -102,6 +102,7 @@ def _breakdown(estimate) -> str:
 
 def print_plan(result, cluster, top: int) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from scalestudy.cli.terminal import Column, fitted_table, terminal_width
     from scalestudy.plan.planner import explain
@@ -143,7 +144,7 @@ def print_plan(result, cluster, top: int) -> None:
     if result.best.estimate.stages:
         best = result.best.estimate
         m = best.layout.grad_accum
-        console.print(f"Stages of the winner on {cluster.label} (stage i on ranks [i W/pp, (i+1) W/pp) in the "
+        console.print(f"Stages of the winner on {escape(cluster.label)} (stage i on ranks [i W/pp, (i+1) W/pp) in the "
                       f"cluster's order; step = sum of stage slots + ({m} micro-batches - 1) x slowest slot + "
                       f"slowest tail = {best.step_s:.4g} s):", highlight=False)
         print_stages(best, console)
@@ -249,6 +250,11 @@ def plan(
             raise ScalestudyError(f"--stage-speeds gives {len(speeds)} stage(s) but --pp is {pp}")
         pp = str(len(speeds))
     spec = get_model(model)
+    run_objective = train_objective or ("span" if spec.is_encoder_decoder else "causal")
+    if lexicon is not None and run_objective != "knowledge":  # train would refuse every emitted run for it
+        from scalestudy.specs.run import lexicon_message
+
+        raise ScalestudyError(lexicon_message(run_objective).replace("--objective", "--train-objective"))
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
@@ -276,11 +282,19 @@ def plan(
                    "lexicon": lexicon, "vocab_size": vocab_size, "objective": train_objective}
         note = emit_best_runnable(emit_dir, model, clus, result, **{k: v for k, v in options.items() if v is not None})
     if as_json:
-        print(json.dumps(result.to_json(top), indent=2))
+        print(plan_json(result.to_json(top)))
         return
     print_plan(result, clus, top)
     if note:
         print(note)
+
+
+def plan_json(data: dict) -> str:
+    """The plan's JSON: indented, one candidate per line. json's indenting encoder is pure Python and took most of
+    `plan --json --top 0` (thousands of candidates); each candidate line is written by its C encoder."""
+    rest = json.dumps({k: v for k, v in data.items() if k != "candidates"}, indent=2)
+    rows = ",\n".join(f"    {json.dumps(c)}" for c in data["candidates"])
+    return '{\n  "candidates": [\n' + rows + "\n  ],\n" + rest[2:]
 
 
 @app.command()
@@ -383,6 +397,7 @@ def tune(
     spec = get_model(model)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
+    _check_tune_counts(budget_s, trial_timeout_s, max_trials=max_trials, screen=screen, contenders=contenders)
     if not 0 <= memory_limit_gib < 2.0**33:  # 8 Gi GiB: beyond any machine, and int(bytes) stays finite
         raise ScalestudyError(f"--memory-limit-gib must be a number >= 0 (0: no cap), got {memory_limit_gib}")
     for flag, value, allowed in (("--recompute", recompute, ("none", "full")), ("--offload-optimizer", offload,
@@ -404,6 +419,10 @@ def tune(
 
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks
+
+    check_cpu_ranks(nproc)  # calibration and every trial start --nproc CPU ranks on this machine
+    check_batch_fits_ram(nproc, 1, seq_len + tlen)  # even micro-batch 1's token ids must fit its RAM
     out = check_output_dir(output)
     if profile:
         from dataclasses import replace
@@ -419,6 +438,27 @@ def tune(
         print_profile(device, calib_s)
     result = tuner.run_tune(spec, device, workload, nproc, out, settings, cons, calibration_s=calib_s)
     print_tune(result, out)
+
+
+# A tune is a search of short trials on one machine: a budget or trial time limit beyond 30 days is a typo (and
+# Python's waits refuse timeouts past ~2^31 s: threading.TIMEOUT_MAX), not a plan.
+MAX_TUNE_S = 30 * 24 * 3600.0
+
+
+def _check_tune_counts(budget_s: float, trial_timeout_s: float, **counts: int) -> None:
+    """--budget-s and --trial-timeout-s in (0, 30 days]; the trial counts (--max-trials, --screen, --contenders) at
+    most the trials the budget can hold: each is a process that takes at least tuner.MIN_TRIAL_S."""
+    from scalestudy.plan.tuner import MIN_TRIAL_S
+
+    for flag, value in (("--budget-s", budget_s), ("--trial-timeout-s", trial_timeout_s)):
+        if not 0 < value <= MAX_TUNE_S:  # nan fails too
+            raise ScalestudyError(f"{flag} must be a positive number of seconds up to {MAX_TUNE_S:,.0f} (30 days), "
+                                  f"got {value:g}")
+    most = int(budget_s // MIN_TRIAL_S)
+    for name, value in counts.items():
+        if value > most:
+            raise ScalestudyError(f"--{name.replace('_', '-')} {value}: --budget-s {budget_s:g} holds at most {most:,} "
+                                  f"trials (each trial process takes >= {MIN_TRIAL_S:g} s)")
 
 
 def print_tune(result, out) -> None:

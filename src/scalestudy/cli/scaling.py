@@ -122,17 +122,15 @@ def search(
     """Hyperparameter search (lr, batch, warm-up, precision) over small proxies with ASHA early stopping."""
     from dataclasses import replace
 
-    from scalestudy.errors import ScalestudyError
     from scalestudy.outputs import check_output_dir
-    from scalestudy.search.hyperparams import load_search, run_search
+    from scalestudy.search.hyperparams import check_trials_per_model, load_search, run_search
 
     output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
     loaded = load_search(spec)
     if trials_per_model is not None:
-        if trials_per_model < 1:
-            raise ScalestudyError(f"--trials-per-model must be >= 1, got {trials_per_model}")
+        check_trials_per_model(trials_per_model)
         loaded.config = replace(loaded.config, trials_per_model=trials_per_model)
-    log = (lambda s: None) if as_json else (lambda s: console.print(s, highlight=False))
+    log = (lambda s: None) if as_json else (lambda s: console.print(s, highlight=False, markup=False))  # plain text
     result = run_search(loaded, output, log=log)
     if as_json:
         print(json.dumps(result, indent=2))

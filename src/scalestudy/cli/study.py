@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scalestudy.cli import app
@@ -38,7 +39,7 @@ def study_run(
     if (executor or study.executor) == "local":
         check_local_trials(study)
     for reason in study.skipped:
-        console.print(f"[yellow]filtered[/] {reason}", highlight=False)
+        console.print(f"[yellow]filtered[/] {escape(reason)}", highlight=False)
     result = run_study(study, output, executor=executor, concurrency=concurrency, retry=tuple(retry),
                        dry_run=dry_run, progress=not no_progress, console=console, wait=not no_wait)
     if dry_run:
@@ -46,7 +47,7 @@ def study_run(
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
     console.print(f"study {study.name!r}: {result.total} trials ({result.skipped_finished} already finished, "
                   f"{result.ran} run now in {result.wall_s:.1f} s); outcomes: {counts}; store {output}/study.sqlite",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, soft_wrap=True, markup=False)  # the name and path are data: "[" is text
     if result.ran and not result.counts.get("OK") and not no_wait:  # --no-wait: results come later
         from scalestudy.errors import RunFailed
 
@@ -104,8 +105,8 @@ def study_status(directory: Path = typer.Argument(..., help="Study directory."))
     table.add_row("total", str(info["total"]))
     console.print(table)
     if info.get("slurm") and info["slurm"]["error"]:
-        console.print(f"[yellow]Slurm did not answer[/] ({info['slurm']['error']}): submitted trials without "
-                      "results are left as they are", highlight=False)
+        console.print(f"[yellow]Slurm did not answer[/] ({escape(str(info['slurm']['error']))}): submitted trials "
+                      "without results are left as they are", highlight=False)
     print_trials(directory)
 
 
@@ -147,7 +148,7 @@ def study_export(
 
     with Store(directory, create=False) as store:
         path = store.export(output, table=table)
-    console.print(f"wrote {path}", soft_wrap=True)
+    console.print(f"wrote {escape(str(path))}", soft_wrap=True)
 
 
 @app.command("report")
@@ -157,9 +158,9 @@ def report(directory: Path = typer.Argument(..., help="Study directory (holding 
 
     paths = write_report(directory)
     console.print(f"report: {paths['html']} (HTML), {paths['md']} (Markdown), {len(paths['plots'])} plots in "
-                  f"{paths['plots_dir']}", highlight=False, soft_wrap=True)  # paths never split across lines
+                  f"{paths['plots_dir']}", highlight=False, soft_wrap=True, markup=False)  # paths stay whole
     for gap in paths["gaps"]:  # a store whose rows lack fields: what the report could not show (also in it)
-        console.print(f"note: {gap}", highlight=False, soft_wrap=True)
+        console.print(f"note: {escape(gap)}", highlight=False, soft_wrap=True)
 
 
 @app.command("demo")
@@ -181,6 +182,6 @@ def demo(
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
     console.print(f"\nDone in {(time.time() - start) / 60:.1f} min ({counts}).", highlight=False)
     for line in paths["findings"][:6]:
-        console.print(f"  - {line}", highlight=False)
+        console.print(f"  - {escape(line)}", highlight=False)
     console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown), plots in "
-                  f"{paths['plots_dir'].resolve()}/", highlight=False, soft_wrap=True)
+                  f"{paths['plots_dir'].resolve()}/", highlight=False, soft_wrap=True, markup=False)

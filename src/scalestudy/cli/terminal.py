@@ -59,16 +59,17 @@ def fit_columns(columns: list[Column], rows: list[list[str]], width: int, rules:
 
 def fitted_table(title: str, columns: list[Column], rows: list[list[str]], width: int):
     """(rich Table, headers of the columns left out) for a terminal `width` columns wide."""
+    from rich.markup import escape
     from rich.table import Table
 
     keep = fit_columns(columns, rows, width)
-    table = Table(title=title, width=None)
+    table = Table(title=escape(title), width=None)  # titles and cells are data (labels, reasons): "[" is text
     for i in keep:
         # fold, never ellipsis: should a key column still not fit, it wraps onto a second line instead of "0.49..."
         table.add_column(columns[i].header, justify=columns[i].justify, overflow="fold",
                          no_wrap=not columns[i].wrap, min_width=WRAP_MIN if columns[i].wrap else None)
     for r in rows:
-        table.add_row(*(r[i] for i in keep))
+        table.add_row(*(escape(r[i]) for i in keep))
     return table, [c.header for i, c in enumerate(columns) if i not in keep]
 
 

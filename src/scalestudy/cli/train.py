@@ -133,6 +133,10 @@ def train(
     if not cuda:
         check_cpu_ranks(cfg.workload.nproc)
     _check_batch_fits_ram(cfg)
+    if cfg.data.lexicon and cfg.data.objective == "knowledge":  # read before a tokenizer is trained on the corpus
+        from scalestudy.engine.data.knowledge import load_lexicon
+
+        load_lexicon(cfg.data.lexicon)
     from scalestudy.engine.launch import run_local
 
     summary = run_local(cfg.with_absolute_paths())  # the run records where its inputs are, not how they were typed

@@ -7,7 +7,7 @@ share one vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class CostOptions:
     stage3_prefetch_elems: float = 5e7
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}  # plain floats: no asdict deep copy
 
 
 DEFAULT_OPTIONS = CostOptions()

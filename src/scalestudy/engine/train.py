@@ -36,6 +36,30 @@ class SimulatedCrash(RuntimeError):
     """Raised by `crash_after_step` (tests): the worker dies without cleanup, as if killed."""
 
 
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def torchrun_env(environ=None) -> tuple[int, int, int]:
+    """(RANK, LOCAL_RANK, WORLD_SIZE) as torchrun sets them for each worker; one-line ScalestudyError when the
+    worker was started without torchrun or they are not what torchrun writes (whole numbers, rank < world size,
+    a port in 1-65535), instead of a traceback from int() or from the process group."""
+    env = os.environ if environ is None else environ
+    missing = [name for name in TORCHRUN_VARIABLES if not env.get(name)]
+    if missing:
+        raise ScalestudyError(f"python -m scalestudy.engine.train is a torchrun worker ({', '.join(missing)} not "
+                              "set): run `scalestudy train --config FILE` or the launch scripts of --print-launch")
+    try:
+        rank, local, world, port = (int(env[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT"))
+    except ValueError:
+        shown = ", ".join(f"{name}={env[name]!r}" for name in TORCHRUN_VARIABLES)
+        raise ScalestudyError(f"torchrun's worker variables must be whole numbers ({shown})") from None
+    if not (0 <= local <= rank < world and 1 <= port <= 65535):
+        raise ScalestudyError(f"torchrun's worker variables are inconsistent: RANK {rank}, LOCAL_RANK {local}, "
+                              f"WORLD_SIZE {world}, MASTER_PORT {port} (need 0 <= LOCAL_RANK <= RANK < WORLD_SIZE, "
+                              "a port in 1-65535)")
+    return rank, local, world
+
+
 @dataclass
 class DistContext:
     rank: int
@@ -56,7 +80,7 @@ def setup_distributed() -> DistContext:
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = torchrun_env()[1]
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -309,11 +333,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalestudy.engine.train")
     parser.add_argument("--config", required=True, help="RunConfig YAML (written by `scalestudy train`)")
     args = parser.parse_args(argv)
-    launcher = int(os.environ.get(LAUNCHER_PID_ENV, "0"))
-    if launcher and not die_with_parent(launcher, signal.SIGKILL):  # even kill -9 of the launcher takes us down
+    try:  # before anything else: a worker started by hand, or with garbled variables, says so in one line
+        rank = torchrun_env()[0]
+    except ScalestudyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    launcher = os.environ.get(LAUNCHER_PID_ENV, "0")
+    # even kill -9 of the launcher takes us down
+    if launcher.isdigit() and int(launcher) and not die_with_parent(int(launcher), signal.SIGKILL):
         os._exit(143)  # the launcher is already gone
     warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation chatter from DeepSpeed's comm calls
-    rank = int(os.environ.get("RANK", 0))
     cfg = None
     code = 0
     try:

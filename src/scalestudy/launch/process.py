@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from scalestudy.errors import ScalestudyError
 from scalestudy.launch.outcome import classify_outcome
 
 DIR_MARKER = "SCALESTUDY_STUDY_DIR"  # environment marker: the directory of the study / search / tune a trial runs for
@@ -53,6 +54,32 @@ def trial_environment(overrides: dict | None = None) -> dict:
     env.update({k: str(v) for k, v in (overrides or {}).items()})
     env["PYTHONUNBUFFERED"] = "1"  # train.log keeps the last lines of a process that is killed
     return env
+
+
+CPU_PROFILE_CHOICES = ("static", "measured")  # SCALESTUDY_CPU_PROFILE (costmodel/cpu_profile.py): unset = measured
+
+
+def check_environment(environ: dict | None = None, where: str = "environment variable") -> None:
+    """The environment variables scalestudy reads, checked before any command runs (a bad one would otherwise fail
+    inside the ranks or the CPU-profile measurement, or silently measure a 2-minute profile):
+    OMP_NUM_THREADS (threads per rank: one whole number), SCALESTUDY_CPU_PROFILE (static | measured) and
+    SCALESTUDY_CACHE_DIR (a directory, or a path one can be made at)."""
+    env = os.environ if environ is None else environ
+    threads = env.get("OMP_NUM_THREADS")
+    if threads is not None and not (threads.strip().isdigit() and 1 <= int(threads) <= 1 << 20):
+        raise ScalestudyError(f"{where} OMP_NUM_THREADS={threads!r}: scalestudy's ranks and CPU profile "
+                              "read it as one whole number of threads per rank >= 1 (e.g. 1); unset it or fix it")
+    profile = env.get("SCALESTUDY_CPU_PROFILE", "")
+    if profile and profile.lower() not in CPU_PROFILE_CHOICES:
+        raise ScalestudyError(f"{where} SCALESTUDY_CPU_PROFILE={profile!r}: choose "
+                              f"{' or '.join(CPU_PROFILE_CHOICES)} (static keeps the built-in local-cpu profile; "
+                              "unset = measured)")
+    cache = env.get("SCALESTUDY_CACHE_DIR")
+    if cache:
+        blocked = next((p for p in [Path(cache), *Path(cache).absolute().parents] if p.exists()), None)
+        if blocked is not None and not blocked.is_dir():
+            raise ScalestudyError(f"{where} SCALESTUDY_CACHE_DIR={cache!r}: {blocked} is a file, not a "
+                                  "directory (the measured CPU profile and precision are cached there)")
 
 
 def _has_gpu() -> bool:

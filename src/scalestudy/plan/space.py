@@ -289,6 +289,10 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 continue
             stats.layouts += 1
             mbs = micro_batches(workload.global_batch // dp, constraints)
+            if not mbs:  # said in the planner's 'nothing evaluated' line instead of a bare count
+                key = "no allowed micro-batch divides the global batch / data-parallel degree"
+                stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                continue
             for engine, zero, off_opt, off_par in variants:
                 if pp > 1 and engine == "deepspeed" and zero >= 2:
                     continue  # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)

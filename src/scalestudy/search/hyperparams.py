@@ -49,6 +49,7 @@ from scalestudy.atomicfile import write_text_atomic
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.commands import drop_checkpoints
 from scalestudy.launch.process import kill_marked, start_trial, trial_environment
+from scalestudy.specs.run import MAX_LR
 from scalestudy.study.trials import trial_command, trial_dir, trial_row, write_train_config
 from scalestudy.yamlfile import read_yaml
 
@@ -56,6 +57,14 @@ SPACE_KEYS = ("lr", "global_batch", "warmup_steps", "precision")
 SEARCH_KEYS = {"target_model", "trials_per_model", "budget_tokens", "min_resource", "reduction_factor", "seed",
                "space", "checkpoints"}
 PCT = 100  # progress is reported in percent of the token budget (Optuna steps are integers)
+# Each trial is a training process run one after another: beyond this a search of one proxy never ends.
+MAX_TRIALS_PER_MODEL = 10_000
+
+
+def check_trials_per_model(count: int, name: str = "--trials-per-model") -> None:
+    if not 1 <= count <= MAX_TRIALS_PER_MODEL:
+        raise ScalestudyError(f"{name} must be a whole number in [1, {MAX_TRIALS_PER_MODEL:,}] (each trial is a "
+                              f"training run, one after another), got {count}")
 
 
 class Pruned(Exception):
@@ -163,8 +172,9 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
         lr_range = (float(lr["low"]), float(lr["high"]), lr.get("log", True))
     except (TypeError, KeyError, ValueError, AttributeError):
         raise ScalestudyError(f"{where}: search.space.lr must be {{low: .., high: .., log: true}}") from None
-    if not 0 < lr_range[0] < lr_range[1] < float("inf"):
-        raise ScalestudyError(f"{where}: search.space.lr needs 0 < low < high (finite), got {lr_range[:2]}")
+    if not 0 < lr_range[0] < lr_range[1] <= MAX_LR:  # nan and inf fail too
+        raise ScalestudyError(f"{where}: search.space.lr needs finite 0 < low < high <= {MAX_LR:g} (train's --lr "
+                              f"range), got {lr_range[:2]}")
     try:
         budget = int(float(block["budget_tokens"]))
     except (KeyError, TypeError, ValueError, OverflowError):
@@ -184,6 +194,7 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
         precision=_choices(space, "precision", str, (str(study_raw.get("precision", "fp32")),)),
         checkpoints=tuple(_setting({"checkpoints": c}, "checkpoints", float, None, where) for c in checkpoints),
     )
+    check_trials_per_model(cfg.trials_per_model, f"{where}: search.trials_per_model")
     if cfg.trials_per_model < 1 or cfg.reduction_factor < 2 or not 0 < cfg.min_resource <= 1:
         raise ScalestudyError(f"{where}: need trials_per_model >= 1, reduction_factor >= 2, 0 < min_resource <= 1")
 

@@ -199,6 +199,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         if kind == "gpt2":
             d = _int(cfg, "n_embd", path)
             heads = _int(cfg, "n_head", path)
+            _divides(d, "n_embd", heads, "n_head", path)  # GPT-2 splits the width evenly over the heads
             return ModelSpec(
                 name=name, family="gpt2", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
                 num_layers=_int(cfg, "n_layer", path),
@@ -210,6 +211,9 @@ def from_hf_config(path: str | Path) -> ModelSpec:
             d = _int(cfg, "hidden_size", path)
             heads = _int(cfg, "num_attention_heads", path)
             kv = _int(cfg, "num_key_value_heads", path, heads)
+            if cfg.get("head_dim") is None:  # else the heads have their own width
+                _divides(d, "hidden_size", heads, "num_attention_heads", path)
+            _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)  # each KV head serves a group
             return ModelSpec(
                 name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
                 num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads,
@@ -245,6 +249,12 @@ def _int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
             float("inf"), float("-inf")) or value != int(value) or value < 1:
         raise ScalestudyError(f"model config {path}: {key} must be a whole number >= 1, got {value!r}")
     return int(value)
+
+
+def _divides(total: int, name: str, parts: int, part_name: str, path: Path) -> None:
+    """A width or head count the model splits evenly (Transformers refuses the model otherwise): one line."""
+    if total % parts:
+        raise ScalestudyError(f"model config {path}: {name} {total} is not divisible by {part_name} {parts}")
 
 
 def _t5_ffn(proj: object, path: Path) -> str:

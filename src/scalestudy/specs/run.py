@@ -38,6 +38,9 @@ OBJECTIVES = ("span", "knowledge", "causal")
 DECAYS = ("cosine", "linear", "constant")
 SPAN_NOISE_DENSITY = 0.15  # T5 pre-training (Raffel et al. 2020); the data pipeline's defaults
 SPAN_MEAN_LENGTH = 3.0
+# AdamW's update is ~lr per weight per step (m / sqrt(v) is ~1): weights initialised at O(0.01-1) are overwritten
+# by one step beyond lr 1, so a larger value is a typo (e.g. 1e308), not a schedule.
+MAX_LR = 1.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def _flat_keys() -> dict[str, tuple[str, str]]:
 
 
 FLAT_KEYS = _flat_keys()
+SECTION_ONLY = {"strategy", *SECTIONS} - set(FLAT_KEYS)  # section names that are no flat option (workload, ...)
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,9 @@ class RunConfig:
     def from_dict(cls, raw: dict | None) -> RunConfig:
         """Nested mapping (the YAML shape) or, for compatibility, the flat option names."""
         raw = dict(raw or {})
+        for name in SECTION_ONLY & raw.keys():  # no flat option has these names: a section, whatever its value
+            if raw[name] is not None and not isinstance(raw[name], dict):
+                raise ScalestudyError(f"run-config section {name} must be a mapping, got {raw[name]!r}")
         if raw and not _is_nested(raw):
             return cls().with_flat(raw)
         unknown = set(raw) - {"strategy", *SECTIONS}
@@ -284,11 +291,17 @@ class RunConfig:
             raise ScalestudyError(f"unknown objective {d.objective!r} (choose from {', '.join(OBJECTIVES)})")
         if o.decay not in DECAYS:
             raise ScalestudyError(f"unknown decay {o.decay!r} (choose from {', '.join(DECAYS)})")
-        if o.lr <= 0 or not 0 <= o.min_lr_ratio <= 1:
-            raise ScalestudyError("--lr must be > 0 and min_lr_ratio within [0, 1]")
         for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip"):
-            if not math.isfinite(getattr(o, name)):  # nan passes every comparison above
+            if not math.isfinite(getattr(o, name)):  # nan passes every comparison below
                 raise ScalestudyError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(o, name)}")
+        if not 0 < o.lr <= MAX_LR or not 0 <= o.min_lr_ratio <= 1:
+            raise ScalestudyError(f"--lr must be in (0, {MAX_LR:g}] (AdamW moves each weight by up to ~lr per step) "
+                                  f"and min_lr_ratio within [0, 1], got lr {o.lr:g}, min_lr_ratio {o.min_lr_ratio:g}")
+        if o.lr * o.weight_decay >= 1:
+            raise ScalestudyError(f"weight_decay {o.weight_decay:g} x lr {o.lr:g} must be below 1 (AdamW scales every "
+                                  "weight by 1 - lr x weight_decay each step)")
+        if d.lexicon is not None and d.objective != "knowledge":
+            raise ScalestudyError(lexicon_message(d.objective))
         if o.grad_clip < 0:
             raise ScalestudyError(f"--grad-clip must be >= 0 (0: no clipping), got {o.grad_clip}")
         _check_optimizer_and_model(self)
@@ -331,6 +344,12 @@ class RunConfig:
         return spec, strategy, workload, layout
 
 
+def lexicon_message(objective: str) -> str:
+    """Why a lexicon with another objective is refused (train, study train_options, plan --emit)."""
+    return (f"--lexicon is read only by --objective knowledge (entity/phrase masking); objective {objective} would "
+            "ignore it: drop --lexicon or use --objective knowledge")
+
+
 def check_world_size(nnodes: int, nproc: int) -> None:
     """--nnodes x --nproc ranks that a launcher (torchrun, Slurm's srun of torchrun) can start: one line otherwise."""
     if nnodes * nproc > MAX_WORLD_SIZE:
@@ -360,7 +379,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "tp_comm_overlap": "Megatron-Core / Transformer Engine overlap",
                       "kernels": "published software's element-wise kernels",
                       "grad_reduce": "published software's gradient-reduction dtype",
-                      "recompute_early_stop": "published software's activation-checkpoint implementation"}
+                      "recompute_early_stop": "published software's activation-checkpoint implementation",
+                      "cross_entropy": "published software's loss kernel"}
 
 
 def cost_model_option_message(name: str) -> str:

@@ -135,6 +135,8 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
     for key in ("tokenizer", "lexicon"):  # train_options naming files (made absolute when the spec was loaded)
         if kind == "local" and options.get(key) and not Path(options[key]).is_file():
             raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
+    if kind == "local":
+        _check_inputs_read(spec.data, options)
     if dry_run and kind == "slurm":
         return _slurm_dry_run(spec, out, console)
     if dry_run:
@@ -169,6 +171,22 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
             store.close()
     finally:
         lock.release()
+
+
+def _check_inputs_read(data: tuple[str, ...], options: dict) -> None:
+    """The corpus files (their first document), tokenizer and lexicon read as each trial's `train` reads them: an
+    empty, binary or non-UTF-8 file fails here in one line, not in every trial after its ranks started."""
+    from scalestudy.engine.data.corpora import read_corpus
+    from scalestudy.engine.data.knowledge import load_lexicon
+    from scalestudy.engine.data.tokenizer import load_tokenizer
+
+    for path in data:
+        if not path.startswith("hf:"):  # hub datasets are fetched by the trials
+            read_corpus(path, options.get("text_field") or "text", max_docs=1)
+    if options.get("tokenizer"):
+        load_tokenizer(options["tokenizer"])
+    if options.get("lexicon"):
+        load_lexicon(options["lexicon"])
 
 
 def _slurm_dry_run(spec: StudySpec, out: Path, console) -> StudyRun:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import MAX_WORLD_SIZE
 from scalestudy.specs.model import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RunConfig, check_cost_model_only,
@@ -101,6 +102,7 @@ EXEC_AXES: dict[str, tuple[type, Any]] = {
 EXEC_CHOICES = {"attention": ATTENTIONS, "pp_schedule": PP_SCHEDULES}
 AXES.update(EXEC_AXES)
 STRATEGY_KEYS = ("engine", "zero", "offload_optimizer", "offload_params", "tp", "pp", "recompute", *EXEC_AXES)
+MAX_TIMEOUT_S = 365 * 24 * 3600.0  # per trial: beyond a year it is a typo, not a limit
 # Run control: per trial, but not part of its identity (changing a timeout does not re-run finished trials).
 CONTROL: dict[str, tuple[type, Any]] = {
     "timeout_s": (float, 900.0),
@@ -354,8 +356,11 @@ def _validate(point: dict) -> str:
         return f"target_len must be >= 1 for objective {point['objective']} (tokens and FLOPs count it)"
     if (point["objective"] == "causal") == model.is_encoder_decoder:
         return f"objective {point['objective']} does not suit {model.name} ({model.family})"
-    if point["lr"] <= 0 or point["timeout_s"] <= 0 or not 0 <= point["memory_limit_bytes"] < 2**63:
-        return "lr and timeout_s must be positive and memory_limit_bytes in [0, 2^63) (RLIMIT_AS takes 64 bits)"
+    if point["lr"] <= 0 or not 0 <= point["memory_limit_bytes"] < 2**63:
+        return "lr must be positive and memory_limit_bytes in [0, 2^63) (RLIMIT_AS takes 64 bits)"
+    if not 0 < point["timeout_s"] <= MAX_TIMEOUT_S:  # nan and inf fail too
+        return (f"timeout_s must be a positive number of seconds up to {MAX_TIMEOUT_S:,.0f} (a year; Slurm's time "
+                f"limit and Python's waits take no more), got {point['timeout_s']}")
     return ""
 
 
@@ -457,6 +462,10 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     if not isinstance(include, list) or not all(isinstance(s, dict) for s in include):
         raise ScalestudyError(f"{where}: include must be a list of mappings")
     include = [_without_cost_model_options(s, f"{where}: include[{i}]") for i, s in enumerate(include)]
+    empty = [i for i, s in enumerate(include) if not s]
+    if empty:  # it sets no axis: the grid's first trial again, which runs once anyway
+        raise ScalestudyError(f"{where}: include[{empty[0]}] is empty: an include entry adds a trial by the axes it "
+                              "sets (e.g. {engine: ddp, zero: 1}); an empty one only repeats the grid's first trial")
 
     defaults = {k: v[1] for k, v in schema.items()}
     points: list[dict] = []
@@ -496,6 +505,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         raise ScalestudyError(f"{where}: slurm must be a mapping with keys {', '.join(sorted(SLURM_KEYS))}; "
                               f"unknown {bad}")
     _check_slurm(slurm, where)
+    _check_slurm_gpus(slurm, trials.values(), where)
     data = raw.get("data") or []
     data = [data] if isinstance(data, str) else data
     if not isinstance(data, list) or not all(isinstance(d, str) and d for d in data):
@@ -519,6 +529,9 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
                 isinstance(value, (dict, list)) or value is None:
             raise ScalestudyError(f"{where}: env {key!r}: {value!r} is not an environment variable (a NAME of "
                                   "letters, digits, _ and a plain value)")
+    from scalestudy.launch.process import check_environment
+
+    check_environment({str(k): str(v) for k, v in env.items()}, f"{where}: env")  # what the trials will read
     device = _study_field(raw, "device", str, "local-cpu", where)
     from scalestudy.specs.hardware import get_device
 
@@ -587,8 +600,9 @@ def _check_slurm(slurm: dict, where: str) -> None:
         kind = _SLURM_TYPES[key]
         if kind is str:
             ok = isinstance(value, str) and value.strip() and "\n" not in value
-        elif kind is int:  # Slurm holds CPUs per task in 16 bits (0xfffe, 0xffff reserved); GPU counts in 64
-            top = 0xfffd if key == "cpus_per_task" else 2**63 - 1
+        elif kind is int:  # Slurm holds CPUs per task in 16 bits (0xfffe, 0xffff reserved); GPUs per node are
+            # ranks of one rendezvous (MAX_WORLD_SIZE), whatever the 64 bits Slurm would accept
+            top = 0xfffd if key == "cpus_per_task" else MAX_WORLD_SIZE
             ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= top
         elif kind is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
@@ -599,6 +613,16 @@ def _check_slurm(slurm: dict, where: str) -> None:
                     float: "a number of seconds >= 0", list: "a list of lines"}[kind]
             hint = ' (YAML reads 01:30:00 as a number: quote it, time: "01:30:00")' if key == "time" else ""
             raise ScalestudyError(f"{where}: slurm.{key} must be {want}, got {value!r}{hint}")
+
+
+def _check_slurm_gpus(slurm: dict, trials, where: str) -> None:
+    """slurm.gpus_per_node asks for each node's GPUs while torchrun starts a trial's `nproc` ranks per node, one
+    GPU each (engine/train.py: rank i on cuda:LOCAL_RANK): fewer GPUs than a trial's ranks is refused now."""
+    gpus = slurm.get("gpus_per_node")
+    short = [t for t in trials if gpus is not None and t.nproc > gpus]
+    if short:
+        raise ScalestudyError(f"{where}: slurm.gpus_per_node {gpus} is below nproc {short[0].nproc} of trial "
+                              f"{short[0].label}: its ranks would have no GPU of their own")
 
 
 def load_spec(path: str | Path) -> StudySpec:
