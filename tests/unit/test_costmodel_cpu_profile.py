@@ -213,12 +213,17 @@ def test_profile_memory_and_ratio_tables_reject_bad_rows_in_one_line(field, valu
 
 def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
     """cpu_collectives.gloo_dp_comm (CPU ranks with measured gloo rates): DeepSpeed ZeRO-1/2 all-reduce the whole
-    reduce bucket plus its copies (ZeRO-2 after every micro-batch, ZeRO-1 once; the flatten into a fresh
-    buffer at the fresh-copy rate); ZeRO-3 gathers a small model once per micro-batch, per block (the backward
-    reuses it); FSDP2 reduce-scatters only in the last micro-batch (the others accumulate unsharded); devices
-    without measured rates keep terms._dp_comm's model."""
+    reduce bucket plus its copies (ZeRO-2 after every micro-batch, ZeRO-1 once; the copy into the bucket allocated
+    for each backward and the flatten into a fresh buffer at the fresh-copy rate); ZeRO-3 gathers a small model
+    once per micro-batch in ONE prefetched call of stage3_prefetch_bucket_size elements at most (the backward
+    reuses it); DDP + ZeroRedundancyOptimizer all-reduces the gradients, then broadcasts every parameter tensor in
+    place (all_reduce's rate, not all_gather's); FSDP2 reduce-scatters only in the last micro-batch (the others
+    accumulate unsharded); devices without measured rates keep terms._dp_comm's model."""
+    import math
+
     from scalestudy.costmodel import cpu_collectives
     from scalestudy.costmodel.cpu_memory import copy_s, fresh_copy_s
+    from scalestudy.costmodel.engines import engine_comm
     from scalestudy.costmodel.zero3 import zero3_gathers
 
     mib = 1 << 20
@@ -236,19 +241,30 @@ def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
     lat = dev.intra_node_latency_s
     gather = grads / 2 / dev.intra_node_bytes_per_s / 0.95 + lat  # one ring all-gather of the gradients
     all_reduce = 2 * gather
-    reduction = all_reduce + fresh_copy_s(dev, grads) + copy_s(dev, grads, 2.0 + 2.0 / 2)  # flatten: a fresh buffer
+    # copied into a bucket allocated afresh, flattened into a fresh buffer; divided in place, slices copied back
+    reduction = all_reduce + fresh_copy_s(dev, grads, 2.0) + copy_s(dev, grads, 1.0 + 2.0 / 2)
     boundary = fresh_copy_s(dev, grads / 2) + 1.5 * gather
     assert e.dp_comm_total_s == pytest.approx(reduction + boundary, rel=1e-9)
     assert comm("deepspeed", 1, 1).dp_comm_total_s == pytest.approx(e.dp_comm_total_s, rel=1e-9)
     assert comm("deepspeed", 2, 1).dp_comm_total_s == pytest.approx(8 * reduction + boundary, rel=1e-9)
     z3 = comm("deepspeed", 3, 8).dp_comm_total_s
     z = zero3_gathers(m, 1, 1, m.total_layers, psi)
-    calls, each = z.layer_fetches + z.other_fetches, 4.0 * z.gathered_elems / (z.layer_fetches + z.other_fetches)
-    one_pass = 1.5 * (calls * each / 2 / dev.intra_node_bytes_per_s / 0.95 + calls * lat) \
-        + calls * (fresh_copy_s(dev, each) + copy_s(dev, each))  # per block, once: the backward reuses it
+    each = 4.0 * z.gathered_elems  # 38M elements < the 5e7 prefetch bucket: one coalesced gather per pass
+    one_pass = 1.5 * (each / 2 / dev.intra_node_bytes_per_s / 0.95 + lat) \
+        + fresh_copy_s(dev, each) - copy_s(dev, each) + copy_s(dev, each / 2)  # its pages faulted, our shard cat in
     reduce_scatter = 3.0 * gather + fresh_copy_s(dev, grads) + copy_s(dev, grads, 1.5)
     assert z3 == pytest.approx(one_pass + reduce_scatter, rel=1e-9)
     assert comm("deepspeed", 3, 1).dp_comm_total_s == pytest.approx(8 * z3, rel=1e-9)  # all per micro-batch
+    eng = engine_comm("deepspeed")
+    assert [cpu_collectives.zero3_fetches(x, eng) for x in (1e6, 5e7, 5e7 + 1, 1.2e8)] == [1, 1, 2, 3]
+    # DDP + ZeroRedundancyOptimizer: DDP's all-reduce in 25 MB buckets, then one in-place broadcast per tensor
+    buckets = math.ceil(psi / 6.25e6)
+    ddp_reduce = 2 * (grads / 2 / dev.intra_node_bytes_per_s / 0.95 + buckets * lat)
+    sync = grads / dev.intra_node_bytes_per_s / 0.95 + z.tensors * lat
+    for mb in (1, 8):  # once per step
+        assert comm("ddp", 1, mb).dp_comm_total_s == pytest.approx(ddp_reduce + sync, rel=1e-9)
+    slow_gather = replace(dev, collective_time_ratio={**dev.collective_time_ratio, "all_gather": 5.0})
+    assert comm("ddp", 1, 8, slow_gather).dp_comm_total_s == pytest.approx(ddp_reduce + sync, rel=1e-9)
     f8, f1 = comm("fsdp", 3, 8).dp_comm_total_s, comm("fsdp", 3, 1).dp_comm_total_s
     units = 2 * m.num_layers + 1  # fully_shard per block and the root
     per_gather = 1.5 * ((grads / 2) / dev.intra_node_bytes_per_s / 0.95 + units * lat) \

@@ -97,21 +97,26 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
     - ZeRO-0 (engine.buffered_allreduce_fallback at the boundary): the gradients flattened (fresh) into 5e8-element
       buckets, each scaled in place and all-reduced, then copied back into the parameters' .grad.
     - ZeRO-1/2 (stage_1_and_2.average_tensor with use_multi_rank_bucket_allreduce, the default): every parameter's
-      gradient is copied into the contiguous reduce bucket, the bucket divided by dp in place, flattened again by
-      allreduce_bucket (fresh) and ALL-REDUCED whole (not reduce-scattered), and this rank's slices copied back and
-      into its gradient partition (copy_grads_in_partition); ZeRO-2 reduces after every micro-batch's backward,
-      ZeRO-1 once at the boundary. At the boundary the partition is flattened for the optimizer (fresh, 1/dp) and
-      the updated parameters all-gathered (allgather_bucket_size buckets).
-    - ZeRO-3 (partitioned_param_coordinator): a forward's module hooks all-gather the partitioned parameters,
-      coalesced per module and prefetched in groups (`fetches` calls: about one per block and per embedding table;
-      measured on t5-micro: 18 calls of 8.5 MB, 152 MB in all, per micro-batch), each into a fresh flat buffer and
-      cut out per parameter with torch.cat; under ZERO3_MAX_REUSE_ELEMS nothing is released before the backward
-      (measured: one pass of the model per micro-batch). Gradients: copied into the ipg bucket, interleaved by
+      gradient is copied into the contiguous reduce bucket -- a buffer of reduce_bucket_size elements allocated
+      afresh for every backward (setup_buckets: torch.empty, so the copy faults in every page it writes, at the
+      fresh-buffer rate; measured on t5-micro: 213 ms per micro-batch against 78 ms into ZeRO-3's bucket, which is
+      allocated once) -- the bucket divided by dp in place, flattened again by allreduce_bucket (fresh) and
+      ALL-REDUCED whole (not reduce-scattered), and this rank's slices copied back and into its gradient partition
+      (copy_grads_in_partition); ZeRO-2 reduces after every micro-batch's backward, ZeRO-1 once at the boundary.
+      At the boundary the partition is flattened for the optimizer (fresh, 1/dp) and the updated parameters
+      all-gathered (allgather_bucket_size buckets).
+    - ZeRO-3 (partitioned_param_coordinator): once the module trace is complete (from the third micro-batch on),
+      the first fetch hook of a pass prefetches the next stage3_prefetch_bucket_size elements of the trace in ONE
+      coalesced all-gather (`fetches` calls per pass: the gathered elements over that bucket, rounded up; traced on
+      t5-micro, 2 ranks: one all_gather_coalesced of all 110 partitioned tensors, 38.1M elements, per
+      micro-batch), into a newly allocated flat buffer (every page faulted in: this rank's shard by torch.cat,
+      the rest by gloo's copy-out; gloo's own staging buffer is in its measured all_gather rate); the parameters
+      are views of it. Under ZERO3_MAX_REUSE_ELEMS nothing is released before the backward: one gather of the
+      model per micro-batch. Gradients: copied into the ipg bucket (allocated once), interleaved by
       reduce_scatter_coalesced (fresh) and reduce-scattered in one call, the shard added into the fp32 gradient
-      partition (1/dp): after every micro-batch. (Measured on t5-micro, 2 ranks: 18 all-gathers 0.31 s and one
-      reduce-scatter 0.31 s per micro-batch.)
+      partition (1/dp): after every micro-batch.
     `psi`: parameters on the rank; `gathered`: ZeRO-3's partitioned (non-persistent) ones and `fetches` its
-    coalesced gathers per pass (costmodel/zero3.py)."""
+    coalesced gathers per pass (`zero3_fetches`)."""
     grads = psi * grad_bytes
 
     def call(op: str, nbytes: float, bucket_elems: float, elems: float) -> float:
@@ -120,16 +125,18 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
     if zero == 0:
         return call("all_reduce", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
             + copy_s(device, grads, 2.0)
-    if zero in (1, 2):
-        reduction = call("all_reduce", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
-            + copy_s(device, grads, 2.0 + 2.0 / dp)
+    if zero in (1, 2):  # bucket copy-in and allreduce_bucket's flatten: fresh; the in-place division, slices back
+        reduction = call("all_reduce", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads, 2.0) \
+            + copy_s(device, grads, 1.0 + 2.0 / dp)
         boundary = fresh_copy_s(device, grads / dp) + call("all_gather", psi * half, eng.allgather_bucket_elems, psi)
         return (ga if zero == 2 else 1) * reduction + boundary
     passes = 1 if gathered <= ZERO3_MAX_REUSE_ELEMS else 2
     calls = max(1, fetches)
     each = gathered * half / calls  # one coalesced gather's buffer
+    # its pages faulted in once (beyond gloo's own copy-out, in the measured rate) and this rank's shard cat in
+    faults = max(0.0, fresh_copy_s(device, each) - copy_s(device, each))
     gather = passes * (_call("all_gather", gathered * half, calls, device, dp, per_node, lk, eng)
-                       + calls * (fresh_copy_s(device, each) + copy_s(device, each)))
+                       + calls * (faults + copy_s(device, each / dp)))
     reduce = call("reduce_scatter", grads, eng.reduce_bucket_elems, psi) + fresh_copy_s(device, grads) \
         + copy_s(device, grads, 1.0 + 1.0 / dp)
     return ga * (gather + reduce)
@@ -152,17 +159,55 @@ def fsdp_dp_comm(zero: int, psi: float, units: int, grad_bytes: int, half: int, 
     return ga * gathers * gather + reduce
 
 
+def zero_redundancy_dp_comm(psi: float, tensors: int, grad_bytes: int, device, dp: int, per_node: int, lk: tuple,
+                            eng) -> float:
+    """Seconds per optimizer step of DDP + torch ZeroRedundancyOptimizer on gloo ranks (engine/backends/ddp.py):
+    DDP all-reduces the gradients in its buckets as without it, then ZeroRedundancyOptimizer.step updates this
+    rank's shard and `_sync_params` broadcasts every parameter tensor from its owner, one `dist.broadcast` per
+    tensor (parameters_as_bucket_view False, the default the backend keeps), all queued async and then waited.
+
+    A gloo broadcast works in place on the tensor (gloo/broadcast.cc: a binomial tree, ceil(log2 dp) rounds, each
+    sending the whole tensor; no staging buffer, unlike gloo's all_gather, whose measured rate includes flattening
+    into a fresh output and copying it out), so its bytes move at the in-place all_reduce's measured rate, once per
+    round: summed over the owners, the whole fp32 parameter buffer per round (at dp 2 the same bytes per link
+    direction as an all-reduce of it); each tensor pays the link latency per round. Measured on 2 gloo ranks
+    (loaded machine): t5-micro's 144 tensors / 152 MB 291 ms against 284 ms for one all_reduce of 152 MB, 136 ms
+    for one flat broadcast per owner; t5-tiny (52 tensors, 13 MB) 42 ms against 24 ms."""
+    reduce = _call("all_reduce", psi * grad_bytes, _buckets(psi, eng.reduce_bucket_elems), device, dp, per_node, lk,
+                   eng)
+    params = 4.0 * psi  # DDP keeps fp32 weights (bf16 runs autocast)
+    rounds = math.ceil(math.log2(dp))
+    bandwidth, latency = (lk[0], lk[1]) if per_node >= dp else (lk[2], lk[3])
+    wire = params / (bandwidth * eng.collective_efficiency) * rate(device, "all_reduce", params)
+    return reduce + rounds * (wire + max(1, tensors) * latency)
+
+
 def gloo_dp_comm(st, eng, psi: float, zero3, stage_layers: int, grad_bytes: int, cluster, lk: tuple, dp: int,
                  tp: int, ga: int) -> float | None:
-    """Seconds per optimizer step of the data-parallel path of DeepSpeed or FSDP on CPU ranks with measured gloo
-    rates (`deepspeed_dp_comm`, `fsdp_dp_comm`); None for other engines or devices (terms._dp_comm's model)."""
+    """Seconds per optimizer step of the data-parallel path of DeepSpeed, FSDP or DDP + ZeroRedundancyOptimizer on
+    CPU ranks with measured gloo rates (`deepspeed_dp_comm`, `fsdp_dp_comm`, `zero_redundancy_dp_comm`); None for
+    other engines or devices (terms._dp_comm's model)."""
     device = cluster.device
-    if not measured(device) or dp <= 1 or st.engine not in ("deepspeed", "fsdp"):
+    zero_redundancy = st.engine == "ddp" and st.zero == 1
+    if not measured(device) or dp <= 1 or (st.engine not in ("deepspeed", "fsdp") and not zero_redundancy):
         return None
     half = 4 if st.precision == "fp32" else 2
     per_node = max(1, min(dp, cluster.gpus_per_node // tp))
+    if zero_redundancy:
+        tensors = zero3.tensors if zero3 is not None else stage_layers
+        return zero_redundancy_dp_comm(psi, tensors, grad_bytes, device, dp, per_node, lk, eng)
     if st.engine == "fsdp":
         return fsdp_dp_comm(st.zero, psi, stage_layers + 1, grad_bytes, half, device, dp, per_node, lk, eng, ga)
     gathered = zero3.gathered_elems if zero3 is not None else psi
-    fetches = round(zero3.layer_fetches + zero3.other_fetches) if zero3 is not None else stage_layers
-    return deepspeed_dp_comm(st.zero, psi, gathered, fetches, grad_bytes, half, device, dp, per_node, lk, eng, ga)
+    return deepspeed_dp_comm(st.zero, psi, gathered, zero3_fetches(gathered, eng), grad_bytes, half, device, dp,
+                             per_node, lk, eng, ga)
+
+
+def zero3_fetches(gathered: float, eng) -> int:
+    """Coalesced all-gathers per pass of DeepSpeed ZeRO-3 with a complete module trace (partitioned_param_coordinator
+    fetch_sub_module): a hook that finds its parameters not yet available prefetches the trace's next
+    stage3_prefetch_bucket_size elements (`eng.stage3_prefetch_elems`, DeepSpeed's default 5e7) in one call, and
+    later hooks find theirs in flight; the root module of a Hugging Face model owns no parameter of its own, so
+    the first call is already a prefetch. One call per pass on models up to that bucket."""
+    bucket = eng.stage3_prefetch_elems if eng is not None else 0.0
+    return max(1, math.ceil(gathered / bucket)) if bucket > 0 else 1
