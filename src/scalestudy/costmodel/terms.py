@@ -380,11 +380,12 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
 # NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
 # quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
 NVME_FRACTION_OF_PCIE = 0.25
-# DeepSpeed casts the updated fp32 master partition to bf16/fp16 on the host before copying it up (ZeRO-1/2: into a
-# pinned bit16 buffer, stage_1_and_2.py; ZeRO-3: torch's copy_ converts on the CPU for CPU->GPU copies, Copy.cu):
-# 6 B of host memory traffic per parameter beside CPU Adam's ~30 B (fp32 param, grad, m, v read; param, m, v
-# written), at the same memory-bound host rate (device YAML cpu_adam_params_per_s)
-HOST_CAST_SHARE_OF_CPU_ADAM = 6.0 / 30.0
+# Host passes of a DeepSpeed offloaded step beside CPU Adam's ~30 B per parameter (fp32 param, grad, m, v read;
+# param, m, v written), at the same memory-bound host rate (device YAML cpu_adam_params_per_s): unscale_and_clip_grads
+# multiplies the fp32 gradient partition in place every step (8 B), and the updated fp32 partition is cast to bf16/
+# fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
+# torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
+HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
 
 
 def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0,
@@ -411,7 +412,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             # _offload_grad_partition_at_boundary, step -> _reassign_or_swap_out_partitioned_parameters)
             grads_down = local * 4.0 / dev.pcie_bytes_per_s
             offload_s = max(0.0, grads_down - backward_s) + local * half / dev.pcie_bytes_per_s
-            opt_s *= 1.0 + HOST_CAST_SHARE_OF_CPU_ADAM
+            opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
     elif cpu_memory.measured(dev) and tensors:
