@@ -143,6 +143,16 @@ def test_recompute_early_stop_flag(capsys):
     assert parts["engine"]["compute_s"] < parts["off"]["compute_s"]
     code, _, err = _run(capsys, "estimate", *base, "--recompute-early-stop", "maybe")
     assert code == 2 and "unknown recompute_early_stop 'maybe'" in err
+    # --cross-entropy (memory.logits_bytes): Liger's fused linear cross-entropy keeps no logits -> less memory
+    mem, stored = {}, base[:-3] + ["--json"]  # no recompute: the logits add to every stored activation
+    for value in ("engine", "fused-linear"):
+        code, out, _ = _run(capsys, "estimate", *stored, "--cross-entropy", value)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["cross_entropy"] == value
+        mem[value] = d["memory"]["parts"]["activations"]
+    assert mem["fused-linear"] < mem["engine"]
+    code, _, err = _run(capsys, "estimate", *base, "--cross-entropy", "liger")
+    assert code == 2 and "unknown cross_entropy 'liger'" in err
 
 
 def test_kernels_flag_reaches_estimate_and_plan(capsys):

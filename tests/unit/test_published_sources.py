@@ -308,7 +308,10 @@ def test_dgxc_rows_are_the_recipe_tables():
                 strategy.tp_comm_overlap, strategy.sequence_parallel) == ("megatron", 1, True, True, True, True)
         assert estimate(model, cluster, strategy, workload).params_total / 1e9 == pytest.approx(size, rel=0.005)
         if name.startswith("nemotron4"):
-            assert 3 * model.d_ff == 8 * model.d_model and model.num_kv_heads == 8 and model.vocab_size == 256000
+            # squared-ReLU FFN of width 4d (relu2), GQA 8, 256k vocabulary, Megatron-Core's in-place cross-entropy
+            assert (model.d_ff, model.ffn, model.num_kv_heads, model.vocab_size) == (4 * model.d_model, "relu2", 8,
+                                                                                     256000)
+            assert strategy.cross_entropy == "inplace"
         if strategy.pp > 1:
             assert strategy.pp_schedule == "interleaved" and strategy.virtual_stages * strategy.pp == model.num_layers
             assert set(r["unmodelled"]) == {"overlap_p2p_comm"}

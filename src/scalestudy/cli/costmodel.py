@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (GRAD_REDUCE, KERNELS, OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER,
+from scalestudy.cli.options import (CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER,
                                     RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP)
 
 GIB = float(1 << 30)
@@ -69,6 +69,7 @@ def estimate(
     kernels: str = KERNELS,
     grad_reduce: str = GRAD_REDUCE,
     recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
+    cross_entropy: str = CROSS_ENTROPY,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -104,7 +105,8 @@ def estimate(
                         overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
                         stage_layers=() if auto else parse_stage_layers(stage_layers),
                         overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                        kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop)
+                        kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
+                        cross_entropy=cross_entropy)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")

@@ -32,6 +32,10 @@ RECOMPUTE_EARLY_STOP = typer.Option("engine", "--recompute-early-stop",
                                     help="Under --recompute full, stop the re-run before each block's FFN output "
                                          "projection: engine (on for fsdp: PyTorch >= 2.1 non-reentrant checkpoint; "
                                          "off for Megatron / DeepSpeed's reentrant ones) | on | off; cost model only.")
+CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
+                             help="Loss kernel over the logits, for memory: engine (fp32 copies: torch, Megatron-LM "
+                                  "before 2024-06) | inplace (Megatron-Core's in-place fp32 softmax) | fused "
+                                  "(flash-attn CrossEntropyLoss) | fused-linear (Liger: no logits); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
                                     "Engine userbuffers; needs sequence parallelism; cost model only).")

@@ -63,7 +63,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     eng = engine_comm(st.engine)
 
     # ---- memory
-    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
+    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
+                                       st.grad_reduce)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev.kind), host, nvme)

@@ -15,11 +15,13 @@ own lengths, tensor parallelism (with or without sequence parallelism), selectiv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
+from scalestudy.costmodel.zero3 import _block_modules
 from scalestudy.specs.model import ModelSpec
 
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
@@ -69,14 +71,16 @@ def zero_model_states(psi: float, dp: int, stage: int, precision: str = "bf16") 
 
 
 def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, offload_optimizer: str = "none",
-                 offload_params: str = "none") -> tuple[float, float, float, float, float]:
-    """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank."""
+                 offload_params: str = "none",
+                 grad_reduce: str = "engine") -> tuple[float, float, float, float, float]:
+    """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank
+    (`grad_reduce`: Strategy.grad_reduce, the dtype of Megatron's main-gradient buffer)."""
     if engine == "ddp":
         # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
         # (zero=1) partitions the moments.
         return 4.0 * psi, 4.0 * psi, 8.0 * psi / (dp if zero else 1), 0.0, 0.0
     if engine == "megatron":
-        return megatron_model_states(psi, dp, zero, precision)
+        return megatron_model_states(psi, dp, zero, precision, grad_reduce)
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
@@ -99,6 +103,11 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
             host += off
         else:
             nvme += off
+        if zero == 3:
+            # stage 3 keeps its 16-bit gradient partition (grad_partitions_flat_buffer) on the optimizer's device,
+            # pinned host memory for either offload target (stage3.py: self.device = cpu when offload_optimizer;
+            # v0.6.2 and 0.19 alike)
+            host, g = host + g, 0.0
     if offload_params != "none":
         if offload_params == "cpu":
             host += w
@@ -108,15 +117,32 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     return w, g, o, host, nvme
 
 
-def megatron_model_states(psi: float, dp: int, zero: int, precision: str) -> tuple[float, float, float, float, float]:
+def megatron_model_states(psi: float, dp: int, zero: int, precision: str,
+                          grad_reduce: str = "engine") -> tuple[float, float, float, float, float]:
     """Megatron-Core (engine megatron): the parameters in their dtype, the contiguous main-gradient buffer, and the
     optimizer's fp32 master copy + Adam moments (and an fp32 gradient copy when the gradients are 16-bit), sharded
     over dp by the distributed optimizer (zero 1). Megatron-LM docs/source/distrib_optimizer.md (f2e5db40), bytes
     per parameter non-distributed / distributed: fp16 param + fp16 grads 20 / 4 + 16/d; bf16 param + fp32 grads
-    (bf16 forces fp32 gradient accumulation and reduction) 18 / 6 + 12/d; fp32 16 / 8 + 8/d. Gradients and parameters
-    are reduced / gathered in place in those buffers: no separate communication buffers (buffer_bytes 0)."""
-    w, g, o = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0)}[precision]
+    (bf16 forces fp32 gradient accumulation and reduction) 18 / 6 + 12/d; fp32 16 / 8 + 8/d. The buffer takes the
+    reduce dtype (`megatron_grad_bytes`): a bf16 buffer (NeMo 2.0 grad_reduce_in_fp32=False, grad_reduce compute)
+    is the 16-bit row, 4 + 16/d (DistributedOptimizer copies each main-gradient shard to an fp32 .grad of its
+    master shard). Gradients and parameters are reduced / gathered in place in those buffers: no separate
+    communication buffers (buffer_bytes 0)."""
+    g = megatron_grad_bytes(precision, grad_reduce)
+    w, o = (4.0, 8.0) if precision == "fp32" else (2.0, 12.0 if g == 4 else 16.0)
     return w * psi, g * psi, o * psi / (dp if zero else 1), 0.0, 0.0
+
+
+def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
+    """Bytes per element of Megatron's main-gradient buffer (DistributedDataParallelConfig.grad_reduce_in_fp32:
+    the buffer dtype is fp32 when set, else the parameter dtype -- param_and_grad_buffer.py): fp32 for bf16 runs
+    by default (Megatron-LM forces --accumulate-allreduce-grads-in-fp32 with bf16), 16-bit for fp16, as
+    Strategy.grad_reduce says otherwise (terms.main_grad_bytes prices the reduction with the same rule)."""
+    if precision == "fp32" or grad_reduce == "fp32":
+        return 4
+    if grad_reduce == "compute":
+        return 2
+    return 4 if precision == "bf16" else 2
 
 
 INTERNLM_BUCKET_ELEMS = 512 * 2**20 / 2  # reduce_bucket_size 512 MiB of bf16 (engines.yaml internlm)
@@ -150,9 +176,20 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         4.0 * psi / dp  # (BF16_Optimizer's partition is a view into its full fp32 buffer)
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
-    # stage 3: the layer being computed and the prefetched one, gathered, plus the prefetch bucket
-    gathered = 2 * half * layer + half * min(options.stage3_prefetch_elems, psi)
-    return fp32_grad_partition + reduce + gathered
+    return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
+
+
+def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: float) -> float:
+    """Elements DeepSpeed ZeRO-3 holds gathered at once: the module being computed (its fetch hook gathers the
+    tensors it owns directly -- a Linear, an embedding, not a whole block) and what the coordinator prefetches:
+    whole tensors of the next modules until the prefetch bucket is reached, so at most the bucket plus one tensor
+    (partitioned_param_coordinator.py fetch_sub_module, v0.6.2 .. 0.19: `while numel_prefetching <
+    max_params_to_prefetch`). Each is released after its module's use (the modules of one pass are not reused
+    within stage3_max_reuse_distance). Bounded by the largest module (a block's widest Linear, or the vocabulary
+    embedding / head)."""
+    blocks = [sum(m) for decoder in (False, True) for m in _block_modules(model, decoder, tp)]
+    largest = max(*blocks, model.vocab_size * model.d_model / tp)
+    return min(psi, 2 * largest + prefetch_elems)
 
 
 # ---------------------------------------------------------------------------------------------- activations
@@ -164,6 +201,9 @@ def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a
     Self-attention: LN output into QKV (a*h), Q and K (2a*inner), V (a*inner), output-projection input
     (a*inner), dropout mask (mask*h); per query token. Cross-attention keeps K and V of the encoder output
     (kv_tokens each). Softmax: probabilities + dropout mask + dropout output, (2a + mask)*heads*kv_len per query.
+    Grouped-query K and V count at the full width: Hugging Face's and torchtitan's repeat_kv expand them to every
+    head before SDPA, which saves the copies (a GQA-native kernel -- flash-attn, Transformer Engine -- would save
+    them at kv width; not told apart here).
     """
     if cross:
         rep = q_tokens * (a * h + mask * h)
@@ -218,7 +258,7 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
 
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      tp: int, pp: int, in_flight: float, recompute: str, flash: bool, sp: bool,
-                     first_stage_fraction: float = 0.0) -> float:
+                     first_stage_fraction: float = 0.0, cross_entropy: str = "engine") -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
     `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
     (pp v)), Narayanan et al. 2021) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
@@ -235,12 +275,19 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
         total = (le * layer_activation_bytes(enc, tp, sp, recompute)
                  + ld * layer_activation_bytes(dec, tp, sp, recompute))
         working = recompute_working_bytes(enc, dec, tp, sp, recompute)
-    logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp)
+    logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
     if pp == 1:
-        return total + working + logits
+        return total + head_or_recompute_bytes(logits, working)
     # first stage: its micro-batches in flight, no head; last stage: one micro-batch plus the logits
     frac = first_stage_fraction or 1.0 / pp
-    return max(total * frac * in_flight, total / pp + logits) + working
+    return max(total * frac * in_flight + working, total / pp + head_or_recompute_bytes(logits, working))
+
+
+def head_or_recompute_bytes(logits: float, working: float) -> float:
+    """The loss's buffers and a recomputed block's activations are never alive together: the logits (and the
+    cross-entropy's copies or, fused-linear, its precomputed gradients) live from the head's forward to the head's
+    backward, which frees them before the last block's backward -- the first to re-run its forward -- begins."""
+    return max(logits, working)
 
 
 def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute: str) -> float:
@@ -257,12 +304,32 @@ def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute
 
 
 def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                 tp: int) -> float:
-    """Peak bytes of the logits and the cross-entropy over them (vocabulary-parallel under tp): the logits in the
-    compute dtype, their fp32 copy and the fp32 shifted logits that become the saved softmax (Megatron
-    vocab_parallel_cross_entropy on `logits.float()`; torch cross_entropy: fp32 upcast + log_softmax output)."""
+                 tp: int, cross_entropy: str = "engine") -> float:
+    """Peak bytes of the logits and the cross-entropy over them (vocabulary-parallel under tp), by the loss kernel
+    the run used (Strategy.cross_entropy; `a` = bytes of the compute dtype, per logit):
+    - engine: the logits, their fp32 copy and the fp32 shifted logits that become the saved softmax, a + 8
+      (Megatron-LM's vocab_parallel_cross_entropy on `logits.float()` before 9634c0e4; torch cross_entropy: fp32
+      upcast + log_softmax output);
+    - inplace: Megatron-Core since 9634c0e4 (2024-06-13), fused (cross_entropy_loss_fusion) or not: one fp32 copy
+      of the logits, max-subtracted, exponentiated and normalised in place into the saved softmax, a + 4
+      (tensor_parallel/cross_entropy.py calculate_predicted_logits; the backward's gradient is that buffer, cast
+      to the compute dtype at the end: 4 + a);
+    - fused: flash-attn's CrossEntropyLoss (llm-foundry's default loss_fn fused_crossentropy): the kernel reads the
+      logits in their dtype and saves them with one fp32 log-sum-exp per token; the backward writes a gradient of
+      the logits' dtype, 2a (+ 4 per token);
+    - fused-linear: Liger's LigerFusedLinearCrossEntropyFunction never materialises the logits: it runs the head
+      GEMM and the loss over token chunks of next_power_of_2(ceil(tokens / ceil(V / h))) rows (~ tokens x h
+      elements of logits) and computes, during the forward, the gradient of the head input (tokens x h) and of the
+      head weight (V x h), both in the compute dtype and held until the backward (+ 4 per token of fp32 loss)
+      (liger_kernel/ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward)."""
     out_tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
-    return out_tokens * model.vocab_size * (ACT_BYTES[precision] + 8) / tp
+    a, v, h = ACT_BYTES[precision], model.vocab_size, model.d_model
+    if cross_entropy == "fused-linear":
+        chunk = min(out_tokens, 1 << max(0, math.ceil(out_tokens / math.ceil(v / h)) - 1).bit_length())
+        return a * (out_tokens * h + (v * h + chunk * v) / tp) + 4 * out_tokens
+    if cross_entropy == "fused":
+        return out_tokens * v * 2 * a / tp + 4 * out_tokens
+    return out_tokens * v * (a + (4 if cross_entropy == "inplace" else 8)) / tp
 
 
 def overhead_bytes(kind: str) -> float:

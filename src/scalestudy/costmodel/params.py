@@ -69,9 +69,9 @@ def param_breakdown(m: ModelSpec) -> ParamCounts:
             decoder_layer_matmul=mm,
         )
     kv = m.kv_heads * m.d_kv
-    mm = 2 * d * i + 2 * d * kv + 3 * d * m.d_ff
+    mm = 2 * d * i + 2 * d * kv + _ffn_weights(m)  # gate, up, down (a non-gated ffn, Nemotron's relu2: up, down)
     bias = {"none": 0, "qkv": i + 2 * kv, "all": i + 2 * kv + d}[m.attention_bias]
-    bias += (2 * m.d_ff + d) if m.mlp_bias else 0  # gate, up, down
+    bias += ((2 if m.gated_ffn else 1) * m.d_ff + d) if m.mlp_bias else 0
     return ParamCounts(
         embedding=v * d, lm_head=head, encoder_layer=0, decoder_layer=mm + 2 * d + bias, encoder_layers=0,
         decoder_layers=m.num_layers, other=d, encoder_layer_matmul=0, decoder_layer_matmul=mm,

@@ -68,9 +68,12 @@ def row_model(row_id: str, m: dict) -> ModelSpec:
                          d_kv=int(m["d_kv"]), d_ff=int(m["d_ff"]), ffn=m["ffn"], tie_word_embeddings=bool(m["tied"]))
     if m.get("family") == "llama":  # RMSNorm, RoPE, SwiGLU of width d_ff, grouped-query attention, untied head
         d, heads = int(m["d_model"]), int(m["heads"])
+        ffn = m.get("ffn", "swiglu")  # or "relu2": Nemotron's non-gated squared ReLU (HF NemotronConfig hidden_act)
+        if ffn not in ("swiglu", "relu2"):
+            raise ScalestudyError(f"published row {row_id}: ffn must be swiglu or relu2, got {ffn!r}")
         return ModelSpec(name=row_id, family="llama", vocab_size=int(m["vocab"]), d_model=d,
                          num_layers=int(m["layers"]), num_heads=heads, d_kv=d // heads, d_ff=int(m["d_ff"]),
-                         ffn="swiglu", num_kv_heads=int(m.get("kv_heads", 0)),
+                         ffn=ffn, num_kv_heads=int(m.get("kv_heads", 0)),
                          tie_word_embeddings=bool(m.get("tied", False)), max_position_embeddings=int(m["seq"]))
     return gpt_spec(row_id, m)
 

@@ -36,7 +36,7 @@ from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhea
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
-                                         logits_bytes, recompute_working_bytes,
+                                         head_or_recompute_bytes, logits_bytes, recompute_working_bytes,
                                          model_states, overhead_bytes)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
@@ -149,7 +149,8 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     prec = st.precision
     psi = stage_params(model, tp, pp, k, start, n)
-    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params)
+    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
+                                       st.grad_reduce)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
@@ -157,9 +158,9 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     n_enc = _encoder_blocks(model, start, n)
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
-    if k == pp - 1:  # logits and the cross-entropy's fp32 copies (as costmodel/memory.py)
-        acts += logits_bytes(model, st.micro_batch, s, t, prec, tp)
-    acts += recompute_working_bytes(enc, dec, tp, sp, st.recompute)
+    # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
+    head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
+    acts += head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
     return Memory(w, g, o, acts, buf, overhead_bytes(kind), host, nvme)
 
 

@@ -49,7 +49,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     kernel = engine_comm(st.engine).attention_kernel
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
-           kernel, stop)
+           kernel, stop, st.cross_entropy)
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -59,7 +59,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     shape = _Shape(
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
-                                     split[0] / total_layers),
+                                     split[0] / total_layers, st.cross_entropy),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),

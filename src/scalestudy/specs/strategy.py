@@ -45,6 +45,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      NeMo, Megatron-DeepSpeed; PyTorch <= 2.0), or "engine" (on for fsdp, the PyTorch FSDP stacks
                      Composer, torchtitan, OLMo-core and fms-fsdp, off otherwise). Cost model only: `train` runs
                      "engine".
+- cross_entropy:     the loss kernel over the logits, for the memory model (costmodel/memory.logits_bytes): "engine"
+                     (the logits, their fp32 copy and fp32 shifted logits: torch cross_entropy, Megatron-LM before
+                     2024-06), "inplace" (Megatron-Core since 9634c0e4: one fp32 copy worked in place), "fused"
+                     (flash-attn's CrossEntropyLoss, llm-foundry's default: no fp32 copy) or "fused-linear" (Liger's
+                     fused linear cross-entropy: the logits never materialised, token chunks). Cost model only:
+                     `train` runs "engine".
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 """
@@ -74,6 +80,7 @@ ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
+CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-linear")  # loss kernel (costmodel/memory.logits_bytes)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
@@ -101,6 +108,7 @@ class Strategy:
     kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
+    cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -124,6 +132,7 @@ class Strategy:
             ("kernels", self.kernels, KERNELS),
             ("grad_reduce", self.grad_reduce, GRAD_REDUCES),
             ("recompute_early_stop", self.recompute_early_stop, EARLY_STOPS),
+            ("cross_entropy", self.cross_entropy, CROSS_ENTROPIES),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
@@ -232,6 +241,8 @@ class Strategy:
             parts.append(f"grad-reduce-{self.grad_reduce}")
         if self.recompute_early_stop != "engine" and self.recompute == "full":
             parts.append(f"early-stop-{self.recompute_early_stop}")
+        if self.cross_entropy != "engine":
+            parts.append(f"ce-{self.cross_entropy}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
