@@ -10,8 +10,9 @@ ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and kee
 
 DeepSpeed and FSDP are priced along the code paths `scalestudy train` runs on such ranks (`gloo_dp_comm`: which
 collective, how often, on how large a buffer, and the copies into existing or newly allocated buffers around it;
-DeepSpeed 0.19 ZeRO-1/2 all-reduce the whole gradient bucket, FSDP2 reduce-scatters once per step); DDP and the
-cost-model-only engines keep terms._dp_comm's model at these rates.
+DeepSpeed 0.19 ZeRO-1/2 all-reduce the whole gradient bucket, its ZeRO-3 gathers the model in one prefetched call
+per pass, FSDP2 reduce-scatters once per step, ZeroRedundancyOptimizer broadcasts each tensor in place); plain DDP
+and the cost-model-only engines keep terms._dp_comm's model at these rates.
 
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
 cost on several ranks beyond the model with the all_reduce fit's rates, at one configuration (PROFILE_MULTI): it
