@@ -10,11 +10,16 @@ each read the other's build log as stale and rebuild the op from scratch at ever
 that run emitted launch scripts or Slurm jobs put the venv's bin first on PATH (as `source .venv/bin/activate`
 does), the others inherit the caller's PATH: so every process here finds the venv's ninja first -- only ninja,
 nothing else of the venv is added to PATH.
+
+On a machine without those ops compiled (a fresh clone's CI), a session with real multi-process runs compiles them
+in the background at nice 19, one core, from its start (tests/_prebuild_ops.py): the single-process tests before the
+first DeepSpeed run leave the second core idle, and the ~2.5 min of compiling leave the critical path.
 """
 
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +40,25 @@ def _venv_ninja_first_on_path() -> None:
 
 
 _venv_ninja_first_on_path()
+_BACKGROUND: list[subprocess.Popen] = []
+DEEPSPEED_OPS = ("deepspeed_shm_comm", "cpu_adam")
+
+
+def pytest_collection_finish(session) -> None:
+    """Start compiling DeepSpeed's CPU ops in the background when this session runs real multi-process tests and
+    they are not compiled yet (module docstring). Not waited for, never killed: a build cut short would leave torch's
+    build lock behind, and every later run would wait on it."""
+    from scalestudy.engine import op_builds
+
+    if not any(item.get_closest_marker("dist") for item in session.items):
+        return
+    if all(op_builds._cached(name) for name in DEEPSPEED_OPS):
+        return
+    nice = [shutil.which("nice"), "-n", "19"] if shutil.which("nice") else []
+    _BACKGROUND.append(subprocess.Popen([*nice, sys.executable, str(Path(__file__).with_name("_prebuild_ops.py"))],
+                                        env={**os.environ, "MAX_JOBS": "1"}, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True))
 
 
 @pytest.fixture(scope="session")
