@@ -386,6 +386,11 @@ NVME_FRACTION_OF_PCIE = 0.25
 # fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
 # torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
 HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
+# FSDP's CPU offload steps with the trainer's torch AdamW on host tensors (engine/backends/common.py make_adamw; torch
+# has no foreach/fused path for CPU tensors by default and runs it tensor by tensor, op by op); ZeRO-Offload (Ren et
+# al. 2021, Sec. 6.2.4) measured PyTorch's CPU Adam 6.4x slower than DeepSpeed's CPU-Adam at 1e9 parameters on the
+# same host. A GPU device YAML's cpu_adam_params_per_s is DeepSpeed's rate; a CPU device's is measured torch AdamW.
+TORCH_CPU_ADAM_SLOWDOWN = 6.4
 
 
 def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0,
@@ -405,6 +410,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             # gradient shard back (per micro-batch); the Adam step runs on the host
             gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
+            if dev.kind != "cpu":
+                opt_s *= TORCH_CPU_ADAM_SLOWDOWN
         else:
             # DeepSpeed ZeRO offload: each gradient partition is cast to fp32 on the device and copied to pinned host
             # memory (non_blocking) as the last micro-batch's backward reduces it, so it hides behind that backward;
