@@ -230,6 +230,19 @@ def test_nemotron_squared_relu_ffn_stores_two_4d_tensors():
     assert b[1] - a[1] == 4096 * 2 * (4 * 16384 - 2 * 24576)
 
 
+def test_gqa_native_flash_saves_k_v_at_their_width():
+    """Transformer Engine's DotProductAttention (num_gqa_groups) saves grouped-query K, V un-repeated; the Hugging
+    Face / torchtitan models expand them with repeat_kv before SDPA, which saves the copies (engine megatron only)."""
+    from scalestudy.costmodel.memory import gqa_native
+
+    l31 = ModelSpec(name="l31", family="llama", vocab_size=128256, d_model=4096, num_layers=32, num_heads=32, d_kv=128,
+                    d_ff=14336, ffn="swiglu", tie_word_embeddings=False, num_kv_heads=8)
+    (_, native), (_, repeated) = (activation_parts(l31, 1, 4096, 0, "bf16", True, kv) for kv in (True, False))
+    assert repeated[1] - native[1] == 4096 * 2 * 2 * (4096 - 1024)  # K and V: 4096 tokens, bf16, 32 -> 8 heads
+    assert activation_parts(l31, 1, 4096, 0, "bf16", False, True) == activation_parts(l31, 1, 4096, 0, "bf16", False)
+    assert gqa_native("megatron") and not gqa_native("fsdp") and not gqa_native("deepspeed")
+
+
 def test_no_published_run_is_predicted_not_to_fit():
     """Plan = reality: every published throughput row ran, so `plan` must not refuse its configuration. The two
     rows left are apex DistributedFusedAdam runs (NeMo 22.08 / 24.09) that engine megatron's distributed

@@ -195,22 +195,24 @@ def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: 
 # ---------------------------------------------------------------------------------------------- activations
 
 def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a: int, mask: int, flash: bool,
-                cross: bool) -> tuple[float, float, float]:
+                cross: bool, kv_inner: int = 0) -> tuple[float, float, float]:
     """(replicated, tensor-parallel-sharded, softmax) bytes of one attention sublayer (Korthikanti Sec. 4.1).
 
     Self-attention: LN output into QKV (a*h), Q and K (2a*inner), V (a*inner), output-projection input
     (a*inner), dropout mask (mask*h); per query token. Cross-attention keeps K and V of the encoder output
     (kv_tokens each). Softmax: probabilities + dropout mask + dropout output, (2a + mask)*heads*kv_len per query.
-    Grouped-query K and V count at the full width: Hugging Face's and torchtitan's repeat_kv expand them to every
-    head before SDPA, which saves the copies (a GQA-native kernel -- flash-attn, Transformer Engine -- would save
-    them at kv width; not told apart here).
+    Grouped-query K and V count at the full width unless `kv_inner` is given: Hugging Face's and torchtitan's
+    repeat_kv expand them to every head before SDPA, which saves the copies; a GQA-native kernel saves them at their
+    own width `kv_inner` (Transformer Engine's DotProductAttention with num_gqa_groups, flash-attn: ctx saves the
+    un-repeated k, v).
     """
+    kv = kv_inner or inner
     if cross:
         rep = q_tokens * (a * h + mask * h)
         shard = q_tokens * 2 * a * inner + kv_tokens * 2 * a * inner
     else:
         rep = q_tokens * (a * h + mask * h)
-        shard = q_tokens * 4 * a * inner
+        shard = q_tokens * a * (2 * inner + 2 * kv)
     soft = 0.0 if flash else q_tokens * kv_tokens * heads * (2 * a + mask)
     return rep, shard, soft
 
@@ -222,9 +224,11 @@ def _ffn_block(h: int, f: int, tokens: int, a: int, mask: int, gated: bool) -> t
 
 @lru_cache(maxsize=8192)
 def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     flash: bool) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
+                     flash: bool, kv_native: bool = False
+                     ) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
     """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
-    each (replicated, sharded, softmax, block input)."""
+    each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
+    un-repeated (`gqa_native`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -241,9 +245,17 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
         dec = (r1 + r2 + r3 + 3 * a * h * t, s1 + s2 + s3, x1 + x3, a * h * t)
         return enc, dec
     s = seq_len * b
-    r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False)
+    kv = m.kv_heads * m.d_kv if flash and kv_native else 0
+    r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv)
     r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn)
     return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
+
+
+def gqa_native(engine: str) -> bool:
+    """Whether the engine's flash attention saves grouped-query K, V at their own width: Megatron-Core's Transformer
+    Engine DotProductAttention (num_gqa_groups) does; the Hugging Face / torchtitan models the other engines run
+    expand them with repeat_kv first."""
+    return engine == "megatron"
 
 
 def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp: bool, recompute: str) -> float:
@@ -258,12 +270,13 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
 
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      tp: int, pp: int, in_flight: float, recompute: str, flash: bool, sp: bool,
-                     first_stage_fraction: float = 0.0, cross_entropy: str = "engine") -> float:
+                     first_stage_fraction: float = 0.0, cross_entropy: str = "engine",
+                     kv_native: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
     `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
     (pp v)), Narayanan et al. 2021) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
     sp = sp and tp > 1
-    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
         from scalestudy.costmodel.op_checkpoint import layer_bytes
