@@ -250,6 +250,7 @@ def test_megatron_pipeline_sends_sequence_parallel_backward_and_fp16_gradients()
     1/tp; the sequence-parallel backward re-gather and reduce-scatter hide behind the column-parallel GEMMs; fp16
     Megatron reduces 16-bit gradients. Other engines keep full sends, synchronous collectives, their dtypes."""
     from scalestudy.costmodel.comm import collective, links, stage_boundary_time
+    from scalestudy.costmodel.eager_kernels import autocast_param_s
     from scalestudy.costmodel.terms import _sp_async_exposed
 
     c = make_cluster("a100-80gb", nodes=2, gpus_per_node=8)
@@ -270,7 +271,9 @@ def test_megatron_pipeline_sends_sequence_parallel_backward_and_fp16_gradients()
     assert b.tp_comm_s == a.tp_comm_s  # no SP: synchronous all-reduces everywhere
     sp_ddp, sp_mega = (estimate(spec, c, s.replace(sequence_parallel=True), work) for s in (plain, plain.replace(
         engine="megatron")))
-    assert sp_mega.tp_comm_s < 0.9 * sp_ddp.tp_comm_s and sp_mega.compute_s == sp_ddp.compute_s
+    # same compute, but for DDP's autocast over fp32 parameters (eager_kernels.autocast_param_s, per micro-batch)
+    casts = sp_ddp.layout.grad_accum * autocast_param_s(spec, "ddp", "bf16", 8, sp_ddp.params_per_device, c.device)
+    assert sp_mega.tp_comm_s < 0.9 * sp_ddp.tp_comm_s and sp_mega.compute_s == pytest.approx(sp_ddp.compute_s - casts)
     wide = make_cluster("a100-80gb", nodes=4, gpus_per_node=8)
     fp16, bf16 = (estimate(spec, wide, Strategy(engine="megatron", zero=0, tp=8, precision=p), work)
                   for p in ("fp16", "bf16"))

@@ -142,3 +142,31 @@ def eager_block_bytes(model, a: int, tp: int, sp: bool, kernels: str) -> tuple[t
     if model.family == "llama":
         return (0.0, 0.0), llama_block(h, i, kv, f, a, fused_norm)
     return (0.0, 0.0), gpt2_block(h, f, a, model.ffn)
+
+
+# torch.autocast over fp32 parameters (PyTorch DistributedDataParallel under autocast, engine "ddp" in 16 bits; NeMo
+# 1.x / Lightning native amp with megatron_amp_O2 False, "O1"), per parameter and micro-batch, on the compute stream:
+# - forward: one cast of the fp32 weight to 16 bits (read 4, write 2). Autocast caches the casts of fp32 leaf tensors
+#   that require grad until the outermost autocast region exits (aten/src/ATen/autocast_mode.cpp cached_cast;
+#   torch.autocast.__exit__ calls clear_autocast_cache), so a weight is cast once per forward, not once per use;
+# - backward: the cast's gradient back to fp32 (ToCopyBackward: read 2, write 4);
+# - DDP's autograd hook copies the fp32 gradient into its bucket (Reducer copy_grad_to_bucket: read 4, write 4).
+AUTOCAST_CAST_BYTES = 12.0
+AUTOCAST_GRAD_COPY_BYTES = 8.0
+
+
+def autocast_param_bytes(params: float, uncast_params: float) -> float:
+    """Bytes one micro-batch moves for autocast's fp32 parameters on one rank: every parameter's gradient copy, and
+    the two casts for those a 16-bit op reads (`uncast_params`: an untied input embedding -- torch's embedding is
+    not on autocast's lower-precision list, so it looks up fp32 rows; norm weights, a small share, count as cast)."""
+    return AUTOCAST_GRAD_COPY_BYTES * params + AUTOCAST_CAST_BYTES * max(0.0, params - uncast_params)
+
+
+def autocast_param_s(model, engine: str, precision: str, tp: int, params: float, device) -> float:
+    """Seconds per micro-batch of the fp32-parameter traffic above, memory-bound on the device. Only engine "ddp" in
+    bf16/fp16 keeps fp32 parameters under autocast (terms.main_grad_bytes: its gradients are fp32); Megatron/
+    DeepSpeed/FSDP hold 16-bit working weights. 0 on CPU devices, whose measured profile times the whole step."""
+    if engine != "ddp" or precision not in ("bf16", "fp16") or device.kind == "cpu":
+        return 0.0
+    uncast = 0.0 if model.tie_word_embeddings else model.vocab_size * model.d_model / tp
+    return autocast_param_bytes(params, uncast) / device.hbm_bytes_per_s
