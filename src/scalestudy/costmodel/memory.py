@@ -71,16 +71,16 @@ def zero_model_states(psi: float, dp: int, stage: int, precision: str = "bf16") 
 
 
 def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, offload_optimizer: str = "none",
-                 offload_params: str = "none",
-                 grad_reduce: str = "engine") -> tuple[float, float, float, float, float]:
+                 offload_params: str = "none", grad_reduce: str = "engine",
+                 optimizer_dtype: str = "engine") -> tuple[float, float, float, float, float]:
     """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank
-    (`grad_reduce`: Strategy.grad_reduce, the dtype of Megatron's main-gradient buffer)."""
+    (`grad_reduce`, `optimizer_dtype`: Strategy's, the dtypes of Megatron's main-gradient buffer and optimizer)."""
     if engine == "ddp":
         # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
         # (zero=1) partitions the moments.
         return 4.0 * psi, 4.0 * psi, 8.0 * psi / (dp if zero else 1), 0.0, 0.0
     if engine == "megatron":
-        return megatron_model_states(psi, dp, zero, precision, grad_reduce)
+        return megatron_model_states(psi, dp, zero, precision, grad_reduce, optimizer_dtype)
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
@@ -117,8 +117,8 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     return w, g, o, host, nvme
 
 
-def megatron_model_states(psi: float, dp: int, zero: int, precision: str,
-                          grad_reduce: str = "engine") -> tuple[float, float, float, float, float]:
+def megatron_model_states(psi: float, dp: int, zero: int, precision: str, grad_reduce: str = "engine",
+                          optimizer_dtype: str = "engine") -> tuple[float, float, float, float, float]:
     """Megatron-Core (engine megatron): the parameters in their dtype, the contiguous main-gradient buffer, and the
     optimizer's fp32 master copy + Adam moments (and an fp32 gradient copy when the gradients are 16-bit), sharded
     over dp by the distributed optimizer (zero 1). Megatron-LM docs/source/distrib_optimizer.md (f2e5db40), bytes
@@ -127,9 +127,13 @@ def megatron_model_states(psi: float, dp: int, zero: int, precision: str,
     reduce dtype (`megatron_grad_bytes`): a bf16 buffer (NeMo 2.0 grad_reduce_in_fp32=False, grad_reduce compute)
     is the 16-bit row, 4 + 16/d (DistributedOptimizer copies each main-gradient shard to an fp32 .grad of its
     master shard). Gradients and parameters are reduced / gathered in place in those buffers: no separate
-    communication buffers (buffer_bytes 0)."""
+    communication buffers (buffer_bytes 0). optimizer_dtype bf16 (NeMo distributed_fused_adam `dtype: bf16`):
+    apex DistributedFusedAdam allocates each bucket's params_shard, exp_avg_shard and exp_avg_sq_shard in that
+    dtype and steps on the gradient shard as reduced -- 6 bytes per parameter / dp (distributed_fused_adam.py)."""
     g = megatron_grad_bytes(precision, grad_reduce)
     w, o = (4.0, 8.0) if precision == "fp32" else (2.0, 12.0 if g == 4 else 16.0)
+    if optimizer_dtype == "bf16":
+        o = 6.0
     return w * psi, g * psi, o * psi / (dp if zero else 1), 0.0, 0.0
 
 

@@ -380,7 +380,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "kernels": "published software's element-wise kernels",
                       "grad_reduce": "published software's gradient-reduction dtype",
                       "recompute_early_stop": "published software's activation-checkpoint implementation",
-                      "cross_entropy": "published software's loss kernel"}
+                      "cross_entropy": "published software's loss kernel",
+                      "optimizer_dtype": "published software's optimizer state dtype"}
 
 
 def cost_model_option_message(name: str) -> str:
