@@ -15,6 +15,7 @@ from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.eager_kernels import autocast_param_s
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
@@ -84,6 +85,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         fold = hp_grad_accumulation_s
         stage = max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
                     (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))
+    # torch.autocast over fp32 parameters (engine ddp in 16 bits): weight casts and gradient copies per micro-batch
+    stage += autocast_param_s(model, st.engine, prec, tp, psi, dev)
     lk = links(cluster)
     tp_mb = _tp_comm(st, ct, busiest, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0
