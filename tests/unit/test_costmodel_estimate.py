@@ -129,6 +129,28 @@ def test_deepspeed_cpu_offload_adam_at_the_host_rate_and_gradients_ride_the_back
     assert e.offload_s == pytest.approx(local * 2 / dev.pcie_bytes_per_s)
 
 
+def test_fa3_runs_the_causal_triangle_at_its_published_rate():
+    """FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608) counts causal attention as the lower triangle it executes,
+    and its Hopper rate (device YAML fa3 0.57: forward 75% of peak, backward 1.5x FlashAttention-2's 35%) is on that
+    count: a decoder's causal self-attention runs (n+1)/2n of the square, n = 128-row query tiles. fa2 / cudnn stay on
+    the full square (their YAML fractions are taken against it)."""
+    from scalestudy.costmodel.step import executed_attention_share
+    gpt = get_model("gpt2-xl")
+    assert executed_attention_share(gpt, 128, "fa3") == 1.0
+    assert executed_attention_share(gpt, 131072, "fa3") == pytest.approx(0.5 + 0.5 / 1024)
+    assert executed_attention_share(gpt, 131072, "fa2") == 1.0
+    assert executed_attention_share(get_model("t5-small"), 512, "fa3") == 1.0  # encoder-decoder: not split
+    cluster = make_cluster("h200", nodes=1, gpus_per_node=8)
+    pair = 3.5 / (1 / 0.75 + 2.5 / 0.525)  # forward + a backward of 2.5x its FLOPs
+    assert cluster.device.flash_attention_fraction == {"fa2": 0.35, "fa3": pytest.approx(pair, abs=0.005)}
+    work = Workload(8, 1024)
+    times = {k: estimate(gpt, cluster, Strategy(engine="deepspeed", zero=3, attention_kernel=k), work).compute_s
+             for k in ("engine", "fa2", "fa3")}
+    assert times["engine"] == times["fa2"] > times["fa3"]
+    with pytest.raises(ScalestudyError, match="unknown attention_kernel"):
+        Strategy(attention_kernel="fa4")
+
+
 def test_pipeline_schedules_bubble_and_memory():
     cluster = make_cluster("a100-80gb", nodes=2, gpus_per_node=8)
     spec, work = get_model("gpt2-xl"), Workload(128, 1024)

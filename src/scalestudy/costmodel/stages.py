@@ -33,7 +33,6 @@ from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, stage_boundary_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
-from scalestudy.costmodel.eager_kernels import autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
@@ -42,9 +41,8 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, bu
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import (_dp_comm, _shape, _tied_embedding_sync, _tp_comm, hp_grad_accumulation_s,
-                                        model_layout,
-                                        optimizer_offload)
+from scalestudy.costmodel.terms import (_dp_comm, _shape, _tied_embedding_sync, _tp_comm, attention_kernel,
+                                        hp_grad_accumulation_s, model_layout, optimizer_offload)
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
@@ -151,7 +149,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     prec = st.precision
     psi = stage_params(model, tp, pp, k, start, n)
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
-                                       st.grad_reduce, st.optimizer_dtype)
+                                       st.grad_reduce)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
@@ -226,7 +224,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, engine_comm(st.engine).attention_kernel, early_stop(st))
+                          st.kernels, attention_kernel(st), early_stop(st))
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -279,7 +277,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where = placed[k]
         dev, sub = where.device, where.cluster
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, eng.attention_kernel, early_stop(st))
+                          st.kernels, attention_kernel(st), early_stop(st))
         share = sum(costs[start:start + n]) / total_cost
         fwd, bwd = ct.forward * share, ct.backward * share
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
@@ -289,7 +287,6 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)
-        compute += autocast_param_s(model, st.engine, prec, tp, psi, dev)  # DDP autocast's fp32 parameters
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)

@@ -125,6 +125,23 @@ def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
 _CACHE: dict = {}
 
 
+# Kernels whose device rate (DeviceSpec.flash_attention_fraction) is stated on the FLOPs they execute: a causal mask
+# skips the key tiles past each query tile, so a decoder's self-attention runs (n+1)/2n of the full square (n query
+# tiles of CAUSAL_TILE_ROWS; the diagonal tiles run whole). FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608)
+# counts causal attention that way; the fa2 / cudnn entries are taken against the full square (the model's FLOPs
+# convention, flops.py) and are left so.
+CAUSAL_EXECUTED_KERNELS = ("fa3",)
+CAUSAL_TILE_ROWS = 128  # FA3's query tile for head dim 128 on Hopper
+
+
+def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str) -> float:
+    """Share of the counted attention FLOPs the fused `kernel` executes (1 unless it skips causally masked tiles)."""
+    if kernel not in CAUSAL_EXECUTED_KERNELS or model.is_encoder_decoder:
+        return 1.0  # encoder-decoder stacks mix causal and full attention: not split here
+    n = max(seq_len / CAUSAL_TILE_ROWS, 1.0)
+    return (n + 1.0) / (2.0 * n)
+
+
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False) -> ComputeTimes:
@@ -141,7 +158,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     dense_t = attn_t = dense_f = attn_f = 0.0
     for flops, dim, is_attn in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
-            sec = flops / (peak * attention_efficiency(device, dim, attention_kernel, cal))
+            sec = flops * executed_attention_share(model, seq_len, attention_kernel) / (
+                peak * attention_efficiency(device, dim, attention_kernel, cal))
         else:
             sec = flops / (peak * matmul_efficiency(device, dim, cal))
         if is_attn:

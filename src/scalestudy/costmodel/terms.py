@@ -43,10 +43,16 @@ class _Shape:
 _SHAPES: dict[tuple, tuple] = {}
 
 
+def attention_kernel(st: Strategy) -> str:
+    """The fused attention kernel under flash attention: the strategy's (a published run's software) or its
+    engine's (engines.yaml attention_kernel)."""
+    return engine_comm(st.engine).attention_kernel if st.attention_kernel == "engine" else st.attention_kernel
+
+
 def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    kernel = engine_comm(st.engine).attention_kernel
+    kernel = attention_kernel(st)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
            kernel, stop, st.cross_entropy, gqa_native(st.engine))

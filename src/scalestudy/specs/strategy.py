@@ -51,10 +51,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      (flash-attn's CrossEntropyLoss, llm-foundry's default: no fp32 copy) or "fused-linear" (Liger's
                      fused linear cross-entropy: the logits never materialised, token chunks). Cost model only:
                      `train` runs "engine".
-- optimizer_dtype:   the dtype of engine megatron's optimizer state: "engine" (fp32 master weights and Adam moments)
-                     or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
-                     parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
-                     Cost model only: `train` runs "engine".
+- attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
+                     "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
+                     "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
+                     "cudnn". Cost model only: `train` runs "engine".
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 """
@@ -85,7 +85,7 @@ PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-linear")  # loss kernel (costmodel/memory.logits_bytes)
-OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
+ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
@@ -114,7 +114,7 @@ class Strategy:
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
     cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
-    optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
+    attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -139,13 +139,10 @@ class Strategy:
             ("grad_reduce", self.grad_reduce, GRAD_REDUCES),
             ("recompute_early_stop", self.recompute_early_stop, EARLY_STOPS),
             ("cross_entropy", self.cross_entropy, CROSS_ENTROPIES),
-            ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
+            ("attention_kernel", self.attention_kernel, ATTENTION_KERNELS),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
-        if self.optimizer_dtype != "engine" and self.engine != "megatron":
-            raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
-                                  f"(NeMo distributed_fused_adam), not {self.engine}")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -253,8 +250,8 @@ class Strategy:
             parts.append(f"early-stop-{self.recompute_early_stop}")
         if self.cross_entropy != "engine":
             parts.append(f"ce-{self.cross_entropy}")
-        if self.optimizer_dtype != "engine":
-            parts.append(f"optim-{self.optimizer_dtype}")
+        if self.attention_kernel != "engine":
+            parts.append(f"attn-{self.attention_kernel}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
