@@ -33,6 +33,7 @@ from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, stage_boundary_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
+from scalestudy.costmodel.eager_kernels import autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
@@ -149,7 +150,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     prec = st.precision
     psi = stage_params(model, tp, pp, k, start, n)
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
-                                       st.grad_reduce)
+                                       st.grad_reduce, st.optimizer_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
@@ -287,6 +288,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)
+        compute += autocast_param_s(model, st.engine, prec, tp, psi, dev)  # DDP autocast's fp32 parameters
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)

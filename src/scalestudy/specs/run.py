@@ -381,6 +381,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "grad_reduce": "published software's gradient-reduction dtype",
                       "recompute_early_stop": "published software's activation-checkpoint implementation",
                       "cross_entropy": "published software's loss kernel",
+                      "optimizer_dtype": "published software's optimizer state dtype",
                       "attention_kernel": "published software's fused attention kernel"}
 
 

@@ -51,6 +51,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      (flash-attn's CrossEntropyLoss, llm-foundry's default: no fp32 copy) or "fused-linear" (Liger's
                      fused linear cross-entropy: the logits never materialised, token chunks). Cost model only:
                      `train` runs "engine".
+- optimizer_dtype:   the dtype of engine megatron's optimizer state: "engine" (fp32 master weights and Adam moments)
+                     or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
+                     parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
+                     Cost model only: `train` runs "engine".
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
@@ -86,6 +90,7 @@ KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmo
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-linear")  # loss kernel (costmodel/memory.logits_bytes)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
+OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
@@ -115,6 +120,7 @@ class Strategy:
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
     cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
     attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
+    optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -140,9 +146,13 @@ class Strategy:
             ("recompute_early_stop", self.recompute_early_stop, EARLY_STOPS),
             ("cross_entropy", self.cross_entropy, CROSS_ENTROPIES),
             ("attention_kernel", self.attention_kernel, ATTENTION_KERNELS),
+            ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
         ):
             if value not in allowed:
                 raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
+        if self.optimizer_dtype != "engine" and self.engine != "megatron":
+            raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
+                                  f"(NeMo distributed_fused_adam), not {self.engine}")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -252,6 +262,8 @@ class Strategy:
             parts.append(f"ce-{self.cross_entropy}")
         if self.attention_kernel != "engine":
             parts.append(f"attn-{self.attention_kernel}")
+        if self.optimizer_dtype != "engine":
+            parts.append(f"optim-{self.optimizer_dtype}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
