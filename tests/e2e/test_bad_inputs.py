@@ -389,6 +389,11 @@ NEW_KEY_FILES = {
     "garbage.parquet": "not a parquet file\n" * 10,
     "blank.txt": "   \n\n\t\n",
     "corrupt.txt.gz": "not gzip at all\n" * 10,
+    "cluster-latency-1e308.yaml": "device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_latency_s: 1.0e+308\n",
+    "dev-layer-overhead-huge.yaml": BARE_DEVICE.replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]")
+    + "layer_overhead_s: 1.0e+300\n",
+    "spec-extra-args-positional.yaml": GOOD_SPEC + "extra_args: [x]\n",
+    "spec-extra-args-bad-value.yaml": GOOD_SPEC + "extra_args: [--seed, many]\n",
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -978,6 +983,11 @@ CASES: list[Case] = [
     C("tune-global-batch-2-63", TUNE.replace("--global-batch 4", "--global-batch 9223372036854775808"), "64-bit"),
     C("train-steps-2-63", f"{TRAIN.replace('--steps 4', '--steps 9223372036854775808')}", "steps"),
     C("train-save-every-2-63", f"{TRAIN} --save-every 9223372036854775808", "save"),
+    C("estimate-cluster-latency-1e308", f"{EST} --cluster cluster-latency-1e308.yaml", "at most 3600 s"),
+    C("estimate-device-layer-overhead-1e300", "estimate --model gpt2-tiny --gpu dev-layer-overhead-huge.yaml",
+      "layer_overhead_s"),
+    C("study-run-spec-extra-args-positional", "study run spec-extra-args-positional.yaml -o s", "unexpected extra"),
+    C("study-run-spec-extra-args-bad-value", "study run spec-extra-args-bad-value.yaml -o s", "--seed"),
     C("env-omp-num-threads-text", EST, "OMP_NUM_THREADS", env={"OMP_NUM_THREADS": "many"}),
     C("env-omp-num-threads-0-measured-cpu", "estimate --model t5-tiny --gpu local-cpu", "OMP_NUM_THREADS",
       env={"OMP_NUM_THREADS": "0", "SCALESTUDY_CPU_PROFILE": "measured"}),

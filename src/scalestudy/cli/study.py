@@ -84,6 +84,11 @@ def check_train_flags(args, where: str) -> None:
         flag = arg.split("=", 1)[0]
         if re.match(r"-{1,2}[A-Za-z]", flag) and flag not in known:  # not a value such as -1
             raise ScalestudyError(f"{where}: `scalestudy train` has no option {flag} (see `scalestudy train --help`)")
+    try:  # values and positional words as train's parser reads them (`--steps many`, a stray `x`)
+        command.make_context("train", list(args))
+    except typer.TyperException as exc:
+        raise ScalestudyError(f"{where}: `scalestudy train` would refuse {' '.join(args)!r}: "
+                              f"{exc.format_message()}") from None
 
 
 @study_app.command("status")
@@ -92,7 +97,7 @@ def study_status(directory: Path = typer.Argument(..., help="Study directory."))
     from scalestudy.study.status import status
 
     info = status(directory)
-    table = Table(title=f"study {info['name']!r} in {directory}")
+    table = Table(title=escape(f"study {info['name']!r} in {directory}"))
     for col in ("outcome", "trials"):
         table.add_column(col)
     for key, value in info["counts"].items():

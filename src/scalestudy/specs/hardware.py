@@ -323,6 +323,9 @@ def gemm_families() -> tuple[str, ...]:
 
 
 _INT_FIELDS = ("memory_bytes", "host_memory_bytes")
+MAX_TIME_FIELD_S = 3600.0  # a link latency or a per-layer / per-step overhead: microseconds to seconds
+_TIME_FIELDS = ("intra_node_latency_s", "inter_node_latency_s", "layer_overhead_s", "step_overhead_s",
+                "microstep_overhead_s")
 _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
                 "cpu_adam_params_per_s")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
@@ -342,6 +345,9 @@ def _num(value, name: str, origin: str) -> float:
         raise ScalestudyError(f"{origin}: {name} must be a finite number, got {value!r}")
     if out < 0:
         raise ScalestudyError(f"{origin}: {name} must not be negative, got {value!r}")
+    if name in _TIME_FIELDS and out > MAX_TIME_FIELD_S:  # summed over a step's hops and layers: floats overflow
+        raise ScalestudyError(f"{origin}: {name} must be at most {MAX_TIME_FIELD_S:g} s (a link latency or an "
+                              f"overhead per layer or step), got {value!r}")
     return out
 
 
