@@ -107,16 +107,11 @@ def test_engine_step_term_is_charged_once_per_optimizer_step_whatever_the_accumu
 def test_profile_times_the_step_apart_from_the_micro_batches(monkeypatch):
     """engine/cpu_profile.engine_overheads: a micro-batch that is not the last against plain PyTorch's is the
     per-micro-batch term; the last one's extra (the boundary reduction) and the step against plain's are per step."""
-    from contextlib import nullcontext
-
     from scalestudy.engine import cpu_profile as measure
 
     monkeypatch.setattr(measure, "ENGINES", (("ddp", 1),))
-    monkeypatch.setattr(measure, "_build", lambda spec: None)
-    plain = (0.20, 0.02)  # plain PyTorch: 2 micro-batches' passes, the step
-    engine = (0.11, 0.15, 0.05)  # a micro-batch that is not the last, the last one, the step
-    monkeypatch.setattr(measure, "plain_stepper", lambda *a: lambda: plain)
-    monkeypatch.setattr(measure, "engine_stepper", lambda *a: nullcontext(lambda: engine))
+    monkeypatch.setattr(measure, "time_steps", lambda *a, **k: (0.10, 0.02))  # plain: per micro-batch, step
+    monkeypatch.setattr(measure, "time_engine", lambda *a, **k: (0.11, 0.15, 0.05))  # inner, last, step
     out = measure.engine_overheads()
     sublayers = 2 * 2 + 3 * 2  # t5-tiny
     assert out["ddp-1"] == pytest.approx(0.01 / sublayers)

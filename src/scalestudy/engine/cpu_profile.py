@@ -44,23 +44,21 @@ from scalestudy.engine.single_rank import init_single_rank_group
 # (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
 CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 8, 1), (1, 1, 2), (2, 2, 1), (3, 4, 2))
 SEQ_LEN, TARGET_LEN = 64, 16
-# The schedule (what the profile's ~1-2 min go to). Plain steps: ROUNDS interleaved rounds of every config, one model
-# per depth built once (a burst of load from other processes during one round does not end up in the fit).
-# Engines: one backend per engine, built once (building a DeepSpeed engine costs more than its timed steps), warmed
-# up, then ROUNDS blocks of ENGINE_BLOCK steps, on one rank each block right after a block of plain PyTorch (both see
-# the same load); medians over all timed steps, so a burst of load lands in a minority of them.
-ROUNDS, PLAIN_STEPS, ENGINE_BLOCK, WARMUP = 3, 8, 4, 2
 
 
-def plain_stepper(model, vocab_size: int, micro_batch: int, accum: int):
-    """A function that runs one optimizer step of plain PyTorch training of `model` (accum micro-batches of random
-    tokens, clip, AdamW, fp32) and returns (s of the micro-batches' forward + backward, s of clip + step)."""
+def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int = 2, phases: bool = False):
+    """Median seconds of one optimizer step (accum micro-batches of random tokens) of plain PyTorch training; with
+    `phases`, (median s of one micro-batch's forward + backward, median s of the clip + optimizer step)."""
+    from scalestudy.engine.hf_model import build_hf_model
+
+    torch.manual_seed(0)
+    model = build_hf_model(spec)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, vocab_size, (micro_batch, SEQ_LEN))
-    labels = torch.randint(0, vocab_size, (micro_batch, TARGET_LEN))
-
-    def step() -> tuple[float, float]:
+    ids = torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN))
+    labels = torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))
+    times, passes, updates = [], [], []
+    for i in range(warmup + steps):
         t0 = time.perf_counter()
         for _ in range(accum):
             loss = model(input_ids=ids, labels=labels).loss / accum
@@ -69,31 +67,14 @@ def plain_stepper(model, vocab_size: int, micro_batch: int, accum: int):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return t1 - t0, time.perf_counter() - t1
-
-    return step
-
-
-def _build(spec):
-    from scalestudy.engine.hf_model import build_hf_model
-
-    torch.manual_seed(0)
-    return build_hf_model(spec)
-
-
-def plain_step_times(specs: dict) -> list[float]:
-    """Median s of one optimizer step of each of CONFIGS (layers -> spec in `specs`): ROUNDS interleaved rounds of
-    PLAIN_STEPS steps each, after WARMUP steps in the first round and one in the others (the other configs ran in
-    between), on one model per depth."""
-    models = {layers: _build(spec) for layers, spec in specs.items()}
-    steppers = [plain_stepper(models[layers], specs[layers].vocab_size, mb, accum) for layers, mb, accum in CONFIGS]
-    samples: list[list[float]] = [[] for _ in CONFIGS]
-    for r in range(ROUNDS):
-        for k, step in enumerate(steppers):
-            for _ in range(WARMUP if r == 0 else 1):
-                step()
-            samples[k] += [sum(step()) for _ in range(PLAIN_STEPS)]
-    return [statistics.median(s) for s in samples]
+        if i >= warmup:
+            t2 = time.perf_counter()
+            times.append(t2 - t0)
+            passes.append(t1 - t0)
+            updates.append(t2 - t1)
+    if phases:  # plain PyTorch's micro-batches are all alike: one is the passes / accum
+        return statistics.median(passes) / accum, statistics.median(updates)
+    return statistics.median(times)
 
 
 def _medians(runs: list[tuple]) -> tuple:
@@ -104,18 +85,18 @@ ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3
            ("ddp", 0), ("ddp", 1))
 
 
-@contextmanager
-def engine_stepper(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 100):
-    """A function that runs one optimizer step of t5-tiny through scalestudy's backend for (engine, zero) on this
-    process's ranks (its micro_step calls, as forward_backward makes them, then optimizer_step and the trainer's
-    per-step statistics all-gather) and returns the seconds of (one micro-batch that is not the step's last, the
-    last one, the optimizer_step + the gather). What differs between the last micro-batch and the others (the
-    gradient reduction at the accumulation boundary: DDP's all-reduce outside no_sync, DeepSpeed's boundary reduce,
-    FSDP's reduce-scatter) and the step are done once per optimizer step; the rest once per micro-batch. `steps`:
-    the learning-rate schedule's length (at least the steps that will be run)."""
+def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2
+                ) -> tuple[float, float, float]:
+    """Median seconds of (one micro-batch's forward + backward that is not the step's last, the last one, the
+    optimizer_step + the trainer's per-step statistics all-gather) of t5-tiny through scalestudy's backend for
+    (engine, zero) on this process's ranks (its micro_step calls, as forward_backward makes them). What differs
+    between the last micro-batch and the others (the gradient reduction at the accumulation boundary: DDP's
+    all-reduce outside no_sync, DeepSpeed's boundary reduce, FSDP's reduce-scatter) and the step are done once per
+    optimizer step; the rest once per micro-batch."""
     import torch.distributed as dist
 
     from scalestudy.engine.backends import make_backend
+    from scalestudy.engine.hf_model import build_hf_model
     from scalestudy.specs.model import get_model
     from scalestudy.specs.run import RunConfig
     from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
@@ -126,77 +107,59 @@ def engine_stepper(engine: str, zero: int, micro_batch: int = 2, accum: int = 2,
     strategy = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=micro_batch)
     workload = Workload(micro_batch * accum * world, SEQ_LEN, TARGET_LEN)
     tmp = tempfile.TemporaryDirectory()  # the backends write their resolved settings into the run directory
-    cfg = RunConfig.build("t5-tiny", strategy, workload, nproc=world, steps=steps, output=tmp.name)
+    cfg = RunConfig.build("t5-tiny", strategy, workload, nproc=world, steps=warmup + steps, output=tmp.name)
     layout = resolve_layout(strategy, world, workload.global_batch)
-    backend = None
+    torch.manual_seed(0)
+    backend = make_backend(build_hf_model(spec), cfg, strategy, layout, torch.device("cpu"))
+    inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
+              "labels": torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))}
+    stats = torch.zeros(6, dtype=torch.float64)
+    inner, last, updates = [], [], []
     try:
-        backend = make_backend(_build(spec), cfg, strategy, layout, torch.device("cpu"))
-        inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
-                  "labels": torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))}
-        stats = torch.zeros(6, dtype=torch.float64)
-
-        def step() -> tuple[float, float, float]:
+        for i in range(warmup + steps):
             marks = [time.perf_counter()]
             for k in range(accum):
                 backend.micro_step(dict(inputs), last=k == accum - 1)
                 marks.append(time.perf_counter())
             backend.optimizer_step()
             dist.all_gather([torch.empty_like(stats) for _ in range(world)], stats)  # the trainer's gather_stats
-            return ((marks[-2] - marks[0]) / max(1, accum - 1), marks[-1] - marks[-2],
-                    time.perf_counter() - marks[-1])
-
-        yield step
+            if i >= warmup:
+                inner.append((marks[-2] - marks[0]) / max(1, accum - 1))
+                last.append(marks[-1] - marks[-2])
+                updates.append(time.perf_counter() - marks[-1])
     finally:
-        if backend is not None:
-            backend.close()
+        backend.close()
         tmp.cleanup()
-
-
-def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = ROUNDS * ENGINE_BLOCK,
-                warmup: int = WARMUP) -> tuple[float, float, float]:
-    """Median seconds of (a micro-batch that is not the step's last, the last one, the optimizer_step + the
-    trainer's statistics gather) over `steps` steps of one backend after `warmup` (`engine_stepper`)."""
-    with engine_stepper(engine, zero, micro_batch, accum, warmup + steps) as step:
-        for _ in range(warmup):
-            step()
-        return _medians([step() for _ in range(steps)])
+    return statistics.median(inner), statistics.median(last), statistics.median(updates)
 
 
 def engine_overheads(log=print) -> dict[str, float]:
     """{"deepspeed-3": seconds per sublayer per micro-batch above plain PyTorch, "deepspeed-3/step": seconds per
     sublayer per optimizer step above plain PyTorch, ...} for the t5-tiny shape, from the same timed steps: a
     micro-batch that is not the last against plain PyTorch's; the last one's extra and the step against plain
-    PyTorch's clip + AdamW (`engine_stepper`). Plain PyTorch is timed in blocks right beside the engine's (ROUNDS
-    blocks of ENGINE_BLOCK steps each, alternating): the same machine load for both."""
+    PyTorch's clip + AdamW (`time_engine`)."""
     from scalestudy.specs.model import get_model
 
     spec = get_model("t5-tiny")
     sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
     micro_batch, accum = 2, 2
-    plain = plain_stepper(_build(spec), spec.vocab_size, micro_batch, accum)
     out = {}
     for engine, zero in ENGINES:
-        plain_runs, engine_runs = [], []
+        # plain PyTorch right beside the engine, three times each, the median of each: the same machine load for
+        # both, and a load burst during one timing does not become an engine cost
+        plain_micro, plain_update = _medians([time_steps(spec, micro_batch, accum, phases=True) for _ in range(3)])
         try:
-            with engine_stepper(engine, zero, micro_batch, accum, WARMUP + ROUNDS * ENGINE_BLOCK) as step:
-                for _ in range(WARMUP):
-                    plain(), step()
-                for _ in range(ROUNDS):
-                    plain_runs += [plain() for _ in range(ENGINE_BLOCK)]
-                    engine_runs += [step() for _ in range(ENGINE_BLOCK)]
+            micro, last, update = _medians([time_engine(engine, zero, micro_batch, accum) for _ in range(3)])
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
-        passes, plain_update = _medians(plain_runs)
-        plain_micro = passes / accum  # plain PyTorch's micro-batches are all alike
-        micro, last, update = _medians(engine_runs)
         out[f"{engine}-{zero}"] = max(0.0, micro - plain_micro) / sublayers
         out[f"{engine}-{zero}{PER_STEP}"] = max(0.0, last - micro + update - plain_update) / sublayers
     return out
 
 
 def multi_rank_engine_times(output: Path) -> None:
-    """Under torchrun: every rank times every engine (`time_engine`); rank 0 writes {"deepspeed-3": s, ...}."""
+    """Under torchrun: every rank times every engine (3 times, the median); rank 0 writes {"deepspeed-3": s, ...}."""
     import json
 
     import torch.distributed as dist
@@ -205,7 +168,7 @@ def multi_rank_engine_times(output: Path) -> None:
     out = {}
     for engine, zero in ENGINES:
         try:
-            out[f"{engine}-{zero}"] = time_engine(engine, zero)
+            out[f"{engine}-{zero}"] = _medians([time_engine(engine, zero) for _ in range(3)])
         except Exception:  # noqa: BLE001 - an engine that cannot run here keeps no multi-rank term
             continue
     if dist.get_rank() == 0:
@@ -294,10 +257,14 @@ def measure(output: Path, nproc: int = 2) -> Path:
     points = []
     specs = {layers: replace(base, name=f"t5-tiny-{layers}", num_layers=layers, num_decoder_layers=layers)
              for layers, _, _ in CONFIGS}
+    # three rounds, interleaved, the median of each config's medians (trials report their median step too): a
+    # burst of load from other processes during one round does not end up in the fit
     with phases("plain steps"):
-        medians = plain_step_times(specs)
-    for (layers, mb, accum), measured in zip(CONFIGS, medians):
-        est = estimate(specs[layers], ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
+        rounds = [[time_steps(specs[layers], mb, accum) for layers, mb, accum in CONFIGS] for _ in range(3)]
+    for k, (layers, mb, accum) in enumerate(CONFIGS):
+        spec = specs[layers]
+        measured = statistics.median(r[k] for r in rounds)
+        est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
                        precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
         sublayers = 2 * layers + 3 * layers
         points.append((est.step_s, accum, sublayers, measured))
