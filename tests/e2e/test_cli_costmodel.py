@@ -155,6 +155,31 @@ def test_recompute_early_stop_flag(capsys):
     assert code == 2 and "unknown cross_entropy 'liger'" in err
 
 
+
+H100_7B = ["--model", "llama-7b", "--gpu", "h100-80gb", "--micro-batch", "2", "--seq-len", "4096", "--json"]
+
+
+@pytest.mark.parametrize("flag, field, engine, value, part, bad, refusal", [
+    # FA3 executes only the causal triangle at its Hopper rate (costmodel/efficiency.py): less compute than FA2
+    ("--attention-kernel", "attention_kernel", ["--engine", "fsdp", "--zero", "3"], "fa3",
+     ("time", "compute_s"), "fa4", "unknown attention_kernel 'fa4'"),
+    # NeMo distributed_fused_adam dtype bf16: Adam state in bf16 (costmodel/memory.py), megatron only
+    ("--optimizer-dtype", "optimizer_dtype", ["--engine", "megatron", "--zero", "1", "--tp", "2"], "bf16",
+     ("memory", "optimizer"), "fp8", "unknown optimizer_dtype 'fp8'"),
+])
+def test_cost_model_option_flags(capsys, flag, field, engine, value, part, bad, refusal):
+    """Each cost-model-only Strategy option is on estimate's command line: a non-default value reaches the
+    Strategy and lowers its term; an unknown value is a one-line error, exit 2."""
+    got = {}
+    for v in ("engine", value):
+        code, out, _ = _run(capsys, "estimate", *H100_7B, *engine, flag, v)
+        d = json.loads(out)
+        assert code == 0 and d["strategy"][field] == v
+        got[v] = d[part[0]]["parts"][part[1]]
+    assert got[value] < got["engine"]
+    code, _, err = _run(capsys, "estimate", *H100_7B, *engine, flag, bad)
+    assert code == 2 and refusal in err and len(err.strip().splitlines()) == 1
+
 def test_kernels_flag_reaches_estimate_and_plan(capsys):
     """--kernels eager (software without torch.compile, costmodel/eager_kernels.py) reaches the Strategy of estimate
     and of every strategy plan ranks, and adds memory-bound element-wise time to compute only."""

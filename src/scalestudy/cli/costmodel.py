@@ -13,8 +13,9 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER,
-                                    RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP)
+from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
+                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP,
+                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP)
 
 GIB = float(1 << 30)
 
@@ -70,6 +71,8 @@ def estimate(
     grad_reduce: str = GRAD_REDUCE,
     recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
     cross_entropy: str = CROSS_ENTROPY,
+    attention_kernel: str = ATTENTION_KERNEL,
+    optimizer_dtype: str = OPTIMIZER_DTYPE,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -106,7 +109,8 @@ def estimate(
                         stage_layers=() if auto else parse_stage_layers(stage_layers),
                         overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
                         kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
-                        cross_entropy=cross_entropy)
+                        cross_entropy=cross_entropy, attention_kernel=attention_kernel,
+                        optimizer_dtype=optimizer_dtype)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")

@@ -36,6 +36,14 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                              help="Loss kernel over the logits, for memory: engine (fp32 copies: torch, Megatron-LM "
                                   "before 2024-06) | inplace (Megatron-Core's in-place fp32 softmax) | fused "
                                   "(flash-attn CrossEntropyLoss) | fused-linear (Liger: no logits); cost model only.")
+ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
+                                help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
+                                     "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron) | fa2 | fa3 "
+                                     "(FlashAttention-3, Hopper) | cudnn; cost model only.")
+OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
+                               help="Optimizer state dtype of engine megatron: engine (fp32 master weights and Adam "
+                                    "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
+                                    "/ dp); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
                                     "Engine userbuffers; needs sequence parallelism; cost model only).")
