@@ -394,6 +394,12 @@ NEW_KEY_FILES = {
     + "layer_overhead_s: 1.0e+300\n",
     "spec-extra-args-positional.yaml": GOOD_SPEC + "extra_args: [x]\n",
     "spec-extra-args-bad-value.yaml": GOOD_SPEC + "extra_args: [--seed, many]\n",
+    "dev-family-x-with-table.yaml": BARE_DEVICE.replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]")
+    + "family: x\nmatmul_peak_fraction: 0.7\n",
+    "dev-hbm-1e308.yaml": BARE_DEVICE.replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]")
+    .replace("hbm_bytes_per_s: 3.0e12", "hbm_bytes_per_s: 1.0e+308"),
+    "cluster-bandwidth-1e308.yaml": "device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_bytes_per_s: 1.0e+308\n",
+    "spec-name-mapping.yaml": GOOD_SPEC.replace("name: tiny", "name: {}"),
 }
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
@@ -984,6 +990,13 @@ CASES: list[Case] = [
     C("train-steps-2-63", f"{TRAIN.replace('--steps 4', '--steps 9223372036854775808')}", "steps"),
     C("train-save-every-2-63", f"{TRAIN} --save-every 9223372036854775808", "save"),
     C("estimate-cluster-latency-1e308", f"{EST} --cluster cluster-latency-1e308.yaml", "at most 3600 s"),
+    C("estimate-cluster-bandwidth-1e308", f"{EST} --cluster cluster-bandwidth-1e308.yaml", "inter_node_bytes_per_s"),
+    C("estimate-device-hbm-1e308", "estimate --model gpt2-tiny --gpu dev-hbm-1e308.yaml", "hbm_bytes_per_s"),
+    C("estimate-device-family-x-with-table", "estimate --model gpt2-tiny --gpu dev-family-x-with-table.yaml", "'x'"),
+    C("train-warmup-steps-10-12", f"{TRAIN} --warmup-steps 1000000000000", "--warmup-steps"),
+    C("train-grad-clip-1e308", f"{TRAIN} --grad-clip 1e308", "--grad-clip"),
+    C("plan-virtual-stages-10-12", f"{PLAN} --virtual-stages 1000000000000", "--virtual-stages"),
+    C("study-run-spec-name-mapping", "study run spec-name-mapping.yaml -o s", "name"),
     C("estimate-device-layer-overhead-1e300", "estimate --model gpt2-tiny --gpu dev-layer-overhead-huge.yaml",
       "layer_overhead_s"),
     C("study-run-spec-extra-args-positional", "study run spec-extra-args-positional.yaml -o s", "unexpected extra"),

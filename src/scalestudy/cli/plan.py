@@ -272,6 +272,10 @@ def plan(
                              overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers,
                              overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
                              kernels=kernels)
+    if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
+        # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
+        raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "
+                              f"{spec.total_layers} layers allow (pp >= 2 stages x virtual stages <= layers)")
     result = run_plan(spec, clus, workload, cons, objective=objective, min_throughput=min_throughput,
                       prune=not no_prune)
     note = None

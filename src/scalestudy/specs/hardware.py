@@ -300,10 +300,10 @@ def _check_gemm_source(data: dict, origin: str) -> None:
     if any(not d >= 1 for d, _ in data.get("matmul_efficiency") or ()):  # interpolated in log2(dimension)
         raise ScalestudyError(f"{origin}: matmul_efficiency dimensions must be >= 1 (matrix sizes), got "
                               f"{[d for d, _ in data['matmul_efficiency']]}")
+    if family and family not in known:  # even beside a measured table: a misspelt die must not pass unnoticed
+        raise ScalestudyError(f"{origin}: unknown GEMM family {family!r} (known: {', '.join(known)}): {ways}")
     if data.get("matmul_peak_fraction"):
         return
-    if family and family not in known:
-        raise ScalestudyError(f"{origin}: unknown GEMM family {family!r} (known: {', '.join(known)}): {ways}")
     if not family and not data.get("matmul_efficiency"):
         raise ScalestudyError(f"{origin}: no GEMM efficiency: {ways}")
 
@@ -324,6 +324,9 @@ def gemm_families() -> tuple[str, ...]:
 
 _INT_FIELDS = ("memory_bytes", "host_memory_bytes")
 MAX_TIME_FIELD_S = 3600.0  # a link latency or a per-layer / per-step overhead: microseconds to seconds
+# a byte or parameter rate: HBM3e is ~8e12 B/s, NVLink ~9e11 B/s per device; 1e15 leaves 100x of headroom, and a
+# 1e308 rate would price every transfer at zero seconds
+MAX_RATE_PER_S = 1.0e15
 _TIME_FIELDS = ("intra_node_latency_s", "inter_node_latency_s", "layer_overhead_s", "step_overhead_s",
                 "microstep_overhead_s")
 _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
@@ -348,6 +351,9 @@ def _num(value, name: str, origin: str) -> float:
     if name in _TIME_FIELDS and out > MAX_TIME_FIELD_S:  # summed over a step's hops and layers: floats overflow
         raise ScalestudyError(f"{origin}: {name} must be at most {MAX_TIME_FIELD_S:g} s (a link latency or an "
                               f"overhead per layer or step), got {value!r}")
+    if name.endswith("_per_s") and out > MAX_RATE_PER_S:
+        raise ScalestudyError(f"{origin}: {name} must be at most {MAX_RATE_PER_S:g} per second (HBM3e moves ~8e12 "
+                              f"bytes/s), got {value!r}")
     return out
 
 

@@ -41,6 +41,11 @@ SPAN_MEAN_LENGTH = 3.0
 # AdamW's update is ~lr per weight per step (m / sqrt(v) is ~1): weights initialised at O(0.01-1) are overwritten
 # by one step beyond lr 1, so a larger value is a typo (e.g. 1e308), not a schedule.
 MAX_LR = 1.0
+# Published LLM warm-ups run 100s to ~10k steps (GPT-3 375M tokens, PaLM 10k steps): beyond 1e6 the learning rate
+# stays ~0 for any run this toolkit times
+MAX_WARMUP_STEPS = 1_000_000
+# a gradient-norm threshold (published runs clip at 0.3-5); 1e6 keeps any real setting, above it clipping never acts
+MAX_GRAD_CLIP = 1.0e6
 
 
 @dataclass(frozen=True)
@@ -302,8 +307,12 @@ class RunConfig:
                                   "weight by 1 - lr x weight_decay each step)")
         if d.lexicon is not None and d.objective != "knowledge":
             raise ScalestudyError(lexicon_message(d.objective))
-        if o.grad_clip < 0:
-            raise ScalestudyError(f"--grad-clip must be >= 0 (0: no clipping), got {o.grad_clip}")
+        if not 0 <= o.grad_clip <= MAX_GRAD_CLIP:
+            raise ScalestudyError(f"--grad-clip must be within [0, {MAX_GRAD_CLIP:g}] (a gradient-norm threshold; 0: "
+                                  f"no clipping), got {o.grad_clip:g}")
+        if o.warmup_steps > MAX_WARMUP_STEPS:
+            raise ScalestudyError(f"--warmup-steps must be at most {MAX_WARMUP_STEPS:,} (steps of learning-rate ramp), "
+                                  f"got {o.warmup_steps:,}")
         _check_optimizer_and_model(self)
         if self.output.timing_warmup >= w.steps:
             raise ScalestudyError(f"--warmup {self.output.timing_warmup} (timed steps excluded from the medians) "

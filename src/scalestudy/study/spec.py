@@ -541,9 +541,11 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         raise ScalestudyError(f"{where}: concurrency must be >= 1, got {concurrency}")
     if _study_field(raw, "max_ranks", int, 0, where) < 0:
         raise ScalestudyError(f"{where}: max_ranks must be >= 0 (0: no cap), got {raw['max_ranks']}")
-    name = raw.get("name") or "study"
-    if not isinstance(name, (str, int)) or isinstance(name, bool):
-        raise ScalestudyError(f"{where}: name must be text, got {name!r}")
+    name = raw.get("name")
+    if name is None:  # absent or `name:` left empty
+        name = "study"
+    if not isinstance(name, (str, int)) or isinstance(name, bool) or not str(name).strip():
+        raise ScalestudyError(f"{where}: name must be text (non-empty), got {name!r}")
     if not isinstance(raw.get("description") or "", str):
         raise ScalestudyError(f"{where}: description must be text, got {raw['description']!r}")
     template = _study_field(raw, "command_template", str, "", where)
