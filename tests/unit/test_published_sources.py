@@ -470,17 +470,20 @@ def test_bloom_rampup_rows_are_the_production_setup_at_small_batches():
 
 # mean / max |error| reached by the sources added 2026-12-02 (stored constants), plus a margin: regression bounds,
 # not targets (issue 11's target is 8% / 20%; the STATUS / RESULTS notes say which mechanism each miss points to)
-NEW_SOURCE_BOUNDS = {"dgxc2024": (0.06, 0.16), "mosaicml2024scale": (0.15, 0.35), "mosaicml2023ext": (0.15, 0.80),
-                     "olmocore2024": (0.24, 0.31), "bigscience2022rampup": (0.24, 0.28),
-                     "bigscience2022reshape": (0.18, 0.33), "megatron2024strong": (0.10, 0.12),
-                     # second pass (heldout), reached at 6c7e3c2: 10.7 / 30.0, 5.9 / 11.0, 4.5 / 5.0, 9.4 / 10.6,
-                     # 59.8 / 65.0%
-                     "nemo2022early": (0.13, 0.33), "nemo2022may": (0.08, 0.13), "deepspeed2022azure": (0.08, 0.08),
-                     "dgxc2025": (0.13, 0.14), "mlengineering2026h200": (0.70, 0.75),
-                     # dgxc v25.04 Nemotron4 (reached 13.3 / 41.5%: the 15B TP 2 rows' DP cost at dp 512-1024)
-                     "dgxc2025apr": (0.16, 0.45),
-                     # torchtitan FSDP x TP 8 (reached 13.5 / 29.0%: modelled async-TP gain ~2x the published)
-                     "torchtitan2025asynctp": (0.16, 0.32)}
+NEW_SOURCE_BOUNDS = {  # (mean, max) |error|; restated 2026-12-02 05:20 at the reached values + ~30% (stored constants)
+    "dgxc2024": (0.05, 0.08), "mosaicml2024scale": (0.13, 0.21), "mosaicml2023ext": (0.08, 0.40),
+    "olmocore2024": (0.08, 0.14), "bigscience2022rampup": (0.04, 0.05), "bigscience2022reshape": (0.09, 0.14),
+    "megatron2024strong": (0.06, 0.09),
+    # second pass (heldout), reached at 6c7e3c2: 10.7 / 30.0, 5.9 / 11.0, 4.5 / 5.0, 9.4 / 10.6, 59.8 / 65.0%;
+    # at the end of the session (offload, memory, early stop, buckets): 9.5 / 27.2, 5.9 / 11.0, 3.0 / 3.6,
+    # 9.3 / 10.4, 11.8 / 35.3%
+    "nemo2022early": (0.12, 0.31), "nemo2022may": (0.08, 0.13), "deepspeed2022azure": (0.05, 0.06),
+    "dgxc2025": (0.12, 0.13), "mlengineering2026h200": (0.16, 0.40),
+    # dgxc v25.04 Nemotron4 (reached 13.3 / 41.5%: the 15B TP 2 rows' DP cost at dp 512-1024; 8.1 / 9.9% after
+    # Megatron-Core's dp-scaled buckets)
+    "dgxc2025apr": (0.11, 0.13),
+    # torchtitan FSDP x TP 8 (reached 13.5 / 29.0%: modelled async-TP gain ~2x the published; 12.4 / 23.7% now)
+    "torchtitan2025asynctp": (0.16, 0.28)}
 
 
 def _errors(source: str) -> dict:
