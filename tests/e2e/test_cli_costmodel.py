@@ -183,6 +183,8 @@ def test_cost_model_option_flags(capsys, flag, field, engine, value, part, bad, 
 def test_kernels_flag_reaches_estimate_and_plan(capsys):
     """--kernels eager (software without torch.compile, costmodel/eager_kernels.py) reaches the Strategy of estimate
     and of every strategy plan ranks, and adds memory-bound element-wise time to compute only."""
+    software = ["--attention-kernel", "fa3", "--cross-entropy", "fused", "--grad-reduce", "compute",
+                "--recompute-early-stop", "off"]
     base = ["--model", "llama-7b", "--gpu", "h100-80gb", "--engine", "fsdp", "--zero", "3", "--micro-batch", "2",
             "--global-batch", "16", "--seq-len", "4096", "--json"]
     runs = []
@@ -193,7 +195,12 @@ def test_kernels_flag_reaches_estimate_and_plan(capsys):
         runs.append(d["time"]["parts"])
     assert runs[1]["compute_s"] > runs[0]["compute_s"] and runs[1]["optimizer_s"] == runs[0]["optimizer_s"]
     code, out, _ = _run(capsys, "plan", *[a for a in base if a != "--micro-batch" and a != "2"], "--tp", "1", "--pp",
-                        "1", "--kernels", "eager-fused-norm", "--top", "2")
+                        "1", "--kernels", "eager-fused-norm", "--top", "2", *software)
     d = json.loads(out)
     kernels = {c["strategy"]["kernels"] for c in d["candidates"]}
     assert code == 0 and kernels == {"eager-fused-norm"}
+    # plan carries the other cost-model software options into every strategy it ranks too
+    fixed = dict(zip(software[::2], software[1::2]))
+    for c in d["candidates"]:
+        assert {f"--{k.replace('_', '-')}": v for k, v in c["strategy"].items() if f"--{k.replace('_', '-')}" in fixed
+                } == fixed

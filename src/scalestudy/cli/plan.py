@@ -12,8 +12,9 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (KERNELS, OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, SEQUENCE_PARALLEL,
-                                    TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
+from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OVERLAP_GRAD_COMM,
+                                    OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP,
+                                    cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -58,7 +59,7 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
                       vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
                       sequence_parallel=True, overlap_grad_comm=True, stage_layers=None, overlap_param_gather=False,
-                      tp_comm_overlap=False, kernels="fused"):
+                      tp_comm_overlap=False, kernels="fused", software=None):
     from scalestudy.cli.options import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
@@ -86,7 +87,7 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        attention=attention, sequence_parallel=sequence_parallel,
                        overlap_grad_comm=overlap_grad_comm, stage_layers=layers,
                        overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                       kernels=kernels, **schedule)
+                       kernels=kernels, **(software or {}), **schedule)
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
@@ -213,6 +214,10 @@ def plan(
     overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
     kernels: str = KERNELS,
+    grad_reduce: str = GRAD_REDUCE,
+    recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
+    cross_entropy: str = CROSS_ENTROPY,
+    attention_kernel: str = ATTENTION_KERNEL,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -271,7 +276,9 @@ def plan(
                              attention=attention, sequence_parallel=sequence_parallel,
                              overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers,
                              overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                             kernels=kernels)
+                             kernels=kernels,
+                             software={"grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
+                                       "cross_entropy": cross_entropy, "attention_kernel": attention_kernel})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

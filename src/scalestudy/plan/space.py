@@ -29,8 +29,8 @@ the slowest stage as fast as it can be, every stage within its device's memory; 
 so points the memory bound prunes cost nothing). The interleaved schedule is not searched there.
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
-`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`) are carried
-into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
+`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `kernels`,
+`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`) are carried into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
 refuse it otherwise: those points are planned without it).
 """
 
@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import (ATTENTIONS, COST_MODEL_ENGINES, KERNELS, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
+from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
+                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
                                       ZERO_STAGES, Strategy, Workload, resolve_layout)
 
 
@@ -71,6 +72,12 @@ class Constraints:
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     kernels: str = "fused"  # Strategy.kernels, kept fixed (not searched)
+    # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype is not here:
+    # it describes engine megatron, which plan does not search
+    grad_reduce: str = "engine"
+    recompute_early_stop: str = "engine"
+    cross_entropy: str = "engine"
+    attention_kernel: str = "engine"
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -80,8 +87,10 @@ class Constraints:
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
         if self.attention not in ATTENTIONS:
             raise ScalestudyError(f"unknown attention {self.attention!r} (choose from {', '.join(ATTENTIONS)})")
-        if self.kernels not in KERNELS:
-            raise ScalestudyError(f"unknown kernels {self.kernels!r} (choose from {', '.join(KERNELS)})")
+        for name, choices in (("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES), ("cross_entropy", CROSS_ENTROPIES),
+                              ("recompute_early_stop", EARLY_STOPS), ("attention_kernel", ATTENTION_KERNELS)):
+            if getattr(self, name) not in choices:
+                raise ScalestudyError(f"unknown {name} {getattr(self, name)!r} (choose from {', '.join(choices)})")
         for off in (*self.offload_optimizer, *self.offload_params):
             if off not in OFFLOADS:
                 raise ScalestudyError(f"unknown offload {off!r} (choose from {', '.join(OFFLOADS)})")
@@ -315,7 +324,11 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 stage_layers=constraints.stage_layers if pp > 1 else (),
                                                 overlap_param_gather=constraints.overlap_param_gather,
                                                 tp_comm_overlap=constraints.tp_comm_overlap,
-                                                kernels=constraints.kernels)
+                                                kernels=constraints.kernels,
+                                                grad_reduce=constraints.grad_reduce,
+                                                recompute_early_stop=constraints.recompute_early_stop,
+                                                cross_entropy=constraints.cross_entropy,
+                                                attention_kernel=constraints.attention_kernel)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)
