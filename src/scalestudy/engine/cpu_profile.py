@@ -10,15 +10,17 @@ fits the measured time as
     scale x predicted + step_overhead_s + accumulation x (microstep_overhead_s + 3 x sublayers x layer_overhead_s)
 (3 passes per sublayer: forward, and backward counted as two, as costmodel/step.py applies it; `scale` corrects the
 micro-benchmarks' compute rate for what small training kernels reach and is folded into the GEMM efficiencies)
-(least squares, clipped at 0). Then each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks,
-bucketing, the trainer's per-step statistics) is timed through scalestudy's real backends on one rank, for the
-t5-tiny shape, and stored per engine in two parts timed in the same steps: the forward + backward passes as
-seconds per sublayer per micro-batch above plain PyTorch's ("<engine>-<zero>"), the optimizer step as seconds per
-sublayer per optimizer step above plain PyTorch's clip + AdamW ("<engine>-<zero>/step": work an engine does once in
-its step(), which must not grow with the accumulation count) (`engine_overhead_s`; tensor and pipeline
-parallelism's dispatch and schedule costs too, engine/parallel_profile.py), and again on `nproc` ranks under
-torchrun: what the ranks cost beyond the one-rank prediction (gloo collectives of many small buckets, ranks sharing
-cores) in each phase is stored as "<engine>-<zero>@multi" and "<engine>-<zero>@multi/step".
+(non-negative least squares on relative errors; the per-micro-batch / per-sublayer split is kept only where the
+timings separate it, else set by operator count: costmodel/cpu_profile.fit_overhead_terms, said in the profile). Then
+each engine's own cost (DeepSpeed ZeRO 0-3, FSDP2, DDP: wrappers, hooks, bucketing, the trainer's per-step statistics)
+is timed through scalestudy's real backends on one rank, for the t5-tiny shape, and stored per engine in two parts
+timed in the same steps: the forward + backward passes as seconds per sublayer per micro-batch above plain PyTorch's
+("<engine>-<zero>"), the optimizer step as seconds per sublayer per optimizer step above plain PyTorch's clip + AdamW
+("<engine>-<zero>/step": work an engine does once in its step(), which must not grow with the accumulation count)
+(`engine_overhead_s`; tensor and pipeline parallelism's dispatch and schedule costs too, engine/parallel_profile.py),
+and again on `nproc` ranks under torchrun: what the ranks cost beyond the one-rank prediction (gloo collectives of
+many small buckets, ranks sharing cores) in each phase is stored as "<engine>-<zero>@multi" and
+"<engine>-<zero>@multi/step".
 The profile (a DeviceSpec YAML) is what `scalestudy.costmodel.cpu_profile` caches.
 
     python -m scalestudy.engine.cpu_profile --output PATH.yaml [--nproc 2]
@@ -239,7 +241,7 @@ class Phases:
 
 def measure(output: Path, nproc: int = 2) -> Path:
     from scalestudy.costmodel.calibrate import profile_from_microbench, save_profile
-    from scalestudy.costmodel.cpu_profile import fit_overheads
+    from scalestudy.costmodel.cpu_profile import fit_overhead_terms
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.engine.microbench import launch
     from scalestudy.engine.parallel_profile import multi_rank_parallel, parallel_overheads
@@ -268,7 +270,8 @@ def measure(output: Path, nproc: int = 2) -> Path:
                        precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
         sublayers = 2 * layers + 3 * layers
         points.append((est.step_s, accum, sublayers, measured))
-    scale, step, micro, layer = fit_overheads(points)
+    fit = fit_overhead_terms(points)
+    scale, step, micro, layer = fit.scale, fit.step_s, fit.microstep_s, fit.layer_s
     # the compute factor folds into the GEMM efficiencies and the memory bandwidth (what compute time reads)
     device = replace(device, matmul_efficiency=[[n, f / scale] for n, f in device.matmul_efficiency],
                      hbm_bytes_per_s=device.hbm_bytes_per_s / scale)
@@ -284,12 +287,10 @@ def measure(output: Path, nproc: int = 2) -> Path:
         with phases(f"tp collective on {nproc} ranks"):
             engines.update(multi_rank_parallel(device, nproc))
     device = replace(device, engine_overhead_s=engines,
-                     source=device.source + f"; compute x{scale:.3g} and framework overheads fitted on "
-                                            f"{len(points)} timed plain-PyTorch T5 steps (per step {step * 1e3:.2f} ms, "
-                                            f"per micro-batch "
-                                            f"{micro * 1e3:.2f} ms, per sublayer pass {layer * 1e6:.0f} us)")
+                     source=device.source + f"; framework overheads fitted on {len(points)} timed plain-PyTorch T5 "
+                                            f"steps: {fit.note()}")
     note = (f"per-machine CPU profile (scalestudy.engine.cpu_profile, {time.perf_counter() - t0:.0f} s: {phases}; "
-            f"load average {load:.1f} at the start); measured steps s: "
+            f"load average {load:.1f} at the start); overhead split: {fit.split}; measured steps s: "
             + ", ".join(f"L{c[0]} mb{c[1]} acc{c[2]} {p[3]:.4f}" for c, p in zip(CONFIGS, points)))
     return save_profile(device, output, note)
 
