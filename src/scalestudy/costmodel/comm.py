@@ -19,6 +19,12 @@ from scalestudy.specs.hardware import ClusterSpec
 _LINKS: dict[int, tuple] = {}
 
 
+def spans_nodes(ranks_apart: int, cluster: ClusterSpec) -> bool:
+    """Whether ranks `ranks_apart` apart in the rank order (tp innermost, then dp, then pp) sit on different nodes:
+    the stride reaches a node's worth of ranks on a cluster of more than one node."""
+    return ranks_apart >= cluster.gpus_per_node and cluster.nodes > 1
+
+
 def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
     """(intra bw, intra latency, inter bw, inter latency), memoised per cluster object (hot path)."""
     hit = _LINKS.get(id(cluster))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scalestudy.costmodel.comm import collective, p2p_time
+from scalestudy.costmodel.comm import collective, p2p_time, spans_nodes
 from scalestudy.costmodel.cpu_engine import engine_step_overhead
 from scalestudy.costmodel.memory import ACT_BYTES
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
@@ -152,7 +152,7 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     # the dense embedding gradient of each lookup (step.py puts it in the head term) is the first stage's work
     embed = (2 if model.is_encoder_decoder else 1) * model.vocab_size * model.d_model * EMBED_GRAD_BYTES \
         / dev.hbm_bytes_per_s if pp > 1 else 0.0
-    cross_node = tp * layout.dp >= cluster.gpus_per_node and cluster.nodes > 1
+    cross_node = spans_nodes(tp * layout.dp, cluster)
     boundary = mb * (s + t) * model.d_model * ACT_BYTES[st.precision]
     per_chunk = dev.engine_overhead_s.get(PP_MICROBATCH, 0.0)
     eng_key = f"{st.engine}-{st.zero}"

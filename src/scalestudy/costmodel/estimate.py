@@ -10,7 +10,7 @@ pipeline stages outermost.
 from __future__ import annotations
 
 from scalestudy.costmodel.breakdown import FLOPS_CONVENTION, SCHEMA, Estimate  # noqa: F401  (re-exported)
-from scalestudy.costmodel.comm import links, stage_boundary_time
+from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
@@ -94,13 +94,13 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
         # interleaving sends each micro-batch across v times as many stage boundaries
         pp_mb = 2.0 * v * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather,
-                                              tp * dp >= gpn and cluster.nodes > 1, cluster)
+                                              spans_nodes(tp * dp, cluster), cluster)
     slot = stage + tp_mb + pp_mb
     bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
     compute_s, tp_s, pp_s, bubble_s = ga * stage, ga * tp_mb, ga * pp_mb, bubble_slots * slot
     if pp > 1 and model.tie_word_embeddings:
         # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
-        pp_s += _tied_embedding_sync(model, st, tp, (pp - 1) * tp * dp >= gpn and cluster.nodes > 1, cluster)
+        pp_s += _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * dp, cluster), cluster)
     hybrid = None
     if dev.kind == "cpu" and (tp > 1 or pp > 1):  # train's hybrid backend on CPU ranks (GPU terms above unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, lk, flash, cal)

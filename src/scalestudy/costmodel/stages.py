@@ -30,7 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalestudy.costmodel.breakdown import Estimate
-from scalestudy.costmodel.comm import collective, links, stage_boundary_time
+from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.eager_kernels import autocast_param_s
@@ -220,7 +220,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     s, t = workload.seq_len, target_length(model, workload)
     flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
-    cross = tp * dp >= cluster.gpus_per_node and cluster.nodes > 1
+    cross = spans_nodes(tp * dp, cluster)
     gather = engine_comm(st.engine).pipeline_scatter_gather
     out = []
     for where in stage_devices(cluster, pp, prec):
@@ -238,7 +238,7 @@ def _tied_sync(model: ModelSpec, st: Strategy, cluster: ClusterSpec, placed, tp:
     pp = len(placed)
     if pp < 2 or not model.tie_word_embeddings:
         return 0.0
-    cross = (pp - 1) * tp * dp >= cluster.gpus_per_node and cluster.nodes > 1  # stages outermost, as estimate()
+    cross = spans_nodes((pp - 1) * tp * dp, cluster)  # stages outermost, as estimate()
     return max(_tied_embedding_sync(model, st, tp, cross, placed[k].cluster) for k in (0, pp - 1))
 
 
@@ -271,7 +271,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute, early_stop(st))
     params_total = param_count(model)
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
-    cross = tp * dp >= gpn and cluster.nodes > 1
+    cross = spans_nodes(tp * dp, cluster)
     tied = _tied_sync(model, st, cluster, placed, tp, dp)
     out, start = [], 0
     for k, n in enumerate(split):
