@@ -30,8 +30,9 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `kernels`,
-`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`) are carried into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
-refuse it otherwise: those points are planned without it).
+`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`) are carried into every Strategy; sequence
+parallelism only where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points
+are planned without it).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
-                                      ZERO_STAGES, Strategy, Workload, resolve_layout)
+                                      ZERO_STAGES, Strategy, Workload, check_choice, resolve_layout)
 
 
 @dataclass(frozen=True)
@@ -81,22 +82,17 @@ class Constraints:
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
-            if sched not in PP_SCHEDULES:
-                raise ScalestudyError(f"unknown pp schedule {sched!r} (choose from {', '.join(PP_SCHEDULES)})")
+            check_choice("pp schedule", sched, PP_SCHEDULES)
         if any(v < 2 for v in self.virtual_stages):
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
-        if self.attention not in ATTENTIONS:
-            raise ScalestudyError(f"unknown attention {self.attention!r} (choose from {', '.join(ATTENTIONS)})")
-        for name, choices in (("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES), ("cross_entropy", CROSS_ENTROPIES),
-                              ("recompute_early_stop", EARLY_STOPS), ("attention_kernel", ATTENTION_KERNELS)):
-            if getattr(self, name) not in choices:
-                raise ScalestudyError(f"unknown {name} {getattr(self, name)!r} (choose from {', '.join(choices)})")
+        for name, choices in (("attention", ATTENTIONS), ("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES),
+                              ("cross_entropy", CROSS_ENTROPIES), ("recompute_early_stop", EARLY_STOPS),
+                              ("attention_kernel", ATTENTION_KERNELS)):
+            check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
-            if off not in OFFLOADS:
-                raise ScalestudyError(f"unknown offload {off!r} (choose from {', '.join(OFFLOADS)})")
+            check_choice("offload", off, OFFLOADS)
         for rc in self.recompute:
-            if rc not in RECOMPUTES:
-                raise ScalestudyError(f"unknown recompute {rc!r} (choose from {', '.join(RECOMPUTES)})")
+            check_choice("recompute", rc, RECOMPUTES)
         for eng in self.engines:
             if eng in COST_MODEL_ENGINES:
                 raise ScalestudyError(f"engine {eng} describes published runs for `estimate` only; plan searches the "

@@ -94,6 +94,12 @@ OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatro
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
+def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    """One line naming the choices when `value` is not one of them (Strategy and plan's Constraints)."""
+    if value not in allowed:
+        raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
+
+
 @dataclass(frozen=True)
 class Strategy:
     """How to parallelise one training run. Data-parallel degree and accumulation are derived (see `Layout`)."""
@@ -148,8 +154,7 @@ class Strategy:
             ("attention_kernel", self.attention_kernel, ATTENTION_KERNELS),
             ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
         ):
-            if value not in allowed:
-                raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
+            check_choice(name, value, allowed)
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
