@@ -46,6 +46,18 @@ def _register() -> None:
     full_command_summaries(app)
 
 
+_COMMAND: list = []  # the click command typer builds from `app`, built once per process
+
+
+def _command():
+    """The click command of `app`. typer builds it from the functions' signatures on every call (~25 ms, most of
+    a cost-model command's time); the commands do not change within a process, so it is built once."""
+    if not _COMMAND:
+        _register()
+        _COMMAND.append(typer.main.get_command(app))
+    return _COMMAND[0]
+
+
 def _print_error(message: str) -> None:
     from rich.markup import escape
 
@@ -62,12 +74,11 @@ def _usage_error(exc: typer.TyperException) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register()
     try:
         from scalestudy.launch.process import check_environment
 
         check_environment()  # variables the ranks and the CPU profile read: one line now, not a failure inside them
-        code = app(args=argv, prog_name="scalestudy", standalone_mode=False)
+        code = _command().main(args=argv, prog_name="scalestudy", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors (typer's click)
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `scalestudy` or `scalestudy study`: the help
             exc.show()

@@ -18,6 +18,26 @@ SCHEMA = "scalestudy.estimate/1"
 FLOPS_CONVENTION = (f"{MODEL_FLOPS_CONVENTION}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
                     "dense peak of the precision (scalestudy.costmodel.mfu)")
 
+# What each figure of `to_dict()` is counted in, so a reader compares the right number with a paper's: papers
+# report "TFLOP/s" as model or hardware FLOPs, and T5 throughput as input (encoder) tokens.
+UNITS = {
+    "time.step_s": "seconds per optimizer step",
+    "throughput.samples_per_s": "sequences per second, whole cluster",
+    "throughput.tokens_per_s": "tokens per second, whole cluster: global batch x (seq_len + target_len) / step_s "
+                               "(encoder + decoder tokens of encoder-decoder models)",
+    "throughput.source_tokens_per_s": "input tokens per second, whole cluster: global batch x seq_len / step_s "
+                                      "(encoder tokens only: NeMo's T5/mT5 convention; = tokens_per_s for "
+                                      "decoder-only models)",
+    "throughput.tokens_per_s_per_device": "tokens_per_s / world_size",
+    "throughput.model_tflops_per_device": "1e12 model FLOP/s per device (flops.convention, recomputation not "
+                                          "counted: Megatron's 'model FLOPs')",
+    "throughput.hardware_tflops_per_device": "1e12 hardware FLOP/s per device (recomputation counted: Megatron / "
+                                             "Narayanan et al. 2021's 'TFLOP/s per GPU')",
+    "mfu": "fraction (not %): model FLOP/s per device / dense peak of the precision (PaLM's MFU, flops.convention)",
+    "hfu": "fraction (not %): hardware FLOP/s per device / dense peak of the precision",
+    "memory": "bytes (not GiB)",
+}
+
 
 @dataclass(slots=True)
 class Estimate:
@@ -129,6 +149,7 @@ class Estimate:
             "throughput": {
                 "samples_per_s": self.samples_per_s,
                 "tokens_per_s": self.tokens_per_s,
+                "source_tokens_per_s": self.samples_per_s * self.workload.seq_len,
                 "tokens_per_s_per_device": self.tokens_per_s / lay.world_size,
                 "model_tflops_per_device": self.model_tflops_per_device,
                 "hardware_tflops_per_device": self.hardware_tflops_per_device,
@@ -138,6 +159,7 @@ class Estimate:
             "mfu": self.mfu,
             "hfu": self.hfu,
             "assumptions": {**self.options.to_dict(), "overlap_model": OVERLAP_MODEL},
+            "units": UNITS,
         }
         if self.stages:  # clusters mixing devices: time and memory per pipeline stage
             stages_dict(self, out)

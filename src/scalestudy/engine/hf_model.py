@@ -31,7 +31,7 @@ def build_hf_config(spec: ModelSpec, attn_implementation: str | None = None):
         fields.update(bos_token_id=1, eos_token_id=1)
     cls = {"t5": transformers.T5Config, "mt5": transformers.MT5Config, "gpt2": transformers.GPT2Config,
            "llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
-           "qwen2": transformers.Qwen2Config}[kind]
+           "qwen2": transformers.Qwen2Config, "nemotron": transformers.NemotronConfig}[kind]
     config = cls(**fields)
     if attn_implementation is not None:
         config._attn_implementation = attn_implementation
@@ -42,7 +42,8 @@ def _model_class(spec: ModelSpec):
     return {"t5": transformers.T5ForConditionalGeneration, "mt5": transformers.MT5ForConditionalGeneration,
             "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
             "mistral": transformers.MistralForCausalLM,
-            "qwen2": transformers.Qwen2ForCausalLM}[spec.hf_type or spec.family]
+            "qwen2": transformers.Qwen2ForCausalLM,
+            "nemotron": transformers.NemotronForCausalLM}[spec.hf_type or spec.family]
 
 
 def _untie_lm_head(model, config, draw: bool = True) -> None:

@@ -19,6 +19,9 @@ Ffn = str
 T5_ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "silu", "swish", "quick_gelu")
 AttentionBias = Literal["none", "qkv", "all"]  # Llama attention_bias=true: q,k,v,o; Qwen2: q,k,v only
 LLAMA_LAYOUTS = ("llama", "mistral", "qwen2")  # config model_types with the Llama block (RMSNorm, RoPE, SwiGLU, GQA)
+# Nemotron (HF NemotronConfig, Nemotron-4 15B/340B): the same block with a non-gated squared-ReLU FFN (up, down;
+# hidden_act relu2) and LayerNorm1p (weight and bias per norm; the cost model prices the norm as the Llama one's)
+NEMOTRON = "nemotron"
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ PRESETS: dict[str, ModelSpec] = {
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
-    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, or llama / mistral / qwen2)."""
+    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron)."""
     path = Path(path)
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
@@ -207,7 +210,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
-        if kind in LLAMA_LAYOUTS:
+        if kind in LLAMA_LAYOUTS or kind == NEMOTRON:
+            ffn = _nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu"
             d = _int(cfg, "hidden_size", path)
             heads = _int(cfg, "num_attention_heads", path)
             kv = _int(cfg, "num_key_value_heads", path, heads)
@@ -218,17 +222,28 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
                 num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads,
                 num_kv_heads=0 if kv == heads else kv, d_kv=_int(cfg, "head_dim", path, d // heads),
-                d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
+                d_ff=_int(cfg, "intermediate_size", path), ffn=ffn,
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", False, path),
                 max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
                 attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
-                mlp_bias=kind == "llama" and bool(cfg.get("mlp_bias")), hf_type="" if kind == "llama" else kind,
+                mlp_bias=kind in ("llama", NEMOTRON) and bool(cfg.get("mlp_bias")),
+                hf_type="" if kind == "llama" else kind,
                 source=source,
             )
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
-                          f"{', '.join(LLAMA_LAYOUTS)})")
+                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON})")
+
+
+def _nemotron_act(cfg: dict, path: Path) -> str:
+    """A Nemotron config's FFN: hidden_act relu2 (NemotronConfig's default, every Nemotron-4 release) is the one
+    the cost model prices (ModelSpec ffn "relu2": up, squared ReLU, down)."""
+    act = cfg.get("hidden_act", "relu2")
+    if act != "relu2":
+        raise ScalestudyError(f"model config {path}: hidden_act {act!r} of a nemotron model: only relu2 (Nemotron's "
+                              "squared ReLU, the default) is modelled")
+    return "relu2"
 
 
 def _flag(cfg: dict, key: str, default: bool, path: Path) -> bool:
@@ -291,7 +306,7 @@ def _warn_forced_tie(cfg: dict, kind: str, ffn: str, path: Path) -> None:
 # materialised softmax. SDPA_TYPES: the model types whose Transformers class has an SDPA path (`_supports_sdpa`;
 # tests/unit/test_engine_models.py pins this list to the installed Transformers).
 HF_ATTENTION = {"flash": "sdpa", "eager": "eager"}
-SDPA_TYPES = ("t5", "mt5", "gpt2", "llama", "mistral", "qwen2")
+SDPA_TYPES = ("t5", "mt5", "gpt2", "llama", "mistral", "qwen2", "nemotron")
 
 
 def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
@@ -342,6 +357,8 @@ def to_hf_config(spec: ModelSpec) -> dict:
         "num_key_value_heads": spec.kv_heads, "head_dim": spec.d_kv,
         "max_position_embeddings": spec.max_position_embeddings, "tie_word_embeddings": spec.tie_word_embeddings,
     }
-    if not spec.hf_type:  # Llama's own switches; Qwen2 has q/k/v biases built in, Mistral none
+    if spec.hf_type in ("", NEMOTRON):  # Llama's (and Nemotron's) own switches; Qwen2 has q/k/v biases built in
         fields.update(attention_bias=spec.attention_bias == "all", mlp_bias=spec.mlp_bias)
+    if spec.hf_type == NEMOTRON:
+        fields["hidden_act"] = "relu2"
     return fields

@@ -1,0 +1,125 @@
+"""Plan = reality for published runs: every throughput row of costmodel/published.yaml, typed as a user would type it
+(`scalestudy estimate` flags, the model as a Hugging Face config.json, interconnect overrides in a cluster YAML),
+prints exactly the prediction `scalestudy validate` reports for that row (issue 11: other published runs are
+checked through `estimate` with the flags set to each run's software).
+
+The command line is built here from the row's published configuration, independently of published.py's own
+row-building, so a setting that only validate can express (or that the two read differently) fails this test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalestudy.cli import main
+from scalestudy.costmodel.published import load, validation_rows
+
+# validate's metric -> where `estimate --json` prints the same figure
+JSON_METRIC = {"hardware_tflops_per_device": ("throughput", "hardware_tflops_per_device"),
+               "model_tflops_per_device": ("throughput", "model_tflops_per_device"),
+               "mfu": ("mfu",),
+               "tokens_per_s": ("throughput", "tokens_per_s"),
+               "source_tokens_per_s": ("throughput", "source_tokens_per_s")}
+
+
+def model_config(m: dict) -> dict:
+    """The Hugging Face config.json of a published model description (the architecture a paper states)."""
+    family = m.get("family", "gpt")
+    if family == "t5":
+        return {"model_type": "t5", "vocab_size": m["vocab"], "d_model": m["d_model"], "d_kv": m["d_kv"],
+                "d_ff": m["d_ff"], "num_layers": m["layers"], "num_decoder_layers": m["layers"],
+                "num_heads": m["heads"], "feed_forward_proj": m["ffn"], "tie_word_embeddings": m["tied"]}
+    if family == "llama":  # Llama layout, or Nemotron's squared-ReLU FFN (HF NemotronConfig)
+        nemotron = m.get("ffn") == "relu2"
+        cfg = {"model_type": "nemotron" if nemotron else "llama", "vocab_size": m["vocab"],
+               "hidden_size": m["d_model"], "intermediate_size": m["d_ff"], "num_hidden_layers": m["layers"],
+               "num_attention_heads": m["heads"], "num_key_value_heads": m.get("kv_heads") or m["heads"],
+               "max_position_embeddings": m["seq"], "tie_word_embeddings": m.get("tied", False)}
+        if nemotron:
+            cfg["hidden_act"] = "relu2"
+        return cfg
+    return {"model_type": "gpt2", "vocab_size": m["vocab"], "n_embd": m["d_model"], "n_layer": m["layers"],
+            "n_head": m["heads"], "n_positions": m["seq"], "tie_word_embeddings": m.get("tied", True)}
+
+
+def option_flags(name: str, value) -> list[str]:
+    """One strategy option as its estimate flag (same name, dashes)."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag if value else "--no-" + name.replace("_", "-")]
+    if isinstance(value, (list, tuple)):
+        return [flag, ",".join(map(str, value))]
+    return [flag, str(value)]
+
+
+def estimate_argv(r: dict, folder) -> list[str]:
+    """The `scalestudy estimate --json` command line of one published row."""
+    m = r["model"]
+    config = folder / f"{r['id']}.json"
+    config.write_text(json.dumps(model_config(m)))
+    if r.get("cluster"):  # interconnect measured by the source: a cluster YAML (bytes/s per device)
+        cluster = folder / f"{r['id']}.yaml"
+        cluster.write_text("\n".join([f"device: {r['device']}", f"nodes: {r['nodes']}",
+                                      f"gpus_per_node: {r['gpus_per_node']}"]
+                                     + [f"{k}: {v}" for k, v in r["cluster"].items()]) + "\n")
+        where = ["--cluster", str(cluster)]
+    else:
+        where = ["--gpu", r["device"], "--nodes", str(r["nodes"]), "--gpus-per-node", str(r["gpus_per_node"])]
+    argv = ["estimate", "--model", str(config), *where, "--engine", r["engine"], "--zero", str(r.get("zero", 0)),
+            "--tp", str(r.get("tp", 1)), "--pp", str(r.get("pp", 1)), "--micro-batch", str(r["micro_batch"]),
+            "--global-batch", str(r["global_batch"]), "--seq-len", str(m["seq"]), "--recompute", r["recompute"],
+            "--precision", r.get("precision", "bf16")]
+    if m.get("target"):
+        argv += ["--target-len", str(m["target"])]
+    for name, value in r.get("software", {}).items():
+        argv += option_flags(name, value)
+    return argv + ["--json"]
+
+
+def test_every_published_row_is_an_estimate_command_line(capsys, tmp_path):
+    data = load()
+    predicted = {row.id: row.predicted for row in validation_rows() if row.kind == "throughput"}
+    failures = []
+    for r in data["throughput"]:
+        argv = estimate_argv(r, tmp_path)
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        out = capsys.readouterr()
+        if exc.value.code:
+            failures.append(f"{r['id']}: exit {exc.value.code}: {out.err.strip()}")
+            continue
+        value = json.loads(out.out)
+        try:
+            for key in JSON_METRIC[r["metric"]]:
+                value = value[key]
+        except KeyError:
+            failures.append(f"{r['id']}: estimate --json prints no {r['metric']}")
+            continue
+        if abs(value - predicted[r["id"]]) > 1e-9 * abs(predicted[r["id"]]):
+            failures.append(f"{r['id']}: estimate {value!r} vs validate {predicted[r['id']]!r} ({r['metric']})")
+    assert not failures, f"{len(failures)} of {len(data['throughput'])} rows:\n" + "\n".join(failures)
+
+
+def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):
+    """A checker reads the right number: each throughput figure, MFU/HFU and the step time say what they count
+    (model vs hardware FLOPs, encoder-only vs all tokens); a Nemotron config.json (squared ReLU) is a model too."""
+    config = tmp_path / "nemotron.json"
+    config.write_text(json.dumps({"model_type": "nemotron", "vocab_size": 256000, "hidden_size": 6144,
+                                  "intermediate_size": 24576, "num_hidden_layers": 32, "num_attention_heads": 48,
+                                  "num_key_value_heads": 8, "max_position_embeddings": 4096}))
+    with pytest.raises(SystemExit):
+        main(["estimate", "--model", str(config), "--gpu", "h100-80gb", "--nodes", "2", "--engine", "megatron",
+              "--tp", "2", "--seq-len", "4096", "--global-batch", "64", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    figures = [f"throughput.{k}" for k in d["throughput"]] + ["mfu", "hfu", "time.step_s"]
+    assert all(d["units"][k] for k in figures)
+    assert "model FLOP" in d["units"]["throughput.model_tflops_per_device"]
+    assert "recomputation counted" in d["units"]["throughput.hardware_tflops_per_device"]
+    assert d["strategy"]["engine"] == "megatron" and 15e9 < d["params_total"] < 16.5e9  # Nemotron-4 15B
+    config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_act": "silu"}))
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", str(config)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "hidden_act 'silu'" in err and len(err.strip().splitlines()) == 1
