@@ -324,52 +324,20 @@ def _param_gather_exposed(gather: float, buckets: int, window: float, interferen
 def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple, interference: float) -> float:
     """Tensor-parallel communication seconds on the critical path per micro-batch, on a stage holding `share` of
     the layers: one all-reduce volume (all-gather + reduce-scatter under sequence parallelism) per sublayer and pass
-    (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the projection GEMMs next to each
-    collective cannot hide (engines.yaml tp_comm_overlap: Transformer Engine userbuffers, _tp_overlap_exposed, or the
-    torch engines' micro-pipeline TP, _micro_pipeline_exposed), or under sequence parallelism on an engine whose
-    linear layers overlap their backward collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot
-    hide (_sp_async_exposed). Plus what the recompute adds or skips (_recompute_tp_delta)."""
+    (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the adjacent GEMMs cannot hide
+    (_tp_overlap_exposed), or under sequence parallelism on an engine whose linear layers overlap their backward
+    collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot hide (_sp_async_exposed)."""
     per_op = collective(2.0, ct.tp_bytes, tp, tp, lk)
     passes = 3 if st.recompute == "full" else 2  # as step.compute_times counts tp_ops
-    delta = _recompute_tp_delta(st, ct, per_op)
     if ct.linear <= 0.0:
-        return (ct.tp_ops * per_op + delta) * share
+        return ct.tp_ops * share * per_op
     gemm = ct.linear * passes / ct.tp_ops  # forward linear-GEMM seconds of one sublayer
-    if st.tp_comm_overlap and ct.tp_gemms:
+    if st.tp_comm_overlap:
         ov = tp_overlap()
-        torch_tp = st.engine in ov.micro_pipeline_engines
-        total = 0.0
-        for kind, (gather, scatter, n) in enumerate(ct.tp_gemms):  # attention, FFN sublayers: their own projections
-            if not n:
-                continue
-            if torch_tp:
-                fg, fs, bwd = _micro_pipeline_exposed(per_op / 2.0, gather / n, scatter / n, tp, ct.tp_pass_s, ov)
-            else:
-                fg, fs, bwd = _tp_overlap_exposed(per_op / 2.0, gather / n, scatter / n, tp, ov.pipeline_splits,
-                                                  ov.interference)
-            skipped = fs if kind == 1 and early_stop(st) else 0.0  # the re-run stops before the FFN output GEMM
-            total += n * ((passes - 1) * (fg + fs) + bwd - skipped)
-        return (total + (delta if st.recompute == "op" else 0.0)) * share  # the early stop's skip is in `total`
+        return ct.tp_ops * share * _tp_overlap_exposed(per_op, gemm, passes, ov.pipeline_splits, ov.interference)
     if st.sequence_parallel and engine_comm(st.engine).tp_async_backward:
-        return (ct.tp_ops * _sp_async_exposed(per_op, gemm, passes, interference) + delta) * share
-    return (ct.tp_ops * per_op + delta) * share
-
-
-def _recompute_tp_delta(st: Strategy, ct, per_op: float) -> float:
-    """Seconds of tensor-parallel collectives that a recompute adds to or removes from tp_ops' count (passes x
-    sublayers, `per_op` s each: an all-reduce, or an all-gather + reduce-scatter pair), all layers, exposed. A full
-    recompute that stops early (op_checkpoint.early_stop: the FFN output projection and what follows are not re-run)
-    skips each block's FFN output collective (the reduce-scatter, or the all-reduce) in the re-run. torchtitan's
-    per-op selective checkpoint saves reduce_scatter_tensor outputs but not all_gather_into_tensor's (its _save_list:
-    'communication ops whose outputs should be saved to avoid re-communication' lists the reduce-scatter only), so
-    under sequence parallelism the backward re-gathers every sublayer's input once more."""
-    if not ct.tp_gemms:
-        return 0.0
-    if early_stop(st):
-        return -ct.tp_gemms[1][2] * (per_op / 2.0 if st.sequence_parallel else per_op)
-    if st.recompute == "op" and st.sequence_parallel:
-        return sum(n for _, _, n in ct.tp_gemms) * per_op / 2.0
-    return 0.0
+        return ct.tp_ops * share * _sp_async_exposed(per_op, gemm, passes, interference)
+    return ct.tp_ops * share * per_op
 
 
 def _sp_async_exposed(comm: float, gemm: float, passes: int, interference: float) -> float:
@@ -389,52 +357,18 @@ def _sp_async_exposed(comm: float, gemm: float, passes: int, interference: float
     return ((passes - 1) * comm + bwd) / passes
 
 
-def _tp_overlap_exposed(comm: float, gather: float, scatter: float, tp: int, splits: int,
-                        interference: float) -> tuple[float, float, float]:
-    """Exposed seconds of one sublayer's all-gather and reduce-scatter (`comm` s each) -- (forward all-gather, forward
-    reduce-scatter, backward both) -- under Transformer Engine's userbuffers overlap (engines.yaml tp_comm_overlap); `gather` / `scatter`: forward seconds of
-    the projection GEMMs the all-gather feeds (QKV / FC1) and the reduce-scatter follows (proj / FC2).
+def _tp_overlap_exposed(comm: float, gemm: float, passes: int, splits: int, interference: float) -> float:
+    """Exposed seconds per tensor-parallel collective pair (all-gather + reduce-scatter of one sublayer, `comm` s)
+    under Transformer Engine's userbuffers overlap (engines.yaml tp_comm_overlap), averaged over the passes.
 
-    Forward (and a full recompute's forward): the all-gather runs as a ring exchange inside its GEMM -- tp chunks, the
-    local one first, so (tp-1)/tp of the GEMM hides it; the reduce-scatter behind its GEMM in `splits` chunks, the
-    last chunk's -- comm / splits -- exposed. Backward: the gradient all-gather inside the proj / FC2 dgrad (ring
-    exchange), the input-gradient reduce-scatter beside the QKV / FC1 wgrad (bulk overlap). Every overlapped second
-    costs `interference` of GEMM time.
+    Forward (and a full recompute's forward): the all-gather runs inside the QKV / FC1 GEMM (ring exchange), the
+    reduce-scatter behind the proj / FC2 GEMM in `splits` chunks, the last chunk's -- comm / (2 splits) -- exposed;
+    exposure max(that tail, comm - gemm). Backward: the collectives run beside the dgrad and wgrad GEMMs (2 gemm),
+    exposure max(0, comm - 2 gemm). Every overlapped second costs `interference` of GEMM time.
     """
-    hide_g = gather * (tp - 1) / tp
-    fwd_g = max(0.0, comm - hide_g) + interference * min(comm, hide_g)
-    fwd_s = max(comm / splits, comm - scatter * (splits - 1) / splits) + interference * min(comm, scatter)
-    bwd = (max(0.0, comm - scatter * (tp - 1) / tp) + max(0.0, comm - gather)
-           + interference * (min(comm, scatter) + min(comm, gather)))
-    return fwd_g, fwd_s, bwd
-
-
-def _micro_pipeline_exposed(comm: float, gather: float, scatter: float, tp: int, hbm_pass: float,
-                            ov) -> tuple[float, float, float]:
-    """Exposed seconds of one sublayer's all-gather and reduce-scatter (`comm` s each) -- (forward all-gather, forward
-    reduce-scatter, backward both) -- under PyTorch's
-    micro-pipeline TP (engines.yaml tp_comm_overlap.micro_pipeline); `gather` / `scatter` as _tp_overlap_exposed,
-    `hbm_pass`: seconds of one HBM pass over the sublayer output.
-
-    fused_all_gather_matmul: (tp-1)/tp of the GEMM hides the peers' shards, plus the local shard's unoverlapped copy
-    into the symmetric buffer (read + write of 1/tp of the output). fused_matmul_reduce_scatter: (tp-1)/tp of the GEMM
-    hides the transfers, then the partial sum (tp shards read, one written) runs exposed. Backward: the gradient
-    all-gather fused with the proj / FC2 dgrad; the input-gradient reduce-scatter fused with the QKV / FC1 dgrad only
-    when that gradient is one matmul's output (backward_reduce_scatter_fused), else an exposed NCCL collective.
-    """
-    share = (tp - 1) / tp
-    copy_in = 2.0 * hbm_pass / tp
-    partial_sum = hbm_pass * (1.0 + 1.0 / tp)
-    i = ov.micro_pipeline_interference
-
-    def gathered(gemm: float) -> float:
-        return max(0.0, comm - share * gemm) + copy_in + i * min(comm, share * gemm)
-
-    def scattered(gemm: float) -> float:
-        return max(0.0, comm - share * gemm) + partial_sum + i * min(comm, share * gemm)
-
-    bwd = gathered(scatter) + (scattered(gather) if ov.backward_reduce_scatter_fused else comm)
-    return gathered(gather), scattered(scatter), bwd
+    fwd = max(comm / (2.0 * splits), comm - gemm) + interference * min(comm, gemm)
+    bwd = max(0.0, comm - 2.0 * gemm) + interference * min(comm, 2.0 * gemm)
+    return ((passes - 1) * fwd + bwd) / passes
 
 
 def _reduction_exposed(window: float, comm: float, tail: float, interference: float) -> float:
@@ -458,6 +392,20 @@ NVME_FRACTION_OF_PCIE = 0.25
 # fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
 # torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
 HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
+# DeepSpeed ZeRO-3 sends the updated partition up with fp16_partitioned_groups_flat[i].data.copy_(fp32 flat on the
+# host) (stage3.py _reassign_or_swap_out_partitioned_parameters, unchanged from 0.6 to 0.19.6): torch casts on the
+# CPU into a fresh pageable buffer and copies it pageable -> device. DeepSpeed PR #5301 (2024-03) measured the same
+# pattern in ZeRO-1/2 (bit16_partition.copy_(fp32_partition)) 4-5x slower than its fix -- the pinned fp32
+# partition copied up, cast on the device -- on an 8-GPU node (6x on one GPU), and fixed ZeRO-1/2 only. So ZeRO-3's
+# upload costs 4.5x a pinned copy of the fp32 partition (4 B/parameter), its host cast included. Not fitted.
+ZERO3_PAGEABLE_UPLOAD_SLOWDOWN = 4.5
+# Several DeepSpeed ranks on one GPU host step CPU Adam at once, each with an OpenMP pool over every core unless the
+# launcher binds them (`deepspeed --bind_cores_to_rank` splits the cores and sets OMP_NUM_THREADS per rank; off by
+# default). The device YAMLs' cpu_adam_params_per_s is one process over the whole host (ZeRO-Offload's measurement).
+# DeepSpeed PR #7474 (2025-08, added to the ZeRO-Offload tutorial) measured unbound vs bound on 2 ranks of one
+# 128-core host: 3084 vs 2383 ms per step (Qwen2.5-3B offload fine-tune; its GPU work is a small part of that
+# step): 1.29x, taken as the unbound ranks' CPU Adam slowdown (a lower bound: the whole step's ratio). Not fitted.
+UNBOUND_RANKS_CPU_ADAM_SLOWDOWN = 3084.44 / 2383.16
 # FSDP's CPU offload steps with the trainer's torch AdamW on host tensors (engine/backends/common.py make_adamw; torch
 # has no foreach/fused path for CPU tensors by default and runs it tensor by tensor, op by op); ZeRO-Offload (Ren et
 # al. 2021, Sec. 6.2.4) measured PyTorch's CPU Adam 6.4x slower than DeepSpeed's CPU-Adam at 1e9 parameters on the
@@ -477,6 +425,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     offload_s = 0.0
     if st.offload_optimizer != "none":
         opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
+        if st.engine != "fsdp" and ranks_per_node > 1 and dev.kind != "cpu":  # CPU profiles measure their ranks
+            opt_s *= UNBOUND_RANKS_CPU_ADAM_SLOWDOWN
         if st.engine == "fsdp":
             # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
@@ -484,11 +434,13 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
             if dev.kind != "cpu":
                 opt_s *= TORCH_CPU_ADAM_SLOWDOWN
+        elif st.zero == 3:
+            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s)
+            opt_s *= 1.0 + host_share
         else:
-            # DeepSpeed ZeRO offload: each gradient partition is cast to fp32 on the device and copied to pinned host
-            # memory (non_blocking) as the last micro-batch's backward reduces it, so it hides behind that backward;
-            # the updated parameters go up (cast on the host) after CPU Adam, in series (zero/stage3.py
-            # _offload_grad_partition_at_boundary, step -> _reassign_or_swap_out_partitioned_parameters)
+            # DeepSpeed ZeRO-1/2 offload: each gradient partition is cast to fp32 on the device and copied to pinned
+            # host memory (non_blocking) as the last micro-batch's backward reduces it, so it hides behind that
+            # backward; the updated parameters go up (cast on the host) after CPU Adam, in series
             grads_down = local * 4.0 / dev.pcie_bytes_per_s
             offload_s = max(0.0, grads_down - backward_s) + local * half / dev.pcie_bytes_per_s
             opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
@@ -502,6 +454,23 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
         bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
         offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward
     return opt_s, offload_s
+
+
+def _zero3_offload_copies(local: float, pcie_bytes_per_s: float) -> tuple[float, float]:
+    """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
+    parameters per rank; every rank's copies run at once, each over its own PCIe link.
+
+    Down: each gradient partition is cast to fp32 on the device and copied to pinned host memory, 4 B/parameter,
+    none of it behind the backward. Up to 0.19.4 partition_grads copies each parameter's partition with a blocking
+    copy_ inside the backward (stage3.py at v0.19.2, line 1756: fp32_grad_tensor.copy_(grad_buffer.to(fp32)), no
+    non_blocking): the host waits on the reduce stream, which waited on the compute stream, so no backward kernel is
+    queued while it copies. From 0.19.5 (#8225, _finalize_offload_gradient_accumulation) the copies are non-blocking
+    but issued at the boundary, after the backward, and CPU Adam needs them. Up: the pageable upload of the updated
+    partition (ZERO3_PAGEABLE_UPLOAD_SLOWDOWN), its host cast included -- so the host passes beside CPU Adam are the
+    unscale only (8 of the 30 B/parameter), not the cast."""
+    grads_down = local * 4.0 / pcie_bytes_per_s
+    params_up = ZERO3_PAGEABLE_UPLOAD_SLOWDOWN * local * 4.0 / pcie_bytes_per_s
+    return grads_down + params_up, 8.0 / 30.0
 
 
 def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
