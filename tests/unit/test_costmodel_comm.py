@@ -175,9 +175,10 @@ def test_gradient_reduction_exposes_what_completes_at_the_end_of_the_backward():
 
 
 def test_tp_comm_overlap_exposes_only_what_the_adjacent_gemms_cannot_hide():
-    """Transformer Engine userbuffers (engines.yaml tp_comm_overlap): per sublayer collective pair, forward
-    max(comm / (2 splits), comm - gemm), backward max(0, comm - 2 gemm), plus the interference share; nothing
-    else of the step moves, and tp = 1 is unchanged."""
+    """Transformer Engine userbuffers (engines.yaml tp_comm_overlap), per collective and its own projection: the
+    forward all-gather behind (tp-1)/tp of the QKV / FC1 GEMM, the reduce-scatter behind the proj / FC2 GEMM with the
+    last of `splits` chunks exposed, the backward pair beside the dgrad / wgrad GEMMs, plus the interference share;
+    nothing else of the step moves, and tp = 1 is unchanged."""
     from scalestudy.costmodel.comm import collective, links
     from scalestudy.costmodel.engines import tp_overlap
     from scalestudy.costmodel.estimate import _tp_overlap_exposed
@@ -186,8 +187,11 @@ def test_tp_comm_overlap_exposes_only_what_the_adjacent_gemms_cannot_hide():
 
     ov = tp_overlap()
     s, i = ov.pipeline_splits, ov.interference
-    assert _tp_overlap_exposed(1.0, 3.0, 2, s, i) == pytest.approx((1 / (2 * s) + i + i) / 2)  # hidden: tail only
-    assert _tp_overlap_exposed(5.0, 1.0, 2, s, i) == pytest.approx(((4 + i) + (3 + 2 * i)) / 2)  # comm - gemm
+    fg, fs, bwd = _tp_overlap_exposed(1.0, 4.0, 3.0, 8, s, i)  # hidden: the reduce-scatter's last chunk only
+    assert (fg, fs, bwd) == pytest.approx((i, 1 / s + i, 2 * i))
+    fg, fs, bwd = _tp_overlap_exposed(5.0, 2.0, 1.0, 8, s, i)  # comm - what the GEMM hides
+    assert (fg, fs, bwd) == pytest.approx((5 - 1.75 + 1.75 * i, 5 - 0.75 * (s - 1) / s * 4 / 3 * 1 + i,
+                                           (5 - 0.875) + 3 + 3 * i))
     cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
     spec, work = get_model("llama-7b"), Workload(global_batch=8, seq_len=2048)
     for st in (Strategy(engine="megatron", tp=8, micro_batch=1), Strategy(engine="megatron", tp=4, pp=2,
@@ -196,16 +200,48 @@ def test_tp_comm_overlap_exposes_only_what_the_adjacent_gemms_cannot_hide():
         ct = compute_times(spec, cluster.device, "bf16", st.tp, st.micro_batch, 2048, 0, st.recompute, True, True,
                            stored())
         passes = 3 if st.recompute == "full" else 2
-        comm = collective(2.0, ct.tp_bytes, st.tp, st.tp, links(cluster))
-        per_op = _tp_overlap_exposed(comm, ct.linear * passes / ct.tp_ops, passes, s, i)
+        comm = collective(2.0, ct.tp_bytes, st.tp, st.tp, links(cluster)) / 2
+        per_mb = 0.0
+        for gather, scatter, n in ct.tp_gemms:  # attention, FFN
+            fg, fs, bwd = _tp_overlap_exposed(comm, gather / n, scatter / n, st.tp, s, i)
+            per_mb += n * ((passes - 1) * (fg + fs) + bwd)
         busiest = max(st.stage_split(spec.num_layers)) / spec.num_layers
-        assert on.tp_comm_s == pytest.approx(off.layout.grad_accum * ct.tp_ops * busiest * per_op)
+        assert on.tp_comm_s == pytest.approx(off.layout.grad_accum * busiest * per_mb)
         assert 0 < on.tp_comm_s < 0.5 * off.tp_comm_s
         for part in ("compute_s", "dp_comm_s", "pp_comm_s", "optimizer_s"):
             assert getattr(on, part) == getattr(off, part), part
     one = Strategy(engine="megatron", micro_batch=1)
     assert estimate(spec, cluster, one.replace(tp_comm_overlap=True), work).step_s == \
         estimate(spec, cluster, one, work).step_s
+
+
+def test_async_tp_of_the_torch_engines_leaves_the_backward_input_reduce_scatter_exposed():
+    """PyTorch micro-pipeline TP (engines.yaml tp_comm_overlap.micro_pipeline, the torch engines): each gather and
+    reduce-scatter hides behind (tp-1)/tp of its projection, plus the unoverlapped local-shard copy and the partial
+    sum (HBM passes); the backward input-gradient reduce-scatter (a sum of several projections' dgrads) stays an
+    exposed collective -- so it hides less than Transformer Engine's overlap of the same layout. torchtitan's
+    per-op checkpoint re-gathers each sublayer's input in the backward (all_gather not in its save list)."""
+    from scalestudy.costmodel.engines import tp_overlap
+    from scalestudy.costmodel.terms import _micro_pipeline_exposed
+
+    ov = tp_overlap()
+    assert "fsdp" in ov.micro_pipeline_engines and "megatron" not in ov.micro_pipeline_engines
+    fg, fs, bwd = _micro_pipeline_exposed(1.0, 4.0, 3.0, 8, 0.1, ov)  # GEMMs long enough to hide the transfers
+    assert (fg, fs) == pytest.approx((2 * 0.1 / 8, 0.1 * 9 / 8))
+    assert bwd == pytest.approx(2 * 0.1 / 8 + 1.0)  # the gradient all-gather hidden, the input reduce-scatter not
+    fg, _, _ = _micro_pipeline_exposed(5.0, 4.0, 3.0, 8, 0.0, ov)
+    assert fg == pytest.approx(5.0 - 3.5)
+    cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("llama-7b"), Workload(global_batch=8, seq_len=4096)
+    for recompute in ("none", "op"):
+        fsdp, te = (Strategy(engine=e, zero=z, tp=8, micro_batch=1, sequence_parallel=True, recompute=recompute)
+                    for e, z in (("fsdp", 3), ("megatron", 1)))
+        off, on = (estimate(spec, cluster, fsdp.replace(tp_comm_overlap=f), work) for f in (False, True))
+        te_on = estimate(spec, cluster, te.replace(tp_comm_overlap=True), work)
+        assert te_on.tp_comm_s < on.tp_comm_s < off.tp_comm_s
+    plain, op = (estimate(spec, cluster, Strategy(engine="fsdp", zero=3, tp=8, micro_batch=1, sequence_parallel=True,
+                                                  recompute=r), work) for r in ("none", "op"))
+    assert op.tp_comm_s == pytest.approx(plain.tp_comm_s * 1.25)  # 2 pairs per sublayer + one all-gather
 
 
 def test_overlap_param_gather_hides_the_post_step_gather_behind_the_forward():

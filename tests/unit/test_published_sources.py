@@ -486,8 +486,9 @@ NEW_SOURCE_BOUNDS = {  # (mean, max) |error|; restated 2026-12-02 05:20 at the r
     # dgxc v25.04 Nemotron4 (reached 13.3 / 41.5%: the 15B TP 2 rows' DP cost at dp 512-1024; 8.1 / 9.9% after
     # Megatron-Core's dp-scaled buckets)
     "dgxc2025apr": (0.11, 0.13),
-    # torchtitan FSDP x TP 8 (reached 13.5 / 29.0%: modelled async-TP gain ~2x the published; 12.4 / 23.7% now)
-    "torchtitan2025asynctp": (0.16, 0.28)}
+    # torchtitan FSDP x TP 8 (reached 13.5 / 29.0%: modelled async-TP gain ~2x the published; 12.4 / 23.7%; 5.9 / 6.7%
+    # with torch micro-pipeline TP priced as its own mechanism and op-SAC's backward re-gathers, pipetp 2026-12-02)
+    "torchtitan2025asynctp": (0.08, 0.09)}
 
 
 def _errors(source: str) -> dict:

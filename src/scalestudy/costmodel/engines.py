@@ -71,20 +71,30 @@ def engine_comm(engine: str) -> EngineComm:
 
 @dataclass(frozen=True, slots=True)
 class TPOverlap:
-    """Transformer Engine userbuffers overlap of tensor-parallel collectives with GEMMs (engines.yaml)."""
+    """Overlap of tensor-parallel collectives with their GEMMs (engines.yaml tp_comm_overlap): Transformer Engine
+    userbuffers (Megatron-family engines), or PyTorch's micro-pipeline TP over symmetric memory (the torch engines)."""
 
     pipeline_splits: int  # GEMM chunks of a GEMM + reduce-scatter overlap; the last chunk's reduce-scatter is exposed
     interference: float  # share of the overlapped time the GEMM loses to the communication kernels
+    micro_pipeline_engines: tuple = ()  # engines whose tp_comm_overlap is torch async TP (micro_pipeline)
+    micro_pipeline_interference: float = 0.0  # the same share for its copy-engine transfers
+    backward_reduce_scatter_fused: bool = False  # the input-gradient reduce-scatter fused with a matmul
 
 
 @lru_cache(maxsize=1)
 def tp_overlap() -> TPOverlap:
     text = (resources.files("scalestudy.costmodel") / "engines.yaml").read_text(encoding="utf-8")
     row = yaml.safe_load(text)["tp_comm_overlap"]
-    if set(row) != {"pipeline_splits", "interference"} or int(row["pipeline_splits"]) < 1 \
-            or not 0.0 <= float(row["interference"]) < 1.0:
-        raise ScalestudyError("engines.yaml: tp_comm_overlap needs pipeline_splits >= 1 and 0 <= interference < 1")
-    return TPOverlap(pipeline_splits=int(row["pipeline_splits"]), interference=float(row["interference"]))
+    mp = row.get("micro_pipeline")
+    if set(row) != {"pipeline_splits", "interference", "micro_pipeline"} or int(row["pipeline_splits"]) < 1 \
+            or not 0.0 <= float(row["interference"]) < 1.0 or not isinstance(mp, dict) \
+            or set(mp) != {"engines", "interference", "backward_reduce_scatter_fused"} \
+            or not 0.0 <= float(mp["interference"]) < 1.0:
+        raise ScalestudyError("engines.yaml: tp_comm_overlap needs pipeline_splits >= 1, 0 <= interference < 1 and "
+                              "micro_pipeline {engines, interference, backward_reduce_scatter_fused}")
+    return TPOverlap(pipeline_splits=int(row["pipeline_splits"]), interference=float(row["interference"]),
+                     micro_pipeline_engines=tuple(mp["engines"]), micro_pipeline_interference=float(mp["interference"]),
+                     backward_reduce_scatter_fused=bool(mp["backward_reduce_scatter_fused"]))
 
 
 def grad_bucket_elems(eng: EngineComm, dp: int, overlapped: bool) -> tuple[float, float]:

@@ -76,10 +76,17 @@ class ComputeTimes:
     tp_ops: int  # number of those all-reduces over all layers (forward + backward + recompute)
     flops_hw: float  # hardware FLOPs of this micro-batch on this device (all layers + head)
     linear: float = 0.0  # forward seconds of the layers' linear (non-attention-core) GEMMs, all layers (tp overlap)
+    # tp overlap (terms._tp_comm): ((gather-side, scatter-side forward GEMM seconds, sublayers) of the attention and
+    # the FFN sublayers, all layers; step.TP_GEMM_ROLES), and seconds of one HBM pass over one sublayer output
+    tp_gemms: tuple = ()
+    tp_pass_s: float = 0.0
 
 
 def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
-    """Yield (forward FLOPs, characteristic dim, is_attention) of every matmul of one micro-batch, all layers."""
+    """Yield (forward FLOPs, characteristic dim, role) of every matmul of one micro-batch, all layers. role: "core"
+    (attention scores / values), or which tensor-parallel collective the projection sits next to (TP_GEMM_ROLES):
+    the sublayer input's all-gather feeds the QKV / FC1 (gather side), the output's reduce-scatter follows the
+    out-projection / FC2 (scatter side)."""
     m, d, i = model, model.d_model, model.inner_dim
     f_in = m.d_ff * (2 if m.gated_ffn else 1)
     dk = m.d_kv
@@ -91,15 +98,22 @@ def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
     for length, layers, cross in stacks:
         tok = b * length
         qkv_n = (i + 2 * kv) if not m.is_encoder_decoder else 3 * i
-        for mm, nn, kk in ((tok, qkv_n / tp, d), (tok, d, i / tp), (tok, f_in / tp, d), (tok, d, m.d_ff / tp)):
-            yield layers * 2.0 * mm * nn * kk, gemm_dim(mm, nn, kk), False
+        for (mm, nn, kk), role in zip(((tok, qkv_n / tp, d), (tok, d, i / tp), (tok, f_in / tp, d),
+                                       (tok, d, m.d_ff / tp)), TP_GEMM_ROLES):
+            yield layers * 2.0 * mm * nn * kk, gemm_dim(mm, nn, kk), role
         # scores and attention-over-values: batch b*heads/tp, (length x dk) @ (dk x length)
-        yield layers * 4.0 * b * length * length * i / tp, gemm_dim(length, length, dk), True
-        if cross is not None:
+        yield layers * 4.0 * b * length * length * i / tp, gemm_dim(length, length, dk), "core"
+        if cross is not None:  # cross Q and O (half each side), K and V from the encoder output (gather side)
             src = b * cross
-            yield layers * 2.0 * tok * (2 * i / tp) * d, gemm_dim(tok, 2 * i / tp, d), False  # cross Q, O
-            yield layers * 2.0 * src * (2 * i / tp) * d, gemm_dim(src, 2 * i / tp, d), False  # cross K, V
-            yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), True
+            qo = layers * 2.0 * tok * (2 * i / tp) * d
+            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_gather"
+            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_scatter"
+            yield layers * 2.0 * src * (2 * i / tp) * d, gemm_dim(src, 2 * i / tp, d), "attn_gather"
+            yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), "core"
+
+
+# Projections beside each tensor-parallel collective, by sublayer (attention, FFN) and side (gather, scatter)
+TP_GEMM_ROLES = ("attn_gather", "attn_scatter", "ffn_gather", "ffn_scatter")
 
 
 def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
@@ -156,7 +170,9 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         return hit[1]
     peak = device.peak(precision)
     dense_t = attn_t = dense_f = attn_f = 0.0
-    for flops, dim, is_attn in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
+    by_role = dict.fromkeys(TP_GEMM_ROLES, 0.0)
+    for flops, dim, role in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
+        is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
             sec = flops * executed_attention_share(model, seq_len, attention_kernel) / (
                 peak * attention_efficiency(device, dim, attention_kernel, cal))
@@ -168,6 +184,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         else:
             dense_t += sec
             dense_f += flops
+            by_role[role] += sec
     out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
@@ -225,7 +242,11 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         tp_bytes = total * passes / tp_ops
     if len(_CACHE) > 100_000:
         _CACHE.clear()
+    attn_sublayers = le + (2 if model.is_encoder_decoder else 1) * ld  # self (+ cross) attention
+    tp_gemms = ((by_role["attn_gather"], by_role["attn_scatter"], attn_sublayers),
+                (by_role["ffn_gather"], by_role["ffn_scatter"], le + ld))
+    tp_pass = tp_bytes / device.hbm_bytes_per_s if tp > 1 and device.hbm_bytes_per_s else 0.0
     result = ComputeTimes(forward=fwd, backward=bwd, head=head_t, tp_bytes=tp_bytes, tp_ops=tp_ops,
-                          flops_hw=hw + 3.0 * head_f, linear=dense_t)
+                          flops_hw=hw + 3.0 * head_f, linear=dense_t, tp_gemms=tp_gemms, tp_pass_s=tp_pass)
     _CACHE[key] = (device, result, cal)
     return result

@@ -324,20 +324,52 @@ def _param_gather_exposed(gather: float, buckets: int, window: float, interferen
 def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple, interference: float) -> float:
     """Tensor-parallel communication seconds on the critical path per micro-batch, on a stage holding `share` of
     the layers: one all-reduce volume (all-gather + reduce-scatter under sequence parallelism) per sublayer and pass
-    (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the adjacent GEMMs cannot hide
-    (_tp_overlap_exposed), or under sequence parallelism on an engine whose linear layers overlap their backward
-    collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot hide (_sp_async_exposed)."""
+    (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the projection GEMMs next to each
+    collective cannot hide (engines.yaml tp_comm_overlap: Transformer Engine userbuffers, _tp_overlap_exposed, or the
+    torch engines' micro-pipeline TP, _micro_pipeline_exposed), or under sequence parallelism on an engine whose
+    linear layers overlap their backward collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot
+    hide (_sp_async_exposed). Plus what the recompute adds or skips (_recompute_tp_delta)."""
     per_op = collective(2.0, ct.tp_bytes, tp, tp, lk)
     passes = 3 if st.recompute == "full" else 2  # as step.compute_times counts tp_ops
+    delta = _recompute_tp_delta(st, ct, per_op)
     if ct.linear <= 0.0:
-        return ct.tp_ops * share * per_op
+        return (ct.tp_ops * per_op + delta) * share
     gemm = ct.linear * passes / ct.tp_ops  # forward linear-GEMM seconds of one sublayer
-    if st.tp_comm_overlap:
+    if st.tp_comm_overlap and ct.tp_gemms:
         ov = tp_overlap()
-        return ct.tp_ops * share * _tp_overlap_exposed(per_op, gemm, passes, ov.pipeline_splits, ov.interference)
+        torch_tp = st.engine in ov.micro_pipeline_engines
+        total = 0.0
+        for kind, (gather, scatter, n) in enumerate(ct.tp_gemms):  # attention, FFN sublayers: their own projections
+            if not n:
+                continue
+            if torch_tp:
+                fg, fs, bwd = _micro_pipeline_exposed(per_op / 2.0, gather / n, scatter / n, tp, ct.tp_pass_s, ov)
+            else:
+                fg, fs, bwd = _tp_overlap_exposed(per_op / 2.0, gather / n, scatter / n, tp, ov.pipeline_splits,
+                                                  ov.interference)
+            skipped = fs if kind == 1 and early_stop(st) else 0.0  # the re-run stops before the FFN output GEMM
+            total += n * ((passes - 1) * (fg + fs) + bwd - skipped)
+        return (total + (delta if st.recompute == "op" else 0.0)) * share  # the early stop's skip is in `total`
     if st.sequence_parallel and engine_comm(st.engine).tp_async_backward:
-        return ct.tp_ops * share * _sp_async_exposed(per_op, gemm, passes, interference)
-    return ct.tp_ops * share * per_op
+        return (ct.tp_ops * _sp_async_exposed(per_op, gemm, passes, interference) + delta) * share
+    return (ct.tp_ops * per_op + delta) * share
+
+
+def _recompute_tp_delta(st: Strategy, ct, per_op: float) -> float:
+    """Seconds of tensor-parallel collectives that a recompute adds to or removes from tp_ops' count (passes x
+    sublayers, `per_op` s each: an all-reduce, or an all-gather + reduce-scatter pair), all layers, exposed. A full
+    recompute that stops early (op_checkpoint.early_stop: the FFN output projection and what follows are not re-run)
+    skips each block's FFN output collective (the reduce-scatter, or the all-reduce) in the re-run. torchtitan's
+    per-op selective checkpoint saves reduce_scatter_tensor outputs but not all_gather_into_tensor's (its _save_list:
+    'communication ops whose outputs should be saved to avoid re-communication' lists the reduce-scatter only), so
+    under sequence parallelism the backward re-gathers every sublayer's input once more."""
+    if not ct.tp_gemms:
+        return 0.0
+    if early_stop(st):
+        return -ct.tp_gemms[1][2] * (per_op / 2.0 if st.sequence_parallel else per_op)
+    if st.recompute == "op" and st.sequence_parallel:
+        return sum(n for _, _, n in ct.tp_gemms) * per_op / 2.0
+    return 0.0
 
 
 def _sp_async_exposed(comm: float, gemm: float, passes: int, interference: float) -> float:
@@ -357,18 +389,52 @@ def _sp_async_exposed(comm: float, gemm: float, passes: int, interference: float
     return ((passes - 1) * comm + bwd) / passes
 
 
-def _tp_overlap_exposed(comm: float, gemm: float, passes: int, splits: int, interference: float) -> float:
-    """Exposed seconds per tensor-parallel collective pair (all-gather + reduce-scatter of one sublayer, `comm` s)
-    under Transformer Engine's userbuffers overlap (engines.yaml tp_comm_overlap), averaged over the passes.
+def _tp_overlap_exposed(comm: float, gather: float, scatter: float, tp: int, splits: int,
+                        interference: float) -> tuple[float, float, float]:
+    """Exposed seconds of one sublayer's all-gather and reduce-scatter (`comm` s each) -- (forward all-gather, forward
+    reduce-scatter, backward both) -- under Transformer Engine's userbuffers overlap (engines.yaml tp_comm_overlap); `gather` / `scatter`: forward seconds of
+    the projection GEMMs the all-gather feeds (QKV / FC1) and the reduce-scatter follows (proj / FC2).
 
-    Forward (and a full recompute's forward): the all-gather runs inside the QKV / FC1 GEMM (ring exchange), the
-    reduce-scatter behind the proj / FC2 GEMM in `splits` chunks, the last chunk's -- comm / (2 splits) -- exposed;
-    exposure max(that tail, comm - gemm). Backward: the collectives run beside the dgrad and wgrad GEMMs (2 gemm),
-    exposure max(0, comm - 2 gemm). Every overlapped second costs `interference` of GEMM time.
+    Forward (and a full recompute's forward): the all-gather runs as a ring exchange inside its GEMM -- tp chunks, the
+    local one first, so (tp-1)/tp of the GEMM hides it; the reduce-scatter behind its GEMM in `splits` chunks, the
+    last chunk's -- comm / splits -- exposed. Backward: the gradient all-gather inside the proj / FC2 dgrad (ring
+    exchange), the input-gradient reduce-scatter beside the QKV / FC1 wgrad (bulk overlap). Every overlapped second
+    costs `interference` of GEMM time.
     """
-    fwd = max(comm / (2.0 * splits), comm - gemm) + interference * min(comm, gemm)
-    bwd = max(0.0, comm - 2.0 * gemm) + interference * min(comm, 2.0 * gemm)
-    return ((passes - 1) * fwd + bwd) / passes
+    hide_g = gather * (tp - 1) / tp
+    fwd_g = max(0.0, comm - hide_g) + interference * min(comm, hide_g)
+    fwd_s = max(comm / splits, comm - scatter * (splits - 1) / splits) + interference * min(comm, scatter)
+    bwd = (max(0.0, comm - scatter * (tp - 1) / tp) + max(0.0, comm - gather)
+           + interference * (min(comm, scatter) + min(comm, gather)))
+    return fwd_g, fwd_s, bwd
+
+
+def _micro_pipeline_exposed(comm: float, gather: float, scatter: float, tp: int, hbm_pass: float,
+                            ov) -> tuple[float, float, float]:
+    """Exposed seconds of one sublayer's all-gather and reduce-scatter (`comm` s each) -- (forward all-gather, forward
+    reduce-scatter, backward both) -- under PyTorch's
+    micro-pipeline TP (engines.yaml tp_comm_overlap.micro_pipeline); `gather` / `scatter` as _tp_overlap_exposed,
+    `hbm_pass`: seconds of one HBM pass over the sublayer output.
+
+    fused_all_gather_matmul: (tp-1)/tp of the GEMM hides the peers' shards, plus the local shard's unoverlapped copy
+    into the symmetric buffer (read + write of 1/tp of the output). fused_matmul_reduce_scatter: (tp-1)/tp of the GEMM
+    hides the transfers, then the partial sum (tp shards read, one written) runs exposed. Backward: the gradient
+    all-gather fused with the proj / FC2 dgrad; the input-gradient reduce-scatter fused with the QKV / FC1 dgrad only
+    when that gradient is one matmul's output (backward_reduce_scatter_fused), else an exposed NCCL collective.
+    """
+    share = (tp - 1) / tp
+    copy_in = 2.0 * hbm_pass / tp
+    partial_sum = hbm_pass * (1.0 + 1.0 / tp)
+    i = ov.micro_pipeline_interference
+
+    def gathered(gemm: float) -> float:
+        return max(0.0, comm - share * gemm) + copy_in + i * min(comm, share * gemm)
+
+    def scattered(gemm: float) -> float:
+        return max(0.0, comm - share * gemm) + partial_sum + i * min(comm, share * gemm)
+
+    bwd = gathered(scatter) + (scattered(gather) if ov.backward_reduce_scatter_fused else comm)
+    return gathered(gather), scattered(scatter), bwd
 
 
 def _reduction_exposed(window: float, comm: float, tail: float, interference: float) -> float:
