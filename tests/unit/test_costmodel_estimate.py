@@ -136,6 +136,10 @@ def test_deepspeed_cpu_offload_adam_at_the_host_rate_and_zero3_copies_in_series(
     assert adam[2].offload_s == pytest.approx(local * 2 / dev.pcie_bytes_per_s)
     assert adam[3].optimizer_s == pytest.approx(node_adam * (1 + 8 / 30))
     assert adam[3].offload_s == pytest.approx(local * 4 / dev.pcie_bytes_per_s * (1 + 4.5))
+    both = estimate(spec, cluster, Strategy(engine="deepspeed", zero=3, micro_batch=8, offload_optimizer="cpu",
+                                            offload_params="cpu"), work)  # the 16-bit partition is on the host
+    assert both.optimizer_s == pytest.approx(adam[2].optimizer_s)  # unscale + host cast, as ZeRO-1/2
+    assert both.offload_s == pytest.approx((local * 4 + 2 * local * 2) / dev.pcie_bytes_per_s)  # grads + 2 fetches
     alone = estimate(spec, make_cluster("h200", nodes=8, gpus_per_node=1),
                      Strategy(engine="deepspeed", zero=3, micro_batch=8, offload_optimizer="cpu"), work)
     assert alone.optimizer_s == pytest.approx(local / dev.cpu_adam_params_per_s * (1 + 8 / 30))  # one rank, bound

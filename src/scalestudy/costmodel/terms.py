@@ -522,7 +522,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     return opt_s, offload_s
 
 
-def _zero3_offload_copies(local: float, pcie_bytes_per_s: float) -> tuple[float, float]:
+def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool) -> tuple[float, float]:
     """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
     parameters per rank; every rank's copies run at once, each over its own PCIe link.
 
@@ -533,8 +533,12 @@ def _zero3_offload_copies(local: float, pcie_bytes_per_s: float) -> tuple[float,
     queued while it copies. From 0.19.5 (#8225, _finalize_offload_gradient_accumulation) the copies are non-blocking
     but issued at the boundary, after the backward, and CPU Adam needs them. Up: the pageable upload of the updated
     partition (ZERO3_PAGEABLE_UPLOAD_SLOWDOWN), its host cast included -- so the host passes beside CPU Adam are the
-    unscale only (8 of the 30 B/parameter), not the cast."""
+    unscale only (8 of the 30 B/parameter), not the cast. With the parameters offloaded too (offload_param), the
+    16-bit partition lives on the host: the copy_ is a host cast (the 6 B pass) and nothing goes up in step() (the
+    fetches bring the parameters up, priced with offload_params)."""
     grads_down = local * 4.0 / pcie_bytes_per_s
+    if params_on_host:
+        return grads_down, HOST_PASSES_SHARE_OF_CPU_ADAM
     params_up = ZERO3_PAGEABLE_UPLOAD_SLOWDOWN * local * 4.0 / pcie_bytes_per_s
     return grads_down + params_up, 8.0 / 30.0
 
