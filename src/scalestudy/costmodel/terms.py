@@ -501,7 +501,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             if dev.kind != "cpu":
                 opt_s *= TORCH_CPU_ADAM_SLOWDOWN
         elif st.zero == 3:
-            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s)
+            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none")
             opt_s *= 1.0 + host_share
         else:
             # DeepSpeed ZeRO-1/2 offload: each gradient partition is cast to fp32 on the device and copied to pinned
