@@ -24,8 +24,14 @@ JSON_METRIC = {"hardware_tflops_per_device": ("throughput", "hardware_tflops_per
                "source_tokens_per_s": ("throughput", "source_tokens_per_s")}
 
 
+# the keys of a published row's `model:` that model_config writes into a config.json (or --seq-len / --target-len)
+MODEL_KEYS = {"family", "d_model", "layers", "heads", "vocab", "seq", "target", "d_ff", "kv_heads", "ffn", "tied",
+              "d_kv"}
+
+
 def model_config(m: dict) -> dict:
     """The Hugging Face config.json of a published model description (the architecture a paper states)."""
+    assert set(m) <= MODEL_KEYS, f"model key(s) {set(m) - MODEL_KEYS}: say here which config.json field states it"
     family = m.get("family", "gpt")
     if family == "t5":
         return {"model_type": "t5", "vocab_size": m["vocab"], "d_model": m["d_model"], "d_kv": m["d_kv"],
