@@ -80,7 +80,10 @@ def estimate_argv(r: dict, folder) -> list[str]:
     if m.get("target"):
         argv += ["--target-len", str(m["target"])]
     software = dict(r.get("software", {}))
-    if r.get("pp", 1) > 1:  # the schedule is a choice plan searches: stated, as a paper states it
+    # choices plan searches unless told: stated, as a paper states them
+    software.setdefault("offload_optimizer", "none")
+    software.setdefault("offload_params", "none")
+    if r.get("pp", 1) > 1:
         software.setdefault("pp_schedule", "1f1b")
     for name, value in software.items():
         argv += option_flags(name, value)
