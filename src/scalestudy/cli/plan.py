@@ -57,9 +57,10 @@ def _offloads(text: Optional[str], name: str) -> tuple[str, ...]:
 
 
 def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, offload_params, precision, max_nodes,
-                      vary_nodes=False, pp_schedule=None, virtual_stages=None, attention="flash",
-                      sequence_parallel=True, overlap_grad_comm=True, stage_layers=None, overlap_param_gather=False,
-                      tp_comm_overlap=False, kernels="fused", software=None):
+                      vary_nodes=False, pp_schedule=None, virtual_stages=None, stage_layers=None, software=None):
+    """plan's search space: the searched axes as comma-separated flags, and `software`, the execution options kept
+    fixed over the search (attention, sequence_parallel, ..., attention_kernel: Constraints fields named as Strategy's;
+    absent ones keep their defaults)."""
     from scalestudy.cli.options import parse_stage_layers
     from scalestudy.plan.space import Constraints
 
@@ -83,11 +84,8 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
                        micro_batch=_ints(micro_batch, "micro-batch"), recompute=_strs(recompute, "recompute"),
                        offload_optimizer=_offloads(offload, "offload-optimizer"),
                        offload_params=_offloads(offload_params, "offload-params"), precision=precision,
-                       max_nodes=max_nodes, vary_nodes=vary_nodes,
-                       attention=attention, sequence_parallel=sequence_parallel,
-                       overlap_grad_comm=overlap_grad_comm, stage_layers=layers,
-                       overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                       kernels=kernels, **(software or {}), **schedule)
+                       max_nodes=max_nodes, vary_nodes=vary_nodes, stage_layers=layers, **(software or {}),
+                       **schedule)
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
@@ -273,11 +271,12 @@ def plan(
     cons = build_constraints(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
                              offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
                              vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
-                             attention=attention, sequence_parallel=sequence_parallel,
-                             overlap_grad_comm=overlap_grad_comm, stage_layers=stage_layers,
-                             overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                             kernels=kernels,
-                             software={"grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
+                             stage_layers=stage_layers,
+                             software={"attention": attention, "sequence_parallel": sequence_parallel,
+                                       "overlap_grad_comm": overlap_grad_comm,
+                                       "overlap_param_gather": overlap_param_gather,
+                                       "tp_comm_overlap": tp_comm_overlap, "kernels": kernels,
+                                       "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
