@@ -53,6 +53,104 @@ def _rows(kind: str, source: str | None = None) -> list[dict]:
     return [r for r in load()[kind] if r["source"] in HELD_OUT and (source is None or r["source"] == source)]
 
 
+# ---- heldoutB (2026-12-02 second session): V100 DeepSpeed ZeRO-1 + Megatron TP/PP (BigScience tr1-13B), the
+# Megatron-DeepSpeed 2023 rebase runs (V100 DGX-2, A100) and a single-GPU encoder-decoder (nanoT5); their bounds sit
+# in HELDOUTB_BOUNDS (NEW_SOURCE_BOUNDS is heldoutA's to extend)
+HELD_OUT = ("deepspeed2023rebase", "bigscience2021tr1", "nanot52023") + HELD_OUT  # the YAML list starts with them
+# tr1-13B chronicles / README: (nodes, global batch) -> seconds per iteration as quoted (4 nodes: '17-17.5 secs';
+# 32 nodes: '784 samples in 32 seconds'; 64 nodes: median of the log lines 22.3066 / 23.4914 / 25.5934 s; 128 nodes:
+# iteration 168000's 13248.2 ms)
+TR1_STEP = {(4, 64): (17.0 + 17.5) / 2, (32, 784): 32.0, (64, 1024): sorted((22.3066, 23.4914, 25.5934))[1],
+            (128, 1024): 13.2482}
+TR1_BUSBW_GBIT = 55.8169 * 63 / 64  # n16_32gb_all_reduce_bench.txt: median 'algo throughput' x (n-1)/n, n = 64
+# nanoT5 README 'Efficiency statistics' (8501daf6): BF16 rows, torch.compile -> (grad acc steps, ~seconds per step)
+NANOT5_STEP = {False: (2, 1.30), True: (1, 0.56)}
+# Megatron-DeepSpeed rebase README (b080750a / 7f7cea32 / c08e2cc2): row -> (TFLOPs per GPU, GPUs); the memory row
+# 'older max allocated 15241 MB' (MiB); DGX-2's '660 Gbps measured' per node of 16 GPUs
+REBASE_TFLOPS = {"ds-rebase-gpt13b-v100-128g": (55.6, 128), "ds-rebase-gpt1.3b-v100-16g": (23.11, 16),
+                 "ds-rebase-gpt125m-a100-8g": (25.0, 8)}
+REBASE_MIB = {"ds-rebase-gpt1.3b-v100-16g-memory": 15241}
+HELDOUTB_BOUNDS = {  # (mean, max) |error| reached at 355a257 (stored constants) + ~30%: regression bounds, not
+    # targets (reached: tr1 36.0 / 47.2%, nanoT5 67.9 / 113.5%, rebase 71.0 / 134.4%; the mechanisms:
+    # docs/costmodel-validation.md, heldoutB section)
+    "bigscience2021tr1": (0.47, 0.62), "nanot52023": (0.88, 1.48), "deepspeed2023rebase": (0.92, 1.75)}
+
+
+def _t5_span_lengths(raw: int, noise_density: float = 0.15, mean_span: float = 3.0) -> tuple[int, int]:
+    """T5's random_spans_helper (nanoT5 copied_utils.compute_input_and_target_lengths): (inputs, targets) tokens
+    of `raw` tokens of text once the noise spans are replaced by sentinels, each side with its EOS."""
+    noise = int(round(raw * noise_density))
+    spans = int(round(noise / mean_span))
+    return raw - noise + spans + 1, noise + spans + 1
+
+
+def test_bigscience_tr1_v100_rows_are_the_chronicles_and_the_nccl_bench():
+    """tokens/s = global batch x 2048 / s per iteration; TP 2 x PP 4 = 2 nodes of 4 V100 per replica, ZeRO-1, fp16,
+    full recompute, micro-batch 1; the Omni-Path rate is BigScience's own NCCL bus bandwidth on these nodes over the
+    2 ports its rings used, spread over the node's 4 ports and 4 GPUs (bigscience2022's conversion)."""
+    rows = _rows("throughput", "bigscience2021tr1")
+    assert {(r["nodes"], r["global_batch"]) for r in rows} == set(TR1_STEP)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(workload.global_batch * 2048 / TR1_STEP[r["nodes"], workload.global_batch])
+        assert (strategy.tp, strategy.pp, strategy.micro_batch, cluster.gpus_per_node) == (2, 4, 1, 4)
+        assert (strategy.engine, strategy.zero, strategy.precision, strategy.recompute) == ("deepspeed", 1, "fp16",
+                                                                                             "full")
+        assert (model.num_layers, model.d_model, model.d_ff, model.vocab_size) == (40, 5120, 20480, 50432)
+        assert model.vocab_size % (128 * strategy.tp) == 0 and model.vocab_size - 50257 < 128 * strategy.tp
+        assert cluster.inter_node_bytes_per_s == pytest.approx(TR1_BUSBW_GBIT / 8 * 1e9 / 2 * 4 / 4, rel=2e-3)
+    micro_batches = {r["nodes"]: r["global_batch"] // (r["nodes"] * 4 // 8) for r in rows}
+    assert micro_batches == {4: 32, 32: 49, 64: 32, 128: 16}  # per replica per step (the chronicles' GAS)
+
+
+def test_nanot5_rows_are_the_efficiency_table():
+    """Encoder tokens/s = 128 x 512 / s; T5 span corruption of 568 raw tokens gives 512 inputs and 114 targets;
+    micro-batch = 128 / grad acc; torch.compile = fused element-wise kernels, eager otherwise."""
+    assert _t5_span_lengths(568) == (512, 114)
+    rows = _rows("throughput", "nanot52023")
+    assert len(rows) == len(NANOT5_STEP)
+    for r in rows:
+        compiled = r["id"].endswith("-compile")
+        grad_acc, seconds = NANOT5_STEP[compiled]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(128 * 512 / seconds) and r["metric"] == "source_tokens_per_s"
+        assert (workload.global_batch, workload.seq_len, workload.target_len) == (128, 512, 114)
+        assert strategy.micro_batch * grad_acc == 128 and cluster.world_size == 1
+        assert strategy.kernels == ("fused" if compiled else "eager") and strategy.attention == "eager"
+        assert (model.family, model.ffn, model.tie_word_embeddings, model.d_ff) == ("t5", "gated-gelu", False, 2048)
+
+
+def test_megatron_deepspeed_rebase_rows_are_the_readme_converted():
+    """tokens/s = TFLOPs x GPUs x 2048 / throughput_calculator's FLOPs per sample (Narayanan eq. 3, recompute factor
+    4, vocabulary padded to 128 x tp); layouts of the linked scripts; DGX-2: 16 GPUs and 660 Gb/s per node."""
+    rows = _rows("throughput", "deepspeed2023rebase")
+    assert {r["id"] for r in rows} == set(REBASE_TFLOPS)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        tflops, gpus = REBASE_TFLOPS[r["id"]]
+        h, layers, s, vocab = model.d_model, model.num_layers, workload.seq_len, model.vocab_size
+        assert vocab % (128 * strategy.tp) == 0 and vocab - 50257 < 128 * strategy.tp and s == 2048
+        per_sample = 96 * s * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
+        assert r["published"] == round(tflops * 1e12 * gpus * s / per_sample) and cluster.world_size == gpus
+        assert (strategy.engine, strategy.precision, strategy.recompute) == ("deepspeed", "fp16", "full")
+        if r["device"] == "v100-32gb":
+            assert cluster.gpus_per_node == 16 and cluster.inter_node_bytes_per_s == pytest.approx(660e9 / 8 / 16, 1e-3)
+    (mem,) = _rows("memory", "deepspeed2023rebase")
+    assert mem["measured"] and mem["published_gb"] == pytest.approx(REBASE_MIB[mem["id"]] * 2**20 / 1e9, abs=0.005)
+    base = next(r for r in rows if r["id"] == mem["id"].removesuffix("-memory"))
+    assert all(mem[k] == base[k] for k in ("model", "device", "cluster", "tp", "pp", "micro_batch", "zero", "software"))
+
+
+def test_heldoutb_sources_out_of_sample():
+    """Regression bounds; on arrival every row but the DGX-2 13B one is over-predicted (model too fast): tr1 +13% at
+    data-parallel 2 growing to +38..+47% at 16-64 (the 2021 ZeRO-1 reduction), nanoT5 eager +114% (T5's eager fp32
+    attention path), compiled +22%, rebase 1.3B +134% / 125M +77% (13B -1.5%)."""
+    data = load()
+    for source, (mean_bound, max_bound) in HELDOUTB_BOUNDS.items():
+        errs = [abs(throughput_row(r, data["sources"]).error) for r in _rows("throughput", source)]
+        assert sum(errs) / len(errs) < mean_bound and max(errs) < max_bound, source
+
+
 def test_new_sources_name_version_hardware_and_conversion():
     sources = load()["sources"]
     for key in HELD_OUT:
@@ -84,7 +182,7 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # fp32_grad_reduce (Composer FSDP 'DEFAULT') and bf16_grad_sync (NeMo grad_sync_dtype bf16) became
     # Strategy.grad_reduce on 2026-12-02 (test_mpt_rows_reduce_gradients_as_their_tables_mp_mode_says)
     # parallel_residual: GPT-NeoX gpt_j_residual (heldoutA)
-    assert listed == {"overlap_p2p_comm", "parallel_residual"}
+    assert listed == {"overlap_p2p_comm", "parallel_residual", "per_tensor_optimizer_host_sync"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -227,7 +325,7 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
     --fp16: DeepSpeed on Azure, GPT-NeoX-20B), and an fp8 row is refused in one line instead of being predicted as
     bf16."""
     for r in _rows("throughput") + [m for m in _rows("memory") if "engine" in m]:
-        fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022")
+        fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
     with pytest.raises(ScalestudyError, match="fp8 training is not modelled"):
