@@ -71,3 +71,30 @@ def test_fsdp_unhidden_ends_grow_with_data_parallel_size():
         assert est.dp_comm_s < 0.2 * est.dp_comm_total_s + ends  # the blocks in between stay hidden
         exposed[gpus] = est.dp_comm_s
     assert exposed[512] > 1.5 * exposed[128]
+
+
+@pytest.mark.parametrize("compute,comm,expected", [
+    (10.0, 2.0, 2.0 * 0.189 / 1.189),  # compute-bound: the compute runs 18.9% slower while the 2 s of comm run
+    (1.0, 3.0, 2.0 + 0.1 * 1.0),  # comm-bound: the excess, plus the comm slowed beside the 1 s of compute
+    (1.0, 1.1, 0.1 + 0.1 * 1.0),  # just past the crossover: the comm side is the longer one
+    (5.0, 0.0, 0.0),
+])
+def test_overlap_slows_both_sides_and_the_longer_one_is_exposed(compute, comm, expected):
+    """terms._exposed (ZeRO-3 / FSDP passes): a pass lasts the longer of compute slowed by the collectives beside
+    it (COMPUTE_SLOWDOWN_UNDER_COMM, measured) and the collectives slowed by the compute (interference)."""
+    from scalestudy.costmodel.terms import COMPUTE_SLOWDOWN_UNDER_COMM, _exposed
+
+    assert COMPUTE_SLOWDOWN_UNDER_COMM == pytest.approx(0.189)
+    assert _exposed(compute, comm, 0.1) == pytest.approx(expected)
+
+
+def test_small_fsdp_micro_batches_expose_more_of_their_traffic():
+    """MPT 13B at seq 2048 on 8 H100 (llm-foundry table): micro-batch 2 without recompute moves the same FSDP
+    traffic per micro-batch as micro-batch 40 at seq 1024, over a tenth of the compute: its exposed share is the
+    measured compute slowdown's, s/(1+s) of the traffic at least."""
+    model, cluster, st, workload = _mpt("mpt-13b-s2048-8xh100")
+    est = estimate(model, cluster, st, workload)
+    assert est.dp_comm_s >= 0.189 / 1.189 * est.dp_comm_total_s
+    model, cluster, st, workload = _mpt("mpt-13b-s1024-8xh100")
+    big = estimate(model, cluster, st, workload)
+    assert big.dp_comm_total_s / big.compute_s < 0.1 * est.dp_comm_total_s / est.compute_s
