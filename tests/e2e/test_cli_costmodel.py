@@ -52,6 +52,13 @@ def test_estimate_with_cluster_file_and_offload(capsys, tmp_path):
     assert code == 0 and "Peak: 989 TFLOP/s" in out and "power limit 500 W" in " ".join(out.split())
 
 
+def test_estimate_default_precision_is_plans(capsys):
+    """Without --precision, estimate takes what plan takes: bf16 where the device has it, else fp16 (V100)."""
+    for gpu, precision in (("v100-32gb", "fp16"), ("a100-40gb", "bf16")):
+        code, out, _ = _run(capsys, "estimate", "--model", "gpt2", "--gpu", gpu, "--json")
+        assert code == 0 and json.loads(out)["strategy"]["precision"] == precision
+
+
 def test_estimate_megatron_overlap_flags(capsys):
     """The cost-model-only Megatron-Core options reach the Strategy and hide communication."""
     base = ["estimate", "--model", "llama-7b", "--gpu", "h100-80gb", "--nodes", "4", "--engine", "megatron",

@@ -58,8 +58,8 @@ def estimate(
                                                                      "needs, 512 -> 114; as plan and train)."),
     recompute: str = typer.Option("none", "--recompute", help="none | selective | full | op "
                                                                           "(torchtitan's operator-level selective AC)"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 on "
-                                                                      "GPUs, fp32 on CPUs)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 where "
+                                                                      "the device has it, else fp16; fp32 on CPUs)."),
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
     offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
     attention: str = typer.Option("flash", "--attention", help="flash (no stored probabilities) | eager."),
@@ -97,10 +97,10 @@ def estimate(
     if speeds and len(speeds) != pp:
         raise ScalestudyError(f"--stage-speeds takes one speed per pipeline stage (--pp {pp}), got {len(speeds)}")
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
-    if precision is None:
+    if precision is None:  # as plan: bf16 where every device has it, else fp16 (V100), fp32 on CPUs
         from scalestudy.plan.planner import default_precision
 
-        precision = "fp32" if clus.device.kind == "cpu" else ("bf16" if not clus.groups else default_precision(clus))
+        precision = default_precision(clus)
     auto = stage_layers == "auto"
     strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
                         precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
