@@ -33,8 +33,8 @@ def test_zero3_without_model_parallelism_collapses_at_scale():
 # - software: ZeRO-2 with overlap_comm, as Accelerate's zero_stage2_config.json template sets it (Strategy default).
 #   Accelerate's plugin without a config file leaves DeepSpeed's default (overlap_comm only for stage 3); with that
 #   the model puts ZeRO-3 ahead on one node (4.5 vs 5.2 s): not the seed's finding, so not what it ran, or a ZeRO-3
-#   cost the model lacks. DeepSpeed's per-submodule fetch hooks are priced (434 per pass at 0.16 ms, 69 ms) but hide
-#   behind mT5-XXL's ~0.18 s forward per micro-batch of 4, so they leave the one-node margin at 1%.
+#   cost the model lacks. DeepSpeed's per-module hooks are priced (1070 module calls per pass at 0.16 ms, 0.17 s)
+#   and about match mT5-XXL's ~0.18 s forward per micro-batch of 4: the one-node margin is 4.47 vs 4.78 s.
 # Whole-group NCCL collectives pool a node's NICs (comm.bus_time), so the finding's sublinear steps/s needs such a
 # slower interconnect: on a DGX A100's 8 x HDR the model runs 2 nodes ~1.9x one (ZeRO-2 still ahead of ZeRO-3).
 SEED_WORK = Workload(global_batch=256, seq_len=512, target_len=114)
@@ -57,7 +57,7 @@ def test_seed_finding_zero2_beats_zero3_and_nodes_do_not_scale_linearly():
         runs = _seed_estimates(nic)
         for nodes, est in runs.items():
             assert est[2].fits and est[3].fits, nodes
-            assert est[2].step_s < est[3].step_s, (nic, nodes)  # thinnest on one node: 4.49 vs 4.54 s
+            assert est[2].step_s < est[3].step_s, (nic, nodes)  # thinnest on one node: 4.47 vs 4.78 s
         speedup = {n: runs[1][2].step_s / runs[n][2].step_s for n in runs}  # steps/s relative to one node
         if sublinear:
             assert all(speedup[n] < 0.75 * n for n in (2, 4, 8)), speedup  # reached: 1.28 / 2.17 / 3.39
@@ -78,6 +78,15 @@ def test_deepspeed_zero3_fetches_once_per_module_owning_a_partitioned_tensor(nam
     assert z.module_fetches == per_pass
 
 
+def test_deepspeed_zero3_hooks_run_on_every_module_call():
+    # parameter_offload.py (v0.19.2) hooks every module; fetch_host_s (0.16 ms) is the mean over the 586
+    # fetch_sub_module calls of a t5-micro micro-step (forward + backward), so the host pays it per module call
+    calls = {n: zero3_gathers(get_model(n), 1, 1, get_model(n).total_layers,
+                              params_per_device(get_model(n), 1, 1)).hook_calls for n in ("t5-micro", "llama-7b")}
+    assert 2 * calls["t5-micro"] == pytest.approx(586, rel=0.06)
+    assert calls["llama-7b"] == 32 * 13 + 6  # layer, 2 norms, self_attn + q/k/v/o, mlp + gate/up/down + act_fn
+
+
 def _zero3_step(name: str, mb: int, recompute: str, fetch_host_s: float, monkeypatch) -> float:
     spec, table = get_model(name), engine_table()
     monkeypatch.setitem(table, "deepspeed", dataclasses.replace(table["deepspeed"], fetch_host_s=fetch_host_s))
@@ -87,9 +96,9 @@ def _zero3_step(name: str, mb: int, recompute: str, fetch_host_s: float, monkeyp
 
 
 def test_zero3_fetch_hooks_bound_small_passes_and_hide_behind_large_ones(monkeypatch):
-    # DeepSpeed's per-module fetch hooks run on the host thread: a pass cannot run faster than they do (t5-small at
-    # micro-batch 1: 97 fetches x 0.16 ms = 16 ms per pass against a few ms of GPU work), a full recompute runs the
-    # forward hooks again inside the backward, and a large model's passes hide them (the seed's mT5-XXL)
+    # DeepSpeed's per-module hooks run on the host thread: a pass cannot run faster than they do (t5-small at
+    # micro-batch 1: 266 module calls x 0.16 ms = 43 ms per pass against a few ms of GPU work), a full recompute runs
+    # the forward hooks again inside the backward, and a large model's passes about hide them (the seed's mT5-XXL)
     h = engine_table()["deepspeed"].fetch_host_s
     assert h > 0
     small = {rc: (_zero3_step("t5-small", 1, rc, 0.0, monkeypatch), _zero3_step("t5-small", 1, rc, h, monkeypatch))
@@ -97,7 +106,7 @@ def test_zero3_fetch_hooks_bound_small_passes_and_hide_behind_large_ones(monkeyp
     assert all(hooked > 1.5 * bare for bare, hooked in small.values()), small
     assert small["full"][1] - small["full"][0] > small["none"][1] - small["none"][0]  # re-fetched under recompute
     large = [_zero3_step("mt5-xxl", 4, "none", x, monkeypatch) for x in (0.0, h)]
-    assert large[1] == pytest.approx(large[0], rel=1e-9)
+    assert large[0] <= large[1] < 1.03 * large[0]  # reached +1.2%
 
 
 def test_zero3_cpu_offload_host_side_does_not_hide_behind_the_backward():

@@ -19,6 +19,14 @@ Face module that owns them.
 
 Tensor sizes per block follow costmodel/params.py's layouts (Hugging Face module names); the matrix weights are
 split by tensor parallelism (their elements / tp), vectors are not.
+
+Hooks (parameter_offload.py at v0.19.2: _register_deepspeed_module recurses over module.children() and registers
+the pre/post forward and backward hooks on every module; pre_sub_module_forward_function runs trace_prologue,
+record_module and fetch_sub_module for every module whose forward runs, with or without parameters): the host
+pays the hook bookkeeping once per module call per pass, not only per fetch. `_block_hook_calls` counts the module
+calls of one Hugging Face block (containers, attention and MLP modules, Linears, norms, activations, the dropouts
+T5 and GPT-2 call); t5-micro's count, 278 per forward, is the 586 fetch_sub_module calls per micro-step (forward +
+backward) that engines.yaml's fetch_host_s was measured over, within 5%.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ class Zero3Gathers:
     other_fetches: int  # embedding / positions / untied head tensors that are partitioned (pp 1 only)
     tensors: int = 0  # parameter tensors on the busiest stage (ZeroRedundancyOptimizer broadcasts each one)
     module_fetches: float = 0.0  # modules owning a partitioned tensor on that stage: fetch hooks that gather, per pass
+    hook_calls: float = 0.0  # module calls on that stage per pass: each runs DeepSpeed's hook bookkeeping
 
 
 def _block_modules(m: ModelSpec, decoder: bool, tp: int) -> list[list[float]]:
@@ -65,6 +74,30 @@ def _block_modules(m: ModelSpec, decoder: bool, tp: int) -> list[list[float]]:
     return attn + mlp + [[d], [d]]
 
 
+def _block_hook_calls(m: ModelSpec, decoder: bool) -> int:
+    """Module forward calls in one Hugging Face block, each running DeepSpeed's pre/post hooks (ModuleLists are never
+    called). T5Block: per attention sublayer its wrapper, T5Attention, q/k/v/o, layer_norm, dropout; the FF sublayer's
+    wrapper, DenseReluDense (wi or wi_0/wi_1, wo, act, dropout), layer_norm, dropout. GPT2Block: ln_1, attn (c_attn,
+    c_proj, resid_dropout; SDPA takes the attention dropout as an argument), ln_2, mlp (c_fc, c_proj, act, dropout).
+    Llama-like: the layer, two norms, self_attn (q, k, v, o), mlp (gate/up/down or up/down, act_fn)."""
+    if m.is_encoder_decoder:
+        ffn = 1 + 1 + (3 if m.gated_ffn else 2) + 1 + 1 + 1 + 1
+        return 1 + (2 if decoder else 1) * (1 + 1 + 4 + 1 + 1) + ffn
+    if m.family == "gpt2":
+        return 1 + 1 + 4 + 1 + 5
+    return 1 + 2 + 5 + 1 + (3 if m.gated_ffn else 2) + 1
+
+
+def _root_hook_calls(m: ModelSpec) -> int:
+    """Module calls outside the blocks per forward: T5 -- the model, lm_head, and per stack the stack, embed_tokens,
+    its dropout (called twice), final_layer_norm and block 0's relative_attention_bias; GPT-2 -- the LM-head model,
+    transformer, wte, wpe, drop, ln_f, lm_head; Llama-like -- the causal LM, model, embed_tokens, rotary_emb, norm,
+    lm_head."""
+    if m.is_encoder_decoder:
+        return 2 + 2 * 6
+    return 7 if m.family == "gpt2" else 6
+
+
 def _block_tensors(m: ModelSpec, decoder: bool, tp: int) -> list[float]:
     """Element counts of one block's parameter tensors on a tensor-parallel rank."""
     return [x for module in _block_modules(m, decoder, tp) for x in module]
@@ -85,6 +118,7 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
                   for dec, (_, n) in zip((False, True), blocks)) * share
     others = 0
     tensors = sum(n * len(ts) for ts, n in blocks) * share
+    calls = sum(n * _block_hook_calls(m, dec) for dec, (_, n) in zip((False, True), blocks)) * share
     if pp == 1:
         pc = param_breakdown(m)
         tables = [m.vocab_size * m.d_model / tp]  # input embedding (a tied head is the same tensor)
@@ -95,17 +129,19 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
         persistent += sum(x for x in tables if x <= threshold) + pc.other  # final norms, position biases: small
         others = sum(1 for x in tables if x > threshold)
         tensors += len(tables) + (4 if m.is_encoder_decoder else 1 if m.family != "gpt2" else 2)  # final norms(+biases)
-    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors), modules + others)
+        calls += _root_hook_calls(m)
+    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors), modules + others, calls)
 
 
 def hook_host_s(z: Zero3Gathers, fetch_host_s: float, passes: int) -> float:
-    """Host-thread seconds of DeepSpeed ZeRO-3's fetch hooks in `passes` passes over the stage (the forward; the
+    """Host-thread seconds of DeepSpeed ZeRO-3's module hooks in `passes` passes over the stage (the forward; the
     backward's pre-backward fetches and, under a full recompute, the recompute forward's): `fetch_host_s` per module
-    fetch (engines.yaml: the hook's Python bookkeeping, the coalesced all-gather's launch, the wait, torch.cat per
-    parameter, the fetch event and the release).
+    call (engines.yaml: measured as the mean over every module's fetch_sub_module call, with or without parameters
+    -- the hook's Python bookkeeping, and for the modules that gather the coalesced all-gather's launch, the wait,
+    torch.cat per parameter, the fetch event and the release).
 
     The host thread runs the hooks in line with the module's kernel launches. The launch queue lets it run ahead of
     the GPU, and the fetch-event limit (at most 2 outstanding, then event.synchronize) ties it to the all-gather
     stream, not to compute -- so the hooks hide behind the pass's GPU time unless, summed over the pass, they exceed
     it; then the GPU waits on the host. Prefetch does not shorten them: prefetches are issued from the same hooks."""
-    return passes * z.module_fetches * fetch_host_s
+    return passes * z.hook_calls * fetch_host_s
