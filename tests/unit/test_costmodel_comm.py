@@ -127,6 +127,31 @@ def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
     assert ring_latency(n, 1, lk) == pytest.approx((n - 1) * c.inter_latency)  # one rank per node: every hop a NIC
 
 
+@pytest.mark.parametrize("exposed, bytes_exposed, latency, want", [
+    (0.10, 0.05, 0.20, 0.25),  # overlapped bytes expose 0.05 s; the 0.2 s of ring latency adds in full
+    (0.50, 0.05, 0.20, 0.50),  # never below the estimate that overlapped the latency too (the bytes' excess)
+    (0.30, 0.10, 0.20, 0.30),  # nothing overlapped (exposed = bytes + latency): unchanged
+])
+def test_exposed_latency_adds_the_rings_latency_to_the_overlapped_bytes(exposed, bytes_exposed, latency, want):
+    from scalestudy.costmodel.comm import bandwidth_only, exposed_latency
+
+    assert exposed_latency(exposed, bytes_exposed, latency) == pytest.approx(want)
+    assert bandwidth_only((2.4e11, 3.4e-6, 5e10, 1.2e-5)) == (2.4e11, 0.0, 5e10, 0.0)
+
+
+@pytest.mark.parametrize("engine, zero", [("fsdp", 3), ("ddp", 0), ("deepspeed", 2)])
+def test_data_parallel_ring_latency_is_exposed_in_full_through_estimate(engine, zero):
+    # the bytes overlap the backward as before; every collective's (n-1)-hop ring latency lands on the step
+    c = make_cluster("h100-80gb", nodes=64, gpus_per_node=8)
+    flat = dataclasses.replace(c, intra_node_latency_s=0.0, inter_node_latency_s=0.0)
+    st, work = Strategy(engine=engine, zero=zero, micro_batch=4), Workload(global_batch=2048, seq_len=2048)
+    spec = get_model("llama-7b") if engine == "fsdp" else get_model("gpt2-xl")
+    lat, nolat = (estimate(spec, cl, st, work) for cl in (c, flat))
+    latency = lat.dp_comm_total_s - nolat.dp_comm_total_s
+    assert latency > 0 and lat.dp_comm_s < lat.dp_comm_total_s  # bytes still hide behind compute
+    assert lat.dp_comm_s - nolat.dp_comm_s == pytest.approx(latency)
+
+
 def test_per_owner_broadcasts_move_the_buffer_at_node_rate_and_pay_one_ring_latency_each():
     # InternLM HybridZeroOptimizer.broadcast_params: one ring broadcast per owner, issued one after another
     from scalestudy.costmodel.comm import bus_time, links, per_owner_broadcast_time, ring_latency

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
-from scalestudy.costmodel.comm import collective, gather_time, p2p_time, per_owner_broadcast_time
+from scalestudy.costmodel.comm import (bandwidth_only, collective, exposed_latency, gather_time, p2p_time,
+                                      per_owner_broadcast_time)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
@@ -181,7 +182,21 @@ def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bo
 
 def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int, ga: int,
              fwd: float, bwd: float, interference: float) -> tuple[float, float]:
-    """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step.
+    """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step: the bytes exposed as
+    _dp_comm_overlapped overlaps them, plus every collective's ring latency (comm.ring_latency / tree_latency: the
+    (n-1) dependent hops at NCCL's per-hop constants) in full -- comm.exposed_latency says why."""
+    exposed, total = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+    if dp <= 1 or cluster.device.kind == "cpu" or exposed >= total:
+        return exposed, total
+    bytes_exposed, bytes_total = _dp_comm_overlapped(st, eng, shape, cluster, bandwidth_only(lk), dp, tp, ga, fwd,
+                                                     bwd, interference)
+    return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
+
+
+def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
+                        ga: int, fwd: float, bwd: float, interference: float) -> tuple[float, float]:
+    """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step, every collective
+    (bytes and latency) overlapped by the engine's schedule.
 
     ZeRO-3 / FSDP, per micro-batch: the blocks' weights are all-gathered layer by layer for the forward, again for
     the backward (FSDP zero=2 keeps them), again for a full recompute when the engine re-gathers; gradients are
