@@ -545,7 +545,10 @@ CASES: list[Case] = [
     C("plan-stage-speeds-nan", f"{PLAN} --stage-speeds nan,1", "positive"),
     C("estimate-tp-comm-overlap-no-sp", f"{EST} --tp 2 --tp-comm-overlap --no-sequence-parallel", "sequence_parallel"),
     C("estimate-megatron-zero-2", f"{EST} --engine megatron --zero 2", "megatron"),
-    C("plan-engine-megatron", f"{PLAN} --engine megatron", "megatron"),  # cost model only: plan searches train's
+    # megatron is cost model only: plan predicts it when named, tune (trials) and --emit (a train run) refuse it
+    C("plan-optimizer-dtype-without-megatron", f"{PLAN} --optimizer-dtype bf16", "--engine megatron"),
+    C("plan-emit-megatron", f"{PLAN} --engine megatron --emit emitted", "cost model only"),
+    C("tune-engine-megatron", f"{TUNE} --engine megatron", "cost model only"),
     C("train-engine-megatron", f"{TRAIN} --engine megatron", "cost model only"),
     C("train-tp-comm-overlap", f"{TRAIN} --set tp_comm_overlap=true", "tp_comm_overlap"),
     C("train-overlap-param-gather", f"{TRAIN} --set overlap_param_gather=true", "overlap_param_gather"),

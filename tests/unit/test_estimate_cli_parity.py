@@ -121,12 +121,18 @@ def test_every_published_row_is_an_estimate_command_line(capsys, tmp_path):
 
 
 
+def _estimate(r: dict, folder, capsys) -> dict:
+    with pytest.raises(SystemExit):
+        main(estimate_argv(r, folder))
+    return json.loads(capsys.readouterr().out)
+
+
 def test_plan_holds_a_published_runs_software_fixed(capsys, tmp_path):
     """`plan` with the same flags (each a single value) ranks exactly the published strategy and predicts what
-    validate does: every row of an engine plan searches (deepspeed, fsdp, ddp; megatron and internlm are cost-model
-    only, which plan never proposes)."""
+    validate does, for every row (the cost-model-only engines megatron and internlm too: plan searches them when
+    --engine names them)."""
     predicted = {row.id: row.predicted for row in validation_rows() if row.kind == "throughput"}
-    rows = [r for r in load()["throughput"] if r["engine"] in ("deepspeed", "fsdp", "ddp")]
+    rows = load()["throughput"]
     failures = []
     for r in rows:
         argv = ["plan", *estimate_argv(r, tmp_path)[1:], "--top", "1"]
@@ -135,11 +141,13 @@ def test_plan_holds_a_published_runs_software_fixed(capsys, tmp_path):
         out = capsys.readouterr()
         best = json.loads(out.out)["candidates"][:1] if not exc.value.code else []
         if not best:
+            if "no strategy fits" in out.err and not _estimate(r, tmp_path, capsys)["fits"]:
+                continue  # a run the model says does not fit (validate still predicts its speed): plan rules it out
             failures.append(f"{r['id']}: plan found no strategy (exit {exc.value.code}: {out.err.strip()})")
         elif abs(figure(best[0]["estimate"], r["metric"]) - predicted[r["id"]]) > 1e-9 * predicted[r["id"]]:
             failures.append(f"{r['id']}: plan picks {best[0]['label']}: {figure(best[0]['estimate'], r['metric'])} "
                             f"vs validate {predicted[r['id']]}")
-    assert len(rows) > 250 and not failures, "\n".join(failures)
+    assert not failures, f"{len(failures)} of {len(rows)} rows:\n" + "\n".join(failures)
 
 
 def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):

@@ -12,9 +12,9 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OVERLAP_GRAD_COMM,
-                                    OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP,
-                                    cli_cluster, parse_speeds, print_stages)
+from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
+                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL,
+                                    TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -172,7 +172,8 @@ def plan(
     train_tokens: float = typer.Option(0.0, help="Tokens to train, for time-to-train and device-hours."),
     objective: str = typer.Option("throughput", help="throughput | time | cost (device-hours) | min-nodes."),
     min_throughput: Optional[float] = typer.Option(None, help="Tokens/s the plan must reach (min-nodes)."),
-    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (deepspeed,fsdp,ddp)."),
+    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (deepspeed,fsdp,ddp; "
+                                                    "the cost-model-only megatron, internlm only when named)."),
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated."),
     tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees."),
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
@@ -216,6 +217,7 @@ def plan(
     recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
     cross_entropy: str = CROSS_ENTROPY,
     attention_kernel: str = ATTENTION_KERNEL,
+    optimizer_dtype: str = OPTIMIZER_DTYPE,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -277,7 +279,8 @@ def plan(
                                        "overlap_param_gather": overlap_param_gather,
                                        "tp_comm_overlap": tp_comm_overlap, "kernels": kernels,
                                        "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
-                                       "cross_entropy": cross_entropy, "attention_kernel": attention_kernel})
+                                       "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
+                                       "optimizer_dtype": optimizer_dtype})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "
@@ -410,6 +413,12 @@ def tune(
     _check_tune_counts(budget_s, trial_timeout_s, max_trials=max_trials, screen=screen, contenders=contenders)
     if not 0 <= memory_limit_gib < 2.0**33:  # 8 Gi GiB: beyond any machine, and int(bytes) stays finite
         raise ScalestudyError(f"--memory-limit-gib must be a number >= 0 (0: no cap), got {memory_limit_gib}")
+    from scalestudy.specs.strategy import COST_MODEL_ENGINES
+
+    for item in _strs(engine, "engine"):  # plan searches them when named; tune measures trials of train
+        if item in COST_MODEL_ENGINES:
+            raise ScalestudyError(f"--engine {item} is cost model only: `scalestudy train` does not run it (tune "
+                                  f"measures trials; `plan --engine {item}` predicts it)")
     for flag, value, allowed in (("--recompute", recompute, ("none", "full")), ("--offload-optimizer", offload,
                                                                               ("none", "cpu"))):
         for item in _strs(value, flag.lstrip("-")):

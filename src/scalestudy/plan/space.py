@@ -14,7 +14,8 @@ Dimensions, outermost first:
   only when asked for);
 - engine x ZeRO stage x offload: DeepSpeed ZeRO 0-3 with optimizer offload (stage >= 1) and parameter offload
   (stage 3), DDP (plain, or + ZeroRedundancyOptimizer), FSDP2 (reshard = ZeRO-3-like, no reshard = ZeRO-2-like;
-  CPU offload of parameters and optimizer together);
+  CPU offload of parameters and optimizer together); the cost-model-only engines megatron (zero 0, 1) and internlm
+  only when `Constraints.engines` names them (plan then predicts a published run's software; `train` runs none);
 - activation recompute none / selective / full;
 - micro-batch: every divisor of the per-replica batch, and the gradient accumulation that keeps the global batch.
 
@@ -30,7 +31,7 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `kernels`,
-`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`) are carried into every Strategy; sequence
+`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`) are carried into every Strategy; sequence
 parallelism only where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points
 are planned without it).
 """
@@ -44,8 +45,8 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
-                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, PP_SCHEDULES, RECOMPUTES,
-                                      ZERO_STAGES, Strategy, Workload, check_choice, resolve_layout)
+                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, PP_SCHEDULES,
+                                      RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice, resolve_layout)
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,13 @@ class Constraints:
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     kernels: str = "fused"  # Strategy.kernels, kept fixed (not searched)
-    # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype is not here:
-    # it describes engine megatron, which plan does not search
+    # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
+    # megatron, searched only when --engine names it
     grad_reduce: str = "engine"
     recompute_early_stop: str = "engine"
     cross_entropy: str = "engine"
     attention_kernel: str = "engine"
+    optimizer_dtype: str = "engine"
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -93,12 +95,14 @@ class Constraints:
             check_choice("offload", off, OFFLOADS)
         for rc in self.recompute:
             check_choice("recompute", rc, RECOMPUTES)
-        for eng in self.engines:
-            if eng in COST_MODEL_ENGINES:
-                raise ScalestudyError(f"engine {eng} describes published runs for `estimate` only; plan searches the "
-                                      f"engines train runs ({', '.join(ZERO_STAGES)})")
-            if eng not in ZERO_STAGES:
-                raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)})")
+        for eng in self.engines:  # the cost-model-only engines only when named: plan proposes what train runs
+            if eng not in ZERO_STAGES and eng not in COST_MODEL_ENGINES:
+                raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)}; cost model "
+                                      f"only, when named: {', '.join(COST_MODEL_ENGINES)})")
+        check_choice("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES)
+        if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:
+            raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer: "
+                                  "it needs --engine megatron")
         for z in self.zero:
             if z not in (0, 1, 2, 3):
                 raise ScalestudyError(f"zero stage must be 0-3, got {z}")
@@ -206,7 +210,8 @@ def pipeline_layers(model: ModelSpec) -> int:
 def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]:
     """(engine, zero, offload_optimizer, offload_params) combinations the Strategy accepts, narrowed by constraints."""
     out = []
-    for engine, stages in ZERO_STAGES.items():
+    named = {e: COST_MODEL_ENGINES[e] for e in constraints.engines if e in COST_MODEL_ENGINES}
+    for engine, stages in {**ZERO_STAGES, **named}.items():
         if constraints.engines and engine not in constraints.engines:
             continue
         for zero in stages:
@@ -324,7 +329,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 grad_reduce=constraints.grad_reduce,
                                                 recompute_early_stop=constraints.recompute_early_stop,
                                                 cross_entropy=constraints.cross_entropy,
-                                                attention_kernel=constraints.attention_kernel)
+                                                attention_kernel=constraints.attention_kernel,
+                                                optimizer_dtype=constraints.optimizer_dtype)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)
