@@ -143,6 +143,7 @@ def test_deepspeed_cpu_offload_adam_at_the_host_rate_and_zero3_copies_in_series(
     alone = estimate(spec, make_cluster("h200", nodes=8, gpus_per_node=1),
                      Strategy(engine="deepspeed", zero=3, micro_batch=8, offload_optimizer="cpu"), work)
     assert alone.optimizer_s == pytest.approx(local / dev.cpu_adam_params_per_s * (1 + 8 / 30))  # one rank, bound
+    assert alone.offload_s == pytest.approx(local * 4 / dev.pcie_bytes_per_s * (1 + 6.0))  # #5301: 6x on one GPU
 
 
 def test_fa3_runs_the_causal_triangle_at_its_published_rate():

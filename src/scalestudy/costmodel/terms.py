@@ -493,8 +493,10 @@ HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
 # CPU into a fresh pageable buffer and copies it pageable -> device. DeepSpeed PR #5301 (2024-03) measured the same
 # pattern in ZeRO-1/2 (bit16_partition.copy_(fp32_partition)) 4-5x slower than its fix -- the pinned fp32
 # partition copied up, cast on the device -- on an 8-GPU node (6x on one GPU), and fixed ZeRO-1/2 only. So ZeRO-3's
-# upload costs 4.5x a pinned copy of the fp32 partition (4 B/parameter), its host cast included. Not fitted.
+# upload costs 4.5x (one GPU on the host: 6x) a pinned copy of the fp32 partition (4 B/parameter), its host cast
+# included. Not fitted.
 ZERO3_PAGEABLE_UPLOAD_SLOWDOWN = 4.5
+ZERO3_PAGEABLE_UPLOAD_SLOWDOWN_ONE_GPU = 6.0
 # Several DeepSpeed ranks on one GPU host step CPU Adam at once, each with an OpenMP pool over every core unless the
 # launcher binds them (`deepspeed --bind_cores_to_rank` splits the cores and sets OMP_NUM_THREADS per rank; off by
 # default). The device YAMLs' cpu_adam_params_per_s is one process over the whole host (ZeRO-Offload's measurement).
@@ -531,7 +533,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             if dev.kind != "cpu":
                 opt_s *= TORCH_CPU_ADAM_SLOWDOWN
         elif st.zero == 3:
-            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none")
+            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
+                                                          ranks_per_node)
             opt_s *= 1.0 + host_share
         else:
             # DeepSpeed ZeRO-1/2 offload: each gradient partition is cast to fp32 on the device and copied to pinned
@@ -552,7 +555,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     return opt_s, offload_s
 
 
-def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool) -> tuple[float, float]:
+def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool,
+                          ranks_per_node: int) -> tuple[float, float]:
     """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
     parameters per rank; every rank's copies run at once, each over its own PCIe link.
 
@@ -569,7 +573,8 @@ def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host:
     grads_down = local * 4.0 / pcie_bytes_per_s
     if params_on_host:
         return grads_down, HOST_PASSES_SHARE_OF_CPU_ADAM
-    params_up = ZERO3_PAGEABLE_UPLOAD_SLOWDOWN * local * 4.0 / pcie_bytes_per_s
+    slowdown = ZERO3_PAGEABLE_UPLOAD_SLOWDOWN_ONE_GPU if ranks_per_node == 1 else ZERO3_PAGEABLE_UPLOAD_SLOWDOWN
+    params_up = slowdown * local * 4.0 / pcie_bytes_per_s
     return grads_down + params_up, 8.0 / 30.0
 
 
