@@ -259,7 +259,7 @@ def plan(
     if lexicon is not None and run_objective != "knowledge":  # train would refuse every emitted run for it
         from scalestudy.specs.run import lexicon_message
 
-        raise ScalestudyError(lexicon_message(run_objective).replace("--objective", "--train-objective"))
+        raise ScalestudyError(lexicon_message(run_objective, "--train-objective"))
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)

@@ -353,10 +353,11 @@ class RunConfig:
         return spec, strategy, workload, layout
 
 
-def lexicon_message(objective: str) -> str:
-    """Why a lexicon with another objective is refused (train, study train_options, plan --emit)."""
-    return (f"--lexicon is read only by --objective knowledge (entity/phrase masking); objective {objective} would "
-            "ignore it: drop --lexicon or use --objective knowledge")
+def lexicon_message(objective: str, flag: str = "--objective") -> str:
+    """Why a lexicon with another objective is refused (train, study train_options; plan --emit names its
+    objective flag `--train-objective`)."""
+    return (f"--lexicon is read only by {flag} knowledge (entity/phrase masking); objective {objective} would "
+            f"ignore it: drop --lexicon or use {flag} knowledge")
 
 
 def check_world_size(nnodes: int, nproc: int) -> None:
