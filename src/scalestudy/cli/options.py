@@ -45,8 +45,9 @@ OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
                                     "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
                                     "/ dp); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
-                               help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (Transformer "
-                                    "Engine userbuffers; needs sequence parallelism; cost model only).")
+                               help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
+                                    "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
+                                    "enable_async_tensor_parallel; needs sequence parallelism; cost model only).")
 
 
 def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:

@@ -22,9 +22,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - overlap_param_gather: the post-step parameter all-gather of ZeRO-1/2 (deepspeed zero 1-2, megatron zero 1) runs
                      bucket by bucket behind the next step's forward (Megatron-Core `--overlap-param-gather`);
                      no effect where there is no such gather. Cost model only (`train` refuses it).
-- tp_comm_overlap:   tensor-parallel all-gathers / reduce-scatters overlap the adjacent linear GEMMs (Transformer
-                     Engine userbuffers, Megatron `--tp-comm-overlap`; needs sequence_parallel when tp > 1); no
-                     effect when tp = 1. Cost model only (`train` refuses it).
+- tp_comm_overlap:   tensor-parallel all-gathers / reduce-scatters overlap the adjacent linear GEMMs (engine
+                     megatron: Transformer Engine userbuffers, Megatron `--tp-comm-overlap`; fsdp / ddp: PyTorch
+                     async TP, torchtitan `enable_async_tensor_parallel`; engines.yaml tp_comm_overlap; needs
+                     sequence_parallel when tp > 1); no effect when tp = 1. Cost model only (`train` refuses it).
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
                      gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
