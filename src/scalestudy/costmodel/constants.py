@@ -12,25 +12,25 @@ from importlib import resources
 
 import yaml
 
-FITTED = ("gemm.share", "gemm.half_dim", "layer_overhead_s")
+FITTED = ("gemm.share", "gemm.half_dim", "kernel_overhead_s")
 
 
 @dataclass(frozen=True)
 class Calibration:
     gemm_share: float  # share of a device's measured maximum achievable matmul rate that training GEMMs reach
     half_dim: float  # GEMM dimension at which half of that is reached (costmodel/efficiency.py)
-    layer_overhead_s: float
+    kernel_overhead_s: float  # device time of one kernel a transformer block launches (costmodel/kernel_counts.py)
     overlap_interference: float
     fitted_on: tuple[str, ...] = ()
 
     def values(self) -> dict[str, float]:
         """The fitted constants by name (FITTED order)."""
         return {"gemm.share": self.gemm_share, "gemm.half_dim": self.half_dim,
-                "layer_overhead_s": self.layer_overhead_s}
+                "kernel_overhead_s": self.kernel_overhead_s}
 
     def replace_values(self, values: dict[str, float], fitted_on: tuple[str, ...] = ()) -> Calibration:
         return Calibration(gemm_share=values["gemm.share"], half_dim=values["gemm.half_dim"],
-                           layer_overhead_s=values["layer_overhead_s"],
+                           kernel_overhead_s=values["kernel_overhead_s"],
                            overlap_interference=self.overlap_interference,
                            fitted_on=fitted_on)
 
@@ -40,6 +40,6 @@ def stored() -> Calibration:
     """The constants fitted on every published source (calibration.yaml)."""
     data = yaml.safe_load((resources.files("scalestudy.costmodel") / "calibration.yaml").read_text(encoding="utf-8"))
     return Calibration(gemm_share=float(data["gemm"]["share"]), half_dim=float(data["gemm"]["half_dim"]),
-                       layer_overhead_s=float(data["layer_overhead_s"]),
+                       kernel_overhead_s=float(data["kernel_overhead_s"]),
                        overlap_interference=float(data["overlap_interference"]),
                        fitted_on=tuple(data.get("fitted_on", ())))

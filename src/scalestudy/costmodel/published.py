@@ -23,7 +23,7 @@ from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload
 
 # search box of each fitted constant (physically sensible ranges)
-BOUNDS = {"gemm.share": (0.4, 1.0), "gemm.half_dim": (1.0, 600.0), "layer_overhead_s": (0.0, 2e-3)}
+BOUNDS = {"gemm.share": (0.4, 1.0), "gemm.half_dim": (1.0, 600.0), "kernel_overhead_s": (2e-6, 4e-5)}
 
 
 @dataclass(frozen=True)

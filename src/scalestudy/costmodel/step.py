@@ -32,6 +32,7 @@ from scalestudy.costmodel.eager_kernels import eager_block_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit, logit_elements,
                                        vocab_grad_bytes)
+from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
@@ -156,6 +157,33 @@ def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str) -> flo
     return (n + 1.0) / (2.0 * n)
 
 
+def _fixed_block_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, kernels: str,
+                   flash: bool) -> tuple[float, float]:
+    """(forward, backward) fixed seconds of all blocks of one micro-batch that do not scale with tokens: on GPUs
+    the kernels each block launches per pass (costmodel/kernel_counts.py: by kernel path, attention kernel, encoder
+    vs decoder block) x the fitted time one launch costs (calibration kernel_overhead_s); it does not shrink with
+    tensor parallelism or fewer tokens. CPU devices: the measured profile's time per sublayer (attention, FFN,
+    cross-attention) per forward, twice that backward (engine/cpu_profile.py)."""
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    if device.kind == "cpu":
+        fixed = device.layer_overhead_s * (2 * le + (3 if model.is_encoder_decoder else 2) * ld)
+        return fixed, 2.0 * fixed
+    (enc_f, enc_b), (dec_f, dec_b) = model_block_kernels(model, kernels, flash)
+    k = cal.kernel_overhead_s
+    return k * (le * enc_f + ld * dec_f), k * (le * enc_b + ld * dec_b)
+
+
+def _selective_fixed_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, kernels: str, flash: bool) -> float:
+    """Fixed seconds of re-running every attention core once (selective recompute); 0 on CPU devices."""
+    if device.kind == "cpu":
+        return 0.0
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    cores = le + (2 if model.is_encoder_decoder else 1) * ld  # self (+ cross) attention
+    return cal.kernel_overhead_s * cores * attention_core_kernels(kernels, flash)
+
+
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False) -> ComputeTimes:
@@ -201,14 +229,10 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
         model, micro_batch, seq_len, target_len, precision, flash, tp, sp, kernels))
-    # fixed per-sublayer overhead (kernel launches, small kernels): a GPT block has 2 sublayers, a T5 decoder
-    # block 3; it does not shrink with tensor parallelism or fewer tokens
-    sublayers = 2 * le + (3 if model.is_encoder_decoder else 2) * ld
-    per_sublayer = device.layer_overhead_s if device.kind == "cpu" else cal.layer_overhead_s / 2.0
-    fixed = per_sublayer * sublayers
+    fixed, fixed_bwd = _fixed_block_s(model, device, cal, kernels, flash)
     fwd = dense_t + attn_t + ew_fwd + fixed
     # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
-    bwd = 2.0 * (dense_t + fixed) + attention_backward_factor(flash) * attn_t + ew_bwd
+    bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + ew_bwd
     hw = 3.0 * (dense_f + attn_f)
     if recompute == "full":
         bwd += dense_t + attn_t + fixed + ew_fwd  # the forward again, its element-wise kernels too
@@ -217,8 +241,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
                 bwd -= flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
                 hw -= flops
-    elif recompute == "selective":
-        bwd += attn_t
+    elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
+        bwd += attn_t + _selective_fixed_s(model, device, cal, kernels, flash)
         hw += attn_f
     elif recompute == "op":  # the unsaved projections and the element-wise forward (costmodel/op_checkpoint.py)
         op_f = op_t = 0.0
