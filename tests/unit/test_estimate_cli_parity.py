@@ -166,6 +166,11 @@ def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):
     assert "model FLOP" in d["units"]["throughput.model_tflops_per_device"]
     assert "recomputation counted" in d["units"]["throughput.hardware_tflops_per_device"]
     assert d["strategy"]["engine"] == "megatron" and 15e9 < d["params_total"] < 16.5e9  # Nemotron-4 15B
+    with pytest.raises(SystemExit):  # plan states them once for all its candidates
+        main(["plan", "--model", str(config), "--gpu", "h100-80gb", "--nodes", "2", "--engine", "megatron", "--tp", "2",
+              "--seq-len", "4096", "--global-batch", "64", "--top", "2", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["units"] == d["units"] and not any("units" in c["estimate"] for c in plan["candidates"])
     config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_act": "silu"}))
     with pytest.raises(SystemExit) as exc:
         main(["estimate", "--model", str(config)])

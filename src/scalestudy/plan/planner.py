@@ -101,9 +101,14 @@ class PlanResult:
         return self.candidates[0]
 
     def to_json(self, top: int = 0) -> dict:
+        from scalestudy.costmodel.breakdown import UNITS
+
         chosen = self.candidates if top <= 0 else self.candidates[:top]
+        candidates = [c.to_dict() for c in chosen]
+        for c in candidates:  # the same units in every estimate: stated once (a --top 0 plan has thousands)
+            c["estimate"].pop("units", None)
         return {
-            "candidates": [c.to_dict() for c in chosen],
+            "candidates": candidates, "units": UNITS,
             "evaluated": self.evaluated, "feasible": self.feasible, "estimated": self.estimated,
             "pruned": self.pruned, "duplicates": self.duplicates, "objective": self.objective,
             "pareto": [c.strategy.label for c in self.pareto], "elapsed_s": self.elapsed_s,
