@@ -122,6 +122,13 @@ def test_recompute_and_pipeline_in_flight():
     # with fewer micro-batches than stages, fewer are in flight
     few = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), Workload(global_batch=2, seq_len=2048))
     assert few.memory.activations < pp4
+    # interleaved with as many micro-batches as stages: Megatron runs every forward first (all_warmup_microbatches),
+    # so the first stage holds all m -- what GPipe holds -- not pp x (1 + (pp-1)/(pp v)) > m
+    m_eq_pp = Workload(global_batch=8, seq_len=2048)  # dp 2 x 4 micro-batches of 1
+    inter = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1, pp_schedule="interleaved",
+                                             virtual_stages=2), m_eq_pp).memory.activations
+    gpipe = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1, pp_schedule="gpipe"), m_eq_pp)
+    assert inter == pytest.approx(gpipe.memory.activations)
 
 
 def test_fits_verdict_and_cpu_capacity_is_shared_per_rank():

@@ -57,8 +57,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         in_flight = float(min(pp, ga))
     elif st.pp_schedule == "gpipe":
         in_flight = float(ga)  # every micro-batch's activations are held until its backward
-    else:
-        in_flight = min(pp, ga) * (1.0 + (pp - 1) / (pp * v))
+    else:  # at most the step's m: with m == pp Megatron runs every forward first (all_warmup_microbatches)
+        in_flight = min(float(ga), min(pp, ga) * (1.0 + (pp - 1) / (pp * v)))
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     psi, ct = shape.psi, shape.compute
     eng = engine_comm(st.engine)

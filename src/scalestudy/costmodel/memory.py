@@ -278,7 +278,9 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      kv_native: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
     `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
-    (pp v)), Narayanan et al. 2021) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
+    (pp v)), Narayanan et al. 2021, at most m: Megatron-LM's interleaved schedule warms up (pp-1)*2 + (v-1)*pp model
+    chunks on the first stage, min'ed with the step's m*v -- all of them when m == pp, `all_warmup_microbatches`,
+    core/pipeline_parallel/schedules.py) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
     sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
