@@ -42,3 +42,20 @@ def test_estimate_charges_it_once_per_micro_batch(monkeypatch):
     without = estimate_module.estimate(model, cluster, st, work)
     per_micro_batch = autocast_param_s(model, "ddp", "bf16", 1, with_casts.params_per_device, cluster.device)
     assert with_casts.compute_s - without.compute_s == pytest.approx(4 * per_micro_batch)
+
+
+def test_eager_t5_scores_pay_the_fp32_softmax_and_the_trained_position_bias():
+    """HF T5Attention in eager mode (eager_kernels.t5_score_bytes): 33 B forward per bf16 score element (biased add,
+    fp32 softmax between two casts, dropout), 47 B backward where the relative position bias trains (self-attention),
+    29 B where it is a constant mask (cross-attention); in fp32 the casts vanish. A T5 with eager kernels and eager
+    attention is charged these instead of the stored-softmax bytes the fused path uses."""
+    from scalestudy.costmodel.eager_kernels import t5_score_bytes
+    from scalestudy.costmodel.step import elementwise_bytes
+
+    assert t5_score_bytes(2, True) == (33.0, 47.0) and t5_score_bytes(2, False) == (33.0, 29.0)
+    assert t5_score_bytes(4, True) == (29.0, 33.0)
+    model = get_model("t5-small")
+    fused = elementwise_bytes(model, 8, 512, 128, "bf16", False, 1, False, "fused")
+    eager = elementwise_bytes(model, 8, 512, 128, "bf16", False, 1, False, "eager")
+    scores = 8 * model.num_heads * model.num_layers * (512 * 512 + 128 * 128 + 128 * 512)
+    assert eager[0] > fused[0] + 20 * scores and eager[1] > fused[1] + 25 * scores

@@ -111,16 +111,36 @@ def gpt2_block(h: float, f: float, a: int, ffn: str) -> tuple[float, float]:
     return forward, backward
 
 
+def t5_activation(ffn: str) -> str:
+    """The activation HF T5 runs for a T5 `ffn`: T5Config maps feed_forward_proj "gated-gelu" to dense_act_fn
+    "gelu_new" (the composed tanh GELU, T5 v1.1 / mT5 checkpoints); other activations by name."""
+    return "gated-gelu_new" if ffn == "gated-gelu" else ffn
+
+
+def t5_score_bytes(a: int, position_bias_grad: bool) -> tuple[float, float]:
+    """(forward, backward) bytes per attention-score element of HF T5Attention in eager mode (modeling_t5.py; nanoT5's
+    t5_model.py is the same code): `scores += position_bias_masked` adds the fp32 bias-plus-mask tensor
+    (b, heads, q, k) into the 16-bit scores in place (r a + 4, w a); `softmax(scores.float(), -1).type_as(scores)`
+    (cast, fp32 softmax r4 w4, cast back); dropout (r a, w a and a one-byte mask). Backward: dropout (r a + 1,
+    w a), the casts, softmax_backward in fp32 (r 8, w 4), and where the bias trains (the self-attention's learned
+    relative_attention_bias, shared by every layer of the stack): the score gradient cast to fp32 for the bias
+    and summed into the gradient the other layers left (r 8, w 4). The score matmuls are GEMMs (step.py)."""
+    c = _cast(a)
+    forward = (2 * a + 4) + c + 8 + c + (2 * a + 1)
+    backward = (2 * a + 1) + c + 12 + c + ((c + 12) if position_bias_grad else 0)
+    return float(forward), float(backward)
+
+
 def t5_block(h: float, i: float, f: float, a: int, ffn: str, sublayers: int, fused_norm: bool) -> tuple[float, float]:
     """HF transformers T5Block (modeling_t5.py): per sublayer (self-attention, cross-attention in the decoder, FFN)
     a T5LayerNorm (fp32 variance as rms_norm_eager), dropout of its output and the residual add; each attention
     sublayer's q, k, v `.view().transpose(1, 2)` are copied by torch.matmul (not viewable as 3-D batches) and its
     output `.transpose(1, 2).contiguous()` is copied: 4 copies of width i (r a, w a each), the same in backward;
-    the FFN's activation (and, gated, the product with wi_1's output: r 2a w a, backward 6a) and its dropout, all of
-    width f."""
+    the FFN's activation (t5_activation; gated, also the product with wi_1's output: r 2a w a, backward 6a) and its
+    dropout, all of width f. The attention scores' element-wise work is t5_score_bytes'."""
     norm_f, norm_b = rms_norm_fused(a) if fused_norm else rms_norm_eager(a)
     drop_f, drop_b = _dropout(a)
-    act_f, act_b = activation_bytes(ffn, a)
+    act_f, act_b = activation_bytes(t5_activation(ffn), a)
     gated = ffn.startswith("gated-")
     attention = (sublayers - 1) * 4 * 2 * a * i
     ffn_f = (act_f + (3 * a if gated else 0) + drop_f) * f

@@ -117,7 +117,8 @@ def _t5_ffn_sublayer(ffn: str, path: str) -> Counts:
         return _add(LAYER_NORM, fc1, _activation(ffn, False), BIAS_LINEAR, RESIDUAL_FUSED)
     fc1 = _times(2 if gated else 1, LINEAR)
     norm = RMS_NORM if path == "eager-fused-norm" else NORM_EAGER
-    return _add(norm, fc1, _activation(ffn, True), DROPOUT, LINEAR, DROPOUT, RESIDUAL)
+    act = _activation("gated-gelu_new" if ffn == "gated-gelu" else ffn, True)  # HF T5Config: gated-gelu -> gelu_new
+    return _add(norm, fc1, act, DROPOUT, LINEAR, DROPOUT, RESIDUAL)
 
 
 @lru_cache(maxsize=512)

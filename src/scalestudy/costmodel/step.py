@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.constants import Calibration
-from scalestudy.costmodel.eager_kernels import eager_block_bytes
+from scalestudy.costmodel.eager_kernels import eager_block_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit, logit_elements,
                                        vocab_grad_bytes)
@@ -132,9 +132,23 @@ def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
     (enc_f, enc_b), (dec_f, dec_b) = eager_block_bytes(model, ACT_BYTES[precision], tp, sp, kernels)
     enc_tok = micro_batch * seq_len if model.is_encoder_decoder else 0
     dec_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
-    soft = (le * enc[2] + ld * dec[2]) / tp * (ELEMENTWISE_PASSES / 2)
-    return (le * enc_tok * enc_f + ld * dec_tok * dec_f + soft,
-            le * enc_tok * enc_b + ld * dec_tok * dec_b + soft)
+    soft_f = soft_b = (le * enc[2] + ld * dec[2]) / tp * (ELEMENTWISE_PASSES / 2)
+    if model.is_encoder_decoder and not flash:  # HF T5Attention's fp32 softmax over biased scores, counted per op
+        soft_f, soft_b = _t5_eager_score_bytes(model, micro_batch, seq_len, target_len, precision, tp)
+    return (le * enc_tok * enc_f + ld * dec_tok * dec_f + soft_f,
+            le * enc_tok * enc_b + ld * dec_tok * dec_b + soft_b)
+
+
+def _t5_eager_score_bytes(model: ModelSpec, b: int, s: int, t: int, precision: str, tp: int) -> tuple[float, float]:
+    """(forward, backward) element-wise bytes of every attention score of an eager HF T5 (eager_kernels.t5_score_bytes):
+    encoder self-attention (s x s) and decoder self-attention (t x t) train the relative position bias, decoder
+    cross-attention (t x s) adds a constant mask."""
+    heads = b * model.num_heads / tp
+    self_f, self_b = t5_score_bytes(ACT_BYTES[precision], True)
+    cross_f, cross_b = t5_score_bytes(ACT_BYTES[precision], False)
+    self_el = heads * (model.num_layers * s * s + model.num_decoder_layers * t * t)
+    cross_el = heads * model.num_decoder_layers * t * s
+    return self_el * self_f + cross_el * cross_f, self_el * self_b + cross_el * cross_b
 
 
 _CACHE: dict = {}
