@@ -573,7 +573,9 @@ def test_bloom_rampup_rows_are_the_production_setup_at_small_batches():
 # mean / max |error| reached by the sources added 2026-12-02 (stored constants), plus a margin: regression bounds,
 # not targets (issue 11's target is 8% / 20%; the STATUS / RESULTS notes say which mechanism each miss points to)
 NEW_SOURCE_BOUNDS = {  # (mean, max) |error|; restated 2026-12-02 05:20 at the reached values + ~30% (stored constants)
-    "dgxc2024": (0.05, 0.08), "mosaicml2024scale": (0.13, 0.21), "mosaicml2023ext": (0.08, 0.40),
+    # mosaicml2024scale (0.13, 0.21) -> (0.07, 0.13): 10.9 / 16.6 -> 5.3 / 9.8% once every data-parallel collective's
+    # ring latency is exposed (dpscale 702fa22, comm.exposed_latency: FSDP's per-block rings at 128-512 ranks)
+    "dgxc2024": (0.05, 0.08), "mosaicml2024scale": (0.07, 0.13), "mosaicml2023ext": (0.08, 0.40),
     "olmocore2024": (0.08, 0.14), "bigscience2022rampup": (0.04, 0.05), "bigscience2022reshape": (0.09, 0.14),
     "megatron2024strong": (0.06, 0.09),
     # second pass (heldout), reached at 6c7e3c2: 10.7 / 30.0, 5.9 / 11.0, 4.5 / 5.0, 9.4 / 10.6, 59.8 / 65.0%;
