@@ -71,3 +71,12 @@ def test_the_memory_cap_turns_a_big_allocation_into_oom(tmp_path):
     result = _start(tmp_path, "oom", memory_limit_bytes=1 << 30).watch(poll_s=0.05)
     assert result.status == "OOM" and "MemoryError" in result.error_tail
     assert result.failure_line.startswith("ran out of memory: ")
+
+
+def test_gpu_ranks_share_the_hosts_cores_cpu_ranks_get_one_thread():
+    """DeepSpeed CPU Adam (optimizer offload) runs on the rank's OpenMP threads: one thread per GPU rank would price
+    the optimizer at 1/cores of the host rate the cost model assumes."""
+    from scalestudy.engine.launch import threads_per_rank
+
+    assert [threads_per_rank(n, True, 112) for n in (1, 8, 200)] == [112, 14, 1]
+    assert [threads_per_rank(n, False, 112) for n in (1, 8)] == [1, 1]

@@ -60,7 +60,8 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     assert ("--gpus-per-node=2" in sbatch) == cuda and ("--cpus-per-task=2" in sbatch) != cuda
     assert str(paths["train_config.yaml"].resolve()) in sbatch  # absolute: submit from any directory
     single = paths["launch_single_node.sh"].read_text()
-    assert ("export OMP_NUM_THREADS" in single) != cuda and paths["launch_single_node.sh"].stat().st_mode & 0o111
+    assert ('OMP_NUM_THREADS:-1}' in single) != cuda and paths["launch_single_node.sh"].stat().st_mode & 0o111
+    assert ("$(nproc) / 2" in single) == cuda  # GPU ranks split the node's cores, CPU ranks one thread each
     check_scripts(paths[name] for name in SCRIPTS)
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -92,6 +93,8 @@ def test_train_print_launch_writes_the_same_files(tmp_path, capsys):
     assert json.loads((out / "ds_config.json").read_text()) == deepspeed_config(cfg, cuda=True)
     check_scripts(out / name for name in SCRIPTS)
     assert yaml.safe_load((out / "train_config.yaml").read_text())["workload"]["global_batch"] == 64
+    # GPU ranks split the node's cores (torchrun's default of one thread would starve DeepSpeed's CPU Adam)
+    assert all("$(nproc) / 8" in (out / name).read_text() for name in SCRIPTS)
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])

@@ -38,12 +38,20 @@ class TrainingInterrupted(ScalestudyError):
                          f"checkpoint in {out}/checkpoints is kept (continue with --resume)")
 
 
+def threads_per_rank(nproc: int, cuda: bool, cores: int) -> int:
+    """CPU ranks: one thread each (the ranks are the parallelism; the CPU profile is measured so). GPU ranks: the
+    host's cores split between them, as `deepspeed --bind_cores_to_rank` does -- with one thread, DeepSpeed's CPU
+    Adam (optimizer offload) would run at 1/cores of the host rate the cost model prices (torchrun's default is 1)."""
+    return max(1, cores // max(1, nproc)) if cuda else 1
+
+
 def worker_env(nproc: int) -> None:
-    """Environment the workers inherit: one thread per rank unless set, CPU DeepSpeed without GPUs."""
+    """Environment the workers inherit: threads per rank unless set, CPU DeepSpeed without GPUs."""
     import torch
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if not torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc, cuda, os.cpu_count() or 1)))
+    if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     pin_ninja()  # the ranks build DeepSpeed's ops with the environment's ninja (engine/op_builds.py)

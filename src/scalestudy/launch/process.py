@@ -47,8 +47,8 @@ POLL_S = 0.2
 def trial_environment(overrides: dict | None = None) -> dict:
     """This process's environment with the defaults a trial needs; `overrides` (a spec's `env:`) win."""
     env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")  # one core per rank: ranks share the machine's cores
-    if not _has_gpu():
+    if not _has_gpu():  # GPU trials: `scalestudy train` splits the host's cores between ranks (worker_env)
+        env.setdefault("OMP_NUM_THREADS", "1")  # one core per rank: ranks share the machine's cores
         env.setdefault("DS_ACCELERATOR", "cpu")
     env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     env.update({k: str(v) for k, v in (overrides or {}).items()})
