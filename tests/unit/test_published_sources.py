@@ -873,4 +873,3 @@ def test_nemotron4_rows_are_the_ramp_table_at_the_launcher_layout():
         causal = per_token - 6 * model.num_layers * model.d_model * workload.seq_len
         tokens_per_gpu = r["published"] / cluster.world_size
         assert tokens_per_gpu * causal / 9.89e12 - 0.3 <= mfu <= tokens_per_gpu * per_token / 9.89e12 + 0.3
-
