@@ -16,8 +16,9 @@ Overlap model (what hides behind what):
   last pipeline stage is all-reduced between them once per step, exposed;
 - ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
   re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
-  previous layer's compute, the excess and the first layer's gather are exposed; every overlapped transfer costs
-  `overlap_interference` of its time (NCCL kernels occupy SMs);
+  previous layer's compute, the excess and the first layer's gather are exposed; while both run, the compute is
+  18.9% slower (terms.COMPUTE_SLOWDOWN_UNDER_COMM, measured; NCCL kernels occupy SMs) and the transfers
+  `overlap_interference` slower -- the longer side sets the pass (terms._exposed);
 - optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed;
 - CPU devices (gloo, OMP_NUM_THREADS=1): collectives and compute share the rank's thread, nothing overlaps.
 """
@@ -47,7 +48,8 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family seq
                  "embedding's gradient; ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "
                  "all-reduce exposed; "
                  "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
-                 "the first layer's gather exposed; overlapped traffic slows compute by overlap_interference; "
+                 "the first layer's gather exposed; while both run the compute is 18.9% slower and the traffic "
+                 "overlap_interference slower, the longer side sets the pass; "
                  "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap; "
                  "cost-model-only options: overlap_param_gather hides the ZeRO-1/2 post-step all-gather bucket by "
                  "bucket behind the next forward (first bucket exposed), tp_comm_overlap hides each TP all-gather/"
