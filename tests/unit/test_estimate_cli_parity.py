@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from scalestudy.cli import main
 from scalestudy.costmodel.published import load, validation_rows
@@ -99,25 +100,51 @@ def figure(out: dict, metric: str) -> float:
 
 
 def test_every_published_row_is_an_estimate_command_line(capsys, tmp_path):
+    """Each row twice: the model as a config.json, and as a model YAML of the row's own shape keys."""
     data = load()
     predicted = {row.id: row.predicted for row in validation_rows() if row.kind == "throughput"}
     failures = []
     for r in data["throughput"]:
-        argv = estimate_argv(r, tmp_path)
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        out = capsys.readouterr()
-        if exc.value.code:
-            failures.append(f"{r['id']}: exit {exc.value.code}: {out.err.strip()}")
-            continue
-        try:
-            value = figure(json.loads(out.out), r["metric"])
-        except KeyError:
-            failures.append(f"{r['id']}: estimate --json prints no {r['metric']}")
-            continue
-        if abs(value - predicted[r["id"]]) > 1e-9 * abs(predicted[r["id"]]):
-            failures.append(f"{r['id']}: estimate {value!r} vs validate {predicted[r['id']]!r} ({r['metric']})")
+        shape = tmp_path / f"{r['id']}-shape.yaml"
+        shape.write_text(yaml.safe_dump({k: v for k, v in r["model"].items() if k != "target"}))
+        as_json = estimate_argv(r, tmp_path)
+        for argv in (as_json, [as_json[0], "--model", str(shape), *as_json[3:]]):
+            with pytest.raises(SystemExit) as exc:
+                main(argv)
+            out = capsys.readouterr()
+            if exc.value.code:
+                failures.append(f"{r['id']} ({argv[2]}): exit {exc.value.code}: {out.err.strip()}")
+                continue
+            try:
+                value = figure(json.loads(out.out), r["metric"])
+            except KeyError:
+                failures.append(f"{r['id']}: estimate --json prints no {r['metric']}")
+                continue
+            if abs(value - predicted[r["id"]]) > 1e-9 * abs(predicted[r["id"]]):
+                failures.append(f"{r['id']} ({argv[2]}): estimate {value!r} vs validate {predicted[r['id']]!r} "
+                                f"({r['metric']})")
     assert not failures, f"{len(failures)} of {len(data['throughput'])} rows:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("shape,needle", [
+    ({"d_model": 64, "layers": 2, "heads": 4, "vocab": 512, "seq": 128, "dff": 256}, "unknown model key(s) dff"),
+    ({"d_model": 64, "layers": 2, "heads": 4, "vocab": 512, "seq": 128, "d_ff": 256}, "llama / t5 keys"),
+    ({"family": "llama", "d_model": 64, "layers": 2, "heads": 4, "vocab": 512}, "needs d_ff"),
+    ({"family": "llama", "d_model": 64, "layers": 0, "heads": 4, "vocab": 512, "d_ff": 9}, "layers must be a whole"),
+    ({"family": "llama", "d_model": 64, "layers": 2, "heads": 4, "vocab": 512, "d_ff": 9, "ffn": "geglu"}, "swiglu"),
+    ({"family": "t5", "d_model": 64, "layers": 2, "heads": 4, "vocab": 512, "d_kv": 16, "d_ff": 9, "ffn": "x"},
+     "feed_forward_proj"),
+    ({"family": "mamba", "d_model": 64}, "family must be gpt, llama or t5"),
+    ({"d_model": 64, "layers": 2, "heads": 4, "vocab": 512, "seq": 128, "tied": "no"}, "tied must be true or false"),
+    ([1, 2], "needs a mapping"),
+])
+def test_bad_model_yaml_is_one_line(capsys, tmp_path, shape, needle):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(shape))
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", str(path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
 

@@ -36,7 +36,8 @@ def _duration(seconds: float | None) -> str:
 
 @app.command()
 def estimate(
-    model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`) or a config.json path."),
+    model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`), a config.json path, or a "
+                                                   "model YAML of shape keys (docs/estimate-schema.md)."),
     gpu: str = typer.Option("a100-40gb", "--gpu", help="Device name (see `scalestudy devices`) or a device YAML."),
     nodes: int = typer.Option(1, "--nodes", help="Number of nodes."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Devices (ranks) per node."),

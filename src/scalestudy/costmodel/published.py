@@ -19,7 +19,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, zero_model_states
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
-from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.model import ModelSpec, from_shape
 from scalestudy.specs.strategy import Strategy, Workload
 
 # search box of each fitted constant (physically sensible ranges)
@@ -55,27 +55,12 @@ def load() -> dict:
 def gpt_spec(row_id: str, m: dict) -> ModelSpec:
     """A GPT-style model (GELU FFN of width 4d, learned positions, tied head unless `tied: false`) from a published
     configuration."""
-    d, heads = int(m["d_model"]), int(m["heads"])
-    return ModelSpec(name=row_id, family="gpt2", vocab_size=int(m["vocab"]), d_model=d, num_layers=int(m["layers"]),
-                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn="gelu",
-                     tie_word_embeddings=bool(m.get("tied", True)), max_position_embeddings=int(m["seq"]))
+    return row_model(row_id, {**m, "family": "gpt"})
 
 
 def row_model(row_id: str, m: dict) -> ModelSpec:
-    if m.get("family") == "t5":
-        return ModelSpec(name=row_id, family="t5", vocab_size=int(m["vocab"]), d_model=int(m["d_model"]),
-                         num_layers=int(m["layers"]), num_decoder_layers=int(m["layers"]), num_heads=int(m["heads"]),
-                         d_kv=int(m["d_kv"]), d_ff=int(m["d_ff"]), ffn=m["ffn"], tie_word_embeddings=bool(m["tied"]))
-    if m.get("family") == "llama":  # RMSNorm, RoPE, SwiGLU of width d_ff, grouped-query attention, untied head
-        d, heads = int(m["d_model"]), int(m["heads"])
-        ffn = m.get("ffn", "swiglu")  # or "relu2": Nemotron's non-gated squared ReLU (HF NemotronConfig hidden_act)
-        if ffn not in ("swiglu", "relu2"):
-            raise ScalestudyError(f"published row {row_id}: ffn must be swiglu or relu2, got {ffn!r}")
-        return ModelSpec(name=row_id, family="llama", vocab_size=int(m["vocab"]), d_model=d,
-                         num_layers=int(m["layers"]), num_heads=heads, d_kv=d // heads, d_ff=int(m["d_ff"]),
-                         ffn=ffn, num_kv_heads=int(m.get("kv_heads", 0)),
-                         tie_word_embeddings=bool(m.get("tied", False)), max_position_embeddings=int(m["seq"]))
-    return gpt_spec(row_id, m)
+    """The row's `model:` shape, read as `scalestudy estimate --model x.yaml` reads the same keys (specs.model)."""
+    return from_shape(row_id, {k: v for k, v in m.items() if k != "target"}, f"published row {row_id}")
 
 
 _UNITS = {"hardware_tflops_per_device": "TFLOP/s/device (hardware FLOPs)",

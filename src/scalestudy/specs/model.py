@@ -186,7 +186,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     source = str(path.resolve())
     try:
         if kind in ("t5", "mt5"):
-            ffn = _t5_ffn(cfg.get("feed_forward_proj", "relu"), path)
+            ffn = _t5_ffn(cfg.get("feed_forward_proj", "relu"), f"model config {path}")
             layers = _int(cfg, "num_layers", path)
             _warn_forced_tie(cfg, kind, ffn, path)
             return ModelSpec(
@@ -272,11 +272,11 @@ def _divides(total: int, name: str, parts: int, part_name: str, path: Path) -> N
         raise ScalestudyError(f"model config {path}: {name} {total} is not divisible by {part_name} {parts}")
 
 
-def _t5_ffn(proj: object, path: Path) -> str:
+def _t5_ffn(proj: object, where: str) -> str:
     """T5's feed_forward_proj: "{act}" or "gated-{act}" (as T5Config checks it); "gated-gelu" means gelu_new."""
     act = str(proj).split("-")[-1]
     if not isinstance(proj, str) or act not in T5_ACTIVATIONS or proj not in (act, f"gated-{act}"):
-        raise ScalestudyError(f"model config {path}: unsupported feed_forward_proj {proj!r} (ACT or gated-ACT, ACT in "
+        raise ScalestudyError(f"{where}: unsupported feed_forward_proj {proj!r} (ACT or gated-ACT, ACT in "
                               f"{', '.join(T5_ACTIVATIONS)})")
     return "gated-gelu" if proj == "gated-gelu_new" else proj
 
@@ -323,15 +323,73 @@ def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
 
 
 def get_model(name_or_path: str) -> ModelSpec:
-    """A preset name, or a path to a Hugging Face config.json (or a folder holding one)."""
+    """A preset name, a path to a Hugging Face config.json (or a folder holding one), or a model YAML of the shape
+    keys a paper states (`from_shape`: the `model:` mapping of a costmodel/published.yaml row)."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
     path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        from scalestudy.yamlfile import read_yaml
+
+        shape = read_yaml(path, "model file")
+        if not isinstance(shape, dict):
+            raise ScalestudyError(f"model file {path}: needs a mapping of shape keys ({', '.join(SHAPE_KEYS)})")
+        return replace(from_shape(path.stem, shape, f"model file {path}"), source=str(path.resolve()))
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" or path.exists():
         return from_hf_config(path)
-    raise ScalestudyError(f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}) or a config.json path")
+    raise ScalestudyError(f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}), a config.json or a "
+                          "model YAML path")
+
+
+# The shape keys of a model YAML / a published row's `model:` (seq: the positions a GPT learns, = the run's length)
+SHAPE_KEYS = ("family", "d_model", "layers", "heads", "vocab", "seq", "d_ff", "kv_heads", "ffn", "tied", "d_kv")
+_SHAPE_COUNTS = ("d_model", "layers", "heads", "vocab", "seq", "d_ff", "kv_heads", "d_kv")
+
+
+def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
+    """A model from the shape a paper states. family gpt (the default; GPT-3, OPT, BLOOM, MPT, NeoX as published
+    rows write them): GELU FFN of 4 d_model, learned positions of `seq`, head tied unless `tied: false`; llama:
+    SwiGLU of width d_ff (or `ffn: relu2`, Nemotron's non-gated squared ReLU), grouped-query `kv_heads`, head untied
+    unless `tied: true`; t5: `layers` encoder and as many decoder blocks, d_kv, d_ff, ffn (relu, gated-gelu, ...),
+    tied. Bad keys or values: one line naming `origin`."""
+    unknown = set(m) - set(SHAPE_KEYS)
+    if unknown:
+        raise ScalestudyError(f"{origin}: unknown model key(s) {', '.join(sorted(map(str, unknown)))} (shape keys: "
+                              f"{', '.join(SHAPE_KEYS)}; the decoder length of a T5 run is --target-len)")
+    for key in _SHAPE_COUNTS:
+        value = m.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ScalestudyError(f"{origin}: {key} must be a whole number >= 1, got {value!r}")
+    family, tied = m.get("family", "gpt"), m.get("tied")
+    if tied is not None and not isinstance(tied, bool):
+        raise ScalestudyError(f"{origin}: tied must be true or false, got {tied!r}")
+    need = {"gpt": ("d_model", "layers", "heads", "vocab", "seq"), "llama": ("d_model", "layers", "heads", "vocab",
+            "d_ff"), "t5": ("d_model", "layers", "heads", "vocab", "d_kv", "d_ff", "ffn")}.get(family)
+    if need is None:
+        raise ScalestudyError(f"{origin}: family must be gpt, llama or t5, got {family!r}")
+    missing = [k for k in need if k not in m]
+    if missing:
+        raise ScalestudyError(f"{origin}: a {family} model needs {', '.join(missing)}")
+    d, heads = m["d_model"], m["heads"]
+    if family == "t5":
+        return ModelSpec(name=name, family="t5", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
+                         num_decoder_layers=m["layers"], num_heads=heads, d_kv=m["d_kv"], d_ff=m["d_ff"],
+                         ffn=_t5_ffn(m["ffn"], origin), tie_word_embeddings=bool(tied if tied is not None else True))
+    if family == "llama":
+        ffn = m.get("ffn", "swiglu")
+        if ffn not in ("swiglu", "relu2"):
+            raise ScalestudyError(f"{origin}: a llama model's ffn is swiglu or relu2 (Nemotron), got {ffn!r}")
+        return ModelSpec(name=name, family="llama", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
+                         num_heads=heads, d_kv=d // heads, d_ff=m["d_ff"], ffn=ffn, num_kv_heads=m.get("kv_heads", 0),
+                         tie_word_embeddings=bool(tied), max_position_embeddings=m.get("seq", 0))
+    if "d_ff" in m or "ffn" in m or "kv_heads" in m:
+        raise ScalestudyError(f"{origin}: a gpt model has a GELU FFN of 4 d_model and full heads (d_ff, ffn and "
+                              "kv_heads are llama / t5 keys)")
+    return ModelSpec(name=name, family="gpt2", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
+                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn="gelu",
+                     tie_word_embeddings=bool(tied if tied is not None else True), max_position_embeddings=m["seq"])
 
 
 def to_hf_config(spec: ModelSpec) -> dict:
