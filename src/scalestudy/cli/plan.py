@@ -160,7 +160,7 @@ def print_plan(result, cluster, top: int) -> None:
 
 @app.command()
 def plan(
-    model: str = typer.Option(..., help="Model preset or config.json path."),
+    model: str = typer.Option(..., help="Model preset, config.json path or model YAML (shape keys)."),
     gpu: str = typer.Option("a100-40gb", help="Device name or a hardware profile YAML (e.g. from `calibrate`)."),
     nodes: int = typer.Option(1, help="Nodes in the cluster."),
     gpus_per_node: int = typer.Option(8, help="Devices per node."),
@@ -361,7 +361,7 @@ def print_profile(device, secs: float) -> None:
 
 @app.command()
 def tune(
-    model: str = typer.Option(..., help="Model preset or config.json path."),
+    model: str = typer.Option(..., help="Model preset, config.json path or model YAML (shape keys)."),
     nproc: int = typer.Option(2, help="Ranks on this machine."),
     global_batch: int = typer.Option(..., help="Global batch in sequences per optimizer step."),
     seq_len: int = typer.Option(128, help="Encoder (or decoder-only) length in tokens."),

@@ -18,7 +18,8 @@ console = Console()
 
 @app.command()
 def train(
-    model: Optional[str] = typer.Option(None, help="Preset name (t5-tiny, gpt2-tiny, ...) or a config.json path."),
+    model: Optional[str] = typer.Option(None, help="Preset name (t5-tiny, gpt2-tiny, ...), a config.json path or a "
+                                                   "model YAML (shape keys)."),
     engine: Optional[str] = typer.Option(None, help="deepspeed, fsdp or ddp."),
     zero: Optional[int] = typer.Option(None, help="ZeRO stage: deepspeed 0-3; ddp 0 (DDP) or 1 (ZeroRedundancy"
                                                   "Optimizer); fsdp 2 (keep gathered) or 3 (reshard after forward)."),
