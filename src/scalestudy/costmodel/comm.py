@@ -36,14 +36,15 @@ def exposed_latency(exposed: float, bytes_exposed: float, latency: float) -> flo
     of k collectives carries k (n-1) hop latencies, growing linearly with the data-parallel size while the bytes per
     rank stay flat. Published weak-scaling runs lose throughput in that proportion although their compute per layer
     is 10-50x a collective's latency, i.e. with ample slack to hide it: llm-foundry's H100 table (FSDP, 128 -> 512
-    GPUs, per-GPU tokens/s down 6-10% for MPT-1B/3B/7B; the model with latency overlapped: down 1-3%), torchtitan's
+    GPUs, per-GPU tokens/s down 7-10% for MPT-1B/3B/7B; the model with latency overlapped: down 1-3%), torchtitan's
     FSDP2 Llama 3 8B (8 -> 128 H100: step +0.08 s against +0.05 s of ring latency), Megatron-LM's H100 strong
-    scaling and NeMo 22.03's DDP T5 3B (1 -> 10 nodes). What keeps a collective's latency on the critical path is
-    not settled by the code read (every collective synchronises all ranks -- each hop needs the next rank's kernel
-    -- so per-rank skew and the NCCL kernel's SM time ride on it); the rule is the measured one, with no free
-    constant: all of the modelled latency exposed. Checked across sources (leave-one-source-out, 2026-12-02): mean
-    |error| 7.7 -> 7.3% over 417 rows, llm-foundry H100 11.3 -> 6.0%; worse by ~1 point: the dgxc v25.04 Nemotron4
-    rows (few 1e9-element Megatron-Core buckets at dp 8-1024) and DeepSpeed-Azure ZeRO-3."""
+    scaling and NeMo 22.03's DDP T5 3B (1 -> 10 nodes): published step growth / modelled latency growth 0.5-1.9.
+    What keeps a collective's latency on the critical path is not settled by the code read (FSDP1/2 issue each
+    gather a block ahead; every collective synchronises all ranks -- each hop needs the next rank's kernel -- so
+    per-rank skew and the NCCL kernel's SM time ride on it); the rule is the measured one with no free constant:
+    all of the modelled latency exposed. Leave-one-source-out A/B (2026-12-02, benchmarks/RESULTS.md): mean |error|
+    7.61 -> 7.21% over 422 rows, llm-foundry H100 10.2 -> 4.6%; worse by 0.5-1.5 points: the dgxc v25.04
+    Nemotron4 rows (a flat compute offset; their dp trend improves) and DeepSpeed-Azure ZeRO-3."""
     return max(exposed, bytes_exposed + latency)
 
 
