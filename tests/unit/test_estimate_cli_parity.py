@@ -1,10 +1,12 @@
 """Plan = reality for published runs: every throughput row of costmodel/published.yaml, typed as a user would type it
-(`scalestudy estimate` flags, the model as a Hugging Face config.json, interconnect overrides in a cluster YAML),
-prints exactly the prediction `scalestudy validate` reports for that row (issue 11: other published runs are
-checked through `estimate` with the flags set to each run's software).
+(`scalestudy estimate` flags, the model as a Hugging Face config.json or a model YAML, interconnect overrides in a
+cluster YAML), prints exactly the prediction `scalestudy validate` reports for that row, and `scalestudy plan` with
+the same flags ranks that strategy with the same prediction (issue 11: other published runs are checked through
+`estimate` and `plan` with the flags set to each run's software).
 
-The command line is built here from the row's published configuration, independently of published.py's own
-row-building, so a setting that only validate can express (or that the two read differently) fails this test.
+The command line and the config.json are built here from the row's published configuration, independently of
+published.py's own row-building (the model YAML is read by the function published.py uses, specs.model.from_shape),
+so a setting that only validate can express, or that the two read differently, fails this test.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ JSON_METRIC = {"hardware_tflops_per_device": ("throughput", "hardware_tflops_per
                "mfu": ("mfu",),
                "tokens_per_s": ("throughput", "tokens_per_s"),
                "source_tokens_per_s": ("throughput", "source_tokens_per_s")}
-
 
 # the keys of a published row's `model:` that model_config writes into a config.json (or --seq-len / --target-len)
 MODEL_KEYS = {"family", "d_model", "layers", "heads", "vocab", "seq", "target", "d_ff", "kv_heads", "ffn", "tied",
@@ -145,7 +146,6 @@ def test_bad_model_yaml_is_one_line(capsys, tmp_path, shape, needle):
         main(["estimate", "--model", str(path)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
-
 
 
 def _estimate(r: dict, folder, capsys) -> dict:
