@@ -203,3 +203,27 @@ def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):
         main(["estimate", "--model", str(config)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "hidden_act 'silu'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_falcon_config_is_a_cost_model_only_llama_block(capsys, tmp_path):
+    """Falcon-7B's config.json (multi-query, GELU 4d): estimated as a llama-family block with one K/V head and a
+    non-gated GELU, the same model as the shape YAML `family: llama, ffn: gelu, kv_heads: 1`; train refuses it."""
+    from scalestudy.specs.model import get_model, hf_attn_implementation
+    from scalestudy.errors import ScalestudyError
+
+    config = tmp_path / "falcon.json"
+    config.write_text(json.dumps({"model_type": "falcon", "vocab_size": 65024, "hidden_size": 4544,
+                                  "num_hidden_layers": 32, "num_attention_heads": 71, "parallel_attn": True}))
+    shape = tmp_path / "falcon.yaml"
+    shape.write_text(yaml.safe_dump({"family": "llama", "d_model": 4544, "layers": 32, "heads": 71, "kv_heads": 1,
+                                     "d_ff": 18176, "ffn": "gelu", "vocab": 65024, "seq": 2048, "tied": True}))
+    out = []
+    for model in (config, shape):
+        with pytest.raises(SystemExit):
+            main(["estimate", "--model", str(model), "--gpu", "a100-40gb", "--seq-len", "2048", "--zero", "3",
+                  "--json"])
+        out.append(json.loads(capsys.readouterr().out))
+    assert out[0]["params_total"] == out[1]["params_total"] and 6.9e9 < out[0]["params_total"] < 6.95e9
+    assert out[0]["time"]["step_s"] == out[1]["time"]["step_s"]
+    with pytest.raises(ScalestudyError, match="cost model only"):
+        hf_attn_implementation(get_model(str(config)), "eager")

@@ -22,6 +22,13 @@ LLAMA_LAYOUTS = ("llama", "mistral", "qwen2")  # config model_types with the Lla
 # Nemotron (HF NemotronConfig, Nemotron-4 15B/340B): the same block with a non-gated squared-ReLU FFN (up, down;
 # hidden_act relu2) and LayerNorm1p (weight and bias per norm; the cost model prices the norm as the Llama one's)
 NEMOTRON = "nemotron"
+# Falcon (HF FalconConfig: Falcon-7B/40B/180B): rotary, multi-query (7B) or grouped (new_decoder_architecture)
+# K/V heads, a non-gated GELU FFN of ffn_hidden_size (4d), LayerNorm; read as a llama-family block with ffn "gelu".
+# Its parallel attention + MLP (both from one LayerNorm) is priced as the sequential block. Cost model only: `train`
+# builds none (COST_MODEL_TYPES).
+FALCON = "falcon"
+COST_MODEL_TYPES = (FALCON,)
+LLAMA_FFNS = ("swiglu", "relu2", "gelu")  # llama-family FFNs: SwiGLU; Nemotron's squared ReLU; Falcon's GELU
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,8 @@ PRESETS: dict[str, ModelSpec] = {
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
-    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron)."""
+    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron,
+    falcon)."""
     path = Path(path)
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
@@ -210,6 +218,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
+        if kind == FALCON:
+            return _falcon(cfg, path, name, source)
         if kind in LLAMA_LAYOUTS or kind == NEMOTRON:
             ffn = _nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu"
             d = _int(cfg, "hidden_size", path)
@@ -233,7 +243,30 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
-                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON})")
+                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON}, {FALCON})")
+
+
+def _falcon(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """A Falcon config as Transformers' FalconConfig reads it: K/V heads num_kv_heads under new_decoder_architecture,
+    else 1 when multi_query (the default), else num_attention_heads; ffn_hidden_size default 4 hidden_size."""
+    if cfg.get("activation", "gelu") != "gelu":
+        raise ScalestudyError(f"model config {path}: activation {cfg['activation']!r} of a falcon model: only gelu "
+                              "(Falcon's) is modelled")
+    d, heads = _int(cfg, "hidden_size", path, 4544), _int(cfg, "num_attention_heads", path, 71)
+    _divides(d, "hidden_size", heads, "num_attention_heads", path)
+    if _flag(cfg, "new_decoder_architecture", False, path):
+        kv = _int(cfg, "num_kv_heads", path, heads)
+    else:
+        kv = 1 if _flag(cfg, "multi_query", True, path) else heads
+    _divides(heads, "num_attention_heads", kv, "num_kv_heads", path)
+    bias = _flag(cfg, "bias", False, path)
+    return ModelSpec(
+        name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path, 65024), d_model=d,
+        num_layers=_int(cfg, "num_hidden_layers", path, 32), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
+        d_kv=d // heads, d_ff=_int(cfg, "ffn_hidden_size", path, 4 * d), ffn="gelu",
+        tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
+        max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
+        attention_bias="all" if bias else "none", mlp_bias=bias, hf_type=FALCON, source=source)
 
 
 def _nemotron_act(cfg: dict, path: Path) -> str:
@@ -316,6 +349,9 @@ def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
         raise ScalestudyError(f"unknown attention {attention!r} (choose from {', '.join(HF_ATTENTION)})")
     impl = HF_ATTENTION[attention]
     kind = spec.hf_type or spec.family
+    if kind in COST_MODEL_TYPES:
+        raise ScalestudyError(f"{kind} models ({spec.name}) are read by the cost model only (estimate, plan): train "
+                              f"builds {', '.join(SDPA_TYPES)}")
     if impl == "sdpa" and kind not in SDPA_TYPES:
         raise ScalestudyError(f"attention flash needs PyTorch SDPA, which Transformers does not offer for "
                               f"{kind} models ({spec.name}): use attention eager")
@@ -351,9 +387,9 @@ _SHAPE_COUNTS = ("d_model", "layers", "heads", "vocab", "seq", "d_ff", "kv_heads
 def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
     """A model from the shape a paper states. family gpt (the default; GPT-3, OPT, BLOOM, MPT, NeoX as published
     rows write them): GELU FFN of 4 d_model, learned positions of `seq`, head tied unless `tied: false`; llama:
-    SwiGLU of width d_ff (or `ffn: relu2`, Nemotron's non-gated squared ReLU), grouped-query `kv_heads`, head untied
-    unless `tied: true`; t5: `layers` encoder and as many decoder blocks, d_kv, d_ff, ffn (relu, gated-gelu, ...),
-    tied. Bad keys or values: one line naming `origin`."""
+    SwiGLU of width d_ff (or non-gated: `ffn: relu2` Nemotron's squared ReLU, `gelu` Falcon's), grouped-query
+    `kv_heads`, head untied unless `tied: true`; t5: `layers` encoder and as many decoder blocks, d_kv, d_ff, ffn
+    (relu, gated-gelu, ...), tied. Bad keys or values: one line naming `origin`."""
     unknown = set(m) - set(SHAPE_KEYS)
     if unknown:
         raise ScalestudyError(f"{origin}: unknown model key(s) {', '.join(sorted(map(str, unknown)))} (shape keys: "
@@ -379,8 +415,9 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
                          ffn=_t5_ffn(m["ffn"], origin), tie_word_embeddings=bool(tied if tied is not None else True))
     if family == "llama":
         ffn = m.get("ffn", "swiglu")
-        if ffn not in ("swiglu", "relu2"):
-            raise ScalestudyError(f"{origin}: a llama model's ffn is swiglu or relu2 (Nemotron), got {ffn!r}")
+        if ffn not in LLAMA_FFNS:
+            raise ScalestudyError(f"{origin}: a llama model's ffn is swiglu, relu2 (Nemotron) or gelu (Falcon), got "
+                                  f"{ffn!r}")
         return ModelSpec(name=name, family="llama", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
                          num_heads=heads, d_kv=d // heads, d_ff=m["d_ff"], ffn=ffn, num_kv_heads=m.get("kv_heads", 0),
                          tie_word_embeddings=bool(tied), max_position_embeddings=m.get("seq", 0))
