@@ -39,6 +39,11 @@ def model_config(m: dict) -> dict:
         return {"model_type": "t5", "vocab_size": m["vocab"], "d_model": m["d_model"], "d_kv": m["d_kv"],
                 "d_ff": m["d_ff"], "num_layers": m["layers"], "num_decoder_layers": m["layers"],
                 "num_heads": m["heads"], "feed_forward_proj": m["ffn"], "tie_word_embeddings": m["tied"]}
+    if family == "llama" and m.get("ffn") == "gelu":  # Falcon (HF FalconConfig)
+        return {"model_type": "falcon", "vocab_size": m["vocab"], "hidden_size": m["d_model"],
+                "num_hidden_layers": m["layers"], "num_attention_heads": m["heads"], "new_decoder_architecture": True,
+                "num_kv_heads": m.get("kv_heads") or m["heads"], "ffn_hidden_size": m["d_ff"],
+                "max_position_embeddings": m["seq"], "tie_word_embeddings": m.get("tied", False)}
     if family == "llama":  # Llama layout, or Nemotron's squared-ReLU FFN (HF NemotronConfig)
         nemotron = m.get("ffn") == "relu2"
         cfg = {"model_type": "nemotron" if nemotron else "llama", "vocab_size": m["vocab"],
