@@ -899,3 +899,34 @@ def test_nemotron4_rows_are_the_ramp_table_at_the_launcher_layout():
         causal = per_token - 6 * model.num_layers * model.d_model * workload.seq_len
         tokens_per_gpu = r["published"] / cluster.world_size
         assert tokens_per_gpu * causal / 9.89e12 - 0.3 <= mfu <= tokens_per_gpu * per_token / 9.89e12 + 0.3
+
+
+# ---- LLaMA v1 (heldoutC, 2026-12-02 second session): paper Table 15 GPU-hours and tokens, shapes of the v1 release
+HELD_OUT = HELD_OUT + ("llama1paper2023",)
+# size -> (training tokens, GPU-hours, d_model, layers, heads, released model-parallel size = assumed TP)
+LLAMA1 = {"7b": (1.0e12, 82_432, 4096, 32, 32, 1), "13b": (1.0e12, 135_168, 5120, 40, 40, 2),
+          "33b": (1.4e12, 530_432, 6656, 60, 52, 4), "65b": (1.4e12, 1_022_362, 8192, 80, 64, 8)}
+NEW_SOURCE_BOUNDS.update({"llama1paper2023": (0.09, 0.13)})  # reached 6.4 / 10.2% (HEAD f156a7f, stored constants)
+
+
+def test_llama1_rows_are_the_gpu_hours_converted_at_the_released_layout():
+    """tokens/s = tokens / (GPU-hours x 3600) x 2,048 GPUs, and the 65B row is the stated ~380 tokens/s/GPU; SwiGLU
+    width int(8d / 3) rounded up to 256 (llama/model.py at 1076b9c5); 4M-token batch; TP = the README's MP size;
+    micro-batch = the largest divisor of the per-replica batch whose modelled memory fits (the next one up does not)."""
+    from dataclasses import replace
+
+    rows = {r["id"].removeprefix("llama1-").removesuffix("-2048g"): r for r in _rows("throughput", "llama1paper2023")}
+    assert set(rows) == set(LLAMA1)
+    for size, (tokens, gpu_hours, d, layers, heads, tp) in LLAMA1.items():
+        r = rows[size]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(tokens / (gpu_hours * 3600) * 2048) and cluster.world_size == 2048
+        assert (model.d_model, model.num_layers, model.num_heads, strategy.tp, strategy.pp) == (d, layers, heads, tp, 1)
+        assert model.d_ff == 256 * -(-int(8 * d / 3) // 256) and model.vocab_size == 32000
+        assert workload.global_batch * workload.seq_len == 4 * 2 ** 20 and r["precision"] == "bf16"
+        per_replica = workload.global_batch // (cluster.world_size // tp)
+        assert estimate(model, cluster, strategy, workload).fits and per_replica % strategy.micro_batch == 0
+        if strategy.micro_batch < per_replica:
+            bigger = replace(strategy, micro_batch=2 * strategy.micro_batch)
+            assert not estimate(model, cluster, bigger, workload).fits, size
+    assert rows["65b"]["published"] / 2048 == pytest.approx(380, rel=2e-3)
