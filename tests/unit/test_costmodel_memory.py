@@ -256,6 +256,22 @@ def test_gqa_native_flash_saves_k_v_at_their_width():
     assert gqa_native("megatron") and not gqa_native("fsdp") and not gqa_native("deepspeed")
 
 
+def test_megatron_core_swiglu_saves_its_input_only():
+    """Megatron-Core's bias_swiglu_impl (SwiGLUFunction) saves the fc1 output [gate | up] and recomputes silu(gate) * up
+    in its backward; fc2 saves the product: 3 x f per token, not the 4 x f of act_fn(gate) * up (HF, torchtitan)."""
+    from scalestudy.costmodel.memory import fused_swiglu
+
+    l31 = ModelSpec(name="l31", family="llama", vocab_size=128256, d_model=4096, num_layers=32, num_heads=32, d_kv=128,
+                    d_ff=14336, ffn="swiglu", tie_word_embeddings=False, num_kv_heads=8)
+    (_, unfused), (_, fused) = (activation_parts(l31, 1, 4096, 0, "bf16", True, True, f) for f in (False, True))
+    assert unfused[1] - fused[1] == 4096 * 2 * 14336 and unfused[0] == fused[0]
+    # other FFNs are not SwiGLUFunction: a gated GELU (NeMo 1.x T5) keeps its 4 tensors, a plain GELU its 2
+    mt5 = get_model("mt5-base")
+    assert activation_parts(mt5, 1, 512, 114, "bf16", True, False, True) == activation_parts(mt5, 1, 512, 114,
+                                                                                              "bf16", True)
+    assert fused_swiglu("megatron") and not fused_swiglu("fsdp") and not fused_swiglu("deepspeed")
+
+
 def test_no_published_run_is_predicted_not_to_fit():
     """Plan = reality: every published throughput row ran, so `plan` must not refuse its configuration. The
     row left ran apex DistributedFusedAdam under NeMo 1.11 (fp32 state, a bf16 .grad per parameter) that engine
@@ -266,6 +282,6 @@ def test_no_published_run_is_predicted_not_to_fit():
     for r in published.load()["throughput"]:
         if not estimate(*published._setup(r)).fits:
             refused.add(r["id"])
-    # llama3-405b-*: Meta ran 405B at 8K without checkpointing (TP 8, PP 16, 7/8 layers per stage): the model holds
-    # a whole fp32 gradient buffer (Meta shards gradients) and more bytes per layer than Meta kept (STATUS 07:20)
-    assert refused <= {"nemo-gpt-5b-1n", "llama3-405b-8192g", "llama3-405b-16384g"}
+    # llama3-405b-8192g: Meta ran 405B at 8K without checkpointing (TP 8, PP 16, 32 micro-batches): engine megatron
+    # zero 1 holds a whole fp32 gradient buffer (13.6 GB) where Meta's FSDP shards gradients -- not expressible
+    assert refused <= {"nemo-gpt-5b-1n", "llama3-405b-8192g"}

@@ -8,9 +8,10 @@ fp32 gradient partition and communication buckets, ZeRO-3 gathered layers, DDP's
 separately as `buffers`, so `params + grads + optimizer` is always the paper's number.
 
 Activations follow Korthikanti et al. 2022 (Sec. 4, Table 2): per layer s*b*h*(34 + 5*a*s/h) bytes in 16-bit,
-generalised to inner width != d_model, gated FFNs, fp32, dropout-free models (Llama), T5 cross-attention with its
-own lengths, tensor parallelism (with or without sequence parallelism), selective / full recomputation, and the
-1F1B pipeline schedule (the first stage holds min(pp, micro-batches) micro-batches in flight).
+generalised to inner width != d_model, gated FFNs (Megatron-Core's fused SwiGLU saving its input only), fp32,
+dropout-free models (Llama), T5 cross-attention with its own lengths, tensor parallelism (with or without sequence
+parallelism), selective / full recomputation, and the 1F1B pipeline schedule (the first stage holds
+min(pp, micro-batches) micro-batches in flight).
 """
 
 from __future__ import annotations
@@ -221,18 +222,20 @@ def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a
     return rep, shard, soft
 
 
-def _ffn_block(h: int, f: int, tokens: int, a: int, mask: int, gated: bool) -> tuple[float, float]:
-    """(replicated, sharded): input (a*h), activation inputs/outputs (2 or 4 tensors of width f), dropout mask."""
-    return tokens * (a * h + mask * h), tokens * a * f * (4 if gated else 2)
+def _ffn_block(h: int, f: int, tokens: int, a: int, mask: int, gated: bool,
+               fused_glu: bool = False) -> tuple[float, float]:
+    """(replicated, sharded): input (a*h), activation inputs/outputs (2 tensors of width f; gated 4, or 3 when the
+    gated activation saves only its input, `fused_swiglu`), dropout mask."""
+    return tokens * (a * h + mask * h), tokens * a * f * ((3 if fused_glu else 4) if gated else 2)
 
 
 @lru_cache(maxsize=8192)
 def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     flash: bool, kv_native: bool = False
+                     flash: bool, kv_native: bool = False, fused_glu: bool = False
                      ) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
     """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
     each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
-    un-repeated (`gqa_native`)."""
+    un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -251,7 +254,7 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     s = seq_len * b
     kv = m.kv_heads * m.d_kv if flash and kv_native else 0
     r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv)
-    r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn)
+    r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, fused_glu and m.ffn == "swiglu")
     return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
 
 
@@ -259,6 +262,15 @@ def gqa_native(engine: str) -> bool:
     """Whether the engine's flash attention saves grouped-query K, V at their own width: Megatron-Core's Transformer
     Engine DotProductAttention (num_gqa_groups) does; the Hugging Face / torchtitan models the other engines run
     expand them with repeat_kv first."""
+    return engine == "megatron"
+
+
+def fused_swiglu(engine: str) -> bool:
+    """Whether the engine's SwiGLU saves only its input. Megatron-Core's MLP runs bias_swiglu_impl (bias_swiglu_fusion,
+    on by default): SwiGLUFunction saves the fc1 output [gate | up] (2 x f per token) and its backward recomputes
+    silu(gate) * up from it (megatron/core/fusions/fused_bias_swiglu.py, swiglu_back); fc2 saves the product (f):
+    3 tensors of width f. The Hugging Face / torchtitan act_fn(gate) * up keeps gate, silu(gate), up and the product
+    (4), as legacy Megatron's unfused swiglu keeps the fc1 output, silu(gate) and the product (4 x f)."""
     return engine == "megatron"
 
 
@@ -275,14 +287,14 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      tp: int, pp: int, in_flight: float, recompute: str, flash: bool, sp: bool,
                      first_stage_fraction: float = 0.0, cross_entropy: str = "engine",
-                     kv_native: bool = False) -> float:
+                     kv_native: bool = False, fused_glu: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
     `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
     (pp v)), Narayanan et al. 2021, at most m: Megatron-LM's interleaved schedule warms up (pp-1)*2 + (v-1)*pp model
     chunks on the first stage, min'ed with the step's m*v -- all of them when m == pp, `all_warmup_microbatches`,
     core/pipeline_parallel/schedules.py) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
     sp = sp and tp > 1
-    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native)
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
         from scalestudy.costmodel.op_checkpoint import layer_bytes

@@ -37,8 +37,8 @@ from scalestudy.costmodel.eager_kernels import autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
-                                         gqa_native, head_or_recompute_bytes, logits_bytes, recompute_working_bytes,
-                                         model_states, overhead_bytes)
+                                         fused_swiglu, gqa_native, head_or_recompute_bytes, logits_bytes,
+                                         recompute_working_bytes, model_states, overhead_bytes)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
@@ -154,7 +154,8 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
-    enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine))
+    enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
+                                fused_swiglu(st.engine))
     n_enc = _encoder_blocks(model, start, n)
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
