@@ -63,6 +63,14 @@ def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
     return hit[1]
 
 
+def tp_links(cluster: ClusterSpec, tp: int) -> tuple[float, float, float, float]:
+    """links() for a tensor-parallel group: on an NVLink point-to-point mesh (V100 SXM2 boards, DGX-1) a group of tp
+    consecutive ranks inside the node rides only the links among its members (DeviceSpec.nvlink_group_fraction)."""
+    lk = links(cluster)
+    share = cluster.device.nvlink_group_fraction(tp, cluster.gpus_per_node)
+    return lk if share == 1.0 else (lk[0] * share,) + lk[1:]
+
+
 def bus_time(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tuple) -> float:
     """Bandwidth seconds (no latency) of one ring collective of `nbytes` among n ranks, `per_node` of them on each
     node (volume_factor 2: all-reduce, 1: all-gather / reduce-scatter / reduce).

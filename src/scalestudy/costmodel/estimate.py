@@ -10,7 +10,7 @@ pipeline stages outermost.
 from __future__ import annotations
 
 from scalestudy.costmodel.breakdown import FLOPS_CONVENTION, SCHEMA, Estimate  # noqa: F401  (re-exported)
-from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time
+from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
@@ -88,7 +88,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     # torch.autocast over fp32 parameters (engine ddp in 16 bits): weight casts and gradient copies per micro-batch
     stage += autocast_param_s(model, st.engine, prec, tp, psi, dev)
     lk = links(cluster)
-    tp_mb = _tp_comm(st, ct, busiest, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
+    tp_mb = _tp_comm(st, ct, busiest, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
         boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]

@@ -30,7 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalestudy.costmodel.breakdown import Estimate
-from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time
+from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.eager_kernels import autocast_param_s
@@ -285,7 +285,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
         compute += hp_grad_accumulation_s(model, st, dev, tp, n, k == pp - 1)  # BF16_Optimizer per micro-batch
         lk = links(sub)
-        tp_mb = _tp_comm(st, ct, share, tp, lk, cal.overlap_interference) if tp > 1 else 0.0
+        tp_mb = _tp_comm(st, ct, share, tp, tp_links(sub, tp), cal.overlap_interference) if tp > 1 else 0.0
         pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)

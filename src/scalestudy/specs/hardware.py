@@ -81,11 +81,28 @@ class DeviceSpec:
     # of the dense peak at the default power limit}, published kernel benchmarks (see each YAML); a kernel not
     # listed runs at the GEMM curve (costmodel/efficiency.attention_efficiency)
     flash_attention_fraction: dict[str, float] = field(default_factory=dict)
+    # NVLink point-to-point meshes (no NVSwitch): {GPUs per node: [[links between GPU i and GPU j], ...]} (DGX-1's
+    # hybrid cube mesh, 4-GPU SXM2 boards); intra_node_bytes_per_s is then the rate over all of a GPU's links. A node
+    # size not listed is switched (NVSwitch): every group of its GPUs gets the full rate.
+    nvlink_peer_links: dict[int, list[list[float]]] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
             raise ScalestudyError(f"device {self.name} does not support {precision} (has {', '.join(self.peak_flops)})")
         return self.peak_flops[precision]
+
+    def nvlink_group_fraction(self, size: int, gpus_per_node: int) -> float:
+        """Share of intra_node_bytes_per_s a collective among `size` consecutive local ranks gets (the tensor-parallel
+        groups: ranks k*size .. k*size+size-1). On a point-to-point mesh NCCL's rings among a group ride only the
+        links between its members (P2P transport: direct NVLink, no routing through other GPUs), so the member with
+        the fewest links to the rest bounds its group and the slowest group the step; 1 on switched nodes, or for a
+        group that fills or leaves the node."""
+        mesh = self.nvlink_peer_links.get(gpus_per_node)
+        if not mesh or size < 2 or size >= gpus_per_node or gpus_per_node % size:
+            return 1.0
+        total = max(sum(row) for row in mesh)
+        groups = [range(k, k + size) for k in range(0, gpus_per_node, size)]
+        return min(sum(mesh[i][j] for j in g if j != i) for g in groups for i in g) / total
 
 
 def scaled_device(device: DeviceSpec, speed: float) -> DeviceSpec:
@@ -357,6 +374,25 @@ def _num(value, name: str, origin: str) -> float:
     return out
 
 
+def _peer_links(value, origin: str) -> dict[int, list[list[float]]]:
+    """{GPUs per node: symmetric n x n matrix of NVLink counts, zero diagonal, every GPU linked}."""
+    bad = ScalestudyError(f"{origin}: nvlink_peer_links must map GPUs per node to a symmetric matrix of link counts "
+                          f"(zero diagonal, every GPU with a link), got {value!r}")
+    if not isinstance(value, dict):
+        raise bad
+    out = {}
+    for n, rows in value.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2 or not isinstance(rows, list) or len(rows) != n:
+            raise bad
+        if any(not isinstance(r, list) or len(r) != n for r in rows):
+            raise bad
+        m = [[_num(x, "nvlink_peer_links", origin) for x in r] for r in rows]  # non-negative finite numbers
+        if any(m[i][i] or m[i][j] != m[j][i] for i in range(n) for j in range(n)) or not all(sum(r) for r in m):
+            raise bad
+        out[n] = m
+    return out
+
+
 def _numbers(data: dict, origin: str) -> dict:
     data = dict(data)
     for name in _INT_FIELDS:
@@ -382,6 +418,8 @@ def _numbers(data: dict, origin: str) -> dict:
             data[name] = {str(k): _num(v, f"{name}.{k}", origin) for k, v in data[name].items()}
     if any(not v for v in data.get("collective_time_ratio", {}).values()):
         raise ScalestudyError(f"{origin}: collective_time_ratio values must be > 0, got {data['collective_time_ratio']}")
+    if "nvlink_peer_links" in data:
+        data["nvlink_peer_links"] = _peer_links(data["nvlink_peer_links"], origin)
     if "matmul_efficiency" in data:
         try:
             if not isinstance(data["matmul_efficiency"], list):

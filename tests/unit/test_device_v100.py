@@ -1,0 +1,52 @@
+"""The V100 device data (specs/hardware/v100-32gb.yaml): its measured links and the NVLink point-to-point mesh of
+SXM2 boards, where a tensor-parallel group smaller than the node rides only the links among its members."""
+import pytest
+
+from scalestudy.costmodel.comm import links, tp_links
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import ClusterSpec, _device_from_dict, get_device
+
+V100 = get_device("v100-32gb")
+
+
+@pytest.mark.parametrize("tp, gpus_per_node, share", [
+    (2, 4, 2 / 6),   # Jean Zay 4-GPU board: every pair on 2 of a GPU's 6 links
+    (4, 4, 1.0),     # the whole board: all 6 links
+    (2, 8, 1 / 6),   # DGX-1V: GPU0-GPU1 on one link (NVIDIA/nccl#671)
+    (4, 8, 4 / 6),   # DGX-1V quad 0-3: GPU0 links 1 + 1 + 2 to GPU1-3
+    (8, 8, 1.0),
+    (2, 16, 1.0),    # DGX-2: NVSwitch, not a mesh
+    (3, 4, 1.0),     # a group that does not tile the node: not priced as a mesh group
+])
+def test_tensor_parallel_group_rides_only_its_members_links(tp, gpus_per_node, share):
+    assert V100.nvlink_group_fraction(tp, gpus_per_node) == pytest.approx(share)
+    cluster = ClusterSpec(device=V100, nodes=1, gpus_per_node=gpus_per_node)
+    assert tp_links(cluster, tp)[0] == pytest.approx(links(cluster)[0] * share)
+    assert tp_links(cluster, tp)[1:] == links(cluster)[1:]
+
+
+def test_switched_devices_keep_the_full_rate():
+    a100 = get_device("a100-80gb")
+    assert not a100.nvlink_peer_links and a100.nvlink_group_fraction(2, 8) == 1.0
+
+
+def test_measured_v100_links():
+    # BigScience's 4 x V100 SXM2 all_reduce: 82.5 GB/s algorithm bandwidth = 123.8 GB/s bus; DGX-1 48 GB/s over 8 GPUs
+    assert V100.intra_node_bytes_per_s == pytest.approx(82.5e9 * 2 * 3 / 4, rel=0.05)
+    assert V100.inter_node_bytes_per_s == pytest.approx(48e9 / 8)
+
+
+@pytest.mark.parametrize("mesh", [
+    {4: [[0, 2], [2, 0]]},                                         # not 4 x 4
+    {2: [[0, 1], [2, 0]]},                                         # not symmetric
+    {2: [[1, 1], [1, 0]]},                                         # a link to itself
+    {2: [[0, 0], [0, 0]]},                                         # unlinked GPUs
+    [[0, 1], [1, 0]],                                              # no node size
+])
+def test_bad_peer_link_matrices_are_refused(mesh):
+    data = {k: getattr(V100, k) for k in ("name", "memory_bytes", "peak_flops", "matmul_efficiency", "hbm_bytes_per_s",
+                                          "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
+                                          "inter_node_bytes_per_s", "inter_node_latency_s", "host_memory_bytes",
+                                          "cpu_adam_params_per_s", "family")}
+    with pytest.raises(ScalestudyError, match="nvlink_peer_links"):
+        _device_from_dict({**data, "nvlink_peer_links": mesh}, "test.yaml")
