@@ -59,3 +59,24 @@ def test_eager_t5_scores_pay_the_fp32_softmax_and_the_trained_position_bias():
     eager = elementwise_bytes(model, 8, 512, 128, "bf16", False, 1, False, "eager")
     scores = 8 * model.num_heads * model.num_layers * (512 * 512 + 128 * 128 + 128 * 512)
     assert eager[0] > fused[0] + 20 * scores and eager[1] > fused[1] + 25 * scores
+
+
+@pytest.mark.parametrize("engine,precision,kernels,model_name,expected", [
+    ("ddp", "bf16", "eager", "t5-base", True),
+    ("ddp", "bf16", "fused", "t5-base", False),  # a compiled graph fuses the round trip away
+    ("ddp", "fp32", "eager", "t5-base", False),  # no autocast: wo's input is already fp32
+    ("deepspeed", "bf16", "eager", "t5-base", False),  # 16-bit working weights: wo is 16-bit too
+    ("ddp", "bf16", "eager", "gpt2", False),  # only HF T5's FFN casts to wo's dtype
+])
+def test_hf_t5_ffn_output_is_cast_to_fp32_wo_and_back_under_autocast(engine, precision, kernels, model_name, expected):
+    """transformers' T5DenseGatedActDense / T5DenseActDense `.to(self.wo.weight.dtype)` under autocast over fp32
+    weights: 2 casts of the d_ff-wide activation each pass (r2 w4 + r4 w2 = 12 B per element), 4 kernels per FFN."""
+    from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s
+
+    model, dev = get_model(model_name), get_device("a100-80gb")
+    seconds = autocast_ffn_cast_s(model, engine, precision, kernels, 1, 4, 512, 128, dev, 1e-5)
+    assert (seconds > 0) is expected
+    if expected:
+        token_layers = 4 * (model.num_layers * 512 + model.num_decoder_layers * 128)
+        kernels_s = 4 * (model.num_layers + model.num_decoder_layers) * 1e-5
+        assert seconds == pytest.approx(24 * token_layers * model.d_ff / dev.hbm_bytes_per_s + kernels_s)

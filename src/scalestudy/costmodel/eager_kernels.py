@@ -22,6 +22,7 @@ tp, h too under sequence parallelism.
 from __future__ import annotations
 
 FP32 = 4
+ACT_16BIT = 2  # bytes of a bf16 / fp16 activation
 
 
 def _cast(a: int) -> int:
@@ -190,3 +191,21 @@ def autocast_param_s(model, engine: str, precision: str, tp: int, params: float,
         return 0.0
     uncast = 0.0 if model.tie_word_embeddings else model.vocab_size * model.d_model / tp
     return autocast_param_bytes(params, uncast) / device.hbm_bytes_per_s
+
+
+def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: int, micro_batch: int, seq_len: int,
+                        target_len: int, device, kernel_s: float) -> float:
+    """Seconds per micro-batch, all layers on one tensor-parallel rank, of HF T5's FFN output cast under autocast
+    over fp32 weights (the engines and devices of autocast_param_s): transformers' T5DenseGatedActDense and
+    T5DenseActDense (modeling_t5.py since transformers PRs #20760 / #21281 of Dec 2022 / Jan 2023, which keep `wo`
+    in fp32 for fp16 inference; nanoT5's t5_model.py imports them from transformers 4.30.2) run `hidden_states.to(self.wo.weight.dtype)` before `self.wo`, so the d_ff-wide 16-bit activation
+    is copied to fp32 and autocast's F.linear casts it straight back: two casts forward (r a w 4, r 4 w a) and their
+    two ToCopyBackward casts backward, four kernels (`kernel_s` each, calibration kernel_overhead_s). Eager kernels
+    only: a compiled graph fuses the round trip away."""
+    if (not model.is_encoder_decoder or kernels == "fused" or engine != "ddp" or precision not in ("bf16", "fp16")
+            or device.kind == "cpu"):
+        return 0.0
+    tokens_x_layers = micro_batch * (model.num_layers * seq_len + model.num_decoder_layers * target_len)
+    cast_bytes = 2 * 2 * _cast(ACT_16BIT) * tokens_x_layers * model.d_ff / tp
+    kernels_launched = 4 * (model.num_layers + model.num_decoder_layers)
+    return cast_bytes / device.hbm_bytes_per_s + kernels_launched * kernel_s

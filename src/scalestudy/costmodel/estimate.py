@@ -15,7 +15,7 @@ from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
-from scalestudy.costmodel.eager_kernels import autocast_param_s
+from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
@@ -86,7 +86,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         stage = max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
                     (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))
     # torch.autocast over fp32 parameters (engine ddp in 16 bits): weight casts and gradient copies per micro-batch
-    stage += autocast_param_s(model, st.engine, prec, tp, psi, dev)
+    stage += autocast_param_s(model, st.engine, prec, tp, psi, dev) + busiest * autocast_ffn_cast_s(
+        model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev, cal.kernel_overhead_s)  # HF T5's wo cast
     lk = links(cluster)
     tp_mb = _tp_comm(st, ct, busiest, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0

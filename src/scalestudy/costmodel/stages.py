@@ -33,7 +33,7 @@ from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
-from scalestudy.costmodel.eager_kernels import autocast_param_s
+from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
@@ -290,6 +290,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
         psi = stage_params(model, tp, pp, k, start, n)
         compute += autocast_param_s(model, st.engine, prec, tp, psi, dev)  # DDP autocast's fp32 parameters
+        compute += share * autocast_ffn_cast_s(model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev,
+                                               cal.kernel_overhead_s)  # HF T5's wo cast round trip
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
                                            split, cal), psi=psi, stage_layers=n, activations=mem.activations)
