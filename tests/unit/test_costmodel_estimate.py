@@ -291,6 +291,11 @@ def test_deepspeed_bf16_pipeline_all_reduces_its_unsharded_buffer_in_bf16_after_
                                                    precision=p), w) for p in ("bf16", "fp16"))
     assert bf16.dp_comm_s == pytest.approx(bf16.dp_comm_total_s)
     assert bf16.dp_comm_total_s == pytest.approx(1.5 * fp16.dp_comm_total_s, rel=0.05)
+    # fp16 ZeRO-1 too: the PipelineEngine reduces only in its ReduceGrads instruction (no gradient-accumulation
+    # boundary inside a backward), whatever overlap_grad_comm says; without a pipeline it overlaps the last backward
+    assert fp16.dp_comm_s == pytest.approx(fp16.dp_comm_total_s)
+    flat = estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=2, micro_batch=2, precision="fp16"), w)
+    assert flat.dp_comm_s < flat.dp_comm_total_s
     tied = {p: _tied_embedding_sync(spec, Strategy(engine="deepspeed", zero=1, pp=4, precision=p), 2, True, cluster)
             for p in ("bf16", "fp16")}
     assert tied["bf16"] == pytest.approx(2 * tied["fp16"], rel=0.01)

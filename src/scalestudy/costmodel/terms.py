@@ -146,6 +146,17 @@ def _deepspeed_bf16_pipeline(st: Strategy) -> bool:
     return st.engine == "deepspeed" and st.pp > 1 and st.precision == "bf16" and st.zero <= 1
 
 
+def _deepspeed_pipeline_reduces_after(st: Strategy) -> bool:
+    """DeepSpeed's PipelineEngine reduces the data-parallel gradients only in its ReduceGrads instruction, after the
+    step's last backward (TrainSchedule: ReduceTiedGrads, ReduceGrads, OptimizerStep): its
+    is_gradient_accumulation_boundary() returns _force_grad_boundary, False during every backward, so ZeRO-1's hooks
+    never fire there and _exec_reduce_grads -> allreduce_gradients -> reduce_gradients(pipeline_parallel=True)
+    buckets and reduces everything once the pipeline drains (deepspeed/runtime/pipe/engine.py at v0.5.0 and
+    38327e07 of 2025-02 alike; ZeRO-2/3 are refused under pipelines). Whatever overlap_grad_comm says: ZeRO's
+    overlap_comm only moves the reduction to another stream, still inside that instruction."""
+    return st.engine == "deepspeed" and st.pp > 1 and st.zero <= 1
+
+
 # BF16_Optimizer.update_hp_grads, per parameter and micro-batch: lp.grad.to(fp32) reads 2 B and writes 4 B, then
 # hp_grad.add_(...) reads 4 + 4 and writes 4 (DeepSpeed bf16_optimizer.py as of 9b70ce5, 2022-06)
 HP_GRAD_BYTES_PER_PARAM = 18
@@ -206,7 +217,8 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     DeepSpeed's per-module fetch hooks run on the host thread, so a pass lasts at least their host time
     (zero3.hook_host_s; a full recompute runs the forward's again in the backward).
     ZeRO-0/1/2 and DDP: the gradient reduction overlaps the backward (every micro-batch's for ZeRO-2, the last
-    one's otherwise) when overlap_grad_comm; the post-step weight all-gather of ZeRO-1/2 is exposed.
+    one's otherwise) when overlap_grad_comm -- never under DeepSpeed's pipeline engine, which reduces after the
+    pipeline drains (_deepspeed_pipeline_reduces_after); the post-step weight all-gather of ZeRO-1/2 is exposed.
     """
     if dp <= 1:
         return 0.0, 0.0
@@ -291,7 +303,7 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
         ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
         if not st.overlap_grad_comm:
             return reductions * (ar + rs) + ag, total
-    if cpu or not st.overlap_grad_comm or _deepspeed_bf16_pipeline(st):  # BF16_Optimizer: after the pipeline drains
+    if cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st):  # after the pipeline drains
         return total, total
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
     # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
