@@ -376,7 +376,8 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
     --fp16: DeepSpeed on Azure, GPT-NeoX-20B), and an fp8 row is refused in one line instead of being predicted as
     bf16."""
     for r in _rows("throughput") + [m for m in _rows("memory") if "engine" in m]:
-        fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase")
+        fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
+                               "glm130b2022")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
     with pytest.raises(ScalestudyError, match="fp8 training is not modelled"):
@@ -931,3 +932,32 @@ def test_llama1_rows_are_the_gpu_hours_converted_at_the_released_layout():
             bigger = replace(strategy, micro_batch=2 * strategy.micro_batch)
             assert not estimate(model, cluster, bigger, workload).fits, size
     assert rows["65b"]["published"] / 2048 == pytest.approx(380, rel=2e-3)
+
+
+# GLM-130B training notes (logs/main-log-en.md, 96469512): global batch -> (s/iter, logged TFLOPS)
+GLM130B = {4224: (88.5, 134), 6144: (122.5, 141)}
+HELD_OUT = HELD_OUT + ("glm130b2022",)
+NEW_SOURCE_BOUNDS.update({"glm130b2022": (0.18, 0.19)})  # reached 15.3 / 15.5% (HEAD f156a7f, stored constants)
+
+
+def test_glm130b_rows_are_the_speed_tests_and_their_logged_flops_are_full_recompute():
+    """tokens/s = batch x 2048 / s per iteration at TP 4 x PP 8 x DP 24 (768 A100 40GB); the logged TFLOPS is 4 x the
+    forward FLOPs of the GeGLU / full-square-attention / tied-logits shape (full recomputation) within 1%; micro-batch
+    4 is the largest divisor of the per-replica batch whose modelled memory fits 40 GB."""
+    from dataclasses import replace
+
+    rows = _rows("throughput", "glm130b2022")
+    assert len(rows) == len(GLM130B)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        seconds, tflops = GLM130B[workload.global_batch]
+        assert r["published"] == round(workload.global_batch * 2048 / seconds)
+        assert (cluster.world_size, strategy.tp, strategy.pp, strategy.zero, strategy.recompute) == \
+            (768, 4, 8, 1, "full")
+        assert workload.global_batch // (cluster.world_size // 32) in (176, 256) and r["precision"] == "fp16"
+        h, layers, s = model.d_model, model.num_layers, workload.seq_len
+        forward = 2 * layers * (4 * h * h + 3 * h * model.d_ff) + 4 * layers * s * h + 2 * h * model.vocab_size
+        assert 4 * forward * r["published"] / 768 / 1e12 == pytest.approx(tflops, rel=0.01)
+        assert model.tie_word_embeddings and strategy.kernels == "eager-fused-norm"
+        assert estimate(model, cluster, strategy, workload).fits
+        assert not estimate(model, cluster, replace(strategy, micro_batch=8), workload).fits
