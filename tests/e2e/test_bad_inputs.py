@@ -544,7 +544,7 @@ CASES: list[Case] = [
     C("plan-stage-speeds-uneven", f"{PLAN} --stage-speeds 2,1,1", "equal stages"),
     C("plan-stage-speeds-nan", f"{PLAN} --stage-speeds nan,1", "positive"),
     C("estimate-tp-comm-overlap-no-sp", f"{EST} --tp 2 --tp-comm-overlap --no-sequence-parallel", "sequence_parallel"),
-    C("estimate-megatron-zero-2", f"{EST} --engine megatron --zero 2", "megatron"),
+    C("estimate-megatron-zero-3", f"{EST} --engine megatron --zero 3", "megatron"),
     # megatron is cost model only: plan predicts it when named, tune (trials) and --emit (a train run) refuse it
     C("plan-optimizer-dtype-without-megatron", f"{PLAN} --optimizer-dtype bf16", "--engine megatron"),
     C("plan-emit-megatron", f"{PLAN} --engine megatron --emit emitted", "cost model only"),

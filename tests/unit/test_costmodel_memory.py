@@ -190,6 +190,11 @@ def test_megatron_model_states_are_the_distributed_optimizer_table():
         pytest.approx((2 * psi, 2 * psi, 6 * psi / d))
     with pytest.raises(Exception, match="optimizer_dtype"):
         Strategy(engine="deepspeed", optimizer_dtype="bf16")
+    # zero 2, Megatron-FSDP optim_grads: the fp32 main gradients sharded too, one block's unsharded gradient a buffer
+    assert model_states(psi, d, "megatron", 2, "bf16")[:3] == pytest.approx((2 * psi, 4 * psi / d, 12 * psi / d))
+    gpt2 = get_model("gpt2")
+    block = 12 * gpt2.d_model ** 2 + 13 * gpt2.d_model  # QKV, proj, 2 FFN matrices, their biases, 2 norms
+    assert buffer_bytes(gpt2, psi, d, 1, "megatron", 2, "bf16", "none", DEFAULT_OPTIONS) == pytest.approx(4 * block)
 
 
 def test_loss_kernels_and_what_they_keep_of_the_logits():

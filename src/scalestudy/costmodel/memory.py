@@ -130,12 +130,15 @@ def megatron_model_states(psi: float, dp: int, zero: int, precision: str, grad_r
     master shard). Gradients and parameters are reduced / gathered in place in those buffers: no separate
     communication buffers (buffer_bytes 0). optimizer_dtype bf16 (NeMo distributed_fused_adam `dtype: bf16`):
     apex DistributedFusedAdam allocates each bucket's params_shard, exp_avg_shard and exp_avg_sq_shard in that
-    dtype and steps on the gradient shard as reduced -- 6 bytes per parameter / dp (distributed_fused_adam.py)."""
+    dtype and steps on the gradient shard as reduced -- 6 bytes per parameter / dp (distributed_fused_adam.py).
+    zero 2, Megatron-FSDP data_parallel_sharding_strategy optim_grads (megatron/core/distributed/fsdp, Megatron-LM
+    d98e8a64: "shards gradients and optimizer states ... similar to ZeRO-2", reduce-scatter "on all microbatches"):
+    the main gradients are sharded too, g / dp; the unsharded gradient of the unit being reduced is a buffer."""
     g = megatron_grad_bytes(precision, grad_reduce)
     w, o = (4.0, 8.0) if precision == "fp32" else (2.0, 12.0 if g == 4 else 16.0)
     if optimizer_dtype == "bf16":
         o = 6.0
-    return w * psi, g * psi, o * psi / (dp if zero else 1), 0.0, 0.0
+    return w * psi, g * psi / (dp if zero >= 2 else 1), o * psi / (dp if zero else 1), 0.0, 0.0
 
 
 def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
@@ -160,7 +163,9 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     layer = max(p.encoder_layer, p.decoder_layer) / tp
     half = ACT_BYTES[precision]
     if engine == "megatron":
-        return 0.0  # reduce-scatter / all-gather in place in the gradient and parameter buffers
+        # zero 0/1: reduce-scatter / all-gather in place in the gradient and parameter buffers; zero 2 (Megatron-FSDP
+        # optim_grads): one FSDP unit's (a block's) unsharded gradient before its reduce-scatter, fp32 (bf16 runs)
+        return 4.0 * layer if zero == 2 else 0.0
     if engine == "internlm":
         # HybridZeroOptimizer flattens one 512 MiB gradient bucket at a time for its all-reduce (the comm stream is
         # synchronized before the next); no fp32 gradient accumulation buffer (engines.yaml internlm)

@@ -297,7 +297,7 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
         ag *= cpu_collective_rate(dev, "all_gather", psi * (4 if st.engine == "ddp" else half) / gather_buckets)
         if st.engine == "ddp" and st.zero == 1 and shape.zero3 is not None:  # one broadcast per parameter tensor
             ag += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
-    reductions = ga if (st.engine == "deepspeed" and st.zero == 2) else 1
+    reductions = ga if (st.engine in ("deepspeed", "megatron") and st.zero == 2) else 1  # ZeRO-2: every micro-batch
     total = reductions * (ar + rs) + ag
     if st.overlap_param_gather and not cpu:
         ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)

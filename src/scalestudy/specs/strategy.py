@@ -12,7 +12,9 @@ Engine x zero semantics:
 - megatron:  cost model only (published Megatron-LM / Megatron-Core / NeMo runs; `train` refuses it): Megatron-Core
              DistributedDataParallel with its contiguous fp32 main-gradient buffer; zero 0 = gradient all-reduce,
              zero 1 = `--use-distributed-optimizer` (reduce-scatter of the fp32 gradients, all-gather of the
-             updated 16-bit parameters; 6 + 12/d bytes per parameter, docs/source/distrib_optimizer.md).
+             updated 16-bit parameters; 6 + 12/d bytes per parameter, docs/source/distrib_optimizer.md),
+             zero 2 = Megatron-FSDP `data_parallel_sharding_strategy optim_grads` (gradients sharded too, reduce-
+             scattered every micro-batch; ZeRO-2, as Llama 3's FSDP "shards optimizer states and gradients").
              Not in ZERO_STAGES, so `plan` searches only the engines `train` runs.
 
 Execution options (defaults = what scalestudy's engines do; published runs set what their software did):
@@ -83,7 +85,7 @@ OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full", "op")
 PRECISIONS = ("bf16", "fp16", "fp32")
 ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what `train` runs and `plan` searches
-COST_MODEL_ENGINES = {"megatron": (0, 1), "internlm": (1,)}  # engines of published runs the cost model describes;
+COST_MODEL_ENGINES = {"megatron": (0, 1, 2), "internlm": (1,)}  # engines of published runs the cost model describes;
 # `train` refuses them (internlm: InternLM's HybridZeroOptimizer, zero1 over the data-parallel group)
 ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
