@@ -113,6 +113,7 @@ def test_eager_elementwise_bytes_are_the_counted_kernels():
     (fused) is what the model charged before, and tensor parallelism shards i, kv, f (and h under sp)."""
     from scalestudy.costmodel.constants import stored
     from scalestudy.costmodel.eager_kernels import eager_block_bytes, rms_norm_eager
+    from scalestudy.costmodel.kernel_counts import model_block_kernels
     from scalestudy.costmodel.step import compute_times, elementwise_bytes
     from scalestudy.specs.hardware import get_device
 
@@ -138,6 +139,10 @@ def test_eager_elementwise_bytes_are_the_counted_kernels():
     assert fused_b[0] == pytest.approx(tokens_layers * 2 * (8 * h + 8 * i + 8 * f))  # 2 passes of the stored acts
     fwd_extra = (tokens_layers * (84 * h + 24 * (i + kv) + 10 * f) - fused_b[0]) / dev.hbm_bytes_per_s
     bwd_extra = (tokens_layers * (196 * h + 24 * (i + kv) + 18 * f) - fused_b[1]) / dev.hbm_bytes_per_s
+    # + the launches eager runs beyond fused (kernel_counts.py x calibration.kernel_overhead_s)
+    (fk_f, fk_b), (ek_f, ek_b) = model_block_kernels(m, "fused", True)[1], model_block_kernels(m, "eager", True)[1]
+    fwd_extra += 32 * (ek_f - fk_f) * cal.kernel_overhead_s
+    bwd_extra += 32 * (ek_b - fk_b) * cal.kernel_overhead_s
     assert eager.forward - fused.forward == pytest.approx(fwd_extra)
     assert eager.backward - fused.backward == pytest.approx(bwd_extra + fwd_extra)  # + the recomputed forward
 
@@ -157,6 +162,7 @@ def test_flash_backward_and_checkpoint_early_stop():
     from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.costmodel.flops import attention_backward_factor, step_flops_per_sequence
+    from scalestudy.costmodel.kernel_counts import model_block_kernels
     from scalestudy.costmodel.op_checkpoint import early_stop
     from scalestudy.costmodel.step import compute_times, elementwise_bytes
     from scalestudy.specs.hardware import ClusterSpec, get_device
@@ -171,7 +177,9 @@ def test_flash_backward_and_checkpoint_early_stop():
     for flash, extra in ((True, 0.5 * attn), (False, 0.0)):
         ct = compute_times(m, dev, "bf16", 1, mb, s, 0, "none", flash, False, cal)
         ew_f, ew_b = (x / dev.hbm_bytes_per_s for x in elementwise_bytes(m, mb, s, 0, "bf16", flash, 1, False, "fused"))
-        assert ct.backward - 2 * ct.forward == pytest.approx(extra + ew_b - 2 * ew_f, rel=1e-9)
+        k_f, k_b = model_block_kernels(m, "fused", flash)[1]  # + the launches (kernel_counts.py)
+        launches = layers * (k_b - 2 * k_f) * cal.kernel_overhead_s
+        assert ct.backward - 2 * ct.forward == pytest.approx(extra + ew_b - 2 * ew_f + launches, rel=1e-9)
 
     full, stop = (compute_times(m, dev, "bf16", 1, mb, s, 0, "full", True, False, cal, early_stop=e) for e in (0, 1))
     down = layers * 2 * mb * s * d * 4 * d
