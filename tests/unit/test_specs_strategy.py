@@ -55,3 +55,12 @@ def test_stage_split_spreads_the_remainder_or_takes_explicit_counts():
         Strategy(pp=4, pp_schedule="interleaved", virtual_stages=2).stage_split(6)
     # layer counts need not divide pp any more
     assert resolve_layout(Strategy(pp=4), 8, 16, num_layers=30).pp == 4
+
+
+def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
+    s = Strategy(engine="fsdp", zero=3, tp=2, pp=2, micro_batch=1, recompute="full")
+    other = s.with_micro_batch(8)
+    assert other == Strategy(engine="fsdp", zero=3, tp=2, pp=2, micro_batch=8, recompute="full")
+    assert hash(other) == hash(s.replace(micro_batch=8)) and s.micro_batch == 1
+    with pytest.raises(ScalestudyError, match="micro_batch"):
+        s.with_micro_batch(0)

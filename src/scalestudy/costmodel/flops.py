@@ -113,10 +113,12 @@ def training_flops(model: ModelSpec, workload, recompute: str = "none") -> float
 def target_length(model: ModelSpec, workload) -> int:
     """Decoder length used for `workload`: its target_len (enc-dec; 0 -> the span-corruption need of seq_len, 512 ->
     114), 0 for decoder-only models."""
-    from scalestudy.specs.run import resolve_target_len
-
     if not model.is_encoder_decoder:
         return 0
+    if workload.target_len:  # given: resolve_target_len returns it as it is (hot path: no import)
+        return workload.target_len
+    from scalestudy.specs.run import resolve_target_len
+
     return resolve_target_len("span", workload.seq_len, workload.target_len)
 
 

@@ -315,6 +315,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             accum = workload.global_batch // (dp * mb)
                             if sched == "interleaved" and accum % pp:
                                 continue  # Megatron-LM: micro-batches per step a multiple of pp
+                            if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
+                                group.append(Point(group[0].strategy.with_micro_batch(mb), nodes, dp, accum))
+                                continue
                             strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
                                                 offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
                                                 precision=constraints.precision, attention=constraints.attention,

@@ -227,7 +227,7 @@ class Strategy:
             raise ScalestudyError(f"{num_layers} layers cannot fill pp {self.pp} x virtual_stages "
                                   f"{self.virtual_stages} model chunks")
         base, extra = divmod(num_layers, self.pp)
-        return tuple(base + (1 if k < extra else 0) for k in range(self.pp))
+        return (base + 1,) * extra + (base,) * (self.pp - extra)
 
     @property
     def label(self) -> str:
@@ -290,6 +290,15 @@ class Strategy:
 
     def replace(self, **changes) -> Strategy:
         return replace(self, **changes)
+
+    def with_micro_batch(self, micro_batch: int) -> Strategy:
+        """This (checked) strategy at another micro-batch: no rule of __post_init__ involves the micro-batch beyond
+        its own bounds, checked here, so the others are not run again (the planner builds thousands per second)."""
+        if not isinstance(micro_batch, int) or isinstance(micro_batch, bool) or not 1 <= micro_batch < 2**63:
+            raise ScalestudyError(f"micro_batch must be an integer >= 1 that fits 64 bits, got {micro_batch!r}")
+        new = object.__new__(Strategy)
+        new.__dict__.update(self.__dict__, micro_batch=micro_batch)
+        return new
 
 
 def _stage_layers(value) -> tuple:
