@@ -16,7 +16,8 @@ GIB = 1024**3
 SEQUENCE_PARALLEL = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
                                  help="Megatron sequence parallelism when tp > 1.")
 OVERLAP_GRAD_COMM = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
-                                 help="Gradient reduction overlaps the backward pass.")
+                                 help="Gradient reduction overlaps the backward pass (engine deepspeed with pp > 1 "
+                                      "always reduces after the pipeline, as its PipelineEngine does).")
 OVERLAP_PARAM_GATHER = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
                                     help="ZeRO-1/2 post-step parameter all-gather overlapped with the next forward, "
                                          "bucket by bucket (Megatron-Core; cost model only).")

@@ -21,6 +21,7 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - attention:         "flash" (FlashAttention / SDPA, no stored probabilities) or "eager" (materialised softmax).
 - sequence_parallel: Megatron sequence parallelism when tp > 1 (Korthikanti et al. 2022).
 - overlap_grad_comm: data-parallel gradient reduction overlaps the backward pass (bucketed), or runs after it.
+                   DeepSpeed with pp > 1 runs it after the pipeline either way (its PipelineEngine).
 - overlap_param_gather: the post-step parameter all-gather of ZeRO-1/2 (deepspeed zero 1-2, megatron zero 1) runs
                      bucket by bucket behind the next step's forward (Megatron-Core `--overlap-param-gather`);
                      no effect where there is no such gather. Cost model only (`train` refuses it).
