@@ -17,7 +17,8 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes
+from scalestudy.costmodel.memory import (ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes,
+                                         stage_in_flight)
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _param_gather_exposed,  # noqa: F401
@@ -53,12 +54,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     flash = st.attention == "flash"
     sp = st.sequence_parallel and tp > 1
     split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
-    if pp == 1 or st.pp_schedule == "1f1b":
-        in_flight = float(min(pp, ga))
-    elif st.pp_schedule == "gpipe":
-        in_flight = float(ga)  # every micro-batch's activations are held until its backward
-    else:  # at most the step's m: with m == pp Megatron runs every forward first (all_warmup_microbatches)
-        in_flight = min(float(ga), min(pp, ga) * (1.0 + (pp - 1) / (pp * v)))
+    in_flight = stage_in_flight(st.pp_schedule, pp, ga, v)  # micro-batches each pipeline rank holds (memory.py)
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     psi, ct = shape.psi, shape.compute
     eng = engine_comm(st.engine)

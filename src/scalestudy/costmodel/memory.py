@@ -10,8 +10,8 @@ separately as `buffers`, so `params + grads + optimizer` is always the paper's n
 Activations follow Korthikanti et al. 2022 (Sec. 4, Table 2): per layer s*b*h*(34 + 5*a*s/h) bytes in 16-bit,
 generalised to inner width != d_model, gated FFNs (Megatron-Core's fused SwiGLU saving its input only), fp32,
 dropout-free models (Llama), T5 cross-attention with its own lengths, tensor parallelism (with or without sequence
-parallelism), selective / full recomputation, and the 1F1B pipeline schedule (the first stage holds
-min(pp, micro-batches) micro-batches in flight).
+parallelism), selective / full recomputation, and the pipeline schedules (each rank holds its warm-up micro-batches
+plus one, `stage_in_flight`; the busiest rank, by its own layer count, sets the figure).
 """
 
 from __future__ import annotations
@@ -289,15 +289,30 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
     return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
 
 
+def stage_in_flight(schedule: str, pp: int, m: int, v: int) -> tuple[float, ...]:
+    """Micro-batches whose activations each pipeline rank holds at its peak, rank 0 first, in whole-stage units.
+    Megatron-Core's schedules hold a rank's warm-up forwards plus one (max_outstanding_backprops = warm-up + 1,
+    core/pipeline_parallel/schedules.py): 1F1B warms up pp - r - 1 micro-batches, at most m (DeepSpeed's
+    TrainSchedule: num_pipe_buffers min(stages - stage_id, micro_batches), the same); GPipe runs every forward
+    first (m); interleaved warms up 2 (pp - r - 1) + (v - 1) pp model chunks of 1/v stage each, at most m v, and
+    all of them when m == pp (all_warmup_microbatches, f2e5db40). Rank 0 holds the most, but a later rank with
+    more layers (uneven `stage_layers`) can hold more bytes."""
+    if pp == 1:
+        return (1.0,)
+    if schedule == "gpipe" or (schedule == "interleaved" and m == pp):
+        return (float(m),) * pp
+    if schedule == "interleaved":
+        return tuple(min(m * v, 2 * (pp - 1 - r) + (v - 1) * pp + 1) / v for r in range(pp))
+    return tuple(float(min(pp - r, m)) for r in range(pp))
+
+
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     tp: int, pp: int, in_flight: float, recompute: str, flash: bool, sp: bool,
-                     first_stage_fraction: float = 0.0, cross_entropy: str = "engine",
+                     tp: int, pp: int, in_flight: tuple[float, ...], recompute: str, flash: bool, sp: bool,
+                     stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
                      kv_native: bool = False, fused_glu: bool = False) -> float:
-    """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism the first stage holds
-    `in_flight` micro-batches of its layers (1F1B: min(pp, m); GPipe: m; interleaved: min(pp, m) * (1 + (pp-1) /
-    (pp v)), Narayanan et al. 2021, at most m: Megatron-LM's interleaved schedule warms up (pp-1)*2 + (v-1)*pp model
-    chunks on the first stage, min'ed with the step's m*v -- all of them when m == pp, `all_warmup_microbatches`,
-    core/pipeline_parallel/schedules.py) -- `first_stage_fraction` of the layers (1/pp when the split is even)."""
+    """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
+    `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
+    given), the last rank also the logits of its micro-batch in the head."""
     sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
@@ -314,9 +329,10 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
-    # first stage: its micro-batches in flight, no head; last stage: one micro-batch plus the logits
-    frac = first_stage_fraction or 1.0 / pp
-    return max(total * frac * in_flight + working, total / pp + head_or_recompute_bytes(logits, working))
+    layers = stage_layers or (1,) * pp
+    per_layer = total / sum(layers)
+    busiest = max(per_layer * n * f for n, f in zip(layers[:-1], in_flight[:-1])) + working
+    return max(busiest, per_layer * layers[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
 
 
 def head_or_recompute_bytes(logits: float, working: float) -> float:

@@ -38,7 +38,8 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
                                          fused_swiglu, gqa_native, head_or_recompute_bytes, logits_bytes,
-                                         recompute_working_bytes, model_states, overhead_bytes)
+                                         recompute_working_bytes, model_states, overhead_bytes,
+                                         stage_in_flight)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
@@ -293,8 +294,9 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         compute += share * autocast_ffn_cast_s(model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev,
                                                cal.kernel_overhead_s)  # HF T5's wo cast round trip
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
-        shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, float(_in_flight(st, pp, ga, 0)),
-                                           split, cal), psi=psi, stage_layers=n, activations=mem.activations)
+        flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)
+        shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
+                                    stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
         opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn, zero3_gathers(model, tp, pp, n, psi).tensors,
                                          bwd)

@@ -62,11 +62,10 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         return hit[2]
     if len(_SHAPES) > 200_000:
         _SHAPES.clear()
-    total_layers = model.total_layers
     shape = _Shape(
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
-                                     split[0] / total_layers, st.cross_entropy, gqa_native(st.engine),
+                                     split, st.cross_entropy, gqa_native(st.engine),
                                      fused_swiglu(st.engine)),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
