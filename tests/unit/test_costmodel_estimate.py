@@ -122,7 +122,8 @@ def test_deepspeed_cpu_offload_adam_at_the_host_rate_and_zero3_copies_in_series(
     ZeRO-1/2: the fp32 gradient copies ride the backward, the bf16 parameters go up in series. ZeRO-3: the gradient
     copies run with no backward left to hide behind, and the updated partition goes up through torch's pageable
     path (cast on the host), 4.5x a pinned fp32 copy (DeepSpeed PR #5301's measurement of that path)."""
-    from scalestudy.costmodel.terms import UNBOUND_RANKS_CPU_ADAM_SLOWDOWN as unbound
+    from scalestudy.costmodel.engines import engine_comm
+    unbound = engine_comm("deepspeed").unbound_ranks_host_adam_slowdown  # engines.yaml, DeepSpeed PR #7474
     assert unbound == pytest.approx(1.294, abs=0.001)
     cluster = make_cluster("h200", nodes=1, gpus_per_node=8)
     dev = cluster.device

@@ -30,6 +30,11 @@ class EngineComm:
     param_broadcast_per_owner: bool  # zero 1: updated parameters re-sent as one broadcast per owner rank
     attention_kernel: str = "fa2"  # the fused attention kernel under flash attention (efficiency.attention_efficiency)
     fetch_host_s: float = 0.0  # host seconds per ZeRO-3 module fetch hook (DeepSpeed; zero3.hook_host_s)
+    # CPU-offloaded optimizer step (terms.optimizer_offload), measured slowdowns of the engine's host code:
+    host_adam_slowdown: float = 1.0  # its host Adam / DeepSpeed CPU-Adam (device YAML cpu_adam_params_per_s)
+    unbound_ranks_host_adam_slowdown: float = 1.0  # several ranks per host, cores not bound to ranks
+    zero3_upload_slowdown: float = 0.0  # ZeRO-3 pageable upload of the updated partition / a pinned fp32 copy
+    zero3_upload_slowdown_one_gpu: float = 0.0  # the same with one GPU on the host
 
 
 @lru_cache(maxsize=1)
@@ -61,8 +66,20 @@ def engine_table() -> dict[str, EngineComm]:
             tp_async_backward=bool(row["tp_async_backward"]),
             grad_all_reduce=bool(row["grad_all_reduce"]),
             param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]),
-            attention_kernel=str(row["attention_kernel"]), fetch_host_s=float(row["fetch_host_s"]))
+            attention_kernel=str(row["attention_kernel"]), fetch_host_s=float(row["fetch_host_s"]),
+            host_adam_slowdown=_at_least(row, engine, "host_adam_slowdown", 1.0),
+            unbound_ranks_host_adam_slowdown=_at_least(row, engine, "unbound_ranks_host_adam_slowdown", 1.0),
+            zero3_upload_slowdown=_at_least(row, engine, "zero3_upload_slowdown", 0.0),
+            zero3_upload_slowdown_one_gpu=_at_least(row, engine, "zero3_upload_slowdown_one_gpu", 0.0))
     return out
+
+
+def _at_least(row: dict, engine: str, key: str, low: float) -> float:
+    """engines.yaml `engine`.`key` as a float >= `low` (a slowdown below 1 would be a speed-up), or a one-line error."""
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
+        raise ScalestudyError(f"engines.yaml: {engine}.{key} must be a number >= {low:g}, got {value!r}")
+    return float(value)
 
 
 def engine_comm(engine: str) -> EngineComm:

@@ -500,27 +500,9 @@ NVME_FRACTION_OF_PCIE = 0.25
 # fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
 # torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
 HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
-# DeepSpeed ZeRO-3 sends the updated partition up with fp16_partitioned_groups_flat[i].data.copy_(fp32 flat on the
-# host) (stage3.py _reassign_or_swap_out_partitioned_parameters, unchanged from 0.6 to 0.19.6): torch casts on the
-# CPU into a fresh pageable buffer and copies it pageable -> device. DeepSpeed PR #5301 (2024-03) measured the same
-# pattern in ZeRO-1/2 (bit16_partition.copy_(fp32_partition)) 4-5x slower than its fix -- the pinned fp32
-# partition copied up, cast on the device -- on an 8-GPU node (6x on one GPU), and fixed ZeRO-1/2 only. So ZeRO-3's
-# upload costs 4.5x (one GPU on the host: 6x) a pinned copy of the fp32 partition (4 B/parameter), its host cast
-# included. Not fitted.
-ZERO3_PAGEABLE_UPLOAD_SLOWDOWN = 4.5
-ZERO3_PAGEABLE_UPLOAD_SLOWDOWN_ONE_GPU = 6.0
-# Several DeepSpeed ranks on one GPU host step CPU Adam at once, each with an OpenMP pool over every core unless the
-# launcher binds them (`deepspeed --bind_cores_to_rank` splits the cores and sets OMP_NUM_THREADS per rank; off by
-# default). The device YAMLs' cpu_adam_params_per_s is one process over the whole host (ZeRO-Offload's measurement).
-# DeepSpeed PR #7474 (2025-08, added to the ZeRO-Offload tutorial) measured unbound vs bound on 2 ranks of one
-# 128-core host: 3084 vs 2383 ms per step (Qwen2.5-3B offload fine-tune; its GPU work is a small part of that
-# step): 1.29x, taken as the unbound ranks' CPU Adam slowdown (a lower bound: the whole step's ratio). Not fitted.
-UNBOUND_RANKS_CPU_ADAM_SLOWDOWN = 3084.44 / 2383.16
-# FSDP's CPU offload steps with the trainer's torch AdamW on host tensors (engine/backends/common.py make_adamw; torch
-# has no foreach/fused path for CPU tensors by default and runs it tensor by tensor, op by op); ZeRO-Offload (Ren et
-# al. 2021, Sec. 6.2.4) measured PyTorch's CPU Adam 6.4x slower than DeepSpeed's CPU-Adam at 1e9 parameters on the
-# same host. A GPU device YAML's cpu_adam_params_per_s is DeepSpeed's rate; a CPU device's is measured torch AdamW.
-TORCH_CPU_ADAM_SLOWDOWN = 6.4
+# The measured slowdowns of the engines' host code -- ZeRO-3's pageable upload (DeepSpeed PR #5301), unbound ranks
+# sharing a host (PR #7474), torch AdamW against DeepSpeed's CPU-Adam (ZeRO-Offload Sec. 6.2.4) -- are per-engine data:
+# engines.yaml host_adam_slowdown, unbound_ranks_host_adam_slowdown, zero3_upload_slowdown(_one_gpu), with their sources.
 
 
 def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0,
@@ -528,25 +510,24 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     """(optimizer, offload) seconds per step for `psi` parameters in `tensors` tensors per model-parallel rank (a
     stage's own on a mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the
     PCIe traffic offloading implies (exposed beyond `backward_s`, one micro-batch's backward, where it rides it).
-    CPU ranks with a measured profile: the trainer's clip + torch AdamW at the measured rates (cpu_memory.py)."""
+    CPU ranks with a measured profile: the trainer's clip + torch AdamW at the measured rates (cpu_memory.py).
+    The engine's measured host slowdowns are `eng`'s (engines.yaml)."""
     prec = st.precision
     half = 4 if prec == "fp32" else 2
     local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
     offload_s = 0.0
     if st.offload_optimizer != "none":
         opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
-        if st.engine != "fsdp" and ranks_per_node > 1 and dev.kind != "cpu":  # CPU profiles measure their ranks
-            opt_s *= UNBOUND_RANKS_CPU_ADAM_SLOWDOWN
+        if dev.kind != "cpu":  # CPU profiles measure their ranks and their torch AdamW
+            opt_s *= eng.host_adam_slowdown * (eng.unbound_ranks_host_adam_slowdown if ranks_per_node > 1 else 1.0)
         if st.engine == "fsdp":
             # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
             gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
-            if dev.kind != "cpu":
-                opt_s *= TORCH_CPU_ADAM_SLOWDOWN
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
-                                                          ranks_per_node)
+                                                          ranks_per_node, eng)
             opt_s *= 1.0 + host_share
         else:
             # DeepSpeed ZeRO-1/2 offload: each gradient partition is cast to fp32 on the device and copied to pinned
@@ -568,7 +549,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
 
 
 def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool,
-                          ranks_per_node: int) -> tuple[float, float]:
+                          ranks_per_node: int, eng) -> tuple[float, float]:
     """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
     parameters per rank; every rank's copies run at once, each over its own PCIe link.
 
@@ -578,14 +559,14 @@ def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host:
     non_blocking): the host waits on the reduce stream, which waited on the compute stream, so no backward kernel is
     queued while it copies. From 0.19.5 (#8225, _finalize_offload_gradient_accumulation) the copies are non-blocking
     but issued at the boundary, after the backward, and CPU Adam needs them. Up: the pageable upload of the updated
-    partition (ZERO3_PAGEABLE_UPLOAD_SLOWDOWN), its host cast included -- so the host passes beside CPU Adam are the
+    partition (engines.yaml zero3_upload_slowdown), its host cast included -- so the host passes beside CPU Adam are the
     unscale only (8 of the 30 B/parameter), not the cast. With the parameters offloaded too (offload_param), the
     16-bit partition lives on the host: the copy_ is a host cast (the 6 B pass) and nothing goes up in step() (the
     fetches bring the parameters up, priced with offload_params)."""
     grads_down = local * 4.0 / pcie_bytes_per_s
     if params_on_host:
         return grads_down, HOST_PASSES_SHARE_OF_CPU_ADAM
-    slowdown = ZERO3_PAGEABLE_UPLOAD_SLOWDOWN_ONE_GPU if ranks_per_node == 1 else ZERO3_PAGEABLE_UPLOAD_SLOWDOWN
+    slowdown = eng.zero3_upload_slowdown_one_gpu if ranks_per_node == 1 else eng.zero3_upload_slowdown
     params_up = slowdown * local * 4.0 / pcie_bytes_per_s
     return grads_down + params_up, 8.0 / 30.0
 
