@@ -289,6 +289,7 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
     return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
 
 
+@lru_cache(maxsize=4096)
 def stage_in_flight(schedule: str, pp: int, m: int, v: int) -> tuple[float, ...]:
     """Micro-batches whose activations each pipeline rank holds at its peak, rank 0 first, in whole-stage units.
     Megatron-Core's schedules hold a rank's warm-up forwards plus one (max_outstanding_backprops = warm-up + 1,
