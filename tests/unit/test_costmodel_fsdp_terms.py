@@ -86,11 +86,14 @@ def test_fsdp_unhidden_ends_grow_with_data_parallel_size():
 ])
 def test_overlap_slows_both_sides_and_the_longer_one_is_exposed(compute, comm, expected):
     """terms._exposed (ZeRO-3 / FSDP passes): a pass lasts the longer of compute slowed by the collectives beside
-    it (COMPUTE_SLOWDOWN_UNDER_COMM, measured) and the collectives slowed by the compute (interference)."""
-    from scalestudy.costmodel.terms import COMPUTE_SLOWDOWN_UNDER_COMM, _exposed
+    it (the device YAML's compute_slowdown_under_comm, measured) and the collectives slowed by the compute
+    (interference)."""
+    from scalestudy.costmodel.terms import _exposed
+    from scalestudy.specs.hardware import get_device
 
-    assert COMPUTE_SLOWDOWN_UNDER_COMM == pytest.approx(0.189)
-    assert _exposed(compute, comm, 0.1) == pytest.approx(expected)
+    slow = get_device("h100-80gb").compute_slowdown_under_comm
+    assert slow == pytest.approx(0.189)
+    assert _exposed(compute, comm, 0.1, slow) == pytest.approx(expected)
 
 
 def test_small_fsdp_micro_batches_expose_more_of_their_traffic():

@@ -93,6 +93,27 @@ def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
     assert load_cluster(p).device.matmul_efficiency == [[64, 0.3], [4096, 0.8]]
 
 
+def test_a_users_device_yaml_without_the_mechanism_keys_takes_the_documented_defaults(tmp_path):
+    """nvme_fraction_of_pcie / compute_slowdown_under_comm (docs/estimate-schema.md 'Device YAML'): left out ->
+    0.25 / 0.189, as every shipped GPU YAML states them with their sources; a bad value is a one-line error."""
+    base = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
+            "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, inter_node_latency_s: 0, "
+            "host_memory_bytes: 1, cpu_adam_params_per_s: 1, matmul_efficiency: [[64, 0.3]]")
+    p = tmp_path / "cluster.yaml"
+    p.write_text(f"device: {base}}}\n")
+    dev = load_cluster(p).device
+    assert (dev.nvme_fraction_of_pcie, dev.compute_slowdown_under_comm) == (0.25, 0.189)
+    for name in device_names():
+        if get_device(name).kind == "gpu":
+            assert get_device(name).compute_slowdown_under_comm == 0.189, name
+    for extra, match in ((", nvme_fraction_of_pcie: 0}", "nvme_fraction_of_pcie must be in"),
+                         (", compute_slowdown_under_comm: 11}", "compute_slowdown_under_comm must be in")):
+        p.write_text(f"device: {base}{extra}\n")
+        with pytest.raises(ScalestudyError, match=match) as info:
+            load_cluster(p)
+        assert "\n" not in str(info.value)
+
+
 def test_power_limit_from_cluster_yaml_and_bad_power_fields(tmp_path):
     """A cluster's power_limit_w runs its devices at that board limit (one device object per limit); a device whose
     YAML has no clock-vs-power data refuses it; malformed power fields are one-line errors."""

@@ -17,7 +17,7 @@ Overlap model (what hides behind what):
 - ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
   re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
   previous layer's compute, the excess and the first layer's gather are exposed; while both run, the compute is
-  18.9% slower (terms.COMPUTE_SLOWDOWN_UNDER_COMM, measured; NCCL kernels occupy SMs) and the transfers
+  18.9% slower (device YAML compute_slowdown_under_comm, measured; NCCL kernels occupy SMs) and the transfers
   `overlap_interference` slower -- the longer side sets the pass (terms._exposed);
 - optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed;
 - CPU devices (gloo, OMP_NUM_THREADS=1): collectives and compute share the rank's thread, nothing overlaps.

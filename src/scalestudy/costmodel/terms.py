@@ -94,24 +94,15 @@ def _sublayers(model: ModelSpec) -> int:
     return 2 * model.num_layers
 
 
-# Compute slowdown while a collective runs beside it (not fitted): Lee et al. 2025, "Characterizing Compute-
-# Communication Overlap in GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114), measured GPT / LLaMA
-# layers on A100 and H100 overlapped with their collectives: compute 18.9% slower on average (40% at most) than
-# alone. The order of magnitude is the SMs NCCL's kernels hold -- one CTA per ring channel, 24 channels on an HGX
-# A100 (nccl-tests issue #100 log, 24 of 108 SMs) and 24 CTAs for an all-gather on a 132-SM H100 (NVIDIA developer
-# forum thread 337991, which also shows a one-wave GEMM doubling beside it) -- plus the HBM traffic they add.
-COMPUTE_SLOWDOWN_UNDER_COMM = 0.189
-
-
-def _exposed(compute: float, comm: float, interference: float) -> float:
+def _exposed(compute: float, comm: float, interference: float, s: float) -> float:
     """Communication left on the critical path when `comm` overlaps `compute` (ZeRO-3 / FSDP, per pass), both
-    slowing each other while they run together: the compute runs COMPUTE_SLOWDOWN_UNDER_COMM slower beside the
-    collectives (the pass lasts compute + comm x s/(1+s) while that is longer than comm), the collectives
-    `interference` slower beside the compute (a comm-bound pass lasts comm + interference x the overlapped time).
+    slowing each other while they run together: the compute runs `s` slower beside the collectives (the device
+    YAML's compute_slowdown_under_comm, measured by Lee et al. 2025; the pass lasts compute + comm x s/(1+s) while
+    that is longer than comm), the collectives `interference` slower beside the compute (a comm-bound pass lasts
+    comm + interference x the overlapped time).
     MosaicML's FSDP rows (llm-foundry tables, A100 and H100 alike) lose ~0.35-0.7 s per second of modelled FSDP
     traffic as the micro-batch shrinks (13b seq 2048 micro-batch 2: +21% vs +3.5% at micro-batch 40); this
     prices the measured share of it."""
-    s = COMPUTE_SLOWDOWN_UNDER_COMM
     return max(comm * s / (1.0 + s), comm - compute + interference * min(compute, comm))
 
 
@@ -263,8 +254,9 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
             host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
         fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
         per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
-        per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference))
-        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference))
+        slow = cluster.device.compute_slowdown_under_comm
+        per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
+        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference, slow))
         # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
         return ga * per_mb, max(total, ga * per_mb)
     grad_bytes = main_grad_bytes(st)
@@ -491,9 +483,8 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
     early = comm - late
     return late + max(0.0, early - window) + interference * min(window, early)
 
-# NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers; we assume NVMe reads/writes at a
-# quarter of the PCIe bandwidth (a PCIe 4.0 x4 drive behind a x16 GPU link), both directions every step.
-NVME_FRACTION_OF_PCIE = 0.25
+# NVMe offload: DeepSpeed swaps optimizer states through pinned host buffers, both directions every step, at the
+# device YAML's nvme_fraction_of_pcie x pcie_bytes_per_s.
 # Host passes of a DeepSpeed offloaded step beside CPU Adam's ~30 B per parameter (fp32 param, grad, m, v read;
 # param, m, v written), at the same memory-bound host rate (device YAML cpu_adam_params_per_s): unscale_and_clip_grads
 # multiplies the fp32 gradient partition in place every step (8 B), and the updated fp32 partition is cast to bf16/
@@ -537,13 +528,13 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             offload_s = max(0.0, grads_down - backward_s) + local * half / dev.pcie_bytes_per_s
             opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
         if st.offload_optimizer == "nvme":
-            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * NVME_FRACTION_OF_PCIE)
+            offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie)
     elif cpu_memory.measured(dev) and tensors:
         opt_s = cpu_memory.engine_optimizer_s(dev, st.engine, st.zero, local, tensors, dp)
     else:
         opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
     if st.offload_params != "none" and st.engine == "deepspeed":
-        bw = dev.pcie_bytes_per_s * (NVME_FRACTION_OF_PCIE if st.offload_params == "nvme" else 1.0)
+        bw = dev.pcie_bytes_per_s * (dev.nvme_fraction_of_pcie if st.offload_params == "nvme" else 1.0)
         offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward
     return opt_s, offload_s
 

@@ -85,6 +85,11 @@ class DeviceSpec:
     # hybrid cube mesh, 4-GPU SXM2 boards); intra_node_bytes_per_s is then the rate over all of a GPU's links. A node
     # size not listed is switched (NVSwitch): every group of its GPUs gets the full rate.
     nvlink_peer_links: dict[int, list[list[float]]] = field(default_factory=dict)
+    # Optional mechanism data (defaults documented in docs/estimate-schema.md, "Device YAML"): NVMe offload bandwidth
+    # as a share of pcie_bytes_per_s (assumed: a PCIe 4.0 x4 drive behind an x16 GPU link), and how much slower
+    # compute runs while a collective overlaps it (Lee et al. 2025, measured on A100 and H100: 18.9% on average)
+    nvme_fraction_of_pcie: float = 0.25
+    compute_slowdown_under_comm: float = 0.189
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -350,7 +355,8 @@ _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s",
                 "cpu_adam_params_per_s")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
                  "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s", "layer_overhead_s",
-                 "step_overhead_s", "microstep_overhead_s", "matmul_peak_fraction", "clock_mhz", "power_limit_w")
+                 "step_overhead_s", "microstep_overhead_s", "matmul_peak_fraction", "clock_mhz", "power_limit_w",
+                 "nvme_fraction_of_pcie", "compute_slowdown_under_comm")
 
 
 def _num(value, name: str, origin: str) -> float:
@@ -404,6 +410,12 @@ def _numbers(data: dict, origin: str) -> dict:
     for name in _RATE_FIELDS:  # the cost model divides by these; below one per second a step time leaves floats
         if name in data and not data[name] >= 1:
             raise ScalestudyError(f"{origin}: {name} must be > 0 (>= 1 per second), got {data[name]!r}")
+    if "nvme_fraction_of_pcie" in data and not 0 < data["nvme_fraction_of_pcie"] <= 16:
+        raise ScalestudyError(f"{origin}: nvme_fraction_of_pcie must be in (0, 16] (NVMe bandwidth / "
+                              f"pcie_bytes_per_s), got {data['nvme_fraction_of_pcie']!r}")
+    if "compute_slowdown_under_comm" in data and not 0 <= data["compute_slowdown_under_comm"] <= 10:
+        raise ScalestudyError(f"{origin}: compute_slowdown_under_comm must be in [0, 10] (0.189 = compute 18.9% "
+                              f"slower beside a collective), got {data['compute_slowdown_under_comm']!r}")
     if "peak_flops" in data:
         if not isinstance(data["peak_flops"], dict) or not data["peak_flops"]:
             raise ScalestudyError(f"{origin}: peak_flops must map precisions to dense FLOP/s (e.g. {{bf16: 312.0e+12}}), "
