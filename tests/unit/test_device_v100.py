@@ -50,3 +50,20 @@ def test_bad_peer_link_matrices_are_refused(mesh):
                                           "cpu_adam_params_per_s", "family")}
     with pytest.raises(ScalestudyError, match="nvlink_peer_links"):
         _device_from_dict({**data, "nvlink_peer_links": mesh}, "test.yaml")
+
+
+def test_deepspeed_zero1_all_reduce_moves_one_and_a_half_times_the_ring_traffic():
+    """DeepSpeed 0.4.4-0.12 ZeRO-1 all-reduces each gradient bucket, then all-gathers the weights (3 psi), where
+    a reduce-scatter + all-gather moves 2 psi; only engine deepspeed zero 1 changes."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+    spec, work = get_model("gpt2-xl"), Workload(global_batch=256, seq_len=1024)
+    cluster = ClusterSpec(device=V100, nodes=8, gpus_per_node=4, inter_node_bytes_per_s=1.716e9)
+    base = Strategy(engine="deepspeed", zero=1, micro_batch=2, precision="fp16", recompute="full")
+    off, on = (estimate(spec, cluster, base.replace(zero1_all_reduce=v), work) for v in (False, True))
+    assert on.dp_comm_total_s / off.dp_comm_total_s == pytest.approx(1.5, rel=0.1)
+    assert "z1-all-reduce" in base.replace(zero1_all_reduce=True).label
+    for other in (base.replace(zero=2), base.replace(engine="fsdp", zero=3)):
+        assert estimate(spec, cluster, other.replace(zero1_all_reduce=True), work).step_s == \
+            estimate(spec, cluster, other, work).step_s

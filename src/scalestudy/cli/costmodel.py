@@ -14,7 +14,7 @@ import typer
 
 from scalestudy.cli import app
 from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
-                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP,
+                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
                                     SEQUENCE_PARALLEL, TP_COMM_OVERLAP)
 
 GIB = float(1 << 30)
@@ -68,6 +68,7 @@ def estimate(
     overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
     overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
+    zero1_all_reduce: bool = ZERO1_ALL_REDUCE,
     kernels: str = KERNELS,
     grad_reduce: str = GRAD_REDUCE,
     recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
@@ -109,6 +110,7 @@ def estimate(
                         overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
                         stage_layers=() if auto else parse_stage_layers(stage_layers),
                         overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
+                        zero1_all_reduce=zero1_all_reduce,
                         kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
                         cross_entropy=cross_entropy, attention_kernel=attention_kernel,
                         optimizer_dtype=optimizer_dtype)

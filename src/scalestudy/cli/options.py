@@ -21,6 +21,10 @@ OVERLAP_GRAD_COMM = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-co
 OVERLAP_PARAM_GATHER = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
                                     help="ZeRO-1/2 post-step parameter all-gather overlapped with the next forward, "
                                          "bucket by bucket (Megatron-Core; cost model only).")
+ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce",
+                                help="DeepSpeed ZeRO-1 all-reduces the gradients (DeepSpeed 0.4.4-0.7.1, 0.8.0-0.12: "
+                                     "contiguous_gradients forced off for stage 1) instead of reduce-scattering "
+                                     "them (cost model only).")
 KERNELS = typer.Option("fused", "--kernels",
                        help="Element-wise kernels: fused (Megatron/TE/torch.compile) | eager (one PyTorch kernel "
                             "per op, no torch.compile) | eager-fused-norm (eager with a fused RMSNorm); cost model "

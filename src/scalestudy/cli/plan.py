@@ -13,7 +13,7 @@ import typer
 
 from scalestudy.cli import app
 from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
-                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL,
+                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, ZERO1_ALL_REDUCE,
                                     TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
@@ -212,6 +212,7 @@ def plan(
     overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
     overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
+    zero1_all_reduce: bool = ZERO1_ALL_REDUCE,
     kernels: str = KERNELS,
     grad_reduce: str = GRAD_REDUCE,
     recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
@@ -277,7 +278,8 @@ def plan(
                              software={"attention": attention, "sequence_parallel": sequence_parallel,
                                        "overlap_grad_comm": overlap_grad_comm,
                                        "overlap_param_gather": overlap_param_gather,
-                                       "tp_comm_overlap": tp_comm_overlap, "kernels": kernels,
+                                       "tp_comm_overlap": tp_comm_overlap, "zero1_all_reduce": zero1_all_reduce,
+                                       "kernels": kernels,
                                        "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
                                        "optimizer_dtype": optimizer_dtype})

@@ -267,12 +267,14 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     reduce_buckets = max(1, math.ceil(psi / reduce_elems)) if reduce_elems else 1
     gather_buckets = max(1, math.ceil(psi / gather_elems)) if gather_elems else 1
     ar = rs = ag = 0.0
-    if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce or _deepspeed_bf16_pipeline(st):
+    # DeepSpeed 0.4.4-0.12 ZeRO-1: a full all-reduce per bucket, then the weights all-gathered (Strategy docstring)
+    z1_all_reduce = st.zero1_all_reduce and st.engine == "deepspeed" and st.zero == 1
+    if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce or _deepspeed_bf16_pipeline(st) or z1_all_reduce:
         # an all-reduce = reduce-scatter + all-gather of the gradient buffer
         ar = 2.0 * gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
         if st.engine == "ddp" and st.zero == 1:  # ZeroRedundancyOptimizer re-broadcasts the updated shards
             ag = gather_time(psi * 4, dp, per_node, lk, eff, rails, gather_buckets)
-        elif _deepspeed_bf16_pipeline(st) and st.zero == 1:  # BF16_Optimizer's partitioned step, then bf16 params
+        elif (_deepspeed_bf16_pipeline(st) or z1_all_reduce) and st.zero == 1:  # BF16_Optimizer's partitioned step, then bf16 params
             ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     else:
         rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)

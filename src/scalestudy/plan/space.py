@@ -30,7 +30,7 @@ the slowest stage as fast as it can be, every stage within its device's memory; 
 so points the memory bound prunes cost nothing). The interleaved schedule is not searched there.
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
-`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `kernels`,
+`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `zero1_all_reduce`, `kernels`,
 `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`) are carried into every Strategy; sequence
 parallelism only where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points
 are planned without it).
@@ -73,6 +73,7 @@ class Constraints:
     stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    zero1_all_reduce: bool = False
     kernels: str = "fused"  # Strategy.kernels, kept fixed (not searched)
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
     # megatron, searched only when --engine names it
@@ -328,6 +329,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 stage_layers=constraints.stage_layers if pp > 1 else (),
                                                 overlap_param_gather=constraints.overlap_param_gather,
                                                 tp_comm_overlap=constraints.tp_comm_overlap,
+                                                zero1_all_reduce=constraints.zero1_all_reduce,
                                                 kernels=constraints.kernels,
                                                 grad_reduce=constraints.grad_reduce,
                                                 recompute_early_stop=constraints.recompute_early_stop,

@@ -387,6 +387,7 @@ def _check_optimizer_and_model(cfg: RunConfig) -> None:
 # only their defaults. What each describes, for the one-line refusal.
 COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engine overlap",
                       "tp_comm_overlap": "Megatron-Core / Transformer Engine overlap",
+                      "zero1_all_reduce": "published DeepSpeed 0.4.4-0.12 ZeRO-1 gradient all-reduce",
                       "kernels": "published software's element-wise kernels",
                       "grad_reduce": "published software's gradient-reduction dtype",
                       "recompute_early_stop": "published software's activation-checkpoint implementation",

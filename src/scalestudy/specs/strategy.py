@@ -29,6 +29,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      megatron: Transformer Engine userbuffers, Megatron `--tp-comm-overlap`; fsdp / ddp: PyTorch
                      async TP, torchtitan `enable_async_tensor_parallel`; engines.yaml tp_comm_overlap; needs
                      sequence_parallel when tp > 1); no effect when tp = 1. Cost model only (`train` refuses it).
+- zero1_all_reduce: DeepSpeed ZeRO stage 1 reduces the gradients with one full all-reduce per bucket instead of a
+                     reduce-scatter, then all-gathers the updated weights (3 psi of ring traffic, not 2): DeepSpeed
+                     0.4.4-0.7.1 and 0.8.0-0.12.x force contiguous_gradients off for stage 1 (non-MoE; engine.py,
+                     6ae756c0 / e4ba7222) and stage_1_and_2.reduce_ipg_grads then all-reduces each flattened bucket
+                     (buffered_reduce_fallback -> allreduce_bucket, rank None); 0.13+ reduces per partition again.
+                     No effect but on engine deepspeed zero 1. Cost model only (`train` refuses it).
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
                      gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
@@ -125,6 +131,7 @@ class Strategy:
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
     overlap_param_gather: bool = False  # cost model only (see the module docstring)
     tp_comm_overlap: bool = False  # cost model only
+    zero1_all_reduce: bool = False  # cost model only (see the module docstring)
     kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
@@ -162,7 +169,8 @@ class Strategy:
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
-        for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap"):
+        for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
+                     "zero1_all_reduce"):
             if not isinstance(getattr(self, name), bool):
                 raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
@@ -257,6 +265,8 @@ class Strategy:
             parts.append("ovl-param-gather")  # where there is a bucketed post-step parameter all-gather
         if self.tp_comm_overlap and self.tp > 1:
             parts.append("tp-comm-overlap")
+        if self.zero1_all_reduce and (self.engine, self.zero) == ("deepspeed", 1):
+            parts.append("z1-all-reduce")
         if self.pp > 1 and self.pp_schedule != "1f1b":
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
