@@ -66,9 +66,9 @@ def broadcast_latency(device, tensors: int, dp: int) -> float:
 # ranks, so every collective and every copy of a gradient or parameter buffer is on the step's critical path.
 
 # DeepSpeed ZeRO-3 releases a module's gathered parameters after its forward only when they are not used again
-# within `stage3_max_reuse_distance` elements (default 1e9, engine/settings.py leaves it): the backward of the same
-# module is such a reuse, so on a model under that size the forward's gather serves the backward too.
-ZERO3_MAX_REUSE_ELEMS = 1e9
+# within `stage3_max_reuse_distance` elements (engines.yaml deepspeed stage3_max_reuse_elems: the default 1e9,
+# engine/settings.py leaves it): the backward of the same module is such a reuse, so on a model under that size the
+# forward's gather serves the backward too.
 
 
 def _call(op: str, nbytes: float, calls: int, device, dp: int, per_node: int, lk: tuple, eng) -> float:
@@ -112,7 +112,7 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
       t5-micro, 2 ranks: one all_gather_coalesced of all 110 partitioned tensors, 38.1M elements, per
       micro-batch), into a newly allocated flat buffer (every page faulted in: this rank's shard by torch.cat,
       the rest by gloo's copy-out; gloo's own staging buffer is in its measured all_gather rate); the parameters
-      are views of it. Under ZERO3_MAX_REUSE_ELEMS nothing is released before the backward: one gather of the
+      are views of it. Under stage3_max_reuse_elems nothing is released before the backward: one gather of the
       model per micro-batch. Gradients: copied into the ipg bucket (allocated once), interleaved by
       reduce_scatter_coalesced (fresh) and reduce-scattered in one call, the shard added into the fp32 gradient
       partition (1/dp): after every micro-batch.
@@ -131,7 +131,7 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
             + copy_s(device, grads, 1.0 + 2.0 / dp)
         boundary = fresh_copy_s(device, grads / dp) + call("all_gather", psi * half, eng.allgather_bucket_elems, psi)
         return (ga if zero == 2 else 1) * reduction + boundary
-    passes = 1 if gathered <= ZERO3_MAX_REUSE_ELEMS else 2
+    passes = 1 if gathered <= eng.stage3_max_reuse_elems else 2
     calls = max(1, fetches)
     each = gathered * half / calls  # one coalesced gather's buffer
     # its pages faulted in once (beyond gloo's own copy-out, in the measured rate) and this rank's shard cat in

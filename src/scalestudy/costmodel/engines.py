@@ -35,6 +35,8 @@ class EngineComm:
     unbound_ranks_host_adam_slowdown: float = 1.0  # several ranks per host, cores not bound to ranks
     zero3_upload_slowdown: float = 0.0  # ZeRO-3 pageable upload of the updated partition / a pinned fp32 copy
     zero3_upload_slowdown_one_gpu: float = 0.0  # the same with one GPU on the host
+    param_persistence_threshold: int = 0  # ZeRO-3: tensors of at most this many elements stay whole (zero3.py)
+    stage3_max_reuse_elems: float = 0.0  # ZeRO-3: gathered parameters reused within this distance stay gathered
 
 
 @lru_cache(maxsize=1)
@@ -70,7 +72,9 @@ def engine_table() -> dict[str, EngineComm]:
             host_adam_slowdown=_at_least(row, engine, "host_adam_slowdown", 1.0),
             unbound_ranks_host_adam_slowdown=_at_least(row, engine, "unbound_ranks_host_adam_slowdown", 1.0),
             zero3_upload_slowdown=_at_least(row, engine, "zero3_upload_slowdown", 0.0),
-            zero3_upload_slowdown_one_gpu=_at_least(row, engine, "zero3_upload_slowdown_one_gpu", 0.0))
+            zero3_upload_slowdown_one_gpu=_at_least(row, engine, "zero3_upload_slowdown_one_gpu", 0.0),
+            param_persistence_threshold=int(_at_least(row, engine, "param_persistence_threshold", 0.0)),
+            stage3_max_reuse_elems=_at_least(row, engine, "stage3_max_reuse_elems", 0.0))
     return out
 
 

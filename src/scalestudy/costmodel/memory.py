@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules
@@ -153,9 +154,6 @@ def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
     return 4 if precision == "bf16" else 2
 
 
-INTERNLM_BUCKET_ELEMS = 512 * 2**20 / 2  # reduce_bucket_size 512 MiB of bf16 (engines.yaml internlm)
-
-
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
                  offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
     """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
@@ -169,7 +167,7 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if engine == "internlm":
         # HybridZeroOptimizer flattens one 512 MiB gradient bucket at a time for its all-reduce (the comm stream is
         # synchronized before the next); no fp32 gradient accumulation buffer (engines.yaml internlm)
-        return half * min(INTERNLM_BUCKET_ELEMS, psi)
+        return half * min(engine_comm("internlm").reduce_bucket_elems, psi)
     if engine == "ddp":
         return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
     if engine == "fsdp":

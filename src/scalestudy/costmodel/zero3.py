@@ -34,12 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.specs.model import ModelSpec
-
-# DeepSpeed's default stage3_param_persistence_threshold (DeepSpeedZeroConfig.param_persistence_threshold);
-# engine/settings.deepspeed_config leaves it at the default.
-PARAM_PERSISTENCE_THRESHOLD = 100_000
 
 
 @dataclass(frozen=True)
@@ -105,9 +102,12 @@ def _block_tensors(m: ModelSpec, decoder: bool, tp: int) -> list[float]:
 
 @lru_cache(maxsize=None)
 def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
-                  threshold: int = PARAM_PERSISTENCE_THRESHOLD) -> Zero3Gathers:
+                  threshold: int | None = None) -> Zero3Gathers:
     """DeepSpeed ZeRO-3's gathered elements and fetches per pass on the busiest stage (`stage_layers` blocks, `psi`
-    parameters on the rank before partitioning): psi less the persistent tensors' elements."""
+    parameters on the rank before partitioning): psi less the persistent tensors' elements. `threshold`: DeepSpeed's
+    stage3_param_persistence_threshold (None: engines.yaml deepspeed param_persistence_threshold, its default)."""
+    if threshold is None:
+        threshold = engine_comm("deepspeed").param_persistence_threshold
     blocks = [(_block_tensors(m, False, tp), m.num_layers if m.is_encoder_decoder else 0),
               (_block_tensors(m, True, tp), m.num_decoder_layers if m.is_encoder_decoder else m.num_layers)]
     total = sum(n for _, n in blocks) or 1
