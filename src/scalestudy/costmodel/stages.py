@@ -140,11 +140,6 @@ def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
     return max(0, min(start + n, enc) - start)
 
 
-def _in_flight(st: Strategy, pp: int, ga: int, k: int) -> int:
-    """Micro-batches whose activations stage k holds at once: 1F1B min(pp - k, m), GPipe m."""
-    return ga if st.pp_schedule == "gpipe" and pp > 1 else min(pp - k, ga)
-
-
 def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int, k: int,
                  start: int, n: int, kind: str, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
@@ -158,8 +153,9 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
                                 fused_swiglu(st.engine))
     n_enc = _encoder_blocks(model, start, n)
+    in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)[k]  # 1F1B min(pp - k, m), GPipe m
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
-            + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * _in_flight(st, pp, ga, k)
+            + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
     head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
     acts += head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
@@ -275,6 +271,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
     cross = spans_nodes(tp * dp, cluster)
     tied = _tied_sync(model, st, cluster, placed, tp, dp)
+    flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches each rank holds
     out, start = [], 0
     for k, n in enumerate(split):
         where = placed[k]
@@ -294,7 +291,6 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         compute += share * autocast_ffn_cast_s(model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev,
                                                cal.kernel_overhead_s)  # HF T5's wo cast round trip
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
-        flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
                                     stage_layers=n, activations=mem.activations)
         dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)

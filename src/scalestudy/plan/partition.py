@@ -239,7 +239,8 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
                   calibration=None) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
     """(the split `resource_split` returns, the fastest split ignoring memory, whether the first fits)."""
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
-    from scalestudy.costmodel.stages import _in_flight, slot_terms, stage_devices, stage_memory
+    from scalestudy.costmodel.memory import stage_in_flight
+    from scalestudy.costmodel.stages import slot_terms, stage_devices, stage_memory
 
     if strategy.pp_schedule == "interleaved":
         raise ScalestudyError(CONTIGUOUS_ONLY)
@@ -269,6 +270,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
             _SPLITS.clear()
         _SPLITS[key] = (cluster, model, rate, fixed, fastest)
     places = stage_devices(cluster, pp, st.precision)
+    in_flight = stage_in_flight(st.pp_schedule, pp, grad_accum, st.virtual_stages)  # micro-batches per stage
     enc_blocks = model.num_layers if model.is_encoder_decoder else 0
     sizes: dict[tuple, bool] = {}
 
@@ -277,7 +279,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
         # micro-batches in flight and its device
         n_enc = max(0, min(j, enc_blocks) - i)
         where = places[k]
-        key = (k == 0, k == pp - 1, _in_flight(st, pp, grad_accum, k), where.device.kind, where.capacity_bytes,
+        key = (k == 0, k == pp - 1, in_flight[k], where.device.kind, where.capacity_bytes,
                where.host_capacity_bytes, n_enc, j - i - n_enc)
         got = sizes.get(key)
         if got is None:
@@ -301,7 +303,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
 
     def max_ends(k):
         where = places[k]  # stages alike in memory (first/last, in flight, device) share their ends
-        key = (k == 0, k == pp - 1, _in_flight(st, pp, grad_accum, k), where.device.kind, where.capacity_bytes,
+        key = (k == 0, k == pp - 1, in_flight[k], where.device.kind, where.capacity_bytes,
                where.host_capacity_bytes)
         got = done.get(key)
         if got is None:
