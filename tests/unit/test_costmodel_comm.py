@@ -184,7 +184,7 @@ def test_gradient_collectives_pool_the_nodes_nics_deepspeed_zero3_gathers_take_a
 
 
 def test_gradient_reduction_exposes_what_completes_at_the_end_of_the_backward():
-    from scalestudy.costmodel.estimate import _reduction_exposed
+    from scalestudy.costmodel.terms import _reduction_exposed
 
     assert _reduction_exposed(1.0, 0.5, 0.0, 0.0) == 0.0  # all of it hides behind a longer backward
     assert _reduction_exposed(1.0, 0.5, 1.0, 0.1) == pytest.approx(0.5)  # one bucket: nothing to hide behind
@@ -206,7 +206,7 @@ def test_tp_comm_overlap_exposes_only_what_the_adjacent_gemms_cannot_hide():
     nothing else of the step moves, and tp = 1 is unchanged."""
     from scalestudy.costmodel.comm import collective, links
     from scalestudy.costmodel.engines import tp_overlap
-    from scalestudy.costmodel.estimate import _tp_overlap_exposed
+    from scalestudy.costmodel.terms import _tp_overlap_exposed
     from scalestudy.costmodel.step import compute_times
     from scalestudy.costmodel.constants import stored
 
@@ -273,7 +273,7 @@ def test_overlap_param_gather_hides_the_post_step_gather_behind_the_forward():
     """ZeRO-1/2 / distributed-optimizer parameter all-gather with overlap_param_gather: the first bucket exposed,
     the rest hidden behind the first micro-batch's forward (plus interference) -- or its excess exposed when the
     forward is short. Gradient reduction, compute and the total traffic are unchanged; no gather, no effect."""
-    from scalestudy.costmodel.estimate import _param_gather_exposed
+    from scalestudy.costmodel.terms import _param_gather_exposed
 
     assert _param_gather_exposed(1.0, 4, 10.0, 0.1) == pytest.approx(0.25 + 0.1 * 0.75)  # long forward
     assert _param_gather_exposed(1.0, 4, 0.5, 0.1) == pytest.approx(0.25 + 0.25 + 0.1 * 0.5)  # short forward

@@ -9,7 +9,7 @@ pipeline stages outermost.
 
 from __future__ import annotations
 
-from scalestudy.costmodel.breakdown import FLOPS_CONVENTION, SCHEMA, Estimate  # noqa: F401  (re-exported)
+from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
@@ -21,9 +21,8 @@ from scalestudy.costmodel.memory import (ACT_BYTES, Memory, buffer_bytes, model_
                                          stage_in_flight)
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
-from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _param_gather_exposed,  # noqa: F401
-                                        _reduction_exposed, _shape, _sublayers, _tied_embedding_sync, _tp_comm,
-                                        _tp_overlap_exposed, hp_grad_accumulation_s, model_layout,
+from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _shape, _sublayers,
+                                        _tied_embedding_sync, _tp_comm, hp_grad_accumulation_s, model_layout,
                                         optimizer_offload)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
