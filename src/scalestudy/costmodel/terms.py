@@ -564,9 +564,26 @@ def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host:
     return grads_down + params_up, 8.0 / 30.0
 
 
+_LAYOUTS: dict[tuple, tuple] = {}
+
+
 def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
     """dp x tp x pp and gradient accumulation of `st` on `cluster` (tp inside a node, heads and layers divisible),
     or a one-line error; grouped-query KV heads must divide by tp as well (each rank keeps whole KV heads)."""
+    # memo keyed by every input _checked_layout reads (a planner asks again for each engine of a layout)
+    key = (id(model), id(cluster), workload, st.tp, st.pp, st.micro_batch, st.virtual_stages, st.stage_layers,
+           st.sequence_parallel)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is cluster:
+        return hit[2]
+    if len(_LAYOUTS) > 100_000:
+        _LAYOUTS.clear()
+    layout = _checked_layout(model, cluster, st, workload)
+    _LAYOUTS[key] = (model, cluster, layout)
+    return layout
+
+
+def _checked_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
     layout = resolve_layout(st, cluster.world_size, workload.global_batch,
                             gpus_per_node=cluster.gpus_per_node if st.tp > 1 else 0, num_heads=model.num_heads,
                             num_layers=model.total_layers if st.pp > 1 else 0)
