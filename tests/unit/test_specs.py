@@ -94,8 +94,9 @@ def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
 
 
 def test_a_users_device_yaml_without_the_mechanism_keys_takes_the_documented_defaults(tmp_path):
-    """nvme_fraction_of_pcie / compute_slowdown_under_comm (docs/estimate-schema.md 'Device YAML'): left out ->
-    0.25 / 0.189, as every shipped GPU YAML states them with their sources; a bad value is a one-line error."""
+    """nvme_fraction_of_pcie / compute_slowdown_under_comm / process_memory_bytes (docs/estimate-schema.md 'Device
+    YAML'): left out -> 0.25 / 0.189 / by kind, as every shipped GPU YAML states them with their sources; a bad value
+    is a one-line error."""
     base = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
             "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, inter_node_latency_s: 0, "
             "host_memory_bytes: 1, cpu_adam_params_per_s: 1, matmul_efficiency: [[64, 0.3]]")
@@ -103,6 +104,9 @@ def test_a_users_device_yaml_without_the_mechanism_keys_takes_the_documented_def
     p.write_text(f"device: {base}}}\n")
     dev = load_cluster(p).device
     assert (dev.nvme_fraction_of_pcie, dev.compute_slowdown_under_comm) == (0.25, 0.189)
+    assert dev.process_memory_bytes == 1 << 30
+    p.write_text(f"device: {base}, kind: cpu}}\n")
+    assert load_cluster(p).device.process_memory_bytes == 350 << 20  # a CPU rank's imports, not a CUDA context
     for name in device_names():
         if get_device(name).kind == "gpu":
             assert get_device(name).compute_slowdown_under_comm == 0.189, name

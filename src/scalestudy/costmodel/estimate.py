@@ -63,7 +63,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
                                        st.grad_reduce, st.optimizer_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
                        st.overlap_grad_comm)
-    mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev.kind), host, nvme)
+    mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev), host, nvme)
     ranks_per_node = gpn
     capacity = dev.memory_bytes / ranks_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
     host_capacity = dev.host_memory_bytes / ranks_per_node

@@ -29,10 +29,6 @@ from scalestudy.specs.model import ModelSpec
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
 STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
 ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-# Per-process framework overhead: CUDA context + cuBLAS/NCCL workspaces on a GPU (~1 GiB is what nvidia-smi shows
-# before the first tensor); interpreter + torch + transformers + DeepSpeed imports on a CPU rank (FACTS.md: ~350 MB).
-GPU_OVERHEAD_BYTES = 1 << 30
-CPU_OVERHEAD_BYTES = 350 * (1 << 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,5 +379,7 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
     return out_tokens * v * (a + (4 if cross_entropy == "inplace" else 8)) / tp
 
 
-def overhead_bytes(kind: str) -> float:
-    return CPU_OVERHEAD_BYTES if kind == "cpu" else GPU_OVERHEAD_BYTES
+def overhead_bytes(device) -> float:
+    """Per-process framework memory (CUDA context and workspaces, or a CPU rank's imports): the device YAML's
+    process_memory_bytes."""
+    return device.process_memory_bytes

@@ -141,7 +141,7 @@ def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
 
 
 def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int, k: int,
-                 start: int, n: int, kind: str, options) -> Memory:
+                 start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     prec = st.precision
     psi = stage_params(model, tp, pp, k, start, n)
@@ -159,7 +159,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
     head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
     acts += head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
-    return Memory(w, g, o, acts, buf, overhead_bytes(kind), host, nvme)
+    return Memory(w, g, o, acts, buf, overhead_bytes(device), host, nvme)
 
 
 @dataclass(frozen=True)
@@ -285,7 +285,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         lk = links(sub)
         tp_mb = _tp_comm(st, ct, share, tp, tp_links(sub, tp), cal.overlap_interference) if tp > 1 else 0.0
         pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
-        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev.kind, options)
+        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev, options)
         psi = stage_params(model, tp, pp, k, start, n)
         compute += autocast_param_s(model, st.engine, prec, tp, psi, dev)  # DDP autocast's fp32 parameters
         compute += share * autocast_ffn_cast_s(model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev,

@@ -279,11 +279,11 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
         # micro-batches in flight and its device
         n_enc = max(0, min(j, enc_blocks) - i)
         where = places[k]
-        key = (k == 0, k == pp - 1, in_flight[k], where.device.kind, where.capacity_bytes,
+        key = (k == 0, k == pp - 1, in_flight[k], where.device.process_memory_bytes, where.capacity_bytes,
                where.host_capacity_bytes, n_enc, j - i - n_enc)
         got = sizes.get(key)
         if got is None:
-            mem = stage_memory(model, st, dp, st.tp, pp, grad_accum, s, t, k, i, j - i, where.device.kind, options)
+            mem = stage_memory(model, st, dp, st.tp, pp, grad_accum, s, t, k, i, j - i, where.device, options)
             got = sizes[key] = mem.total <= where.capacity_bytes and mem.host_bytes <= where.host_capacity_bytes
         return got
 
@@ -303,7 +303,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
 
     def max_ends(k):
         where = places[k]  # stages alike in memory (first/last, in flight, device) share their ends
-        key = (k == 0, k == pp - 1, in_flight[k], where.device.kind, where.capacity_bytes,
+        key = (k == 0, k == pp - 1, in_flight[k], where.device.process_memory_bytes, where.capacity_bytes,
                where.host_capacity_bytes)
         got = done.get(key)
         if got is None:

@@ -90,6 +90,9 @@ class DeviceSpec:
     # compute runs while a collective overlaps it (Lee et al. 2025, measured on A100 and H100: 18.9% on average)
     nvme_fraction_of_pcie: float = 0.25
     compute_slowdown_under_comm: float = 0.189
+    # Device memory a training process holds before its first tensor (bytes); left out of a YAML: by kind,
+    # DEFAULT_PROCESS_MEMORY_BYTES
+    process_memory_bytes: int = 1 << 30
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_flops:
@@ -302,6 +305,7 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
     if missing:
         raise ScalestudyError(f"{origin}: missing device field(s) {', '.join(missing)}")
     data = _numbers(data, origin)
+    data.setdefault("process_memory_bytes", DEFAULT_PROCESS_MEMORY_BYTES[data.get("kind", "gpu")])
     _check_gemm_source(data, origin)
     for name in ("memory_bytes", "host_memory_bytes"):  # the memory checks divide by them and compare with them
         if name in data and not data[name] > 0:
@@ -344,7 +348,11 @@ def gemm_families() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-_INT_FIELDS = ("memory_bytes", "host_memory_bytes")
+_INT_FIELDS = ("memory_bytes", "host_memory_bytes", "process_memory_bytes")
+# process_memory_bytes when a device YAML leaves it out: CUDA context + cuBLAS/NCCL workspaces on a GPU (~1 GiB is what
+# nvidia-smi shows before the first tensor; not measured per device); interpreter + torch + transformers + DeepSpeed
+# imports on a CPU rank (shared/FACTS.md: ~350 MB of RSS)
+DEFAULT_PROCESS_MEMORY_BYTES = {"gpu": 1 << 30, "cpu": 350 * (1 << 20)}
 MAX_TIME_FIELD_S = 3600.0  # a link latency or a per-layer / per-step overhead: microseconds to seconds
 # a byte or parameter rate: HBM3e is ~8e12 B/s, NVLink ~9e11 B/s per device; 1e15 leaves 100x of headroom, and a
 # 1e308 rate would price every transfer at zero seconds
