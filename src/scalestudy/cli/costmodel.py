@@ -173,7 +173,7 @@ def _print_estimate(est) -> None:
     t.add_row("fits", "[green]yes[/]" if d["fits"] else "[red]NO (out of memory)[/]")
     console.print(t)
 
-    t = Table(title="Step time", show_header=True)
+    t = Table(title="Step time (per optimizer step)", show_header=True)
     t.add_column("part")
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")
@@ -196,13 +196,14 @@ def _print_estimate(est) -> None:
     t = Table(title="Throughput", show_header=True)
     t.add_column("metric")
     t.add_column("value", justify="right")
-    t.add_row("samples/s", f"{thr['samples_per_s']:,.2f}")
+    t.add_row("sequences/s (whole cluster)", f"{thr['samples_per_s']:,.2f}")
     if est.model.is_encoder_decoder:  # NeMo's T5/mT5 tables count input (encoder) tokens only
         t.add_row("tokens/s (whole cluster, encoder + decoder)", f"{thr['tokens_per_s']:,.0f}")
         t.add_row("input tokens/s (whole cluster, encoder only)", f"{thr['source_tokens_per_s']:,.0f}")
     else:
         t.add_row("tokens/s (whole cluster)", f"{thr['tokens_per_s']:,.0f}")
-    t.add_row("tokens/s per device", f"{thr['tokens_per_s_per_device']:,.0f}")
+    per_device = "tokens/s per device (encoder + decoder)" if est.model.is_encoder_decoder else "tokens/s per device"
+    t.add_row(per_device, f"{thr['tokens_per_s_per_device']:,.0f}")
     t.add_row("model TFLOP/s per device (no recompute)", f"{thr['model_tflops_per_device']:,.3f}")
     t.add_row("hardware TFLOP/s per device (incl. recompute)", f"{thr['hardware_tflops_per_device']:,.3f}")
     t.add_row("MFU (model FLOPs / dense peak)", f"{100 * d['mfu']:.1f}%")

@@ -130,10 +130,13 @@ def print_plan(result, cluster, top: int) -> None:
     if hidden:
         console.print(f"({width}-column terminal: left out {', '.join(hidden)}; a wider terminal or --json shows "
                       "them)", highlight=False)
-    console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; tokens/s = "
-                  "encoder + decoder tokens per second, whole job; MFU = model FLOPs (no recompute) / (devices x "
-                  "dense peak x step time); step-time terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer)"
-                  ", offl(oad), bubble (pipeline), fw (measured CPU framework time).", highlight=False)
+    per_tokens = ("train h = hours to train --train-tokens" if w.train_tokens
+                  else "s/1M tok = seconds per million tokens")
+    console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; step s = "
+                  "seconds per optimizer step; tokens/s = encoder + decoder tokens per second, whole job; "
+                  f"{per_tokens}; MFU = model FLOPs (no recompute) / (devices x dense peak x step time); step-time "
+                  "terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer), offl(oad), bubble (pipeline), "
+                  "fw (measured CPU framework time).", highlight=False)
     front = "; ".join(f"{c.strategy.label} {c.estimate.tokens_per_s:,.0f} tokens/s {c.headroom_bytes / GIB:.1f} GiB free"
                       for c in result.pareto[:6])
     more = f" (+{len(result.pareto) - 6} more)" if len(result.pareto) > 6 else ""
