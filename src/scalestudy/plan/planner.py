@@ -43,6 +43,11 @@ class Candidate:
     estimate: Any
     device_memory_bytes: int
     train_tokens: float = 0.0
+    # memory per device (per rank on a CPU node) left free by the estimate (bytes); set once, ranking reads it often
+    headroom_bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.headroom_bytes = int(self.device_memory_bytes - self.estimate.per_device_bytes)
 
     @property
     def strategy(self) -> Strategy:
@@ -55,11 +60,6 @@ class Candidate:
     @property
     def world_size(self) -> int:
         return self.point.dp * self.strategy.tp * self.strategy.pp
-
-    @property
-    def headroom_bytes(self) -> int:
-        """Memory per device (per rank on a CPU node) left free by the estimate (bytes)."""
-        return int(self.device_memory_bytes - self.estimate.per_device_bytes)
 
     @property
     def time_to_train_s(self) -> float:
@@ -144,8 +144,8 @@ def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
 def _signature(c: Candidate) -> tuple:
     # Strategies with the same layout, micro-batch and recompute whose cost-model numbers are equal are one choice
     # as far as the model can tell (e.g. an engine that costs the same); the earlier (preferred) engine stays.
-    s, e = c.strategy, c.estimate
-    return (c.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(e.step_s, 12), int(e.per_device_bytes))
+    s, e = c.point.strategy, c.estimate
+    return (c.point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(e.step_s, 12), int(e.per_device_bytes))
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
