@@ -10,10 +10,12 @@ Overlap model (what hides behind what):
 - pipeline: (m + pp - 1) slots of one micro-batch's time on the busiest stage, i.e. a bubble of (pp-1)/m for 1F1B and
   GPipe, (pp-1)/(v m) for the interleaved schedule with v model chunks per device (Narayanan et al. 2021);
 - data-parallel gradient reduction (DDP, ZeRO-0/1/2): bucketed, it overlaps the backward pass of the micro-batch it
-  follows when `Strategy.overlap_grad_comm`, except what completes only at the end of that backward (the last
-  bucket; the input embedding's gradient, whose lookup is the backward's last op) -- otherwise it runs after the
-  backward pass; the post-step weight all-gather of ZeRO-1/2 is exposed; a tied embedding split over the first and
-  last pipeline stage is all-reduced between them once per step, exposed;
+  follows (every micro-batch's under DeepSpeed ZeRO-2 and engine megatron zero 2) when `Strategy.overlap_grad_comm`,
+  except what completes only at the end of that backward (the last bucket; the input embedding's gradient, whose
+  lookup is the backward's last op) -- otherwise, and always under DeepSpeed's pipeline engine, it runs after the
+  backward pass (terms._deepspeed_pipeline_reduces_after); `zero1_all_reduce`: DeepSpeed 0.4.4-0.12 ZeRO-1
+  all-reduces each bucket; the post-step weight all-gather of ZeRO-1/2 is exposed; a tied embedding split over the
+  first and last pipeline stage is all-reduced between them once per step, exposed;
 - ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
   re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
   previous layer's compute, the excess and the first layer's gather are exposed; while both run, the compute is
@@ -45,10 +47,12 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family seq
                  "pipeline bubble (pp-1) micro-batch slots (1F1B, GPipe) "
                  "or (pp-1)/v (interleaved); DP gradient reduction overlaps the backward of the micro-batch it follows "
                  "when overlap_grad_comm (ZeRO-2: every micro-batch's) except the last bucket and the input "
-                 "embedding's gradient; ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "
+                 "embedding's gradient, never under DeepSpeed's pipeline engine (reduces after the drain); "
+                 "ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "
                  "all-reduce exposed; "
                  "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
-                 "the first layer's gather exposed; while both run the compute is 18.9% slower and the traffic "
+                 "the first layer's gather exposed; while both run the compute is slower by the device YAML's "
+                 "compute_slowdown_under_comm (18.9% measured) and the traffic "
                  "overlap_interference slower, the longer side sets the pass; "
                  "optimizer and offload transfers exposed; CPU devices (gloo, one thread per rank): no overlap; "
                  "cost-model-only options: overlap_param_gather hides the ZeRO-1/2 post-step all-gather bucket by "
