@@ -110,15 +110,23 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
     engines.yaml gather_rails). Every collective pays the ring's (n-1) hop latencies, or with `tree` (the half of
     an all-reduce, which NCCL runs as a tree across nodes) 2 log2(n) of them.
     """
+    bandwidth, latency = gather_parts(nbytes, n, per_node, lk, efficiency, rails, count, tree)
+    return bandwidth + latency
+
+
+def gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
+                 tree: bool = False) -> tuple[float, float]:
+    """gather_time's (bandwidth, latency) seconds: its bytes alone, and the hop latencies its `count` collectives
+    add (0 on bandwidth_only links)."""
     if n <= 1 or nbytes <= 0:
-        return 0.0
+        return 0.0, 0.0
     intra_bw, intra_lat, _, _ = lk
     g = max(1, min(per_node, n))
     if g >= n:
         hops = math.ceil(math.log2(n)) if tree else n - 1
-        return (n - 1) / n * nbytes / (intra_bw * efficiency) + count * hops * intra_lat
+        return (n - 1) / n * nbytes / (intra_bw * efficiency), count * hops * intra_lat
     latency = count * (tree_latency(n, g, lk) if tree else ring_latency(n, g, lk))
-    return bus_time(1.0, nbytes, n, g if rails == "node" else 1, lk) / efficiency + latency
+    return bus_time(1.0, nbytes, n, g if rails == "node" else 1, lk) / efficiency, latency
 
 
 def ring_latency(n: int, per_node: int, lk: tuple) -> float:
@@ -147,9 +155,16 @@ def per_owner_broadcast_time(nbytes: float, owners: int, n: int, per_node: int, 
     `owners` of them add up -- with the number of owners bounded by the data-parallel size, a term that grows
     with dp twice (count and ring length), which large data-parallel groups pay.
     """
+    bandwidth, latency = per_owner_broadcast_parts(nbytes, owners, n, per_node, lk, efficiency)
+    return bandwidth + latency
+
+
+def per_owner_broadcast_parts(nbytes: float, owners: int, n: int, per_node: int, lk: tuple, efficiency: float
+                              ) -> tuple[float, float]:
+    """per_owner_broadcast_time's (bandwidth, latency) seconds."""
     if n <= 1 or nbytes <= 0:
-        return 0.0
-    return bus_time(1.0, nbytes, n, per_node, lk) / efficiency + owners * ring_latency(n, per_node, lk)
+        return 0.0, 0.0
+    return bus_time(1.0, nbytes, n, per_node, lk) / efficiency, owners * ring_latency(n, per_node, lk)
 
 
 def tree_latency(n: int, per_node: int, lk: tuple) -> float:

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
-from scalestudy.costmodel.comm import (bandwidth_only, collective, exposed_latency, gather_time, p2p_time,
-                                      per_owner_broadcast_time)
+from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
+                                      per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
@@ -187,18 +187,18 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step: the bytes exposed as
     _dp_comm_overlapped overlaps them, plus every collective's ring latency (comm.ring_latency / tree_latency: the
     (n-1) dependent hops at NCCL's per-hop constants) in full -- comm.exposed_latency says why."""
-    exposed, total = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+    (exposed, total), (bytes_exposed, bytes_total) = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga,
+                                                                         fwd, bwd, interference)
     if dp <= 1 or cluster.device.kind == "cpu" or exposed >= total:
         return exposed, total
-    bytes_exposed, bytes_total = _dp_comm_overlapped(st, eng, shape, cluster, bandwidth_only(lk), dp, tp, ga, fwd,
-                                                     bwd, interference)
     return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
 
 
 def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
-                        ga: int, fwd: float, bwd: float, interference: float) -> tuple[float, float]:
-    """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step, every collective
-    (bytes and latency) overlapped by the engine's schedule.
+                        ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+    """((exposed, total), (bytes_exposed, bytes_total)) seconds of data-parallel / ZeRO communication per optimizer
+    step, every collective overlapped by the engine's schedule: with its latency, and its bytes alone (the
+    collectives are priced once, comm.gather_parts; the schedule runs on both).
 
     ZeRO-3 / FSDP, per micro-batch: the blocks' weights are all-gathered layer by layer for the forward, again for
     the backward (FSDP zero=2 keeps them), again for a full recompute when the engine re-gathers; gradients are
@@ -211,54 +211,75 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     pipeline drains (_deepspeed_pipeline_reduces_after); the post-step weight all-gather of ZeRO-1/2 is exposed.
     """
     if dp <= 1:
-        return 0.0, 0.0
+        return (0.0, 0.0), (0.0, 0.0)
     gloo = gloo_dp_comm(st, eng, shape.psi, shape.zero3, shape.stage_layers, main_grad_bytes(st), cluster, lk, dp,
                         tp, ga)
     if gloo is not None:  # DeepSpeed / FSDP as their code runs on gloo ranks (costmodel/cpu_collectives.py)
-        return gloo, gloo
+        return (gloo, gloo), (gloo, gloo)
+    if st.engine == "fsdp" or st.zero == 3:
+        return _sharded_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+    return _bucketed_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+
+
+def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
+                     ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+    """_dp_comm_overlapped for ZeRO-3 / FSDP: per-layer gathers and reduce-scatters behind each pass."""
     half = 4 if st.precision == "fp32" else 2
     psi = shape.psi
     per_node = max(1, min(dp, cluster.gpus_per_node // tp))
     eff = eng.collective_efficiency
     cpu = cluster.device.kind == "cpu"
-    if st.engine == "fsdp" or st.zero == 3:
-        nlayers = shape.stage_layers
-        elems, fetches = psi, nlayers * eng.collectives_per_layer
-        if st.engine == "deepspeed" and shape.zero3 is not None:  # persistent small tensors are never gathered
-            z = shape.zero3
-            elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
-        gather = gather_time(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
-        grad_b = main_grad_bytes(st)  # FSDP: fp32 unless the run set its reduce dtype to the compute dtype
-        reduce = gather_time(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, nlayers)
-        if cpu:  # gloo's all_gather / reduce_scatter at their measured rates for these message sizes
-            gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
-            reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
-        bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
-        if st.recompute == "full" and eng.regather_on_recompute:
-            bwd_gathers += 1
+    nlayers = shape.stage_layers
+    elems, fetches = psi, nlayers * eng.collectives_per_layer
+    if st.engine == "deepspeed" and shape.zero3 is not None:  # persistent small tensors are never gathered
+        z = shape.zero3
+        elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
+    gather_bw, gather_lat = gather_parts(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
+    grad_b = main_grad_bytes(st)  # FSDP: fp32 unless the run set its reduce dtype to the compute dtype
+    reduce_bw, reduce_lat = gather_parts(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, nlayers)
+    gather, reduce = gather_bw + gather_lat, reduce_bw + reduce_lat
+    if cpu:  # gloo's all_gather / reduce_scatter at their measured rates for these message sizes
+        gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
+        reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
+    bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
+    if st.recompute == "full" and eng.regather_on_recompute:
+        bwd_gathers += 1
+    fsdp_ends = st.engine == "fsdp" and bool(shape.root_elems)
+    ends = ends_bw = (0.0, 0.0)
+    if fsdp_ends and not cpu:
+        ends, ends_bw = _fsdp_unit_ends(shape, half, grad_b, dp, per_node, lk, eff, eng.gather_rails)
+    host_f = host_b = 0.0  # DeepSpeed's fetch hooks on the host thread: a pass runs no faster than they do
+    if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
+        host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1)
+        host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
+    fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
+    slow = cluster.device.compute_slowdown_under_comm
+
+    def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
         total = ga * (fwd_comm + bwd_comm)
-        if cpu:
+        if cpu or eng.prefetch_layers < 1:
             return total, total
-        if eng.prefetch_layers < 1:
-            return total, total
-        first = gather / nlayers  # the first layer's gather of each pass has no compute to hide behind
-        head = tail = 0.0
-        if st.engine == "fsdp" and shape.root_elems:
-            head, tail = _fsdp_unit_ends(shape, half, grad_b, dp, per_node, lk, eff, eng.gather_rails)
-            first = 0.0  # the forward's first block is part of `head`
-        bwd_first = gather / nlayers if bwd_gathers else 0.0
-        host_f = host_b = 0.0  # DeepSpeed's fetch hooks on the host thread: a pass runs no faster than they do
-        if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
-            host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1)
-            host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
-        fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
+        first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
+        bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
         per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
-        slow = cluster.device.compute_slowdown_under_comm
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
         per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference, slow))
         # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
         return ga * per_mb, max(total, ga * per_mb)
+
+    return overlap(gather, reduce, *ends), overlap(gather_bw, reduce_bw, *ends_bw)
+
+
+def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
+                      ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+    """_dp_comm_overlapped for DDP and ZeRO-0/1/2: bucketed gradient reduction behind the backward, the post-step
+    parameter all-gather (or per-owner broadcasts)."""
+    half = 4 if st.precision == "fp32" else 2
+    psi = shape.psi
+    per_node = max(1, min(dp, cluster.gpus_per_node // tp))
+    eff = eng.collective_efficiency
+    cpu = cluster.device.kind == "cpu"
     grad_bytes = main_grad_bytes(st)
     rails = eng.grad_rails
     # gradients are reduced in buckets (DDP: bytes; DeepSpeed: elements; Megatron-Core: growing with dp), each
@@ -266,52 +287,58 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     reduce_elems, gather_elems = grad_bucket_elems(eng, dp, st.overlap_grad_comm)
     reduce_buckets = max(1, math.ceil(psi / reduce_elems)) if reduce_elems else 1
     gather_buckets = max(1, math.ceil(psi / gather_elems)) if gather_elems else 1
-    ar = rs = ag = 0.0
+    ar = rs = ag = (0.0, 0.0)  # (bandwidth, latency) seconds
     # DeepSpeed 0.4.4-0.12 ZeRO-1: a full all-reduce per bucket, then the weights all-gathered (Strategy docstring)
     z1_all_reduce = st.zero1_all_reduce and st.engine == "deepspeed" and st.zero == 1
     if st.engine == "ddp" or st.zero == 0 or eng.grad_all_reduce or _deepspeed_bf16_pipeline(st) or z1_all_reduce:
         # an all-reduce = reduce-scatter + all-gather of the gradient buffer
-        ar = 2.0 * gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
+        ar = gather_parts(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets, tree=True)
         if st.engine == "ddp" and st.zero == 1:  # ZeroRedundancyOptimizer re-broadcasts the updated shards
-            ag = gather_time(psi * 4, dp, per_node, lk, eff, rails, gather_buckets)
+            ag = gather_parts(psi * 4, dp, per_node, lk, eff, rails, gather_buckets)
         elif (_deepspeed_bf16_pipeline(st) or z1_all_reduce) and st.zero == 1:  # BF16_Optimizer's partitioned step, then bf16 params
-            ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+            ag = gather_parts(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     else:
-        rs = gather_time(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
-        ag = gather_time(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+        rs = gather_parts(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
+        ag = gather_parts(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     if eng.param_broadcast_per_owner and st.zero >= 1 and not cpu:
         # whole tensors are assigned to owners: at most one owner per tensor, each broadcasting its share
         owners = min(dp, shape.zero3.tensors) if shape.zero3 is not None and shape.zero3.tensors else dp
-        ag = per_owner_broadcast_time(psi * half, owners, dp, per_node, lk, eff)
+        ag = per_owner_broadcast_parts(psi * half, owners, dp, per_node, lk, eff)
+    full = [2.0 * (ar[0] + ar[1]), rs[0] + rs[1], ag[0] + ag[1]]  # each collective with its latency
     if cpu:  # gloo's collectives at their measured rates for these message sizes (costmodel/cpu_collectives.py)
         dev, bucket = cluster.device, psi * grad_bytes / reduce_buckets
-        ar *= cpu_collective_rate(dev, "all_reduce", bucket)
-        rs *= cpu_collective_rate(dev, "reduce_scatter", bucket)
-        ag *= cpu_collective_rate(dev, "all_gather", psi * (4 if st.engine == "ddp" else half) / gather_buckets)
+        full[0] *= cpu_collective_rate(dev, "all_reduce", bucket)
+        full[1] *= cpu_collective_rate(dev, "reduce_scatter", bucket)
+        full[2] *= cpu_collective_rate(dev, "all_gather", psi * (4 if st.engine == "ddp" else half) / gather_buckets)
         if st.engine == "ddp" and st.zero == 1 and shape.zero3 is not None:  # one broadcast per parameter tensor
-            ag += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
+            full[2] += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
     reductions = ga if (st.engine in ("deepspeed", "megatron") and st.zero == 2) else 1  # ZeRO-2: every micro-batch
-    total = reductions * (ar + rs) + ag
-    if st.overlap_param_gather and not cpu:
-        ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
-        if not st.overlap_grad_comm:
-            return reductions * (ar + rs) + ag, total
-    if cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st):  # after the pipeline drains
-        return total, total
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
     # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
     last = reduce_elems or psi
     if st.pp == 1:
         last = max(last, shape.embed_elems)
-    window = bwd * _chunk_window(st)
-    return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+    def overlap(ar: float, rs: float, ag: float) -> tuple[float, float]:
+        total = reductions * (ar + rs) + ag
+        if st.overlap_param_gather and not cpu:
+            ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
+            if not st.overlap_grad_comm:
+                return reductions * (ar + rs) + ag, total
+        if cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st):  # after the pipeline drains
+            return total, total
+        window = bwd * _chunk_window(st)
+        return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
+
+    return overlap(*full), overlap(2.0 * ar[0], rs[0], ag[0])
 
 
 def _fsdp_unit_ends(shape: _Shape, param_bytes: int, grad_bytes: int, dp: int, per_node: int, lk: tuple,
-                    eff: float, rails: str) -> tuple[float, float]:
-    """(head, tail) seconds of FSDP traffic per micro-batch with nothing to hide behind, when every block is its
-    own unit and the root unit holds the rest (embeddings, head, final norms: `shape.root_elems`), as torchtitan /
-    OLMo-core (fully_shard per block, then the model) and Composer / llm-foundry (FSDP1, one unit per block) wrap.
+                    eff: float, rails: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((head, tail), the same of their bytes alone) seconds of FSDP traffic per micro-batch with nothing to hide
+    behind, when every block is its own unit and the root unit holds the rest (embeddings, head, final norms:
+    `shape.root_elems`), as torchtitan / OLMo-core (fully_shard per block, then the model) and Composer /
+    llm-foundry (FSDP1, one unit per block) wrap.
 
     Head: the forward starts with the root unit's all-gather and the first block's -- the embedding lookup between
     them is no compute to hide the second behind -- while prefetch hides each later block's gather behind the block
@@ -321,12 +348,13 @@ def _fsdp_unit_ends(shape: _Shape, param_bytes: int, grad_bytes: int, dp: int, p
     NCCL stream."""
     block = max(0.0, shape.psi - shape.root_elems) / max(1, shape.stage_layers)
 
-    def one(elems: float, nbytes: int) -> float:
-        return gather_time(elems * nbytes, dp, per_node, lk, eff, rails, 1)
+    def one(elems: float, nbytes: int) -> tuple[float, float]:  # (with its latency, bytes alone) of one collective
+        bandwidth, latency = gather_parts(elems * nbytes, dp, per_node, lk, eff, rails, 1)
+        return bandwidth + latency, bandwidth
 
-    head = one(shape.root_elems, param_bytes) + one(block, param_bytes)
-    tail = one(shape.root_elems, grad_bytes) + one(block, grad_bytes)
-    return head, tail
+    root_g, block_g = one(shape.root_elems, param_bytes), one(block, param_bytes)
+    root_s, block_s = one(shape.root_elems, grad_bytes), one(block, grad_bytes)
+    return (root_g[0] + block_g[0], root_s[0] + block_s[0]), (root_g[1] + block_g[1], root_s[1] + block_s[1])
 
 
 def _chunk_window(st: Strategy) -> float:
