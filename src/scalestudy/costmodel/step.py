@@ -204,6 +204,46 @@ def _selective_fixed_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, k
     return cal.kernel_overhead_s * cores * attention_core_kernels(kernels, flash)
 
 
+def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
+            target_len: int, cal: Calibration) -> tuple[float, float]:
+    """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
+    forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
+    section): the fp32 softmax / cross-entropy over every logit and the dense gradients of the V x d weights."""
+    peak = device.peak(precision)
+    out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
+    head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
+                                                                       model.d_model), cal))
+    logits, vocab_grad = logit_elements(model, micro_batch, seq_len, target_len, tp), vocab_grad_bytes(model, precision, tp)
+    if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
+        head_t += (logits * cross_entropy_bytes_per_logit(precision) / cpu_memory.bandwidth(device, 4.0 * logits)
+                   + vocab_grad / cpu_memory.bandwidth(device, vocab_grad))
+    else:
+        head_t += (logits * cross_entropy_bytes_per_logit(precision) + vocab_grad) / device.hbm_bytes_per_s
+    return head_t, head_f
+
+
+def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, seq_len: int, target_len: int,
+                   recompute: str) -> tuple[float, int]:
+    """(bytes of one, how many) tensor-parallel all-reduces of one micro-batch over all layers (Megatron-LM,
+    Shoeybi et al. 2019): one (or a reduce-scatter + all-gather under sequence parallelism) per sublayer --
+    attention, cross-attention, FFN -- of its output activations, forward and backward; a full recomputation
+    repeats the forward ones. (0, 0) without tensor parallelism."""
+    if tp <= 1:
+        return 0.0, 0
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    a = ACT_BYTES[precision]
+    passes = 3 if recompute == "full" else 2
+    if model.is_encoder_decoder:
+        total = (2 * le * seq_len + 3 * ld * target_len) * micro_batch * model.d_model * a
+        tp_ops = passes * (2 * le + 3 * ld)
+    else:
+        total = 2 * ld * micro_batch * seq_len * model.d_model * a
+        tp_ops = passes * 2 * ld
+    return total * passes / tp_ops, tp_ops
+
+
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False) -> ComputeTimes:
@@ -233,18 +273,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_t += sec
             dense_f += flops
             by_role[role] += sec
-    out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
-    head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
-    head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
-                                                                       model.d_model), cal))
-    # vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary section): the fp32 softmax /
-    # cross-entropy over every logit, and the dense gradients of the V x d weights
-    logits, vocab_grad = logit_elements(model, micro_batch, seq_len, target_len, tp), vocab_grad_bytes(model, precision, tp)
-    if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
-        head_t += (logits * cross_entropy_bytes_per_logit(precision) / cpu_memory.bandwidth(device, 4.0 * logits)
-                   + vocab_grad / cpu_memory.bandwidth(device, vocab_grad))
-    else:
-        head_t += (logits * cross_entropy_bytes_per_logit(precision) + vocab_grad) / device.hbm_bytes_per_s
+    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
@@ -271,19 +300,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
         bwd += op_t + ew_fwd
         hw += op_f
-    # tensor parallelism: one all-reduce (or reduce-scatter + all-gather under sp) per sublayer, forward and
-    # backward, of the sublayer's output activations; full recomputation repeats the forward ones
-    tp_bytes, tp_ops = 0.0, 0
-    if tp > 1:
-        a = ACT_BYTES[precision]
-        passes = 3 if recompute == "full" else 2
-        if model.is_encoder_decoder:
-            total = (2 * le * seq_len + 3 * ld * target_len) * micro_batch * model.d_model * a
-            tp_ops = passes * (2 * le + 3 * ld)
-        else:
-            total = 2 * ld * micro_batch * seq_len * model.d_model * a
-            tp_ops = passes * 2 * ld
-        tp_bytes = total * passes / tp_ops
+    tp_bytes, tp_ops = _tp_allreduces(model, precision, tp, micro_batch, seq_len, target_len, recompute)
     if len(_CACHE) > 100_000:
         _CACHE.clear()
     attn_sublayers = le + (2 if model.is_encoder_decoder else 1) * ld  # self (+ cross) attention
