@@ -109,3 +109,11 @@ def engine_step_overhead(device, engine: str, zero: int, world_size: int) -> flo
     if world_size <= 1 or multi <= 0.0:
         return per
     return per + max(0.0, multi - profile_comm_excess(device, engine, zero)[1])
+
+
+def engine_hooks_s(device, engine: str, zero: int, world_size: int, accum: int, sublayers: float) -> float:
+    """Seconds per optimizer step of the engine's own hooks and bookkeeping on `sublayers` sublayers (a CPU
+    profile's engine overheads): every micro-step's (`engine_overhead`) and once more in step()
+    (`engine_step_overhead`)."""
+    return accum * sublayers * engine_overhead(device, engine, zero, world_size) \
+        + sublayers * engine_step_overhead(device, engine, zero, world_size)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import Calibration, stored
-from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
+from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
@@ -116,8 +116,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     elif dev.engine_overhead_s:  # the engine's own hooks and bookkeeping, per sublayer of this stage
         sublayers = _sublayers(model) * busiest
         # on several ranks + the "@multi" term, less what the measured collective rates now cost (cpu_engine.py)
-        framework_s += ga * sublayers * engine_overhead(dev, st.engine, st.zero, layout.world_size) \
-            + sublayers * engine_step_overhead(dev, st.engine, st.zero, layout.world_size)  # once, in step()
+        framework_s += engine_hooks_s(dev, st.engine, st.zero, layout.world_size, ga, sublayers)
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import stored
-from scalestudy.costmodel.cpu_engine import engine_overhead, engine_step_overhead
+from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
@@ -298,11 +298,9 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
                                          bwd)
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
         if dev.engine_overhead_s:
-            per = engine_overhead(dev, st.engine, st.zero, layout.world_size)  # as estimate() (cpu_engine.py)
             n_enc = _encoder_blocks(model, start, n)
             sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
-            framework += ga * sublayers * per \
-                + sublayers * engine_step_overhead(dev, st.engine, st.zero, layout.world_size)  # once, in step()
+            framework += engine_hooks_s(dev, st.engine, st.zero, layout.world_size, ga, sublayers)  # as estimate()
         out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
                                  pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
                                  where.host_capacity_bytes, tied if k in (0, pp - 1) else 0.0))
