@@ -153,13 +153,11 @@ def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
                  offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
     """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
-    p = param_breakdown(model)
-    layer = max(p.encoder_layer, p.decoder_layer) / tp
     half = ACT_BYTES[precision]
     if engine == "megatron":
         # zero 0/1: reduce-scatter / all-gather in place in the gradient and parameter buffers; zero 2 (Megatron-FSDP
         # optim_grads): one FSDP unit's (a block's) unsharded gradient before its reduce-scatter, fp32 (bf16 runs)
-        return 4.0 * layer if zero == 2 else 0.0
+        return 4.0 * _layer_elems(model, tp) if zero == 2 else 0.0
     if engine == "internlm":
         # HybridZeroOptimizer flattens one 512 MiB gradient bucket at a time for its all-reduce (the comm stream is
         # synchronized before the next); no fp32 gradient accumulation buffer (engines.yaml internlm)
@@ -168,6 +166,7 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
     if engine == "fsdp":
         # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter
+        layer = _layer_elems(model, tp)
         return 2 * half * layer + 4.0 * layer
     # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
     reduce = half * min(options.reduce_bucket_elems, psi) * (2 if overlap_grad_comm else 1)
@@ -181,6 +180,12 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
+
+
+def _layer_elems(model: ModelSpec, tp: int) -> float:
+    """Parameters of the larger block (encoder or decoder) on a tensor-parallel rank."""
+    p = param_breakdown(model)
+    return max(p.encoder_layer, p.decoder_layer) / tp
 
 
 def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: float) -> float:
