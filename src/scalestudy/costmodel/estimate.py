@@ -17,8 +17,7 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import (ACT_BYTES, Memory, buffer_bytes, model_states, overhead_bytes,
-                                         stage_in_flight)
+from scalestudy.costmodel.memory import ACT_BYTES, rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _shape, _sublayers,
@@ -59,15 +58,11 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     eng = engine_comm(st.engine)
 
     # ---- memory
-    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
-                                       st.grad_reduce, st.optimizer_dtype)
-    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
-                       st.overlap_grad_comm)
-    mem = Memory(w, g, o, shape.activations, buf, overhead_bytes(dev), host, nvme)
+    mem = rank_memory(model, st, psi, dp, tp, shape.activations, dev, options)
     ranks_per_node = gpn
     capacity = dev.memory_bytes / ranks_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
     host_capacity = dev.host_memory_bytes / ranks_per_node
-    fits = mem.total <= capacity and host <= host_capacity
+    fits = mem.total <= capacity and mem.host_bytes <= host_capacity
 
     # ---- compute and tensor/pipeline communication (per micro-batch on the busiest stage)
     busiest = max(split) / model.total_layers

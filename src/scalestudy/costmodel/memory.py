@@ -288,6 +288,17 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
     return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
 
 
+def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations: float, device,
+                options: CostOptions) -> Memory:
+    """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of
+    activations: its model states (sharded over `dp`, or offloaded), the engine's buffers and the process overhead."""
+    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, st.precision, st.offload_optimizer,
+                                       st.offload_params, st.grad_reduce, st.optimizer_dtype)
+    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
+                       st.overlap_grad_comm)
+    return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme)
+
+
 @lru_cache(maxsize=4096)
 def stage_in_flight(schedule: str, pp: int, m: int, v: int) -> tuple[float, ...]:
     """Micro-batches whose activations each pipeline rank holds at its peak, rank 0 first, in whole-stage units.

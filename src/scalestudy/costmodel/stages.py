@@ -36,10 +36,9 @@ from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
-from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, buffer_bytes, layer_activation_bytes,
-                                         fused_swiglu, gqa_native, head_or_recompute_bytes, logits_bytes,
-                                         recompute_working_bytes, model_states, overhead_bytes,
-                                         stage_in_flight)
+from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, fused_swiglu, gqa_native,
+                                         head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
+                                         rank_memory, recompute_working_bytes, stage_in_flight)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
@@ -144,11 +143,6 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     prec = st.precision
-    psi = stage_params(model, tp, pp, k, start, n)
-    w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, prec, st.offload_optimizer, st.offload_params,
-                                       st.grad_reduce, st.optimizer_dtype)
-    buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, prec, st.offload_optimizer, options,
-                       st.overlap_grad_comm)
     sp = st.sequence_parallel and tp > 1
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
                                 fused_swiglu(st.engine))
@@ -159,7 +153,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
     head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
     acts += head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
-    return Memory(w, g, o, acts, buf, overhead_bytes(device), host, nvme)
+    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n), dp, tp, acts, device, options)
 
 
 @dataclass(frozen=True)
