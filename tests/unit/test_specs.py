@@ -70,6 +70,12 @@ def test_strategy_and_layout_validation():
     assert Workload(8, 512, 114).tokens_per_step == 8 * 626
 
 
+# the datasheet fields a device YAML must give (flow style, left open for the keys a test adds)
+MINIMAL_DEVICE = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
+                  "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, "
+                  "inter_node_latency_s: 0, host_memory_bytes: 1, cpu_adam_params_per_s: 1, ")
+
+
 def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
     """An unknown GEMM family, or neither a family nor a measured table, used to mean 50% of peak unsaid: now a
     one-line error naming the known families; every shipped device resolves to a real curve or table."""
@@ -79,9 +85,7 @@ def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
     assert set(gemm_families()) >= {"a100", "hopper"}
     for name in device_names():
         assert matmul_efficiency(get_device(name), 4096.0) != 0.5, name  # not the old silent fallback
-    base = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
-            "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, inter_node_latency_s: 0, "
-            "host_memory_bytes: 1, cpu_adam_params_per_s: 1, ")
+    base = MINIMAL_DEVICE
     p = tmp_path / "cluster.yaml"
     for extra, match in (("matmul_efficiency: [], family: blackwell}", "'blackwell'"),
                          ("matmul_efficiency: []}", "no GEMM efficiency: name a family")):
@@ -97,9 +101,7 @@ def test_a_users_device_yaml_without_the_mechanism_keys_takes_the_documented_def
     """nvme_fraction_of_pcie / compute_slowdown_under_comm / process_memory_bytes (docs/estimate-schema.md 'Device
     YAML'): left out -> 0.25 / 0.189 / by kind, as every shipped GPU YAML states them with their sources; a bad value
     is a one-line error."""
-    base = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
-            "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, inter_node_latency_s: 0, "
-            "host_memory_bytes: 1, cpu_adam_params_per_s: 1, matmul_efficiency: [[64, 0.3]]")
+    base = MINIMAL_DEVICE + "matmul_efficiency: [[64, 0.3]]"
     p = tmp_path / "cluster.yaml"
     p.write_text(f"device: {base}}}\n")
     dev = load_cluster(p).device
