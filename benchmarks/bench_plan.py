@@ -1,7 +1,9 @@
 """Planner speed: the whole strategy space of mt5-xxl on 1024 A100s (128 nodes x 8), and the issue's 4 x 8 case.
 
 Prints, measured side by side in one run: wall time of the planner with and without memory-bound pruning,
-strategies evaluated per second, and the end-to-end CLI time (`scalestudy plan`, a fresh process) for 4 x 8.
+strategies evaluated per second of wall time and per CPU-second of this process (on a shared machine wall time also
+counts the time the process waited for a core), and the end-to-end CLI time (`scalestudy plan`, a fresh process)
+for 4 x 8.
 Usage: python benchmarks/bench_plan.py [--repeat 3]
 """
 
@@ -26,12 +28,13 @@ from scalestudy.specs.strategy import Workload
 def timed_plan(nodes: int, batch: int, prune: bool, repeat: int):
     model, cluster = get_model("mt5-xxl"), make_cluster("a100-40gb", nodes, 8)
     w = Workload(batch, 512, 128)
-    times, result = [], None
+    times, cpu, result = [], [], None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = plan(model, cluster, w, Constraints(), prune=prune)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
+        cpu.append(time.process_time() - c0)
+    return statistics.median(times), result, statistics.median(cpu)
 
 
 def main() -> None:
@@ -40,14 +43,14 @@ def main() -> None:
     args = ap.parse_args()
     print(f"bench_plan  {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  (median of {args.repeat}; wall seconds)")
     print(f"{'case':34s} {'prune':>5s} {'evaluated':>9s} {'estimated':>9s} {'feasible':>8s} {'time s':>8s} "
-          f"{'strategies/s':>12s}")
+          f"{'strategies/s':>12s} {'per CPU-s':>10s}")
     rows = {}
     for name, nodes, batch in (("mt5-xxl 128x8 A100-40GB gb=2048", 128, 2048), ("mt5-xxl 4x8 A100-40GB gb=256", 4, 256)):
         for prune in (True, False):
-            secs, r = timed_plan(nodes, batch, prune, args.repeat)
+            secs, r, cpu = timed_plan(nodes, batch, prune, args.repeat)
             rows[(name, prune)] = (secs, r)
             print(f"{name:34s} {str(prune):>5s} {r.evaluated:9d} {r.estimated:9d} {r.feasible:8d} {secs:8.3f} "
-                  f"{r.evaluated / secs:12,.0f}")
+                  f"{r.evaluated / secs:12,.0f} {r.evaluated / max(cpu, 1e-9):10,.0f}")
         a, b = rows[(name, True)][0], rows[(name, False)][0]
         same = [c.strategy for c in rows[(name, True)][1].candidates] == \
             [c.strategy for c in rows[(name, False)][1].candidates]
