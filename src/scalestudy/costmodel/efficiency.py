@@ -22,7 +22,13 @@ from __future__ import annotations
 import math
 
 from scalestudy.costmodel.constants import Calibration, stored
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import DeviceSpec
+
+# Kernels built for one architecture only: FlashAttention-3 is written for Hopper (sm90: WGMMA, TMA; Shah et al. 2024,
+# arXiv 2407.08608), so a device YAML that states no rate for it cannot run it (and the causal tiles it skips,
+# step.executed_attention_share, priced at another device's GEMM curve would put MFU above 1)
+RATE_REQUIRED_KERNELS = ("fa3",)
 
 _TABLES: dict[int, tuple[DeviceSpec, tuple[float, ...], tuple[float, ...]]] = {}
 
@@ -84,8 +90,12 @@ def attention_efficiency(device: DeviceSpec, dim: float, kernel: str, cal: Calib
     choice on Hopper): the GEMM curve, capped by the fraction of peak the kernel is published to reach on this
     device at its default power limit (`DeviceSpec.flash_attention_fraction`), scaled like the GEMMs by the clock
     its power limit sustains. A kernel not listed for the device runs at the GEMM curve."""
-    curve = matmul_efficiency(device, dim, cal)
     cap = device.flash_attention_fraction.get(kernel)
+    if cap is None and kernel in RATE_REQUIRED_KERNELS:
+        raise ScalestudyError(f"attention kernel {kernel} (FlashAttention-3) runs on Hopper GPUs: device {device.name} "
+                              f"states no {kernel} rate (flash_attention_fraction in its YAML); use --attention-kernel "
+                              f"fa2, cudnn or engine")
+    curve = matmul_efficiency(device, dim, cal)
     return curve if cap is None else min(curve, cap * sustained_clock_ratio(device))
 
 

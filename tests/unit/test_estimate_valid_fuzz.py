@@ -1,0 +1,53 @@
+"""Valid command lines a user (or a published run typed into `scalestudy estimate`) may give, found by a
+valid-input fuzz of estimate/plan (thousands of combinations of models, devices, engines and options): each either
+prints sane figures or is refused in one line (exit 2) that says what to change -- never a traceback, never an MFU
+above 1. One row per failure the fuzz found, kept after its fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalestudy.cli import main
+
+# (command line after `estimate`, needle of the one-line refusal; None: must succeed with sane figures)
+CASES = [
+    # FlashAttention-3 is Hopper-only: on an A100 its causal half priced at the A100's GEMM curve put MFU/HFU > 1
+    (["--model", "llama-7b", "--gpu", "a100-80gb", "--seq-len", "131072", "--engine", "fsdp", "--zero", "3",
+      "--recompute", "full", "--attention-kernel", "fa3"], "runs on Hopper GPUs"),
+    (["--model", "llama-13b", "--gpu", "v100-32gb", "--gpus-per-node", "2", "--tp", "2", "--precision", "fp16",
+      "--seq-len", "131072", "--attention-kernel", "fa3"], "use --attention-kernel fa2, cudnn or engine"),
+    (["--model", "llama-7b", "--gpu", "h200", "--seq-len", "131072", "--engine", "fsdp", "--zero", "3",
+      "--recompute", "full", "--attention-kernel", "fa3"], None),
+    (["--model", "llama-7b", "--gpu", "a100-80gb", "--seq-len", "8192", "--attention", "eager",
+      "--attention-kernel", "fa3"], None),  # no fused kernel under eager attention: the kernel is not used
+]
+
+
+def _sane(d: dict) -> list[str]:
+    bad = []
+    t, m, f = d["time"], d["memory"], d["flops"]
+    if not (t["step_s"] > 0 and d["throughput"]["tokens_per_s"] > 0):
+        bad.append("step time / tokens per second not positive")
+    bad += [f"{k} {d[k]}" for k in ("mfu", "hfu") if not 0 < d[k] <= 1]
+    if f["hardware_per_step"] < f["model_per_step"]:
+        bad.append("hardware FLOPs < model FLOPs")
+    if min(m["parts"].values()) < 0 or abs(sum(m["parts"].values()) - m["per_device_bytes"]) > 1e-9 * m[
+            "per_device_bytes"]:
+        bad.append(f"memory parts {m['parts']} vs {m['per_device_bytes']}")
+    if min(t["parts"].values()) < 0 or t["parts"]["dp_comm_exposed_s"] > t["dp_comm_total_s"] * (1 + 1e-12):
+        bad.append(f"time parts {t['parts']}")
+    return bad
+
+
+@pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(a[1:4]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
+def test_valid_command_line_is_sane_or_refused_in_one_line(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", *argv, "--json"])
+    out = capsys.readouterr()
+    if needle is None:
+        assert exc.value.code == 0, out.err
+        assert not _sane(json.loads(out.out)), _sane(json.loads(out.out))
+    else:
+        assert exc.value.code == 2 and len(out.err.strip().splitlines()) == 1 and needle in out.err, out.err
