@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, p2p_time, spans_nodes
 from scalestudy.costmodel.cpu_engine import engine_step_overhead
-from scalestudy.costmodel.memory import ACT_BYTES
+from scalestudy.costmodel.memory import ACT_BYTES, boundary_bytes
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
 
 # engine_overhead_s keys of a measured CPU profile (seconds; engine/parallel_profile.py)
@@ -153,7 +153,7 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     embed = (2 if model.is_encoder_decoder else 1) * model.vocab_size * model.d_model * EMBED_GRAD_BYTES \
         / dev.hbm_bytes_per_s if pp > 1 else 0.0
     cross_node = spans_nodes(tp * layout.dp, cluster)
-    boundary = mb * (s + t) * model.d_model * ACT_BYTES[st.precision]
+    boundary = boundary_bytes(model, mb, s, t, st.precision)
     per_chunk = dev.engine_overhead_s.get(PP_MICROBATCH, 0.0)
     eng_key = f"{st.engine}-{st.zero}"
     hooks = step_hooks = 0.0

@@ -17,7 +17,7 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import ACT_BYTES, rank_memory, stage_in_flight
+from scalestudy.costmodel.memory import boundary_bytes, rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _dp_comm, _shape, _sublayers,
@@ -82,7 +82,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     tp_mb = _tp_comm(st, ct, busiest, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     pp_mb = 0.0
     if pp > 1:
-        boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
+        boundary = boundary_bytes(model, st.micro_batch, s, t, prec)
         # interleaving sends each micro-batch across v times as many stage boundaries
         pp_mb = 2.0 * v * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather,
                                               spans_nodes(tp * dp, cluster), cluster)

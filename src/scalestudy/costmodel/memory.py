@@ -288,6 +288,12 @@ def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp:
     return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
 
 
+def boundary_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str) -> float:
+    """Bytes a pipeline stage sends across its boundary per micro-batch and direction: the hidden state of every
+    token (encoder and decoder), in the compute dtype."""
+    return micro_batch * (seq_len + target_len) * model.d_model * ACT_BYTES[precision]
+
+
 def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations: float, device,
                 options: CostOptions) -> Memory:
     """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of

@@ -36,7 +36,7 @@ from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
-from scalestudy.costmodel.memory import (ACT_BYTES, Memory, activation_parts, fused_swiglu, gqa_native,
+from scalestudy.costmodel.memory import (Memory, activation_parts, boundary_bytes, fused_swiglu, gqa_native,
                                          head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
                                          rank_memory, recompute_working_bytes, stage_in_flight)
 from scalestudy.costmodel.op_checkpoint import early_stop
@@ -211,7 +211,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     tp, pp, prec = st.tp, st.pp, st.precision
     s, t = workload.seq_len, target_length(model, workload)
     flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
-    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
+    boundary = boundary_bytes(model, st.micro_batch, s, t, prec)
     cross = spans_nodes(tp * dp, cluster)
     gather = engine_comm(st.engine).pipeline_scatter_gather
     out = []
@@ -262,7 +262,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     model_f_seq = step_flops_per_sequence(model, s, t, "none")
     hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute, early_stop(st))
     params_total = param_count(model)
-    boundary = st.micro_batch * (s + t) * model.d_model * ACT_BYTES[prec]
+    boundary = boundary_bytes(model, st.micro_batch, s, t, prec)
     cross = spans_nodes(tp * dp, cluster)
     tied = _tied_sync(model, st, cluster, placed, tp, dp)
     flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches each rank holds
