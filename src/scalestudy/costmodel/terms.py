@@ -212,9 +212,11 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     """
     if dp <= 1:
         return (0.0, 0.0), (0.0, 0.0)
-    gloo = gloo_dp_comm(st, eng, shape.psi, shape.zero3, shape.stage_layers, main_grad_bytes(st), cluster, lk, dp,
-                        tp, ga)
-    if gloo is not None:  # DeepSpeed / FSDP as their code runs on gloo ranks (costmodel/cpu_collectives.py)
+    gloo = None  # DeepSpeed / FSDP as their code runs on gloo ranks (costmodel/cpu_collectives.py): CPU devices only
+    if cluster.device.kind == "cpu":
+        gloo = gloo_dp_comm(st, eng, shape.psi, shape.zero3, shape.stage_layers, main_grad_bytes(st), cluster, lk, dp,
+                            tp, ga)
+    if gloo is not None:
         return (gloo, gloo), (gloo, gloo)
     if st.engine == "fsdp" or st.zero == 3:
         return _sharded_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
