@@ -227,8 +227,9 @@ def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]
                             continue  # FSDP offloads parameters and optimizer together
                     elif off_par != "none" and not (engine == "deepspeed" and zero == 3):
                         continue
-                    # Parameter offload without optimizer offload is a legal but strictly worse DeepSpeed setting.
-                    if off_par != "none" and off_opt == "none":
+                    # Parameter offload without optimizer offload is a legal but strictly worse DeepSpeed setting:
+                    # left out of a search, kept when --offload-params asks for offload only (plan = estimate)
+                    if off_par != "none" and off_opt == "none" and "none" in constraints.offload_params:
                         continue
                     out.append((engine, zero, off_opt, off_par))
     return out
