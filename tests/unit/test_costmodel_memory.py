@@ -219,7 +219,7 @@ def test_loss_kernels_and_what_they_keep_of_the_logits():
     copy + fp32 shifted logits), Megatron-Core's in-place softmax a + 4 (9634c0e4), flash-attn's CrossEntropyLoss
     2a (logits saved, a gradient of their dtype), Liger's fused linear cross-entropy no logits at all."""
     llama = get_model("llama-7b")
-    tokens, v, h = 8192, llama.vocab_size, llama.d_model
+    tokens, v = 8192, llama.vocab_size
     per = {ce: logits_bytes(llama, 1, tokens, 0, "bf16", 1, ce) for ce in ("engine", "inplace", "fused")}
     assert per["engine"] == tokens * v * 10 and per["inplace"] == tokens * v * 6
     assert per["fused"] == tokens * v * 4 + 4 * tokens
