@@ -6,6 +6,7 @@ above 1. One row per failure the fuzz found, kept after its fix."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -60,6 +61,11 @@ PLAN_CASES = [
     ["--model", "llama-7b", "--gpu", "a100-80gb", "--nodes", "2", "--engine", "deepspeed", "--zero", "3", "--tp", "2",
      "--pp", "1", "--micro-batch", "4", "--global-batch", "64", "--seq-len", "2048", "--recompute", "full",
      "--precision", "bf16", "--attention", "flash", "--offload-optimizer", "none", "--offload-params", "nvme"],
+    # --stage-layers auto (estimate's resource-aware split on a cluster mixing devices): plan refused the word
+    ["--model", "llama-13b", "--cluster", str(Path(__file__).parents[2] / "examples" / "cluster-a100-v100.yaml"),
+     "--engine", "megatron", "--zero", "1", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--global-batch", "64",
+     "--seq-len", "2048", "--recompute", "selective", "--precision", "fp16", "--attention", "flash",
+     "--offload-optimizer", "none", "--offload-params", "none", "--pp-schedule", "1f1b", "--stage-layers", "auto"],
 ]
 
 
@@ -75,4 +81,11 @@ def test_plan_with_every_flag_fixed_is_estimate(capsys, flags):
     best = json.loads(out.out)["candidates"][0]["estimate"]
     assert best["strategy"] == est["strategy"] and best["time"]["step_s"] == est["time"]["step_s"]
     assert best["memory"]["per_device_bytes"] == est["memory"]["per_device_bytes"]
+
+
+def test_plan_stage_layers_auto_is_refused_like_estimate_on_one_device_type(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model", "llama-7b", "--seq-len", "2048", "--global-batch", "64", "--stage-layers", "auto"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--stage-layers auto needs a cluster mixing devices" in err
 

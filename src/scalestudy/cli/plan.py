@@ -206,7 +206,8 @@ def plan(
                                                  "interleaved schedule tries, comma-separated (default 2,4)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Explicit layers per pipeline stage, "
                                                "e.g. 13,11,11,13 (only that pipeline depth is searched; default: "
-                                               "even, or resource-aware on a cluster mixing devices)."),
+                                               "even, or resource-aware on a cluster mixing devices or with --stage-speeds), or auto "
+                                               "(that resource-aware split, as estimate)."),
     stage_speeds: Optional[str] = typer.Option(None, "--stage-speeds", help="Measured relative speed of each "
                                                "pipeline stage's ranks, e.g. 2,1 (searches pp = their count; "
                                                "layers split by speed and memory)."),
@@ -265,6 +266,11 @@ def plan(
 
         raise ScalestudyError(lexicon_message(run_objective, "--train-objective"))
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
+    if stage_layers == "auto":  # estimate's resource-aware split: what plan runs on a mixed-speed cluster anyway
+        if not clus.heterogeneous and not speeds:
+            raise ScalestudyError("--stage-layers auto needs a cluster mixing devices (--cluster with groups) or "
+                                  "--stage-speeds")
+        stage_layers = None
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen, train_tokens=train_tokens)
     from scalestudy.specs.strategy import PRECISIONS
