@@ -132,6 +132,12 @@ def block_kernels(family: str, ffn: str, encoder_decoder: bool, grouped_kv: bool
     return (0, 0), _decoder_only(family, ffn, grouped_kv, kernels, flash)
 
 
+def sublayers(model, encoder_blocks: int, decoder_blocks: int) -> int:
+    """Attention, cross-attention and FFN sublayers of `encoder_blocks` encoder and `decoder_blocks` decoder (or
+    decoder-only) blocks: two per block, three per decoder block of an encoder-decoder model (cross-attention)."""
+    return 2 * encoder_blocks + (3 if model.is_encoder_decoder else 2) * decoder_blocks
+
+
 def attention_core_kernels(kernels: str, flash: bool) -> int:
     """Forward kernels of one attention core: what a selective recompute (Megatron checkpoint_core_attention)
     launches again per attention sublayer."""

@@ -39,6 +39,7 @@ from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, t
 from scalestudy.costmodel.memory import (Memory, activation_parts, boundary_bytes, fused_swiglu, gqa_native,
                                          head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
                                          rank_memory, recompute_working_bytes, stage_in_flight)
+from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.step import compute_times
@@ -293,8 +294,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
         if dev.engine_overhead_s:
             n_enc = _encoder_blocks(model, start, n)
-            sublayers = 2 * n_enc + (3 if model.is_encoder_decoder else 2) * (n - n_enc)
-            framework += engine_hooks_s(dev, st.engine, st.zero, layout.world_size, ga, sublayers)  # as estimate()
+            framework += engine_hooks_s(dev, st.engine, st.zero, layout.world_size, ga,
+                                        sublayers(model, n_enc, n - n_enc))  # as estimate()
         out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
                                  pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
                                  where.host_capacity_bytes, tied if k in (0, pp - 1) else 0.0))

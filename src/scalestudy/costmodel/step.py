@@ -35,7 +35,7 @@ from scalestudy.costmodel.eager_kernels import eager_block_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit, logit_elements,
                                        vocab_grad_bytes)
-from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels
+from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
@@ -187,7 +187,7 @@ def _fixed_block_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, kerne
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     if device.kind == "cpu":
-        fixed = device.layer_overhead_s * (2 * le + (3 if model.is_encoder_decoder else 2) * ld)
+        fixed = device.layer_overhead_s * sublayers(model, le, ld)
         return fixed, 2.0 * fixed
     (enc_f, enc_b), (dec_f, dec_b) = model_block_kernels(model, kernels, flash)
     k = cal.kernel_overhead_s

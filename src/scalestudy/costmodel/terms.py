@@ -13,6 +13,7 @@ from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
+from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.memory import activation_bytes, fused_swiglu, gqa_native
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
@@ -90,8 +91,8 @@ def _root_elems(model: ModelSpec, tp: int) -> int:
 def _sublayers(model: ModelSpec) -> int:
     """Attention, cross-attention and FFN sublayers of the whole model."""
     if model.is_encoder_decoder:
-        return 2 * model.num_layers + 3 * model.num_decoder_layers
-    return 2 * model.num_layers
+        return sublayers(model, model.num_layers, model.num_decoder_layers)
+    return sublayers(model, 0, model.num_layers)
 
 
 def _exposed(compute: float, comm: float, interference: float, s: float) -> float:
