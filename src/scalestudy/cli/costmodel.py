@@ -157,7 +157,8 @@ def _print_estimate(est) -> None:
     console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
-                  f"({d['workload']['tokens_per_step']:,} tokens/step)")
+                  f"({d['workload']['tokens_per_step']:,} tokens/step"
+                  f"{', encoder + decoder' if est.model.is_encoder_decoder else ''})")
 
     t = Table(title="Memory per device", show_header=True)
     t.add_column("term")
