@@ -198,9 +198,10 @@ def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: in
     """Seconds per micro-batch, all layers on one tensor-parallel rank, of HF T5's FFN output cast under autocast
     over fp32 weights (the engines and devices of autocast_param_s): transformers' T5DenseGatedActDense and
     T5DenseActDense (modeling_t5.py since transformers PRs #20760 / #21281 of Dec 2022 / Jan 2023, which keep `wo`
-    in fp32 for fp16 inference; nanoT5's t5_model.py imports them from transformers 4.30.2) run `hidden_states.to(self.wo.weight.dtype)` before `self.wo`, so the d_ff-wide 16-bit activation
-    is copied to fp32 and autocast's F.linear casts it straight back: two casts forward (r a w 4, r 4 w a) and their
-    two ToCopyBackward casts backward, four kernels (`kernel_s` each, calibration kernel_overhead_s). Eager kernels
+    in fp32 for fp16 inference; nanoT5's t5_model.py imports them from transformers 4.30.2) run
+    `hidden_states.to(self.wo.weight.dtype)` before `self.wo`, so the d_ff-wide 16-bit activation is copied to fp32
+    and autocast's F.linear casts it straight back: two casts forward (r a w 4, r 4 w a) and their two
+    ToCopyBackward casts backward, four kernels (`kernel_s` each, calibration kernel_overhead_s). Eager kernels
     only: a compiled graph fuses the round trip away."""
     if (not model.is_encoder_decoder or kernels == "fused" or engine != "ddp" or precision not in ("bf16", "fp16")
             or device.kind == "cpu"):

@@ -120,6 +120,6 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         params_total=shape.params_total, params_per_device=psi, memory=mem, capacity_bytes=capacity,
         host_capacity_bytes=host_capacity, fits=fits, compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=tp_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_comm_total_s=dp_total, optimizer_s=opt_s, offload_s=offload_s,
-        framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f, tokens_per_step=workload.global_batch * (s + t),
-        peak_flops=peak,
+        framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f,
+        tokens_per_step=workload.global_batch * (s + t), peak_flops=peak,
     )

@@ -214,7 +214,8 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(out_tok, model.vocab_size / tp,
                                                                        model.d_model), cal))
-    logits, vocab_grad = logit_elements(model, micro_batch, seq_len, target_len, tp), vocab_grad_bytes(model, precision, tp)
+    logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
+    vocab_grad = vocab_grad_bytes(model, precision, tp)
     if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
         head_t += (logits * cross_entropy_bytes_per_logit(precision) / cpu_memory.bandwidth(device, 4.0 * logits)
                    + vocab_grad / cpu_memory.bandwidth(device, vocab_grad))
