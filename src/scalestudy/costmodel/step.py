@@ -15,7 +15,9 @@ Overlap model (what hides behind what):
   lookup is the backward's last op) -- otherwise, and always under DeepSpeed's pipeline engine, it runs after the
   backward pass (terms._deepspeed_pipeline_reduces_after); `zero1_all_reduce`: DeepSpeed 0.4.4-0.12 ZeRO-1
   all-reduces each bucket; the post-step weight all-gather of ZeRO-1/2 is exposed; a tied embedding split over the
-  first and last pipeline stage is all-reduced between them once per step, exposed;
+  first and last pipeline stage is all-reduced between them once per step, exposed; whatever hides the bytes of a
+  data-parallel collective (here and under ZeRO-3 / FSDP), its NCCL ring latency, (n-1) dependent hops, is exposed
+  in full (comm.exposed_latency);
 - ZeRO-3 / FSDP: per layer, all-gathers in forward and backward (again under a full recompute when the engine
   re-gathers, engines.yaml), a reduce-scatter per micro-batch; with prefetch a layer's transfer hides behind the
   previous layer's compute, the excess and the first layer's gather are exposed; while both run, the compute is
@@ -49,7 +51,7 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family seq
                  "when overlap_grad_comm (ZeRO-2: every micro-batch's) except the last bucket and the input "
                  "embedding's gradient, never under DeepSpeed's pipeline engine (reduces after the drain); "
                  "ZeRO-1/2 post-step all-gather exposed; tied-embedding first/last-stage "
-                 "all-reduce exposed; "
+                 "all-reduce exposed; every DP collective's ring latency exposed in full (its bytes overlap); "
                  "ZeRO-3/FSDP per-layer gathers and reduce-scatters overlap each pass with prefetch, the excess and "
                  "the first layer's gather exposed; while both run the compute is slower by the device YAML's "
                  "compute_slowdown_under_comm (18.9% measured) and the traffic "
