@@ -133,10 +133,15 @@ def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
     (0.30, 0.10, 0.20, 0.30),  # nothing overlapped (exposed = bytes + latency): unchanged
 ])
 def test_exposed_latency_adds_the_rings_latency_to_the_overlapped_bytes(exposed, bytes_exposed, latency, want):
-    from scalestudy.costmodel.comm import bandwidth_only, exposed_latency
+    from scalestudy.costmodel.comm import exposed_latency, gather_parts, gather_time
 
     assert exposed_latency(exposed, bytes_exposed, latency) == pytest.approx(want)
-    assert bandwidth_only((2.4e11, 3.4e-6, 5e10, 1.2e-5)) == (2.4e11, 0.0, 5e10, 0.0)
+    # the bandwidth and latency seconds terms._dp_comm overlaps separately add up to the collective's time
+    lk, nolat = (2.4e11, 3.4e-6, 5e10, 1.2e-5), (2.4e11, 0.0, 5e10, 0.0)
+    for n, tree in ((8, False), (64, False), (64, True)):
+        bw, lat = gather_parts(1e9, n, 8, lk, 0.9, "node", 12, tree)
+        assert bw + lat == gather_time(1e9, n, 8, lk, 0.9, "node", 12, tree) and lat > 0
+        assert gather_parts(1e9, n, 8, nolat, 0.9, "node", 12, tree) == (bw, 0.0)
 
 
 @pytest.mark.parametrize("engine, zero", [("fsdp", 3), ("ddp", 0), ("deepspeed", 2)])

@@ -19,16 +19,11 @@ from scalestudy.specs.hardware import ClusterSpec
 _LINKS: dict[int, tuple] = {}
 
 
-def bandwidth_only(lk: tuple) -> tuple:
-    """Links `lk` (links()) with their hop latencies set to 0: the bandwidth part of every collective alone."""
-    return (lk[0], 0.0, lk[2], 0.0)
-
-
 def exposed_latency(exposed: float, bytes_exposed: float, latency: float) -> float:
     """Exposed seconds of a step's data-parallel collectives when their bytes are overlapped as the engine's
-    schedule allows (`bytes_exposed`, from bandwidth_only links) but their ring latency (`latency`: the sum over the
-    step's collectives of ring_latency / tree_latency) is not hidden at all; never less than `exposed`, the
-    estimate that overlaps both.
+    schedule allows (`bytes_exposed`: the schedule over their bandwidth seconds alone, gather_parts) but their ring
+    latency (`latency`: the sum over the step's collectives of ring_latency / tree_latency) is not hidden at all;
+    never less than `exposed`, the estimate that overlaps both.
 
     Why latency, not bytes: a ring collective is (n-1) dependent hops (NCCL src/graph/tuning.cc prices a ring
     all-gather / reduce-scatter as (nRanks-1-nInterSteps) NVLink steps + nInterSteps network steps, an all-reduce
@@ -117,7 +112,7 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
 def gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
                  tree: bool = False) -> tuple[float, float]:
     """gather_time's (bandwidth, latency) seconds: its bytes alone, and the hop latencies its `count` collectives
-    add (0 on bandwidth_only links)."""
+    add."""
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
     intra_bw, intra_lat, _, _ = lk
