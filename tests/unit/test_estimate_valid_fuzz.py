@@ -89,3 +89,12 @@ def test_plan_stage_layers_auto_is_refused_like_estimate_on_one_device_type(caps
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--stage-layers auto needs a cluster mixing devices" in err
 
+
+def test_plan_says_why_no_engine_takes_the_offload(capsys):
+    """--engine ddp --offload-optimizer cpu: plan said 'no strategy fits: 0 evaluated' without a reason."""
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model", "llama-7b", "--seq-len", "512", "--global-batch", "64", "--engine", "ddp",
+              "--offload-optimizer", "cpu"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "offloads the optimizer to cpu" in err and len(err.strip().splitlines()) == 1
+

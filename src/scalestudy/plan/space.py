@@ -284,6 +284,11 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     planner can stop a group at its first micro-batch that does not fit."""
     stats = stats if stats is not None else SpaceStats()
     variants = engine_variants(constraints)
+    if not variants:  # plan's 'no strategy fits' then says why, as estimate would
+        stats.skipped[f"no engine / ZeRO stage of the constraints offloads the optimizer to "
+                      f"{'/'.join(constraints.offload_optimizer)} and the parameters to "
+                      f"{'/'.join(constraints.offload_params)} (DeepSpeed offloads the optimizer from ZeRO 1 and "
+                      f"the parameters at ZeRO 3; FSDP offloads both together, to cpu only)"] = 1
     # Cheapest memory first (full recompute): when that does not fit at micro-batch 1, nothing lighter will.
     # op (torchtitan's operator-level checkpointing, cost model only) only when asked for
     recomputes = [rc for rc in ("full", "op", "selective", "none")
