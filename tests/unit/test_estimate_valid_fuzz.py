@@ -98,3 +98,15 @@ def test_plan_says_why_no_engine_takes_the_offload(capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "offloads the optimizer to cpu" in err and len(err.strip().splitlines()) == 1
 
+
+def test_plan_tp_comm_overlap_on_t5_skips_the_tp_that_cannot_split_the_lengths(capsys):
+    """T5 span corruption of 512 -> 114 target tokens: tp 4 cannot sequence-parallelise it, so the space turned SP
+    off there and Strategy's tp_comm_overlap rule aborted the whole plan; now that tp is skipped, the rest planned."""
+    flags = ["--model", "t5-small", "--gpu", "a100-40gb", "--nodes", "2", "--gpus-per-node", "4", "--seq-len", "512",
+             "--global-batch", "64", "--tp-comm-overlap", "--json", "--top", "0"]
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *flags])
+    out = capsys.readouterr()
+    tps = {c["strategy"]["tp"] for c in json.loads(out.out)["candidates"]} if exc.value.code == 0 else set()
+    assert 2 in tps and 4 not in tps, out.err
+

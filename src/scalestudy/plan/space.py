@@ -101,6 +101,8 @@ class Constraints:
                 raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)}; cost model "
                                       f"only, when named: {', '.join(COST_MODEL_ENGINES)})")
         check_choice("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES)
+        if self.tp_comm_overlap and not self.sequence_parallel and (not self.tp or max(self.tp) > 1):
+            Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
         if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer: "
                                   "it needs --engine megatron")
@@ -310,6 +312,11 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 key = "no allowed micro-batch divides the global batch / data-parallel degree"
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
                 continue
+            sp = constraints.sequence_parallel and not any(n % tp for n in lengths)  # SP where tp splits the lengths
+            if constraints.tp_comm_overlap and tp > 1 and not sp:  # the overlap needs SP (Strategy refuses it)
+                key = "tp_comm_overlap needs sequence parallelism: the sequence lengths do not divide by tp"
+                stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                continue
             for engine, zero, off_opt, off_par in variants:
                 if pp > 1 and engine == "deepspeed" and zero >= 2:
                     continue  # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
@@ -328,8 +335,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
                                                 offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
                                                 precision=constraints.precision, attention=constraints.attention,
-                                                sequence_parallel=constraints.sequence_parallel
-                                                and not any(n % tp for n in lengths),
+                                                sequence_parallel=sp,
                                                 overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
                                                 virtual_stages=v,
                                                 stage_layers=constraints.stage_layers if pp > 1 else (),
