@@ -90,13 +90,17 @@ def test_plan_stage_layers_auto_is_refused_like_estimate_on_one_device_type(caps
     assert exc.value.code == 2 and "--stage-layers auto needs a cluster mixing devices" in err
 
 
-def test_plan_says_why_no_engine_takes_the_offload(capsys):
-    """--engine ddp --offload-optimizer cpu: plan said 'no strategy fits: 0 evaluated' without a reason."""
+@pytest.mark.parametrize("flags,needle", [
+    (["--engine", "ddp", "--offload-optimizer", "cpu"], "no engine / ZeRO stage / offload of the constraints"),
+    (["--engine", "ddp", "--zero", "3"], "ddp 0/1"),
+    (["--gpus-per-node", "2", "--tp", "4"], "tp divides the 32 heads, the 32 key/value heads and the 2 devices"),
+])
+def test_plan_says_why_nothing_was_evaluated(capsys, flags, needle):
+    """Constraints no engine or tp/pp can meet: plan said 'no strategy fits: 0 evaluated' without a reason."""
     with pytest.raises(SystemExit) as exc:
-        main(["plan", "--model", "llama-7b", "--seq-len", "512", "--global-batch", "64", "--engine", "ddp",
-              "--offload-optimizer", "cpu"])
+        main(["plan", "--model", "llama-7b", "--seq-len", "512", "--global-batch", "64", *flags])
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and "offloads the optimizer to cpu" in err and len(err.strip().splitlines()) == 1
+    assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_plan_tp_comm_overlap_on_t5_skips_the_tp_that_cannot_split_the_lengths(capsys):

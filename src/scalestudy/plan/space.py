@@ -287,10 +287,10 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     stats = stats if stats is not None else SpaceStats()
     variants = engine_variants(constraints)
     if not variants:  # plan's 'no strategy fits' then says why, as estimate would
-        stats.skipped[f"no engine / ZeRO stage of the constraints offloads the optimizer to "
-                      f"{'/'.join(constraints.offload_optimizer)} and the parameters to "
-                      f"{'/'.join(constraints.offload_params)} (DeepSpeed offloads the optimizer from ZeRO 1 and "
-                      f"the parameters at ZeRO 3; FSDP offloads both together, to cpu only)"] = 1
+        stages = ", ".join(f"{e} {'/'.join(map(str, z))}" for e, z in {**ZERO_STAGES, **COST_MODEL_ENGINES}.items())
+        stats.skipped[f"no engine / ZeRO stage / offload of the constraints go together (ZeRO stages: {stages}; "
+                      "DeepSpeed offloads the optimizer from ZeRO 1 and the parameters at ZeRO 3; FSDP offloads "
+                      "both together, to cpu only)"] = 1
     # Cheapest memory first (full recompute): when that does not fit at micro-batch 1, nothing lighter will.
     # op (torchtitan's operator-level checkpointing, cost model only) only when asked for
     recomputes = [rc for rc in ("full", "op", "selective", "none")
@@ -300,7 +300,13 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     lengths = (workload.seq_len, _decoder_len(model, workload))
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
-        for tp, pp in model_parallel_degrees(model, cluster, world, constraints):
+        degrees = list(model_parallel_degrees(model, cluster, world, constraints))
+        if not degrees:  # said in plan's 'no strategy fits' line (as estimate names the rule)
+            key = (f"no tp/pp of the constraints fits {model.name} on {world} devices (tp divides the "
+                   f"{model.num_heads} heads, the {model.kv_heads} key/value heads and the {cluster.gpus_per_node} "
+                   f"devices per node; pp at most the {layers} layers)")
+            stats.skipped[key] = stats.skipped.get(key, 0) + 1
+        for tp, pp in degrees:
             dp = world // (tp * pp)
             if workload.global_batch % dp:
                 stats.skipped["global batch not divisible by dp"] = stats.skipped.get(
