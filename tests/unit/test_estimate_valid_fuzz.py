@@ -94,6 +94,8 @@ def test_plan_stage_layers_auto_is_refused_like_estimate_on_one_device_type(caps
     (["--engine", "ddp", "--offload-optimizer", "cpu"], "no engine / ZeRO stage / offload of the constraints"),
     (["--engine", "ddp", "--zero", "3"], "ddp 0/1"),
     (["--gpus-per-node", "2", "--tp", "4"], "tp divides the 32 heads, the 32 key/value heads and the 2 devices"),
+    (["--engine", "deepspeed", "--zero", "2", "--pp", "2"], "incompatible with DeepSpeed ZeRO stage 2/3"),
+    (["--model", "gpt2-tiny", "--pp", "2", "--pp-schedule", "interleaved"], "no pipeline schedule"),
 ])
 def test_plan_says_why_nothing_was_evaluated(capsys, flags, needle):
     """Constraints no engine or tp/pp can meet: plan said 'no strategy fits: 0 evaluated' without a reason."""

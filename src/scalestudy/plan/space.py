@@ -323,11 +323,19 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 key = "tp_comm_overlap needs sequence parallelism: the sequence lengths do not divide by tp"
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
                 continue
+            scheds = schedules(pp, layers, constraints)
+            if not scheds:
+                key = f"no pipeline schedule of the constraints fits {layers} layers in pp {pp} stages"
+                stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                continue
             for engine, zero, off_opt, off_par in variants:
                 if pp > 1 and engine == "deepspeed" and zero >= 2:
-                    continue  # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
+                    # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
+                    key = "pipeline parallelism is incompatible with DeepSpeed ZeRO stage 2/3"
+                    stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                    continue
                 for rc in recomputes:
-                    for sched, v in schedules(pp, layers, constraints):
+                    for sched, v in scheds:
                         if mixed and sched == "interleaved":
                             continue  # contiguous stages only on mixed clusters (costmodel/stages.py)
                         group = []
