@@ -349,7 +349,7 @@ def test_megatron_pipeline_sends_sequence_parallel_backward_and_fp16_gradients()
 def test_megatron_core_overlapped_buckets_grow_with_the_data_parallel_size(monkeypatch):
     # Megatron-Core DistributedDataParallel (read at f2e5db40): bucket_size = max(40M, 1M x dp) when
     # overlap_grad_reduce, so a bucket's ring chunk per rank stays ~1M elements; the other engines keep fixed buckets
-    import scalestudy.costmodel.estimate as estimate_module
+    import scalestudy.costmodel.stage_terms as stage_terms_module
     from scalestudy.costmodel.comm import links, ring_latency
     from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems
 
@@ -369,5 +369,6 @@ def test_megatron_core_overlapped_buckets_grow_with_the_data_parallel_size(monke
     psi = grown.params_per_device
     saved = 2 * (-(-psi // 4e7) + (psi // -5.12e8)) * ring_latency(512, 2, links(cluster))
     fixed = dataclasses.replace(mc, bucket_elems_per_dp_rank=0.0)
-    monkeypatch.setattr(estimate_module, "engine_comm", lambda name: fixed if name == "megatron" else engine_comm(name))
+    monkeypatch.setattr(stage_terms_module, "engine_comm",
+                        lambda name: fixed if name == "megatron" else engine_comm(name))
     assert estimate(model, cluster, st, work).dp_comm_total_s - grown.dp_comm_total_s == pytest.approx(saved)

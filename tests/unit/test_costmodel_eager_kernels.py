@@ -5,6 +5,7 @@ gradient back (ToCopyBackward) and copies it into DDP's bucket (Reducer copy_gra
 import pytest
 
 from scalestudy.costmodel import estimate as estimate_module
+from scalestudy.costmodel import stage_terms
 from scalestudy.costmodel.eager_kernels import autocast_param_bytes, autocast_param_s
 from scalestudy.specs.hardware import get_device, make_cluster
 from scalestudy.specs.model import get_model
@@ -38,7 +39,7 @@ def test_estimate_charges_it_once_per_micro_batch(monkeypatch):
     work = Workload(global_batch=64, seq_len=512, target_len=128)
     st = Strategy(engine="ddp", micro_batch=2, precision="bf16")  # 4 micro-batches per step
     with_casts = estimate_module.estimate(model, cluster, st, work)
-    monkeypatch.setattr(estimate_module, "autocast_param_s", lambda *a: 0.0)
+    monkeypatch.setattr(stage_terms, "autocast_param_s", lambda *a: 0.0)
     without = estimate_module.estimate(model, cluster, st, work)
     per_micro_batch = autocast_param_s(model, "ddp", "bf16", 1, with_casts.params_per_device, cluster.device)
     assert with_casts.compute_s - without.compute_s == pytest.approx(4 * per_micro_batch)

@@ -21,7 +21,8 @@ first, + the LM head on the last stage), activations of its blocks for min(pp - 
 (1F1B; GPipe: m), + the logits on the last stage. The interleaved schedule is not modelled here (contiguous stages).
 
 Unlike `estimate()` on one device type (every stage charged as the busiest, with the head), each stage here is
-charged its own blocks, so on a cluster of one device this formula is slightly lower than estimate()'s.
+charged its own blocks, so on a cluster of one device this formula is slightly lower than estimate()'s. Both
+price a stage's terms with stage_terms.price_stage; what differs is which blocks a stage holds and on what device.
 """
 
 from __future__ import annotations
@@ -30,10 +31,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalestudy.costmodel.breakdown import Estimate
-from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_links
+from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time
 from scalestudy.costmodel.constants import stored
-from scalestudy.costmodel.cpu_engine import engine_hooks_s
-from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, boundary_bytes, fused_swiglu, gqa_native,
@@ -42,9 +41,10 @@ from scalestudy.costmodel.memory import (Memory, activation_parts, boundary_byte
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
+from scalestudy.costmodel.stage_terms import price_stage, setting
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import (_dp_comm, _shape, _tied_embedding_sync, _tp_comm, attention_kernel,
-                                        hp_grad_accumulation_s, model_layout, optimizer_offload)
+from scalestudy.costmodel.terms import (_shape, _tied_embedding_sync, attention_kernel, hp_grad_accumulation_s,
+                                        model_layout)
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
@@ -143,6 +143,14 @@ def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
 def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int, k: int,
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
+    acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n)
+    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n), dp, tp, acts, device, options)
+
+
+def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int, s: int, t: int, k: int, start: int,
+                      n: int) -> float:
+    """Activation bytes on a rank of stage k holding blocks [start, start + n): its blocks' for the micro-batches in
+    flight, + the last stage's logits or a recomputed block's working set (module docstring)."""
     prec = st.precision
     sp = st.sequence_parallel and tp > 1
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
@@ -153,8 +161,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
     head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
-    acts += head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
-    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n), dp, tp, acts, device, options)
+    return acts + head_or_recompute_bytes(head, recompute_working_bytes(enc, dec, tp, sp, st.recompute))
 
 
 @dataclass(frozen=True)
@@ -247,7 +254,6 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     """estimate() for a cluster mixing device types or rank speeds: per stage, bound by the slowest."""
     st = strategy
     cal = calibration or stored()
-    gpn = cluster.gpus_per_node
     layout = model_layout(model, cluster, st, workload)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
     if pp > 1 and st.pp_schedule == "interleaved":
@@ -259,46 +265,34 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     placed = stage_devices(cluster, pp, prec)
     costs, _ = layer_costs(model, s, t)
     total_cost = sum(costs)
-    eng = engine_comm(st.engine)
     model_f_seq = step_flops_per_sequence(model, s, t, "none")
     hw_f_seq = step_flops_per_sequence(model, s, t, st.recompute, early_stop(st))
     params_total = param_count(model)
-    boundary = boundary_bytes(model, st.micro_batch, s, t, prec)
-    cross = spans_nodes(tp * dp, cluster)
     tied = _tied_sync(model, st, cluster, placed, tp, dp)
     flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches each rank holds
+    cfg = setting(model, cluster, st, layout, s, t, cal, options)
     out, start = [], 0
     for k, n in enumerate(split):
-        where = placed[k]
-        dev, sub = where.device, where.cluster
+        where, last_stage = placed[k], k == pp - 1
+        dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st), early_stop(st))
         share = sum(costs[start:start + n]) / total_cost
-        fwd, bwd = ct.forward * share, ct.backward * share
-        compute = fwd + bwd + (ct.head if k == pp - 1 else 0.0)
-        compute += hp_grad_accumulation_s(model, st, dev, tp, n, k == pp - 1)  # BF16_Optimizer per micro-batch
-        lk = links(sub)
-        tp_mb = _tp_comm(st, ct, share, tp, tp_links(sub, tp), cal.overlap_interference) if tp > 1 else 0.0
-        pp_mb = 2.0 * stage_boundary_time(boundary, tp, sp, eng.pipeline_scatter_gather, cross, sub) if pp > 1 else 0.0
-        mem = stage_memory(model, st, dp, tp, pp, ga, s, t, k, start, n, dev, options)
+        # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
+        blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
+            + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
         psi = stage_params(model, tp, pp, k, start, n)
-        compute += autocast_param_s(model, st.engine, prec, tp, psi, dev)  # DDP autocast's fp32 parameters
-        compute += share * autocast_ffn_cast_s(model, st.engine, prec, st.kernels, tp, st.micro_batch, s, t, dev,
-                                               cal.kernel_overhead_s)  # HF T5's wo cast round trip
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
-                                    stage_layers=n, activations=mem.activations)
-        dp_s, dp_total = _dp_comm(st, eng, shape, sub, lk, dp, tp, ga, fwd, bwd, cal.overlap_interference)
-        opt_s, off_s = optimizer_offload(st, eng, psi, dp, ga, dev, gpn, zero3_gathers(model, tp, pp, n, psi).tensors,
-                                         bwd)
-        framework = dev.step_overhead_s + ga * dev.microstep_overhead_s
-        if dev.engine_overhead_s:
-            n_enc = _encoder_blocks(model, start, n)
-            framework += engine_hooks_s(dev, st.engine, st.zero, layout.world_size, ga,
-                                        sublayers(model, n_enc, n - n_enc))  # as estimate()
-        out.append(StageEstimate(k, n, (where.start, where.stop), where.devices, dev.name, psi, compute, tp_mb,
-                                 pp_mb, dp_s, dp_total, opt_s, off_s, framework, mem, where.capacity_bytes,
-                                 where.host_capacity_bytes, tied if k in (0, pp - 1) else 0.0))
+                                    stage_layers=n, activations=stage_activations(model, st, tp, pp, ga, s, t, k,
+                                                                                  start, n))
+        n_enc = _encoder_blocks(model, start, n)
+        terms = price_stage(cfg, dev, where.cluster, ct, share, blocks_s, shape,
+                            zero3_gathers(model, tp, pp, n, psi).tensors, sublayers(model, n_enc, n - n_enc))
+        out.append(StageEstimate(index=k, layers=n, ranks=(where.start, where.stop), devices=where.devices,
+                                 device=dev.name, params=psi, **terms._asdict(), capacity_bytes=where.capacity_bytes,
+                                 host_capacity_bytes=where.host_capacity_bytes,
+                                 tied_sync_s=tied if k in (0, pp - 1) else 0.0))
         start += n
     stages = tuple(out)
     slowest = max(stages, key=lambda x: x.slot_s)

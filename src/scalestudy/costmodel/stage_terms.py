@@ -1,0 +1,115 @@
+"""One pipeline stage's terms -- what `estimate()` (one device type: every stage charged as the busiest) and
+`stages.estimate_stages()` (mixed clusters, uneven splits: every stage its own) both price, written once.
+
+A stage is its device and links, the compute times of the whole model on that device (step.ComputeTimes), its share
+of the blocks' FLOPs, the seconds of its blocks per micro-batch (the caller's rule: the busiest stage with the head
+for estimate(), its own blocks for estimate_stages()), and its per-configuration quantities (terms._Shape, with the
+stage's own parameters and activations). Per micro-batch it costs compute (+ torch.autocast's casts), tensor-
+parallel all-reduces and the stage-boundary sends; per step, after the drain, the data-parallel / ZeRO collectives,
+the optimizer update and offload traffic, and the measured framework time (CPU profiles); and it holds its memory.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
+from scalestudy.costmodel.constants import Calibration
+from scalestudy.costmodel.cpu_engine import engine_hooks_s
+from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
+from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
+from scalestudy.costmodel.options import CostOptions
+from scalestudy.costmodel.step import ComputeTimes
+from scalestudy.costmodel.terms import _dp_comm, _Shape, _tp_comm, optimizer_offload
+from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import Layout, Strategy
+
+
+class Setting(NamedTuple):
+    """What every stage of one configuration shares."""
+
+    model: ModelSpec
+    st: Strategy
+    options: CostOptions
+    cal: Calibration
+    eng: object  # engines.engine_comm(st.engine)
+    layout: Layout
+    seq_len: int
+    target_len: int
+    sp: bool  # sequence parallelism in effect (tp > 1)
+    boundary_bytes: float  # one stage-boundary send per micro-batch and direction (0 without pipeline)
+    cross_node: bool  # whether a stage's dp x tp ranks span nodes (its boundary sends go over the network)
+
+
+def setting(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout: Layout, seq_len: int, target_len: int,
+            cal: Calibration, options: CostOptions) -> Setting:
+    """The configuration-wide quantities of `model` trained with `st` on `cluster` laid out as `layout`."""
+    tp = layout.tp
+    boundary = boundary_bytes(model, st.micro_batch, seq_len, target_len, st.precision) if layout.pp > 1 else 0.0
+    return Setting(model, st, options, cal, engine_comm(st.engine), layout, seq_len, target_len,
+                   st.sequence_parallel and tp > 1, boundary, spans_nodes(tp * layout.dp, cluster))
+
+
+class StageTerms(NamedTuple):
+    """One stage's seconds per micro-batch (compute, tp, pp), per step (the rest) and bytes."""
+
+    compute_s: float  # its blocks (the caller's rule) + torch.autocast's casts
+    tp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float  # exposed
+    dp_comm_total_s: float  # incl. what overlaps the backward
+    optimizer_s: float
+    offload_s: float
+    framework_s: float
+    memory: Memory
+
+    @property
+    def slot_s(self) -> float:
+        """Seconds of one micro-batch through this stage (forward + backward + its communication)."""
+        return self.compute_s + self.tp_comm_s + self.pp_comm_s
+
+
+def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
+                blocks_s: float, shape: _Shape, zero3_tensors: int, sublayers: float | None) -> StageTerms:
+    """The terms of one stage on `dev` (links of `cluster`) holding `share` of the blocks' FLOPs, whose blocks take
+    `blocks_s` per micro-batch, with `shape.psi` parameters and `shape.activations` bytes of activations.
+    `zero3_tensors`: tensors its ZeRO-3 gathers fetch (CPU optimizer rates); `sublayers`: sublayers whose engine
+    hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend)."""
+    st, lay, cal = cfg.st, cfg.layout, cfg.cal
+    tp, pp = lay.tp, lay.pp
+    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi)
+    tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
+    # interleaving sends each micro-batch across v times as many stage boundaries
+    pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
+                                                          cfg.eng.pipeline_scatter_gather, cfg.cross_node,
+                                                          cluster) if pp > 1 else 0.0
+    fwd, bwd = ct.forward * share, ct.backward * share
+    dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd, bwd,
+                              cal.overlap_interference)
+    opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
+                                         cluster.gpus_per_node, zero3_tensors, bwd)
+    mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
+    return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
+                      mem)
+
+
+def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
+    """torch.autocast over fp32 parameters (engine ddp in 16 bits), per micro-batch: the weight casts and gradient
+    copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip on its share of the blocks."""
+    st, tp = cfg.st, cfg.layout.tp
+    return autocast_param_s(cfg.model, st.engine, st.precision, tp, psi, dev) + share * autocast_ffn_cast_s(
+        cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch, cfg.seq_len, cfg.target_len, dev,
+        cfg.cal.kernel_overhead_s)
+
+
+def _framework_s(cfg: Setting, dev: DeviceSpec, sublayers: float | None) -> float:
+    """Measured framework seconds per step (CPU profiles; 0 elsewhere): per optimizer step and per micro-batch, +
+    the engine's own hooks and bookkeeping on the stage's `sublayers` (on several ranks + the "@multi" term, less
+    what the measured collective rates now cost: cpu_engine.py)."""
+    st, lay = cfg.st, cfg.layout
+    framework = dev.step_overhead_s + lay.grad_accum * dev.microstep_overhead_s
+    if sublayers is not None and dev.engine_overhead_s:
+        framework += engine_hooks_s(dev, st.engine, st.zero, lay.world_size, lay.grad_accum, sublayers)
+    return framework
