@@ -232,3 +232,71 @@ def test_falcon_config_is_a_cost_model_only_llama_block(capsys, tmp_path):
     assert out[0]["time"]["step_s"] == out[1]["time"]["step_s"]
     with pytest.raises(ScalestudyError, match="cost model only"):
         hf_attn_implementation(get_model(str(config)), "eager")
+
+
+# Published dense architectures as their Hugging Face config.json states them (the keys Transformers'
+# configuration_*.py reads) and the parameter count their model card / paper gives.
+PUBLISHED_CONFIGS = {
+    "opt-175b": ({"model_type": "opt", "hidden_size": 12288, "num_hidden_layers": 96, "num_attention_heads": 96,
+                  "ffn_dim": 49152, "vocab_size": 50272, "max_position_embeddings": 2048,
+                  "word_embed_proj_dim": 12288, "do_layer_norm_before": True}, 175e9),  # Zhang et al. 2022, Table 1
+    "bloom-176b": ({"model_type": "bloom", "n_embed": 14336, "n_layer": 70, "n_head": 112, "vocab_size": 250880},
+                   176_247_271_424),  # bigscience/bloom model card
+    "mpt-7b": ({"model_type": "mpt", "d_model": 4096, "n_layers": 32, "n_heads": 32, "expansion_ratio": 4,
+                "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True, "learned_pos_emb": True,
+                "attn_config": {"alibi": True, "attn_type": "multihead_attention"}}, 6.7e9),  # mosaicml/mpt-7b card
+    "mpt-30b": ({"model_type": "mpt", "d_model": 7168, "n_layers": 48, "n_heads": 64, "expansion_ratio": 4,
+                 "max_seq_len": 8192, "vocab_size": 50432, "no_bias": True,
+                 "attn_config": {"alibi": True}}, 30e9),  # mosaicml/mpt-30b card
+    "gpt-neox-20b": ({"model_type": "gpt_neox", "hidden_size": 6144, "num_hidden_layers": 44,
+                      "num_attention_heads": 64, "intermediate_size": 24576, "vocab_size": 50432, "rotary_pct": 0.25,
+                      "use_parallel_residual": True, "max_position_embeddings": 2048, "tie_word_embeddings": False},
+                     20_554_567_680),  # Black et al. 2022 / EleutherAI/gpt-neox-20b card
+    "gpt-j-6b": ({"model_type": "gptj", "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
+                  "vocab_size": 50400, "n_positions": 2048, "activation_function": "gelu_new"},
+                 6_053_381_344),  # EleutherAI/gpt-j-6b card
+    "gemma-7b": ({"model_type": "gemma", "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+                  "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "vocab_size": 256000,
+                  "hidden_act": "gelu", "max_position_embeddings": 8192}, 8_538_074_112),  # Gemma report Table 2
+    "gemma-2-9b": ({"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
+                    "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 4096}, 9_241_705_984),  # Gemma 2 rep.
+    "qwen2-7b": ({"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                  "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                  "tie_word_embeddings": False, "sliding_window": 131072}, 7.61e9),  # Qwen/Qwen2-7B card
+    "mistral-7b": ({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                    "sliding_window": 4096}, 7_241_732_096),  # mistralai/Mistral-7B-v0.1 (HF count)
+}
+
+
+def test_published_hf_configs_count_their_real_parameters(capsys, tmp_path):
+    """Each published config.json gives its model card's parameter count within 1%, estimate prints that count,
+    train refuses the cost-model-only types in one line, umT5 is mT5's block, and a MoE config is refused."""
+    from scalestudy.costmodel.params import param_count
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS, get_model, hf_attn_implementation
+
+    for name, (cfg, published) in PUBLISHED_CONFIGS.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        spec = get_model(str(path))
+        assert abs(param_count(spec) / published - 1) < 0.01, (name, param_count(spec))
+        with pytest.raises(SystemExit):
+            main(["estimate", "--model", str(path), "--gpu", "a100-80gb", "--nodes", "8", "--zero", "3", "--json"])
+        assert json.loads(capsys.readouterr().out)["params_total"] == param_count(spec)
+        if cfg["model_type"] in COST_MODEL_TYPES:
+            with pytest.raises(ScalestudyError, match="cost model only"):
+                hf_attn_implementation(spec, "eager")
+    umt5 = tmp_path / "umt5-xxl.json"
+    umt5.write_text(json.dumps({"model_type": "umt5", "d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24,
+                                "num_heads": 64, "feed_forward_proj": "gated-gelu", "vocab_size": 256384,
+                                "tie_word_embeddings": False}))
+    assert param_count(get_model(str(umt5))) == param_count(PRESETS["mt5-xxl"].with_vocab(256384))
+    mixtral = tmp_path / "mixtral.json"
+    mixtral.write_text(json.dumps({**PUBLISHED_CONFIGS["mistral-7b"][0], "model_type": "mixtral",
+                                   "num_local_experts": 8}))
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", str(mixtral)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "mixture of experts" in err and len(err.strip().splitlines()) == 1, err

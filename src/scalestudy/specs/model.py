@@ -19,6 +19,7 @@ Ffn = str
 T5_ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "silu", "swish", "quick_gelu")
 AttentionBias = Literal["none", "qkv", "all"]  # Llama attention_bias=true: q,k,v,o; Qwen2: q,k,v only
 LLAMA_LAYOUTS = ("llama", "mistral", "qwen2")  # config model_types with the Llama block (RMSNorm, RoPE, SwiGLU, GQA)
+# (Mistral's / Qwen2's sliding_window: priced as full attention over the sequence, as the cost model prices all)
 # Nemotron (HF NemotronConfig, Nemotron-4 15B/340B): the same block with a non-gated squared-ReLU FFN (up, down;
 # hidden_act relu2) and LayerNorm1p (weight and bias per norm; the cost model prices the norm as the Llama one's)
 NEMOTRON = "nemotron"
@@ -27,7 +28,16 @@ NEMOTRON = "nemotron"
 # Its parallel attention + MLP (both from one LayerNorm) is priced as the sequential block. Cost model only: `train`
 # builds none (COST_MODEL_TYPES).
 FALCON = "falcon"
-COST_MODEL_TYPES = (FALCON,)
+# Other published dense architectures, read as the block the cost model prices (readers below, `_COST_MODEL_READERS`):
+# opt, bloom, mpt as the gpt2 block (LayerNorm, biased projections, non-gated FFN, tied head); gpt_neox, gptj as a
+# llama-family block with a GELU FFN (rotary, untied); gemma, gemma2 as a llama-family gated block; umt5 as mT5.
+# Cost model only, like Falcon: `train` builds none of them.
+HF_DENSE_TYPES = ("opt", "bloom", "mpt", "gpt_neox", "gptj", "gemma", "gemma2", "umt5")
+COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES)
+# Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
+             "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 LLAMA_FFNS = ("swiglu", "relu2", "gelu")  # llama-family FFNs: SwiGLU; Nemotron's squared ReLU; Falcon's GELU
 
 
@@ -175,8 +185,9 @@ PRESETS: dict[str, ModelSpec] = {
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
-    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron,
-    falcon)."""
+    """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron;
+    cost model only: falcon, opt, bloom, mpt, gpt_neox, gptj, gemma, gemma2, umt5). Mixture-of-experts configs are
+    refused (one line)."""
     path = Path(path)
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
@@ -218,8 +229,11 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
+        _refuse_moe(cfg, kind, path)
         if kind == FALCON:
             return _falcon(cfg, path, name, source)
+        if kind in _COST_MODEL_READERS:
+            return _COST_MODEL_READERS[kind](cfg, path, name, source)
         if kind in LLAMA_LAYOUTS or kind == NEMOTRON:
             ffn = _nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu"
             d = _int(cfg, "hidden_size", path)
@@ -243,7 +257,152 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
-                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON}, {FALCON})")
+                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON}, {FALCON}, {', '.join(HF_DENSE_TYPES)})")
+
+
+def _refuse_moe(cfg: dict, kind: object, path: Path) -> None:
+    """A mixture-of-experts config (Mixtral, Qwen2-MoE, DBRX, ...): one line, not a dense model of the wrong size."""
+    experts = [k for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1]
+    if kind in MOE_TYPES or experts:
+        raise ScalestudyError(f"model config {path}: model_type {kind!r} is a mixture of experts"
+                              f"{f' ({experts[0]} {cfg[experts[0]]})' if experts else ''}: the cost model prices "
+                              "dense blocks only (no router, expert parallelism or per-expert token counts)")
+
+
+def _gelu(cfg: dict, key: str, default: str, kind: str, path: Path) -> None:
+    """The FFN activation of a GELU architecture (any of Transformers' GELU variants costs the same)."""
+    act = cfg.get(key) or default
+    if not (isinstance(act, str) and act.startswith("gelu")):
+        raise ScalestudyError(f"model config {path}: {key} {act!r} of a {kind} model: only GELU variants are modelled")
+
+
+def _gpt_block(cfg: dict, kind: str, name: str, source: str, *, d: int, layers: int, heads: int, vocab: int,
+               d_ff: int, ffn: str, positions: int, path: Path) -> ModelSpec:
+    """The gpt2 block (LayerNorm, biased q/k/v/o and fc1/fc2, full heads, tied head) for OPT, BLOOM and MPT; the
+    position table has `positions` rows (0: ALiBi, none)."""
+    _divides(d, "hidden size", heads, "head count", path)
+    tied = _flag(cfg, "tie_word_embeddings", True, path)
+    return ModelSpec(name=name, family="gpt2", vocab_size=vocab, d_model=d, num_layers=layers, num_heads=heads,
+                     d_kv=d // heads, d_ff=d_ff, ffn=ffn, tie_word_embeddings=tied, max_position_embeddings=positions,
+                     hf_type=kind, source=source)
+
+
+def _opt(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """OPTConfig: ReLU FFN of ffn_dim, learned positions of max_position_embeddings + 2 (OPTLearnedPositionalEmbedding's
+    offset), tied. Post-LayerNorm (do_layer_norm_before false, OPT-350M) costs the same; a word_embed_proj_dim other
+    than hidden_size (project_in / project_out, OPT-350M) is not modelled."""
+    d = _int(cfg, "hidden_size", path)
+    if _int(cfg, "word_embed_proj_dim", path, d) != d:
+        raise ScalestudyError(f"model config {path}: word_embed_proj_dim {cfg['word_embed_proj_dim']} != hidden_size "
+                              f"{d} (OPT's project_in/project_out) is not modelled")
+    act = cfg.get("activation_function", "relu")
+    if act not in ("relu", "gelu"):
+        raise ScalestudyError(f"model config {path}: activation_function {act!r} of an opt model: relu or gelu")
+    return _gpt_block(cfg, "opt", name, source, d=d, layers=_int(cfg, "num_hidden_layers", path),
+                      heads=_int(cfg, "num_attention_heads", path), vocab=_int(cfg, "vocab_size", path, 50272),
+                      d_ff=_int(cfg, "ffn_dim", path), ffn=act,
+                      positions=_int(cfg, "max_position_embeddings", path, 2048) + 2, path=path)
+
+
+def _bloom(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """BloomConfig: width hidden_size (n_embed in the published configs), n_layer, n_head, GELU FFN of 4 d, ALiBi
+    (no position table), tied; the embedding LayerNorm (2 d) is not counted."""
+    d = _int(cfg, "n_embed", path) if cfg.get("n_embed") is not None else _int(cfg, "hidden_size", path)
+    layers = _int(cfg, "n_layer", path) if cfg.get("n_layer") is not None else _int(cfg, "num_hidden_layers", path)
+    heads = _int(cfg, "n_head", path) if cfg.get("n_head") is not None else _int(cfg, "num_attention_heads", path)
+    return _gpt_block(cfg, "bloom", name, source, d=d, layers=layers, heads=heads,
+                      vocab=_int(cfg, "vocab_size", path, 250880), d_ff=4 * d, ffn="gelu", positions=0, path=path)
+
+
+def _mpt(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """MPT (llm-foundry MPTConfig / Transformers MptConfig): d_model, n_layers, n_heads, GELU FFN of expansion_ratio
+    x d_model, tied; ALiBi (attn_config.alibi, Transformers' default) has no position table, else learned_pos_emb
+    has max_seq_len rows. no_bias (MPT-7B/30B) drops the biases the gpt2 block counts (< 0.1% of the weights)."""
+    attn = cfg.get("attn_config") or {}
+    ffn_type = (cfg.get("ffn_config") or {}).get("ffn_type", "mptmlp")
+    if not isinstance(attn, dict) or attn.get("attn_type", "multihead_attention") != "multihead_attention" or \
+            ffn_type not in ("mptmlp", "te_ln_mlp"):
+        raise ScalestudyError(f"model config {path}: an mpt model with attn_type "
+                              f"{attn.get('attn_type') if isinstance(attn, dict) else attn!r} / ffn_type {ffn_type!r}:"
+                              " only multihead_attention and the GELU mptmlp are modelled")
+    d = _int(cfg, "d_model", path)
+    learned = _flag(cfg, "learned_pos_emb", True, path) and not attn.get("alibi", True) and not attn.get("rope")
+    return _gpt_block(cfg, "mpt", name, source, d=d, layers=_int(cfg, "n_layers", path),
+                      heads=_int(cfg, "n_heads", path), vocab=_int(cfg, "vocab_size", path, 50368),
+                      d_ff=_int(cfg, "expansion_ratio", path, 4) * d, ffn="gelu",
+                      positions=_int(cfg, "max_seq_len", path, 2048) if learned else 0, path=path)
+
+
+def _rotary_gelu(cfg: dict, kind: str, name: str, source: str, *, d: int, layers: int, heads: int, d_ff: int,
+                 attention_bias: AttentionBias, positions: int, path: Path) -> ModelSpec:
+    """GPT-NeoX / GPT-J: a llama-family block with a non-gated GELU FFN (biased), rotary, untied head. Their parallel
+    attention + MLP (GPT-J always, GPT-NeoX use_parallel_residual) is priced as the sequential block, and the
+    partial rotary (rotary_pct / rotary_dim) as rotary on the full head; LayerNorm counted as RMSNorm (d, not 2 d)."""
+    _divides(d, "hidden size", heads, "head count", path)
+    return ModelSpec(name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
+                     num_layers=layers, num_heads=heads, d_kv=d // heads, d_ff=d_ff, ffn="gelu",
+                     tie_word_embeddings=_flag(cfg, "tie_word_embeddings", False, path),
+                     max_position_embeddings=positions, attention_bias=attention_bias, mlp_bias=True, hf_type=kind,
+                     source=source)
+
+
+def _gpt_neox(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """GPTNeoXConfig (GPT-NeoX-20B, Pythia): hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
+    hidden_act gelu, biased attention (attention_bias, default true)."""
+    _gelu(cfg, "hidden_act", "gelu", "gpt_neox", path)
+    return _rotary_gelu(cfg, "gpt_neox", name, source, d=_int(cfg, "hidden_size", path),
+                        layers=_int(cfg, "num_hidden_layers", path), heads=_int(cfg, "num_attention_heads", path),
+                        d_ff=_int(cfg, "intermediate_size", path),
+                        attention_bias="all" if _flag(cfg, "attention_bias", True, path) else "none",
+                        positions=_int(cfg, "max_position_embeddings", path, 2048), path=path)
+
+
+def _gptj(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """GPTJConfig (GPT-J-6B): n_embd, n_layer, n_head, n_inner (default 4 n_embd), gelu_new, unbiased q/k/v/out,
+    biased MLP; its LM head's bias (vocab_size) is not counted."""
+    _gelu(cfg, "activation_function", "gelu_new", "gptj", path)
+    d = _int(cfg, "n_embd", path)
+    return _rotary_gelu(cfg, "gptj", name, source, d=d, layers=_int(cfg, "n_layer", path),
+                        heads=_int(cfg, "n_head", path), d_ff=_int(cfg, "n_inner", path, 4 * d), attention_bias="none",
+                        positions=_int(cfg, "n_positions", path, 2048), path=path)
+
+
+def _gemma(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """GemmaConfig / Gemma2Config: the Llama block with heads of head_dim (Gemma-7B: 16 x 256 > hidden 3072), K/V
+    heads num_key_value_heads, a gated GELU (GeGLU, priced as the SwiGLU of the same width), tied head. Gemma 2's
+    sliding-window layers are priced as full attention, its logit soft-capping and extra norms are not priced."""
+    kind = cfg["model_type"]
+    _gelu(cfg, "hidden_activation" if cfg.get("hidden_activation") else "hidden_act", "gelu_pytorch_tanh", kind, path)
+    heads = _int(cfg, "num_attention_heads", path)
+    kv = _int(cfg, "num_key_value_heads", path, heads)
+    _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)
+    return ModelSpec(name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path, 256000),
+                     d_model=_int(cfg, "hidden_size", path), num_layers=_int(cfg, "num_hidden_layers", path),
+                     num_heads=heads, num_kv_heads=0 if kv == heads else kv, d_kv=_int(cfg, "head_dim", path, 256),
+                     d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
+                     tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
+                     max_position_embeddings=_int(cfg, "max_position_embeddings", path, 8192),
+                     attention_bias="all" if cfg.get("attention_bias") else "none", hf_type=kind, source=source)
+
+
+def _umt5(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """UMT5Config: the mT5 block and keys (d_model, d_kv, d_ff, num_layers, num_heads, feed_forward_proj), with a
+    relative-position bias in every layer instead of the first (buckets x heads each: not counted); head untied
+    unless tie_word_embeddings says so (google/umt5-* say false)."""
+    layers = _int(cfg, "num_layers", path)
+    return ModelSpec(name=name, family="mt5", vocab_size=_int(cfg, "vocab_size", path, 256384),
+                     d_model=_int(cfg, "d_model", path), num_layers=layers,
+                     num_decoder_layers=_int(cfg, "num_decoder_layers", path, layers),
+                     num_heads=_int(cfg, "num_heads", path), d_kv=_int(cfg, "d_kv", path),
+                     d_ff=_int(cfg, "d_ff", path),
+                     ffn=_t5_ffn(cfg.get("feed_forward_proj", "gated-gelu"), f"model config {path}"),
+                     tie_word_embeddings=_flag(cfg, "tie_word_embeddings", False, path),
+                     relative_attention_num_buckets=_int(cfg, "relative_attention_num_buckets", path, 32),
+                     hf_type="umt5", source=source)
+
+
+_COST_MODEL_READERS = {"opt": _opt, "bloom": _bloom, "mpt": _mpt, "gpt_neox": _gpt_neox, "gptj": _gptj,
+                       "gemma": _gemma, "gemma2": _gemma, "umt5": _umt5}
 
 
 def _falcon(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
