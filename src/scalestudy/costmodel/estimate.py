@@ -17,7 +17,7 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
-from scalestudy.costmodel.stage_terms import price_stage, setting
+from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.costmodel.terms import (_shape, _sublayers, _tied_embedding_sync, hp_grad_accumulation_s,
                                         model_layout)
@@ -37,8 +37,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     cal = calibration or stored()
     layout = model_layout(model, cluster, st, workload)
     peak = dev.peak(st.precision)
-    dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
-    v = st.virtual_stages
+    tp, pp, ga = layout.tp, layout.pp, layout.grad_accum
     if pp > 1 and st.pp_schedule == "interleaved" and ga % pp:
         raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "
                               f"of pp {pp} (Megatron-LM)")
@@ -47,7 +46,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     flash = st.attention == "flash"
     sp = st.sequence_parallel and tp > 1
     split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
-    in_flight = stage_in_flight(st.pp_schedule, pp, ga, v)  # micro-batches each pipeline rank holds (memory.py)
+    in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches per rank (memory.py)
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     ct = shape.compute
     capacity = dev.memory_bytes / cluster.gpus_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
@@ -67,16 +66,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     mem = stage.memory
     fits = mem.total <= capacity and mem.host_bytes <= host_capacity
 
-    bubble_slots = (pp - 1) / v if st.pp_schedule == "interleaved" else float(pp - 1)
-    compute_s, tp_s, pp_s = ga * stage.compute_s, ga * stage.tp_comm_s, ga * stage.pp_comm_s
-    bubble_s = bubble_slots * stage.slot_s
-    if pp > 1 and model.tie_word_embeddings:
-        # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
-        pp_s += _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * dp, cluster), cluster)
-    framework_s = stage.framework_s
-    if hybrid is not None:  # its times, engine hooks and DTensor optimizer-step overhead (costmodel/cpu_parallel.py)
-        compute_s, tp_s, pp_s, bubble_s = hybrid.compute_s, hybrid.tp_s, hybrid.pp_s, hybrid.bubble_s
-        framework_s += hybrid.framework_s
+    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(model, cluster, st, layout, stage, hybrid)
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
     opt_s, offload_s = stage.optimizer_s, stage.offload_s
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
@@ -90,6 +80,25 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
         framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f,
         tokens_per_step=workload.global_batch * (s + t), peak_flops=peak,
     )
+
+
+def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout, stage: StageTerms, hybrid
+                    ) -> tuple[float, float, float, float, float]:
+    """(compute, tp, pp, bubble, framework) seconds per step: grad_accum slots of the slowest stage, the fill and
+    drain of (pp - 1) slots ((pp - 1) / v interleaved), a tied embedding's first/last-stage gradient sync; on CPU
+    ranks under train's hybrid backend its own times (costmodel/cpu_parallel.py)."""
+    ga, pp = layout.grad_accum, layout.pp
+    bubble_slots = (pp - 1) / st.virtual_stages if st.pp_schedule == "interleaved" else float(pp - 1)
+    compute_s, tp_s, pp_s = ga * stage.compute_s, ga * stage.tp_comm_s, ga * stage.pp_comm_s
+    bubble_s = bubble_slots * stage.slot_s
+    if pp > 1 and model.tie_word_embeddings:
+        # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
+        tp = layout.tp
+        pp_s += _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
+    if hybrid is None:
+        return compute_s, tp_s, pp_s, bubble_s, stage.framework_s
+    # its times, engine hooks and DTensor optimizer-step overhead
+    return hybrid.compute_s, hybrid.tp_s, hybrid.pp_s, hybrid.bubble_s, stage.framework_s + hybrid.framework_s
 
 
 def _slowest_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...], busiest: float
