@@ -46,7 +46,10 @@ def test_strategy_attention_is_the_attention_the_model_runs():
     # the torch-free list the run config checks against is what the installed Transformers offers
     for kind, spec in (("t5", PRESETS["t5-tiny"]), ("gpt2", PRESETS["gpt2-tiny"]), ("llama", PRESETS["llama-tiny"])):
         assert _model_class(spec)._supports_sdpa == (kind in SDPA_TYPES)
-    other = dataclasses.replace(PRESETS["llama-tiny"], hf_type="bloom")
+    other = dataclasses.replace(PRESETS["llama-tiny"], hf_type="xlnet")  # a class without SDPA
     with pytest.raises(ScalestudyError, match="attention flash needs PyTorch SDPA.*use attention eager"):
         hf_attn_implementation(other, "flash")
     assert hf_attn_implementation(other, "eager") == "eager"
+    cost_only = dataclasses.replace(PRESETS["llama-tiny"], hf_type="bloom")  # config.json read for estimate/plan
+    with pytest.raises(ScalestudyError, match="cost model only"):
+        hf_attn_implementation(cost_only, "eager")
