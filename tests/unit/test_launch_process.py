@@ -80,3 +80,15 @@ def test_gpu_ranks_share_the_hosts_cores_cpu_ranks_get_one_thread():
 
     assert [threads_per_rank(n, True, 112) for n in (1, 8, 200)] == [112, 14, 1]
     assert [threads_per_rank(n, False, 112) for n in (1, 8)] == [1, 1]
+
+
+def test_trials_leave_gpu_ranks_their_threads(monkeypatch):
+    """CPU trials: one thread per rank (as the CPU profile is measured); GPU trials: no default here, `scalestudy
+    train` splits the host's cores between its ranks (engine/launch.threads_per_rank)."""
+    from scalestudy.launch import process
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(process, "has_gpu", lambda: False)
+    assert trial_environment()["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setattr(process, "has_gpu", lambda: True)
+    assert "OMP_NUM_THREADS" not in trial_environment() and "DS_ACCELERATOR" not in trial_environment()

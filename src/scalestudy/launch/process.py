@@ -47,7 +47,7 @@ POLL_S = 0.2
 def trial_environment(overrides: dict | None = None) -> dict:
     """This process's environment with the defaults a trial needs; `overrides` (a spec's `env:`) win."""
     env = dict(os.environ)
-    if not _has_gpu():  # GPU trials: `scalestudy train` splits the host's cores between ranks (worker_env)
+    if not has_gpu():  # GPU trials: `scalestudy train` splits the host's cores between ranks (worker_env)
         env.setdefault("OMP_NUM_THREADS", "1")  # one core per rank: ranks share the machine's cores
         env.setdefault("DS_ACCELERATOR", "cpu")
     env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
@@ -82,7 +82,7 @@ def check_environment(environ: dict | None = None, where: str = "environment var
                                   "directory (the measured CPU profile and precision are cached there)")
 
 
-def _has_gpu() -> bool:
+def has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""
 
 

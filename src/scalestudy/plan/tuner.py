@@ -71,7 +71,7 @@ from scalestudy.costmodel.calibrate import (RESIDUAL_BEYOND, EfficiencyFit, Resi
                                             fit_residual)
 from scalestudy.costmodel.cpu_collectives import measured as rates_measured
 from scalestudy.errors import ScalestudyError
-from scalestudy.launch.process import TrialResult, kill_marked, start_trial, trial_environment
+from scalestudy.launch.process import TrialResult, has_gpu, kill_marked, start_trial, trial_environment
 from scalestudy.launch.commands import CONFIG_NAME, drop_checkpoints
 from scalestudy.plan.emit import trainable
 from scalestudy.plan.noise import (MAX_ROUNDS, REFIT_TRIAL_NOISE, Z, Comparison, Measurement, compare, contenders,
@@ -269,7 +269,8 @@ def run_trial(index: int, cand: Candidate, model: ModelSpec, workload: Workload,
     run = trial_run_config(model, cand.strategy, workload, nproc, steps=steps,
                            warmup=warmup, tokenizer=tokenizer)
     cmd = train_command(run, run_dir)
-    env = trial_environment({"OMP_NUM_THREADS": "1", **(extra_env or {})})  # one thread per rank, as calibrated
+    # CPU ranks: one thread each, as the CPU profile was calibrated; GPU ranks split the host's cores (worker_env)
+    env = trial_environment({**({} if has_gpu() else {"OMP_NUM_THREADS": "1"}), **(extra_env or {})})
     process = start_trial(cmd, run_dir, trial_id=run_dir.name, owner_dir=out_dir, env=env, timeout_s=timeout_s,
                           memory_limit_bytes=memory_limit_bytes)
     result = process.watch()
