@@ -87,7 +87,8 @@ def test_trials_leave_gpu_ranks_their_threads(monkeypatch):
     train` splits the host's cores between its ranks (engine/launch.threads_per_rank)."""
     from scalestudy.launch import process
 
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for name in ("OMP_NUM_THREADS", "DS_ACCELERATOR"):  # set by other tests / the conftest in the same process
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(process, "has_gpu", lambda: False)
     assert trial_environment()["OMP_NUM_THREADS"] == "1"
     monkeypatch.setattr(process, "has_gpu", lambda: True)
