@@ -89,10 +89,7 @@ def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):
     p = tmp_path / "cluster.yaml"
     for extra, match in (("matmul_efficiency: [], family: blackwell}", "'blackwell'"),
                          ("matmul_efficiency: []}", "no GEMM efficiency: name a family")):
-        p.write_text(f"device: {base}{extra}\n")
-        with pytest.raises(ScalestudyError, match=match) as info:
-            load_cluster(p)
-        assert "\n" not in str(info.value)
+        _cluster_refused(p, f"device: {base}{extra}\n", match)
     p.write_text(f"device: {base}matmul_efficiency: [[64, 0.3], [4096, 0.8]]}}\n")  # a measured table: fine
     assert load_cluster(p).device.matmul_efficiency == [[64, 0.3], [4096, 0.8]]
 
@@ -114,10 +111,15 @@ def test_a_users_device_yaml_without_the_mechanism_keys_takes_the_documented_def
             assert get_device(name).compute_slowdown_under_comm == 0.189, name
     for extra, match in ((", nvme_fraction_of_pcie: 0}", "nvme_fraction_of_pcie must be in"),
                          (", compute_slowdown_under_comm: 11}", "compute_slowdown_under_comm must be in")):
-        p.write_text(f"device: {base}{extra}\n")
-        with pytest.raises(ScalestudyError, match=match) as info:
-            load_cluster(p)
-        assert "\n" not in str(info.value)
+        _cluster_refused(p, f"device: {base}{extra}\n", match)
+
+
+def _cluster_refused(path, text: str, match: str) -> None:
+    """A cluster YAML of `text` is refused with a one-line error matching `match`."""
+    path.write_text(text)
+    with pytest.raises(ScalestudyError, match=match) as info:
+        load_cluster(path)
+    assert "\n" not in str(info.value)
 
 
 def test_power_limit_from_cluster_yaml_and_bad_power_fields(tmp_path):
