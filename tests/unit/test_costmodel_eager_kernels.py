@@ -64,20 +64,27 @@ def test_eager_t5_scores_pay_the_fp32_softmax_and_the_trained_position_bias():
 
 @pytest.mark.parametrize("engine,precision,kernels,model_name,expected", [
     ("ddp", "bf16", "eager", "t5-base", True),
+    ("ddp", "bf16", "eager", "mt5-small", True),  # gated gelu_new: its fp32 chain under autocast
     ("ddp", "bf16", "fused", "t5-base", False),  # a compiled graph fuses the round trip away
     ("ddp", "fp32", "eager", "t5-base", False),  # no autocast: wo's input is already fp32
     ("deepspeed", "bf16", "eager", "t5-base", False),  # 16-bit working weights: wo is 16-bit too
     ("ddp", "bf16", "eager", "gpt2", False),  # only HF T5's FFN casts to wo's dtype
 ])
-def test_hf_t5_ffn_output_is_cast_to_fp32_wo_and_back_under_autocast(engine, precision, kernels, model_name, expected):
-    """transformers' T5DenseGatedActDense / T5DenseActDense `.to(self.wo.weight.dtype)` under autocast over fp32
-    weights: 2 casts of the d_ff-wide activation each pass (r2 w4 + r4 w2 = 12 B per element), 4 kernels per FFN."""
+def test_hf_t5_ffn_under_autocast_pays_its_casts_and_gelu_new_its_fp32_chain(engine, precision, kernels, model_name,
+                                                                               expected):
+    """transformers' T5DenseGatedActDense / T5DenseActDense under autocast over fp32 weights. A 16-bit activation
+    (t5-base relu): `.to(self.wo.weight.dtype)` and autocast's cast back, 2 casts of the d_ff-wide activation each
+    pass (r2 w4 + r4 w2 = 12 B per element), 4 kernels per FFN. Gated gelu_new (T5 v1.1 / mT5): torch.pow is on
+    autocast's fp32 list, so the GELU, the gate product and dropout run in fp32 and only the cast for wo remains:
+    48 B forward + 82 B backward per element beyond the 16-bit count, 2 + 5 kernels per FFN."""
     from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s
 
     model, dev = get_model(model_name), get_device("a100-80gb")
     seconds = autocast_ffn_cast_s(model, engine, precision, kernels, 1, 4, 512, 128, dev, 1e-5)
     assert (seconds > 0) is expected
     if expected:
+        gated = model.ffn == "gated-gelu"
+        per_element, per_ffn = (48 + 82, 7) if gated else (24, 4)
         token_layers = 4 * (model.num_layers * 512 + model.num_decoder_layers * 128)
-        kernels_s = 4 * (model.num_layers + model.num_decoder_layers) * 1e-5
-        assert seconds == pytest.approx(24 * token_layers * model.d_ff / dev.hbm_bytes_per_s + kernels_s)
+        kernels_s = per_ffn * (model.num_layers + model.num_decoder_layers) * 1e-5
+        assert seconds == pytest.approx(per_element * token_layers * model.d_ff / dev.hbm_bytes_per_s + kernels_s)

@@ -193,20 +193,56 @@ def autocast_param_s(model, engine: str, precision: str, tp: int, params: float,
     return autocast_param_bytes(params, uncast) / device.hbm_bytes_per_s
 
 
+def _gelu_new_autocast() -> tuple[float, float]:
+    """(forward, backward) bytes per element of HF NewGELUActivation (`0.5 * x * (1 + tanh(c * (x + 0.044715 *
+    torch.pow(x, 3.0))))`, transformers activations.py) on a 16-bit input under autocast: `pow` is on autocast's
+    fp32 list (PyTorch AMP op reference, "CUDA Ops that can autocast to float32": pow; autocast_mode.h
+    AT_FORALL_FP32), so x is cast up (r2 w4) and every op after it runs in fp32, the output too.
+    Forward: cast 6, pow 8, * 0.044715 8, x + (r2 r4 w4) 10, * c 8, tanh 8, 1 + 8, 0.5 * x (bf16) 4,
+    product (r2 r4 w4) 10 = 70. Backward (fp32 incoming gradient; autograd casts a gradient to its input's dtype,
+    engine.cpp validate_outputs): product's two grads (12 + 10) and the bf16 one's cast 6, 0.5 * 4, tanh_backward
+    12, * c 8, the x + branch's cast 6, * 0.044715 8, pow_backward (pow 8, * 3 8, * grad 12) and its cast 6, the
+    three bf16 gradients of x summed (2 x 6) = 112."""
+    return 70.0, 112.0
+
+
+def ffn_autocast_bytes(ffn: str) -> tuple[tuple[float, float], tuple[int, int]]:
+    """((forward, backward) bytes, (forward, backward) kernels) per d_ff-wide element that autocast over fp32
+    weights adds to HF T5's FFN beyond the 16-bit chain t5_block counts (T5DenseGatedActDense / T5DenseActDense,
+    modeling_t5.py since transformers PRs #20760 / #21281 -- nanoT5's t5_model.py imports them from 4.30.2:
+    act, gate product, dropout, `hidden_states.to(self.wo.weight.dtype)` when the dtypes differ, `self.wo`):
+    - a 16-bit activation (relu, erf gelu, silu): the `.to()` copies the 16-bit product to fp32 and autocast's
+      F.linear casts it back for `wo`: two casts each pass (r a w 4, r 4 w a), 2 kernels each;
+    - gelu_new (T5 v1.1 / mT5): the activation runs in fp32 (_gelu_new_autocast, 3 gradient casts more than
+      eager's 8 / 11 ops), so the gate product reads an fp32 and a 16-bit operand and writes fp32 (r4 r2 w4;
+      backward 10 + 12 and the 16-bit operand's gradient cast 6), dropout runs on fp32 (r4 w4 + mask), the `.to()`
+      is a no-op and only autocast's cast for `wo` remains (6 B and one kernel each pass)."""
+    c = _cast(ACT_16BIT)
+    if t5_activation(ffn).removeprefix("gated-") != "gelu_new":
+        return (2.0 * c, 2.0 * c), (2, 2)
+    gated = ffn.startswith("gated-")
+    act_f, act_b = _gelu_new_autocast()
+    half_f, half_b = activation_bytes("gelu_new", ACT_16BIT)
+    gate16 = (3.0 * ACT_16BIT, 6.0 * ACT_16BIT) if gated else (0.0, 0.0)
+    gate32 = (10.0, 22.0 + c) if gated else (0.0, 0.0)
+    drop32, drop16 = _dropout(FP32)[0], _dropout(ACT_16BIT)[0]
+    forward = act_f + gate32[0] + drop32 + c - (half_f + gate16[0] + drop16)
+    backward = act_b + gate32[1] + drop32 + c - (half_b + gate16[1] + drop16)
+    return (forward, backward), (2, 4 + (1 if gated else 0))
+
+
 def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: int, micro_batch: int, seq_len: int,
                         target_len: int, device, kernel_s: float) -> float:
-    """Seconds per micro-batch, all layers on one tensor-parallel rank, of HF T5's FFN output cast under autocast
-    over fp32 weights (the engines and devices of autocast_param_s): transformers' T5DenseGatedActDense and
-    T5DenseActDense (modeling_t5.py since transformers PRs #20760 / #21281 of Dec 2022 / Jan 2023, which keep `wo`
-    in fp32 for fp16 inference; nanoT5's t5_model.py imports them from transformers 4.30.2) run
-    `hidden_states.to(self.wo.weight.dtype)` before `self.wo`, so the d_ff-wide 16-bit activation is copied to fp32
-    and autocast's F.linear casts it straight back: two casts forward (r a w 4, r 4 w a) and their two
-    ToCopyBackward casts backward, four kernels (`kernel_s` each, calibration kernel_overhead_s). Eager kernels
-    only: a compiled graph fuses the round trip away."""
+    """Seconds per micro-batch, all layers on one tensor-parallel rank, of what autocast over fp32 weights (the
+    engines and devices of autocast_param_s) adds to HF T5's FFN (ffn_autocast_bytes: the `.to(wo.weight.dtype)`
+    round trip, or gelu_new's fp32 chain), memory-bound, + its kernels (`kernel_s` each, calibration
+    kernel_overhead_s). Eager kernels only: a compiled graph fuses the casts and keeps the fp32 intermediates in
+    registers."""
     if (not model.is_encoder_decoder or kernels == "fused" or engine != "ddp" or precision not in ("bf16", "fp16")
             or device.kind == "cpu"):
         return 0.0
     tokens_x_layers = micro_batch * (model.num_layers * seq_len + model.num_decoder_layers * target_len)
-    cast_bytes = 2 * 2 * _cast(ACT_16BIT) * tokens_x_layers * model.d_ff / tp
-    kernels_launched = 4 * (model.num_layers + model.num_decoder_layers)
+    (fwd_b, bwd_b), (fwd_k, bwd_k) = ffn_autocast_bytes(model.ffn)
+    cast_bytes = (fwd_b + bwd_b) * tokens_x_layers * model.d_ff / tp
+    kernels_launched = (fwd_k + bwd_k) * (model.num_layers + model.num_decoder_layers)
     return cast_bytes / device.hbm_bytes_per_s + kernels_launched * kernel_s
