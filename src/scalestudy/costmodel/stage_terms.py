@@ -86,6 +86,10 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
     fwd, bwd = ct.forward * share, ct.backward * share
+    if tp_mb > 0.0 and fwd + bwd > 0.0:
+        # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones:
+        # windows of compute alone let a faster GPU grow both exposures and slow the step (invariants test)
+        fwd, bwd = fwd + tp_mb * fwd / (fwd + bwd), bwd + tp_mb * bwd / (fwd + bwd)
     dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd, bwd,
                               cal.overlap_interference)
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,

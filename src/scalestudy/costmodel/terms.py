@@ -326,11 +326,12 @@ def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk
         total = reductions * (ar + rs) + ag
         if st.overlap_param_gather and not cpu:
             ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
-            if not st.overlap_grad_comm:
-                return reductions * (ar + rs) + ag, total
         if cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st):  # after the pipeline drains
-            return total, total
-        window = bwd * _chunk_window(st)
+            return reductions * (ar + rs) + ag, total  # (the parameter gather may still overlap the next forward)
+        # one reduction per step hides behind the chunks' backward passes; one per micro-batch (ZeRO-2) at most
+        # behind one micro-batch's forward + backward: ga reductions cannot hide behind more compute than the step
+        # has (with the chunk window each, a faster GPU gave a slower step; invariants test)
+        window = bwd * _chunk_window(st) if reductions == 1 else min(bwd * _chunk_window(st), fwd + bwd)
         return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
 
     return overlap(*full), overlap(2.0 * ar[0], rs[0], ag[0])
