@@ -23,7 +23,8 @@ def test_schema_keys_and_json():
     json.dumps(d)
     for key in ("params_total", "fits", "mfu", "hfu", "memory", "time", "throughput", "flops", "layout"):
         assert key in d
-    assert set(d["memory"]["parts"]) == {"params", "grads", "optimizer", "activations", "buffers", "overhead"}
+    assert set(d["memory"]["parts"]) == {"params", "grads", "optimizer", "activations", "buffers", "transient",
+                                         "overhead"}
     assert d["memory"]["per_device_bytes"] == pytest.approx(sum(d["memory"]["parts"].values()))
     assert d["time"]["step_s"] == pytest.approx(sum(d["time"]["parts"].values()))
     for key in ("tokens_per_s", "model_tflops_per_device", "hardware_tflops_per_device", "samples_per_s"):

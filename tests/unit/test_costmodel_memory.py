@@ -3,8 +3,8 @@
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.memory import (activation_parts, layer_activation_bytes, logits_bytes, model_states,
-                                         zero_model_states)
+from scalestudy.costmodel.memory import (activation_parts, block_gradient_bytes, layer_activation_bytes, logits_bytes,
+                                         model_states, zero_model_states)
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
 from scalestudy.specs.model import ModelSpec, get_model
 from scalestudy.specs.strategy import Strategy, Workload
@@ -145,7 +145,10 @@ def test_the_busiest_pipeline_rank_holds_the_activations():
     _, dec = activation_parts(spec, 1, 2048, 0, "bf16", True)
     layer = layer_activation_bytes(dec, 1, False, "none")
     uneven = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1, stage_layers=(5, 9, 9, 9)), work)
-    assert uneven.memory.activations == pytest.approx(9 * 3 * layer)  # rank 1: 9 layers x 3 micro-batches
+    # rank 1: 9 layers x 3 micro-batches, + the gradients of the block whose backward runs (block_gradient_bytes)
+    grads = block_gradient_bytes(spec, 1, 2048, 0, "bf16", 1, False)
+    assert grads == 2 * 2048 * (2 * spec.d_model + spec.d_ff)
+    assert uneven.memory.activations == pytest.approx(9 * 3 * layer + grads)
 
 
 def test_fits_verdict_and_cpu_capacity_is_shared_per_rank():
@@ -311,3 +314,34 @@ def test_no_published_run_is_predicted_not_to_fit():
     # sharded gradients (engine megatron zero 2): 86.4 of 85.5 GB -- virtual_stages 7 stands in for Meta's 8
     # one-layer chunks (+1.0 GB) and params_per_device is the even split plus the embedding (+0.5 GB on rank 1)
     assert refused <= {"nemo-gpt-5b-1n", "llama3-405b-8192g"}
+
+
+def test_the_optimizer_step_is_a_peak_of_its_own():
+    """DeepSpeed's FP16_Optimizer (fp16, ZeRO 0) flattens fp32 copies of the gradients at the step: 2 + 2 + 12 + 4 + 4
+    bytes per parameter with the activations freed (memory.peak_transient); BF16_Optimizer steps in place.
+    `total` = tensors (max_memory_allocated) + the CUDA context."""
+    cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
+    spec, work = get_model("llama-7b"), Workload(global_batch=8, seq_len=2048)
+    est = estimate(spec, cluster, Strategy(zero=0, precision="fp16", micro_batch=1, recompute="full"), work)
+    m, psi = est.memory, est.params_per_device
+    assert m.transient == pytest.approx(24 * psi - (m.model_states + m.buffers + m.activations)) and m.transient > 0
+    assert m.tensor_peak == pytest.approx(24 * psi) and m.total == m.tensor_peak + m.overhead
+    bf16 = estimate(spec, cluster, Strategy(zero=1, micro_batch=1, recompute="full"), work).memory
+    assert bf16.transient == 0.0
+
+
+def test_measured_runs_fit_on_the_figure_their_source_read():
+    """plan = reality for 'fits': every published run whose memory was measured (it ran) is predicted to fit, its
+    published figure is below the capacity, and validate compares like for like (allocated / reserved: tensors;
+    nvidia-smi: + the CUDA context) and says so in the row's metric."""
+    from scalestudy.costmodel.published import MEASURED_AS, _setup, load, memory_row
+
+    data = load()
+    for r in (r for r in data["memory"] if r.get("measured")):
+        model, cluster, strategy, workload = _setup(r)
+        est = estimate(model, cluster, strategy, workload)
+        row = memory_row(r, data["sources"])
+        assert est.fits and r["published_gb"] * 1e9 <= est.capacity_bytes, r["id"]
+        assert MEASURED_AS[r["measured_as"]] in row.metric
+        counted = est.memory.total if r["measured_as"] == "device" else est.memory.tensor_peak
+        assert row.predicted == pytest.approx(counted / 1e9)

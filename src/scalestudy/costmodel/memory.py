@@ -43,6 +43,7 @@ class Memory:
     overhead: float
     host_bytes: float = 0.0  # offloaded states held in host RAM, per rank
     nvme_bytes: float = 0.0  # offloaded states held on NVMe, per rank
+    transient: float = 0.0  # what the optimizer step's peak adds above the backward's: `peak_transient`
 
     @property
     def model_states(self) -> float:
@@ -50,11 +51,19 @@ class Memory:
 
     @property
     def total(self) -> float:
-        return self.params + self.grads + self.optimizer + self.activations + self.buffers + self.overhead
+        """Device bytes at the step's peak: tensors (what torch.cuda.max_memory_allocated counts) + `overhead` (the
+        CUDA context, which nvidia-smi counts and the allocator's figures do not; `tensor_peak` leaves it out)."""
+        return self.tensor_peak + self.overhead
+
+    @property
+    def tensor_peak(self) -> float:
+        """Tensor bytes at the peak, the allocator's max_memory_allocated (no CUDA context, no allocator cache)."""
+        return (self.params + self.grads + self.optimizer + self.activations + self.buffers) + self.transient
 
     def parts(self) -> dict:
         return {"params": self.params, "grads": self.grads, "optimizer": self.optimizer,
-                "activations": self.activations, "buffers": self.buffers, "overhead": self.overhead}
+                "activations": self.activations, "buffers": self.buffers, "transient": self.transient,
+                "overhead": self.overhead}
 
 
 # ---------------------------------------------------------------------------------------------- model states
@@ -165,9 +174,10 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if engine == "ddp":
         return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
     if engine == "fsdp":
-        # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter
+        # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter, and the
+        # root unit's parameters, gathered from its forward to the end of the backward (`fsdp_root_gathered_bytes`)
         layer = _layer_elems(model, tp)
-        return 2 * half * layer + 4.0 * layer
+        return 2 * half * layer + 4.0 * layer + fsdp_root_gathered_bytes(model, psi, tp, precision)
     # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
     reduce = half * min(options.reduce_bucket_elems, psi) * (2 if overlap_grad_comm else 1)
     # bf16 with ZeRO 0/1 runs DeepSpeed's BF16_Optimizer, which accumulates gradients in fp32 buffers for every
@@ -180,6 +190,17 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
+
+
+def fsdp_root_gathered_bytes(model: ModelSpec, psi: float, tp: int, precision: str) -> float:
+    """FSDP2 never reshards the root unit after forward (torch/distributed/_composable/fsdp/_fsdp_state.py
+    _lazy_init: 'For the root, do not reshard after forward since for training, the parameters would be freed and
+    all-gathered immediately' -- post_forward_mesh_info = None, torch 2.4 .. 2.6): with every block wrapped on its
+    own (torchtitan apply_fsdp, fully_shard(model) last), the root holds the embedding, the untied head and the
+    final norm, so they stay gathered in the compute dtype from the first forward op to the end of the backward,
+    through the backward's peak. Capped at this rank's parameters."""
+    pc = param_breakdown(model)
+    return ACT_BYTES[precision] * min(psi, (pc.embedding + pc.lm_head) / tp + pc.other)
 
 
 def _layer_elems(model: ModelSpec, tp: int) -> float:
@@ -302,7 +323,32 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                                        st.offload_params, st.grad_reduce, st.optimizer_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
                        st.overlap_grad_comm)
-    return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme)
+    transient = peak_transient(w + g + o + activations + buf,
+                               w + g + o + step_temporary_bytes(psi, st.engine, st.zero, st.precision))
+    return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
+
+
+def peak_transient(backward_peak: float, step_peak: float) -> float:
+    """Bytes the step's highest moment adds above the backward's (model states + buffers + activations) when that
+    moment is the optimizer step: activations and communication buckets are freed by then, its temporaries
+    allocated. (A peak over a whole run -- max_memory_allocated/reserved never reset, nvidia-smi -- also sees the
+    model's load: DeepSpeed moves a model not built under deepspeed.zero.Init to the device whole before ZeRO-3
+    partitions it, runtime/engine.py _configure_distributed_model `self.module.to(self.device)`; not priced: no
+    strategy key says how a run built its model, and the published ZeRO-3 runs built under zero.Init.)"""
+    return max(0.0, step_peak - backward_peak)
+
+
+def step_temporary_bytes(psi: float, engine: str, zero: int, precision: str) -> float:
+    """Temporaries of the optimizer step beyond the model states. DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the
+    engine wraps a fused Adam in it: runtime/fp16/fused_optimizer.py step(), v0.9.5 .. 0.19 alike) flattens the
+    gradients into a new fp32 buffer, `_flatten_dense_tensors([p.grad.to(fp32) for p in group])`: the list of
+    per-tensor fp32 copies (4 psi) and the flat result (4 psi) exist at once, beside the fp16 gradients, which are
+    dropped only after. Other optimizers step in place on flat or sharded fp32 buffers already counted (BF16_Optimizer,
+    ZeRO 1-3, Megatron's distributed optimizer; torch's fused/foreach AdamW allocates one fp32 shard-sized temporary,
+    below the backward's activations in the runs we know)."""
+    if engine == "deepspeed" and zero == 0 and precision == "fp16":
+        return 8.0 * psi
+    return 0.0
 
 
 @lru_cache(maxsize=4096)
@@ -343,6 +389,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
         total = (le * layer_activation_bytes(enc, tp, sp, recompute)
                  + ld * layer_activation_bytes(dec, tp, sp, recompute))
         working = recompute_working_bytes(enc, dec, tp, sp, recompute)
+    working += block_gradient_bytes(model, micro_batch, seq_len, target_len, precision, tp, sp)
     logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
@@ -357,6 +404,20 @@ def head_or_recompute_bytes(logits: float, working: float) -> float:
     cross-entropy's copies or, fused-linear, its precomputed gradients) live from the head's forward to the head's
     backward, which frees them before the last block's backward -- the first to re-run its forward -- begins."""
     return max(logits, working)
+
+
+def block_gradient_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                         tp: int, sp: bool) -> float:
+    """Gradients alive while a block's backward runs, beside the stored activations (which Korthikanti's per-layer
+    accounting, the stored tensors only, leaves out): the gradient of the block's output arriving and of its input
+    being formed (two hidden-width tensors per token, sequence-sharded under sp) and the gradient of the FFN's
+    widest activation (d_ff per token, tensor-parallel-sharded), in the compute dtype -- the autograd engine frees
+    an input gradient only after the node that consumes it has produced its own. A lower bound: it counts one
+    d_ff-wide gradient, as Liger's SwiGLU backward (writes d(gate), d(up) in place of its saved inputs) holds; an
+    unfused x * silu(g) holds up to three at once. The longest stream (encoder or decoder) sets the tokens."""
+    sp = sp and tp > 1
+    tokens = micro_batch * max(seq_len, target_len if model.is_encoder_decoder else 0)
+    return ACT_BYTES[precision] * tokens * (2 * model.d_model / (tp if sp else 1) + model.d_ff / tp)
 
 
 def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute: str) -> float:

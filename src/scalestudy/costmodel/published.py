@@ -115,14 +115,24 @@ def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Ro
                float(_metric(est, r["metric"])), sources[r["source"]], config, r["source"], bool(r.get("fit", True)))
 
 
+# What a measured memory row's source read, and what the prediction it is compared with counts (memory_row)
+MEASURED_AS = {
+    "allocated": "max_memory_allocated: tensors; predicted: tensors, no CUDA context",
+    "reserved": "max_memory_reserved: tensors + allocator cache; predicted: tensors, no CUDA context",
+    "device": "nvidia-smi: device total; predicted: tensors + CUDA context",
+}
+
+
 def memory_row(r: dict, sources: dict) -> Row:
     if r.get("measured"):
         model, cluster, strategy, workload = _setup(r)
         est = estimate(model, cluster, strategy, workload)
-        predicted = est.memory.total / 1e9
+        measured_as = r.get("measured_as", "device")
+        # like for like: the allocator's figures leave the CUDA context out (memory.Memory.tensor_peak)
+        predicted = (est.memory.total if measured_as == "device" else est.memory.tensor_peak) / 1e9
         config = (f"{est.params_total / 1e9:.0f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
                   f"mb{strategy.micro_batch} {strategy.label.split()[0]} rc-{strategy.recompute}")
-        metric, check = "measured memory per device", "measured"
+        metric, check = f"measured memory per device ({MEASURED_AS[measured_as]})", "measured"
     elif "params" in r:
         w, g, o = zero_model_states(float(r["params"]), int(r["dp"]), int(r["zero"]), "bf16")
         predicted = (w + g + o) / 1e9
