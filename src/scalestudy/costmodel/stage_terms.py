@@ -86,12 +86,12 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
     fwd, bwd = ct.forward * share, ct.backward * share
-    if tp_mb > 0.0 and fwd + bwd > 0.0:
-        # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones:
-        # windows of compute alone let a faster GPU grow both exposures and slow the step (invariants test)
-        fwd, bwd = fwd + tp_mb * fwd / (fwd + bwd), bwd + tp_mb * bwd / (fwd + bwd)
-    dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd, bwd,
-                              cal.overlap_interference)
+    # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones, one
+    # pass's worth in the forward, the rest in the backward (windows of compute alone let a faster GPU grow both
+    # exposures and slow the step: invariants test)
+    tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
+    dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd + tp_fwd,
+                              bwd + (tp_mb - tp_fwd), cal.overlap_interference)
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
                                          cluster.gpus_per_node, zero3_tensors, bwd)
     mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)

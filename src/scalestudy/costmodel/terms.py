@@ -261,7 +261,10 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
         total = ga * (fwd_comm + bwd_comm)
-        if cpu or eng.prefetch_layers < 1:
+        # DeepSpeed overlap_comm false (engine/settings.py: overlap_grad_comm) issues ZeRO-3's all-gathers
+        # (parameter_offload.py __allgather_stream) and reduce-scatters (stage3.py reduce_and_partition_stream) on
+        # the default stream: in series with the compute
+        if cpu or eng.prefetch_layers < 1 or (st.engine == "deepspeed" and not st.overlap_grad_comm):
             return total, total
         first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
         bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
