@@ -49,6 +49,11 @@ OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
                                help="Optimizer state dtype of engine megatron: engine (fp32 master weights and Adam "
                                     "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
                                     "/ dp); cost model only.")
+OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
+                              help="Optimizer kernel launches: engine (fused / multi-tensor: FusedAdam, torch AdamW "
+                                   "foreach) | per-tensor (Python loop, a kernel per op per tensor: torch AdamW "
+                                   "foreach=False, transformers AdamW) | per-tensor-rms (nanoT5 AdamWScale, 2 host "
+                                   "syncs per tensor); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

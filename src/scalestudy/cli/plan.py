@@ -13,6 +13,7 @@ import typer
 
 from scalestudy.cli import app
 from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
+                                    OPTIMIZER_LOOP,
                                     OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, ZERO1_ALL_REDUCE,
                                     TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
@@ -223,6 +224,7 @@ def plan(
     cross_entropy: str = CROSS_ENTROPY,
     attention_kernel: str = ATTENTION_KERNEL,
     optimizer_dtype: str = OPTIMIZER_DTYPE,
+    optimizer_loop: str = OPTIMIZER_LOOP,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -291,7 +293,7 @@ def plan(
                                        "kernels": kernels,
                                        "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
-                                       "optimizer_dtype": optimizer_dtype})
+                                       "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

@@ -68,10 +68,39 @@ ELEMENTWISE_PASSES = 4.0
 # Adam's update touches, per local parameter: fp32 weight, momentum, variance (read + write), the gradient and the
 # 16-bit weight copy -> ~30 bytes mixed precision, ~28 bytes in fp32 (ZeRO-Offload paper, Sec. 4).
 OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
+# Unfused optimizer loops (Strategy.optimizer_loop): Python iterates over the parameter tensors and every op of the
+# update is its own kernel; per tensor (kernels, host syncs) and bytes per parameter (fp32 state and gradients):
+OPTIMIZER_LOOPS = {
+    # torch AdamW foreach=False (torch/optim/adamw.py _single_tensor_adamw, torch 2.0): param.mul_ (weight decay,
+    # r4 w4), exp_avg.lerp_ (r8 w4), exp_avg_sq.mul_ (r4 w4) .addcmul_ (r8 w4), sqrt, / bias correction, .add_(eps)
+    # (r4 w4 each), param.addcdiv_ (r12 w4); transformers' AdamW (optimization.py) the same less lerp_ (mul_ + add_)
+    "per-tensor": ((8, 0), 80.0),
+    # nanoT5 AdamWScale (nanoT5/utils/copied_utils.py): transformers' AdamW (weight decay 0: no add_) whose step size
+    # is scaled by `max(1e-3, self._rms(p.data))`: p.norm(2) (r4), / sqrt(numel), Python's max compares the 0-dim
+    # CUDA tensor and bool() reads it back (a host sync), * step_size, then `addcdiv_(exp_avg, denom,
+    # value=-step_size)` takes the negated 0-dim tensor as its scalar, which the argument parser reads with .item()
+    # (a second sync)
+    "per-tensor-rms": ((12, 2), 76.0),
+}
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
 # (Per lookup, for the CPU pipeline terms of costmodel/cpu_parallel.py; the GPU head uses flops.vocab_grad_bytes.)
 EMBED_GRAD_BYTES = 12.0
+
+
+def optimizer_loop_s(loop: str, params: float, tensors: float, precision: str, device: DeviceSpec,
+                     kernel_s: float) -> float:
+    """Seconds per step an unfused optimizer `loop` (OPTIMIZER_LOOPS) adds to the fused update terms.optimizer_offload
+    prices (OPTIMIZER_BYTES per parameter at HBM speed), for `params` parameters in `tensors` tensors on the rank: its
+    extra bytes, and per tensor its kernels and host syncs at `kernel_s` each (calibration kernel_overhead_s, the
+    fitted time one launch costs a block; not refitted here): a tensor of a small model's update moves a few MB, so
+    the launches, not the bytes, set the loop's pace, and a sync drains the queue, the next kernel waiting one
+    launch gap. 0 for the engine's fused / multi-tensor optimizer and on CPU devices (measured profiles)."""
+    if loop == "engine" or device.kind == "cpu":
+        return 0.0
+    (kernels, syncs), loop_bytes = OPTIMIZER_LOOPS[loop]
+    extra_bytes = params * max(0.0, loop_bytes - OPTIMIZER_BYTES[precision])
+    return extra_bytes / device.hbm_bytes_per_s + tensors * (kernels + syncs) * kernel_s
 
 
 @dataclass(frozen=True, slots=True)

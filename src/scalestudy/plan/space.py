@@ -31,9 +31,9 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `zero1_all_reduce`, `kernels`,
-`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`) are carried into every Strategy; sequence
-parallelism only where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points
-are planned without it).
+`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`, `optimizer_loop`) are carried
+into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
+refuse it otherwise: those points are planned without it).
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
-                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, PP_SCHEDULES,
-                                      RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice, resolve_layout)
+                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
+                                      PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
+                                      resolve_layout)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Constraints:
     cross_entropy: str = "engine"
     attention_kernel: str = "engine"
     optimizer_dtype: str = "engine"
+    optimizer_loop: str = "engine"
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -90,7 +92,7 @@ class Constraints:
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
         for name, choices in (("attention", ATTENTIONS), ("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES),
                               ("cross_entropy", CROSS_ENTROPIES), ("recompute_early_stop", EARLY_STOPS),
-                              ("attention_kernel", ATTENTION_KERNELS)):
+                              ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", OPTIMIZER_LOOPS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -361,7 +363,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 recompute_early_stop=constraints.recompute_early_stop,
                                                 cross_entropy=constraints.cross_entropy,
                                                 attention_kernel=constraints.attention_kernel,
-                                                optimizer_dtype=constraints.optimizer_dtype)
+                                                optimizer_dtype=constraints.optimizer_dtype,
+                                                optimizer_loop=constraints.optimizer_loop)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)

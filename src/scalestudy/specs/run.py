@@ -393,6 +393,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "recompute_early_stop": "published software's activation-checkpoint implementation",
                       "cross_entropy": "published software's loss kernel",
                       "optimizer_dtype": "published software's optimizer state dtype",
+                      "optimizer_loop": "published software's unfused optimizer loop",
                       "attention_kernel": "published software's fused attention kernel"}
 
 

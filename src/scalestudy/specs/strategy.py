@@ -65,6 +65,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
                      parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
                      Cost model only: `train` runs "engine".
+- optimizer_loop:    how the optimizer step launches its kernels (costmodel/step.optimizer_loop_s): "engine" (fused /
+                     multi-tensor: apex / DeepSpeed FusedAdam, torch AdamW foreach or fused, the default), "per-tensor"
+                     (a Python loop, one kernel per op per parameter tensor: torch AdamW foreach=False, transformers'
+                     AdamW, HF Trainer optim adamw_hf) or "per-tensor-rms" (nanoT5's AdamWScale: per tensor also the
+                     RMS step scale, read back to the host twice). Cost model only: `train` runs "engine".
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
@@ -101,6 +106,7 @@ GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-linear")  # loss kernel (costmodel/memory.logits_bytes)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
+OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms")  # optimizer kernel launches (costmodel/step.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
@@ -138,6 +144,7 @@ class Strategy:
     cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
     attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
     optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
+    optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage_layers, tuple):
@@ -164,6 +171,7 @@ class Strategy:
             ("cross_entropy", self.cross_entropy, CROSS_ENTROPIES),
             ("attention_kernel", self.attention_kernel, ATTENTION_KERNELS),
             ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
+            ("optimizer_loop", self.optimizer_loop, OPTIMIZER_LOOPS),
         ):
             check_choice(name, value, allowed)
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
@@ -283,6 +291,8 @@ class Strategy:
             parts.append(f"attn-{self.attention_kernel}")
         if self.optimizer_dtype != "engine":
             parts.append(f"optim-{self.optimizer_dtype}")
+        if self.optimizer_loop != "engine":
+            parts.append(f"optim-{self.optimizer_loop}")
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:

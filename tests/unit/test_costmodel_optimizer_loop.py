@@ -1,0 +1,62 @@
+"""Unfused optimizer loops (Strategy.optimizer_loop, costmodel/step.optimizer_loop_s): a Python loop over the
+parameter tensors launches every op of the update as its own kernel -- torch AdamW foreach=False / transformers'
+AdamW 8 per tensor, nanoT5's AdamWScale 12 and two host syncs -- priced at the fitted per-launch cost, plus the
+bytes those ops move beyond the fused update's."""
+
+import pytest
+
+from scalestudy.costmodel import published
+from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, optimizer_loop_s
+from scalestudy.costmodel.zero3 import zero3_gathers
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import get_device, make_cluster
+from scalestudy.specs.strategy import Strategy, Workload
+
+
+@pytest.mark.parametrize("loop,device,launches,loop_bytes", [
+    ("engine", "a100-80gb", 0, None),  # fused / multi-tensor: OPTIMIZER_BYTES alone (terms.optimizer_offload)
+    ("per-tensor", "a100-80gb", 8, 80.0),
+    ("per-tensor-rms", "h100-80gb", 12 + 2, 76.0),  # + the two syncs, each one launch gap
+    ("per-tensor-rms", "local-cpu", 0, None),  # CPU profiles measure their own optimizer step
+])
+def test_loop_pays_its_launches_per_tensor_and_its_extra_bytes(loop, device, launches, loop_bytes):
+    dev, k = get_device(device), 3e-5
+    seconds = optimizer_loop_s(loop, 2.5e8, 282, "bf16", dev, k)
+    if loop_bytes is None:
+        assert seconds == 0.0
+    else:
+        extra = 2.5e8 * (loop_bytes - OPTIMIZER_BYTES["bf16"]) / dev.hbm_bytes_per_s
+        assert seconds == pytest.approx(282 * launches * k + extra)
+
+
+def test_estimate_adds_it_to_the_optimizer_step_once_per_step_over_the_ranks_tensors():
+    """nanoT5's T5 v1.1 base: 282 tensors, one GPU, two micro-batches; DeepSpeed ZeRO-1 steps one flat partition
+    (its 1/dp share of the bytes); an offloaded optimizer runs CPU Adam, no device loop."""
+    row = {r["id"]: r for r in published.load()["throughput"]}["nanot5-base-a100-bf16-eager"]
+    model = published.row_model(row["id"], row["model"])
+    one, work = make_cluster("a100-80gb", 1, 1), Workload(global_batch=128, seq_len=512, target_len=114)
+    base = Strategy(engine="ddp", micro_batch=64, attention="eager", kernels="eager")
+    looped = Strategy(engine="ddp", micro_batch=64, attention="eager", kernels="eager", optimizer_loop="per-tensor-rms")
+    fused, loop = estimate(model, one, base, work), estimate(model, one, looped, work)
+    tensors = zero3_gathers(model, 1, 1, model.total_layers, 10**8).tensors
+    assert tensors == 282  # 12 x 9 encoder + 12 x 14 decoder + 2 position biases + 2 final norms + shared + lm_head
+    k = stored().kernel_overhead_s
+    assert loop.optimizer_s - fused.optimizer_s == pytest.approx(
+        optimizer_loop_s("per-tensor-rms", loop.params_per_device, tensors, "bf16", one.device, k))
+    assert loop.compute_s == fused.compute_s and "optim-per-tensor-rms" in looped.label
+    eight = make_cluster("a100-80gb", 1, 8)
+    ds = Strategy(engine="deepspeed", zero=1, micro_batch=16, attention="eager", optimizer_loop="per-tensor")
+    ds_fused = Strategy(engine="deepspeed", zero=1, micro_batch=16, attention="eager")
+    extra = estimate(model, eight, ds, work).optimizer_s - estimate(model, eight, ds_fused, work).optimizer_s
+    local = loop.params_per_device / 8
+    assert extra == pytest.approx(optimizer_loop_s("per-tensor", local, 1, "bf16", eight.device, k))
+    offloaded = Strategy(engine="deepspeed", zero=1, micro_batch=16, attention="eager", offload_optimizer="cpu")
+    assert estimate(model, eight, offloaded, work).optimizer_s == estimate(
+        model, eight, Strategy(**{**offloaded.to_dict(), "optimizer_loop": "per-tensor"}), work).optimizer_s
+
+
+def test_unknown_loop_is_refused_in_one_line():
+    with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'foreach'"):
+        Strategy(engine="ddp", optimizer_loop="foreach")
