@@ -345,3 +345,22 @@ def test_measured_runs_fit_on_the_figure_their_source_read():
         assert MEASURED_AS[r["measured_as"]] in row.metric
         counted = est.memory.total if r["measured_as"] == "device" else est.memory.tensor_peak
         assert row.predicted == pytest.approx(counted / 1e9)
+
+
+def test_torch_cross_entropy_peaks_in_its_backward():
+    """cross_entropy engine on fsdp/ddp is torch F.cross_entropy on the upcast logits: its backward holds three fp32
+    copies (saved log-softmax, nll_loss's and log_softmax_backward's gradients), 12 bytes per logit; Megatron's
+    vocab-parallel kernel (engine on deepspeed/megatron) peaks in its forward, a + 8."""
+    from scalestudy.costmodel.memory import loss_kernel
+
+    spec = get_model("llama-7b")
+    logits = 2048 * spec.vocab_size
+    assert loss_kernel(Strategy(engine="fsdp", zero=3)) == "torch" and loss_kernel(Strategy()) == "engine"
+    assert loss_kernel(Strategy(engine="fsdp", zero=3, cross_entropy="fused")) == "fused"
+    assert logits_bytes(spec, 1, 2048, 0, "bf16", 1, "torch") == 12 * logits
+    assert logits_bytes(spec, 1, 2048, 0, "bf16", 1, "engine") == 10 * logits
+    cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
+    work = Workload(global_batch=8, seq_len=2048)
+    fsdp = estimate(spec, cluster, Strategy(engine="fsdp", zero=3), work).memory.activations
+    fused = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, cross_entropy="fused"), work).memory.activations
+    assert fsdp - fused == pytest.approx(logits * 12 - (logits * 4 + 4 * 2048))

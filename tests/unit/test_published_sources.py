@@ -84,6 +84,44 @@ def test_pytorch_sdpa_blog_rows_are_nanogpt_at_the_named_commits():
         assert 143 / SDPA_BLOG[faster][0] - 1 == pytest.approx(percent / 100, abs=0.001)
 
 
+HELD_OUT = ("dsautotune2021hf",) + HELD_OUT
+# DeepSpeedExamples autotuning/hf READMEs (f9dc4de2): (model, engine, micro-batch) -> samples/s on 16 V100; the READMEs'
+# (layers, hidden, heads) per model
+DSAT_SPS = {("gpt2", "deepspeed", 8): 397.827, ("gpt2-medium", "deepspeed", 4): 142.211,
+            ("gpt2-medium", "deepspeed", 6): 163.3, ("gpt2-large", "deepspeed", 2): 56.797,
+            ("gpt2-large", "deepspeed", 3): 69.061, ("gpt2-xl", "deepspeed", 1): 27.462,
+            ("gpt2", "ddp", 8): 284.142, ("gpt2-medium", "ddp", 2): 71.61, ("gpt2-large", "ddp", 1): 27.874}
+DSAT_SHAPE = {"gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20),
+              "gpt2-xl": (48, 1600, 25)}
+HELDOUTS_BOUNDS["dsautotune2021hf"] = (1.18, 1.45)  # reached 90.7 / 110% (DeepSpeed ZeRO-1 +83..+108%, DDP +67..+110%)
+
+
+def test_deepspeed_autotuning_hf_rows_are_the_readme_tables():
+    """tokens/s = samples/s x run_clm's 1024-token blocks; 16 ranks on one V100 node, global batch = 16 x mbs (gas 1);
+    HF GPT-2 (unpadded 50,257 vocabulary, tied, eager attention and element-wise kernels) in fp16: DeepSpeed's
+    default ZeRO-1 (buckets all-reduced as they fill, not overlapped) or DDP under torch AMP with transformers'
+    per-tensor AdamW loop; every run fits."""
+    rows = _rows("throughput", "dsautotune2021hf")
+    seen = set()
+    for r in rows:
+        model_name = r["id"].removeprefix("dsat-hf-").split("-v100-")[0]
+        model, cluster, strategy, workload = _setup(r)
+        key = (model_name, strategy.engine, strategy.micro_batch)
+        seen.add(key)
+        assert r["published"] == round(DSAT_SPS[key] * 1024) and workload.seq_len == 1024
+        assert (model.num_layers, model.d_model, model.num_heads) == DSAT_SHAPE[model_name]
+        assert (model.vocab_size, model.tie_word_embeddings, model.d_ff) == (50257, True, 4 * model.d_model)
+        assert (cluster.world_size, workload.global_batch) == (16, 16 * strategy.micro_batch)
+        assert (strategy.precision, strategy.attention, strategy.kernels, strategy.recompute) == \
+            ("fp16", "eager", "eager", "none")
+        if strategy.engine == "deepspeed":
+            assert strategy.zero == 1 and strategy.zero1_all_reduce and not strategy.overlap_grad_comm
+        else:
+            assert strategy.zero == 0 and strategy.overlap_grad_comm and strategy.optimizer_loop == "per-tensor"
+        assert estimate(model, cluster, strategy, workload).fits
+    assert seen == set(DSAT_SPS)
+
+
 def test_heldouts_sources_out_of_sample():
     data = load()
     for source, (mean_bound, max_bound) in HELDOUTS_BOUNDS.items():
@@ -420,6 +458,7 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
     bf16."""
     for r in _rows("throughput") + [m for m in _rows("memory") if "engine" in m]:
         fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
+                               "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
                                "bigscience2021tr8")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]

@@ -433,13 +433,26 @@ def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute
     return max(p[2] / tp for p in parts)
 
 
+def loss_kernel(st) -> str:
+    """The loss kernel a strategy's `cross_entropy: engine` means for the memory model: "torch" (F.cross_entropy on
+    the upcast logits, `logits_bytes`) on the torch-native engines (fsdp, ddp: torchtitan's loss_fn, the Hugging Face
+    models' loss), Megatron's vocab-parallel kernel otherwise; an explicit value as given."""
+    if st.cross_entropy == "engine" and st.engine in ("fsdp", "ddp"):
+        return "torch"
+    return st.cross_entropy
+
+
 def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                  tp: int, cross_entropy: str = "engine") -> float:
     """Peak bytes of the logits and the cross-entropy over them (vocabulary-parallel under tp), by the loss kernel
     the run used (Strategy.cross_entropy; `a` = bytes of the compute dtype, per logit):
     - engine: the logits, their fp32 copy and the fp32 shifted logits that become the saved softmax, a + 8
-      (Megatron-LM's vocab_parallel_cross_entropy on `logits.float()` before 9634c0e4; torch cross_entropy: fp32
-      upcast + log_softmax output);
+      (Megatron-LM's vocab_parallel_cross_entropy on `logits.float()` before 9634c0e4: its backward turns the saved
+      softmax into the gradient in place);
+    - torch (`loss_kernel`: engine on fsdp/ddp): torch F.cross_entropy on `logits.float()` (torchtitan train.py
+      loss_fn at 9dec370a, HF's loss): the forward holds the logits, the fp32 copy and log_softmax's output (a + 8);
+      its backward is the higher peak, 12 -- the saved log-softmax, nll_loss's gradient and log_softmax_backward's
+      output, all fp32, alive at once (torchtitan `del pred` frees the 16-bit logits before loss.backward());
     - inplace: Megatron-Core since 9634c0e4 (2024-06-13), fused (cross_entropy_loss_fusion) or not: one fp32 copy
       of the logits, max-subtracted, exponentiated and normalised in place into the saved softmax, a + 4
       (tensor_parallel/cross_entropy.py calculate_predicted_logits; the backward's gradient is that buffer, cast
@@ -459,6 +472,8 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
         return a * (out_tokens * h + (v * h + chunk * v) / tp) + 4 * out_tokens
     if cross_entropy == "fused":
         return out_tokens * v * 2 * a / tp + 4 * out_tokens
+    if cross_entropy == "torch":
+        return out_tokens * v * max(a + 8 if a < 4 else 8, 12) / tp
     return out_tokens * v * (a + (4 if cross_entropy == "inplace" else 8)) / tp
 
 

@@ -37,7 +37,7 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes, fused_swiglu,
                                          gqa_native, head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
-                                         rank_memory, recompute_working_bytes, stage_in_flight)
+                                         loss_kernel, rank_memory, recompute_working_bytes, stage_in_flight)
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
@@ -160,7 +160,7 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
-    head = logits_bytes(model, st.micro_batch, s, t, prec, tp, st.cross_entropy) if k == pp - 1 else 0.0
+    head = logits_bytes(model, st.micro_batch, s, t, prec, tp, loss_kernel(st)) if k == pp - 1 else 0.0
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
     return acts + head_or_recompute_bytes(head, working)
