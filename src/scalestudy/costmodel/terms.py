@@ -261,14 +261,16 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
         total = ga * (fwd_comm + bwd_comm)
-        # DeepSpeed overlap_comm false (engine/settings.py: overlap_grad_comm) issues ZeRO-3's all-gathers
-        # (parameter_offload.py __allgather_stream) and reduce-scatters (stage3.py reduce_and_partition_stream) on
-        # the default stream: in series with the compute
-        if cpu or eng.prefetch_layers < 1 or (st.engine == "deepspeed" and not st.overlap_grad_comm):
+        if cpu or eng.prefetch_layers < 1:
             return total, total
+        per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
+        if st.engine == "deepspeed" and not st.overlap_grad_comm:
+            # DeepSpeed overlap_comm false (engine/settings.py: overlap_grad_comm) issues ZeRO-3's all-gathers
+            # (parameter_offload.py __allgather_stream) and reduce-scatters (stage3.py reduce_and_partition_stream)
+            # on the default stream: in series with the compute
+            return ga * per_mb + total, ga * per_mb + total
         first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
         bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
-        per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
         per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference, slow))
         # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
