@@ -328,6 +328,14 @@ def test_the_optimizer_step_is_a_peak_of_its_own():
     assert m.tensor_peak == pytest.approx(24 * psi) and m.total == m.tensor_peak + m.overhead
     bf16 = estimate(spec, cluster, Strategy(zero=1, micro_batch=1, recompute="full"), work).memory
     assert bf16.transient == 0.0
+    # torch's foreach AdamW: one fp32 temporary of the stepped parameters (DDP's buckets stay through the step)
+    ddp = estimate(spec, cluster, Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full"), work).memory
+    assert ddp.transient == pytest.approx(max(0.0, 4 * psi / 8 - ddp.activations)) and ddp.transient > 0
+    fsdp = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full"), work).memory
+    assert fsdp.transient == pytest.approx(max(0.0, 4 * psi / 8 - fsdp.activations - fsdp.buffers))
+    cpu = estimate(get_model("gpt2-tiny"), make_cluster("local-cpu", nodes=1, gpus_per_node=2),
+                   Strategy(engine="ddp", precision="fp32"), Workload(global_batch=2, seq_len=64)).memory
+    assert cpu.transient == 0.0  # a CPU rank's AdamW loops per tensor
 
 
 def test_measured_runs_fit_on_the_figure_their_source_read():

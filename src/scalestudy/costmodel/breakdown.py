@@ -36,6 +36,10 @@ UNITS = {
     "mfu": "fraction (not %): model FLOP/s per device / dense peak of the precision (PaLM's MFU, flops.convention)",
     "hfu": "fraction (not %): hardware FLOP/s per device / dense peak of the precision",
     "memory": "bytes (not GiB)",
+    "memory.per_device_bytes": "tensor_peak_bytes + parts.overhead (the CUDA-context allowance): nvidia-smi's kind of "
+                               "figure, less the caching allocator's cached blocks (memory.Memory.total)",
+    "memory.tensor_peak_bytes": "tensors alive at the step's highest moment (backward or optimizer step): what "
+                                "torch.cuda.max_memory_allocated counts; max_memory_reserved adds the allocator's cache",
 }
 
 
@@ -130,6 +134,7 @@ class Estimate:
                        "grad_accum": lay.grad_accum, "micro_batch": self.strategy.micro_batch},
             "memory": {
                 "per_device_bytes": m.total,
+                "tensor_peak_bytes": m.tensor_peak,
                 "parts": m.parts(),
                 "model_states_bytes": m.model_states,
                 "capacity_bytes": self.capacity_bytes,

@@ -323,8 +323,9 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                                        st.offload_params, st.grad_reduce, st.optimizer_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
                        st.overlap_grad_comm)
-    transient = peak_transient(w + g + o + activations + buf,
-                               w + g + o + step_temporary_bytes(psi, st.engine, st.zero, st.precision))
+    step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
+        step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision, device.kind != "cpu")
+    transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
     return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
 
 
@@ -338,16 +339,25 @@ def peak_transient(backward_peak: float, step_peak: float) -> float:
     return max(0.0, step_peak - backward_peak)
 
 
-def step_temporary_bytes(psi: float, engine: str, zero: int, precision: str) -> float:
-    """Temporaries of the optimizer step beyond the model states. DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the
-    engine wraps a fused Adam in it: runtime/fp16/fused_optimizer.py step(), v0.9.5 .. 0.19 alike) flattens the
-    gradients into a new fp32 buffer, `_flatten_dense_tensors([p.grad.to(fp32) for p in group])`: the list of
-    per-tensor fp32 copies (4 psi) and the flat result (4 psi) exist at once, beside the fp16 gradients, which are
-    dropped only after. Other optimizers step in place on flat or sharded fp32 buffers already counted (BF16_Optimizer,
-    ZeRO 1-3, Megatron's distributed optimizer; torch's fused/foreach AdamW allocates one fp32 shard-sized temporary,
-    below the backward's activations in the runs we know)."""
+def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True) -> float:
+    """What the optimizer step holds beside the model states (the step runs on the device; offloaded steps run on the
+    host). DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the engine wraps a fused Adam in it: runtime/fp16/
+    fused_optimizer.py step(), v0.9.5 .. 0.19 alike) flattens the gradients into a new fp32 buffer,
+    `_flatten_dense_tensors([p.grad.to(fp32) for p in group])`: the per-tensor fp32 copies (4 psi) and the flat
+    result (4 psi) exist at once, beside the fp16 gradients, which are dropped only after. torch's AdamW, the
+    optimizer of the torch-native engines (torchtitan foreach = not fused, scalestudy's make_adamw, HF Trainer's
+    adamw_torch: foreach by default on CUDA; `foreach` False: a CPU rank's per-tensor loop), allocates one fp32
+    temporary of its parameters' size (_multi_tensor_adam: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`):
+    4 psi / dp under FSDP or ZeroRedundancyOptimizer, 4 psi under DDP, whose gradient buckets
+    (gradient_as_bucket_view False) also stay allocated through the step. Others step in place on flat or sharded fp32 buffers already counted
+    (BF16_Optimizer and ZeRO 1-3 with DeepSpeed's fused Adam, Megatron's distributed optimizer)."""
     if engine == "deepspeed" and zero == 0 and precision == "fp16":
         return 8.0 * psi
+    temporary = 4.0 * psi / (dp if engine == "fsdp" or zero else 1) if foreach else 0.0
+    if engine == "fsdp":
+        return temporary
+    if engine == "ddp":
+        return 4.0 * psi + temporary
     return 0.0
 
 
