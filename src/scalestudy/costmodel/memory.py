@@ -12,6 +12,16 @@ generalised to inner width != d_model, gated FFNs (Megatron-Core's fused SwiGLU 
 dropout-free models (Llama), T5 cross-attention with its own lengths, tensor parallelism (with or without sequence
 parallelism), selective / full recomputation, and the pipeline schedules (each rank holds its warm-up micro-batches
 plus one, `stage_in_flight`; the busiest rank, by its own layer count, sets the figure).
+
+The figure is the step's PEAK, taken at its highest moment, not the sum of what the papers' formulas keep: in the
+backward, the stored activations plus what runs beside them (`block_gradient_bytes`, a recomputed block's working
+set, the loss's buffers -- `logits_bytes`, torch's cross-entropy peaking in its backward); or at the optimizer step,
+with the activations freed and the step's temporaries allocated (`step_temporary_bytes`, the `transient` part).
+`Memory.tensor_peak` is what torch.cuda.max_memory_allocated counts; `total` adds the CUDA context (`overhead`), as
+nvidia-smi does. Not counted: the caching allocator's cached free blocks (max_memory_reserved and nvidia-smi read
+them; the allocator releases them and retries before it reports out of memory, c10/cuda/CUDACachingAllocator.cpp
+malloc: release_available_cached_blocks / release_cached_blocks, so they do not decide 'fits'), NCCL's own buffers,
+and a model loaded whole onto the device before it is sharded (see `peak_transient`).
 """
 
 from __future__ import annotations
@@ -248,19 +258,32 @@ def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a
 
 
 def _ffn_block(h: int, f: int, tokens: int, a: int, mask: int, gated: bool,
-               fused_glu: bool = False) -> tuple[float, float]:
+               fused_glu: bool = False, eager_gelu: bool = False) -> tuple[float, float]:
     """(replicated, sharded): input (a*h), activation inputs/outputs (2 tensors of width f; gated 4, or 3 when the
-    gated activation saves only its input, `fused_swiglu`), dropout mask."""
-    return tokens * (a * h + mask * h), tokens * a * f * ((3 if fused_glu else 4) if gated else 2)
+    gated activation saves only its input, `fused_swiglu`; + 3 for an eager composed GELU, `eager_composed_gelu`),
+    dropout mask."""
+    width = ((3 if fused_glu else 4) if gated else 2) + (3 if eager_gelu else 0)
+    return tokens * (a * h + mask * h), tokens * a * f * width
+
+
+def eager_composed_gelu(model: ModelSpec, kernels: str) -> bool:
+    """Whether the FFN activation is Hugging Face's composed tanh GELU run as eager ops (`kernels` eager*):
+    gelu_new = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))) (transformers activations.py; GPT-2's
+    activation_function, T5 v1.1 / mT5's dense_act_fn for feed_forward_proj gated-gelu). Autograd saves x (pow's
+    input, counted as the activation's input), tanh's output, 0.5 * x and 1 + tanh (the final product's operands):
+    three tensors of width d_ff beyond the fused kernel's one, in the compute dtype (a lower bound under autocast,
+    where pow runs in fp32). Fused kernels (Megatron's bias_gelu, torch.compile) save the input only."""
+    return kernels != "fused" and (model.family == "gpt2" or model.ffn == "gated-gelu")
 
 
 @lru_cache(maxsize=8192)
 def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     flash: bool, kv_native: bool = False, fused_glu: bool = False
+                     flash: bool, kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False
                      ) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
     """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
     each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
-    un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`)."""
+    un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`); `eager_gelu`: HF's
+    composed tanh GELU as eager ops (`eager_composed_gelu`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -269,17 +292,17 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     if m.is_encoder_decoder:
         s, t = seq_len * b, target_len * b
         r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False)
-        r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn)
+        r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
         enc = (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
         r1, s1, x1 = _attn_block(h, i, t, target_len, heads, a, mask, flash, False)
         r3, s3, x3 = _attn_block(h, i, t, seq_len, heads, a, mask, flash, True)
-        r2, s2 = _ffn_block(h, f, t, a, mask, m.gated_ffn)
+        r2, s2 = _ffn_block(h, f, t, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
         dec = (r1 + r2 + r3 + 3 * a * h * t, s1 + s2 + s3, x1 + x3, a * h * t)
         return enc, dec
     s = seq_len * b
     kv = m.kv_heads * m.d_kv if flash and kv_native else 0
     r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv)
-    r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, fused_glu and m.ffn == "swiglu")
+    r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, fused_glu and m.ffn == "swiglu", eager_gelu)
     return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
 
 
@@ -382,12 +405,13 @@ def stage_in_flight(schedule: str, pp: int, m: int, v: int) -> tuple[float, ...]
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      tp: int, pp: int, in_flight: tuple[float, ...], recompute: str, flash: bool, sp: bool,
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
-                     kv_native: bool = False, fused_glu: bool = False) -> float:
+                     kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head."""
     sp = sp and tp > 1
-    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu)
+    enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
+                                eager_gelu)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
         from scalestudy.costmodel.op_checkpoint import layer_bytes
@@ -480,7 +504,7 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
     if cross_entropy == "fused-linear":
         chunk = min(out_tokens, 1 << max(0, math.ceil(out_tokens / math.ceil(v / h)) - 1).bit_length())
         return a * (out_tokens * h + (v * h + chunk * v) / tp) + 4 * out_tokens
-    if cross_entropy == "fused":
+    if cross_entropy in ("fused", "fused-metrics"):  # the metrics' fp32 passes run after the backward, no_grad
         return out_tokens * v * 2 * a / tp + 4 * out_tokens
     if cross_entropy == "torch":
         return out_tokens * v * max(a + 8 if a < 4 else 8, 12) / tp

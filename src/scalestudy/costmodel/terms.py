@@ -14,7 +14,7 @@ from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.kernel_counts import sublayers
-from scalestudy.costmodel.memory import activation_bytes, fused_swiglu, gqa_native, loss_kernel
+from scalestudy.costmodel.memory import activation_bytes, eager_composed_gelu, fused_swiglu, gqa_native, loss_kernel
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
@@ -67,7 +67,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split, loss_kernel(st), gqa_native(st.engine),
-                                     fused_swiglu(st.engine)),
+                                     fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels)),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),
