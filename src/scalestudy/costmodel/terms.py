@@ -18,7 +18,7 @@ from scalestudy.costmodel.memory import activation_bytes, eager_composed_gelu, f
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, zero3_gathers
+from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, pass_launch_s, zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -40,6 +40,7 @@ class _Shape:
     embed_elems: int  # input-embedding elements on a rank of the first stage (their gradient completes last)
     zero3: Zero3Gathers | None = None  # what DeepSpeed ZeRO-3 gathers per pass (costmodel/zero3.py)
     root_elems: int = 0  # parameters outside the blocks on a rank (embeddings, untied head, final norms; pp 1)
+    launches: tuple[float, float] = (0.0, 0.0)  # host seconds of the stage's kernel launches per pass (GPU; zero3.py)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -75,6 +76,8 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         embed_elems=param_breakdown(model).embedding // tp,
         zero3=zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
         root_elems=_root_elems(model, tp) if pp == 1 else 0,
+        launches=(0.0, 0.0) if dev.kind == "cpu" else pass_launch_s(model, st.kernels, flash, cal.kernel_overhead_s,
+                                                                     max(split), recompute),
     )
     _SHAPES[key] = (model, dev, shape, cal)
     return shape
@@ -251,10 +254,18 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     ends = ends_bw = (0.0, 0.0)
     if fsdp_ends and not cpu:
         ends, ends_bw = _fsdp_unit_ends(shape, half, grad_b, dp, per_node, lk, eff, eng.gather_rails)
+    elif st.engine == "deepspeed" and not cpu:
+        # stage3.py (0.9-0.12 and on): the reduce-scatter of the last bucket -- the input embedding's gradient,
+        # complete only when the backward's last op ends, or the partly filled bucket it flushes -- runs in
+        # independent_gradient_partition_epilogue after the backward, which then reduce_and_partition_stream
+        # .synchronize()s: nothing left to hide behind, as ZeRO-2's last bucket (_bucketed_dp_comm)
+        last = min(1.0, max(eng.reduce_bucket_elems, shape.embed_elems) / psi)
+        ends, ends_bw = (0.0, reduce * last), (0.0, reduce_bw * last)
     host_f = host_b = 0.0  # DeepSpeed's fetch hooks on the host thread: a pass runs no faster than they do
     if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
-        host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1)
-        host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers)
+        launch_f, launch_b = shape.launches  # the same host thread dispatches the pass's kernels
+        host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1) + launch_f
+        host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers) + launch_b
     fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
     slow = cluster.device.compute_slowdown_under_comm
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.kernel_counts import model_block_kernels
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.specs.model import ModelSpec
 
@@ -136,12 +137,29 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
 def hook_host_s(z: Zero3Gathers, fetch_host_s: float, passes: int) -> float:
     """Host-thread seconds of DeepSpeed ZeRO-3's module hooks in `passes` passes over the stage (the forward; the
     backward's pre-backward fetches and, under a full recompute, the recompute forward's): `fetch_host_s` per module
-    call (engines.yaml: measured as the mean over every module's fetch_sub_module call, with or without parameters
-    -- the hook's Python bookkeeping, and for the modules that gather the coalesced all-gather's launch, the wait,
-    torch.cat per parameter, the fetch event and the release).
+    call (engines.yaml: the whole hook chain of one module call, measured -- fetch_sub_module with its coalesced
+    all-gather's launch, the wait, torch.cat per parameter and the fetch event, plus the rest of the pre/post
+    hooks: trace bookkeeping, release_sub_module, the autograd functions that wrap each module's inputs/outputs).
 
     The host thread runs the hooks in line with the module's kernel launches. The launch queue lets it run ahead of
     the GPU, and the fetch-event limit (at most 2 outstanding, then event.synchronize) ties it to the all-gather
-    stream, not to compute -- so the hooks hide behind the pass's GPU time unless, summed over the pass, they exceed
-    it; then the GPU waits on the host. Prefetch does not shorten them: prefetches are issued from the same hooks."""
+    stream, not to compute -- so the hooks hide behind the pass's GPU time unless, summed over the pass with the
+    launches (pass_launch_s), they exceed it; then the GPU waits on the host. Prefetch does not shorten them:
+    prefetches are issued from the same hooks."""
     return passes * z.hook_calls * fetch_host_s
+
+
+def pass_launch_s(m: ModelSpec, kernels: str, flash: bool, kernel_overhead_s: float, stage_layers: int,
+                  recompute: str) -> tuple[float, float]:
+    """(forward, backward) seconds per micro-batch the stage's eager kernel launches cost the host thread: the
+    per-kernel fixed time step.compute_times adds to each pass (kernel_counts x calibration kernel_overhead_s; the
+    backward's, and under a full recompute the forward's again). The ZeRO-3 hooks run on that same Python thread
+    between the modules' ops, so they hide only behind the pass's remaining device time, never behind its launches
+    (one thread cannot dispatch an op and run a hook at once)."""
+    (enc_f, enc_b), (dec_f, dec_b) = model_block_kernels(m, kernels, flash)
+    le = m.num_layers if m.is_encoder_decoder else 0
+    ld = m.num_decoder_layers if m.is_encoder_decoder else m.num_layers
+    share = stage_layers / max(1, le + ld)
+    fwd = kernel_overhead_s * (le * enc_f + ld * dec_f) * share
+    bwd = kernel_overhead_s * (le * enc_b + ld * dec_b) * share
+    return fwd, bwd + (fwd if recompute == "full" else 0.0)
