@@ -378,15 +378,16 @@ def test_torchtitan_fsdp_out_of_sample():
     without torch.compile are counted -- kernels: eager on the 70B rows, -7.7 -> -10.5%: what is left there is not
     element-wise); the H100 rows, at the hosts' 500 W limit, within 16% (reached +26/+29% with fused kernels, was
     +42/+46%; +11.8/+14.5% with kernels: eager, torchtitan's composed fp32 RMSNorm); their measured peak memory
-    within 20%
-    (reached -15/-17%, was +52/+66%; torchtitan reports the caching allocator's peak reserved bytes, the model
-    counts tensors); the H100 scaling from 1 to 16 nodes (per-GPU throughput 5762 -> 5605, memory -15.4 GiB as
+    within 14%
+    (reached -11.3/-11.8% against the tensor peak since the torch cross-entropy backward and FSDP2's root unit are
+    counted, -15/-17% before, +52/+66% earlier; torchtitan reports the caching allocator's peak reserved bytes, the
+    model counts tensors); the H100 scaling from 1 to 16 nodes (per-GPU throughput 5762 -> 5605, memory -15.4 GiB as
     model states shard 16x wider) within a few percent."""
     data = load()
     for r in _rows("throughput", "torchtitan2024"):
         assert abs(throughput_row(r, data["sources"]).error) < 0.11, r["id"]
     for r in _rows("memory", "torchtitan2024h100"):
-        assert abs(memory_row(r, data["sources"]).error) < 0.20, r["id"]
+        assert abs(memory_row(r, data["sources"]).error) < 0.14, r["id"]
     one, sixteen, one_c, sixteen_c = (throughput_row(r, data["sources"])
                                       for r in _rows("throughput", "torchtitan2024h100"))
     assert abs(one.error) < 0.16 and abs(sixteen.error) < 0.16
