@@ -10,6 +10,8 @@ its terms, as stages.estimate_stages does stage by stage on mixed clusters).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import links, spans_nodes
 from scalestudy.costmodel.constants import Calibration, stored
@@ -18,7 +20,7 @@ from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
-from scalestudy.costmodel.stages import estimate_stages
+from scalestudy.costmodel.stages import estimate_stages, layer_costs
 from scalestudy.costmodel.terms import (_shape, _sublayers, _tied_embedding_sync, hp_grad_accumulation_s,
                                         model_layout)
 from scalestudy.errors import ScalestudyError
@@ -53,7 +55,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     host_capacity = dev.host_memory_bytes / cluster.gpus_per_node
 
     # every stage charged as the slowest: the busiest one's share of the blocks, the LM head's stage's seconds
-    busiest = max(split) / model.total_layers
+    shares = _stage_shares(model, split, s, t)
+    busiest = max(shares)
     hybrid = None
     if dev.kind == "cpu" and (tp > 1 or pp > 1):  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, links(cluster), flash, cal)
@@ -61,7 +64,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     hooked = _sublayers(model) * busiest if dev.engine_overhead_s and hybrid is None else None
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
     cfg = setting(model, cluster, st, layout, s, t, cal, options)
-    stage = price_stage(cfg, dev, cluster, ct, busiest, _slowest_blocks_s(model, st, dev, ct, tp, split, busiest),
+    stage = price_stage(cfg, dev, cluster, ct, busiest, _slowest_blocks_s(model, st, dev, ct, tp, split, shares),
                         shape, tensors, hooked)
     mem = stage.memory
     fits = mem.total <= capacity and mem.host_bytes <= host_capacity
@@ -101,16 +104,33 @@ def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout
     return hybrid.compute_s, hybrid.tp_s, hybrid.pp_s, hybrid.bubble_s, stage.framework_s + hybrid.framework_s
 
 
-def _slowest_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...], busiest: float
-                      ) -> float:
+@lru_cache(maxsize=4096)
+def _stage_shares(model: ModelSpec, split: tuple[int, ...], seq_len: int, target_len: int) -> tuple[float, ...]:
+    """Each pipeline stage's share of the blocks' work: its share of the layers, or for an encoder-decoder split
+    over stages its share of the blocks' forward FLOPs (an encoder block runs over seq_len, a decoder block over
+    target_len with cross-attention: by layer count a T5 encoder stage was priced at the average block; the
+    per-stage path, stages.estimate_stages, already shares by FLOPs)."""
+    if len(split) == 1 or not model.is_encoder_decoder:
+        return tuple(n / model.total_layers for n in split)
+    costs, _ = layer_costs(model, seq_len, target_len)
+    total, out, start = sum(costs), [], 0
+    for n in split:
+        out.append(sum(costs[start:start + n]) / total)
+        start += n
+    return tuple(out)
+
+
+def _slowest_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...],
+                      shares: tuple[float, ...]) -> float:
     """Seconds per micro-batch of the slowest stage's blocks: the busiest one, or the last, which holds its own
     blocks and the LM head (a partition that gives the head a block's slot, e.g. BLOOM's
     'type:transformer|embedding', leaves it fewer blocks than the others); + DeepSpeed's bf16 pipeline fp32 gradient
-    fold (terms.hp_grad_accumulation_s, 0 elsewhere). `busiest`: the busiest stage's share of the blocks."""
+    fold (terms.hp_grad_accumulation_s, 0 elsewhere). `shares`: each stage's share of the blocks (_stage_shares)."""
+    busiest = max(shares)
     fwd, bwd = ct.forward * busiest, ct.backward * busiest
     if len(split) == 1:
         return fwd + bwd + ct.head
-    last = split[-1] / model.total_layers
+    last = shares[-1]
     fold = hp_grad_accumulation_s
     return max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
                (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))
