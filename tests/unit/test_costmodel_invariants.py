@@ -26,6 +26,8 @@ import pytest
 from scalestudy.cli import main
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.options import DEFAULT_OPTIONS
+from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import PRESETS
@@ -315,6 +317,21 @@ def test_every_point_is_physical(points):
         assert 0 < e.mfu <= e.hfu * (1 + 1e-12) and e.hfu <= ceiling, (p, e.mfu, e.hfu)
         assert e.dp_comm_s <= e.dp_comm_total_s * (1 + 1e-12) + 1e-15, p
         assert e.fits == (e.memory.total <= e.capacity_bytes and e.memory.host_bytes <= e.host_capacity_bytes), p
+
+
+def test_one_device_path_charges_the_busiest_stage(points):
+    """estimate() charges every pipeline stage as the busiest; the per-stage path (stages.estimate_stages, used for
+    mixed clusters) prices each stage on its own. On one device type the busiest stage's compute must not come out
+    below the per-stage path's slowest (T5 stages were shared by layer count: an encoder stage priced at the average
+    block, up to 1.5x low). 1e-3: the per-stage path adds its slowest stage's own fold / autocast terms."""
+    checked = 0
+    for p, e in points:
+        if e.layout.pp == 1 or e.strategy.pp_schedule == "interleaved":  # interleaved: one-device path only
+            continue
+        per_stage = estimate_stages(e.model, e.cluster, e.strategy, e.workload, DEFAULT_OPTIONS)
+        assert per_stage.compute_s <= e.compute_s * (1 + 1e-3), (p, per_stage.compute_s, e.compute_s)
+        checked += 1
+    assert checked >= MIN_TESTED
 
 
 def test_estimate_is_deterministic(points):
