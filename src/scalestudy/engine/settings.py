@@ -7,14 +7,28 @@ arguments from here (nothing else decides them) and every run writes the one it 
 All engines share the optimizer: torch AdamW with the RunConfig's optimizer section and the LambdaLR schedule of
 engine/backends/common.py. DeepSpeed gets it as a client optimizer (hence `zero_allow_untested_optimizer`), except
 with ZeRO-Offload, which needs DeepSpeed's own CPU Adam: then the JSON carries the `optimizer` block.
+
+plan = reality: every knob the cost model prices is set here explicitly, never left to the installed library's
+default (a different DeepSpeed / torch would change it under the prediction). Sizes and switches the cost model
+reads from data come from that data -- costmodel/engines.yaml (bucket sizes, ZeRO-3 prefetch / persistence / reuse,
+FSDP prefetch depth): one copy, read by both. The others are the code paths the cost model's terms price, named at
+each value. tests/unit/test_engine_settings_parity.py checks
+them knob by knob against engines.yaml and the installed DeepSpeed's own config parser.
 """
 
 from __future__ import annotations
 
+from scalestudy.costmodel.engines import engine_comm
 from scalestudy.specs.run import RunConfig
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 FILE_NAMES = {"deepspeed": "ds_config.json", "fsdp": "fsdp_config.json", "ddp": "ddp_config.json"}
+DS_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}  # DeepSpeed's names (communication / accumulation)
+# DeepSpeed ZeRO-3 limits the cost model has no term for, at DeepSpeed 0.19's defaults, explicit: no cap on live
+# gathered parameters below 1e9 (memory.zero3_gathered_elems bounds the gathered set by the prefetch bucket only)
+# and one optimizer sub-group below 1e9 parameters per rank (terms.optimizer_offload steps the partition at once).
+ZERO3_MAX_LIVE_PARAMETERS = 10**9
+ZERO3_SUB_GROUP_SIZE = 10**9
 
 
 def adamw_params(run: RunConfig) -> dict:
@@ -25,10 +39,7 @@ def adamw_params(run: RunConfig) -> dict:
 def deepspeed_config(run: RunConfig, *, cuda: bool) -> dict:
     """The JSON handed to `deepspeed.initialize` (keys as in DeepSpeed's config docs)."""
     strategy, layout = run.strategy, run.layout()
-    zero: dict = {"stage": strategy.zero}
-    if strategy.zero >= 1:
-        # Overlap needs a side stream (GPU); on CPU DeepSpeed's overlap path only adds copies.
-        zero["overlap_comm"] = bool(cuda and strategy.overlap_grad_comm)
+    zero = deepspeed_zero(strategy, cuda=cuda)
     if strategy.offload_optimizer != "none":
         zero["offload_optimizer"] = {"device": strategy.offload_optimizer, "pin_memory": cuda}
     if strategy.offload_params != "none":
@@ -38,6 +49,10 @@ def deepspeed_config(run: RunConfig, *, cuda: bool) -> dict:
         "train_micro_batch_size_per_gpu": strategy.micro_batch,
         "gradient_accumulation_steps": layout.grad_accum,
         "gradient_clipping": run.optimizer.grad_clip,
+        # gradients reduced and accumulated in the compute dtype (terms.main_grad_bytes: DeepSpeed 2 B under fp16 /
+        # bf16); the accumulation dtype also keeps bf16 ZeRO-1 on ZeRO's optimizer, whose reduce-scatter terms price
+        "communication_data_type": DS_DTYPES[strategy.precision],
+        "data_types": {"grad_accum_dtype": DS_DTYPES[strategy.precision]},
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,  # torch AdamW as a client optimizer
         "steps_per_print": 10**9,  # scalestudy logs every step itself
@@ -52,14 +67,62 @@ def deepspeed_config(run: RunConfig, *, cuda: bool) -> dict:
     return config
 
 
-def fsdp_settings(run: RunConfig) -> dict:
+def deepspeed_zero(strategy, *, cuda: bool) -> dict:
+    """`zero_optimization`: the stage and every knob of it the cost model prices (see the module docstring)."""
+    zero: dict = {"stage": strategy.zero}
+    if strategy.zero == 0:  # engine.allreduce_gradients: a fixed 5e8-element bucket (MEMORY_OPT_ALLREDUCE_SIZE)
+        return zero
+    eng = engine_comm("deepspeed")
+    zero.update({
+        # Overlap needs a side stream (GPU); on CPU DeepSpeed's overlap path only adds copies (cpu_collectives).
+        "overlap_comm": bool(cuda and strategy.overlap_grad_comm),
+        # gradients copied into the reduce bucket and a contiguous partition (memory.buffer_bytes), reduced by
+        # partition, not all-reduced whole (terms._bucketed_dp_comm)
+        "contiguous_gradients": True,
+        "reduce_scatter": True,
+        "reduce_bucket_size": int(eng.reduce_bucket_elems),
+        "allgather_bucket_size": int(eng.allgather_bucket_elems),
+    })
+    if strategy.zero in (1, 2):
+        # GPU terms price one reduce per owner's slice of each bucket (a reduce-scatter's bytes, engines.yaml
+        # grad_rails); 0.19's default all-reduces the whole bucket (twice the bytes), which cpu_collectives prices
+        # on gloo ranks
+        zero["use_multi_rank_bucket_allreduce"] = not cuda
+    else:
+        zero.update({"stage3_prefetch_bucket_size": int(eng.stage3_prefetch_elems),
+                     "stage3_param_persistence_threshold": int(eng.param_persistence_threshold),
+                     "stage3_max_reuse_distance": int(eng.stage3_max_reuse_elems),
+                     "stage3_max_live_parameters": ZERO3_MAX_LIVE_PARAMETERS,
+                     "sub_group_size": ZERO3_SUB_GROUP_SIZE})
+    return zero
+
+
+def activation_checkpointing(strategy) -> dict:
+    """How `recompute` runs: Hugging Face gradient checkpointing, one checkpoint per transformer block, PyTorch's
+    non-reentrant checkpoint (engine/models.py), which stops re-running a block after its last op that saves a
+    tensor (torch.utils.checkpoint early stop; op_checkpoint.early_stop prices it) -- on for every engine, set
+    explicitly: DeepSpeed ZeRO-3 fails without it (the re-run goes on into ops whose parameters it has released:
+    'size of tensor a (0)' in the backward, t5-tiny on 2 gloo ranks, DeepSpeed 0.19.8, torch 2.13)."""
+    return {"recompute": strategy.recompute, "unit": "transformer block", "use_reentrant": False,
+            "early_stop": strategy.recompute == "full"}
+
+
+def fsdp_settings(run: RunConfig, *, cuda: bool = True) -> dict:
     """Arguments of `torch.distributed.fsdp.fully_shard` (FSDP2), applied to each transformer layer, then the root."""
     strategy, layout = run.strategy, run.layout()
     settings = {
         "reshard_after_forward": strategy.zero == 3,  # ZeRO-3-like; False keeps params gathered (ZeRO-2-like)
+        # GPU: the root unit (embeddings, head, final norms) stays gathered from its forward to the end of the
+        # backward (terms._fsdp_unit_ends gathers it once per micro-batch; memory.fsdp_root_gathered_bytes), as
+        # FSDP2 does for a root left at its default -- torch 2.13 reshards a root given reshard_after_forward=True.
+        # gloo ranks: resharded like every unit and gathered again for the backward (cpu_collectives.fsdp_dp_comm
+        # prices every unit twice under zero 3, and the CPU profile's fsdp overhead was measured so).
+        "root_reshard_after_forward": strategy.zero == 3 and not cuda,
+        # each block all-gathers the next one(s) in forward and the previous one(s) in backward (engines.yaml fsdp)
+        "prefetch_layers": engine_comm("fsdp").prefetch_layers,
         "mixed_precision": None,
         "cpu_offload": strategy.offload_params == "cpu",
-        "activation_checkpointing": strategy.recompute,
+        "activation_checkpointing": activation_checkpointing(strategy),
         "gradient_accumulation_steps": layout.grad_accum,
         "gradient_clipping": run.optimizer.grad_clip,
         "optimizer": {"type": "torch.optim.AdamW", "params": adamw_params(run)},
@@ -74,9 +137,11 @@ def ddp_settings(run: RunConfig) -> dict:
     strategy, layout = run.strategy, run.layout()
     return {
         "gradient_as_bucket_view": True,  # gradients are views into DDP's buckets: no second copy
+        # fp32 gradients (autocast keeps fp32 weights) in buckets of engines.yaml ddp reduce_bucket_elems
+        "bucket_cap_mb": engine_comm("ddp").reduce_bucket_elems * 4 / 2**20,
         "zero_redundancy_optimizer": strategy.zero == 1,
         "autocast_dtype": DTYPES["bf16"] if strategy.precision == "bf16" else None,
-        "activation_checkpointing": strategy.recompute,
+        "activation_checkpointing": activation_checkpointing(strategy),
         "gradient_accumulation_steps": layout.grad_accum,
         "gradient_clipping": run.optimizer.grad_clip,
         "optimizer": {"type": "torch.optim.AdamW", "params": adamw_params(run)},
@@ -101,5 +166,5 @@ def engine_settings(run: RunConfig, *, cuda: bool) -> tuple[str, dict]:
     if engine == "deepspeed":
         return FILE_NAMES[engine], deepspeed_config(run, cuda=cuda)
     if engine == "fsdp":
-        return FILE_NAMES[engine], fsdp_settings(run) | parallel_settings(run)
+        return FILE_NAMES[engine], fsdp_settings(run, cuda=cuda) | parallel_settings(run)
     return FILE_NAMES[engine], ddp_settings(run) | parallel_settings(run)

@@ -64,6 +64,18 @@ def autocast(device: torch.device, dtype: str | None):
     return contextlib.nullcontext()
 
 
+def checkpoint_early_stop(strategy: Strategy):
+    """Whether a full recompute stops re-running a block after its last op that saves a tensor, as
+    engine/settings.py activation_checkpointing sets it (not left to torch's default): torch's non-reentrant
+    checkpoint reads the flag when each checkpointed block runs its forward."""
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    from scalestudy.engine.settings import activation_checkpointing
+
+    ac = activation_checkpointing(strategy)
+    return set_checkpoint_early_stop(ac["early_stop"]) if ac["recompute"] == "full" else contextlib.nullcontext()
+
+
 def restore_lr(optimizer, scheduler) -> None:
     """Put the schedule's current rate into the optimizer (loading a scheduler's state does not)."""
     for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
@@ -137,8 +149,9 @@ class Backend:
         """Forward and backward over one optimizer step's micro-batches; their mean loss (a pipeline runs them
         as its micro-batches, the other engines accumulate them one by one)."""
         total = 0.0  # stays a device tensor: one host sync per step (in gather_stats), not one per micro-batch
-        for i, inputs in enumerate(micro_batches):
-            total = total + self.micro_step(inputs, last=i == len(micro_batches) - 1).float()
+        with checkpoint_early_stop(self.strategy):
+            for i, inputs in enumerate(micro_batches):
+                total = total + self.micro_step(inputs, last=i == len(micro_batches) - 1).float()
         return total / len(micro_batches)
 
     def optimizer_step(self) -> float:

@@ -21,7 +21,8 @@ class DDPBackend(Backend):
         model.to(device)
         s = self.settings  # engine/settings.py ddp_settings, also written to DIR/ddp_config.json
         self.model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
-                                             gradient_as_bucket_view=s["gradient_as_bucket_view"])
+                                             gradient_as_bucket_view=s["gradient_as_bucket_view"],
+                                             bucket_cap_mb=s["bucket_cap_mb"])
         self.params = list(model.parameters())
         adamw = s["optimizer"]["params"]
         if s["zero_redundancy_optimizer"]:

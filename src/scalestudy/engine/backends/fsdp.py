@@ -39,6 +39,24 @@ def fully_shard_kwargs(settings: dict, mesh, device: torch.device) -> dict:
     return kwargs
 
 
+def shard_units(blocks: list[torch.nn.Module], root: torch.nn.Module, settings: dict, mesh,
+                device: torch.device) -> None:
+    """Each transformer block its own FSDP2 unit, then the root (embeddings, head, final norms), as
+    engine/settings.py fsdp_settings says: the root's resharding and the prefetch depth are set explicitly
+    (torch's defaults for them changed between versions; the cost model prices these values)."""
+    kwargs = fully_shard_kwargs(settings, mesh, device)
+    for block in blocks:
+        fully_shard(block, **kwargs)
+    fully_shard(root, **{**kwargs, "reshard_after_forward": settings["root_reshard_after_forward"]})
+    depth = settings["prefetch_layers"]
+    if depth < 1 or len(blocks) < 2:
+        return  # (an empty backward list would mean torch's default of one block, not none)
+    for i, block in enumerate(blocks):
+        block.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + depth])
+        if i:
+            block.set_modules_to_backward_prefetch(blocks[max(0, i - depth):i][::-1])
+
+
 class FSDPBackend(Backend):
     name = "fsdp"
 
@@ -47,10 +65,7 @@ class FSDPBackend(Backend):
         model.to(device)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         s = self.settings  # engine/settings.py fsdp_settings, also written to DIR/fsdp_config.json
-        kwargs = fully_shard_kwargs(s, mesh, device)
-        for layer in transformer_layers(model):
-            fully_shard(layer, **kwargs)
-        fully_shard(model, **kwargs)
+        shard_units(transformer_layers(model), model, s, mesh, device)
         self.model = model
         self.params = list(model.parameters())
         self.optimizer = make_adamw(self.params, s["optimizer"]["params"])

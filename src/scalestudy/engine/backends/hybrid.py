@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule
 
-from scalestudy.engine.backends.common import (Backend, MemoryParts, autocast, make_adamw, make_scheduler,
-                                               restore_lr)
+from scalestudy.engine.backends.common import (Backend, MemoryParts, autocast, checkpoint_early_stop, make_adamw,
+                                               make_scheduler, restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 from scalestudy.engine.parallel import grads, meta_init
 from scalestudy.engine.parallel.mesh import build_mesh
@@ -89,17 +89,14 @@ class HybridBackend(Backend):
             apply_tensor_parallel(chunk, self.family, self.mesh.sub("tp"), self.parallel["sequence_parallel"],
                                   src_data_rank=None if self.meta else 0)  # meta: shapes, nothing to send
         if self.strategy.engine == "fsdp":
-            from scalestudy.engine.backends.fsdp import fully_shard_kwargs
+            from scalestudy.engine.backends.fsdp import shard_units
 
             # T5 blocks return their position bias, a view; nothing modifies block outputs in place (checked in
             # transformers' T5Stack), so FSDP2's per-call warning about in-place ops on views is noise here.
             warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
 
-            kwargs = fully_shard_kwargs(self.settings, self.mesh.sub("dp"), self.device)
-            for layers in chunk.layer_lists():
-                for block in layers:
-                    fully_shard(block, **kwargs)
-            fully_shard(chunk, **kwargs)
+            blocks = [block for layers in chunk.layer_lists() for block in layers]
+            shard_units(blocks, chunk, self.settings, self.mesh.sub("dp"), self.device)
 
     def _fused_layouts(self) -> dict:
         """Canonical name -> FusedColumns of the parameters tensor parallelism re-laid out (GPT-2's c_attn)."""
@@ -140,6 +137,10 @@ class HybridBackend(Backend):
 
     # ---- training ----------------------------------------------------------------------------------------
     def forward_backward(self, micro_batches: list[dict]) -> torch.Tensor:
+        with checkpoint_early_stop(self.strategy):
+            return self._forward_backward(micro_batches)
+
+    def _forward_backward(self, micro_batches: list[dict]) -> torch.Tensor:
         if self.pipeline is not None:
             batch = {k: torch.cat([mb[k] for mb in micro_batches]) for k in micro_batches[0]}
             return self.pipeline.step(batch)
