@@ -38,9 +38,11 @@ RECOMPUTE_EARLY_STOP = typer.Option("engine", "--recompute-early-stop",
                                          "projection: engine (on for fsdp: PyTorch >= 2.1 non-reentrant checkpoint; "
                                          "off for Megatron / DeepSpeed's reentrant ones) | on | off; cost model only.")
 CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
-                             help="Loss kernel over the logits, for memory: engine (fp32 copies: torch, Megatron-LM "
-                                  "before 2024-06) | inplace (Megatron-Core's in-place fp32 softmax) | fused "
-                                  "(flash-attn CrossEntropyLoss) | fused-linear (Liger: no logits); cost model only.")
+                             help="Loss kernel over the logits (memory and its passes' time): engine (fp32 copies: "
+                                  "torch, Megatron-LM before 2024-06) | inplace (Megatron-Core's in-place fp32 "
+                                  "softmax) | fused (flash-attn CrossEntropyLoss) | fused-metrics (fused + Composer's two "
+                                  "training-metric cross-entropies per micro-batch: llm-foundry MPT) | fused-linear "
+                                  "(Liger: no logits); cost model only.")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron) | fa2 | fa3 "

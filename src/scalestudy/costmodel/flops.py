@@ -142,22 +142,70 @@ def logit_elements(model: ModelSpec, micro_batch: int, seq_len: int, target_len:
     return float(tokens) * model.vocab_size / tp
 
 
-def cross_entropy_bytes_per_logit(precision: str) -> float:
-    """Bytes moved per logit by the softmax cross-entropy, forward and backward, as Megatron computes it
-    (vocab_parallel_cross_entropy on `logits.float()`: Megatron-LM/apex tensor_parallel/cross_entropy.py; NeMo 1.11
-    nemo/collections/nlp/modules/common/megatron/vocab_parallel_cross_entropy.py, read at tag v1.11.0).
+def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine") -> float:
+    """Bytes moved per logit by the softmax cross-entropy, forward and backward, by the loss kernel the run used
+    (Strategy.cross_entropy; `a` = bytes of the 16-bit logits, 4 in fp32 training):
 
-    Forward: the fp32 upcast of 16-bit logits (read 2, write 4), the max over the vocabulary (read 4), logits minus
-    max (read 4, write 4), exp in place (read 4, write 4), the sum (read 4), division in place giving the softmax
-    saved for backward (read 4, write 4). Backward: the target's -1 touches one element per token (not counted), the
-    product with the incoming gradient in place (read 4, write 4), the cast back to the logits' dtype (read 4,
-    write 2). 52 bytes in 16-bit training; in fp32 the two casts vanish: 40. (PyTorch's cross_entropy under autocast
-    -- fp32 upcast, log_softmax, nll, their backward and the downcast -- moves about the same.)"""
+    - engine / inplace / torch: Megatron's vocab_parallel_cross_entropy on `logits.float()` (Megatron-LM/apex
+      tensor_parallel/cross_entropy.py; NeMo 1.11 nemo/collections/nlp/modules/common/megatron/
+      vocab_parallel_cross_entropy.py, read at tag v1.11.0). Forward: the fp32 upcast of 16-bit logits (read 2,
+      write 4), the max over the vocabulary (read 4), logits minus max (read 4, write 4), exp in place (read 4,
+      write 4), the sum (read 4), division in place giving the softmax saved for backward (read 4, write 4).
+      Backward: the target's -1 touches one element per token (not counted), the product with the incoming gradient
+      in place (read 4, write 4), the cast back to the logits' dtype (read 4, write 2). 52 bytes in 16-bit training;
+      in fp32 the two casts vanish: 40. Megatron-Core's in-place variant (9634c0e4) subtracts the max in place:
+      the same passes, one buffer fewer (memory.logits_bytes). PyTorch's cross_entropy under autocast -- fp32
+      upcast, log_softmax, nll_loss, their backward and the downcast -- moves about the same.
+    - fused: the xentropy kernel of apex (contrib/xentropy) and flash-attn (csrc/xentropy/xentropy_kernel.cu,
+      flash_attn.losses.cross_entropy; llm-foundry's fused_crossentropy): one block per token reads its row of
+      logits in their own dtype twice in the forward (cunn_SoftMaxXEntropyForward: max and sum, then the sum of
+      exponentials) and keeps one fp32 log-sum-exp per token; the backward (cunn_SoftMaxXEntropyBackward) reads
+      the row once more and writes the gradient, in place with inplace_backward: 4a.
+    - fused-metrics: that loss under Composer 0.13-0.16 (composer/trainer/trainer.py _train_microbatch, read at
+      v0.15.0: after every micro-batch's backward, _eval_train_metrics updates each training metric on the cached
+      logits, under no_grad but inside the bf16 autocast context) with llm-foundry's MPT, whose training metrics are
+      LanguageCrossEntropy and LanguagePerplexity (composer/metrics/nlp.py: each runs
+      torch.nn.CrossEntropyLoss(reduction='sum') over the logits; autocast computes cross_entropy in fp32): per
+      metric the upcast (read a, write 4) and log_softmax's forward (PyTorch cunn_SoftMaxForward on rows wider than
+      it caches: max read 4, sum of exponentials read 4, output read 4 write 4), no backward: 4a + 2 (a + 20).
+    - fused-linear: Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py with
+      ops/cross_entropy.py liger_cross_entropy_kernel) runs the loss on each chunk of logits right after its GEMM:
+      one online max / sum pass (read a), then the gradient written over the logits (read a, write a): 3a. What
+      the chunking costs beyond that is `fused_linear_chunk_bytes`."""
+    a = 4 if precision == "fp32" else 2
+    if kernel == "fused":
+        return 4.0 * a
+    if kernel == "fused-metrics":
+        upcast = a + 4 if precision != "fp32" else 0
+        return 4.0 * a + 2.0 * (upcast + 16.0)
+    if kernel == "fused-linear":
+        return 3.0 * a
     half = precision != "fp32"
     upcast = 2 + 4 if half else 0
     forward = 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4)
     backward = (4 + 4) + ((4 + 2) if half else 0)
     return float(upcast + forward + backward)
+
+
+def fused_linear_chunk_tokens(out_tokens: int, vocab: int, d_model: int) -> int:
+    """Tokens per chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(tokens / ceil(V / h))), at most
+    the tokens -- transient logits of about tokens x h elements (fused_linear_cross_entropy_forward)."""
+    inc_factor = -(-vocab // d_model)
+    per_chunk = -(-out_tokens // inc_factor)
+    return min(out_tokens, 1 << max(0, per_chunk - 1).bit_length())
+
+
+def fused_linear_chunk_bytes(model: ModelSpec, out_tokens: int, precision: str, tp: int) -> float:
+    """Bytes of the head weight and its gradient that Liger's fused linear cross-entropy moves per micro-batch:
+    every chunk's three GEMMs are separate calls (liger_kernel/ops/fused_linear_cross_entropy.py): the logits GEMM
+    and the input-gradient GEMM (grad_logits_chunk @ weight) each read the whole V x h weight, and the
+    weight-gradient GEMM accumulates into the whole V x h grad_weight (addmm: read and write). Counted once per
+    chunk in the weight's dtype (grad_weight = zeros_like(weight)): 4a per weight element per chunk. The GEMMs'
+    FLOPs are the head's as usual; with short chunks these bytes, not the FLOPs, set their pace (step._head_s)."""
+    a = 4 if precision == "fp32" else 2
+    v, h = model.vocab_size / tp, model.d_model
+    chunks = -(-out_tokens // fused_linear_chunk_tokens(out_tokens, model.vocab_size, h))
+    return chunks * v * h * 4.0 * a
 
 
 def embedding_lookups(model: ModelSpec) -> int:

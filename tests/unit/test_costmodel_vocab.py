@@ -1,0 +1,73 @@
+"""Vocabulary-proportional costs (issue 11): the loss kernel's passes over the logits, Liger's chunked head, and the
+T5 / mT5 pair of one shape, whose step times may differ only by the vocabulary terms."""
+
+import pytest
+
+from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.flops import (cross_entropy_bytes_per_logit, fused_linear_chunk_bytes,
+                                        fused_linear_chunk_tokens, logit_elements, vocab_grad_bytes)
+from scalestudy.costmodel.memory import logits_bytes
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, compute_times
+from scalestudy.specs.hardware import get_device
+from scalestudy.specs.model import ModelSpec
+
+
+@pytest.mark.parametrize("kernel, bf16, fp32", [
+    ("engine", 52, 40),  # Megatron / NeMo vocab_parallel_cross_entropy on logits.float(), torch F.cross_entropy
+    ("inplace", 52, 40),  # Megatron-Core 9634c0e4: the same passes, one fp32 buffer fewer
+    ("fused", 8, 16),  # xentropy: two reads forward, read + write backward, in the logits' dtype
+    ("fused-metrics", 52, 48),  # + Composer's LanguageCrossEntropy and LanguagePerplexity: 2 x (upcast + log_softmax)
+    ("fused-linear", 6, 12),  # Liger: online max/sum read, gradient written over the chunk's logits
+])
+def test_loss_kernel_bytes_per_logit_are_its_counted_passes(kernel, bf16, fp32):
+    assert (cross_entropy_bytes_per_logit("bf16", kernel), cross_entropy_bytes_per_logit("fp32", kernel)) == (bf16, fp32)
+
+
+def _llama31_8b() -> ModelSpec:
+    return ModelSpec(name="llama-3.1-8b", family="llama", vocab_size=128256, d_model=4096, num_layers=32,
+                     num_heads=32, num_kv_heads=8, d_kv=128, d_ff=14336, ffn="swiglu", tie_word_embeddings=False)
+
+
+def test_head_time_follows_the_loss_kernel():
+    # Llama 3.1 8B, one 8K sequence on an H200 (mlengineering2026h200's shape): the blocks do not see the loss
+    # kernel; engine vs fused differ by 44 B per logit at HBM rate; Liger runs 32 chunks of 256 tokens
+    # (ceil(V / h) = 32), each GEMM at the chunk's efficiency, no faster than re-reading the weight and its gradient
+    model, dev, cal, tokens = _llama31_8b(), get_device("h200"), stored(), 8192
+    ct = {k: compute_times(model, dev, "bf16", 1, 1, tokens, 0, "full", True, False, cal, "fused", "fa3", False, k)
+          for k in ("engine", "inplace", "fused", "fused-linear")}
+    assert len({(c.forward, c.backward) for c in ct.values()}) == 1
+    logits = logit_elements(model, 1, tokens, 0, 1)
+    assert ct["engine"].head == ct["inplace"].head
+    assert ct["engine"].head - ct["fused"].head == pytest.approx(logits * 44 / dev.hbm_bytes_per_s, rel=1e-9)
+    assert fused_linear_chunk_tokens(tokens, model.vocab_size, model.d_model) == 256
+    chunk_bytes = fused_linear_chunk_bytes(model, tokens, "bf16", 1)
+    assert chunk_bytes == 32 * model.vocab_size * model.d_model * 8
+    memory_side = (vocab_grad_bytes(model, "bf16", 1) + logits * 6) / dev.hbm_bytes_per_s
+    assert ct["fused-linear"].head > memory_side + chunk_bytes / dev.hbm_bytes_per_s - 1e-12
+    assert ct["fused-linear"].head > ct["fused"].head - (logits * 2) / dev.hbm_bytes_per_s  # chunks cost GEMM time
+    # the memory model's Liger chunk is the same number of tokens (transient logits of chunk x V)
+    a = 2
+    held = logits_bytes(model, 1, tokens, 0, "bf16", 1, "fused-linear")
+    assert held == a * (tokens * model.d_model + model.vocab_size * model.d_model + 256 * model.vocab_size) + 4 * tokens
+
+
+def test_t5_and_mt5_of_one_shape_differ_only_in_vocabulary_terms():
+    # NeMo 22.05 T5 3B vs mT5 3B on one DGX A100 (nemo2022may rows): the same layout, vocabularies 29,184 / 250,112
+    from scalestudy.costmodel import published
+    from scalestudy.costmodel.estimate import estimate
+
+    rows = {r["id"]: r for r in published.load()["throughput"]}
+    (mt, c, st, w), (mm, _, _, _) = (published._setup(rows[i]) for i in ("nemo2205-t5-3b-1n", "nemo2205-mt5-3b-1n"))
+    t5, mt5 = estimate(mt, c, st, w), estimate(mm, c, st, w)
+    assert mt5.tp_comm_s == t5.tp_comm_s  # the blocks' all-reduces do not see V
+    ga, cal, dev = t5.layout.grad_accum, stored(), c.device
+    heads = [compute_times(m, dev, "bf16", 2, 24, 512, 128, "none", False, False, cal, st.kernels, "fa2", False,
+                           st.cross_entropy).head for m in (mt, mm)]
+    assert mt5.compute_s - t5.compute_s == pytest.approx(ga * (heads[1] - heads[0]), rel=1e-9)
+    extra = (250112 - 29184) // 2 * 2048  # V/tp x d more parameters on each tensor-parallel rank
+    assert mt5.params_per_device - t5.params_per_device == extra
+    assert mt5.optimizer_s - t5.optimizer_s == pytest.approx(extra * OPTIMIZER_BYTES["bf16"] / dev.hbm_bytes_per_s)
+    assert mt5.dp_comm_total_s > t5.dp_comm_total_s
+    # the logits of one micro-batch on the busiest rank: bf16 + fp32 copy + fp32 softmax (NeMo's apex kernel)
+    dlogits = 24 * 128 * (250112 - 29184) // 2 * (2 + 8)
+    assert mt5.memory.activations - t5.memory.activations == pytest.approx(dlogits)
