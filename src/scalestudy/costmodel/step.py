@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
+from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
@@ -122,10 +123,11 @@ class ComputeTimes:
 
 
 def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
-    """Yield (forward FLOPs, characteristic dim, role) of every matmul of one micro-batch, all layers. role: "core"
-    (attention scores / values), or which tensor-parallel collective the projection sits next to (TP_GEMM_ROLES):
-    the sublayer input's all-gather feeds the QKV / FC1 (gather side), the output's reduce-scatter follows the
-    out-projection / FC2 (scatter side)."""
+    """Yield (forward FLOPs, characteristic dim, role, leading dims) of every matmul of one micro-batch, all layers.
+    role: "core" (attention scores / values), or which tensor-parallel collective the projection sits next to
+    (TP_GEMM_ROLES): the sublayer input's all-gather feeds the QKV / FC1 (gather side), the output's reduce-scatter
+    follows the out-projection / FC2 (scatter side). Leading dims: the row lengths its operands are stored with
+    (N, K of a projection; sequence and head dimension of the core), for costmodel/alignment.py."""
     m, d, i = model, model.d_model, model.inner_dim
     f_in = m.d_ff * (2 if m.gated_ffn else 1)
     dk = m.d_kv
@@ -139,16 +141,16 @@ def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
         qkv_n = (i + 2 * kv) if not m.is_encoder_decoder else 3 * i
         for (mm, nn, kk), role in zip(((tok, qkv_n / tp, d), (tok, d, i / tp), (tok, f_in / tp, d),
                                        (tok, d, m.d_ff / tp)), TP_GEMM_ROLES):
-            yield layers * 2.0 * mm * nn * kk, gemm_dim(mm, nn, kk), role
+            yield layers * 2.0 * mm * nn * kk, gemm_dim(mm, nn, kk), role, (nn, kk)
         # scores and attention-over-values: batch b*heads/tp, (length x dk) @ (dk x length)
-        yield layers * 4.0 * b * length * length * i / tp, gemm_dim(length, length, dk), "core"
+        yield layers * 4.0 * b * length * length * i / tp, gemm_dim(length, length, dk), "core", (length, dk)
         if cross is not None:  # cross Q and O (half each side), K and V from the encoder output (gather side)
             src = b * cross
             qo = layers * 2.0 * tok * (2 * i / tp) * d
-            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_gather"
-            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_scatter"
-            yield layers * 2.0 * src * (2 * i / tp) * d, gemm_dim(src, 2 * i / tp, d), "attn_gather"
-            yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), "core"
+            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_gather", (i / tp, d)
+            yield qo / 2, gemm_dim(tok, 2 * i / tp, d), "attn_scatter", (i / tp, d)
+            yield layers * 2.0 * src * (2 * i / tp) * d, gemm_dim(src, 2 * i / tp, d), "attn_gather", (i / tp, d)
+            yield layers * 4.0 * b * length * cross * i / tp, gemm_dim(length, cross, dk), "core", (cross, dk)
 
 
 # Projections beside each tensor-parallel collective, by sublayer (attention, FFN) and side (gather, scatter)
@@ -237,7 +239,7 @@ def _selective_fixed_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, k
 
 
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
-            target_len: int, cal: Calibration, loss: str = "engine") -> tuple[float, float]:
+            target_len: int, cal: Calibration, loss: str = "engine", vocab_padded: bool = False) -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
     forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
     section): the softmax / cross-entropy over every logit by the run's `loss` kernel (Strategy.cross_entropy) and
@@ -250,7 +252,9 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     gemm_tok = fused_linear_chunk_tokens(out_tok, model.vocab_size, model.d_model) if chunked else out_tok
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(gemm_tok, model.vocab_size / tp,
-                                                                       model.d_model), cal))
+                                                                       model.d_model), cal)
+                             * (1.0 if vocab_padded else gemm_fraction(device, precision, model.vocab_size / tp,
+                                                                        model.d_model)))
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
     logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
@@ -288,27 +292,29 @@ def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
-                  loss: str = "engine") -> ComputeTimes:
+                  loss: str = "engine", vocab_padded: bool = False) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
     before each block's FFN output projection (op_checkpoint.early_stop); `loss` the cross-entropy kernel over the
-    logits (Strategy.cross_entropy; _head_s)."""
+    logits (Strategy.cross_entropy; _head_s); `vocab_padded`: the engine pads the vocabulary to an aligned width
+    (alignment.pads_vocab), so the LM-head GEMMs run aligned whatever the model's vocab_size."""
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss)
+           attention_kernel, early_stop, loss, vocab_padded)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
     peak = device.peak(precision)
     dense_t = attn_t = dense_f = attn_f = 0.0
     by_role = dict.fromkeys(TP_GEMM_ROLES, 0.0)
-    for flops, dim, role in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
+    for flops, dim, role, lead in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
             sec = flops * executed_attention_share(model, seq_len, attention_kernel) / (
-                peak * attention_efficiency(device, dim, attention_kernel, cal))
-        else:
-            sec = flops / (peak * matmul_efficiency(device, dim, cal))
+                peak * attention_efficiency(device, dim, attention_kernel, cal)) * (
+                flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
+        else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
+            sec = flops / (peak * matmul_efficiency(device, dim, cal) * gemm_fraction(device, precision, *lead))
         if is_attn:
             attn_t += sec
             attn_f += flops
@@ -316,7 +322,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_t += sec
             dense_f += flops
             by_role[role] += sec
-    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal, loss)
+    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal, loss, vocab_padded)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
@@ -331,7 +337,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         hw += dense_f + attn_f
         if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
-                bwd -= flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
+                bwd -= flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal)
+                                * gemm_fraction(device, precision, nn, kk))
                 hw -= flops
     elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
         bwd += attn_t + _selective_fixed_s(model, device, cal, kernels, flash)
@@ -340,7 +347,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         op_f = op_t = 0.0
         for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
             op_f += model.num_layers * flops
-            op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal))
+            op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal)
+                                                * gemm_fraction(device, precision, nn, kk))
         bwd += op_t + ew_fwd
         hw += op_f
     tp_bytes, tp_ops = _tp_allreduces(model, precision, tp, micro_batch, seq_len, target_len, recompute)

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
+from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -58,7 +59,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     kernel = attention_kernel(st)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
-           kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine))
+           kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine))
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -70,7 +71,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
                                      split, loss_kernel(st), gqa_native(st.engine),
                                      fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels)),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                              st.cross_entropy),
+                              st.cross_entropy, pads_vocab(st.engine)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),
         stage_layers=max(split),

@@ -85,6 +85,10 @@ class DeviceSpec:
     # hybrid cube mesh, 4-GPU SXM2 boards); intra_node_bytes_per_s is then the rate over all of a GPU's links. A node
     # size not listed is switched (NVSwitch): every group of its GPUs gets the full rate.
     nvlink_peer_links: dict[int, list[list[float]]] = field(default_factory=dict)
+    # GEMM operand alignment (costmodel/alignment.py): [[alignment in 16-bit elements (4, 2 or 1), fraction of the
+    # aligned GEMM rate], ...] for a fp16/bf16 GEMM whose leading dimensions are multiples of only that many elements
+    # (8 = 16 bytes = aligned); empty: alignment not priced on this device
+    unaligned_gemm_fraction: list[list[float]] = field(default_factory=list)
     # Optional mechanism data (defaults documented in docs/estimate-schema.md, "Device YAML"): NVMe offload bandwidth
     # as a share of pcie_bytes_per_s (assumed: a PCIe 4.0 x4 drive behind an x16 GPU link), and how much slower
     # compute runs while a collective overlaps it (Lee et al. 2025, measured on A100 and H100: 18.9% on average)
@@ -479,6 +483,12 @@ def _numbers(data: dict, origin: str) -> dict:
                                             for k, v in kernels.items()}
         if any(not 0 < f <= 1 for f in data["flash_attention_fraction"].values()):
             raise ScalestudyError(f"{origin}: flash_attention_fraction values are fractions of peak in (0, 1]")
+    if "unaligned_gemm_fraction" in data:  # [[alignment in elements (4, 2 or 1), fraction of the aligned rate], ...]
+        rows = _rows(data["unaligned_gemm_fraction"], 2, "unaligned_gemm_fraction", origin)
+        if any(a not in (1, 2, 4) or not 0 < f <= 1 for a, f in rows):
+            raise ScalestudyError(f"{origin}: unaligned_gemm_fraction rows are [alignment 4, 2 or 1 (elements), "
+                                  f"fraction of the aligned GEMM rate in (0, 1]], got {rows!r}")
+        data["unaligned_gemm_fraction"] = rows
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")

@@ -1,0 +1,77 @@
+"""GEMM dimension alignment: which matmuls of a block and of the LM head have operands whose leading dimensions are
+not multiples of 16 bytes, and what that costs.
+
+Mechanism (NVIDIA, Matrix Multiplication Background User's Guide, Table 1 "Tensor Core Requirements"): with cuBLAS
+>= 11, fp16/bf16 GEMMs run on Tensor Cores "always but most efficient with multiples of 8" elements. A GEMM's
+kernels load their operand tiles in 16-byte vectors (sm80 cp.async, sm90 TMA whose global strides must be multiples
+of 16 bytes); a leading dimension of 4, 2 or 1 elements forces narrower loads (and on Hopper an Ampere fallback
+kernel), at a fraction of the aligned rate that each device YAML states as data (`unaligned_gemm_fraction`, with
+its measurement). Devices without the key (CPU profiles, custom files) and fp32 GEMMs are not priced here.
+
+Which dimensions are leading dimensions: with row-major activations [tokens, features] and nn.Linear weights
+[out, in], the forward Y = X W^T, the input gradient dX = dY W and the weight gradient dW = dY^T X each read or write
+a matrix whose rows are `in` (K) long and one whose rows are `out` (N) long; the token count M is never a row length.
+So a linear layer's three GEMMs share one alignment: that of gcd(N, K) -- the LM head's N is the vocabulary held by
+the rank (vocab / tp), the attention projections' are heads x head_dim / tp, the FFN's d_ff / tp. The attention core
+of an eager (unfused) attention is two batched GEMMs over [sequence, head_dim] slices: their alignment is that of
+gcd(sequence, head_dim) (Megatron's Q/K/V are views into one [s, b, 3 x heads x head_dim] tensor, so an odd head_dim
+also misaligns the K and V base pointers). A fused flash kernel instead pads the head dimension to a multiple of 8
+(flash-attention flash_attn_interface.py: `if head_size_og % 8 != 0: q = pad(q, ...)`, k and v likewise): its
+time grows by padded / head_dim (`flash_head_dim_factor`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scalestudy.specs.hardware import DeviceSpec
+
+# Elements of one 16-byte vector load, by the precision whose alignment the device data describes (fp16 / bf16)
+VECTOR_ELEMENTS = {"fp16": 8, "bf16": 8}
+FLASH_HEAD_DIM_MULTIPLE = 8  # flash-attention pads the head dimension to a multiple of 8
+
+
+def alignment(*dims: float, vector: int = 8) -> int:
+    """Largest power of two <= `vector` that divides every one of `dims` (a dimension that is not a whole number
+    -- a width not divisible by tp -- has alignment 1)."""
+    out = vector
+    for d in dims:
+        n = round(d)
+        if abs(d - n) > 1e-9 or n <= 0:
+            return 1
+        out = math.gcd(out, n)
+    return 1 << (out.bit_length() - 1)  # gcd with a power of two is a power of two
+
+
+def gemm_fraction(device: DeviceSpec, precision: str, *dims: float) -> float:
+    """Fraction of the aligned GEMM rate a GEMM whose leading dimensions are `dims` (its N and K) reaches on
+    `device` in `precision`: 1 when they are multiples of one 16-byte vector, when the device states no
+    `unaligned_gemm_fraction`, or for a precision without an entry in VECTOR_ELEMENTS."""
+    vector = VECTOR_ELEMENTS.get(precision)
+    table = device.unaligned_gemm_fraction
+    if vector is None or not table:
+        return 1.0
+    a = alignment(*dims, vector=vector)
+    if a >= vector:
+        return 1.0
+    return next((f for rows_a, f in table if rows_a == a), 1.0)
+
+
+def flash_head_dim_factor(head_dim: int) -> float:
+    """Time of a fused flash-attention core over that at `head_dim`: the kernel runs the padded head dimension."""
+    padded = -(-head_dim // FLASH_HEAD_DIM_MULTIPLE) * FLASH_HEAD_DIM_MULTIPLE
+    return padded / head_dim
+
+
+# Engines that pad the vocabulary themselves, by the multiple they pad to per tensor-parallel rank: Megatron-LM
+# (and NeMo, Megatron-DeepSpeed, which inherit it) pads to --make-vocab-size-divisible-by (default 128) x tp
+# (megatron/training/tokenizer `_vocab_size_with_padding`: "Pad vocab size so it is divisible by model parallel size
+# and still having GPU friendly size"), so its LM-head GEMM is aligned whatever the tokenizer's size. Hugging Face
+# models (engines deepspeed / fsdp / ddp here) use config.json's vocab_size as it is; nanoGPT (50304), llm-foundry
+# MPT (50368) and torchtitan (the tokenizer's size) pad, or not, in their configs -- the model's vocab says it.
+VOCAB_PAD_MULTIPLE = {"megatron": 128}
+
+
+def pads_vocab(engine: str) -> bool:
+    """Whether `engine` pads the vocabulary to a multiple of 128 x tp (its LM-head GEMMs then always aligned)."""
+    return engine in VOCAB_PAD_MULTIPLE

@@ -1,0 +1,73 @@
+"""GEMM dimension alignment (costmodel/alignment.py): which GEMMs are unaligned, what the device data charges, and
+that aligned models do not move."""
+
+from dataclasses import replace
+
+import pytest
+
+from scalestudy.costmodel.alignment import alignment, flash_head_dim_factor, gemm_fraction
+from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.step import compute_times
+from scalestudy.specs.hardware import get_device
+from scalestudy.specs.model import get_model
+
+
+@pytest.mark.parametrize("dims, expected", [
+    ((50304, 768), 8), ((50257, 768), 1), ((8700, 11600), 4), ((2900, 11600), 4), ((5800, 11600), 8),
+    ((114, 64), 2), ((1024, 145), 1), ((32100, 768), 4), ((50257 / 2, 768), 1),  # a width not divisible by tp
+])
+def test_alignment_is_the_largest_power_of_two_dividing_every_leading_dim(dims, expected):
+    assert alignment(*dims) == expected
+
+
+@pytest.mark.parametrize("device, precision, dims, expected", [
+    ("a100-80gb", "bf16", (50304, 768), 1.0),  # aligned: never charged
+    ("a100-80gb", "bf16", (50257, 768), 0.5),  # odd vocabulary (HF GPT-2)
+    ("v100-32gb", "fp16", (8700, 11600), 0.5),  # tr8's TP4 QKV width
+    ("h100-80gb", "bf16", (50257, 768), 0.28),  # Hopper: sm80 fallback kernels
+    ("h200", "bf16", (588, 1152), 0.28),
+    ("a100-80gb", "fp32", (50257, 768), 1.0),  # only 16-bit GEMMs are priced
+])
+def test_unaligned_gemm_runs_at_the_device_fraction(device, precision, dims, expected):
+    assert gemm_fraction(get_device(device), precision, *dims) == pytest.approx(expected)
+
+
+def test_a_device_without_alignment_data_charges_nothing():
+    dev = replace(get_device("a100-80gb"), unaligned_gemm_fraction=[])
+    assert gemm_fraction(dev, "bf16", 50257, 768) == 1.0
+
+
+def test_flash_pads_the_head_dimension_to_a_multiple_of_8():
+    assert flash_head_dim_factor(128) == 1.0
+    assert flash_head_dim_factor(145) == pytest.approx(152 / 145)
+
+
+def _times(model, device, **kw):
+    args = dict(precision="bf16", tp=1, micro_batch=8, seq_len=1024, target_len=0, recompute="none", flash=True,
+                sp=False, cal=stored())
+    args.update(kw)
+    return compute_times(model, device, **args)
+
+
+def test_unaligned_vocabulary_slows_only_the_lm_head_and_aligned_models_do_not_move():
+    dev = get_device("a100-80gb")
+    bare = replace(dev, unaligned_gemm_fraction=[])
+    gpt2 = get_model("gpt2")
+    padded = gpt2.with_vocab(50304)
+    odd, even = _times(gpt2, dev), _times(padded, dev)
+    assert odd.forward == even.forward and odd.backward == even.backward  # blocks: same widths
+    assert odd.head > 1.3 * even.head  # the 50257-wide head GEMMs at half the aligned rate (+ the same CE bytes)
+    same = _times(padded, bare)
+    assert (same.forward, same.backward, same.head) == (even.forward, even.backward, even.head)
+    # 50304 / tp 2 = 25152 stays a multiple of 8: the head is unchanged
+    assert _times(padded, dev, tp=2).head == _times(padded, bare, tp=2).head
+
+
+def test_odd_head_dimension_slows_eager_attention_cores():
+    dev = get_device("v100-32gb")
+    bare = replace(dev, unaligned_gemm_fraction=[])
+    model = get_model("gpt2")
+    odd_heads = replace(model, d_model=1160, num_heads=8, d_kv=145)  # head dim 145 as BigScience tr8
+    kw = dict(precision="fp16", flash=False)
+    assert _times(odd_heads, dev, **kw).forward > _times(odd_heads, bare, **kw).forward
+    assert _times(model, dev, **kw).forward == _times(model, bare, **kw).forward
