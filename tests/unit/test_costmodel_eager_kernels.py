@@ -88,3 +88,65 @@ def test_hf_t5_ffn_under_autocast_pays_its_casts_and_gelu_new_its_fp32_chain(eng
         token_layers = 4 * (model.num_layers * 512 + model.num_decoder_layers * 128)
         kernels_s = per_ffn * (model.num_layers + model.num_decoder_layers) * 1e-5
         assert seconds == pytest.approx(per_element * token_layers * model.d_ff / dev.hbm_bytes_per_s + kernels_s)
+
+
+@pytest.mark.parametrize("precision,attention,engine,score_bytes,autocast_bytes", [
+    # HF GPT2Attention._attn / Megatron-LM 2019 in 16-bit weights: / sqrt(d), causal mask, padding-mask add (or
+    # Megatron's mul and subtract), softmax, dropout: 21 B forward, 19 B backward per score element
+    ("fp16", "eager", "deepspeed", (21.0, 19.0), 0.0),
+    ("fp32", "eager", "ddp", (41.0, 37.0), 0.0),  # no autocast
+    # autocast over fp32 weights: the fp32 mask promotes, softmax in fp32, .type() cast: +12 / +18 B, 2 + 2 kernels
+    ("fp16", "eager", "ddp", (21.0, 19.0), 30.0),
+    ("bf16", "flash", "ddp", (0.0, 0.0), 0.0),  # SDPA: no materialised scores
+])
+def test_hf_gpt2_eager_scores_are_counted_per_op(precision, attention, engine, score_bytes, autocast_bytes):
+    """A GPT block with eager attention pays its score passes per op (eager_kernels.gpt_score_bytes) plus torch.
+    matmul's copies of the permuted q, k, v and the context (4 x 2a per width-i element each pass) -- instead of the
+    fused count's 2a + 1 per pass; under DDP autocast also the fp32 promotions (autocast_gpt_s), whatever the FFN."""
+    from dataclasses import replace
+
+    from scalestudy.costmodel.eager_kernels import GPT_SCORE_AUTOCAST_KERNELS, autocast_gpt_s
+    from scalestudy.costmodel.memory import ACT_BYTES
+    from scalestudy.costmodel.step import elementwise_bytes
+
+    model, dev, b, s = replace(get_model("gpt2"), ffn="gelu"), get_device("v100-32gb"), 4, 1024
+    a, flash = ACT_BYTES[precision], attention == "flash"
+    eager = elementwise_bytes(model, b, s, 0, precision, flash, 1, False, "eager")
+    sdpa = elementwise_bytes(model, b, s, 0, precision, True, 1, False, "eager")
+    scores = model.num_layers * b * model.num_heads * s * s
+    copies = 0.0 if flash else model.num_layers * b * s * 4 * 2 * a * model.inner_dim
+    for pass_ in (0, 1):
+        assert eager[pass_] - sdpa[pass_] == pytest.approx(score_bytes[pass_] * scores + copies)
+    seconds = autocast_gpt_s(model, engine, precision, "eager", flash, 1, b, s, dev, 1e-5)
+    launches = model.num_layers * sum(GPT_SCORE_AUTOCAST_KERNELS) * 1e-5 if autocast_bytes else 0.0
+    assert seconds == pytest.approx(autocast_bytes * scores / dev.hbm_bytes_per_s + launches)
+    assert autocast_gpt_s(model, engine, precision, "fused", flash, 1, b, s, dev, 1e-5) == 0.0  # compiled
+
+
+def test_hf_gpt2_gelu_new_is_read_and_pays_its_fp32_chain_under_autocast(tmp_path):
+    """GPT2Config.activation_function (default gelu_new) reaches the spec; a gpt model YAML may say `ffn`; the
+    gelu_new chain runs in fp32 from torch.pow on under autocast: 40 B forward + 62 B backward per d_ff element
+    beyond its 16-bit eager ops, 2 + 4 kernels per block; erf gelu (one kernel) stays 16-bit."""
+    import json
+
+    from scalestudy.costmodel.eager_kernels import autocast_gpt_s, gpt_ffn_autocast_bytes
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.model import from_hf_config, from_shape, to_hf_config
+
+    config = {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12}
+    for written, read in ((None, "gelu_new"), ("gelu", "gelu"), ("gelu_new", "gelu_new")):
+        path = tmp_path / f"{written}.json"
+        path.write_text(json.dumps(config | ({"activation_function": written} if written else {})))
+        spec = from_hf_config(path)
+        assert spec.ffn == read and to_hf_config(spec)["activation_function"] == read
+    assert get_model("gpt2").ffn == "gelu_new"  # the presets are HF GPT-2
+    shape = {"d_model": 768, "layers": 12, "heads": 12, "vocab": 50257, "seq": 1024}
+    assert from_shape("x", shape, "row").ffn == "gelu" and from_shape("x", shape | {"ffn": "gelu_new"}, "row").ffn \
+        == "gelu_new"
+    with pytest.raises(ScalestudyError, match="a gpt model's activation"):
+        from_shape("x", shape | {"ffn": "swiglu"}, "row")
+    assert gpt_ffn_autocast_bytes("gelu_new") == ((40.0, 62.0), (2, 4))
+    assert gpt_ffn_autocast_bytes("gelu") == ((0.0, 0.0), (0, 0))
+    dev, model = get_device("v100-32gb"), get_model("gpt2")
+    seconds = autocast_gpt_s(model, "ddp", "fp16", "eager", True, 1, 8, 1024, dev, 1e-5)
+    assert seconds == pytest.approx(12 * (102 * 8 * 1024 * 3072 / dev.hbm_bytes_per_s + 6e-5))

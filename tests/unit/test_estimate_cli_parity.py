@@ -54,7 +54,8 @@ def model_config(m: dict) -> dict:
             cfg["hidden_act"] = "relu2"
         return cfg
     return {"model_type": "gpt2", "vocab_size": m["vocab"], "n_embd": m["d_model"], "n_layer": m["layers"],
-            "n_head": m["heads"], "n_positions": m["seq"], "tie_word_embeddings": m.get("tied", True)}
+            "n_head": m["heads"], "n_positions": m["seq"], "activation_function": m.get("ffn", "gelu"),
+            "tie_word_embeddings": m.get("tied", True)}
 
 
 def option_flags(name: str, value) -> list[str]:

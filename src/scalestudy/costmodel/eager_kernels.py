@@ -100,16 +100,52 @@ def llama_block(h: float, i: float, kv: float, f: float, a: int, fused_norm: boo
     return forward, backward
 
 
-def gpt2_block(h: float, f: float, a: int, ffn: str) -> tuple[float, float]:
-    """HF transformers GPT2Block with SDPA attention (modeling_gpt2.py): `ln_1` (torch native_layer_norm: one
-    kernel, r a w a; backward a dx kernel r 2a w a and a gamma/beta kernel r 2a), attention (c_attn's split and
-    transposes are views, SDPA flash applies the attention dropout inside, its output needs no copy), resid_dropout,
-    residual add; `ln_2`, MLP with the activation of width f (gelu_new), dropout, residual add."""
+def gpt2_block(h: float, i: float, f: float, a: int, ffn: str, eager_attention: bool) -> tuple[float, float]:
+    """HF transformers GPT2Block (modeling_gpt2.py): `ln_1` (torch native_layer_norm: one kernel, r a w a; backward
+    a dx kernel r 2a w a and a gamma/beta kernel r 2a), attention, resid_dropout, residual add; `ln_2`, MLP with the
+    activation of width f (gelu_new), dropout, residual add. With SDPA (flash) c_attn's split and transposes are
+    views, SDPA applies the attention dropout inside and its output needs no copy. Eager attention (`_attn`,
+    transformers 4.x; Megatron-LM 2019's ParallelSelfAttention the same way): torch.matmul on the permuted
+    (b, heads, s, d) q, k^T and v reshapes each to 3-D batches, a copy (r a, w a of width i each), and
+    `_merge_heads`' `.permute().contiguous()` copies the context: 4 copies, the same in backward (as HF T5's,
+    t5_block); the scores' element-wise work is gpt_score_bytes'."""
     act_f, act_b = activation_bytes(ffn, a)
     drop_f, drop_b = _dropout(a)
-    forward = 2 * 2 * a * h + 2 * drop_f * h + 2 * 3 * a * h + act_f * f
-    backward = 2 * 5 * a * h + 2 * drop_b * h + 2 * 3 * a * h + act_b * f
+    copies = 4 * 2 * a * i if eager_attention else 0.0
+    forward = 2 * 2 * a * h + 2 * drop_f * h + 2 * 3 * a * h + act_f * f + copies
+    backward = 2 * 5 * a * h + 2 * drop_b * h + 2 * 3 * a * h + act_b * f + copies
     return forward, backward
+
+
+def gpt_score_bytes(a: int) -> tuple[float, float]:
+    """(forward, backward) bytes per attention-score element of a GPT block's eager attention in the model's own
+    dtype (`a` bytes; fp16 weights as DeepSpeed / Megatron hold them, or fp32), counted per op:
+    - HF transformers GPT2Attention._attn (modeling_gpt2.py, 4.x eager): `attn_weights / sqrt(d)` (r a w a),
+      `torch.where(causal_mask, attn_weights, masked_bias)` (r a w a; the bool (1, 1, s, s) mask slice is read
+      from cache), `+ attention_mask` (the (b, 1, 1, s) padding mask HF Trainer's run_clm passes: r a w a),
+      nn.Softmax (r a w a), `.type(value.dtype)` (a no-op in the model's dtype), attn_dropout (r a, w a and a
+      one-byte mask);
+    - Megatron-LM 2019 (a0368ddf mpu/transformer.py GPT2ParallelSelfAttention): `/ sqrt(d)`, `torch.mul(scores,
+      ltor_mask) - 10000 * (1 - ltor_mask)` (two passes over the scores; the mask-side ops are (1, 1, s, s)),
+      Softmax in the fp16 of FP16_Module, dropout: the same 3 passes before the softmax.
+    Backward (autograd's formulas): dropout (r a + 1, w a), softmax_backward (r 2a, w a), the mask's gradient
+    (where: `where(cond, grad, 0)`; mul: grad * mask: r a w a; the additive mask and the subtraction pass the
+    gradient through without a kernel), the scale's (r a w a). The score matmuls are GEMMs (step.py)."""
+    forward = 3 * 2 * a + 2 * a + (2 * a + 1)
+    backward = (2 * a + 1) + 3 * a + 2 * a + 2 * a
+    return float(forward), float(backward)
+
+
+# HF GPT2Attention._attn under torch.autocast over fp32 weights (HF Trainer --fp16 / --bf16 under DDP), beyond
+# gpt_score_bytes(2): GPT2Model casts the padding mask to self.dtype (fp32 parameters), so the 16-bit scores plus
+# the fp32 mask promote to fp32 (r2 w4: +2 B); softmax runs on fp32 (autocast's fp32 list; r4 w4: +4); the
+# `.type(value.dtype)` cast back to 16 bits (transformers 4.13+, before the dropout; r4 w2: 6, its own kernel).
+# Backward: the cast's gradient up to fp32 (ToCopyBackward r2 w4: 6), softmax_backward in fp32 (r8 w4: +6), the
+# add's fp32 gradient cast to the scores' 16-bit dtype (autograd casts a gradient to its input's dtype: r4 w2: 6).
+# Kernels: the cast and masked_bias.to(dtype) forward, the two gradient casts backward. (transformers 4.12 drops
+# out before the cast, on fp32, and autocast's matmul casts: +4 B each way; counted as 4.13-4.35's order.)
+GPT_SCORE_AUTOCAST_BYTES = (12.0, 18.0)
+GPT_SCORE_AUTOCAST_KERNELS = (2, 2)
 
 
 def t5_activation(ffn: str) -> str:
@@ -151,10 +187,11 @@ def t5_block(h: float, i: float, f: float, a: int, ffn: str, sublayers: int, fus
     return forward, backward
 
 
-def eager_block_bytes(model, a: int, tp: int, sp: bool, kernels: str) -> tuple[tuple[float, float],
-                                                                                tuple[float, float]]:
+def eager_block_bytes(model, a: int, tp: int, sp: bool, kernels: str, flash: bool = True
+                      ) -> tuple[tuple[float, float], tuple[float, float]]:
     """((encoder forward, backward), (decoder / only-stack forward, backward)) element-wise bytes per token per layer
-    on one tensor-parallel rank under eager kernels. The family picks the code counted (see the block functions)."""
+    on one tensor-parallel rank under eager kernels. The family picks the code counted (see the block functions);
+    `flash` False: eager attention (the GPT block's head copies)."""
     h = model.d_model / tp if sp else float(model.d_model)
     i, kv, f = model.inner_dim / tp, model.kv_heads * model.d_kv / tp, model.d_ff / tp
     fused_norm = kernels == "eager-fused-norm"
@@ -162,7 +199,7 @@ def eager_block_bytes(model, a: int, tp: int, sp: bool, kernels: str) -> tuple[t
         return t5_block(h, i, f, a, model.ffn, 2, fused_norm), t5_block(h, i, f, a, model.ffn, 3, fused_norm)
     if model.family == "llama":
         return (0.0, 0.0), llama_block(h, i, kv, f, a, fused_norm)
-    return (0.0, 0.0), gpt2_block(h, f, a, model.ffn)
+    return (0.0, 0.0), gpt2_block(h, i, f, a, model.ffn, not flash)
 
 
 # torch.autocast over fp32 parameters (PyTorch DistributedDataParallel under autocast, engine "ddp" in 16 bits; NeMo
@@ -246,3 +283,38 @@ def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: in
     cast_bytes = (fwd_b + bwd_b) * tokens_x_layers * model.d_ff / tp
     kernels_launched = (fwd_k + bwd_k) * (model.num_layers + model.num_decoder_layers)
     return cast_bytes / device.hbm_bytes_per_s + kernels_launched * kernel_s
+
+
+def gpt_ffn_autocast_bytes(ffn: str) -> tuple[tuple[float, float], tuple[int, int]]:
+    """((forward, backward) bytes, (forward, backward) kernels) per d_ff-wide element that autocast over fp32 weights
+    adds to HF GPT2MLP (`c_proj(act(c_fc(x)))`, then dropout on c_proj's 16-bit output) beyond the 16-bit count of
+    gpt2_block: gelu_new / gelu_fast run in fp32 from torch.pow on (_gelu_new_autocast: 70 / 112 B against eager's
+    18a / 28a) and c_proj's addmm casts the fp32 activation back to 16 bits (r4 w2 forward; its gradient r2 w4):
+    (40, 62) B, the input's cast up and c_proj's cast forward, 3 gradient casts and c_proj's backward. One-kernel
+    activations (erf gelu, relu) stay 16-bit: nothing."""
+    if ffn not in ("gelu_new", "gelu_fast"):
+        return (0.0, 0.0), (0, 0)
+    act_f, act_b = _gelu_new_autocast()
+    half_f, half_b = activation_bytes(ffn, ACT_16BIT)
+    c = _cast(ACT_16BIT)
+    return (act_f + c - half_f, act_b + c - half_b), (2, 4)
+
+
+def autocast_gpt_s(model, engine: str, precision: str, kernels: str, flash: bool, tp: int, micro_batch: int,
+                   seq_len: int, device, kernel_s: float) -> float:
+    """Seconds per micro-batch, all layers on one tensor-parallel rank, that autocast over fp32 weights (engine ddp
+    in 16 bits, autocast_param_s) adds to an HF GPT-2 block run as eager kernels: the gelu_new fp32 chain
+    (gpt_ffn_autocast_bytes) and, under eager attention, the scores' fp32 promotions (GPT_SCORE_AUTOCAST_BYTES per
+    score element of the b x heads/tp x s x s per layer), memory-bound, + their kernels (`kernel_s` each,
+    calibration kernel_overhead_s). 0 for fused kernels (a compiled graph keeps the fp32 intermediates in
+    registers), other families and engines, CPU devices."""
+    if (model.family != "gpt2" or kernels == "fused" or engine != "ddp" or precision not in ("bf16", "fp16")
+            or device.kind == "cpu"):
+        return 0.0
+    (ffn_f, ffn_b), (ffn_kf, ffn_kb) = gpt_ffn_autocast_bytes(model.ffn)
+    moved = (ffn_f + ffn_b) * micro_batch * seq_len * model.d_ff / tp
+    launches = ffn_kf + ffn_kb
+    if not flash:
+        moved += sum(GPT_SCORE_AUTOCAST_BYTES) * micro_batch * model.num_heads / tp * seq_len * seq_len
+        launches += sum(GPT_SCORE_AUTOCAST_KERNELS)
+    return model.num_layers * (moved / device.hbm_bytes_per_s + launches * kernel_s)

@@ -42,6 +42,11 @@ ATTN_MEGATRON: Counts = (5, 7)
 # HF eager attention: scores matmul, mask / position-bias add, softmax with its fp32 casts (3), dropout, context
 # matmul; backward the same ops' gradients and the two matmuls' two operands
 ATTN_HF: Counts = (7, 9)
+# GPT eager attention (HF GPT2Attention._attn; Megatron-LM 2019 the same count): q @ k^T, / sqrt(d), the causal mask
+# (HF: bias slice .bool() and torch.where; Megatron: mul and subtract), the padding-mask add (HF), softmax, dropout,
+# @ v; backward two GEMMs per matmul, dropout, softmax, the mask's and the scale's gradients (eager_kernels.
+# gpt_score_bytes); plus torch.matmul's copies of the permuted q, k, v and the context's .contiguous() each way
+ATTN_GPT_EAGER: Counts = (12, 12)
 RESIDUAL_FUSED: Counts = (1, 2)  # (bias-)dropout-add in one kernel; backward the mask multiply + gradient sum
 RESIDUAL: Counts = (1, 1)  # residual add; backward the gradient sum where the stream fans out
 DROPOUT: Counts = (1, 1)
@@ -90,8 +95,9 @@ def _decoder_only(family: str, ffn: str, kv_heads_lt_heads: bool, path: str, fla
         attn = FLASH if flash else ATTN_MEGATRON
         return _add(LAYER_NORM, BIAS_LINEAR, attn, BIAS_LINEAR, RESIDUAL_FUSED,
                     LAYER_NORM, BIAS_LINEAR, _activation(ffn, False), BIAS_LINEAR, RESIDUAL_FUSED)
-    # HF GPT2Block: ln, c_attn, SDPA (dropout inside), c_proj, resid dropout, add; ln, c_fc, act, c_proj, dropout, add
-    attn = FLASH if flash else ATTN_HF
+    # HF GPT2Block: ln, c_attn, SDPA (dropout inside) or eager attention, c_proj, resid dropout, add; ln, c_fc, act,
+    # c_proj, dropout, add
+    attn = FLASH if flash else ATTN_GPT_EAGER
     return _add(LAYER_NORM, BIAS_LINEAR, attn, BIAS_LINEAR, DROPOUT, RESIDUAL,
                 LAYER_NORM, BIAS_LINEAR, _activation(ffn, True), BIAS_LINEAR, DROPOUT, RESIDUAL)
 

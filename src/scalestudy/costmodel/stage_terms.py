@@ -17,7 +17,7 @@ from typing import NamedTuple
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
-from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_param_s
+from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
@@ -104,11 +104,14 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
 
 def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
     """torch.autocast over fp32 parameters (engine ddp in 16 bits), per micro-batch: the weight casts and gradient
-    copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip on its share of the blocks."""
+    copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip, or HF GPT-2's fp32 gelu_new
+    chain and eager scores, on its share of the blocks."""
     st, tp = cfg.st, cfg.layout.tp
-    return autocast_param_s(cfg.model, st.engine, st.precision, tp, psi, dev) + share * autocast_ffn_cast_s(
+    return autocast_param_s(cfg.model, st.engine, st.precision, tp, psi, dev) + share * (autocast_ffn_cast_s(
         cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch, cfg.seq_len, cfg.target_len, dev,
-        cfg.cal.kernel_overhead_s)
+        cfg.cal.kernel_overhead_s) + autocast_gpt_s(cfg.model, st.engine, st.precision, st.kernels,
+                                                    st.attention == "flash", tp, st.micro_batch, cfg.seq_len, dev,
+                                                    cfg.cal.kernel_overhead_s))
 
 
 def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction
 from scalestudy.costmodel.constants import Calibration
-from scalestudy.costmodel.eager_kernels import eager_block_bytes, t5_score_bytes
+from scalestudy.costmodel.eager_kernels import eager_block_bytes, gpt_score_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit,
                                        fused_linear_chunk_bytes, fused_linear_chunk_tokens, logit_elements,
@@ -162,19 +162,24 @@ def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
     """(forward, backward) bytes of the memory-bound element-wise kernels of one micro-batch, all layers, on one
     tensor-parallel rank. Fused kernels: the activation footprint (no recomputation, this tp/sp layout), each byte
     written and read once per pass (ELEMENTWISE_PASSES). Eager kernels: counted per kernel from the model's code
-    (costmodel/eager_kernels.py) per token, plus an eager attention's softmax bytes as in the fused count."""
+    (costmodel/eager_kernels.py) per token, plus an eager attention's score bytes: counted per op for HF T5
+    (t5_score_bytes) and GPT blocks (HF GPT2Attention, Megatron-LM 2019: gpt_score_bytes), as in the fused count
+    for Llama layouts."""
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     if kernels == "fused":
         act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
         return act * (ELEMENTWISE_PASSES / 2), act * (ELEMENTWISE_PASSES / 2)
-    (enc_f, enc_b), (dec_f, dec_b) = eager_block_bytes(model, ACT_BYTES[precision], tp, sp, kernels)
+    (enc_f, enc_b), (dec_f, dec_b) = eager_block_bytes(model, ACT_BYTES[precision], tp, sp, kernels, flash)
     enc_tok = micro_batch * seq_len if model.is_encoder_decoder else 0
     dec_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     soft_f = soft_b = (le * enc[2] + ld * dec[2]) / tp * (ELEMENTWISE_PASSES / 2)
     if model.is_encoder_decoder and not flash:  # HF T5Attention's fp32 softmax over biased scores, counted per op
         soft_f, soft_b = _t5_eager_score_bytes(model, micro_batch, seq_len, target_len, precision, tp)
+    elif model.family == "gpt2" and not flash:  # scale, two mask passes, softmax, dropout: each its own kernel
+        scores = ld * micro_batch * model.num_heads / tp * seq_len * seq_len
+        soft_f, soft_b = (scores * x for x in gpt_score_bytes(ACT_BYTES[precision]))
     return (le * enc_tok * enc_f + ld * dec_tok * dec_f + soft_f,
             le * enc_tok * enc_b + ld * dec_tok * dec_b + soft_b)
 

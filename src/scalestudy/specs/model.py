@@ -14,7 +14,8 @@ from typing import Literal
 from scalestudy.errors import ScalestudyError
 
 Family = Literal["t5", "mt5", "gpt2", "llama"]
-# T5 takes any "{act}" or "gated-{act}" (feed_forward_proj); GPT-2 "gelu"; Llama layouts "swiglu".
+# T5 takes any "{act}" or "gated-{act}" (feed_forward_proj); GPT-2 its activation_function (GPT_FFNS); Llama
+# layouts "swiglu".
 Ffn = str
 T5_ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "silu", "swish", "quick_gelu")
 AttentionBias = Literal["none", "qkv", "all"]  # Llama attention_bias=true: q,k,v,o; Qwen2: q,k,v only
@@ -39,6 +40,9 @@ MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2"
              "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 LLAMA_FFNS = ("swiglu", "relu2", "gelu")  # llama-family FFNs: SwiGLU; Nemotron's squared ReLU; Falcon's GELU
+# gpt2-family FFN activations (GPT2Config.activation_function, default gelu_new: the composed tanh GELU HF GPT-2 runs
+# as 8 eager ops; "gelu": one erf-GELU kernel, as Megatron's fused bias-GeLU and the published GPT rows price it)
+GPT_FFNS = ("gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh", "relu")
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ def _mt5(name: str, d_model: int, d_ff: int, heads: int, layers: int) -> ModelSp
 def _gpt2(name: str, d_model: int, layers: int, heads: int, vocab: int = 50257, positions: int = 1024) -> ModelSpec:
     return ModelSpec(
         name=name, family="gpt2", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
-        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=True,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu_new", tie_word_embeddings=True,
         max_position_embeddings=positions,
     )
 
@@ -225,7 +229,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
             return ModelSpec(
                 name=name, family="gpt2", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
                 num_layers=_int(cfg, "n_layer", path),
-                num_heads=heads, d_kv=d // heads, d_ff=_int(cfg, "n_inner", path, 4 * d), ffn="gelu",
+                num_heads=heads, d_kv=d // heads, d_ff=_int(cfg, "n_inner", path, 4 * d),
+                ffn=_gpt_ffn(cfg.get("activation_function", "gelu_new"), f"model config {path}: activation_function"),
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
@@ -464,6 +469,13 @@ def _divides(total: int, name: str, parts: int, part_name: str, path: Path) -> N
         raise ScalestudyError(f"model config {path}: {name} {total} is not divisible by {part_name} {parts}")
 
 
+def _gpt_ffn(act: object, where: str) -> str:
+    """A gpt2-family FFN activation (GPT_FFNS), else one line naming `where`."""
+    if act not in GPT_FFNS:
+        raise ScalestudyError(f"{where} {act!r}: a gpt model's activation is one of {', '.join(GPT_FFNS)}")
+    return act
+
+
 def _t5_ffn(proj: object, where: str) -> str:
     """T5's feed_forward_proj: "{act}" or "gated-{act}" (as T5Config checks it); "gated-gelu" means gelu_new."""
     act = str(proj).split("-")[-1]
@@ -545,7 +557,8 @@ _SHAPE_COUNTS = ("d_model", "layers", "heads", "vocab", "seq", "d_ff", "kv_heads
 
 def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
     """A model from the shape a paper states. family gpt (the default; GPT-3, OPT, BLOOM, MPT, NeoX as published
-    rows write them): GELU FFN of 4 d_model, learned positions of `seq`, head tied unless `tied: false`; llama:
+    rows write them): FFN of 4 d_model with `ffn` gelu (one kernel; the default) or another GPT_FFNS activation
+    (gelu_new: HF GPT-2's composed tanh GELU), learned positions of `seq`, head tied unless `tied: false`; llama:
     SwiGLU of width d_ff (or non-gated: `ffn: relu2` Nemotron's squared ReLU, `gelu` Falcon's), grouped-query
     `kv_heads`, head untied unless `tied: true`; t5: `layers` encoder and as many decoder blocks, d_kv, d_ff, ffn
     (relu, gated-gelu, ...), tied. Bad keys or values: one line naming `origin`."""
@@ -580,11 +593,11 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
         return ModelSpec(name=name, family="llama", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
                          num_heads=heads, d_kv=d // heads, d_ff=m["d_ff"], ffn=ffn, num_kv_heads=m.get("kv_heads", 0),
                          tie_word_embeddings=bool(tied), max_position_embeddings=m.get("seq", 0))
-    if "d_ff" in m or "ffn" in m or "kv_heads" in m:
-        raise ScalestudyError(f"{origin}: a gpt model has a GELU FFN of 4 d_model and full heads (d_ff, ffn and "
-                              "kv_heads are llama / t5 keys)")
+    if "d_ff" in m or "kv_heads" in m:
+        raise ScalestudyError(f"{origin}: a gpt model has an FFN of 4 d_model and full heads (d_ff and kv_heads are "
+                              "llama / t5 keys)")
     return ModelSpec(name=name, family="gpt2", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
-                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn="gelu",
+                     num_heads=heads, d_kv=d // heads, d_ff=4 * d, ffn=_gpt_ffn(m.get("ffn", "gelu"), f"{origin}: ffn"),
                      tie_word_embeddings=bool(tied if tied is not None else True), max_position_embeddings=m["seq"])
 
 
@@ -603,7 +616,7 @@ def to_hf_config(spec: ModelSpec) -> dict:
         return {
             "model_type": "gpt2", "vocab_size": spec.vocab_size, "n_embd": spec.d_model, "n_layer": spec.num_layers,
             "n_head": spec.num_heads, "n_inner": spec.d_ff, "n_positions": spec.max_position_embeddings,
-            "tie_word_embeddings": spec.tie_word_embeddings,
+            "activation_function": spec.ffn, "tie_word_embeddings": spec.tie_word_embeddings,
         }
     fields = {
         "model_type": spec.hf_type or "llama", "vocab_size": spec.vocab_size, "hidden_size": spec.d_model,
