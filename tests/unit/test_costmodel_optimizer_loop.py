@@ -1,7 +1,7 @@
 """Unfused optimizer loops (Strategy.optimizer_loop, costmodel/step.optimizer_loop_s): a Python loop over the
 parameter tensors launches every op of the update as its own kernel -- torch AdamW foreach=False / transformers'
-AdamW 8 per tensor, nanoT5's AdamWScale 12 and two host syncs -- priced at the fitted per-launch cost, plus the
-bytes those ops move beyond the fused update's."""
+AdamW 8 per tensor, nanoT5's AdamWScale 12 and two host syncs, the 2019 fp16 FP16_Optimizer of Megatron-LM 9 and
+two host syncs -- priced at the fitted per-launch cost, plus the bytes those ops move beyond the fused update's."""
 
 import pytest
 
@@ -20,6 +20,7 @@ from scalestudy.specs.strategy import Strategy, Workload
     ("per-tensor", "a100-80gb", 8, 80.0),
     ("per-tensor-rms", "h100-80gb", 12 + 2, 76.0),  # + the two syncs, each one launch gap
     ("per-tensor-rms", "local-cpu", 0, None),  # CPU profiles measure their own optimizer step
+    ("per-tensor-fp16", "v100-32gb", 9 + 2, 68.0),  # Megatron-LM 2019 FP16_Optimizer: overflow sum + clip norm syncs
 ])
 def test_loop_pays_its_launches_per_tensor_and_its_extra_bytes(loop, device, launches, loop_bytes):
     dev, k = get_device(device), 3e-5
@@ -60,3 +61,22 @@ def test_estimate_adds_it_to_the_optimizer_step_once_per_step_over_the_ranks_ten
 def test_unknown_loop_is_refused_in_one_line():
     with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'foreach'"):
         Strategy(engine="ddp", optimizer_loop="foreach")
+
+
+def test_megatron_2019_rows_step_every_tensor_of_their_rank_with_the_fp16_loop():
+    """Megatron-LM a0368ddf (engine megatron, no ZeRO): FP16_Optimizer loops over all 484 tensors of the 1.2B (40
+    blocks x 12 + 2 embeddings + final norm weight and bias) on every tensor-parallel rank, so the loop's launches
+    do not shrink with tp (the strong-scaling rows), only its bytes do."""
+    rows = {r["id"]: r for r in published.load()["throughput"]}
+    ids = [i for i, r in rows.items() if r["source"] == "megatron2019"]
+    assert ids and all(rows[i]["software"]["optimizer_loop"] == "per-tensor-fp16" for i in ids)
+    k, work = stored().kernel_overhead_s, Workload(global_batch=8, seq_len=1024)
+    model = published.row_model("megatron2019-1.2b-1g", rows["megatron2019-1.2b-1g"]["model"])
+    for tp in (1, 8):
+        cluster = make_cluster("v100-32gb", 1, tp)
+        kw = dict(engine="megatron", tp=tp, micro_batch=8, recompute="full", precision="fp16", attention="eager")
+        fused = estimate(model, cluster, Strategy(**kw), work)
+        loop = estimate(model, cluster, Strategy(**kw, optimizer_loop="per-tensor-fp16"), work)
+        assert zero3_gathers(model, tp, 1, model.total_layers, 10**9).tensors == 484
+        assert loop.optimizer_s - fused.optimizer_s == pytest.approx(
+            484 * 11 * k + loop.params_per_device * (68.0 - OPTIMIZER_BYTES["fp16"]) / cluster.device.hbm_bytes_per_s)

@@ -1093,7 +1093,7 @@ def test_megatron2019_rows_are_the_paper_tables_on_dgx2h():
         assert workload.global_batch == 8 * dp and strategy.micro_batch == 8 and strategy.pp == 1
         assert (strategy.engine, strategy.zero, strategy.recompute) == ("megatron", 0, "full")
         assert (strategy.attention, strategy.kernels, strategy.sequence_parallel) == ("eager", "eager", False)
-        assert strategy.optimizer_loop == "per-tensor"  # FP16_Optimizer's per-tensor Python loops (a0368ddf)
+        assert strategy.optimizer_loop == "per-tensor-fp16"  # FP16_Optimizer per-tensor loops, 2 syncs (a0368ddf)
         assert strategy.overlap_grad_comm == (gpus >= 256)
         assert cluster.gpus_per_node == min(gpus, 16) and "cluster" not in r and r["device"] == "v100-32gb"
         assert est.fits

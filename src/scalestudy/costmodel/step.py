@@ -83,6 +83,15 @@ OPTIMIZER_LOOPS = {
     # value=-step_size)` takes the negated 0-dim tensor as its scalar, which the argument parser reads with .item()
     # (a second sync)
     "per-tensor-rms": ((12, 2), 76.0),
+    # 2019 fp16 master-weight optimizer, Megatron-LM a0368ddf (fp16/ = apex fp16_utils before its multi-tensor
+    # rework 6763a8be), dynamic loss scale, clip_grad 1.0, apex FusedAdam of before 007c5947 (2019-08-13: one
+    # fused_adam_cuda.adam launch per tensor, no fp16 output). Per tensor and step: zero_grad's fp32 master + fp16
+    # model grad zero_ (w4 + w2); loss_scaler.has_overflow_serial's `float(x.float().sum())` (r2 w4, r4; the float()
+    # reads back: sync 1); fp16util.model_grads_to_master_grads copy_ (r2 w4); _downscale_master mul_ (r4 w4);
+    # mpu/grads.clip_grad_norm `p.grad.data.norm(2)` then `.item()` (r4; sync 2); FusedAdam (p, m, v r/w, grad r:
+    # 28); master_params_to_model_params copy_ (r4 w2). Not counted: clip's mul_ (only while the norm exceeds
+    # 1.0), the own DDP's per-tensor copy back of the all-reduced flat buffer (gradient path, model/distributed.py)
+    "per-tensor-fp16": ((9, 2), 68.0),
 }
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
