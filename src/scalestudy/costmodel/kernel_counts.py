@@ -42,10 +42,11 @@ ATTN_MEGATRON: Counts = (5, 7)
 # HF eager attention: scores matmul, mask / position-bias add, softmax with its fp32 casts (3), dropout, context
 # matmul; backward the same ops' gradients and the two matmuls' two operands
 ATTN_HF: Counts = (7, 9)
-# GPT eager attention (HF GPT2Attention._attn; Megatron-LM 2019 the same count): q @ k^T, / sqrt(d), the causal mask
-# (HF: bias slice .bool() and torch.where; Megatron: mul and subtract), the padding-mask add (HF), softmax, dropout,
-# @ v; backward two GEMMs per matmul, dropout, softmax, the mask's and the scale's gradients (eager_kernels.
-# gpt_score_bytes); plus torch.matmul's copies of the permuted q, k, v and the context's .contiguous() each way
+# GPT eager attention (HF GPT2Attention._attn): q @ k^T, / sqrt(d), the causal mask (bias slice .bool(), torch.where),
+# the padding-mask add, softmax, dropout, @ v = 8; backward two GEMMs per matmul, dropout, softmax, the mask's and
+# the scale's gradients = 8 (eager_kernels.gpt_score_bytes); plus torch.matmul's copies of the permuted q, k, v and
+# the context's .contiguous() each way. Megatron-LM 2019 launches 9 forward (mul, and the subtraction with its two
+# small ops on the (1, 1, s, s) mask, instead of where and the add): counted as HF's.
 ATTN_GPT_EAGER: Counts = (12, 12)
 RESIDUAL_FUSED: Counts = (1, 2)  # (bias-)dropout-add in one kernel; backward the mask multiply + gradient sum
 RESIDUAL: Counts = (1, 1)  # residual add; backward the gradient sum where the stream fans out
