@@ -69,6 +69,9 @@ def flash_head_dim_factor(head_dim: int) -> float:
 # and still having GPU friendly size"), so its LM-head GEMM is aligned whatever the tokenizer's size. Hugging Face
 # models (engines deepspeed / fsdp / ddp here) use config.json's vocab_size as it is; nanoGPT (50304), llm-foundry
 # MPT (50368) and torchtitan (the tokenizer's size) pad, or not, in their configs -- the model's vocab says it.
+# Megatron-DeepSpeed and GPT-NeoX pad like Megatron-LM but run as engine deepspeed, which also means Hugging Face +
+# DeepSpeed (and scalestudy's own train, which does not pad): their runs state the padded vocabulary in the model
+# (as costmodel/published.yaml's rows do: tr1 50432, tr8 50257 -> 50432 at tp 2, 50688 at tp 4).
 VOCAB_PAD_MULTIPLE = {"megatron": 128}
 
 
