@@ -71,3 +71,15 @@ def test_odd_head_dimension_slows_eager_attention_cores():
     kw = dict(precision="fp16", flash=False)
     assert _times(odd_heads, dev, **kw).forward > _times(odd_heads, bare, **kw).forward
     assert _times(model, dev, **kw).forward == _times(model, bare, **kw).forward
+
+
+def test_estimate_note_names_the_unaligned_gemms():
+    from scalestudy.costmodel.alignment import unaligned_gemms
+
+    a100, gpt2 = get_device("a100-80gb"), get_model("gpt2")
+    assert [g[0] for g in unaligned_gemms(gpt2, a100, "bf16", 1, 1024, 0, True, "ddp")] == ["LM head"]
+    assert unaligned_gemms(gpt2, a100, "bf16", 1, 1024, 0, True, "megatron") == []  # Megatron pads to 128 x tp
+    tr8 = replace(gpt2, d_model=11600, num_heads=80, d_kv=145, d_ff=46400, vocab_size=50688)
+    found = {name: (a, f) for name, _, a, f in unaligned_gemms(tr8, get_device("v100-32gb"), "fp16", 4, 2048, 0,
+                                                                 False, "deepspeed")}
+    assert found == {"QKV": (4, 0.5), "attention output": (4, 0.5), "attention scores": (1, 0.5)}

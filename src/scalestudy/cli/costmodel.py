@@ -219,7 +219,22 @@ def _print_estimate(est) -> None:
     console.print(t)
     console.print(f"[dim]FLOPs convention: {d['flops']['convention']}. Peak: "
                   f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}"
-                  f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}{_power_note(est)}.[/]")
+                  f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}{_power_note(est)}"
+                  f"{_alignment_note(est)}.[/]")
+
+
+def _alignment_note(est) -> str:
+    """Which GEMMs the cost model priced below the aligned rate (leading dims not multiples of 16 bytes)."""
+    from scalestudy.costmodel.alignment import unaligned_gemms
+
+    st = est.strategy
+    found = unaligned_gemms(est.model, est.cluster.device, st.precision, est.layout.tp, est.workload.seq_len,
+                            est.target_len, st.attention == "flash", st.engine)
+    if not found:
+        return ""
+    parts = ", ".join(f"{name} {' x '.join(f'{x:g}' for x in dims)} ({a}-element) at {f:g}"
+                      for name, dims, a, f in found)
+    return f"; unaligned GEMMs (fraction of the aligned rate, costmodel/alignment.py): {parts}"
 
 
 def _power_note(est) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from scalestudy.specs.hardware import DeviceSpec
+from scalestudy.specs.model import ModelSpec
 
 # Elements of one 16-byte vector load, by the precision whose alignment the device data describes (fp16 / bf16)
 VECTOR_ELEMENTS = {"fp16": 8, "bf16": 8}
@@ -78,3 +79,24 @@ VOCAB_PAD_MULTIPLE = {"megatron": 128}
 def pads_vocab(engine: str) -> bool:
     """Whether `engine` pads the vocabulary to a multiple of 128 x tp (its LM-head GEMMs then always aligned)."""
     return engine in VOCAB_PAD_MULTIPLE
+
+
+def unaligned_gemms(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, seq_len: int, target_len: int,
+                    flash: bool, engine: str) -> list[tuple[str, tuple[float, float], int, float]]:
+    """(name, leading dims, alignment in elements, fraction of the aligned rate) of each GEMM kind of the run that
+    is priced unaligned (step.compute_times applies the same rule per GEMM): for estimate's note."""
+    i, d, kv = model.inner_dim, model.d_model, model.kv_heads * model.d_kv
+    qkv = 3 * i if model.is_encoder_decoder else i + 2 * kv
+    kinds = [("QKV", (qkv / tp, d)), ("attention output", (d, i / tp)),
+             ("FFN in", (model.d_ff * (2 if model.gated_ffn else 1) / tp, d)), ("FFN out", (d, model.d_ff / tp))]
+    if not pads_vocab(engine):
+        kinds.append(("LM head", (model.vocab_size / tp, d)))
+    if not flash:  # eager attention's batched GEMMs over [sequence, head_dim] slices
+        lengths = (seq_len, target_len) if model.is_encoder_decoder else (seq_len,)
+        kinds += [("attention scores", (length, model.d_kv)) for length in sorted(set(lengths))]
+    out = []
+    for name, dims in kinds:
+        frac = gemm_fraction(device, precision, *dims)
+        if frac < 1.0:
+            out.append((name, dims, alignment(*dims, vector=VECTOR_ELEMENTS[precision]), frac))
+    return out
