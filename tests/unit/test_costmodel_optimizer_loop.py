@@ -1,7 +1,8 @@
 """Unfused optimizer loops (Strategy.optimizer_loop, costmodel/step.optimizer_loop_s): a Python loop over the
 parameter tensors launches every op of the update as its own kernel -- torch AdamW foreach=False / transformers'
 AdamW 8 per tensor, nanoT5's AdamWScale 12 and two host syncs, the 2019 fp16 FP16_Optimizer of Megatron-LM 9 and
-two host syncs -- priced at the fitted per-launch cost, plus the bytes those ops move beyond the fused update's."""
+two host syncs, HF Trainer on torch 1.x 10 (AdamW, clip, zero_grad) -- priced at the fitted per-launch cost, plus
+the bytes those ops move beyond the fused update's."""
 
 import pytest
 
@@ -21,6 +22,7 @@ from scalestudy.specs.strategy import Strategy, Workload
     ("per-tensor-rms", "h100-80gb", 12 + 2, 76.0),  # + the two syncs, each one launch gap
     ("per-tensor-rms", "local-cpu", 0, None),  # CPU profiles measure their own optimizer step
     ("per-tensor-fp16", "v100-32gb", 9 + 2, 68.0),  # Megatron-LM 2019 FP16_Optimizer: overflow sum + clip norm syncs
+    ("per-tensor-hf", "v100-32gb", 7 + 2 + 1, 88.0),  # HF Trainer, torch 1.x: AdamW, clip norm + scale, zero_grad
 ])
 def test_loop_pays_its_launches_per_tensor_and_its_extra_bytes(loop, device, launches, loop_bytes):
     dev, k = get_device(device), 3e-5

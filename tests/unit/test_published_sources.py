@@ -101,7 +101,7 @@ def test_deepspeed_autotuning_hf_rows_are_the_readme_tables():
     """tokens/s = samples/s x run_clm's 1024-token blocks; 16 ranks on one V100 node, global batch = 16 x mbs (gas 1);
     HF GPT-2 (unpadded 50,257 vocabulary, tied, eager attention and element-wise kernels) in fp16: DeepSpeed's
     default ZeRO-1 (buckets all-reduced as they fill, not overlapped) or DDP under torch AMP with transformers'
-    per-tensor AdamW loop; every run fits."""
+    per-tensor AdamW, clip and zero_grad loops; every run fits."""
     rows = _rows("throughput", "dsautotune2021hf")
     seen = set()
     for r in rows:
@@ -118,7 +118,7 @@ def test_deepspeed_autotuning_hf_rows_are_the_readme_tables():
         if strategy.engine == "deepspeed":
             assert strategy.zero == 1 and strategy.zero1_all_reduce and not strategy.overlap_grad_comm
         else:
-            assert strategy.zero == 0 and strategy.overlap_grad_comm and strategy.optimizer_loop == "per-tensor"
+            assert strategy.zero == 0 and strategy.overlap_grad_comm and strategy.optimizer_loop == "per-tensor-hf"
         assert estimate(model, cluster, strategy, workload).fits
     assert seen == set(DSAT_SPS)
 

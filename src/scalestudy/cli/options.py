@@ -56,7 +56,8 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "foreach) | per-tensor (Python loop, a kernel per op per tensor: torch AdamW "
                                    "foreach=False, transformers AdamW) | per-tensor-rms (nanoT5 AdamWScale, 2 host "
                                    "syncs per tensor) | per-tensor-fp16 (2019 FP16_Optimizer: Megatron-LM 2019, "
-                                   "early apex; 9 kernels + 2 host syncs per tensor); cost model only.")
+                                   "early apex; 9 kernels + 2 host syncs per tensor) | per-tensor-hf (HF Trainer on torch 1.x: "
+                                   "AdamW + clip + zero_grad, 10 kernels per tensor); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

@@ -92,6 +92,13 @@ OPTIMIZER_LOOPS = {
     # 28); master_params_to_model_params copy_ (r4 w2). Not counted: clip's mul_ (only while the norm exceeds
     # 1.0), the own DDP's per-tensor copy back of the all-reduced flat buffer (gradient path, model/distributed.py)
     "per-tensor-fp16": ((9, 2), 68.0),
+    # HF Trainer (transformers 4.x) on torch 1.6-1.13, native AMP: transformers' AdamW (optimization.py) at the
+    # Trainer's default weight_decay 0 -- exp_avg.mul_ (r4 w4) .add_ (r8 w4), exp_avg_sq.mul_ (r4 w4) .addcmul_ (r8
+    # w4), sqrt (r4 w4), .add_(eps) (r4 w4), p.addcdiv_ (r12 w4): 72 B --, then torch.nn.utils.clip_grad_norm_
+    # (max_grad_norm 1.0): a norm per tensor (r4) and, from torch 1.10 (pytorch#61042: clamp, no sync), a mul_ per
+    # tensor (r4 w4), and model.zero_grad() (set_to_none False before torch 2.0): a zero_ per tensor (w4). No sync per
+    # tensor: GradScaler's unscale_ is one foreach kernel per dtype and reads found_inf back once per step.
+    "per-tensor-hf": ((10, 0), 88.0),
 }
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
