@@ -258,6 +258,8 @@ INVARIANTS = (
               "stop skips a whole all-reduce but only half of an SP pair; torchtitan's op-SAC re-gathers under SP"),
     Invariant("sequence parallelism never more memory", lambda p: not p["sp"] and p["tp"] > 1 and not p["tpo"],
               lambda p: {**p, "sp": True}, _not_more_memory),
+    Invariant("eager element-wise kernels never faster than fused", lambda p: p["kernels"] == "fused",
+              lambda p: {**p, "kernels": "eager"}, _not_faster),
     Invariant("flash attention never slower than eager", lambda p: p["attention"] == "eager",
               lambda p: {**p, "attention": "flash"}, _not_slower),
     Invariant("eager attention never less memory", lambda p: p["attention"] == "flash",
