@@ -67,7 +67,7 @@ def broadcast_latency(device, tensors: int, dp: int) -> float:
 
 # DeepSpeed ZeRO-3 releases a module's gathered parameters after its forward only when they are not used again
 # within `stage3_max_reuse_distance` elements (engines.yaml deepspeed stage3_max_reuse_elems: the default 1e9,
-# engine/settings.py leaves it): the backward of the same module is such a reuse, so on a model under that size the
+# engine/settings.py sets it): the backward of the same module is such a reuse, so on a model under that size the
 # forward's gather serves the backward too.
 
 
