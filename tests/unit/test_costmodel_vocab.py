@@ -23,6 +23,34 @@ def test_loss_kernel_bytes_per_logit_are_its_counted_passes(kernel, bf16, fp32):
     assert (cross_entropy_bytes_per_logit("bf16", kernel), cross_entropy_bytes_per_logit("fp32", kernel)) == (bf16, fp32)
 
 
+@pytest.mark.parametrize("kernel, causal, precision, expected", [
+    ("hf", True, "fp16", 28),  # HF GPT-2 under DeepSpeed fp16: shifted copy 4 + log_softmax 8 + nll grad 2 + back 8 + slice 6
+    ("hf-autocast", True, "fp16", 58),  # under DDP + AMP: + the fp32 cast each way, the softmax passes in fp32
+    ("hf", False, "bf16", 18),  # HF T5 / mT5 under DeepSpeed bf16: no shift
+    ("hf-autocast", False, "bf16", 48),  # nanoT5 / HF T5 under bf16 autocast
+    ("hf", True, "fp32", 56),  # fp32: no casts, 4-byte passes + the shift
+])
+def test_hf_loss_bytes_per_logit_are_its_counted_passes(kernel, causal, precision, expected):
+    assert cross_entropy_bytes_per_logit(precision, kernel, causal) == expected
+
+
+def test_hf_loss_resolves_autocast_by_engine_and_keeps_other_defaults():
+    from scalestudy.costmodel.memory import loss_kernel
+    from scalestudy.specs.strategy import Strategy
+    resolved = {(e, ce): loss_kernel(Strategy(engine=e, zero=0 if e == "ddp" else 1, precision="fp16",
+                                              cross_entropy=ce))
+                for e in ("ddp", "deepspeed") for ce in ("hf", "engine")}
+    assert resolved == {("ddp", "hf"): "hf-autocast", ("deepspeed", "hf"): "hf", ("ddp", "engine"): "torch",
+                        ("deepspeed", "engine"): "engine"}
+    assert cross_entropy_bytes_per_logit("bf16", "torch") == cross_entropy_bytes_per_logit("bf16", "engine")
+    gpt2 = ModelSpec(name="gpt2", family="gpt2", vocab_size=50257, d_model=768, num_layers=12, num_heads=12,
+                     d_kv=64, d_ff=3072, ffn="gelu_new", tie_word_embeddings=True)
+    tokens_v = 8 * 1024 * 50257
+    # memory: the forward's logits + shifted copy + log-softmax output (3a) under DeepSpeed fp16; 12 B under AMP
+    assert logits_bytes(gpt2, 8, 1024, 0, "fp16", 1, "hf") == tokens_v * 6
+    assert logits_bytes(gpt2, 8, 1024, 0, "fp16", 1, "hf-autocast") == tokens_v * 12
+
+
 def _llama31_8b() -> ModelSpec:
     return ModelSpec(name="llama-3.1-8b", family="llama", vocab_size=128256, d_model=4096, num_layers=32,
                      num_heads=32, num_kv_heads=8, d_kv=128, d_ff=14336, ffn="swiglu", tie_word_embeddings=False)

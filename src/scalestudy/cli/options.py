@@ -42,7 +42,8 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "torch, Megatron-LM before 2024-06) | inplace (Megatron-Core's in-place fp32 "
                                   "softmax) | fused (flash-attn CrossEntropyLoss) | fused-metrics (fused + Composer's two "
                                   "training-metric cross-entropies per micro-batch: llm-foundry MPT) | fused-linear "
-                                  "(Liger: no logits); cost model only.")
+                                  "(Liger: no logits) | hf (transformers 4.x models' CrossEntropyLoss: GPT-2's "
+                                  "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed); cost model only.")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron) | fa2 | fa3 "

@@ -142,7 +142,7 @@ def logit_elements(model: ModelSpec, micro_batch: int, seq_len: int, target_len:
     return float(tokens) * model.vocab_size / tp
 
 
-def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine") -> float:
+def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine", causal: bool = True) -> float:
     """Bytes moved per logit by the softmax cross-entropy, forward and backward, by the loss kernel the run used
     (Strategy.cross_entropy; `a` = bytes of the 16-bit logits, 4 in fp32 training):
 
@@ -171,8 +171,25 @@ def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine") -> flo
     - fused-linear: Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py with
       ops/cross_entropy.py liger_cross_entropy_kernel) runs the loss on each chunk of logits right after its GEMM:
       one online max / sum pass (read a), then the gradient written over the logits (read a, write a): 3a. What
-      the chunking costs beyond that is `fused_linear_chunk_bytes`."""
+      the chunking costs beyond that is `fused_linear_chunk_bytes`.
+    - hf / hf-autocast: a Hugging Face transformers 4.x model's own loss (read at v4.12.0 / v4.30.2:
+      GPT2LMHeadModel.forward `shift_logits = lm_logits[..., :-1, :].contiguous()` then CrossEntropyLoss();
+      T5ForConditionalGeneration / MT5 / nanoT5's MyT5 CrossEntropyLoss(ignore_index=-100) on `lm_logits.view`, no
+      shift; neither upcasts) = torch's log_softmax + nll_loss in `c` bytes: the logits' dtype (`hf`: DeepSpeed's
+      16-bit model, no autocast) or fp32 (`hf-autocast`, memory.loss_kernel: engine ddp in 16 bits, torch.autocast
+      runs cross_entropy in fp32: the cast a + 4 forward, 4 + a back). log_softmax forward (cunn_SoftMaxForward on
+      rows wider than its shared-memory cache: max read c, sum of exponentials read c, output read c write c) 4c;
+      backward nll_loss_backward's zero-filled gradient (write c), log_softmax_backward (sum read c, then read the
+      gradient and the output, write c) 4c; a causal model's shifted copy 2a and, back, SliceBackward's zero-filled
+      full-size gradient plus the copy into it 3a. GPT-2 fp16: 28 B (DeepSpeed), 58 (DDP + AMP); T5 bf16: 18 / 48.
+      transformers >= 4.46 (loss_utils ForCausalLMLoss: `logits.float()`, labels padded instead of the logits
+      shifted) is the engine count on fsdp / ddp (memory.loss_kernel "torch"), within 4 B of Megatron's 52."""
     a = 4 if precision == "fp32" else 2
+    if kernel in ("hf", "hf-autocast"):
+        c = 4 if kernel == "hf-autocast" else a
+        casts = (a + 4) + (4 + a) if c > a else 0
+        shift = 2 * a + 3 * a if causal else 0
+        return float(4 * c + c + 4 * c + casts + shift)
     if kernel == "fused":
         return 4.0 * a
     if kernel == "fused-metrics":

@@ -470,9 +470,13 @@ def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute
 def loss_kernel(st) -> str:
     """The loss kernel a strategy's `cross_entropy: engine` means for the memory model: "torch" (F.cross_entropy on
     the upcast logits, `logits_bytes`) on the torch-native engines (fsdp, ddp: torchtitan's loss_fn, the Hugging Face
-    models' loss), Megatron's vocab-parallel kernel otherwise; an explicit value as given."""
+    models' loss), Megatron's vocab-parallel kernel otherwise; "hf" as "hf-autocast" where torch.autocast runs the
+    loss in fp32 (engine ddp in 16 bits, as eager_kernels.autocast_param_s); an explicit value as given. Time
+    (step._head_s) and memory both take this name."""
     if st.cross_entropy == "engine" and st.engine in ("fsdp", "ddp"):
         return "torch"
+    if st.cross_entropy == "hf" and st.engine == "ddp" and st.precision in ("bf16", "fp16"):
+        return "hf-autocast"
     return st.cross_entropy
 
 
@@ -498,9 +502,18 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
       GEMM and the loss over token chunks of next_power_of_2(ceil(tokens / ceil(V / h))) rows (~ tokens x h
       elements of logits) and computes, during the forward, the gradient of the head input (tokens x h) and of the
       head weight (V x h), both in the compute dtype and held until the backward (+ 4 per token of fp32 loss)
-      (liger_kernel/ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward)."""
+      (liger_kernel/ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward);
+    - hf / hf-autocast: a Hugging Face transformers 4.x model's CrossEntropyLoss (flops.cross_entropy_bytes_per_logit)
+      in `c` bytes (the logits' dtype; fp32 under autocast). Forward peak: the logits, a causal model's shifted
+      copy, autocast's fp32 copy and log_softmax's output (a [+ a] [+ 4] + c); the backward's: the saved
+      log-softmax, nll_loss's zero-filled gradient and log_softmax_backward's output (3c). The model's output keeps
+      the logits until the step's end in neither (the Trainer's compute_loss drops the outputs); the larger wins."""
     out_tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     a, v, h = ACT_BYTES[precision], model.vocab_size, model.d_model
+    if cross_entropy in ("hf", "hf-autocast"):
+        c = 4 if cross_entropy == "hf-autocast" else a
+        forward = a + (0 if model.is_encoder_decoder else a) + (4 if c > a else 0) + c
+        return out_tokens * v * max(forward, 3 * c) / tp
     if cross_entropy == "fused-linear":
         chunk = min(out_tokens, 1 << max(0, math.ceil(out_tokens / math.ceil(v / h)) - 1).bit_length())
         return a * (out_tokens * h + (v * h + chunk * v) / tp) + 4 * out_tokens

@@ -229,7 +229,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), st.cross_entropy, pads_vocab(st.engine))
+                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine))
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -280,7 +280,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where, last_stage = placed[k], k == pp - 1
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), st.cross_entropy, pads_vocab(st.engine))
+                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine))
         share = sum(costs[start:start + n]) / total_cost
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \

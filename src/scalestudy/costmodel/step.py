@@ -279,7 +279,7 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
     logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
-    ce_bytes = logits * cross_entropy_bytes_per_logit(precision, loss)
+    ce_bytes = logits * cross_entropy_bytes_per_logit(precision, loss, not model.is_encoder_decoder)
     vocab_grad = vocab_grad_bytes(model, precision, tp)
     if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
         head_t += (ce_bytes / cpu_memory.bandwidth(device, 4.0 * logits)

@@ -62,8 +62,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      loss under Composer 0.13-0.16 with llm-foundry's MPT: after every micro-batch two training
                      metrics, LanguageCrossEntropy and LanguagePerplexity, each run torch's cross-entropy over its
                      logits again) or "fused-linear" (Liger's fused linear cross-entropy: the logits never
-                     materialised, token chunks). Also the time of the logits' passes (costmodel/flops.py
-                     cross_entropy_bytes_per_logit). Cost model only: `train` runs "engine".
+                     materialised, token chunks) or "hf" (a Hugging Face transformers 4.x model's own
+                     CrossEntropyLoss: GPT-2's shifted .contiguous() copy, T5 on the logits' view; in fp32 under
+                     ddp's autocast, in the 16-bit logits' dtype under DeepSpeed). Also the time of the logits'
+                     passes (costmodel/flops.py cross_entropy_bytes_per_logit). Cost model only: `train` runs
+                     "engine".
 - optimizer_dtype:   the dtype of engine megatron's optimizer state: "engine" (fp32 master weights and Adam moments)
                      or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
                      parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
@@ -111,7 +114,7 @@ ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
-CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear")  # loss kernel (memory.logits_bytes)
+CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf")  # loss kernel (memory.logits_bytes)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf")  # costmodel/step.py
