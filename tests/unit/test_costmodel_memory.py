@@ -397,6 +397,8 @@ def test_hand_tuning_that_ran_out_of_memory_does_not_fit():
     gpt2 = get_model("gpt2")
     assert eager_composed_gelu(gpt2, "eager") and not eager_composed_gelu(gpt2, "fused")
     assert not eager_composed_gelu(get_model("llama-7b"), "eager") and eager_composed_gelu(get_model("mt5-xxl"), "eager")
+    # a gpt model with a one-kernel GELU (Megatron-LM's fused GeLU: published rows' `ffn: gelu`) saves its input only
+    assert not eager_composed_gelu(dataclasses.replace(gpt2, ffn="gelu"), "eager")
     _, fused = activation_parts(gpt2, 1, 1024, 0, "fp16", False)
     _, eager = activation_parts(gpt2, 1, 1024, 0, "fp16", False, eager_gelu=True)
     assert eager[1] - fused[1] == 3 * 2 * 1024 * gpt2.d_ff

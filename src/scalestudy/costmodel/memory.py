@@ -272,8 +272,11 @@ def eager_composed_gelu(model: ModelSpec, kernels: str) -> bool:
     activation_function, T5 v1.1 / mT5's dense_act_fn for feed_forward_proj gated-gelu). Autograd saves x (pow's
     input, counted as the activation's input), tanh's output, 0.5 * x and 1 + tanh (the final product's operands):
     three tensors of width d_ff beyond the fused kernel's one, in the compute dtype (a lower bound under autocast,
-    where pow runs in fp32). Fused kernels (Megatron's bias_gelu, torch.compile) save the input only."""
-    return kernels != "fused" and (model.family == "gpt2" or model.ffn == "gated-gelu")
+    where pow runs in fp32). Fused kernels (Megatron's bias_gelu, torch.compile) save the input only, as does a
+    one-kernel activation (erf gelu, relu: a gpt model's `ffn: gelu`, Megatron-LM's fused GeLU) under eager kernels:
+    keyed on the activation, as kernel_counts and eager_kernels price its time."""
+    act = "gelu_new" if model.ffn == "gated-gelu" else model.ffn.removeprefix("gated-")  # T5Config's mapping
+    return kernels != "fused" and act in ("gelu_new", "gelu_fast")
 
 
 @lru_cache(maxsize=8192)
