@@ -82,3 +82,23 @@ def test_megatron_2019_rows_step_every_tensor_of_their_rank_with_the_fp16_loop()
         assert zero3_gathers(model, tp, 1, model.total_layers, 10**9).tensors == 484
         assert loop.optimizer_s - fused.optimizer_s == pytest.approx(
             484 * 11 * k + loop.params_per_device * (68.0 - OPTIMIZER_BYTES["fp16"]) / cluster.device.hbm_bytes_per_s)
+
+
+def test_each_pipeline_stage_steps_the_tensors_of_its_own_blocks():
+    """t5-base over 2 stages (12 encoder + 12 decoder blocks), per-stage path: each stage loops over the tensors of
+    its own blocks (price_stage's zero3 count), not over its share of the FLOPs -- the encoder stage's larger share
+    charged it ~16 blocks' tensors and the decoder stage ~8."""
+    from scalestudy.costmodel.options import DEFAULT_OPTIONS
+    from scalestudy.costmodel.stages import estimate_stages
+    from scalestudy.specs.model import get_model
+
+    model, two = get_model("t5-base"), make_cluster("a100-80gb", 1, 2)
+    work = Workload(global_batch=32, seq_len=512, target_len=114)
+    fused = Strategy(engine="megatron", pp=2, micro_batch=4)
+    looped = Strategy(**{**fused.to_dict(), "optimizer_loop": "per-tensor"})
+    base, loop = (estimate_stages(model, two, st, work, DEFAULT_OPTIONS).stages for st in (fused, looped))
+    k = stored().kernel_overhead_s
+    for a, b in zip(base, loop):
+        tensors = zero3_gathers(model, 1, 2, a.layers, a.params).tensors
+        assert b.optimizer_s - a.optimizer_s == pytest.approx(
+            optimizer_loop_s("per-tensor", a.params, tensors, fused.precision, two.device, k))

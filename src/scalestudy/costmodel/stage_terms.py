@@ -23,7 +23,6 @@ from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import ComputeTimes, optimizer_loop_s
 from scalestudy.costmodel.terms import _dp_comm, _Shape, _tp_comm, optimizer_offload
-from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Layout, Strategy
@@ -96,7 +95,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                               bwd + (tp_mb - tp_fwd), cal.overlap_interference)
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
                                          cluster.gpus_per_node, zero3_tensors, bwd)
-    opt_s += _optimizer_loop_s(cfg, dev, share, shape.psi)
+    opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, shape.psi)
     mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
     return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
                       mem)
@@ -114,16 +113,15 @@ def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> floa
                                                     cfg.cal.kernel_overhead_s))
 
 
-def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
+def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> float:
     """An unfused optimizer loop's seconds per step (step.optimizer_loop_s) over the stage's `psi` parameters and
-    their tensors (`share` of the blocks; zero3.zero3_gathers counts a block's tensors, the embeddings, final norms
-    and position biases): each rank steps its shard of every tensor, DDP + ZeroRedundancyOptimizer the 1/dp of the
-    tensors it owns, DeepSpeed ZeRO-1/2/3 one flat partition; none with the optimizer offloaded (CPU Adam)."""
+    its `tensors` (price_stage's zero3_tensors: zero3.zero3_gathers counts the stage's blocks' tensors, the
+    embeddings, final norms and position biases): each rank steps its shard of every tensor, DDP +
+    ZeroRedundancyOptimizer the 1/dp of the tensors it owns, DeepSpeed ZeRO-1/2/3 one flat partition; none with the
+    optimizer offloaded (CPU Adam)."""
     st, lay = cfg.st, cfg.layout
     if st.optimizer_loop == "engine" or st.offload_optimizer != "none":
         return 0.0
-    m = cfg.model
-    tensors = zero3_gathers(m, lay.tp, lay.pp, max(1, round(share * m.total_layers)), int(psi)).tensors
     sharded = st.engine == "fsdp" or st.zero >= 1
     if st.engine == "deepspeed" and st.zero >= 1:
         tensors = 1
