@@ -402,3 +402,21 @@ def test_hand_tuning_that_ran_out_of_memory_does_not_fit():
     _, fused = activation_parts(gpt2, 1, 1024, 0, "fp16", False)
     _, eager = activation_parts(gpt2, 1, 1024, 0, "fp16", False, eager_gelu=True)
     assert eager[1] - fused[1] == 3 * 2 * 1024 * gpt2.d_ff
+
+
+def test_hf_eager_scores_keep_the_softmax_in_fp32_where_the_code_upcasts():
+    # HF GPT2Attention under ddp's autocast and HF T5's softmax(scores.float()) save a 4-byte softmax output beside the
+    # 16-bit dropout output and its 1-byte mask: 7 B per score element, not 5; DeepSpeed's fp16 GPT-2 (16-bit softmax),
+    # Megatron's fused softmax and flash attention are unchanged
+    import dataclasses
+
+    from scalestudy.costmodel.memory import eager_fp32_softmax
+    gpt2, t5 = get_model("gpt2"), get_model("mt5-xxl")
+    eager = {e: Strategy(engine=e, zero=0 if e == "ddp" else 1, precision="fp16", attention="eager")
+             for e in ("ddp", "deepspeed", "megatron")}
+    assert eager_fp32_softmax(gpt2, eager["ddp"]) and not eager_fp32_softmax(gpt2, eager["deepspeed"])
+    assert eager_fp32_softmax(t5, eager["deepspeed"]) and not eager_fp32_softmax(t5, eager["megatron"])
+    assert not eager_fp32_softmax(gpt2, dataclasses.replace(eager["ddp"], attention="flash"))
+    _, half = activation_parts(gpt2, 1, 1024, 0, "fp16", False)
+    _, fp32 = activation_parts(gpt2, 1, 1024, 0, "fp16", False, fp32_scores=True)
+    assert fp32[2] / half[2] == pytest.approx(7 / 5) and fp32[:2] == half[:2]

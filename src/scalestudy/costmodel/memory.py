@@ -235,7 +235,7 @@ def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: 
 # ---------------------------------------------------------------------------------------------- activations
 
 def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a: int, mask: int, flash: bool,
-                cross: bool, kv_inner: int = 0) -> tuple[float, float, float]:
+                cross: bool, kv_inner: int = 0, fp32_scores: bool = False) -> tuple[float, float, float]:
     """(replicated, tensor-parallel-sharded, softmax) bytes of one attention sublayer (Korthikanti Sec. 4.1).
 
     Self-attention: LN output into QKV (a*h), Q and K (2a*inner), V (a*inner), output-projection input
@@ -244,7 +244,7 @@ def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a
     Grouped-query K and V count at the full width unless `kv_inner` is given: Hugging Face's and torchtitan's
     repeat_kv expand them to every head before SDPA, which saves the copies; a GQA-native kernel saves them at their
     own width `kv_inner` (Transformer Engine's DotProductAttention with num_gqa_groups, flash-attn: ctx saves the
-    un-repeated k, v).
+    un-repeated k, v). `fp32_scores` (`eager_fp32_softmax`): the softmax output is saved in fp32, 4 + a + mask.
     """
     kv = kv_inner or inner
     if cross:
@@ -253,7 +253,8 @@ def _attn_block(h: int, inner: int, q_tokens: int, kv_tokens: int, heads: int, a
     else:
         rep = q_tokens * (a * h + mask * h)
         shard = q_tokens * a * (2 * inner + 2 * kv)
-    soft = 0.0 if flash else q_tokens * kv_tokens * heads * (2 * a + mask)
+    probs = 4 if fp32_scores else a
+    soft = 0.0 if flash else q_tokens * kv_tokens * heads * (probs + a + mask)
     return rep, shard, soft
 
 
@@ -279,14 +280,32 @@ def eager_composed_gelu(model: ModelSpec, kernels: str) -> bool:
     return kernels != "fused" and act in ("gelu_new", "gelu_fast")
 
 
+def eager_fp32_softmax(model: ModelSpec, st) -> bool:
+    """Whether an eager (materialised-score) attention saves its softmax output in fp32, 4 bytes per score element
+    instead of the compute dtype's (SoftmaxBackward saves its result): Hugging Face T5 / mT5 and nanoT5 take
+    `softmax(scores.float(), dim=-1).type_as(scores)` under any engine (transformers 4.x T5Attention.forward), and HF
+    GPT2Attention._attn under torch.autocast (engine ddp in 16 bits: softmax is on autocast's fp32 list, and
+    GPT2Model adds its padding mask in the fp32 parameters' dtype; gpt2eager, costmodel/eager_kernels.autocast_gpt_s).
+    The dropout output, in the compute dtype, is what the score @ v matmul saves. Not Megatron's fused scale-mask
+    softmax (engine megatron), nor DeepSpeed's fp16 GPT-2 or Megatron-LM 2019's FP16_Module (16-bit softmax). HF
+    OPT / BLOOM / Llama eager also softmax in fp32 under any engine; not keyed here (no published row runs them)."""
+    if st.attention == "flash" or st.engine == "megatron":
+        return False
+    if model.is_encoder_decoder:  # t5 / mt5
+        return True
+    return model.family == "gpt2" and st.engine == "ddp" and st.precision in ("bf16", "fp16")
+
+
 @lru_cache(maxsize=8192)
 def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
-                     flash: bool, kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False
+                     flash: bool, kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
+                     fp32_scores: bool = False
                      ) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
     """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
     each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
     un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`); `eager_gelu`: HF's
-    composed tanh GELU as eager ops (`eager_composed_gelu`)."""
+    composed tanh GELU as eager ops (`eager_composed_gelu`); `fp32_scores`: eager scores' softmax saved in fp32
+    (`eager_fp32_softmax`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -294,17 +313,17 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     enc = (0.0, 0.0, 0.0, 0.0)
     if m.is_encoder_decoder:
         s, t = seq_len * b, target_len * b
-        r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False)
+        r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, fp32_scores=fp32_scores)
         r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
         enc = (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
-        r1, s1, x1 = _attn_block(h, i, t, target_len, heads, a, mask, flash, False)
-        r3, s3, x3 = _attn_block(h, i, t, seq_len, heads, a, mask, flash, True)
+        r1, s1, x1 = _attn_block(h, i, t, target_len, heads, a, mask, flash, False, fp32_scores=fp32_scores)
+        r3, s3, x3 = _attn_block(h, i, t, seq_len, heads, a, mask, flash, True, fp32_scores=fp32_scores)
         r2, s2 = _ffn_block(h, f, t, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
         dec = (r1 + r2 + r3 + 3 * a * h * t, s1 + s2 + s3, x1 + x3, a * h * t)
         return enc, dec
     s = seq_len * b
     kv = m.kv_heads * m.d_kv if flash and kv_native else 0
-    r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv)
+    r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv, fp32_scores)
     r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, fused_glu and m.ffn == "swiglu", eager_gelu)
     return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
 
@@ -408,13 +427,14 @@ def stage_in_flight(schedule: str, pp: int, m: int, v: int) -> tuple[float, ...]
 def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      tp: int, pp: int, in_flight: tuple[float, ...], recompute: str, flash: bool, sp: bool,
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
-                     kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False) -> float:
+                     kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
+                     fp32_scores: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head."""
     sp = sp and tp > 1
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
-                                eager_gelu)
+                                eager_gelu, fp32_scores)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
         from scalestudy.costmodel.op_checkpoint import layer_bytes

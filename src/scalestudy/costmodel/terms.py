@@ -15,7 +15,8 @@ from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.kernel_counts import sublayers
-from scalestudy.costmodel.memory import activation_bytes, eager_composed_gelu, fused_swiglu, gqa_native, loss_kernel
+from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, fused_swiglu,
+                                         gqa_native, loss_kernel)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
@@ -59,7 +60,8 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     kernel = attention_kernel(st)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
-           kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine))
+           kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
+           eager_fp32_softmax(model, st))
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -69,7 +71,8 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         psi=params_per_device(model, tp, pp), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split, loss_kernel(st), gqa_native(st.engine),
-                                     fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels)),
+                                     fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
+                                     eager_fp32_softmax(model, st)),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                               loss_kernel(st), pads_vocab(st.engine)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
