@@ -331,6 +331,8 @@ def test_the_optimizer_step_is_a_peak_of_its_own():
     # torch's foreach AdamW: one fp32 temporary of the stepped parameters (DDP's buckets stay through the step)
     ddp = estimate(spec, cluster, Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full"), work).memory
     assert ddp.transient == pytest.approx(max(0.0, 4 * psi / 8 - ddp.activations)) and ddp.transient > 0
+    looped = Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full", optimizer_loop="per-tensor")
+    assert estimate(spec, cluster, looped, work).memory.transient == 0.0  # foreach=False: per-tensor temporaries
     fsdp = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full"), work).memory
     assert fsdp.transient == pytest.approx(max(0.0, 4 * psi / 8 - fsdp.activations - fsdp.buffers))
     cpu = estimate(get_model("gpt2-tiny"), make_cluster("local-cpu", nodes=1, gpus_per_node=2),

@@ -369,7 +369,8 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
                        st.overlap_grad_comm)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
-        step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision, device.kind != "cpu")
+        step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
+                             device.kind != "cpu" and st.optimizer_loop == "engine")  # a per-tensor loop: no foreach
     transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
     return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
 
