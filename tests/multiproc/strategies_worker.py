@@ -6,8 +6,8 @@ step on the CPU: DeepSpeed's CPU Adam), `deepspeed:3:offload:params` (parameters
 Each strategy trains STEPS steps from the same seed. `+resume` also runs it killed after step 3 (checkpoint at 3)
 and resumed: the uninterrupted curve to compare with is the strategy's own `losses` (the same configuration).
 OUT/tokenizer.json is used when present (rank 0 trains it into OUT otherwise).
-Rank 0 writes OUT/results.json: {strategy: {"losses": [...], "peak_mem_bytes": ..., "engine_backend": ...,
-and with +resume "resumed": [...], "resumed_from": step}}.
+Rank 0 writes OUT/results.json: {strategy: {"losses": [...], "peak_mem_bytes": ..., "setup_param_bytes": ...,
+"engine_backend": ..., and with +resume "resumed": [...], "resumed_from": step}}.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ def main() -> None:
         summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
         if ctx.is_main:
             results[name] = {"losses": summary["losses"], "peak_mem_bytes": summary["peak_mem_bytes"],
+                             "setup_param_bytes": summary["setup_param_bytes"],
                              "engine_backend": summary["engine_backend"]}
         if option == "resume":
             killed = cfg.output.dir + "-killed"

@@ -35,10 +35,20 @@ def test_ddp_and_zero1_like_sharded_optimizer(two_rank_runs):
     assert mem["ddp:1"] < 0.85 * mem[BASELINE]
 
 
+def setup_param_bytes(two_rank_runs, name: str) -> int:
+    """The most parameter bytes a rank held as the engine placed the model, relative to DDP's (the whole model)."""
+    results = two_rank_runs[1]
+    return results[name]["setup_param_bytes"] / results[BASELINE]["setup_param_bytes"]
+
+
 def test_deepspeed_zero_0_to_3(two_rank_runs):
     mem = train_family(two_rank_runs, ["deepspeed:0", "deepspeed:1", "deepspeed:2", "deepspeed:3"])
     # optimizer states sharded (1), then gradients (2), then parameters (3): each stage holds less per rank
     assert mem["deepspeed:3"] < mem["deepspeed:2"] <= mem["deepspeed:1"] < mem["deepspeed:0"]
+    # ZeRO-3 is partitioned from the host before deepspeed.initialize: no rank ever holds the whole model (the
+    # cost model's assumption); ZeRO 0-2 hold it whole (fp32 here, as DDP)
+    assert setup_param_bytes(two_rank_runs, "deepspeed:3") == pytest.approx(0.5, abs=0.02)
+    assert setup_param_bytes(two_rank_runs, "deepspeed:2") == 1.0
 
 
 def test_deepspeed_offload_and_activation_checkpointing(two_rank_runs):
@@ -56,6 +66,9 @@ def test_fsdp2_with_and_without_resharding(two_rank_runs):
     mem = train_family(two_rank_runs, ["fsdp:2", "fsdp:3"])
     # parameters, gradients and Adam states all sharded over 2 ranks: about half of DDP's bytes
     assert mem["fsdp:3"] < 0.6 * mem[BASELINE] and mem["fsdp:2"] < 0.75 * mem[BASELINE]
+    # built sharded on the meta device: each rank only ever held its own half of the parameters
+    for name in ("fsdp:2", "fsdp:3"):
+        assert setup_param_bytes(two_rank_runs, name) == pytest.approx(0.5, abs=0.02), name
     out = two_rank_runs[0]
     fsdp = {z: json.loads((out / f"fsdp-{z}" / "fsdp_config.json").read_text()) for z in (2, 3)}
     assert fsdp[3] != fsdp[2]  # the two modes really hand fully_shard different settings

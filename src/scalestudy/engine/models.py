@@ -3,8 +3,8 @@
 Every engine builds its model through `build_model` on the host with `torch.manual_seed(seed)` first, so all
 engines start from bit-identical weights (DeepSpeed's `zero.Init` would draw different ones: FACTS.md). The values
 come from one routine, `initialise_weights` (Hugging Face's initialiser over the built, tied model, then the untied
-T5 head's fan-in draw); the tp/pp backend builds on the meta device and replays the same routine, in the same order,
-filling only its own shards (engine/parallel/meta_init.py).
+T5 head's fan-in draw); the FSDP and tp/pp backends build on the meta device and replay the same routine, in the
+same order, filling only their own shards (engine/parallel/meta_init.py).
 The one place that turns a spec into a Transformers model is `scalestudy.engine.hf_model.build_hf_model`
 (it keeps mT5 heads untied, which `MT5Config` alone no longer does).
 """

@@ -157,6 +157,16 @@ def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
     return torch.stack(parts).cpu().tolist()
 
 
+def most_over_ranks(ctx: DistContext, value: int) -> int:
+    """The largest of one number over all ranks (one all_reduce at start-up)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
 def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     """Train `workload.steps` optimizer steps (continuing from the last checkpoint with `output.resume`); return
     the summary.
@@ -191,9 +201,11 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
 
     from scalestudy.specs.parallel_layout import needs_hybrid
 
-    # tp/pp runs build shapes only (meta device); each rank materialises its own pieces with the same values.
+    # FSDP and tp/pp runs build shapes only (meta device); each rank materialises its own shards with the same
+    # values. DeepSpeed builds on the host (ZeRO-3 partitions it from there: backends/deepspeed.py); DDP holds all.
+    meta = needs_hybrid(strategy) or strategy.engine == "fsdp"
     model = build_model(spec, seed=cfg.optimizer.seed, recompute=strategy.recompute, dropout=cfg.model.dropout,
-                        device="meta" if needs_hybrid(strategy) else None, attention=strategy.attention)
+                        device="meta" if meta else None, attention=strategy.attention)
     attn_implementation = model.config._attn_implementation  # what Strategy.attention became (sdpa / eager)
     builds = pending_builds(strategy.engine, strategy.offload_optimizer, cuda) if ctx.is_main else []
     if builds:  # a minute or more of silence otherwise
@@ -203,6 +215,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     if builds:
         print(f"{' and '.join(builds)} ready after {time.perf_counter() - t_build:.0f} s", flush=True)
     del model
+    setup_param_bytes = most_over_ranks(ctx, backend.setup_param_bytes)
     torch.manual_seed(cfg.optimizer.seed + ctx.rank)  # per-rank stream for dropout, after the shared init
     from scalestudy.engine.data.pipeline import BatchStream
 
@@ -261,6 +274,9 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
             **metrics.summarize(timed, cfg.output.timing_warmup),
             "peak_mem_bytes": max(r["peak_mem_bytes"] for r in timed),
             "peak_rss_bytes": max(r["rss_bytes"] for r in timed),
+            # parameter bytes a rank held as the engine placed the model (most over ranks): the whole model for
+            # DDP / ZeRO 0-2, its own shards for FSDP / ZeRO-3 / tp-pp (built sharded, as the cost model assumes)
+            "setup_param_bytes": setup_param_bytes,
             "memory_convention": GPU_MEMORY_CONVENTION if cuda else CPU_MEMORY_CONVENTION,
             "model_flops_per_step": flops,
             "peak_flops_per_rank": peak,

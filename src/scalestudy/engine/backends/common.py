@@ -106,6 +106,14 @@ def record_settings(cfg: RunConfig, cuda: bool) -> dict:
     return settings
 
 
+def param_storage_bytes(*modules: torch.nn.Module) -> int:
+    """Bytes of distinct storage behind the modules' parameters on this rank: a DTensor's local shard, a ZeRO-3
+    parameter's partition (`ds_tensor`; the parameter itself is then an empty placeholder), none for a meta tensor."""
+    from scalestudy.engine.memory import StorageCounter
+
+    return StorageCounter().add(getattr(p, "ds_tensor", p) for m in modules for p in m.parameters())
+
+
 @dataclass
 class MemoryParts:
     """Bytes this rank holds, by kind (counted storages, see engine/memory.py)."""
@@ -137,6 +145,9 @@ class Backend:
         self.device = device
         self.memory = MemoryParts()
         self.settings = record_settings(cfg, device.type == "cuda")  # the one source of this engine's arguments
+        # Parameter bytes this rank held when the engine placed the model on its device: the model as handed over
+        # (DDP, ZeRO 0-2: whole), or what a sharded construction left on the rank (FSDP, tp/pp, ZeRO-3 set it).
+        self.setup_param_bytes = param_storage_bytes(model)
 
     @property
     def lr(self) -> float:

@@ -1,8 +1,11 @@
 """DeepSpeed ZeRO stages 0-3, optional optimizer offload (stage >= 1) and parameter offload (stage 3).
 
-The model arrives fully built (not under `deepspeed.zero.Init`), so every engine starts from the same weights;
-`deepspeed.initialize` partitions it. Without offload the optimizer is the same torch AdamW as elsewhere;
-ZeRO-Offload runs DeepSpeed's CPU Adam (its optimizer is built from the config, as DeepSpeed requires).
+The model arrives fully built on the host (not under `deepspeed.zero.Init`, which would draw different weights), so
+every engine starts from the same weights. ZeRO-3 partitions it from there before `deepspeed.initialize` sees it
+(`partition_on_host`): no rank ever holds the whole model on its device, as the cost model's memory assumes and every
+published ZeRO-3 run built it. ZeRO 0-2 keep whole parameters on every rank anyway; `deepspeed.initialize` moves
+the model there. Without offload the optimizer is the same torch AdamW as elsewhere; ZeRO-Offload runs DeepSpeed's
+CPU Adam (its optimizer is built from the config, as DeepSpeed requires).
 """
 
 from __future__ import annotations
@@ -12,11 +15,37 @@ from pathlib import Path
 
 import torch
 
-from scalestudy.engine.backends.common import Backend, MemoryParts, lr_multiplier, make_adamw, make_scheduler
+from scalestudy.engine.backends.common import (Backend, MemoryParts, lr_multiplier, make_adamw, make_scheduler,
+                                               param_storage_bytes)
 from scalestudy.engine.settings import adamw_params
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors, tensors_in
 
 CHECKPOINT_TAG = "engine"
+HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # the config sections that make DeepSpeed cast
+
+
+def partition_on_host(model: torch.nn.Module, config: dict, device: torch.device) -> None:
+    """ZeRO-3: cut the host-built model into this rank's partitions before `deepspeed.initialize`, which would
+    otherwise move it whole to the device first (runtime/engine.py `_configure_distributed_model`: `module.to`
+    unless the parameters are already ZeRO parameters). `deepspeed.zero.Init(module=...)` takes one parameter at
+    a time to the device, keeps this rank's slice (on the device, or the host under offload_param) and frees the
+    rest; it is the call ZeRO-3's optimizer makes itself, with the same config, just after that move.
+    What `initialize` does not repeat for a model partitioned so is done here first, as it would: the parameters
+    cast to the config's 16-bit dtype (`_cast_module_mixed_precision`), the buffers moved to the device.
+    """
+    import deepspeed
+
+    dtype = next((d for key, d in HALF_DTYPES.items() if config.get(key, {}).get("enabled")), None)
+    with torch.no_grad():
+        for p in model.parameters():
+            if dtype is not None and p.is_floating_point() and p.dtype != dtype:
+                p.data = p.data.to(dtype)
+    for module in model.modules():
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                module._buffers[name] = buffer.to(device)
+    deepspeed.init_distributed(dist_init_required=False)  # wraps torch's process group, as initialize does first
+    deepspeed.zero.Init(module=model, config_dict_or_path=config)
 
 
 class DeepSpeedBackend(Backend):
@@ -29,6 +58,9 @@ class DeepSpeedBackend(Backend):
 
         ds_logger.setLevel(logging.WARNING)  # its INFO lines would bury the step log
         config = self.settings  # engine/settings.py deepspeed_config, also written to DIR/ds_config.json
+        if strategy.zero == 3:  # partitioned from the host: never whole on the device
+            partition_on_host(model, config, device)
+            self.setup_param_bytes = param_storage_bytes(model)
         if "optimizer" in config:  # ZeRO-Offload: DeepSpeed builds its CPU Adam; we attach our schedule to it
             optimizer = None
             scheduler = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, cfg))  # noqa: E731

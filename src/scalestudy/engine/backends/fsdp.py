@@ -1,6 +1,9 @@
 """PyTorch FSDP2 (`fully_shard`): zero 3 reshards parameters after forward, zero 2 keeps them until backward.
 
 Each Transformer layer is its own FSDP unit (gathered just before use), the root holds embeddings and head.
+Built sharded: `scalestudy train` hands over a model built on the meta device; it is sharded on shapes, then each
+rank gives storage to its own shards only, filled with the 1-rank run's initial values (parallel/meta_init.py), so no
+rank ever holds the whole model (the cost model's memory assumes so, as every published FSDP run built it).
 Checkpoints use torch.distributed.checkpoint: every rank writes its own shard.
 """
 
@@ -13,7 +16,8 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from scalestudy.engine.backends.common import Backend, make_adamw, make_scheduler, restore_lr
+from scalestudy.engine.backends.common import Backend, make_adamw, make_scheduler, param_storage_bytes, restore_lr
+from scalestudy.engine.parallel import meta_init
 
 # Attribute names of the layer lists in T5 (encoder.block / decoder.block), GPT-2 (transformer.h), Llama (layers).
 LAYER_LISTS = ("block", "h", "layers")
@@ -62,10 +66,18 @@ class FSDPBackend(Backend):
 
     def __init__(self, model, cfg, strategy, layout, device) -> None:
         super().__init__(model, cfg, strategy, layout, device)
-        model.to(device)
+        # Built on the meta device (engine/train.py): sharded on shapes, then this rank's shards get storage and the
+        # 1-rank run's initial values; a model built on the host (cpu_profile) is moved whole, then sharded.
+        meta = any(p.is_meta for p in model.parameters())
+        built = meta_init.Built(model) if meta else None
+        if not meta:
+            model.to(device)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         s = self.settings  # engine/settings.py fsdp_settings, also written to DIR/fsdp_config.json
         shard_units(transformer_layers(model), model, s, mesh, device)
+        if meta:
+            meta_init.materialise(built, [model], {}, device, cfg.optimizer.seed, targets=meta_init.model_targets)
+            self.setup_param_bytes = param_storage_bytes(model)  # this rank's shards: the most it ever held
         self.model = model
         self.params = list(model.parameters())
         self.optimizer = make_adamw(self.params, s["optimizer"]["params"])

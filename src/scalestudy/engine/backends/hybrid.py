@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
 from scalestudy.engine.backends.common import (Backend, MemoryParts, autocast, checkpoint_early_stop, make_adamw,
-                                               make_scheduler, restore_lr)
+                                               make_scheduler, param_storage_bytes, restore_lr)
 from scalestudy.engine.memory import StorageCounter, optimizer_state_tensors
 from scalestudy.engine.parallel import grads, meta_init
 from scalestudy.engine.parallel.mesh import build_mesh
@@ -61,6 +61,7 @@ class HybridBackend(Backend):
         self.fused = self._fused_layouts()
         if self.meta:  # storage for this rank's pieces, filled with the 1-rank run's initial values
             meta_init.materialise(built, [c for _, c in self.chunks], self.fused, device, cfg.optimizer.seed)
+            self.setup_param_bytes = param_storage_bytes(*(c for _, c in self.chunks))  # the most it ever held
         self.params = [p for _, c in self.chunks for p in c.parameters()]
         self.tie_count = {id(p): n for name, n, _ in self.tied for p in self._copies(name)}
         self.optimizer = make_adamw(self.params, self.settings["optimizer"]["params"])

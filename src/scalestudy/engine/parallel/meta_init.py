@@ -30,9 +30,10 @@ TABLES = ("_parameters", "_buffers", "_modules")
 
 class Built:
     """The meta-built model as it was built, taken before it is cut and sharded: each module's tensor slots by
-    canonical name (a tied tensor's first name, as `named_parameters` gives it) and its attributes. Cutting may
-    change shared modules (T5: the first block of a mid-stack chunk gets a copy of the position-bias table) and
-    sharding replaces tensors; the initialiser must see the model as built, so it runs inside `restored()`."""
+    canonical name (a tied tensor's first name, as `named_parameters` gives it), its attributes and class. Cutting
+    may change shared modules (T5: the first block of a mid-stack chunk gets a copy of the position-bias table) and
+    sharding replaces tensors and classes; the initialiser must see the model as built, so it runs inside
+    `restored()`."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
@@ -45,6 +46,8 @@ class Built:
                         name = first.setdefault(id(t), f"{prefix}.{slot}" if prefix else slot)
                         self.names[(id(module), slot)] = name
         self.attributes = [(m, self._copy(m)) for m in model.modules()]
+        # FSDP2 gives each sharded module a subclass; Hugging Face reads the class (is_custom_code), so it is restored
+        self.classes = [(m, type(m)) for m in model.modules()]
 
     @staticmethod
     def _copy(module: nn.Module) -> dict:
@@ -52,17 +55,22 @@ class Built:
 
     @contextmanager
     def restored(self):
-        """Every module's attributes as built (tensors still meta) for the duration, then as they are now."""
+        """Every module's attributes and class as built (tensors still meta) for the duration, then as they are now."""
         now = [(m, self._copy(m)) for m, _ in self.attributes]
+        now_classes = [(m, type(m)) for m, _ in self.classes]
         try:
             for m, built in self.attributes:
                 m.__dict__.clear()
                 m.__dict__.update(built)
+            for m, cls in self.classes:
+                m.__class__ = cls
             yield
         finally:
             for m, attributes in now:
                 m.__dict__.clear()
                 m.__dict__.update(attributes)
+            for m, cls in now_classes:
+                m.__class__ = cls
 
 
 def layer_of(model: nn.Module) -> dict[int, int]:
@@ -190,12 +198,22 @@ def chunk_targets(chunks) -> dict[str, list[torch.Tensor]]:
     return targets
 
 
-def materialise(built: Built, chunks: list[nn.Module], fused: dict, device: torch.device, seed: int) -> Materialiser:
-    """Give this rank's `chunks` storage on `device` and the values `build_model(seed=seed)` gives the 1-rank run."""
+def model_targets(models: list[nn.Module]) -> dict[str, list[torch.Tensor]]:
+    """canonical name -> this rank's tensor, for a whole model sharded in place (the FSDP backend: one model, no
+    chunks): its own parameter and buffer names (`named_parameters` gives a tied parameter once, under its first
+    name, as `Built` names it)."""
+    (model,) = models
+    return {name: [t] for name, t in [*model.named_parameters(), *model.named_buffers()]}
+
+
+def materialise(built: Built, chunks: list[nn.Module], fused: dict, device: torch.device, seed: int,
+                targets=chunk_targets) -> Materialiser:
+    """Give this rank's `chunks` storage on `device` and the values `build_model(seed=seed)` gives the 1-rank run
+    (`targets`: chunk_targets for pipeline chunks, model_targets for one whole model)."""
     from scalestudy.engine.models import initialise_weights
 
     to_empty(chunks, device)
-    targets = chunk_targets(chunks)
+    targets = targets(chunks)
     torch.manual_seed(seed)  # where engine/models.py build_model starts drawing
     with built.restored(), Materialiser(built, targets, fused, torch.device("cpu")) as materialiser:
         initialise_weights(built.model, on_module=materialiser)
