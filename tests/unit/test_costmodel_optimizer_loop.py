@@ -9,10 +9,11 @@ import pytest
 from scalestudy.costmodel import published
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.step import OPTIMIZER_BYTES, optimizer_loop_s
+from scalestudy.costmodel.step import OPTIMIZER_BYTES, OPTIMIZER_LOOPS, optimizer_loop_s
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
+from scalestudy.specs.strategy import OPTIMIZER_LOOPS as strategy_loops
 from scalestudy.specs.strategy import Strategy, Workload
 
 
@@ -63,6 +64,8 @@ def test_estimate_adds_it_to_the_optimizer_step_once_per_step_over_the_ranks_ten
 def test_unknown_loop_is_refused_in_one_line():
     with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'foreach'"):
         Strategy(engine="ddp", optimizer_loop="foreach")
+    # every value the Strategy (so estimate / plan / YAML) accepts is priced: one list of names in each place
+    assert set(strategy_loops) == {"engine", *OPTIMIZER_LOOPS}
 
 
 def test_megatron_2019_rows_step_every_tensor_of_their_rank_with_the_fp16_loop():
