@@ -26,11 +26,11 @@ and a model loaded whole onto the device before it is sharded (see `peak_transie
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.flops import fused_linear_chunk_tokens
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules
@@ -539,7 +539,7 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
         forward = a + (0 if model.is_encoder_decoder else a) + (4 if c > a else 0) + c
         return out_tokens * v * max(forward, 3 * c) / tp
     if cross_entropy == "fused-linear":
-        chunk = min(out_tokens, 1 << max(0, math.ceil(out_tokens / math.ceil(v / h)) - 1).bit_length())
+        chunk = fused_linear_chunk_tokens(out_tokens, v, h)
         return a * (out_tokens * h + (v * h + chunk * v) / tp) + 4 * out_tokens
     if cross_entropy in ("fused", "fused-metrics"):  # the metrics' fp32 passes run after the backward, no_grad
         return out_tokens * v * 2 * a / tp + 4 * out_tokens
