@@ -55,7 +55,9 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     assert set(paths) == {settings_file, "train_config.yaml", *SCRIPTS}
     cfg = RunConfig.from_yaml(paths["train_config.yaml"])
     spec, strategy, workload, layout = cfg.validate(cuda=cuda)
-    assert strategy == s and workload.global_batch == 8 * nnodes and (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
+    # ... with the checkpoint early stop train runs written in (specs/run.as_trained)
+    assert strategy == s.replace(recompute_early_stop="on") and workload.global_batch == 8 * nnodes
+    assert (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
     assert json.loads(paths[settings_file].read_text())["gradient_accumulation_steps"] == 2
     sbatch = paths["launch_slurm.sbatch"].read_text()
     assert ("--gpus-per-node=2" in sbatch) == cuda and ("--cpus-per-task=2" in sbatch) != cuda
@@ -77,6 +79,36 @@ def test_trainable_names_what_train_cannot_run():
     assert "tp/pp" in trainable(run(tp=2), cuda=True)
     assert "selective" in trainable(run(recompute="selective"), cuda=True)
     assert trainable(run(engine="fsdp", zero=3, tp=2), cuda=True) is None  # 4D parallelism runs on FSDP2
+    assert trainable(run(recompute="full", recompute_early_stop="on"), cuda=True) is None  # what train runs
+    assert "leave it engine or on" in trainable(run(recompute="full", recompute_early_stop="off"), cuda=True)
+
+
+def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
+    """plan = reality: `train` early-stops every engine's full recompute (engine/settings.activation_checkpointing),
+    so plan prices a DeepSpeed candidate with early stop on (the cost model's "engine" is off for DeepSpeed: published
+    runs), writes `recompute_early_stop: on` into the emitted config, and `estimate` with the emitted config's values
+    prints plan's step time -- less than the same run priced as published DeepSpeed (whole blocks re-run)."""
+    common = ["--model", "llama-7b", "--gpu", "h100-80gb", "--gpus-per-node", "8", "--global-batch", "64",
+              "--seq-len", "2048"]
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *common, "--engine", "deepspeed", "--zero", "3", "--recompute", "full", "--tp", "1", "--pp",
+              "1", "--micro-batch", "4", "--offload-optimizer", "none", "--emit", str(tmp_path / "out")])
+    assert exc.value.code in (0, None)
+    capsys.readouterr()
+    planned = json.loads((tmp_path / "out" / "plan.json").read_text())["estimate"]["time"]["step_s"]
+    raw = yaml.safe_load((tmp_path / "out" / "train_config.yaml").read_text())["strategy"]
+    assert raw["recompute_early_stop"] == "on" and (raw["engine"], raw["recompute"]) == ("deepspeed", "full")
+    s = RunConfig.from_yaml(tmp_path / "out" / "train_config.yaml").strategy
+    flags = [*common, "--engine", s.engine, "--zero", str(s.zero), "--micro-batch", str(s.micro_batch),
+             "--recompute", s.recompute, "--precision", s.precision, "--offload-optimizer", s.offload_optimizer,
+             "--offload-params", s.offload_params, "--json"]
+    steps = {}
+    for value in (s.recompute_early_stop, "engine"):
+        with pytest.raises(SystemExit) as exc:
+            main(["estimate", *flags, "--recompute-early-stop", value])
+        assert exc.value.code in (0, None)
+        steps[value] = json.loads(capsys.readouterr().out)["time"]["step_s"]
+    assert steps["on"] == pytest.approx(planned, rel=1e-12) and steps["engine"] > 1.02 * planned
 
 
 def test_train_print_launch_writes_the_same_files(tmp_path, capsys):

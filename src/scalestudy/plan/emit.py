@@ -11,6 +11,7 @@ Written to DIR (each to a temporary name first, then renamed: DIR never holds ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from scalestudy.engine.settings import engine_settings
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
 from scalestudy.launch.commands import CONFIG_NAME, launch_scripts
-from scalestudy.specs.run import RunConfig
+from scalestudy.specs.run import RunConfig, as_trained
 
 
 def trainable(run: RunConfig, *, cuda: bool) -> str | None:
@@ -72,6 +73,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
     check_inputs_exist(run)
     run = run.resolved()
+    run = dataclasses.replace(run, strategy=as_trained(run.strategy))  # the early stop train runs, for estimate
     engine_file, settings = engine_settings(run, cuda=cuda)
     files = {CONFIG_NAME: run.to_yaml(), engine_file: json.dumps(settings, indent=2) + "\n"}
     env = {} if cuda else {"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}

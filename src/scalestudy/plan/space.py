@@ -32,8 +32,10 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `zero1_all_reduce`, `kernels`,
 `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`, `optimizer_loop`) are carried
-into every Strategy; sequence parallelism only where the sequences split evenly over tp (Megatron-LM and `train`
-refuse it otherwise: those points are planned without it).
+into every Strategy -- `recompute_early_stop` "engine" as the value `train` runs on train's engines (on:
+specs/run.as_trained), so a candidate is priced as the run its emitted config makes; sequence parallelism only
+where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points are planned
+without it).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.run import as_trained
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
@@ -348,7 +351,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
                                 group.append(Point(group[0].strategy.with_micro_batch(mb), nodes, dp, accum))
                                 continue
-                            strategy = Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
+                            # as_trained: the checkpoint early stop train's engines run, not the published one's
+                            strategy = as_trained(Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
                                                 offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
                                                 precision=constraints.precision, attention=constraints.attention,
                                                 sequence_parallel=sp,
@@ -364,7 +368,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 cross_entropy=constraints.cross_entropy,
                                                 attention_kernel=constraints.attention_kernel,
                                                 optimizer_dtype=constraints.optimizer_dtype,
-                                                optimizer_loop=constraints.optimizer_loop)
+                                                optimizer_loop=constraints.optimizer_loop))
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)

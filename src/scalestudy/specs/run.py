@@ -397,11 +397,41 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "attention_kernel": "published software's fused attention kernel"}
 
 
+# Cost-model options whose default ("engine": what the PUBLISHED software of that engine does) is not what `train`
+# runs, with the value `train` runs. engine/settings.activation_checkpointing early-stops every engine's full
+# recompute (torch's non-reentrant checkpoint; DeepSpeed ZeRO-3 fails with it off), while "engine" prices early stop
+# on for fsdp only (published DeepSpeed / Megatron runs re-run whole blocks). plan, tune and study price our runs
+# with these values (as_trained) and write them into the configs they emit, so `estimate` of an emitted strategy
+# prices the run `train` makes.
+TRAIN_SOFTWARE = {"recompute_early_stop": "on"}
+
+
+def train_runs(name: str, value) -> bool:
+    """Whether `train` runs cost-model option `name` at `value`: its default, or the value TRAIN_SOFTWARE names."""
+    default = Strategy.__dataclass_fields__[name].default
+    if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
+        value = "on" if value else "off"
+    return (type(value) is type(default) and value == default) or value == TRAIN_SOFTWARE.get(name, default)
+
+
+def as_trained(strategy: Strategy) -> Strategy:
+    """`strategy` with the TRAIN_SOFTWARE values written in where it leaves them at "engine", for train's engines
+    (deepspeed, fsdp, ddp): the run `train` makes, as the cost model should price it. Cost-model engines (megatron,
+    internlm) and values set explicitly are kept."""
+    if strategy.engine in COST_MODEL_ENGINES:
+        return strategy
+    fill = {name: value for name, value in TRAIN_SOFTWARE.items()
+            if getattr(strategy, name) == Strategy.__dataclass_fields__[name].default}
+    return strategy.replace(**fill) if fill else strategy
+
+
 def cost_model_option_message(name: str) -> str:
     """Why `train` refuses a cost-model-only Strategy field set away from its default (train, study, plan --emit)."""
     default = Strategy.__dataclass_fields__[name].default
-    return (f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it "
-            f"{str(default).lower() if isinstance(default, bool) else default}")
+    runs = str(default).lower() if isinstance(default, bool) else default
+    if name in TRAIN_SOFTWARE:
+        runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
+    return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"
 
 
 def check_cost_model_only(strategy: Strategy) -> None:
@@ -410,7 +440,7 @@ def check_cost_model_only(strategy: Strategy) -> None:
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
     for name in COST_MODEL_OPTIONS:
-        if getattr(strategy, name) != Strategy.__dataclass_fields__[name].default:
+        if not train_runs(name, getattr(strategy, name)):
             raise ScalestudyError(cost_model_option_message(name))
 
 

@@ -58,8 +58,8 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE
 from scalestudy.specs.model import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RunConfig, check_cost_model_only,
-                                  cost_model_option_message)
+from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RunConfig, as_trained, check_cost_model_only,
+                                  cost_model_option_message, train_runs)
 from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -183,7 +183,8 @@ class Trial:
     def strategy(self) -> Strategy:
         values = {k: getattr(self, k) for k in STRATEGY_KEYS}
         values["stage_layers"] = _stage_tuple(self.stage_layers)
-        return Strategy(**values, micro_batch=self.micro_batch, precision=self.precision)
+        # as_trained: priced (study/predict.py) with the checkpoint early stop train runs
+        return as_trained(Strategy(**values, micro_batch=self.micro_batch, precision=self.precision))
 
     @property
     def workload(self) -> Workload:
@@ -289,13 +290,13 @@ def _as_list(key: str, value: Any, tp: type, where: str) -> list:
 
 
 def _without_cost_model_options(mapping: dict, where: str) -> dict:
-    """`mapping` without the cost-model-only Strategy keys (kernels, tp_comm_overlap, ...) at their defaults, the
-    values `train` runs; any other value is refused with train's own message (not as an unknown key)."""
+    """`mapping` without the cost-model-only Strategy keys (kernels, tp_comm_overlap, ...) at the values `train`
+    runs (their defaults; recompute_early_stop also on); any other value is refused with train's own message (not as
+    an unknown key)."""
     out = dict(mapping)
     for key in COST_MODEL_OPTIONS.keys() & out.keys():
-        values, default = out.pop(key), Strategy.__dataclass_fields__[key].default
-        if any(type(v) is not type(default) or v != default for v in (values if isinstance(values, list) else [values])
-               ):
+        values = out.pop(key)
+        if not all(train_runs(key, v) for v in (values if isinstance(values, list) else [values])):
             raise ScalestudyError(f"{where}: {cost_model_option_message(key)}")
     return out
 
