@@ -36,7 +36,8 @@ GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
 RECOMPUTE_EARLY_STOP = typer.Option("engine", "--recompute-early-stop",
                                     help="Under --recompute full, stop the re-run before each block's FFN output "
                                          "projection: engine (on for fsdp: PyTorch >= 2.1 non-reentrant checkpoint; "
-                                         "off for Megatron / DeepSpeed's reentrant ones) | on | off; cost model only.")
+                                         "off for Megatron / DeepSpeed's reentrant ones) | on | off. train runs on "
+                                         "(plan prices its candidates so); off is cost model only.")
 CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                              help="Loss kernel over the logits (memory and its passes' time): engine (fp32 copies: "
                                   "torch, Megatron-LM before 2024-06) | inplace (Megatron-Core's in-place fp32 "

@@ -167,13 +167,15 @@ def _auto_with_memory(run, speeds: list[float], device, basis: str) -> AutoSplit
     """The resource-aware split on the run's nodes of `device` (its memory: what a rank may use)."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import ClusterSpec, with_stage_speeds
+    from scalestudy.specs.run import as_trained
 
     w = run.workload
     cluster = with_stage_speeds(ClusterSpec(device=device, nodes=w.nnodes, gpus_per_node=w.nproc), speeds)
     spec, workload, layout = run.model_spec(), run.to_workload(), run.layout()
-    split, fastest, fits = _memory_split(spec, cluster, run.strategy, workload, layout.dp, layout.grad_accum)
-    chosen = estimate(spec, cluster, run.strategy.replace(stage_layers=split), workload)
-    even = estimate(spec, cluster, run.strategy.replace(stage_layers=()), workload)
+    strategy = as_trained(run.strategy)  # priced with the checkpoint early stop train runs
+    split, fastest, fits = _memory_split(spec, cluster, strategy, workload, layout.dp, layout.grad_accum)
+    chosen = estimate(spec, cluster, strategy.replace(stage_layers=split), workload)
+    even = estimate(spec, cluster, strategy.replace(stage_layers=()), workload)
     slowest = max(x.slot_s for x in chosen.stages) / max(x.slot_s for x in even.stages)
     note = "" if fits else ("no split fits every stage's memory by the cost model: the fastest one is used, the run "
                             "may run out of memory")

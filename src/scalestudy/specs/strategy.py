@@ -53,8 +53,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      non-reentrant checkpoint stops re-running a block after its last op that saves a tensor for
                      backward (PyTorch >= 2.1; costmodel/op_checkpoint.py), "off" (reentrant checkpoints: Megatron-LM,
                      NeMo, Megatron-DeepSpeed; PyTorch <= 2.0), or "engine" (on for fsdp, the PyTorch FSDP stacks
-                     Composer, torchtitan, OLMo-core and fms-fsdp, off otherwise). Cost model only: `train` runs
-                     "engine".
+                     Composer, torchtitan, OLMo-core and fms-fsdp, off otherwise: published runs). `train` runs
+                     "on" on every engine (engine/settings.activation_checkpointing); plan, tune and study price
+                     and emit "on" for it (specs/run.as_trained), and `train` refuses "off".
 - cross_entropy:     the loss kernel over the logits, for the memory model (costmodel/memory.logits_bytes): "engine"
                      (the logits, their fp32 copy and fp32 shifted logits: torch cross_entropy, Megatron-LM before
                      2024-06), "inplace" (Megatron-Core since 9634c0e4: one fp32 copy worked in place), "fused"
