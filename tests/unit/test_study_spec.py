@@ -218,3 +218,15 @@ def test_a_trial_with_execution_keys_is_recorded_and_read_back(tmp_path):
         (back,) = store.trials("OK")
     stored = json.loads(back["trial_json"]) if isinstance(back["trial_json"], str) else back["trial_json"]
     assert Trial.from_dict(stored) == trial and "no-sp" in back["strategy"]
+
+
+def test_trials_carry_the_checkpoint_early_stop_train_runs():
+    """A trial's strategy (what study/predict.py prices and its run config carries) has recompute_early_stop on,
+    as `train` runs it on every engine (specs/run.as_trained); a spec may say on (YAML's unquoted on: true), not off."""
+    spec = parse_spec({"model": "t5-tiny", "nproc": 2, "recompute": "full",
+                       "strategies": [{"engine": "deepspeed", "zero": 3, "recompute_early_stop": True},
+                                      {"engine": "ddp", "zero": 0}]})
+    assert {t.strategy.recompute_early_stop for t in spec.trials} == {"on"}
+    assert spec.trials[0].run_config(output="out").strategy.recompute_early_stop == "on"
+    with pytest.raises(ScalestudyError, match="leave it engine or on"):
+        parse_spec({"model": "t5-tiny", "strategies": [{"engine": "ddp", "recompute_early_stop": "off"}]})
