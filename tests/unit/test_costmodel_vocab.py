@@ -99,3 +99,19 @@ def test_t5_and_mt5_of_one_shape_differ_only_in_vocabulary_terms():
     # the logits of one micro-batch on the busiest rank: bf16 + fp32 copy + fp32 softmax (NeMo's apex kernel)
     dlogits = 24 * 128 * (250112 - 29184) // 2 * (2 + 8)
     assert mt5.memory.activations - t5.memory.activations == pytest.approx(dlogits)
+
+
+def test_cpu_tensor_parallel_head_prices_the_runs_loss_kernel():
+    """train's hybrid backend on CPU ranks (tp > 1) prices the whole vocabulary's head on every rank: with the loss
+    kernel the strategy names, as at tp 1 (it priced the engine's whatever --cross-entropy said)."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import make_cluster
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+
+    model, two, work = get_model("gpt2-tiny"), make_cluster("local-cpu", nodes=1, gpus_per_node=2), \
+        Workload(global_batch=4, seq_len=64)
+    for tp in (1, 2):
+        engine, fused = (estimate(model, two, Strategy(engine="ddp", precision="fp32", tp=tp, micro_batch=2,
+                                                       cross_entropy=ce), work) for ce in ("engine", "fused"))
+        assert fused.compute_s < engine.compute_s, tp  # fused xentropy moves 4a per logit, torch's 40 in fp32

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import collective, p2p_time, spans_nodes
 from scalestudy.costmodel.cpu_engine import engine_step_overhead
-from scalestudy.costmodel.memory import ACT_BYTES, boundary_bytes
+from scalestudy.costmodel.memory import ACT_BYTES, boundary_bytes, loss_kernel
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
 
 # engine_overhead_s keys of a measured CPU profile (seconds; engine/parallel_profile.py)
@@ -148,7 +148,7 @@ def hybrid_times(model, cluster, st, layout, ct: ComputeTimes, split: tuple[int,
     total = model.total_layers
     # the head, softmax and embedding gradient of the whole vocabulary on every tp rank
     head = ct.head if tp == 1 else compute_times(model, dev, st.precision, 1, mb, s, t, st.recompute, flash, False,
-                                                 cal).head
+                                                 cal, loss=loss_kernel(st)).head
     # the dense embedding gradient of each lookup (step.py puts it in the head term) is the first stage's work
     embed = (2 if model.is_encoder_decoder else 1) * model.vocab_size * model.d_model * EMBED_GRAD_BYTES \
         / dev.hbm_bytes_per_s if pp > 1 else 0.0
