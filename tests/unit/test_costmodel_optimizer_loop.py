@@ -24,6 +24,7 @@ from scalestudy.specs.strategy import Strategy, Workload
     ("per-tensor-rms", "local-cpu", 0, None),  # CPU profiles measure their own optimizer step
     ("per-tensor-fp16", "v100-32gb", 9 + 2, 68.0),  # Megatron-LM 2019 FP16_Optimizer: overflow sum + clip norm syncs
     ("per-tensor-hf", "v100-32gb", 7 + 2 + 1, 88.0),  # HF Trainer, torch 1.x: AdamW, clip norm + scale, zero_grad
+    ("deepspeed-serial", "v100-32gb", 4 + 2, 58.0),  # DeepSpeed ZeRO-1/2 < 0.13.2: overflow sum + norm .item()
 ])
 def test_loop_pays_its_launches_per_tensor_and_its_extra_bytes(loop, device, launches, loop_bytes):
     dev, k = get_device(device), 3e-5
@@ -105,3 +106,22 @@ def test_each_pipeline_stage_steps_the_tensors_of_its_own_blocks():
         tensors = zero3_gathers(model, 1, 2, a.layers, a.params).tensors
         assert b.optimizer_s - a.optimizer_s == pytest.approx(
             optimizer_loop_s("per-tensor", a.params, tensors, fused.precision, two.device, k))
+
+
+def test_deepspeed_zero1_checks_each_gradient_tensor_of_its_partition_before_the_flat_step():
+    """DeepSpeed 0.5.x stage2.py (ZeRO-1/2, the dsautotune2021hf / BigScience 2021 / Megatron-DeepSpeed 2023 rows):
+    overflow sum and norm .item() per tensor of the rank's averaged_gradients -- its 1/dp of the tensors plus the
+    one cut at its start -- on top of the flat step; GPT-2 xl on 16 V100: 580 tensors -> 38 per rank."""
+    rows = {r["id"]: r for r in published.load()["throughput"]}
+    ds = [r for r in rows.values() if r["source"] == "dsautotune2021hf" and r["engine"] == "deepspeed"]
+    assert ds and all(r["software"]["optimizer_loop"] == "deepspeed-serial" for r in ds)
+    row = rows["dsat-hf-gpt2-xl-v100-16g-ds-z1-mb1"]
+    model, node = published.row_model(row["id"], row["model"]), make_cluster("v100-32gb", 1, 16)
+    work, k = Workload(global_batch=16, seq_len=1024), stored().kernel_overhead_s
+    kw = dict(engine="deepspeed", zero=1, micro_batch=1, precision="fp16", attention="eager")
+    flat = estimate(model, node, Strategy(**kw), work)
+    serial = estimate(model, node, Strategy(**kw, optimizer_loop="deepspeed-serial"), work)
+    assert zero3_gathers(model, 1, 1, model.total_layers, 10**9).tensors == 580  # 48 x 12 + wte, wpe, ln_f w + b
+    assert serial.optimizer_s - flat.optimizer_s == pytest.approx(optimizer_loop_s(
+        "deepspeed-serial", flat.params_per_device / 16, 37 + 1, "fp16", node.device, k))
+    assert serial.compute_s == flat.compute_s

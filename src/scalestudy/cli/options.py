@@ -59,7 +59,9 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "foreach=False, transformers AdamW) | per-tensor-rms (nanoT5 AdamWScale, 2 host "
                                    "syncs per tensor) | per-tensor-fp16 (2019 FP16_Optimizer: Megatron-LM 2019, "
                                    "early apex; 9 kernels + 2 host syncs per tensor) | per-tensor-hf (HF Trainer on torch 1.x: "
-                                   "AdamW + clip + zero_grad, 10 kernels per tensor); cost model only.")
+                                   "AdamW + clip + zero_grad, 10 kernels per tensor) | deepspeed-serial "
+                                   "(DeepSpeed ZeRO-1/2 before v0.13.2: overflow sum + norm .item() per gradient "
+                                   "tensor of the rank's partition, 4 kernels + 2 host syncs); cost model only.")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

@@ -117,13 +117,16 @@ def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -
     """An unfused optimizer loop's seconds per step (step.optimizer_loop_s) over the stage's `psi` parameters and
     its `tensors` (price_stage's zero3_tensors: zero3.zero3_gathers counts the stage's blocks' tensors, the
     embeddings, final norms and position biases): each rank steps its shard of every tensor, DDP +
-    ZeroRedundancyOptimizer the 1/dp of the tensors it owns, DeepSpeed ZeRO-1/2/3 one flat partition; none with the
+    ZeroRedundancyOptimizer the 1/dp of the tensors it owns, DeepSpeed ZeRO-1/2/3 one flat partition (its
+    deepspeed-serial overflow / norm checks: the gradient tensors of the rank's partition); none with the
     optimizer offloaded (CPU Adam)."""
     st, lay = cfg.st, cfg.layout
     if st.optimizer_loop == "engine" or st.offload_optimizer != "none":
         return 0.0
     sharded = st.engine == "fsdp" or st.zero >= 1
-    if st.engine == "deepspeed" and st.zero >= 1:
+    if st.engine == "deepspeed" and st.zero in (1, 2) and st.optimizer_loop == "deepspeed-serial":
+        tensors = min(tensors, math.ceil(tensors / lay.dp) + 1)  # its 1/dp of the tensors + the one cut at its start
+    elif st.engine == "deepspeed" and st.zero >= 1:
         tensors = 1
     elif st.engine == "ddp" and st.zero == 1:
         tensors = math.ceil(tensors / lay.dp)

@@ -99,6 +99,14 @@ OPTIMIZER_LOOPS = {
     # tensor (r4 w4), and model.zero_grad() (set_to_none False before torch 2.0): a zero_ per tensor (w4). No sync per
     # tensor: GradScaler's unscale_ is one foreach kernel per dtype and reads found_inf back once per step.
     "per-tensor-hf": ((10, 0), 88.0),
+    # DeepSpeed ZeRO-1/2 (runtime/zero/stage2.py v0.3.0-0.5.x, stage_1_and_2.py to v0.13.1; not legacy_stage1, not
+    # offloaded): the optimizer itself steps one flat fp32 partition, but before it, per gradient tensor of the
+    # rank's partition (averaged_gradients: the rank's 1/dp slice of each param group, so ~tensors/dp + the tensor
+    # cut at its start; stage_terms), has_overflow_partitioned_grads_serial -> _has_inf_or_nan's
+    # `float(x.float().sum())` (cast r2 w4, sum r4; sync 1) and get_grad_norm_direct's `g.data.double().norm(2)`
+    # then `.item()` (cast r2 w8, norm r8; sync 2): 4 kernels, 2 syncs, 28 B beyond the flat update's 30.
+    # Replaced by on-device reductions in #4974 (v0.13.2, norm) and #5115 (v0.13.3, overflow), 2024-02.
+    "deepspeed-serial": ((4, 2), 58.0),
 }
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.

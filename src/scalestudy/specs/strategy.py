@@ -79,9 +79,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      tensor also the RMS step scale, read back to the host twice), "per-tensor-fp16" (2019 fp16 master
                      weights: Megatron-LM 2019's / early apex FP16_Optimizer with a per-tensor FusedAdam -- per
                      tensor the grad zeroing, an overflow sum and a clip norm each read back to the host, master-grad
-                     copy, unscale, Adam, copy back to fp16) or "per-tensor-hf" (HF Trainer on torch 1.x:
+                     copy, unscale, Adam, copy back to fp16), "per-tensor-hf" (HF Trainer on torch 1.x:
                      transformers' AdamW plus clip_grad_norm_'s norm and scale and zero_grad's zero_ per tensor, no
-                     host sync). Cost model only: `train` runs "engine".
+                     host sync) or "deepspeed-serial" (DeepSpeed ZeRO-1/2 v0.3-v0.13.1: a flat fused step after an
+                     overflow sum and a norm per gradient tensor of the rank's partition, each read back to the
+                     host). Cost model only: `train` runs "engine".
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
@@ -118,7 +120,8 @@ GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf")  # loss kernel (memory.logits_bytes)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
-OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf")  # costmodel/step.py
+OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
+                   "deepspeed-serial")  # costmodel/step.py
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
