@@ -3,6 +3,7 @@
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.params import params_per_device
 from scalestudy.costmodel.memory import (activation_parts, block_gradient_bytes, eager_composed_gelu,
                                          layer_activation_bytes, logits_bytes, model_states, zero_model_states)
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
@@ -248,9 +249,11 @@ def test_zero3_gathers_modules_not_blocks():
                     d_ff=4 * d, ffn="gelu", tie_word_embeddings=True, max_position_embeddings=1024)
     assert zero3_gathered_elems(gpt, 1e12, 1, 5e7) == pytest.approx(2 * (4 * d * d + 4 * d) + 5e7)
     assert zero3_gathered_elems(gpt, 1e12, 1, 5e7) < 12 * d * d  # less than one block (~12 d^2)
-    # a small model: the vocabulary embedding is the largest module
+    # a small model: stage3_max_reuse_distance (1e9) keeps every module gathered from its forward into the
+    # backward (partitioned_param_coordinator __params_to_release; zero3.zero3_reuse), so the whole model is held
     t5 = get_model("t5-small")
-    assert zero3_gathered_elems(t5, 1e9, 1, 0) == 2 * t5.vocab_size * t5.d_model
+    psi = params_per_device(t5, 1, 1)
+    assert zero3_gathered_elems(t5, psi, 1, 0) == psi
 
 
 def test_nemotron_squared_relu_ffn_stores_two_4d_tensors():

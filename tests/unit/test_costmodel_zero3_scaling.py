@@ -151,3 +151,44 @@ def test_seed_finding_with_cli_defaults_zero2_beats_zero3_wherever_both_fit(accu
                 checked += 1
                 assert est[2].step_s < est[3].step_s, (nodes, mb, est[2].step_s, est[3].step_s)
     assert checked >= 16  # reached 18 of 20: micro-batch 16 fits from 4 nodes on
+
+
+# DeepSpeed ZeRO-3's stage3_max_reuse_distance (default 1e9 elements, engines.yaml stage3_max_reuse_elems):
+# partitioned_param_coordinator.__params_to_release keeps a module gathered when it recurs in the trace before that
+# many elements are traversed -- its backward (or recompute) use follows about twice the elements after it in the
+# forward. A small model keeps everything: no backward gathers. A big one keeps only its last modules.
+def test_zero3_reuse_distance_keeps_a_small_model_and_a_big_models_tail():
+    from scalestudy.costmodel.zero3 import zero3_reuse
+
+    reuse = engine_table()["deepspeed"].stage3_max_reuse_elems
+    assert reuse == 1e9
+    for name in ("t5-base", "gpt2"):
+        spec = get_model(name)
+        for recompute in ("none", "full"):
+            r = zero3_reuse(spec, 1, recompute, reuse)
+            assert r.backward_elems == 0 and r.kept_elems == pytest.approx(r.forward_elems), (name, recompute)
+        # no reuse distance: released after every use, gathered again for the backward and for the recompute
+        assert zero3_reuse(spec, 1, "none", 0).backward_elems == pytest.approx(zero3_reuse(spec, 1, "none", 0)
+                                                                               .forward_elems)
+        none, full = zero3_reuse(spec, 1, "none", 0), zero3_reuse(spec, 1, "full", 0)  # blocks recompute
+        assert none.forward_elems < full.backward_elems < 2 * full.forward_elems
+    big = zero3_reuse(get_model("llama-70b"), 1, "none", reuse)  # 69e9 elements per rank
+    assert 0.5e9 * 0.5 < big.kept_elems <= 0.5e9 + 1e9  # the untied head and the last block or so (~reuse / 2)
+    assert big.backward_elems == pytest.approx(big.forward_elems - big.kept_elems)
+    # a full recompute re-gathers a released block once when a block is under ~reuse / 2 (llama-7b: 0.2e9): the
+    # recompute's gathers are held into its backward; llama-70b's 0.86e9 blocks release their first Linears again
+    mid = {rc: zero3_reuse(get_model("llama-7b"), 1, rc, reuse) for rc in ("none", "full")}
+    assert mid["full"].backward_elems < 1.05 * mid["none"].backward_elems
+    assert big.backward_elems < zero3_reuse(get_model("llama-70b"), 1, "full", reuse).backward_elems
+    # through estimate: GPT-2 XL ZeRO-3 on 2 nodes gathers its kept tail (~0.5e9 elements) once and holds it (bf16)
+    cluster, work = make_cluster("a100-80gb", 2, 8), Workload(global_batch=128, seq_len=1024)
+    table = engine_table()
+    est = estimate(get_model("gpt2-xl"), cluster, Strategy(zero=3, micro_batch=4), work)
+    try:
+        table["deepspeed"] = dataclasses.replace(table["deepspeed"], stage3_max_reuse_elems=0.0)
+        released = estimate(get_model("gpt2-xl"), cluster, Strategy(zero=3, micro_batch=4), work)
+    finally:
+        table["deepspeed"] = dataclasses.replace(table["deepspeed"], stage3_max_reuse_elems=reuse)
+    assert est.dp_comm_total_s < released.dp_comm_total_s and est.step_s < released.step_s
+    tail, largest = zero3_reuse(get_model("gpt2-xl"), 1, "none", reuse).kept_elems, 50257 * 1600  # (the embedding)
+    assert est.memory.buffers - released.memory.buffers == pytest.approx(2 * (tail - largest))

@@ -33,7 +33,7 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import fused_linear_chunk_tokens
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
-from scalestudy.costmodel.zero3 import _block_modules
+from scalestudy.costmodel.zero3 import _block_modules, zero3_reuse
 from scalestudy.specs.model import ModelSpec
 
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
@@ -224,12 +224,15 @@ def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: 
     tensors it owns directly -- a Linear, an embedding, not a whole block) and what the coordinator prefetches:
     whole tensors of the next modules until the prefetch bucket is reached, so at most the bucket plus one tensor
     (partitioned_param_coordinator.py fetch_sub_module, v0.6.2 .. 0.19: `while numel_prefetching <
-    max_params_to_prefetch`). Each is released after its module's use (the modules of one pass are not reused
-    within stage3_max_reuse_distance). Bounded by the largest module (a block's widest Linear, or the vocabulary
-    embedding / head)."""
+    max_params_to_prefetch`). Modules that stage3_max_reuse_distance keeps gathered from their forward into the
+    backward (zero3.zero3_reuse: every module of a model under ~reuse/2 elements per rank, else the last blocks and
+    the head) are all held when the backward starts, the first of them being computed, with the prefetch of the next
+    ones not held (bucket plus one tensor); the others are released after their module's use. The largest module (a
+    block's widest Linear, or the vocabulary embedding / head) bounds the tensor being computed or prefetched."""
     blocks = [sum(m) for decoder in (False, True) for m in _block_modules(model, decoder, tp)]
     largest = max(*blocks, model.vocab_size * model.d_model / tp)
-    return min(psi, 2 * largest + prefetch_elems)
+    kept = zero3_reuse(model, tp, "none", engine_comm("deepspeed").stage3_max_reuse_elems).kept_elems
+    return min(psi, max(kept, largest) + largest + prefetch_elems)
 
 
 # ---------------------------------------------------------------------------------------------- activations

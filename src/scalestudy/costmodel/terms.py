@@ -20,7 +20,7 @@ from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, 
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, pass_launch_s, zero3_gathers
+from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, pass_launch_s, zero3_gathers, zero3_reuse
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -43,6 +43,7 @@ class _Shape:
     zero3: Zero3Gathers | None = None  # what DeepSpeed ZeRO-3 gathers per pass (costmodel/zero3.py)
     root_elems: int = 0  # parameters outside the blocks on a rank (embeddings, untied head, final norms; pp 1)
     launches: tuple[float, float] = (0.0, 0.0)  # host seconds of the stage's kernel launches per pass (GPU; zero3.py)
+    model: object = None  # the ModelSpec (pp 1: DeepSpeed ZeRO-3's reuse distance walks its module trace, zero3.py)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -83,6 +84,7 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
         root_elems=_root_elems(model, tp) if pp == 1 else 0,
         launches=(0.0, 0.0) if dev.kind == "cpu" else pass_launch_s(model, st.kernels, flash, cal.kernel_overhead_s,
                                                                      max(split), recompute),
+        model=model if pp == 1 else None,
     )
     _SHAPES[key] = (model, dev, shape, cal)
     return shape
@@ -255,6 +257,12 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
     if st.recompute == "full" and eng.regather_on_recompute:
         bwd_gathers += 1
+    hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
+    if st.engine == "deepspeed" and shape.zero3 is not None and shape.model is not None and not cpu:
+        # stage3_max_reuse_distance: modules kept gathered from their forward to their backward are not gathered
+        # again (a small model's are all kept), a recompute's gathers are held into the backward (zero3.zero3_reuse)
+        reuse = zero3_reuse(shape.model, tp, st.recompute, eng.stage3_max_reuse_elems)
+        bwd_gathers = reuse.backward_elems / max(1.0, z.gathered_elems)
     fsdp_ends = st.engine == "fsdp" and bool(shape.root_elems)
     ends = ends_bw = (0.0, 0.0)
     if fsdp_ends and not cpu:
@@ -270,7 +278,7 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
         launch_f, launch_b = shape.launches  # the same host thread dispatches the pass's kernels
         host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1) + launch_f
-        host_b = hook_host_s(shape.zero3, eng.fetch_host_s, bwd_gathers) + launch_b
+        host_b = hook_host_s(shape.zero3, eng.fetch_host_s, hook_passes) + launch_b
     fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
     slow = cluster.device.compute_slowdown_under_comm
 

@@ -2,8 +2,8 @@
 whole on every rank (never partitioned, never all-gathered).
 
 DeepSpeed (runtime/zero/parameter_offload.py, `mark_persistent_parameters`): every parameter tensor with
-`ds_numel <= param_persistence_threshold` (default 100,000; engine/settings.py does not set it, so training runs
-with the default) is marked `ds_persist` and kept unpartitioned; the module hooks fetch only the others. A module
+`ds_numel <= param_persistence_threshold` (default 100,000; engine/settings.py sets it from engines.yaml, the
+default) is marked `ds_persist` and kept unpartitioned; the module hooks fetch only the others. A module
 whose parameters are all persistent is not fetched at all. On a small model (gpt2-tiny: d 128, every block tensor
 <= 65,536 elements) only the embedding is gathered; on a large one only the norms and biases stay whole.
 FSDP has no such threshold: it gathers every flat parameter.
@@ -163,3 +163,83 @@ def pass_launch_s(m: ModelSpec, kernels: str, flash: bool, kernel_overhead_s: fl
     fwd = kernel_overhead_s * (le * enc_f + ld * dec_f) * share
     bwd = kernel_overhead_s * (le * enc_b + ld * dec_b) * share
     return fwd, bwd + (fwd if recompute == "full" else 0.0)
+
+
+@dataclass(frozen=True)
+class Zero3Reuse:
+    """What DeepSpeed ZeRO-3's reuse distance keeps gathered on a model-parallel rank (pp 1), per micro-batch."""
+
+    forward_elems: float  # partitioned elements the forward gathers
+    backward_elems: float  # partitioned elements the backward gathers again (and, under a full recompute, its forwards)
+    kept_elems: float  # partitioned elements still gathered when the backward starts (held from their forward use)
+
+
+def _forward_modules(m: ModelSpec, tp: int) -> list[tuple[object, list[float], int]]:
+    """The forward's parameter-owning modules in call order: (parameter key, tensor elements, block index or -1). A
+    tied head is the embedding's tensor again (same key); T5 calls its shared embedding once per stack."""
+    pc = param_breakdown(m)
+    emb = ("emb", [m.vocab_size * m.d_model / tp])
+    out = [(*emb, -1)]
+    if m.family == "gpt2":
+        out.append(("wpe", [pc.embedding - m.vocab_size * m.d_model], -1))
+    stacks = [(False, m.num_layers), (True, m.num_decoder_layers)] if m.is_encoder_decoder else [(True, m.num_layers)]
+    block = 0
+    for n_stack, (decoder, layers) in enumerate(stacks):
+        if n_stack:
+            out.append((*emb, -1))
+        for _ in range(layers):
+            out += [((block, j), mod, block) for j, mod in enumerate(_block_modules(m, decoder, tp))]
+            block += 1
+        out.append((("norm", n_stack), [m.d_model], -1))
+    out.append(("head", [pc.lm_head / tp], -1) if pc.lm_head else (*emb, -1))
+    return out
+
+
+@lru_cache(maxsize=None)
+def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
+                threshold: int | None = None) -> Zero3Reuse:
+    """DeepSpeed ZeRO-3's release rule walked over one micro-batch's module trace (partitioned_param_coordinator.py,
+    0.10-0.19: once the trace is complete -- from the third micro-step -- release_sub_module releases a module's
+    parameters only when none recurs among the following modules of the trace before `stage3_max_reuse_distance`
+    elements are traversed, counting every module's own tensors whole, persistent ones too, __params_to_release).
+    The trace: the forward, then the backward in reverse; under a full recompute (Hugging Face checkpointing) each
+    block's forward runs again just before its backward. So a module is kept from its forward to its backward when
+    about twice the elements after it in the forward are under the distance: the last blocks (and an untied head) of
+    any model, every module of a model under ~reuse/2 elements per rank. A kept module is gathered once per
+    micro-batch; the others again for the backward (and for the recompute). The trace ends with the backward, so
+    nothing is kept across micro-batches. `reuse_elems` <= 0: every module released after use."""
+    if threshold is None:
+        threshold = engine_comm("deepspeed").param_persistence_threshold
+    fwd = _forward_modules(m, tp)
+    trace = [(key, ts, True) for key, ts, _ in fwd]
+    bwd = list(reversed(fwd))
+    i = 0
+    while i < len(bwd):  # backward, with each block's recompute forward before it
+        key, ts, blk = bwd[i]
+        run = [x for x in bwd[i:] if x[2] == blk] if blk >= 0 else [bwd[i]]
+        if blk >= 0 and recompute == "full":
+            trace += [(k, t, False) for k, t, _ in reversed(run)]
+        trace += [(k, t, False) for k, t, _ in run]
+        i += len(run)
+    numel = [sum(ts) for _, ts, _ in trace]
+    before = [0.0]
+    for n in numel:
+        before.append(before[-1] + n)
+    next_at, last = [len(trace)] * len(trace), {}
+    for i in range(len(trace) - 1, -1, -1):
+        next_at[i] = last.get(trace[i][0], len(trace))
+        last[trace[i][0]] = i
+    held: dict = {}
+    gathered = [0.0, 0.0]
+    kept = 0.0
+    for i, (key, ts, forward) in enumerate(trace):
+        part = sum(x for x in ts if x > threshold)
+        if key not in held and part:
+            gathered[0 if forward else 1] += part
+            held[key] = part
+        j = next_at[i]  # the coordinator reaches module j when the modules between stay under the distance
+        if j == len(trace) or before[j] - before[i + 1] >= reuse_elems:
+            held.pop(key, None)
+        if forward and (i + 1 == len(trace) or not trace[i + 1][2]):
+            kept = sum(held.values())
+    return Zero3Reuse(gathered[0], gathered[1], kept)
