@@ -25,7 +25,8 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 FILE_NAMES = {"deepspeed": "ds_config.json", "fsdp": "fsdp_config.json", "ddp": "ddp_config.json"}
 DS_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}  # DeepSpeed's names (communication / accumulation)
 # DeepSpeed ZeRO-3 limits the cost model has no term for, at DeepSpeed 0.19's defaults, explicit: no cap on live
-# gathered parameters below 1e9 (memory.zero3_gathered_elems bounds the gathered set by the prefetch bucket only)
+# gathered parameters below 1e9 (it bounds prefetch only; memory.zero3_gathered_elems holds the modules the reuse
+# distance keeps, under 1e9 by construction, plus the prefetch bucket)
 # and one optimizer sub-group below 1e9 parameters per rank (terms.optimizer_offload steps the partition at once).
 ZERO3_MAX_LIVE_PARAMETERS = 10**9
 ZERO3_SUB_GROUP_SIZE = 10**9
