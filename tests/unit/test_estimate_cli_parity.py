@@ -91,6 +91,7 @@ def estimate_argv(r: dict, folder) -> list[str]:
     # choices plan searches unless told: stated, as a paper states them
     software.setdefault("offload_optimizer", "none")
     software.setdefault("offload_params", "none")
+    software.setdefault("recompute_early_stop", "engine")  # plan's own default is what `train` runs
     if r.get("pp", 1) > 1:
         software.setdefault("pp_schedule", "1f1b")
     for name, value in software.items():

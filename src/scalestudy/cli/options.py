@@ -38,6 +38,12 @@ RECOMPUTE_EARLY_STOP = typer.Option("engine", "--recompute-early-stop",
                                          "projection: engine (on for fsdp: PyTorch >= 2.1 non-reentrant checkpoint; "
                                          "off for Megatron / DeepSpeed's reentrant ones) | on | off. train runs on "
                                          "(plan prices its candidates so); off is cost model only.")
+PLAN_RECOMPUTE_EARLY_STOP = typer.Option("train", "--recompute-early-stop",
+                                         help="Under --recompute full, stop the re-run before each block's FFN "
+                                              "output projection: train (what `train` runs: on for deepspeed, fsdp, "
+                                              "ddp; the engine's own for megatron / internlm) | engine (the published "
+                                              "software's: on for fsdp, off for Megatron / DeepSpeed) | on | off "
+                                              "(engine / off: a what-if, priced as given).")
 CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                              help="Loss kernel over the logits (memory and its passes' time): engine (fp32 copies: "
                                   "torch, Megatron-LM before 2024-06) | inplace (Megatron-Core's in-place fp32 "

@@ -14,7 +14,7 @@ import typer
 from scalestudy.cli import app
 from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
                                     OPTIMIZER_LOOP,
-                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, ZERO1_ALL_REDUCE,
+                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, ZERO1_ALL_REDUCE,
                                     TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
@@ -220,7 +220,7 @@ def plan(
     zero1_all_reduce: bool = ZERO1_ALL_REDUCE,
     kernels: str = KERNELS,
     grad_reduce: str = GRAD_REDUCE,
-    recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
+    recompute_early_stop: str = PLAN_RECOMPUTE_EARLY_STOP,
     cross_entropy: str = CROSS_ENTROPY,
     attention_kernel: str = ATTENTION_KERNEL,
     optimizer_dtype: str = OPTIMIZER_DTYPE,

@@ -32,8 +32,9 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `zero1_all_reduce`, `kernels`,
 `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`, `optimizer_loop`) are carried
-into every Strategy -- `recompute_early_stop` "engine" as the value `train` runs on train's engines (on:
-specs/run.as_trained), so a candidate is priced as the run its emitted config makes; sequence parallelism only
+into every Strategy -- `recompute_early_stop` left at "train" as the value `train` runs on train's engines (on:
+specs/run.as_trained), so a candidate is priced as the run its emitted config makes, and a value the user names
+(a published run's software) as given; sequence parallelism only
 where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points are planned
 without it).
 """
@@ -51,6 +52,8 @@ from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
                                       resolve_layout)
+
+TRAINED = "train"  # Constraints.recompute_early_stop's default: price each candidate with the value train runs
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Constraints:
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
     # megatron, searched only when --engine names it
     grad_reduce: str = "engine"
-    recompute_early_stop: str = "engine"
+    recompute_early_stop: str = TRAINED  # "train": the value train runs (specs/run.as_trained); else as given
     cross_entropy: str = "engine"
     attention_kernel: str = "engine"
     optimizer_dtype: str = "engine"
@@ -94,7 +97,7 @@ class Constraints:
         if any(v < 2 for v in self.virtual_stages):
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
         for name, choices in (("attention", ATTENTIONS), ("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES),
-                              ("cross_entropy", CROSS_ENTROPIES), ("recompute_early_stop", EARLY_STOPS),
+                              ("cross_entropy", CROSS_ENTROPIES), ("recompute_early_stop", (*EARLY_STOPS, TRAINED)),
                               ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", OPTIMIZER_LOOPS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
@@ -303,6 +306,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
     lengths = (workload.seq_len, _decoder_len(model, workload))
+    named = constraints.recompute_early_stop != TRAINED
+    early_stop = constraints.recompute_early_stop if named else "engine"
+    trained = (lambda s: s) if named else as_trained
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))
@@ -351,8 +357,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
                                 group.append(Point(group[0].strategy.with_micro_batch(mb), nodes, dp, accum))
                                 continue
-                            # as_trained: the checkpoint early stop train's engines run, not the published one's
-                            strategy = as_trained(Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
+                            # as_trained: the checkpoint early stop train's engines run, not the published one's,
+                            # unless the user named a value (a published run's software: a what-if, as given)
+                            strategy = trained(Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
                                                 offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
                                                 precision=constraints.precision, attention=constraints.attention,
                                                 sequence_parallel=sp,
@@ -364,7 +371,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                 zero1_all_reduce=constraints.zero1_all_reduce,
                                                 kernels=constraints.kernels,
                                                 grad_reduce=constraints.grad_reduce,
-                                                recompute_early_stop=constraints.recompute_early_stop,
+                                                recompute_early_stop=early_stop,
                                                 cross_entropy=constraints.cross_entropy,
                                                 attention_kernel=constraints.attention_kernel,
                                                 optimizer_dtype=constraints.optimizer_dtype,
