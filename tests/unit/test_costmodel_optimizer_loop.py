@@ -65,6 +65,12 @@ def test_estimate_adds_it_to_the_optimizer_step_once_per_step_over_the_ranks_ten
 def test_unknown_loop_is_refused_in_one_line():
     with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'foreach'"):
         Strategy(engine="ddp", optimizer_loop="foreach")
+    # DeepSpeed's serial overflow / norm checks describe its ZeRO optimizer only (estimate and plan alike)
+    with pytest.raises(ScalestudyError, match="deepspeed-serial describes DeepSpeed's ZeRO optimizer"):
+        Strategy(engine="ddp", optimizer_loop="deepspeed-serial")
+    from scalestudy.plan.space import Constraints
+    with pytest.raises(ScalestudyError, match="it needs --engine deepspeed"):
+        Constraints(engines=("deepspeed", "fsdp"), optimizer_loop="deepspeed-serial")
     # every value the Strategy (so estimate / plan / YAML) accepts is priced: one list of names in each place
     assert set(strategy_loops) == {"engine", *OPTIMIZER_LOOPS}
 

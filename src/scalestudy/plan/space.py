@@ -114,6 +114,9 @@ class Constraints:
         if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer: "
                                   "it needs --engine megatron")
+        if self.optimizer_loop == "deepspeed-serial" and set(self.engines) != {"deepspeed"}:
+            raise ScalestudyError("--optimizer-loop deepspeed-serial describes DeepSpeed's ZeRO optimizer: it needs "
+                                  "--engine deepspeed")
         for z in self.zero:
             if z not in (0, 1, 2, 3):
                 raise ScalestudyError(f"zero stage must be 0-3, got {z}")

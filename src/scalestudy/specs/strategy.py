@@ -192,6 +192,9 @@ class Strategy:
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
+        if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
+            raise ScalestudyError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
+                                  f"overflow and norm checks), not {self.engine}")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
                      "zero1_all_reduce"):
             if not isinstance(getattr(self, name), bool):
