@@ -176,7 +176,8 @@ def _print_estimate(est) -> None:
     t.add_row("fits", "[green]yes[/]" if d["fits"] else "[red]NO (out of memory)[/]")
     console.print(t)
     console.print("memory total = tensors at the step's peak (torch max_memory_allocated) + overhead (CUDA context, "
-                  "which nvidia-smi counts); max_memory_reserved and nvidia-smi also hold the allocator's cache")
+                  "which nvidia-smi counts); max_memory_reserved and nvidia-smi also hold the allocator's cache, "
+                  "nvidia-smi NCCL's and cuBLAS's buffers too (~1 GB per rank on NVSwitch nodes)")
 
     t = Table(title="Step time (per optimizer step)", show_header=True)
     t.add_column("part")

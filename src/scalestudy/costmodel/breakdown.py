@@ -37,7 +37,8 @@ UNITS = {
     "hfu": "fraction (not %): hardware FLOP/s per device / dense peak of the precision",
     "memory": "bytes (not GiB)",
     "memory.per_device_bytes": "tensor_peak_bytes + parts.overhead (the CUDA-context allowance): nvidia-smi's kind of "
-                               "figure, less the caching allocator's cached blocks (memory.Memory.total)",
+                               "figure, less the caching allocator's cached blocks and NCCL's / cuBLAS's own buffers "
+                               "(memory.Memory.total; memory.device_total_bytes adds the buffers)",
     "memory.tensor_peak_bytes": "tensors alive at the step's highest moment (backward or optimizer step): what "
                                 "torch.cuda.max_memory_allocated counts; max_memory_reserved adds the allocator's cache",
 }

@@ -20,8 +20,9 @@ with the activations freed and the step's temporaries allocated (`step_temporary
 `Memory.tensor_peak` is what torch.cuda.max_memory_allocated counts; `total` adds the CUDA context (`overhead`), as
 nvidia-smi does. Not counted: the caching allocator's cached free blocks (max_memory_reserved and nvidia-smi read
 them; the allocator releases them and retries before it reports out of memory, c10/cuda/CUDACachingAllocator.cpp
-malloc: release_available_cached_blocks / release_cached_blocks, so they do not decide 'fits'), NCCL's own buffers,
-and a model loaded whole onto the device before it is sharded (see `peak_transient`).
+malloc: release_available_cached_blocks / release_cached_blocks, so they do not decide 'fits'), NCCL's and cuBLAS's
+own buffers (`device_total_bytes` adds them for what nvidia-smi reads) and a model loaded whole onto the device before
+it is sharded (see `peak_transient`).
 """
 
 from __future__ import annotations
@@ -555,3 +556,105 @@ def overhead_bytes(device) -> float:
     """Per-process framework memory (CUDA context and workspaces, or a CPU rank's imports): the device YAML's
     process_memory_bytes."""
     return device.process_memory_bytes
+
+
+# ------------------------------------------------------------------ device total: what nvidia-smi reads beyond it
+# `Memory.total` is tensors + the CUDA context (`overhead`: the device YAML's process_memory_bytes, 1 GiB on a GPU;
+# pytorch#86509 measured 666,632,192 B for torch's own kernels loaded eagerly, 287 MB lazily -- CUDA >= 11.7 --
+# and CUDA < 11.7 loads every kernel of cuBLAS / cuDNN too, '>1000MB' (pytorch#107667): the allowance is a floor
+# there). nvidia-smi also counts memory the caching allocator never hands out as tensors: NCCL's communicator buffers
+# (cudaMalloc'd by NCCL itself) and cuBLAS's workspace. Those are `device_total_bytes`, compared with the measured
+# rows that read nvidia-smi (published.py memory_row); `total` and 'fits' are unchanged. The allocator's cached free
+# blocks are not priced: how many it keeps depends on the order of allocations (no constant to cite), and it frees
+# them before it reports out of memory (module docstring).
+
+# One NCCL connection's buffers, one per protocol (NCCL 2.10.3 -- the version BigScience's Jean Zay logs print,
+# bigscience experiments/bandwidth/all_reduce_bench-a100-n4.txt 'NCCL version 2.10.3+cuda11.3'; src/init.cc
+# DEFAULT_BUFFSIZE / DEFAULT_LL_BUFFSIZE / DEFAULT_LL128_BUFFSIZE from src/include/devcomm.h; transport/p2p.cc puts
+# all three on the receiving side, the Simple one on the sender under P2P read: one set per connection either way)
+NCCL_SIMPLE_BYTES = 1 << 22  # DEFAULT_BUFFSIZE, 4 MiB (NCCL_BUFFSIZE)
+NCCL_LL_BYTES = 8 * 512 * 8 * 16  # NCCL_LL_LINES_PER_THREAD x NCCL_LL_MAX_NTHREADS x NCCL_STEPS x 16 B fifo line
+NCCL_LL128_BYTES = 120 * 640 * 8 * 8  # NCCL_LL128_ELEMS_PER_THREAD x NCCL_LL128_MAX_NTHREADS x NCCL_STEPS x 8 B
+NCCL_CONNECTION_BYTES = NCCL_SIMPLE_BYTES + NCCL_LL_BYTES + NCCL_LL128_BYTES  # 9,633,792 B
+# Channels per communicator: within one NVSwitch node NCCL builds 24 rings (nccl-tests#100, HGX A100 8-GPU, NCCL
+# log 'Channel 23/24 ... via P2P/IPC/read'); across Jean Zay's A100 nodes 2 (the BigScience log above, 32 ranks on
+# 4 nodes: '2 coll channels, 2 p2p channels, 1 p2p channels per peer').
+NCCL_CHANNELS_INTRA_NODE = 24
+NCCL_CHANNELS_INTER_NODE = 2
+NCCL_P2P_CHANNELS_PER_PEER = 1
+# torch's cuBLAS workspace per handle and stream (docs notes/cuda.rst 'cuBLAS workspaces'; CublasHandlePool.cpp
+# default ':4096:2:16:8' = 2 x 4096 + 8 x 16 KiB, 32 MiB on Hopper): one compute stream runs the GEMMs
+CUBLAS_WORKSPACE_BYTES = {"default": (2 * 4096 + 8 * 16) * 1024, "hopper": 4096 * 8 * 1024}
+
+
+def nccl_communicator_bytes(ranks: int, intra_node: bool) -> float:
+    """Device bytes one NCCL communicator of `ranks` ranks holds on a member: NCCL 2.10 connects a ring and a tree on
+    every channel at init (init.cc initTransportsRank): the ring's previous rank (1 connection) and the tree's parent
+    and child (1 more for 2 ranks, 2 for more), each one `NCCL_CONNECTION_BYTES`. Checked against nccl#964 (4 A100
+    with NVLink, one 4 MB all-reduce per group): 544 MB for a 2-rank group, 688 MB for 3-4 ranks; this gives 462 / 694.
+    Across nodes the network connections are counted on the device too (GPUDirect RDMA; without it -- Jean Zay's log
+    says NET/IB, not NET/IB/GDRDMA -- net.cc keeps them in host memory: an upper bound there, 58 MB a communicator)."""
+    if ranks < 2:
+        return 0.0
+    channels = NCCL_CHANNELS_INTRA_NODE if intra_node else NCCL_CHANNELS_INTER_NODE
+    return channels * (2 if ranks == 2 else 3) * NCCL_CONNECTION_BYTES
+
+
+def nccl_p2p_bytes() -> float:
+    """A pipeline neighbour's send/recv connections (both directions: activations forward, gradients back) on
+    NCCL's p2p channels to that peer (1 per peer in the Jean Zay log above; all protocols' buffers,
+    transport/p2p.cc)."""
+    return 2 * NCCL_P2P_CHANNELS_PER_PEER * NCCL_CONNECTION_BYTES
+
+
+def rank_communicators(st, dp: int, gpus_per_node: int) -> list[tuple[int, bool, bool]]:
+    """(ranks, within one node, carries pipeline send/recv) of every NCCL communicator a first-stage rank uses; torch
+    ProcessGroupNCCL creates one lazily per group at its first collective, so only the groups a step touches count.
+    Rank order is tp fastest, then dp, then pp (Megatron / DeepSpeed's PipeModelDataParallelTopology). Every run: the
+    world group (barriers, the loss and timer reductions), its tensor- and data-parallel groups. DeepSpeed's pipeline
+    engine (pipe/engine.py) also reduces over the pipe group (_aggregate_total_loss broadcast) and the model-parallel
+    group (tp x pp: the gradient norm, runtime/utils.py get_global_norm with mpu), all-reduces the tied embedding's
+    gradient in a first+last stage group (PipelineModule tied_comms), and sends activations with dist.send/recv
+    (pipe/p2p.py, torch >= 1.8), for which ProcessGroupNCCL makes a 2-rank communicator per neighbour pair. Its grid
+    (pipe/topology.py PipelineParallelGrid, v0.5-0.6) makes its own groups with dist.new_group, so under tp > 1 the
+    tensor-parallel ranks share two communicators: Megatron's mpu group (the layers' all-reduces) and the grid's
+    slice group (the partitioned activations' and gradients' all-gathers, PartitionedTensor.full, every micro-batch).
+    Megatron's own pipelines keep one set of groups (parallel_state: embedding group, p2p on the pipe group)."""
+    tp, pp = st.tp, st.pp
+    world = tp * dp * pp
+    groups: list[tuple[int, bool, bool]] = [(world, world <= gpus_per_node, False)]
+    if tp > 1 and tp < world:
+        groups.append((tp, tp <= gpus_per_node, False))
+    if dp > 1 and dp < world:
+        groups.append((dp, tp * dp <= gpus_per_node, False))
+    if pp > 1:
+        intra = world <= gpus_per_node
+        groups.append((pp, intra, False))
+        if tp > 1:
+            groups.append((tp * pp, intra, False))
+            if st.engine == "deepspeed":
+                groups.append((tp, tp <= gpus_per_node, False))  # the grid's slice group
+        groups.append((2, tp * dp * (pp - 1) < gpus_per_node, False))  # tied embedding: first + last stage
+        groups.append((2, tp * dp < gpus_per_node, True))  # the next stage's send/recv pair
+    return groups
+
+
+def nccl_buffer_bytes(st, dp: int, gpus_per_node: int, device) -> float:
+    """NCCL's device buffers on one rank: its communicators (`rank_communicators`), 0 on CPU ranks (gloo)."""
+    if device.kind == "cpu":
+        return 0.0
+    return sum(nccl_communicator_bytes(n, intra) + (nccl_p2p_bytes() if p2p else 0.0)
+               for n, intra, p2p in rank_communicators(st, dp, gpus_per_node))
+
+
+def cublas_workspace_bytes(device) -> float:
+    """torch's cuBLAS workspace on the compute stream (CUBLAS_WORKSPACE_BYTES), 0 on CPU ranks."""
+    if device.kind == "cpu":
+        return 0.0
+    return CUBLAS_WORKSPACE_BYTES["hopper" if device.name.startswith(("h100", "h200", "gh200")) else "default"]
+
+
+def device_total_bytes(mem: Memory, st, dp: int, gpus_per_node: int, device) -> float:
+    """What nvidia-smi shows at the step's peak: `Memory.total` (tensors + CUDA context) + NCCL's buffers + cuBLAS's
+    workspace (the allocator's cache aside: block comment above)."""
+    return mem.total + nccl_buffer_bytes(st, dp, gpus_per_node, device) + cublas_workspace_bytes(device)

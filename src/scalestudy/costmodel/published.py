@@ -16,7 +16,8 @@ import yaml
 
 from scalestudy.costmodel.constants import FITTED, Calibration, stored
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.memory import activation_parts, layer_activation_bytes, zero_model_states
+from scalestudy.costmodel.memory import (activation_parts, device_total_bytes, layer_activation_bytes,
+                                        zero_model_states)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import ModelSpec, from_shape
@@ -119,7 +120,7 @@ def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Ro
 MEASURED_AS = {
     "allocated": "max_memory_allocated: tensors; predicted: tensors, no CUDA context",
     "reserved": "max_memory_reserved: tensors + allocator cache; predicted: tensors, no CUDA context",
-    "device": "nvidia-smi: device total; predicted: tensors + CUDA context",
+    "device": "nvidia-smi: device total; predicted: tensors + CUDA context + NCCL buffers + cuBLAS workspace",
 }
 
 
@@ -128,8 +129,10 @@ def memory_row(r: dict, sources: dict) -> Row:
         model, cluster, strategy, workload = _setup(r)
         est = estimate(model, cluster, strategy, workload)
         measured_as = r.get("measured_as", "device")
-        # like for like: the allocator's figures leave the CUDA context out (memory.Memory.tensor_peak)
-        predicted = (est.memory.total if measured_as == "device" else est.memory.tensor_peak) / 1e9
+        # like for like: the allocator's figures leave the CUDA context out (memory.Memory.tensor_peak); nvidia-smi
+        # also counts NCCL's and cuBLAS's own buffers (memory.device_total_bytes)
+        predicted = (device_total_bytes(est.memory, strategy, est.layout.dp, cluster.gpus_per_node, cluster.device)
+                     if measured_as == "device" else est.memory.tensor_peak) / 1e9
         config = (f"{est.params_total / 1e9:.0f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
                   f"mb{strategy.micro_batch} {strategy.label.split()[0]} rc-{strategy.recompute}")
         metric, check = f"measured memory per device ({MEASURED_AS[measured_as]})", "measured"
