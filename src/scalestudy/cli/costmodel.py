@@ -177,7 +177,7 @@ def _print_estimate(est) -> None:
     console.print(t)
     console.print("memory total = tensors at the step's peak (torch max_memory_allocated) + overhead (CUDA context, "
                   "which nvidia-smi counts); max_memory_reserved and nvidia-smi also hold the allocator's cache, "
-                  "nvidia-smi NCCL's and cuBLAS's buffers too (~1 GB per rank on NVSwitch nodes)")
+                  "nvidia-smi NCCL's and cuBLAS's buffers too (~0.7 GB per NCCL communicator within an NVSwitch node)")
 
     t = Table(title="Step time (per optimizer step)", show_header=True)
     t.add_column("part")
