@@ -109,10 +109,24 @@ def gather_time(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: flo
     return bandwidth + latency
 
 
+_GATHERS: dict[tuple, tuple[float, float]] = {}
+
+
 def gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
                  tree: bool = False) -> tuple[float, float]:
     """gather_time's (bandwidth, latency) seconds: its bytes alone, and the hop latencies its `count` collectives
-    add."""
+    add. Memoised on every argument (a planner prices the same collectives for each micro-batch and engine)."""
+    key = (nbytes, n, per_node, lk, efficiency, rails, count, tree)
+    hit = _GATHERS.get(key)
+    if hit is None:
+        if len(_GATHERS) > 100_000:
+            _GATHERS.clear()
+        hit = _GATHERS[key] = _gather_parts(nbytes, n, per_node, lk, efficiency, rails, count, tree)
+    return hit
+
+
+def _gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: float, rails: str, count: int,
+                  tree: bool) -> tuple[float, float]:
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
     intra_bw, intra_lat, _, _ = lk

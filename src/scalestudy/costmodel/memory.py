@@ -230,10 +230,17 @@ def zero3_gathered_elems(model: ModelSpec, psi: float, tp: int, prefetch_elems: 
     the head) are all held when the backward starts, the first of them being computed, with the prefetch of the next
     ones not held (bucket plus one tensor); the others are released after their module's use. The largest module (a
     block's widest Linear, or the vocabulary embedding / head) bounds the tensor being computed or prefetched."""
+    return min(psi, _zero3_held_elems(model, tp, engine_comm("deepspeed").stage3_max_reuse_elems) + prefetch_elems)
+
+
+@lru_cache(maxsize=4096)
+def _zero3_held_elems(model: ModelSpec, tp: int, reuse_elems: float) -> float:
+    """zero3_gathered_elems before the prefetch bucket: the modules kept gathered (or the largest one) + the largest
+    one (per model and tp; a planner asks for every ZeRO-3 candidate)."""
     blocks = [sum(m) for decoder in (False, True) for m in _block_modules(model, decoder, tp)]
     largest = max(*blocks, model.vocab_size * model.d_model / tp)
-    kept = zero3_reuse(model, tp, "none", engine_comm("deepspeed").stage3_max_reuse_elems).kept_elems
-    return min(psi, max(kept, largest) + largest + prefetch_elems)
+    kept = zero3_reuse(model, tp, "none", reuse_elems).kept_elems
+    return max(kept, largest) + largest
 
 
 # ---------------------------------------------------------------------------------------------- activations

@@ -59,7 +59,9 @@ class Candidate:
 
     @property
     def world_size(self) -> int:
-        return self.point.dp * self.strategy.tp * self.strategy.pp
+        point = self.point
+        strategy = point.strategy
+        return point.dp * strategy.tp * strategy.pp
 
     @property
     def time_to_train_s(self) -> float:
@@ -130,11 +132,15 @@ def rank_key(objective: str) -> Callable[[Candidate], tuple]:
     raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
 
 
-def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
-    """Non-dominated candidates for (tokens/s up, headroom up), by throughput descending."""
+def pareto_front(candidates: list[Candidate], presorted: bool = False) -> list[Candidate]:
+    """Non-dominated candidates for (tokens/s up, headroom up), by throughput descending. `presorted`: the list is
+    already in that order (the throughput objective's ranking, whose key begins with it), so it is not sorted again
+    (a stable sort would return it unchanged)."""
     front: list[Candidate] = []
     best_headroom = -math.inf
-    for c in sorted(candidates, key=lambda c: (-c.estimate.tokens_per_s, -c.headroom_bytes)):
+    ordered = candidates if presorted else sorted(candidates, key=lambda c: (-c.estimate.tokens_per_s,
+                                                                             -c.headroom_bytes))
+    for c in ordered:
         if c.headroom_bytes > best_headroom:
             front.append(c)
             best_headroom = c.headroom_bytes
@@ -233,7 +239,8 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
         if sig not in seen:
             seen.add(sig)
             unique.append(c)
-    return PlanResult(candidates=unique, pareto=pareto_front(unique), objective=objective,
+    return PlanResult(candidates=unique, pareto=pareto_front(unique, presorted=objective == "throughput"),
+                      objective=objective,
                       evaluated=counters["evaluated"], estimated=counters["estimated"], pruned=counters["pruned"],
                       feasible=counters["feasible"], duplicates=len(ranked) - len(unique),
                       elapsed_s=time.perf_counter() - start, workload=workload, skipped=counters["skipped"])

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.run import as_trained
+from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
@@ -311,7 +311,6 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     lengths = (workload.seq_len, _decoder_len(model, workload))
     named = constraints.recompute_early_stop != TRAINED
     early_stop = constraints.recompute_early_stop if named else "engine"
-    trained = (lambda s: s) if named else as_trained
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))
@@ -360,25 +359,29 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
                                 group.append(Point(group[0].strategy.with_micro_batch(mb), nodes, dp, accum))
                                 continue
+                            fields = dict(engine=engine, zero=zero, offload_optimizer=off_opt,
+                                          offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
+                                          precision=constraints.precision, attention=constraints.attention,
+                                          sequence_parallel=sp,
+                                          overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
+                                          virtual_stages=v,
+                                          stage_layers=constraints.stage_layers if pp > 1 else (),
+                                          overlap_param_gather=constraints.overlap_param_gather,
+                                          tp_comm_overlap=constraints.tp_comm_overlap,
+                                          zero1_all_reduce=constraints.zero1_all_reduce,
+                                          kernels=constraints.kernels,
+                                          grad_reduce=constraints.grad_reduce,
+                                          recompute_early_stop=early_stop,
+                                          cross_entropy=constraints.cross_entropy,
+                                          attention_kernel=constraints.attention_kernel,
+                                          optimizer_dtype=constraints.optimizer_dtype,
+                                          optimizer_loop=constraints.optimizer_loop)
                             # as_trained: the checkpoint early stop train's engines run, not the published one's,
-                            # unless the user named a value (a published run's software: a what-if, as given)
-                            strategy = trained(Strategy(engine=engine, zero=zero, offload_optimizer=off_opt,
-                                                offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
-                                                precision=constraints.precision, attention=constraints.attention,
-                                                sequence_parallel=sp,
-                                                overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
-                                                virtual_stages=v,
-                                                stage_layers=constraints.stage_layers if pp > 1 else (),
-                                                overlap_param_gather=constraints.overlap_param_gather,
-                                                tp_comm_overlap=constraints.tp_comm_overlap,
-                                                zero1_all_reduce=constraints.zero1_all_reduce,
-                                                kernels=constraints.kernels,
-                                                grad_reduce=constraints.grad_reduce,
-                                                recompute_early_stop=early_stop,
-                                                cross_entropy=constraints.cross_entropy,
-                                                attention_kernel=constraints.attention_kernel,
-                                                optimizer_dtype=constraints.optimizer_dtype,
-                                                optimizer_loop=constraints.optimizer_loop))
+                            # unless the user named a value (a published run's software: a what-if, as given);
+                            # written into the fields so the Strategy is built and checked once
+                            if not named:
+                                fields.update(trained_fill(engine, fields))
+                            strategy = Strategy(**fields)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)

@@ -418,11 +418,17 @@ def as_trained(strategy: Strategy) -> Strategy:
     """`strategy` with the TRAIN_SOFTWARE values written in where it leaves them at "engine", for train's engines
     (deepspeed, fsdp, ddp): the run `train` makes, as the cost model should price it. Cost-model engines (megatron,
     internlm) and values set explicitly are kept."""
-    if strategy.engine in COST_MODEL_ENGINES:
-        return strategy
-    fill = {name: value for name, value in TRAIN_SOFTWARE.items()
-            if getattr(strategy, name) == Strategy.__dataclass_fields__[name].default}
+    fill = trained_fill(strategy.engine, vars(strategy))
     return strategy.replace(**fill) if fill else strategy
+
+
+def trained_fill(engine: str, fields: dict) -> dict:
+    """The values as_trained writes into a strategy of `engine` whose fields are `fields` (name -> value): a
+    planner passes its keyword arguments before building the Strategy, so it is built and checked once."""
+    if engine in COST_MODEL_ENGINES:
+        return {}
+    return {name: value for name, value in TRAIN_SOFTWARE.items()
+            if fields[name] == Strategy.__dataclass_fields__[name].default}
 
 
 def cost_model_option_message(name: str) -> str:
