@@ -21,7 +21,8 @@ from scalestudy.costmodel.memory import stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
-from scalestudy.costmodel.terms import (_shape, _sublayers, _tied_embedding_sync, hp_grad_accumulation_s,
+from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _shape, _sublayers, _tied_embedding_sync,
+                                        hp_grad_accumulation_s,
                                         model_layout)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
@@ -131,6 +132,8 @@ def _slowest_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: t
     if len(split) == 1:
         return fwd + bwd + ct.head
     last = shares[-1]
+    if not _deepspeed_bf16_pipeline(st):  # no fold: hp_grad_accumulation_s is 0 (its first test), not called
+        return max(fwd + bwd, (ct.forward + ct.backward) * last + ct.head)
     fold = hp_grad_accumulation_s
     return max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
                (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))

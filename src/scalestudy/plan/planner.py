@@ -45,9 +45,11 @@ class Candidate:
     train_tokens: float = 0.0
     # memory per device (per rank on a CPU node) left free by the estimate (bytes); set once, ranking reads it often
     headroom_bytes: int = field(init=False)
+    per_device_bytes: float = field(init=False, repr=False)  # the estimate's, read once (deduplication reads it)
 
     def __post_init__(self) -> None:
-        self.headroom_bytes = int(self.device_memory_bytes - self.estimate.per_device_bytes)
+        self.per_device_bytes = self.estimate.per_device_bytes
+        self.headroom_bytes = int(self.device_memory_bytes - self.per_device_bytes)
 
     @property
     def strategy(self) -> Strategy:
@@ -150,8 +152,10 @@ def pareto_front(candidates: list[Candidate], presorted: bool = False) -> list[C
 def _signature(c: Candidate) -> tuple:
     # Strategies with the same layout, micro-batch and recompute whose cost-model numbers are equal are one choice
     # as far as the model can tell (e.g. an engine that costs the same); the earlier (preferred) engine stays.
-    s, e = c.point.strategy, c.estimate
-    return (c.point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(e.step_s, 12), int(e.per_device_bytes))
+    point = c.point
+    s = point.strategy
+    return (point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(c.estimate.step_s, 12),
+            int(c.per_device_bytes))
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
