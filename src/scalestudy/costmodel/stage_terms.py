@@ -106,6 +106,8 @@ def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> floa
     copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip, or HF GPT-2's fp32 gelu_new
     chain and eager scores, on its share of the blocks."""
     st, tp = cfg.st, cfg.layout.tp
+    if st.engine != "ddp":  # torch.autocast runs under engine ddp only: each of the three is 0 (their first test)
+        return 0.0
     return autocast_param_s(cfg.model, st.engine, st.precision, tp, psi, dev) + share * (autocast_ffn_cast_s(
         cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch, cfg.seq_len, cfg.target_len, dev,
         cfg.cal.kernel_overhead_s) + autocast_gpt_s(cfg.model, st.engine, st.precision, st.kernels,

@@ -55,7 +55,28 @@ def attention_kernel(st: Strategy) -> str:
     return engine_comm(st.engine).attention_kernel if st.attention_kernel == "engine" else st.attention_kernel
 
 
+_SHAPES_BY_FIELDS: dict[tuple, tuple] = {}
+
+
 def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
+    """_derived_shape, memoised first on the strategy fields its key is derived from -- engine, attention,
+    attention_kernel, recompute_early_stop, cross_entropy, kernels, precision, micro_batch, recompute (what
+    attention_kernel, early_stop, loss_kernel, gqa_native, fused_swiglu, pads_vocab, eager_fp32_softmax read) -- so
+    a hit costs none of those calls; a miss shares _derived_shape's entries across engines."""
+    key = (id(model), id(dev), id(cal), st.precision, tp, pp, st.micro_batch, s, t, st.recompute, flash, sp,
+           in_flight, split, st.kernels, st.engine, st.attention, st.attention_kernel, st.recompute_early_stop,
+           st.cross_entropy)
+    hit = _SHAPES_BY_FIELDS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
+        return hit[2]
+    if len(_SHAPES_BY_FIELDS) > 200_000:
+        _SHAPES_BY_FIELDS.clear()
+    shape = _derived_shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
+    _SHAPES_BY_FIELDS[key] = (model, dev, shape, cal)
+    return shape
+
+
+def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     kernel = attention_kernel(st)
