@@ -68,6 +68,7 @@ def test_cpu_strategies_for_one_and_two_ranks(engine, zero):
                  work=Workload(global_batch=8 * ranks, seq_len=128, target_len=32))
         assert e.fits and 0 < e.mfu < 1 and e.step_s > 0
         assert e.peak_flops == 80e9
+        assert e.to_dict()["memory"]["device_total_bytes"] == e.per_device_bytes  # gloo: no NCCL/cuBLAS buffers
 
 
 def test_cpu_rejects_bf16():

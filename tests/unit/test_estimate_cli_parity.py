@@ -17,7 +17,10 @@ import pytest
 import yaml
 
 from scalestudy.cli import main
+from scalestudy.costmodel.memory import cublas_workspace_bytes, nccl_buffer_bytes
 from scalestudy.costmodel.published import load, validation_rows
+from scalestudy.specs.hardware import get_device
+from scalestudy.specs.strategy import Strategy
 
 # validate's metric -> where `estimate --json` prints the same figure
 JSON_METRIC = {"hardware_tflops_per_device": ("throughput", "hardware_tflops_per_device"),
@@ -193,18 +196,25 @@ def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):
                                   "num_key_value_heads": 8, "max_position_embeddings": 4096}))
     with pytest.raises(SystemExit):
         main(["estimate", "--model", str(config), "--gpu", "h100-80gb", "--nodes", "2", "--engine", "megatron",
-              "--tp", "2", "--seq-len", "4096", "--global-batch", "64", "--json"])
+              "--tp", "2", "--pp", "2", "--seq-len", "4096", "--global-batch", "64", "--json"])
     d = json.loads(capsys.readouterr().out)
-    figures = [f"throughput.{k}" for k in d["throughput"]] + ["mfu", "hfu", "time.step_s"]
+    figures = [f"throughput.{k}" for k in d["throughput"]] + ["mfu", "hfu", "time.step_s", "memory.device_total_bytes"]
     assert all(d["units"][k] for k in figures)
     assert "model FLOP" in d["units"]["throughput.model_tflops_per_device"]
     assert "recomputation counted" in d["units"]["throughput.hardware_tflops_per_device"]
     assert d["strategy"]["engine"] == "megatron" and 15e9 < d["params_total"] < 16.5e9  # Nemotron-4 15B
+    # nvidia-smi's figure: the tensor total + NCCL's buffers of this rank's tp/dp/pipeline groups + cuBLAS workspace
+    mem, h100 = d["memory"], get_device("h100-80gb")
+    buffers = (nccl_buffer_bytes(Strategy(engine="megatron", tp=2, pp=2), d["layout"]["dp"], 8, h100)
+               + cublas_workspace_bytes(h100))
+    assert buffers > 0 and mem["device_total_bytes"] == pytest.approx(mem["per_device_bytes"] + buffers)
     with pytest.raises(SystemExit):  # plan states them once for all its candidates
         main(["plan", "--model", str(config), "--gpu", "h100-80gb", "--nodes", "2", "--engine", "megatron", "--tp", "2",
               "--seq-len", "4096", "--global-batch", "64", "--top", "2", "--json"])
     plan = json.loads(capsys.readouterr().out)
     assert plan["units"] == d["units"] and not any("units" in c["estimate"] for c in plan["candidates"])
+    assert all(c["estimate"]["memory"]["device_total_bytes"] > c["estimate"]["memory"]["per_device_bytes"]
+               for c in plan["candidates"])
     config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_act": "silu"}))
     with pytest.raises(SystemExit) as exc:
         main(["estimate", "--model", str(config)])

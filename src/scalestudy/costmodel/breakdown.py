@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalestudy.costmodel.memory import Memory
+from scalestudy.costmodel.memory import Memory, device_total_bytes
 from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import OVERLAP_MODEL
@@ -39,6 +39,9 @@ UNITS = {
     "memory.per_device_bytes": "tensor_peak_bytes + parts.overhead (the CUDA-context allowance): nvidia-smi's kind of "
                                "figure, less the caching allocator's cached blocks and NCCL's / cuBLAS's own buffers "
                                "(memory.Memory.total; memory.device_total_bytes adds the buffers)",
+    "memory.device_total_bytes": "per_device_bytes + NCCL's communicator buffers + cuBLAS's workspace: what "
+                                 "nvidia-smi shows at the step's peak (memory.device_total_bytes; the allocator's "
+                                 "cached free blocks aside); `fits` is decided on per_device_bytes, not on this",
     "memory.tensor_peak_bytes": "tensors alive at the step's highest moment (backward or optimizer step): what "
                                 "torch.cuda.max_memory_allocated counts; max_memory_reserved adds the allocator's cache",
 }
@@ -78,6 +81,14 @@ class Estimate:
     @property
     def per_device_bytes(self) -> float:
         return self.memory.total
+
+    @property
+    def device_total_bytes(self) -> float:
+        """What nvidia-smi shows on the busiest device (memory.device_total_bytes): per_device_bytes + NCCL's and
+        cuBLAS's buffers. Mixed clusters: buffers sized for `cluster.device` (the first group's; they differ by
+        cuBLAS's workspace only, <= 24 MiB)."""
+        return device_total_bytes(self.memory, self.strategy, self.layout.dp, self.cluster.gpus_per_node,
+                                  self.cluster.device)
 
     @property
     def samples_per_s(self) -> float:
@@ -136,6 +147,7 @@ class Estimate:
             "memory": {
                 "per_device_bytes": m.total,
                 "tensor_peak_bytes": m.tensor_peak,
+                "device_total_bytes": self.device_total_bytes,
                 "parts": m.parts(),
                 "model_states_bytes": m.model_states,
                 "capacity_bytes": self.capacity_bytes,
