@@ -23,6 +23,7 @@ from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import ComputeTimes, optimizer_loop_s
 from scalestudy.costmodel.terms import _dp_comm, _Shape, _tp_comm, optimizer_offload
+from scalestudy.costmodel.zero3 import interleaved_grad_elems
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Layout, Strategy
@@ -80,7 +81,8 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend)."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     tp, pp = lay.tp, lay.pp
-    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi)
+    grad_copy = _zero3_interleave_s(cfg, dev, shape)
+    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + grad_copy
     tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
@@ -92,7 +94,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     # exposures and slow the step: invariants test)
     tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
     dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd + tp_fwd,
-                              bwd + (tp_mb - tp_fwd), cal.overlap_interference)
+                              bwd + (tp_mb - tp_fwd) + grad_copy, cal.overlap_interference)
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
                                          cluster.gpus_per_node, zero3_tensors, bwd)
     opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, shape.psi)
@@ -113,6 +115,22 @@ def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> floa
         cfg.cal.kernel_overhead_s) + autocast_gpt_s(cfg.model, st.engine, st.precision, st.kernels,
                                                     st.attention == "flash", tp, st.micro_batch, cfg.seq_len, dev,
                                                     cfg.cal.kernel_overhead_s))
+
+
+def _zero3_interleave_s(cfg: Setting, dev: DeviceSpec, shape: _Shape) -> float:
+    """DeepSpeed ZeRO-3 on GPUs, per micro-batch: reduce_scatter_coalesced's interleaving torch.cat of every
+    multi-tensor reduce bucket (zero3.interleaved_grad_elems), a read and a write of each 16-bit (fp32) gradient
+    element at HBM speed. It runs on reduce_and_partition_stream while the backward goes on, sharing its HBM, so it
+    lengthens the backward's device time (what the fetch hooks' host time and the collectives hide behind). The
+    copies ZeRO-1/2 make as well (ipg buffer, pre-divide, shard) are not priced for either stage. CPU ranks price
+    their copies in cpu_collectives."""
+    st = cfg.st
+    if st.engine != "deepspeed" or st.zero != 3 or dev.kind == "cpu" or shape.model is None:
+        return 0.0
+    half = 4 if st.precision == "fp32" else 2
+    elems = interleaved_grad_elems(shape.model, cfg.layout.tp, cfg.layout.pp, shape.stage_layers, shape.psi,
+                                   cfg.eng.reduce_bucket_elems)
+    return 2.0 * half * elems / dev.hbm_bytes_per_s
 
 
 def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> float:

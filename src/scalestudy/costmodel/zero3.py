@@ -243,3 +243,29 @@ def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
         if forward and (i + 1 == len(trace) or not trace[i + 1][2]):
             kept = sum(held.values())
     return Zero3Reuse(gathered[0], gathered[1], kept)
+
+
+@lru_cache(maxsize=None)
+def interleaved_grad_elems(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int, bucket_elems: float) -> float:
+    """Gradient elements per micro-batch that DeepSpeed ZeRO-3's reduce_scatter_coalesced copies once more than
+    ZeRO-1/2's reduction does, of the `psi` parameters on the busiest stage (`stage_layers` blocks).
+
+    stage3.py (0.9.5-0.19.8) __reduce_and_partition_ipg_grads hands a reduce bucket's gradients (views of the
+    contiguous ipg buffer, reduce_bucket_size `bucket_elems` elements) to __avg_scatter_grads ->
+    comm/coalesced_collectives.py reduce_scatter_coalesced, which interleaves every tensor's per-rank chunks with
+    torch.cat into a new flat buffer unless the bucket is ONE tensor divisible by the ranks. A tensor of at least
+    `bucket_elems` elements flushes the bucket before it and fills its own (no cat); every smaller one shares its
+    bucket (persistent tensors too: their gradients are reduce-scattered the same way). The copy into the ipg buffer,
+    the in-place pre-divide and the copy of this rank's shard into its gradient partition are ZeRO-2's too
+    (stage_1_and_2.py average_tensor: ipg buffer, div_, per-owner reduce of slices, copy_grads_in_partition)."""
+    if bucket_elems <= 0:
+        return 0.0
+    blocks = [(_block_tensors(m, False, tp), m.num_layers if m.is_encoder_decoder else 0),
+              (_block_tensors(m, True, tp), m.num_decoder_layers if m.is_encoder_decoder else m.num_layers)]
+    total = sum(n for _, n in blocks) or 1
+    alone = sum(n * sum(x for x in ts if x >= bucket_elems) for ts, n in blocks) * stage_layers / total
+    if pp == 1:
+        pc = param_breakdown(m)
+        tables = [m.vocab_size * m.d_model / tp, pc.lm_head / tp if pc.lm_head else 0.0]
+        alone += sum(x for x in tables if x >= bucket_elems)
+    return max(0.0, psi - alone)
