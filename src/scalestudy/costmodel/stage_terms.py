@@ -57,7 +57,7 @@ def setting(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout: Layout
 class StageTerms(NamedTuple):
     """One stage's seconds per micro-batch (compute, tp, pp), per step (the rest) and bytes."""
 
-    compute_s: float  # its blocks (the caller's rule) + torch.autocast's casts
+    compute_s: float  # its blocks (the caller's rule) + torch.autocast's casts + ZeRO-3's gradient interleave
     tp_comm_s: float
     pp_comm_s: float
     dp_comm_s: float  # exposed
