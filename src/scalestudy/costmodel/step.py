@@ -267,6 +267,15 @@ def _selective_fixed_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, k
     return cal.kernel_overhead_s * cores * attention_core_kernels(kernels, flash)
 
 
+def _gemm_s(flops: float, peak: float, device: DeviceSpec, dim: float, cal: Calibration, precision: str, n: float,
+            k: float, aligned: bool = False) -> float:
+    """Seconds of a dense GEMM of `flops`: the device's GEMM curve at characteristic dimension `dim`, times the
+    fraction of the aligned rate its leading dimensions `n`, `k` reach (costmodel/alignment.py; 1 when `aligned`,
+    e.g. an LM head whose engine pads the vocabulary)."""
+    fraction = 1.0 if aligned else gemm_fraction(device, precision, n, k)
+    return flops / (peak * matmul_efficiency(device, dim, cal) * fraction)
+
+
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, cal: Calibration, loss: str = "engine", vocab_padded: bool = False) -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
@@ -280,10 +289,8 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     chunked = loss == "fused-linear" and device.kind != "cpu"
     gemm_tok = fused_linear_chunk_tokens(out_tok, model.vocab_size, model.d_model) if chunked else out_tok
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
-    head_t = 3.0 * head_f / (peak * matmul_efficiency(device, gemm_dim(gemm_tok, model.vocab_size / tp,
-                                                                       model.d_model), cal)
-                             * (1.0 if vocab_padded else gemm_fraction(device, precision, model.vocab_size / tp,
-                                                                        model.d_model)))
+    head_t = _gemm_s(3.0 * head_f, peak, device, gemm_dim(gemm_tok, model.vocab_size / tp, model.d_model), cal,
+                     precision, model.vocab_size / tp, model.d_model, aligned=vocab_padded)
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
     logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
@@ -343,7 +350,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                 peak * attention_efficiency(device, dim, attention_kernel, cal)) * (
                 flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
         else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
-            sec = flops / (peak * matmul_efficiency(device, dim, cal) * gemm_fraction(device, precision, *lead))
+            sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead)
         if is_attn:
             attn_t += sec
             attn_f += flops
@@ -366,8 +373,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         hw += dense_f + attn_f
         if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
-                bwd -= flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal)
-                                * gemm_fraction(device, precision, nn, kk))
+                bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk)
                 hw -= flops
     elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
         bwd += attn_t + _selective_fixed_s(model, device, cal, kernels, flash)
@@ -376,8 +382,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         op_f = op_t = 0.0
         for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
             op_f += model.num_layers * flops
-            op_t += model.num_layers * flops / (peak * matmul_efficiency(device, gemm_dim(mm, nn, kk), cal)
-                                                * gemm_fraction(device, precision, nn, kk))
+            op_t += _gemm_s(model.num_layers * flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk)
         bwd += op_t + ew_fwd
         hw += op_f
     tp_bytes, tp_ops = _tp_allreduces(model, precision, tp, micro_batch, seq_len, target_len, recompute)
