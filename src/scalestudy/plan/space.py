@@ -30,11 +30,11 @@ the slowest stage as fast as it can be, every stage within its device's memory; 
 so points the memory bound prunes cost nothing). The interleaved schedule is not searched there.
 
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
-`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`, `zero1_all_reduce`, `kernels`,
-`grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`, `optimizer_dtype`, `optimizer_loop`) are carried
-into every Strategy -- `recompute_early_stop` left at "train" as the value `train` runs on train's engines (on:
-specs/run.as_trained), so a candidate is priced as the run its emitted config makes, and a value the user names
-(a published run's software) as given; sequence parallelism only
+`overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`,
+`zero1_all_reduce`, `kernels`, `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`,
+`optimizer_dtype`, `optimizer_loop`) are carried into every Strategy -- `recompute_early_stop` left at "train" as
+the value `train` runs on train's engines (on: specs/run.as_trained), so a candidate is priced as the run its
+emitted config makes, and a value the user names (a published run's software) as given; sequence parallelism only
 where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points are planned
 without it).
 """
