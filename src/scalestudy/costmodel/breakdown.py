@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalestudy.costmodel.memory import Memory, device_total_bytes
+from scalestudy.costmodel.memory import Memory, allocator_cache_bytes, device_total_bytes, reserved_bytes
 from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import OVERLAP_MODEL
@@ -38,12 +38,15 @@ UNITS = {
     "memory": "bytes (not GiB)",
     "memory.per_device_bytes": "tensor_peak_bytes + parts.overhead (the CUDA-context allowance): nvidia-smi's kind of "
                                "figure, less the caching allocator's cached blocks and NCCL's / cuBLAS's own buffers "
-                               "(memory.Memory.total; memory.device_total_bytes adds the buffers)",
-    "memory.device_total_bytes": "per_device_bytes + NCCL's communicator buffers + cuBLAS's workspace: what "
-                                 "nvidia-smi shows at the step's peak (memory.device_total_bytes; the allocator's "
-                                 "cached free blocks aside); `fits` is decided on per_device_bytes, not on this",
+                               "(memory.Memory.total; memory.device_total_bytes adds them)",
+    "memory.device_total_bytes": "per_device_bytes + the allocator's cache (as in reserved_bytes) + NCCL's "
+                                 "communicator buffers + cuBLAS's workspace: what nvidia-smi shows at the step's "
+                                 "peak (memory.device_total_bytes); `fits` is decided on per_device_bytes, not on this",
     "memory.tensor_peak_bytes": "tensors alive at the step's highest moment (backward or optimizer step): what "
                                 "torch.cuda.max_memory_allocated counts; max_memory_reserved adds the allocator's cache",
+    "memory.reserved_bytes": "tensor_peak_bytes + the caching allocator's cached free blocks that the allocation "
+                             "order fixes (the loss's hole, side-stream pools) + cuBLAS's workspace: what "
+                             "torch.cuda.max_memory_reserved reads (memory.reserved_bytes); not the 'fits' verdict",
 }
 
 
@@ -84,11 +87,24 @@ class Estimate:
 
     @property
     def device_total_bytes(self) -> float:
-        """What nvidia-smi shows on the busiest device (memory.device_total_bytes): per_device_bytes + NCCL's and
-        cuBLAS's buffers. Mixed clusters: buffers sized for `cluster.device` (the first group's; they differ by
-        cuBLAS's workspace only, <= 24 MiB)."""
+        """What nvidia-smi shows on the busiest device (memory.device_total_bytes): per_device_bytes + the caching
+        allocator's cache + NCCL's and cuBLAS's buffers. Mixed clusters: buffers sized for `cluster.device` (the
+        first group's; they differ by cuBLAS's workspace only, <= 24 MiB)."""
         return device_total_bytes(self.memory, self.strategy, self.layout.dp, self.cluster.gpus_per_node,
-                                  self.cluster.device)
+                                  self.cluster.device, self.allocator_cache_bytes)
+
+    @property
+    def allocator_cache_bytes(self) -> float:
+        """The caching allocator's reserved-but-free bytes at the peak (memory.allocator_cache_bytes)."""
+        st = self.strategy
+        return allocator_cache_bytes(self.model, st, st.micro_batch, self.workload.seq_len, self.target_len,
+                                     self.layout.tp, self.layout.pp, self.params_per_device, self.cluster.device,
+                                     self.memory.transient)
+
+    @property
+    def reserved_bytes(self) -> float:
+        """torch.cuda.max_memory_reserved on the busiest device (memory.reserved_bytes)."""
+        return reserved_bytes(self.memory, self.allocator_cache_bytes, self.cluster.device)
 
     @property
     def samples_per_s(self) -> float:
@@ -147,6 +163,7 @@ class Estimate:
             "memory": {
                 "per_device_bytes": m.total,
                 "tensor_peak_bytes": m.tensor_peak,
+                "reserved_bytes": self.reserved_bytes,
                 "device_total_bytes": self.device_total_bytes,
                 "parts": m.parts(),
                 "model_states_bytes": m.model_states,

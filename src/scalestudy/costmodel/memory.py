@@ -18,11 +18,12 @@ backward, the stored activations plus what runs beside them (`block_gradient_byt
 set, the loss's buffers -- `logits_bytes`, torch's cross-entropy peaking in its backward); or at the optimizer step,
 with the activations freed and the step's temporaries allocated (`step_temporary_bytes`, the `transient` part).
 `Memory.tensor_peak` is what torch.cuda.max_memory_allocated counts; `total` adds the CUDA context (`overhead`), as
-nvidia-smi does. Not counted: the caching allocator's cached free blocks (max_memory_reserved and nvidia-smi read
-them; the allocator releases them and retries before it reports out of memory, c10/cuda/CUDACachingAllocator.cpp
-malloc: release_available_cached_blocks / release_cached_blocks, so they do not decide 'fits'), NCCL's and cuBLAS's
-own buffers (`device_total_bytes` adds them for what nvidia-smi reads) and a model loaded whole onto the device before
-it is sharded (see `peak_transient`).
+nvidia-smi does. Not in either: the caching allocator's cached free blocks (max_memory_reserved and nvidia-smi read
+them: `allocator_cache_bytes` / `reserved_bytes` price those the code's allocation order fixes; the allocator releases
+them and retries before it reports out of memory, c10/cuda/CUDACachingAllocator.cpp malloc:
+release_available_cached_blocks / release_cached_blocks, so they do not decide 'fits'), NCCL's and cuBLAS's own
+buffers (`device_total_bytes` adds them for what nvidia-smi reads) and a model loaded whole onto the device before it
+is sharded (`whole_model_load_bytes`, for a peak read over the whole run).
 """
 
 from __future__ import annotations
@@ -444,7 +445,22 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head."""
-    sp = sp and tp > 1
+    total, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
+                                                    recompute, flash, sp and tp > 1, cross_entropy, kv_native,
+                                                    fused_glu, eager_gelu, fp32_scores)
+    if pp == 1:
+        return total + head_or_recompute_bytes(logits, working)
+    layers = stage_layers or (1,) * pp
+    per_layer = total / sum(layers)
+    busiest = max(per_layer * n * f for n, f in zip(layers[:-1], in_flight[:-1])) + working
+    return max(busiest, per_layer * layers[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
+
+
+def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                           tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
+                           fused_glu: bool, eager_gelu: bool, fp32_scores: bool) -> tuple[float, float, float]:
+    """(stored activations of every block, a block's backward working set, the loss's buffers) of one micro-batch
+    on one rank without pipeline parallelism (`activation_bytes` spreads them over the stages)."""
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
                                 eager_gelu, fp32_scores)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
@@ -459,13 +475,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                  + ld * layer_activation_bytes(dec, tp, sp, recompute))
         working = recompute_working_bytes(enc, dec, tp, sp, recompute)
     working += block_gradient_bytes(model, micro_batch, seq_len, target_len, precision, tp, sp)
-    logits = logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
-    if pp == 1:
-        return total + head_or_recompute_bytes(logits, working)
-    layers = stage_layers or (1,) * pp
-    per_layer = total / sum(layers)
-    busiest = max(per_layer * n * f for n, f in zip(layers[:-1], in_flight[:-1])) + working
-    return max(busiest, per_layer * layers[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
+    return total, working, logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
 
 
 def head_or_recompute_bytes(logits: float, working: float) -> float:
@@ -572,8 +582,8 @@ def overhead_bytes(device) -> float:
 # there). nvidia-smi also counts memory the caching allocator never hands out as tensors: NCCL's communicator buffers
 # (cudaMalloc'd by NCCL itself) and cuBLAS's workspace. Those are `device_total_bytes`, compared with the measured
 # rows that read nvidia-smi (published.py memory_row); `total` and 'fits' are unchanged. The allocator's cached free
-# blocks are not priced: how many it keeps depends on the order of allocations (no constant to cite), and it frees
-# them before it reports out of memory (module docstring).
+# blocks that the code's allocation order fixes are `allocator_cache_bytes` (below); it frees them before it reports
+# out of memory (module docstring), so they do not decide 'fits' either.
 
 # One NCCL connection's buffers, one per protocol (NCCL 2.10.3 -- the version BigScience's Jean Zay logs print,
 # bigscience experiments/bandwidth/all_reduce_bench-a100-n4.txt 'NCCL version 2.10.3+cuda11.3'; src/init.cc
@@ -661,7 +671,99 @@ def cublas_workspace_bytes(device) -> float:
     return CUBLAS_WORKSPACE_BYTES["hopper" if device.name.startswith(("h100", "h200", "gh200")) else "default"]
 
 
-def device_total_bytes(mem: Memory, st, dp: int, gpus_per_node: int, device) -> float:
+# ------------------------------------------------------- the caching allocator: what max_memory_reserved adds
+# torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, the header comment; torch 2.x) keeps freed
+# blocks cached: reserved = tensors + cached free blocks, and reserved only grows (empty_cache or an out-of-memory
+# retry gives blocks back). Three rules decide what it holds beyond the tensors at the peak:
+# - "Allocations are associated with a stream. Once freed, blocks can be re-allocated on the same stream, but not
+#   on any other stream": a side stream's high-water mark stays reserved beside the compute stream's.
+# - "The allocator attempts to find the smallest cached block that will fit the requested size ... If no block is
+#   found, the allocator will delegate to cudaMalloc" (best fit; with expandable_segments one segment per stream
+#   grows at its end, Note [Expandable Segments]): a freed block smaller than the next request stays a hole.
+# - sizes round to 512 B, requests over 1 MiB come from 20 MiB blocks or their own 2 MiB-rounded segment: under
+#   0.1% of a step's gigabytes, not priced.
+# The cache is not what decides 'fits': the allocator frees cached blocks and retries before it reports out of
+# memory (module docstring), so `Memory.total` stays the verdict and these terms only price what the allocator
+# and nvidia-smi READ (published.memory_row compares like for like).
+
+def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target_len: int, tp: int, pp: int,
+                    transient: float = 0.0) -> float:
+    """Reserved bytes the loss's allocations leave unused at their peak, beyond the tensor peak. torch
+    F.cross_entropy on the upcast logits (`loss_kernel` "torch": torchtitan's loss_fn, `del pred` before
+    loss.backward()): the forward allocates the logits (a B per logit), their fp32 copy (4) and log_softmax's
+    output (4), then frees the copy and the logits -- one free block of a + 4 below the saved log-softmax. The
+    backward's nll_loss gradient (4, zero-filled) takes the smallest block that fits, that one, leaving a; the
+    log_softmax_backward output (4) fits nowhere below and extends the heap: a B per logit reserved and unused
+    while 12 are allocated (aten cross_entropy = nll_loss(log_softmax(x)); the allocator's best fit, block comment
+    above); fp32 logits have no copy, and the gradient fills their block exactly: 0. That moment is the step's
+    peak when the loss outweighs a block's recompute working set and the optimizer step's temporaries
+    (`transient`); otherwise the hole counts as far as it rises above the peak. Other loss kernels free nothing below a live buffer before a larger request (Megatron's works in place, the fused
+    kernels chunk or save one buffer): 0. One stage only (pp 1): a pipeline's last stage is not its busiest rank."""
+    if pp != 1 or loss_kernel(st) != "torch":
+        return 0.0
+    a = ACT_BYTES[st.precision]
+    tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
+    if a >= 4:  # fp32 logits: .float() is no copy, the nll gradient fills the logits' freed block exactly
+        return 0.0
+    hole = a * tokens * model.vocab_size / tp
+    stored, working, logits = _stored_working_logits(
+        model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
+        st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
+        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st))
+    return max(0.0, logits + hole - max(logits, working) - transient)
+
+
+def side_stream_cache_bytes(model: ModelSpec, st, psi: float, tp: int) -> float:
+    """The high-water mark of an engine's side-stream pool that no compute-stream tensor can reuse. FSDP2
+    (engine fsdp) allocates each all-gather's flat output on its all-gather copy-in stream (_fsdp_collectives.py
+    foreach_all_gather: `with torch.cuda.stream(all_gather_copy_in_stream): all_gather_output = torch.empty(
+    (all_gather_input_numel * world_size,) ...)`, torch 2.3 .. 2.6) and copies it out into the parameters on the
+    compute stream, so that pool holds the largest unit's flat buffer in the compute dtype: the root (the embedding,
+    an untied head, the final norm -- gathered once, `fsdp_root_gathered_bytes`) or a block, the next block's
+    output at most in flight beside the copy-out (the unsharded parameters themselves are `buffer_bytes`'). Its
+    reduce-scatter outputs become the sharded gradients (counted as grads). DeepSpeed ZeRO-3 gathers on its
+    all-gather stream and reduces on its reduce stream too, but those pools hold what `buffer_bytes` counts at the
+    peak (gathered modules, reduce buckets): 0 beside them."""
+    if st.engine != "fsdp":
+        return 0.0
+    layer = ACT_BYTES[st.precision] * _layer_elems(model, tp)
+    return max(fsdp_root_gathered_bytes(model, psi, tp, st.precision), layer)
+
+
+def allocator_cache_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target_len: int, tp: int, pp: int,
+                          psi: float, device, transient: float = 0.0) -> float:
+    """What max_memory_reserved (and nvidia-smi) counts beyond the tensor peak, from the allocator's rules (block
+    comment above): the loss's hole and the side streams' pools; 0 on CPU ranks (no caching allocator)."""
+    if device.kind == "cpu":
+        return 0.0
+    return (loss_hole_bytes(model, st, micro_batch, seq_len, target_len, tp, pp, transient)
+            + side_stream_cache_bytes(model, st, psi, tp))
+
+
+def reserved_bytes(mem: Memory, cache: float, device) -> float:
+    """torch.cuda.max_memory_reserved at the step's peak: the tensors, the allocator's cache (`allocator_cache_bytes`)
+    and the cuBLAS workspace, which torch takes from the allocator (CublasHandlePool.cpp getNewWorkspace: one per
+    handle and stream)."""
+    return mem.tensor_peak + cache + cublas_workspace_bytes(device)
+
+
+def whole_model_load_bytes(model: ModelSpec, psi: float, dp: int, tp: int, zero: int, precision: str) -> float:
+    """The reserved peak of DeepSpeed's start-up when the model was not built under deepspeed.zero.Init: the engine
+    moves it to the device whole (runtime/engine.py _configure_distributed_model, `self.module.to(self.device)`,
+    v0.6 .. 0.19), one allocation per parameter (a B per element); ZeRO-3 then partitions parameter by parameter,
+    each partition allocated before its parameter is freed (zero/partition_parameters.py _partition_param:
+    `torch.empty(partition_size ...)`, copy, `free_param`), so the first -- the input embedding's, V h / tp / dp
+    elements -- finds no freed block and adds its own; the later ones are carved from freed parameters' blocks
+    (best fit). Nothing more: defragment() copies the partitions to the host and calls empty_cache() before it
+    allocates the flat partition buffer (zero/utils.py, v0.19.2), so the load's cache is gone before the first step.
+    A peak read over the whole run (max_memory_reserved never reset) sees max(this, the step's). Other stages keep
+    the whole model anyway: 0."""
+    if zero != 3:
+        return 0.0
+    return ACT_BYTES[precision] * (psi + model.vocab_size * model.d_model / tp / dp)
+
+
+def device_total_bytes(mem: Memory, st, dp: int, gpus_per_node: int, device, cache: float = 0.0) -> float:
     """What nvidia-smi shows at the step's peak: `Memory.total` (tensors + CUDA context) + NCCL's buffers + cuBLAS's
-    workspace (the allocator's cache aside: block comment above)."""
-    return mem.total + nccl_buffer_bytes(st, dp, gpus_per_node, device) + cublas_workspace_bytes(device)
+    workspace + the caching allocator's cache beyond the tensors (`cache`, `allocator_cache_bytes`)."""
+    return mem.total + cache + nccl_buffer_bytes(st, dp, gpus_per_node, device) + cublas_workspace_bytes(device)

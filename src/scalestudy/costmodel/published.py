@@ -16,7 +16,7 @@ import yaml
 
 from scalestudy.costmodel.constants import FITTED, Calibration, stored
 from scalestudy.costmodel.estimate import estimate
-from scalestudy.costmodel.memory import (activation_parts, device_total_bytes, layer_activation_bytes,
+from scalestudy.costmodel.memory import (activation_parts, layer_activation_bytes, whole_model_load_bytes,
                                         zero_model_states)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
@@ -119,8 +119,10 @@ def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Ro
 # What a measured memory row's source read, and what the prediction it is compared with counts (memory_row)
 MEASURED_AS = {
     "allocated": "max_memory_allocated: tensors; predicted: tensors, no CUDA context",
-    "reserved": "max_memory_reserved: tensors + allocator cache; predicted: tensors, no CUDA context",
-    "device": "nvidia-smi: device total; predicted: tensors + CUDA context + NCCL buffers + cuBLAS workspace",
+    "reserved": "max_memory_reserved: tensors + allocator cache; predicted: tensors + the cache the allocation order "
+                "fixes + cuBLAS workspace, no CUDA context",
+    "device": "nvidia-smi: device total; predicted: tensors + allocator cache + CUDA context + NCCL buffers + cuBLAS "
+              "workspace",
 }
 
 
@@ -129,10 +131,15 @@ def memory_row(r: dict, sources: dict) -> Row:
         model, cluster, strategy, workload = _setup(r)
         est = estimate(model, cluster, strategy, workload)
         measured_as = r.get("measured_as", "device")
-        # like for like: the allocator's figures leave the CUDA context out (memory.Memory.tensor_peak); nvidia-smi
-        # also counts NCCL's and cuBLAS's own buffers (memory.device_total_bytes)
-        predicted = (device_total_bytes(est.memory, strategy, est.layout.dp, cluster.gpus_per_node, cluster.device)
-                     if measured_as == "device" else est.memory.tensor_peak) / 1e9
+        # like for like: the allocator's figures leave the CUDA context out (memory.Memory.tensor_peak), reserved adds
+        # its cache (memory.reserved_bytes); nvidia-smi also counts NCCL's and cuBLAS's own buffers
+        # (memory.device_total_bytes); a peak read over the whole run also sees a whole-model load
+        predicted = {"allocated": est.memory.tensor_peak, "reserved": est.reserved_bytes,
+                     "device": est.device_total_bytes}[measured_as]
+        if r.get("whole_model_load"):
+            predicted = max(predicted, whole_model_load_bytes(model, est.params_per_device, est.layout.dp,
+                                                              est.layout.tp, strategy.zero, strategy.precision))
+        predicted /= 1e9
         config = (f"{est.params_total / 1e9:.0f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
                   f"mb{strategy.micro_batch} {strategy.label.split()[0]} rc-{strategy.recompute}")
         metric, check = f"measured memory per device ({MEASURED_AS[measured_as]})", "measured"
