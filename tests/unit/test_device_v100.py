@@ -67,3 +67,46 @@ def test_deepspeed_zero1_all_reduce_moves_one_and_a_half_times_the_ring_traffic(
     for other in (base.replace(zero=2), base.replace(engine="fsdp", zero=3)):
         assert estimate(spec, cluster, other.replace(zero1_all_reduce=True), work).step_s == \
             estimate(spec, cluster, other, work).step_s
+
+
+# Baidu DeepBench V100 training results (results/train/DeepBench_NV_V100.xlsx at 30c51150: DGX-1, CUDA 10.1.243,
+# cuBLAS fp16 inputs with fp32 accumulation): DeepBench's M x N x K (N = the token-like dimension) and TFLOP/s for
+# the NN and TN layouts, at transformer-like shapes.
+DEEPBENCH_V100_FP16 = [
+    (1760, 7000, 1760, 89.4, 94.1), (2048, 7000, 2048, 98.0, 99.0), (2560, 7000, 2560, 103.8, 96.5),
+    (4096, 7000, 4096, 112.3, 109.4), (4608, 24000, 1536, 98.6, 93.3), (3072, 24000, 1024, 93.8, 89.7),
+    (6144, 24000, 2048, 106.2, 104.8), (7680, 24000, 2560, 104.8, 95.7), (8448, 24000, 2816, 106.8, 102.3),
+]
+
+
+@pytest.mark.parametrize("m, n, k, nn, tn", DEEPBENCH_V100_FP16)
+def test_v100_training_gemms_run_below_cublas_at_the_same_shape(m, n, k, nn, tn):
+    """A training GEMM on V100 is priced no faster than cuBLAS runs that shape alone, and at least 0.7 of it (the
+    fitted share puts A100 training GEMMs at 0.78 of that die's best): the V100 rows' over-prediction is not a GEMM
+    rate priced too fast."""
+    from scalestudy.costmodel.efficiency import gemm_dim, matmul_efficiency
+    modelled = matmul_efficiency(V100, gemm_dim(n, m, k)) * V100.peak("fp16") / 1e12
+    assert modelled <= min(nn, tn)
+    assert modelled >= 0.7 * max(nn, tn)
+
+
+def test_v100_gemm_ceiling_within_its_measured_best():
+    best = max(max(row[3:]) for row in DEEPBENCH_V100_FP16) * 1e12 / V100.peak("fp16")
+    assert best == pytest.approx(0.898, abs=1e-3)
+    assert best - 0.035 <= V100.matmul_peak_fraction <= best
+
+
+def test_v100_is_not_priced_fast_on_megatron_v1_software():
+    """Megatron-LM v1.0's 1.2B GPT-2 on one DGX-2H V100 (nv-adlr.github.io/MegatronLMV1: 1288 ms per iteration on a
+    130 TFLOP/s board; batch 8 x 1024, full recompute, fp16, fused kernels): the device data price it no faster than
+    published (1288 ms x 130/125 on this 125 TFLOP/s board) and within 20% of it."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.model import from_shape
+    from scalestudy.specs.strategy import Strategy, Workload
+    model = from_shape("gpt-1.2b", {"d_model": 1536, "layers": 40, "heads": 16, "vocab": 51200, "seq": 1024,
+                                     "family": "gpt"}, "test")
+    strategy = Strategy(engine="megatron", zero=0, micro_batch=8, recompute="full", precision="fp16",
+                        attention="eager", sequence_parallel=False, overlap_grad_comm=False, kernels="fused")
+    step = estimate(model, ClusterSpec(device=V100, nodes=1, gpus_per_node=1), strategy,
+                    Workload(global_batch=8, seq_len=1024)).step_s
+    assert 1.0 <= step / (1.288 * 130 / 125) <= 1.2
