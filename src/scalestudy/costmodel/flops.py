@@ -204,6 +204,21 @@ def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine", causal
     return float(upcast + forward + backward)
 
 
+def head_bias_bytes_per_logit(model: ModelSpec, precision: str, megatron_head: bool) -> float:
+    """Bytes moved per logit by the LM head's bias, forward and backward: 3a where the head has one, else 0.
+    Megatron-family T5 heads add a V/tp bias to the logits -- NeMo 1.7-1.11 MegatronTokenLevelHead (`tokens_head`,
+    token_level_encoder_decoder.py: parallel_lm_logits(..., bias=self.bias)) and Megatron-LM's T5LMHead
+    (megatron/model/t5_model.py, 2022); GPT heads and Hugging Face's lm_head have none. The forward writes the
+    broadcast bias into the output and the GEMM reads it back (torch addmm: copy_ then beta = 1; PyTorch <= 1.12
+    F.linear on 3-D input: matmul then add_; apex 2022 LinearWithGradAccumulationAndAsyncCommunication, NeMo 1.11:
+    `output + bias`): read a, write a; the backward reduces the logits' gradient over the tokens for the bias
+    gradient (`grad_output.sum(dim=0)`): read a. `megatron_head`: the engine is Megatron-LM / NeMo
+    (alignment.pads_vocab)."""
+    if not (megatron_head and model.is_encoder_decoder):
+        return 0.0
+    return 3.0 * (4 if precision == "fp32" else 2)
+
+
 def fused_linear_chunk_tokens(out_tokens: int, vocab: int, d_model: int) -> int:
     """Tokens per chunk of Liger's fused linear cross-entropy: next_power_of_2(ceil(tokens / ceil(V / h))), at most
     the tokens -- transient logits of about tokens x h elements (fused_linear_cross_entropy_forward)."""

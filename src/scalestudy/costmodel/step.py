@@ -37,8 +37,8 @@ from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes, gpt_score_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit,
-                                       fused_linear_chunk_bytes, fused_linear_chunk_tokens, logit_elements,
-                                       vocab_grad_bytes)
+                                       fused_linear_chunk_bytes, fused_linear_chunk_tokens, head_bias_bytes_per_logit,
+                                       logit_elements, vocab_grad_bytes)
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
@@ -277,7 +277,8 @@ def _gemm_s(flops: float, peak: float, device: DeviceSpec, dim: float, cal: Cali
 
 
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
-            target_len: int, cal: Calibration, loss: str = "engine", vocab_padded: bool = False) -> tuple[float, float]:
+            target_len: int, cal: Calibration, loss: str = "engine",
+            megatron_head: bool = False) -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
     forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
     section): the softmax / cross-entropy over every logit by the run's `loss` kernel (Strategy.cross_entropy) and
@@ -290,11 +291,12 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     gemm_tok = fused_linear_chunk_tokens(out_tok, model.vocab_size, model.d_model) if chunked else out_tok
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = _gemm_s(3.0 * head_f, peak, device, gemm_dim(gemm_tok, model.vocab_size / tp, model.d_model), cal,
-                     precision, model.vocab_size / tp, model.d_model, aligned=vocab_padded)
+                     precision, model.vocab_size / tp, model.d_model, aligned=megatron_head)
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
     logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
-    ce_bytes = logits * cross_entropy_bytes_per_logit(precision, loss, not model.is_encoder_decoder)
+    ce_bytes = logits * (cross_entropy_bytes_per_logit(precision, loss, not model.is_encoder_decoder)
+                         + head_bias_bytes_per_logit(model, precision, megatron_head))
     vocab_grad = vocab_grad_bytes(model, precision, tp)
     if device.kind == "cpu" and device.copy_bandwidth:  # buffers beyond the caches stream at DRAM speed (cpu_memory)
         head_t += (ce_bytes / cpu_memory.bandwidth(device, 4.0 * logits)
@@ -328,15 +330,16 @@ def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
-                  loss: str = "engine", vocab_padded: bool = False) -> ComputeTimes:
+                  loss: str = "engine", megatron_head: bool = False) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
     before each block's FFN output projection (op_checkpoint.early_stop); `loss` the cross-entropy kernel over the
-    logits (Strategy.cross_entropy; _head_s); `vocab_padded`: the engine pads the vocabulary to an aligned width
-    (alignment.pads_vocab), so the LM-head GEMMs run aligned whatever the model's vocab_size."""
+    logits (Strategy.cross_entropy; _head_s); `megatron_head`: the engine is Megatron-LM / NeMo (alignment.pads_vocab),
+    which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
+    vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit)."""
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, vocab_padded)
+           attention_kernel, early_stop, loss, megatron_head)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
@@ -358,7 +361,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_t += sec
             dense_f += flops
             by_role[role] += sec
-    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal, loss, vocab_padded)
+    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal, loss, megatron_head)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
