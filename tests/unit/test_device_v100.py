@@ -110,3 +110,22 @@ def test_v100_is_not_priced_fast_on_megatron_v1_software():
     step = estimate(model, ClusterSpec(device=V100, nodes=1, gpus_per_node=1), strategy,
                     Workload(global_batch=8, seq_len=1024)).step_s
     assert 1.0 <= step / (1.288 * 130 / 125) <= 1.2
+
+
+def test_the_16gb_board_is_the_32gb_board_with_half_the_memory():
+    """v100-16gb.yaml (DGX-1 of 2017, AWS p3) repeats v100-32gb.yaml's figures; only the memory may differ, and a
+    run needing ~18 GiB (gpt2-large, ZeRO-0 fp16 Adam) fits the 32 GB board only."""
+    from dataclasses import fields
+
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+    small = get_device("v100-16gb")
+    differ = {f.name for f in fields(V100) if getattr(small, f.name) != getattr(V100, f.name)}
+    assert differ == {"name", "memory_bytes", "source"}
+    assert small.memory_bytes == 16160 << 20
+    run = (get_model("gpt2-large"), Strategy(engine="deepspeed", zero=0, micro_batch=1, precision="fp16",
+                                             recompute="full"), Workload(global_batch=8, seq_len=1024))
+    fits = {dev.name: estimate(run[0], ClusterSpec(device=dev, nodes=1, gpus_per_node=8), run[1], run[2]).fits
+            for dev in (small, V100)}
+    assert fits == {"v100-16gb": False, "v100-32gb": True}
