@@ -1283,3 +1283,31 @@ def test_kempnerforge_rows_are_the_mfu_report_at_the_scripts_batches():
         assert strategy.kernels == ("eager" if n == 8 else "fused")
         est = estimate(model, cluster, strategy, workload)
         assert est.params_total / 1e9 == pytest.approx(KFORGE_SIZE[size], abs=0.01) and est.fits
+
+
+# KempnerForge weak scaling (benchmarks/weak_scaling_160gpu README, e9f91892; code 3ad9d9a): (model, GPUs) -> (tok/s,
+# Step s) at TP 4 x FSDP GPUs/4, 4 accumulation steps; the 70B 8-GPU point is left out (the model does not fit it)
+KFORGE_WEAK = {("13b", 8): (29860, 4.39), ("13b", 32): (110373, 4.75), ("13b", 64): (216507, 4.84),
+               ("13b", 128): (423306, 4.95), ("13b", 160): (534644, 4.91), ("70b", 32): (18688, 14.03),
+               ("70b", 64): (35824, 14.63), ("70b", 96): (52190, 15.07), ("70b", 128): (69985, 14.98),
+               ("70b", 160): (85571, 15.32)}
+HELD_OUT = HELD_OUT + ("kempnerforge2026weak",)
+# reached 7.8 / 10.2% (HEAD + uncommitted tree of 13:35, stored constants): 13B -7.6..-10.2% (model too slow), 70B
+# +5.1..+9.8% (too fast); both flat with GPU count like the runs (92-97% weak-scaling efficiency)
+NEW_SOURCE_BOUNDS.update({"kempnerforge2026weak": (0.11, 0.14)})
+
+
+def test_kempnerforge_weak_scaling_rows_are_the_report_at_tp4_fsdp_across_nodes():
+    """tok/s = (GPUs / 4) x batch x 4 x 4096 / Step s within 0.5%; the shapes of the MFU report; TP 4 inside each
+    4-GPU node, FSDP over the nodes (2-40); every row fits 141 GB."""
+    rows = _rows("throughput", "kempnerforge2026weak")
+    assert len(rows) == len(KFORGE_WEAK)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        size = "13b" if model.d_model == 5120 else "70b"
+        tps, step = KFORGE_WEAK[(size, cluster.world_size)]
+        dp, mb = cluster.world_size // 4, (4 if size == "13b" else 2)
+        assert r["published"] == tps and dp * mb * 4 * 4096 / step == pytest.approx(tps, rel=5e-3)
+        assert (strategy.tp, strategy.micro_batch, workload.global_batch, cluster.gpus_per_node) == (4, mb, dp * mb * 4, 4)
+        assert (strategy.engine, strategy.zero, strategy.kernels, r["device"]) == ("fsdp", 3, "fused", "h200")
+        assert estimate(model, cluster, strategy, workload).fits
