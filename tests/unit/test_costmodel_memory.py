@@ -408,6 +408,22 @@ def test_reserved_memory_prices_the_allocators_cache_from_its_rules():
     assert whole_model_load_bytes(llama, psi, 8, 1, 2, "bf16") == 0.0
 
 
+@pytest.mark.parametrize("row,bound", [("tt-llama3-8b-h100-8-memory", 0.05), ("tt-llama3-8b-h100-128-memory", 0.05),
+                                       ("mleng-llama31-8b-h200-8k-memory", 0.09),
+                                       ("mleng-llama31-8b-h200-64k-memory", 0.075)])
+def test_reserved_rows_priced_like_for_like(row, bound):
+    """The measured max_memory_reserved rows against reserved_bytes: torchtitan's peak reserved (8 / 128 H100) within
+    5% (reached -4.1 / -3.0%; -11.3 / -11.8% against the bare tensor peak), ml-engineering's 8K figure -- DeepSpeed's
+    whole-model start-up -- within 9% (reached -7.5%; -42% against the step), its 64K row -6.5%. Its 32K row is
+    still -21%: not bounded here (docs/costmodel-validation.md, 'reserved memory')."""
+    from scalestudy.costmodel.published import load, memory_row
+
+    data = load()
+    r = next(r for r in data["memory"] if r["id"] == row)
+    err = memory_row(r, data["sources"]).error
+    assert err < 0 and abs(err) < bound  # still under: the allocator's fragmentation is not all priced
+
+
 def test_torch_cross_entropy_peaks_in_its_backward():
     """cross_entropy engine on fsdp/ddp is torch F.cross_entropy on the upcast logits: its backward holds three fp32
     copies (saved log-softmax, nll_loss's and log_softmax_backward's gradients), 12 bytes per logit; Megatron's
