@@ -1067,7 +1067,9 @@ HELD_OUT = HELD_OUT + ("megatron2019",)
 # reached 55.1 / 86.0% (stored constants) with the fused optimizer, 32.7 / 43% with optimizer_loop per-tensor (the
 # 2019 FP16_Optimizer loop; its 2 host syncs per tensor and the three-pass attention mask of mpu/transformer.py at
 # a0368ddf are not priced): every row over-predicted
-NEW_SOURCE_BOUNDS.update({"megatron2019": (0.28, 0.42)})  # 21.5 / 32.0% with the 3-pass eager mask counted (gpt2eager)
+# 21.5 / 32.0% with the 3-pass eager mask counted (gpt2eager); 15.1 / 24.0% with Megatron-LM 2019's separate bias
+# adds (smallhost, eager_kernels.megatron_bias_add_s)
+NEW_SOURCE_BOUNDS.update({"megatron2019": (0.20, 0.31)})
 
 
 def test_megatron2019_rows_are_the_paper_tables_on_dgx2h():

@@ -117,6 +117,33 @@ def gpt2_block(h: float, i: float, f: float, a: int, ffn: str, eager_attention: 
     return forward, backward
 
 
+# Megatron-LM 2019 (NVIDIA/Megatron-LM a0368ddf, mpu/layers.py) adds each linear's bias as its own kernel, where
+# gpt2_block's HF Conv1D folds it into addmm: ColumnParallelLinear calls F.linear on the 3-D (b, s, h) input, which
+# in torch 1.x is `input.matmul(weight.t())` then `output += bias` (addmm only for 2-D input), and RowParallelLinear
+# adds `output_ + self.bias` after its all-reduce. Per layer, forward: QKV (3i) and FC1 (f), sharded over tp, and the
+# attention dense and FC2 outputs (h, whole on every rank), each read and written once (the bias vector is
+# negligible): 4 kernels. Backward is the same in both codes (the bias-gradient sum, counted by kernel_counts'
+# BIAS_LINEAR either way), so nothing is added there.
+MEGATRON_BIAS_ADDS = 4
+
+
+def megatron_bias_add_s(model, engine: str, precision: str, kernels: str, tp: int, micro_batch: int, seq_len: int,
+                        recompute: str, device, kernel_s: float) -> float:
+    """Seconds per micro-batch, all layers on one tensor-parallel rank, of Megatron-LM 2019's separate bias adds
+    (above): memory-bound, + their launches (`kernel_s` each, calibration kernel_overhead_s); a full recompute runs
+    the forward, and its adds, twice. Engine megatron with eager kernels only (the unfused Megatron code; its fused
+    paths fold the biases into bias-GeLU / bias-dropout-add), GPT layouts (not Llama: no biases), GPU devices."""
+    if (engine != "megatron" or kernels == "fused" or model.is_encoder_decoder or model.family == "llama"
+            or device.kind == "cpu"):
+        return 0.0
+    a = FP32 if precision == "fp32" else ACT_16BIT
+    width = (3.0 * model.inner_dim + model.d_ff) / tp + 2.0 * model.d_model
+    passes = 2.0 if recompute == "full" else 1.0
+    per_layer = passes * (2.0 * a * micro_batch * seq_len * width / device.hbm_bytes_per_s
+                          + MEGATRON_BIAS_ADDS * kernel_s)
+    return model.num_layers * per_layer
+
+
 def gpt_score_bytes(a: int) -> tuple[float, float]:
     """(forward, backward) bytes per attention-score element of a GPT block's eager attention in the model's own
     dtype (`a` bytes; fp16 weights as DeepSpeed / Megatron hold them, or fp32), counted per op:

@@ -17,7 +17,8 @@ from typing import NamedTuple
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
-from scalestudy.costmodel.eager_kernels import autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s
+from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
+                                                megatron_bias_add_s)
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
@@ -82,7 +83,9 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     tp, pp = lay.tp, lay.pp
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
-    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + grad_copy
+    bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
+                                            cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s)
+    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy
     tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
