@@ -4,13 +4,15 @@ Pure arithmetic over cached per-model quantities, so a planner can evaluate tens
 second. `Estimate.to_dict()` is the `scalestudy estimate --json` schema (docs/estimate-schema.md).
 
 Rank placement (Megatron-LM order): tensor-parallel ranks are adjacent inside a node, data-parallel next,
-pipeline stages outermost. One device type: every stage is charged as the slowest (stage_terms.price_stage prices
-its terms, as stages.estimate_stages does stage by stage on mixed clusters).
+pipeline stages outermost. One device type: the steady state runs at the slowest stage (stage_terms.price_stage
+prices its terms, as stages.estimate_stages does stage by stage on mixed clusters); the fill and drain charge every
+stage its own slot (_pipeline_times), so both paths give the same step on one device type.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.comm import links, spans_nodes
@@ -55,7 +57,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     capacity = dev.memory_bytes / cluster.gpus_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
     host_capacity = dev.host_memory_bytes / cluster.gpus_per_node
 
-    # every stage charged as the slowest: the busiest one's share of the blocks, the LM head's stage's seconds
+    # the slowest stage (the busiest one's blocks, or the last one's with the LM head) sets the steady state
     shares = _stage_shares(model, split, s, t)
     busiest = max(shares)
     hybrid = None
@@ -65,12 +67,13 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     hooked = _sublayers(model) * busiest if dev.engine_overhead_s and hybrid is None else None
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
     cfg = setting(model, cluster, st, layout, s, t, cal, options)
-    stage = price_stage(cfg, dev, cluster, ct, busiest, _slowest_blocks_s(model, st, dev, ct, tp, split, shares),
-                        shape, tensors, hooked)
+    blocks = _stage_blocks_s(model, st, dev, ct, tp, split, shares)
+    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked)
     mem = stage.memory
     fits = mem.total <= capacity and mem.host_bytes <= host_capacity
 
-    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(model, cluster, st, layout, stage, hybrid)
+    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(model, cluster, st, layout, stage, hybrid,
+                                                                   _other_slots_s(stage, blocks, busiest, pp))
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
     opt_s, offload_s = stage.optimizer_s, stage.offload_s
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
@@ -86,15 +89,22 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     )
 
 
-def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout, stage: StageTerms, hybrid
-                    ) -> tuple[float, float, float, float, float]:
-    """(compute, tp, pp, bubble, framework) seconds per step: grad_accum slots of the slowest stage, the fill and
-    drain of (pp - 1) slots ((pp - 1) / v interleaved), a tied embedding's first/last-stage gradient sync; on CPU
-    ranks under train's hybrid backend its own times (costmodel/cpu_parallel.py)."""
+def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout, stage: StageTerms, hybrid,
+                    other_slots: float) -> tuple[float, float, float, float, float]:
+    """(compute, tp, pp, bubble, framework) seconds per step: grad_accum slots of the slowest stage; the fill and
+    drain, every other stage's own slot once (`other_slots`, _other_slots_s; / v interleaved: each of the v chunks a
+    stage runs in the fill is 1/v of its slot); a tied embedding's first/last-stage gradient sync; on CPU ranks under
+    train's hybrid backend its own times (costmodel/cpu_parallel.py).
+
+    The fill and drain: in 1F1B (and GPipe) the first micro-batch's forward passes every stage before the slowest
+    one can start its steady state of m slots, and the last micro-batch's backward passes them again after it, so
+    the step is sum_k slot_k + (m - 1) x max_k slot_k (stages.pipeline_seconds, Narayanan et al. 2021 Sec. 2.2 with
+    stages of unequal time): a stage lighter than the slowest (no LM head, fewer blocks) adds only its own slot.
+    Charging every stage the slowest's slot made head-heavy pipelines (GPT-2 124M pp 4: a 6.7 ms last stage beside
+    3.9 ms ones) up to 1.3x slow at few micro-batches."""
     ga, pp = layout.grad_accum, layout.pp
-    bubble_slots = (pp - 1) / st.virtual_stages if st.pp_schedule == "interleaved" else float(pp - 1)
     compute_s, tp_s, pp_s = ga * stage.compute_s, ga * stage.tp_comm_s, ga * stage.pp_comm_s
-    bubble_s = bubble_slots * stage.slot_s
+    bubble_s = other_slots / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
     if pp > 1 and model.tie_word_embeddings:
         # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
         tp = layout.tp
@@ -121,19 +131,41 @@ def _stage_shares(model: ModelSpec, split: tuple[int, ...], seq_len: int, target
     return tuple(out)
 
 
-def _slowest_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...],
-                      shares: tuple[float, ...]) -> float:
-    """Seconds per micro-batch of the slowest stage's blocks: the busiest one, or the last, which holds its own
-    blocks and the LM head (a partition that gives the head a block's slot, e.g. BLOOM's
-    'type:transformer|embedding', leaves it fewer blocks than the others); + DeepSpeed's bf16 pipeline fp32 gradient
-    fold (terms.hp_grad_accumulation_s, 0 elsewhere). `shares`: each stage's share of the blocks (_stage_shares)."""
-    busiest = max(shares)
-    fwd, bwd = ct.forward * busiest, ct.backward * busiest
+class _Blocks(NamedTuple):
+    """Seconds per micro-batch of the pipeline stages' blocks (_stage_blocks_s)."""
+
+    slowest: float  # the slowest stage's: it sets the steady state
+    share: float  # that stage's share of the blocks
+    total: float  # every stage's together (the fill and drain pass each once)
+
+
+def _stage_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...],
+                    shares: tuple[float, ...]) -> _Blocks:
+    """Seconds per micro-batch of the stages' blocks: a stage's share of the blocks (`shares`, _stage_shares), + the
+    LM head on the last stage (a partition that gives the head a block's slot, e.g. BLOOM's
+    'type:transformer|embedding', leaves it fewer blocks than the others), + DeepSpeed's bf16 pipeline fp32 gradient
+    fold of its layers (terms.hp_grad_accumulation_s, 0 elsewhere, linear in the layers). The slowest stage is the
+    busiest one or the last; in closed form (no per-stage loop: plan's hot path)."""
+    passes = ct.forward + ct.backward
     if len(split) == 1:
-        return fwd + bwd + ct.head
-    last = shares[-1]
-    if not _deepspeed_bf16_pipeline(st):  # no fold: hp_grad_accumulation_s is 0 (its first test), not called
-        return max(fwd + bwd, (ct.forward + ct.backward) * last + ct.head)
-    fold = hp_grad_accumulation_s
-    return max(fwd + bwd + fold(model, st, dev, tp, max(split), False),
-               (ct.forward + ct.backward) * last + ct.head + fold(model, st, dev, tp, split[-1], True))
+        return _Blocks(passes + ct.head, 1.0, passes + ct.head)
+    busiest, last = max(shares), shares[-1]
+    busy, tail, total = passes * busiest, passes * last + ct.head, passes + ct.head  # shares sum to 1
+    if _deepspeed_bf16_pipeline(st):  # else hp_grad_accumulation_s is 0 (its first test): not called
+        fold = hp_grad_accumulation_s
+        busy += fold(model, st, dev, tp, max(split), False)
+        head_fold = fold(model, st, dev, tp, split[-1], True)
+        tail += head_fold
+        total += fold(model, st, dev, tp, sum(split[:-1]), False) + head_fold
+    return _Blocks(busy, busiest, total) if busy >= tail else _Blocks(tail, last, total)
+
+
+def _other_slots_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int) -> float:
+    """Seconds per micro-batch of every stage but the slowest, added up (the fill and drain, _pipeline_times):
+    `stage` priced the slowest one (`blocks.slowest`, with the busiest share's tensor-parallel collectives and
+    autocast casts); another stage has its own blocks, the same boundary sends, and those per-share terms in
+    proportion to its share (terms._tp_comm is linear in the share)."""
+    if pp == 1:
+        return 0.0
+    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / busiest  # autocast, ZeRO-3 interleave, TP
+    return blocks.total - blocks.slowest + per_share * (1.0 - blocks.share) + (pp - 1) * stage.pp_comm_s

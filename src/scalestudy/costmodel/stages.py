@@ -20,9 +20,9 @@ Memory of stage k: model states, buffers and optimizer of its own parameters (it
 first, + the LM head on the last stage), activations of its blocks for min(pp - k, m) micro-batches in flight
 (1F1B; GPipe: m), + the logits on the last stage. The interleaved schedule is not modelled here (contiguous stages).
 
-Unlike `estimate()` on one device type (every stage charged as the busiest, with the head), each stage here is
-charged its own blocks, so on a cluster of one device this formula is slightly lower than estimate()'s. Both
-price a stage's terms with stage_terms.price_stage; what differs is which blocks a stage holds and on what device.
+On one device type `estimate()` prices the slowest stage alone and derives the others' slots from their shares
+(estimate._stage_slots): the same fill and drain, the same step (tests/unit/test_costmodel_pipeline.py). Both price
+a stage's terms with stage_terms.price_stage; what differs is which blocks a stage holds and on what device.
 """
 
 from __future__ import annotations
