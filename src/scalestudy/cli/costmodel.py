@@ -168,7 +168,8 @@ def _print_estimate(est) -> None:
     for k, v in mem["parts"].items():
         t.add_row(k, _gib(v))
     t.add_row("[bold]total[/]", f"[bold]{_gib(mem['per_device_bytes'])}[/]")
-    t.add_row("nvidia-smi (+ NCCL, cuBLAS buffers)", _gib(mem["device_total_bytes"]))
+    t.add_row("max_memory_reserved (tensors + allocator cache)", _gib(mem["reserved_bytes"]))
+    t.add_row("nvidia-smi (+ context, cache, NCCL, cuBLAS)", _gib(mem["device_total_bytes"]))
     t.add_row("capacity", _gib(mem["capacity_bytes"]))
     if mem["host_bytes_per_rank"]:
         t.add_row("host RAM per rank (offload)", _gib(mem["host_bytes_per_rank"]))
@@ -178,8 +179,9 @@ def _print_estimate(est) -> None:
     console.print(t)
     console.print("memory total = tensors at the step's peak (torch max_memory_allocated) + overhead (CUDA context, "
                   "which nvidia-smi counts); 'fits' compares this total with capacity. The nvidia-smi row adds NCCL's "
-                  "and cuBLAS's buffers (~0.7 GB per NCCL communicator within an NVSwitch node): compare it with "
-                  "nvidia-smi; max_memory_reserved and nvidia-smi also hold the allocator's cache")
+                  "and cuBLAS's buffers (~0.7 GB per NCCL communicator within an NVSwitch node) and, as the "
+                  "max_memory_reserved row, the caching allocator's blocks its allocation order fixes (not 'fits': "
+                  "the allocator frees them before an out-of-memory error)")
 
     t = Table(title="Step time (per optimizer step)", show_header=True)
     t.add_column("part")
