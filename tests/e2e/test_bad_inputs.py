@@ -554,7 +554,7 @@ CASES: list[Case] = [
     C("train-overlap-param-gather", f"{TRAIN} --set overlap_param_gather=true", "overlap_param_gather"),
     C("estimate-kernels-unknown", f"{EST} --kernels triton", "unknown kernels"),
     C("plan-kernels-unknown", f"{PLAN} --kernels compiled", "unknown kernels"),
-    C("train-kernels-eager", f"{TRAIN} --set kernels=eager", "kernels"),
+    C("train-kernels-fused", f"{TRAIN} --set kernels=fused", "kernels"),  # train runs eager HF models
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
     C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),

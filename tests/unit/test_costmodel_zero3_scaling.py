@@ -35,7 +35,8 @@ def test_zero3_without_model_parallelism_collapses_at_scale():
 #   the model puts ZeRO-3 ahead on one node (4.5 vs 5.2 s): not the seed's finding, so not what it ran, or a ZeRO-3
 #   cost the model lacks. DeepSpeed's per-module hooks are priced as the whole hook chain (1070 module calls per
 #   pass at 0.34 ms, 0.36 s) on the thread that also launches the pass's kernels (0.02 s forward): twice mT5-XXL's
-#   ~0.17 s forward per micro-batch of 4, so one node runs 4.44 (ZeRO-2) vs 7.13 s (ZeRO-3).
+#   ~0.17 s forward per micro-batch of 4, so one node runs 4.44 (ZeRO-2) vs 7.13 s (ZeRO-3) with fused kernels,
+#   5.87 vs 8.15 s with the seed's Hugging Face eager mT5 (estimate's default for a T5 on deepspeed).
 # Whole-group NCCL collectives pool a node's NICs (comm.bus_time), so the finding's sublinear steps/s needs such a
 # slower interconnect: on a DGX A100's 8 x HDR the model runs 2 nodes ~1.9x one (ZeRO-2 still ahead of ZeRO-3).
 SEED_WORK = Workload(global_batch=256, seq_len=512, target_len=114)
@@ -58,10 +59,14 @@ def test_seed_finding_zero2_beats_zero3_and_nodes_do_not_scale_linearly():
         runs = _seed_estimates(nic)
         for nodes, est in runs.items():
             assert est[2].fits and est[3].fits, nodes
-            assert est[2].step_s < est[3].step_s, (nic, nodes)  # thinnest on one node: 4.44 vs 7.13 s
+            assert est[2].step_s < est[3].step_s, (nic, nodes)  # thinnest on one node: 5.87 vs 8.15 s
         speedup = {n: runs[1][2].step_s / runs[n][2].step_s for n in runs}  # steps/s relative to one node
         if sublinear:
-            assert all(speedup[n] < 0.75 * n for n in (2, 4, 8)), speedup  # reached: 1.28 / 2.17 / 3.39
+            # reached 1.55 / 2.65 / 4.20 (77 / 66 / 53% of linear) with the seed's own software, Hugging Face's eager
+            # mT5 (estimate's default for a T5 on deepspeed: specs/strategy.software_defaults); 1.28 / 2.17 / 3.39
+            # with fused kernels, whose shorter passes hide less of the traffic
+            assert all(speedup[n] < 0.8 * n for n in (2, 4, 8)), speedup
+            assert speedup[2] / 2 > speedup[4] / 4 > speedup[8] / 8, speedup  # falling further with every doubling
         else:
             assert speedup[2] > 1.8, speedup  # NCCL pools the 8 NICs: near-linear (reached 1.90)
 
@@ -109,7 +114,7 @@ def test_zero3_fetch_hooks_bound_small_passes_and_hide_behind_large_ones(monkeyp
     assert all(hooked > 1.5 * bare for bare, hooked in small.values()), small
     assert small["full"][1] - small["full"][0] > small["none"][1] - small["none"][0]  # re-fetched under recompute
     mb4, mb16 = ([_zero3_step("mt5-xxl", mb, "none", x, monkeypatch) for x in (0.0, h)] for mb in (4, 16))
-    assert mb4[1] > 1.3 * mb4[0]  # reached +45%
+    assert mb4[1] > 1.2 * mb4[0]  # reached +28% (HF's eager mT5: longer device passes than fused kernels' +45%)
     assert mb16[0] <= mb16[1] < 1.03 * mb16[0]  # reached +0%
 
 
@@ -137,7 +142,8 @@ def test_zero3_cpu_offload_host_side_does_not_hide_behind_the_backward():
 # own NICs, ZeRO-2 with overlap_comm): global batch = micro-batch x data-parallel ranks (no accumulation, the
 # CLI's default) and a small accumulation (4), every micro-batch 1-16 on 1/2/4/8 nodes of 8 A100-80GB where both
 # stages fit. ZeRO-3 loses on one node because its per-module hooks (with the pass's launches, one host thread)
-# outlast the forward's device work up to micro-batch 8 (ZeRO-2 1.09 vs ZeRO-3 1.12 s there: the thinnest case),
+# outlast the forward's device work up to micro-batch 8 (HF's eager mT5, the default software: ZeRO-2 0.84 vs
+# ZeRO-3 1.04 s at micro-batch 4 on one node, the thinnest case where both fit),
 # across nodes because its gathers and reduce-scatters leave the node at one NIC share per rank (gather_rails).
 @pytest.mark.parametrize("accumulation", [1, 4])
 def test_seed_finding_with_cli_defaults_zero2_beats_zero3_wherever_both_fit(accumulation):
@@ -150,7 +156,9 @@ def test_seed_finding_with_cli_defaults_zero2_beats_zero3_wherever_both_fit(accu
             if est[2].fits and est[3].fits:
                 checked += 1
                 assert est[2].step_s < est[3].step_s, (nodes, mb, est[2].step_s, est[3].step_s)
-    assert checked >= 16  # reached 18 of 20: micro-batch 16 fits from 4 nodes on
+    # reached 15 of 20: ZeRO-2 fits micro-batch 8 from 2 nodes on, 16 nowhere (HF's eager mT5 keeps gelu_new's
+    # fp32 intermediates: estimate's default software for a T5 on deepspeed)
+    assert checked >= 15
 
 
 # DeepSpeed ZeRO-3's stage3_max_reuse_distance (default 1e9 elements, engines.yaml stage3_max_reuse_elems):

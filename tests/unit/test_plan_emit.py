@@ -55,8 +55,10 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     assert set(paths) == {settings_file, "train_config.yaml", *SCRIPTS}
     cfg = RunConfig.from_yaml(paths["train_config.yaml"])
     spec, strategy, workload, layout = cfg.validate(cuda=cuda)
-    # ... with the checkpoint early stop train runs written in (specs/run.as_trained)
-    assert strategy == s.replace(recompute_early_stop="on") and workload.global_batch == 8 * nnodes
+    # ... with the software train runs written in (specs/run.as_trained): checkpoint early stop, HF T5's eager
+    # element-wise kernels and its own CrossEntropyLoss
+    assert strategy == s.replace(recompute_early_stop="on", kernels="eager", cross_entropy="hf")
+    assert workload.global_batch == 8 * nnodes
     assert (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
     assert json.loads(paths[settings_file].read_text())["gradient_accumulation_steps"] == 2
     sbatch = paths["launch_slurm.sbatch"].read_text()
@@ -81,6 +83,10 @@ def test_trainable_names_what_train_cannot_run():
     assert trainable(run(engine="fsdp", zero=3, tp=2), cuda=True) is None  # 4D parallelism runs on FSDP2
     assert trainable(run(recompute="full", recompute_early_stop="on"), cuda=True) is None  # what train runs
     assert "leave it engine or on" in trainable(run(recompute="full", recompute_early_stop="off"), cuda=True)
+    # the software train runs is accepted; what it does not run is refused in one line
+    assert trainable(run(zero=2, kernels="eager", cross_entropy="hf"), cuda=True) is None
+    assert "leave it engine or eager" in trainable(run(zero=2, kernels="fused"), cuda=True)
+    assert "hf: T5 / mT5" in trainable(run(zero=2, cross_entropy="fused"), cuda=True)
 
 
 def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
@@ -99,9 +105,11 @@ def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
     raw = yaml.safe_load((tmp_path / "out" / "train_config.yaml").read_text())["strategy"]
     assert raw["recompute_early_stop"] == "on" and (raw["engine"], raw["recompute"]) == ("deepspeed", "full")
     s = RunConfig.from_yaml(tmp_path / "out" / "train_config.yaml").strategy
+    assert (raw["kernels"], raw["cross_entropy"]) == ("eager", "torch")  # HF Llama as train runs it
     flags = [*common, "--engine", s.engine, "--zero", str(s.zero), "--micro-batch", str(s.micro_batch),
              "--recompute", s.recompute, "--precision", s.precision, "--offload-optimizer", s.offload_optimizer,
-             "--offload-params", s.offload_params, "--json"]
+             "--offload-params", s.offload_params, "--kernels", s.kernels, "--cross-entropy", s.cross_entropy,
+             "--json"]
     steps = {}
     for value in (s.recompute_early_stop, "engine"):
         with pytest.raises(SystemExit) as exc:

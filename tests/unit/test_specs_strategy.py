@@ -64,3 +64,31 @@ def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
     assert hash(other) == hash(s.replace(micro_batch=8)) and s.micro_batch == 1
     with pytest.raises(ScalestudyError, match="micro_batch"):
         s.with_micro_batch(0)
+
+
+@pytest.mark.parametrize("model, strategy, kernels, cross_entropy", [
+    # a T5 / mT5 on deepspeed / ddp / fsdp without tp / pp is Hugging Face's T5: eager kernels, its own loss
+    ("mt5-xxl", Strategy(zero=2), "eager", "hf"),
+    ("t5-base", Strategy(engine="ddp"), "eager", "hf"),
+    ("t5-base", Strategy(engine="fsdp", zero=3), "eager", "hf"),
+    # with tp / pp (Megatron / NeMo T5s), on megatron, and for decoder-only models: fused, the engine's loss
+    ("t5-base", Strategy(engine="ddp", tp=2), "fused", "engine"),
+    ("t5-base", Strategy(engine="megatron", zero=1), "fused", "engine"),
+    ("gpt2", Strategy(zero=2), "fused", "engine"),
+    ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine"),
+    # values given are kept
+    ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch"),
+    ("gpt2", Strategy(engine="ddp", kernels="eager", cross_entropy="hf"), "eager", "hf"),
+])
+def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, kernels, cross_entropy):
+    """specs/strategy.py 'Software defaults': estimate resolves "engine" and prints the software it priced."""
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import make_cluster
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Workload, software_assumed
+
+    spec = get_model(model)
+    w = Workload(8 // strategy.tp, 512, 114 if spec.is_encoder_decoder else 0)
+    got = estimate(spec, make_cluster("a100-80gb", 1, 8), strategy, w).strategy
+    assert (got.kernels, got.cross_entropy) == (kernels, cross_entropy)
+    assert f"kernels {kernels}, cross_entropy {cross_entropy}" in software_assumed(got)

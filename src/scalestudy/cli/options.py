@@ -25,10 +25,11 @@ ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce
                                 help="DeepSpeed ZeRO-1 all-reduces the gradients (DeepSpeed 0.4.4-0.7.1, 0.8.0-0.12: "
                                      "contiguous_gradients forced off for stage 1) instead of reduce-scattering "
                                      "them (cost model only).")
-KERNELS = typer.Option("fused", "--kernels",
-                       help="Element-wise kernels: fused (Megatron/TE/torch.compile) | eager (one PyTorch kernel "
-                            "per op, no torch.compile) | eager-fused-norm (eager with a fused RMSNorm); cost model "
-                            "only.")
+KERNELS = typer.Option("engine", "--kernels",
+                       help="Element-wise kernels: engine (default: eager for a Hugging Face T5/mT5 on deepspeed / "
+                            "ddp / fsdp without tp/pp, fused otherwise; plan: eager, what train runs) | fused "
+                            "(Megatron/TE/torch.compile) | eager (one PyTorch kernel per op, no torch.compile: HF "
+                            "models, torchtitan) | eager-fused-norm (eager with a fused RMSNorm).")
 GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
                            help="Dtype data-parallel gradients are reduced in: engine (the engine's own: FSDP fp32, "
                                 "DeepSpeed the compute dtype, Megatron fp32 under bf16) | fp32 | compute (e.g. FSDP "
@@ -49,8 +50,10 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "torch, Megatron-LM before 2024-06) | inplace (Megatron-Core's in-place fp32 "
                                   "softmax) | fused (flash-attn CrossEntropyLoss) | fused-metrics (fused + Composer's two "
                                   "training-metric cross-entropies per micro-batch: llm-foundry MPT) | fused-linear "
-                                  "(Liger: no logits) | hf (transformers 4.x models' CrossEntropyLoss: GPT-2's "
-                                  "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed); cost model only.")
+                                  "(Liger: no logits) | hf (transformers models' own CrossEntropyLoss: GPT-2's 4.x "
+                                  "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed; engine's meaning "
+                                  "for a HF T5 on deepspeed/ddp/fsdp) | torch (F.cross_entropy on logits.float(): "
+                                  "torchtitan, transformers >= 4.46 causal models).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron) | fa2 | fa3 "

@@ -24,7 +24,7 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.terms import _dp_comm, _shape, model_layout
 from scalestudy.specs.hardware import ClusterSpec
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 
 _EXCESS: dict = {}
 PER_STEP = "/step"  # engine_overhead_s key suffix: seconds per sublayer per optimizer step (`engine_step_overhead`)
@@ -37,7 +37,8 @@ def _probe_comm_total(device, engine: str, zero: int, accum: int) -> float:
 
     p = PROFILE_MULTI
     tiny = get_model(p["model"])
-    st = Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=p["micro_batch"])
+    # the software estimate() resolves (eager HF T5 kernels), as _shape below is priced without it
+    st = resolve_software(Strategy(engine=engine, zero=zero, precision="fp32", micro_batch=p["micro_batch"]), tiny)
     w = Workload(p["micro_batch"] * accum * p["nproc"], p["seq"], p["target"])
     cluster = ClusterSpec(device=device, nodes=1, gpus_per_node=p["nproc"])
     layout = model_layout(tiny, cluster, st, w)

@@ -29,13 +29,14 @@ from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _shape, _subla
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
              options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
+    strategy = resolve_software(strategy, model)  # "engine" kernels / a HF T5's loss: the software assumed
     if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest
         return estimate_stages(model, cluster, strategy, workload, options, calibration)
     st, dev = strategy, cluster.device

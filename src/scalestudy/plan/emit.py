@@ -73,7 +73,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
     check_inputs_exist(run)
     run = run.resolved()
-    run = dataclasses.replace(run, strategy=as_trained(run.strategy))  # the early stop train runs, for estimate
+    run = dataclasses.replace(run, strategy=as_trained(run.strategy, run.model_spec()))  # what train runs, for estimate
     engine_file, settings = engine_settings(run, cuda=cuda)
     files = {CONFIG_NAME: run.to_yaml(), engine_file: json.dumps(settings, indent=2) + "\n"}
     env = {} if cuda else {"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}

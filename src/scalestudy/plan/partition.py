@@ -172,7 +172,7 @@ def _auto_with_memory(run, speeds: list[float], device, basis: str) -> AutoSplit
     w = run.workload
     cluster = with_stage_speeds(ClusterSpec(device=device, nodes=w.nnodes, gpus_per_node=w.nproc), speeds)
     spec, workload, layout = run.model_spec(), run.to_workload(), run.layout()
-    strategy = as_trained(run.strategy)  # priced with the checkpoint early stop train runs
+    strategy = as_trained(run.strategy, spec)  # priced with the software train runs
     split, fastest, fits = _memory_split(spec, cluster, strategy, workload, layout.dp, layout.grad_accum)
     chosen = estimate(spec, cluster, strategy.replace(stage_layers=split), workload)
     even = estimate(spec, cluster, strategy.replace(stage_layers=()), workload)
@@ -247,8 +247,10 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
     if strategy.pp_schedule == "interleaved":
         raise ScalestudyError(CONTIGUOUS_ONLY)
     from scalestudy.costmodel.flops import target_length
+    from scalestudy.specs.strategy import resolve_software
 
-    st, pp, options = strategy, strategy.pp, options or DEFAULT_OPTIONS
+    # the software estimate() prices (its "engine" kernels resolved): the per-stage terms below read it directly
+    st, pp, options = resolve_software(strategy, model), strategy.pp, options or DEFAULT_OPTIONS
     s, t = workload.seq_len, target_length(model, workload)
     costs, _ = layer_costs(model, s, t)
     n = len(costs)
@@ -259,7 +261,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
     for c in costs:
         prefix.append(prefix[-1] + c / total)
     key = (id(model), id(cluster), st.tp, pp, st.micro_batch, st.recompute, st.precision, st.attention,
-           st.sequence_parallel, dp, s, t, id(calibration))
+           st.sequence_parallel, dp, s, t, id(calibration), st.kernels, st.cross_entropy)  # (train's software or not)
     hit = _SPLITS.get(key)
     if hit is not None and hit[0] is cluster and hit[1] is model:
         rate, fixed, fastest = hit[2:]

@@ -51,7 +51,7 @@ from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
-                                      resolve_layout)
+                                      resolve_layout, software_fill)
 
 TRAINED = "train"  # Constraints.recompute_early_stop's default: price each candidate with the value train runs
 
@@ -81,7 +81,7 @@ class Constraints:
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     zero1_all_reduce: bool = False
-    kernels: str = "fused"  # Strategy.kernels, kept fixed (not searched)
+    kernels: str = "engine"  # Strategy.kernels, kept fixed (not searched); engine: train's eager on its engines
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
     # megatron, searched only when --engine names it
     grad_reduce: str = "engine"
@@ -380,7 +380,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             # unless the user named a value (a published run's software: a what-if, as given);
                             # written into the fields so the Strategy is built and checked once
                             if not named:
-                                fields.update(trained_fill(engine, fields))
+                                fields.update(trained_fill(engine, fields, model))
+                            fields.update(software_fill(fields, model.is_encoder_decoder))  # "engine" kernels
                             strategy = Strategy(**fields)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,

@@ -331,7 +331,7 @@ class RunConfig:
             raise ScalestudyError(f"model {spec.name} is encoder-decoder: use --objective span or knowledge")
         if not spec.is_encoder_decoder and not self.is_causal:
             raise ScalestudyError(f"model {spec.name} is decoder-only: use --objective causal")
-        check_cost_model_only(strategy)
+        check_cost_model_only(strategy, spec)
         hf_attn_implementation(spec, strategy.attention)  # a model that cannot run the attention asked for
         check_parallel_layout(spec, strategy, self.world_size, dropout=self.model.dropout)  # heads, layers, mesh
         if strategy.recompute in ("selective", "op"):
@@ -397,56 +397,83 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "attention_kernel": "published software's fused attention kernel"}
 
 
-# Cost-model options whose default ("engine": what the PUBLISHED software of that engine does) is not what `train`
-# runs, with the value `train` runs. engine/settings.activation_checkpointing early-stops every engine's full
-# recompute (torch's non-reentrant checkpoint; DeepSpeed ZeRO-3 fails with it off), while "engine" prices early stop
-# on for fsdp only (published DeepSpeed / Megatron runs re-run whole blocks). plan, tune and study price our runs
-# with these values (as_trained) and write them into the configs they emit, so `estimate` of an emitted strategy
-# prices the run `train` makes.
-TRAIN_SOFTWARE = {"recompute_early_stop": "on"}
+# What `train` runs of the cost-model options, where that is not what the option's default means (the published
+# software of the engine, specs/strategy.software_defaults), read from the code that runs:
+# - recompute_early_stop "on": engine/settings.activation_checkpointing early-stops every engine's full recompute
+#   (torch's non-reentrant checkpoint; DeepSpeed ZeRO-3 fails with it off); "engine" prices it on for fsdp only;
+# - kernels "eager": engine/models.build_model runs the Transformers modules as they are (HF T5LayerNorm /
+#   LlamaRMSNorm composed in fp32, GPT-2's gelu_new, rotary and residual ops as separate kernels), nothing calls
+#   torch.compile; the hybrid backend (tp / pp) runs the same blocks (engine/parallel/stages.py);
+# - cross_entropy: `model(**inputs).loss` on deepspeed / fsdp / ddp, i.e. the model's own loss -- T5 / mT5
+#   T5ForConditionalGeneration's CrossEntropyLoss on the logits' view, in their dtype ("hf"; fp32 under ddp's
+#   autocast); causal models transformers' ForCausalLMLoss on `logits.float()` ("torch"); the hybrid backend's
+#   causal_lm_loss / seq2seq_loss upcast likewise ("torch");
+# - left at their defaults, as train runs them: optimizer_loop "engine" (torch AdamW, engine/backends/common.py
+#   make_adamw, foreach on GPUs since torch 2.0 -- a multi-tensor step; DeepSpeed ZeRO 1-3 steps flat partitions;
+#   DeepSpeed ZeRO-0 in 16 bits wraps it in FP16_UnfusedOptimizer, whose per-tensor overflow / norm / copy loop no
+#   loop value describes with the step itself multi-tensor), attention_kernel "engine" (SDPA), grad_reduce
+#   "engine" (engine/settings.py), the Megatron-only switches off.
+# plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
+# so `estimate` of an emitted strategy prices the run `train` makes.
+TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}
+TRAIN_LOSSES = ("hf", "torch")  # the cross_entropy values train runs, by model and backend (train_software)
 
 
-def train_runs(name: str, value) -> bool:
-    """Whether `train` runs cost-model option `name` at `value`: its default, or the value TRAIN_SOFTWARE names."""
+def train_software(engine: str, model: ModelSpec | None, tp: int = 1, pp: int = 1) -> dict:
+    """The cost-model options `train` runs (TRAIN_SOFTWARE, and the loss of `model` on that backend) for a strategy
+    of `engine`; {} for the cost-model engines (megatron, internlm), which train does not run."""
+    if engine in COST_MODEL_ENGINES:
+        return {}
+    hf_loss = model is not None and model.is_encoder_decoder and tp == 1 and pp == 1
+    return {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch"}
+
+
+def train_runs(name: str, value, model: ModelSpec | None = None, tp: int = 1, pp: int = 1) -> bool:
+    """Whether `train` runs cost-model option `name` at `value`: its default, or what it runs for `model` with this
+    tp / pp (train_software; without a model: for some model)."""
     default = Strategy.__dataclass_fields__[name].default
     if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
         value = "on" if value else "off"
-    return (type(value) is type(default) and value == default) or value == TRAIN_SOFTWARE.get(name, default)
+    if type(value) is type(default) and value == default:
+        return True
+    if name == "cross_entropy" and model is None:
+        return value in TRAIN_LOSSES
+    return value == train_software("deepspeed", model, tp, pp).get(name, default)
 
 
-def as_trained(strategy: Strategy) -> Strategy:
-    """`strategy` with the TRAIN_SOFTWARE values written in where it leaves them at "engine", for train's engines
-    (deepspeed, fsdp, ddp): the run `train` makes, as the cost model should price it. Cost-model engines (megatron,
-    internlm) and values set explicitly are kept."""
-    fill = trained_fill(strategy.engine, vars(strategy))
+def as_trained(strategy: Strategy, model: ModelSpec) -> Strategy:
+    """`strategy` with the values train runs (train_software) written in where it leaves them at their default, for
+    train's engines (deepspeed, fsdp, ddp): the run `train` makes, as the cost model should price it. Cost-model
+    engines (megatron, internlm) and values set explicitly are kept."""
+    fill = trained_fill(strategy.engine, vars(strategy), model)
     return strategy.replace(**fill) if fill else strategy
 
 
-def trained_fill(engine: str, fields: dict) -> dict:
+def trained_fill(engine: str, fields: dict, model: ModelSpec) -> dict:
     """The values as_trained writes into a strategy of `engine` whose fields are `fields` (name -> value): a
     planner passes its keyword arguments before building the Strategy, so it is built and checked once."""
-    if engine in COST_MODEL_ENGINES:
-        return {}
-    return {name: value for name, value in TRAIN_SOFTWARE.items()
+    return {name: value for name, value in train_software(engine, model, fields["tp"], fields["pp"]).items()
             if fields[name] == Strategy.__dataclass_fields__[name].default}
 
 
 def cost_model_option_message(name: str) -> str:
-    """Why `train` refuses a cost-model-only Strategy field set away from its default (train, study, plan --emit)."""
+    """Why `train` refuses a cost-model-only Strategy field set away from what it runs (train, study, plan --emit)."""
     default = Strategy.__dataclass_fields__[name].default
     runs = str(default).lower() if isinstance(default, bool) else default
-    if name in TRAIN_SOFTWARE:
+    if name == "cross_entropy":
+        runs += " or the model's own loss train runs (hf: T5 / mT5 without tp / pp; torch otherwise)"
+    elif name in TRAIN_SOFTWARE:
         runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
     return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"
 
 
-def check_cost_model_only(strategy: Strategy) -> None:
+def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) -> None:
     """Strategy fields that describe published runs' software for the cost model, which `train` cannot run."""
     if strategy.engine in COST_MODEL_ENGINES:
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
     for name in COST_MODEL_OPTIONS:
-        if not train_runs(name, getattr(strategy, name)):
+        if not train_runs(name, getattr(strategy, name), model, strategy.tp, strategy.pp):
             raise ScalestudyError(cost_model_option_message(name))
 
 

@@ -38,11 +38,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
                      gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
-- kernels:           "fused" (Megatron / Transformer Engine / torch.compile: element-wise work fused, the default),
-                     "eager" (one PyTorch kernel per element-wise op, fp32 norms with their casts: torchtitan,
+- kernels:           "engine" (the default: what the engine's software runs for this model, `software_defaults`),
+                     "fused" (Megatron / Transformer Engine / torch.compile: element-wise work fused), "eager" (one
+                     PyTorch kernel per element-wise op, fp32 norms with their casts: Hugging Face models, torchtitan,
                      fms-fsdp without torch.compile) or "eager-fused-norm" (eager, but one fused RMSNorm kernel:
-                     torchtitan norm_type fused_rmsnorm); costmodel/eager_kernels.py counts the bytes. Cost model
-                     only: it describes published software; scalestudy's `train` runs its engines as they are.
+                     torchtitan norm_type fused_rmsnorm); costmodel/eager_kernels.py counts the bytes. `train` runs
+                     its Hugging Face models eager (specs/run.TRAIN_SOFTWARE).
 - grad_reduce:       the dtype data-parallel gradients are reduced in: "engine" (what the engine does: fsdp fp32 --
                      scalestudy's own FSDP2 MixedPrecisionPolicy reduce_dtype, as torchtitan, OLMo-core and
                      Composer's amp 'DEFAULT' mode set it; ddp fp32; megatron fp32 under bf16, 16-bit under fp16;
@@ -65,9 +66,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      logits again) or "fused-linear" (Liger's fused linear cross-entropy: the logits never
                      materialised, token chunks) or "hf" (a Hugging Face transformers 4.x model's own
                      CrossEntropyLoss: GPT-2's shifted .contiguous() copy, T5 on the logits' view; in fp32 under
-                     ddp's autocast, in the 16-bit logits' dtype under DeepSpeed). Also the time of the logits'
-                     passes (costmodel/flops.py cross_entropy_bytes_per_logit). Cost model only: `train` runs
-                     "engine".
+                     ddp's autocast, in the 16-bit logits' dtype under DeepSpeed) or "torch" (torch's cross_entropy
+                     on `logits.float()`: torchtitan, transformers >= 4.46 causal models' ForCausalLMLoss -- what
+                     "engine" means on fsdp / ddp, named so a run can say it on any engine). Also the time of the
+                     logits' passes (costmodel/flops.py cross_entropy_bytes_per_logit). "engine" means "hf" for a
+                     Hugging Face T5 (`software_defaults`). `train` runs "hf" (T5 without tp/pp) or "torch"
+                     (specs/run.TRAIN_SOFTWARE).
 - optimizer_dtype:   the dtype of engine megatron's optimizer state: "engine" (fp32 master weights and Adam moments)
                      or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
                      parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
@@ -90,6 +94,21 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      "cudnn". Cost model only: `train` runs "engine".
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
+
+Software defaults (`software_defaults`; `estimate` prints what it assumed, docs/estimate-schema.md). A knob left at
+its default describes the software the published runs of that engine used, which for `kernels` and `cross_entropy`
+also depends on the model: a T5 / mT5 (encoder-decoder) model on deepspeed, ddp or fsdp without tensor or pipeline
+parallelism is, in practice, Hugging Face transformers' T5ForConditionalGeneration -- the PyTorch T5 that HF
+Trainer / Accelerate + DeepSpeed runs (the seed study, Benington 2023), that nanoT5 wraps, and that scalestudy's
+own `train` builds; no fused-kernel PyTorch T5 runs there (NeMo / Megatron's T5 runs as engine megatron or with tp,
+T5X / Mesh TensorFlow are XLA programs) -- so its default is "eager" element-wise kernels and the model's own "hf"
+loss. Every other run keeps "fused" kernels (Megatron-LM, NeMo, Megatron-DeepSpeed, compiled or fused-module
+stacks) and the engine's loss. Not made model-dependent, with the reason: decoder-only GPT / Llama runs on these
+engines split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
+torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays the engine's
+multi-tensor / fused step (torch AdamW's foreach default on GPUs since torch 2.0, DeepSpeed's flat partitions);
+Megatron's `tp_comm_overlap` / `overlap_param_gather` stay off, Megatron-LM's own argument defaults (recipes that
+turn them on say so).
 """
 
 from __future__ import annotations
@@ -115,9 +134,10 @@ COST_MODEL_ENGINES = {"megatron": (0, 1, 2), "internlm": (1,)}  # engines of pub
 # `train` refuses them (internlm: InternLM's HybridZeroOptimizer, zero1 over the data-parallel group)
 ATTENTIONS = ("flash", "eager")
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
-KERNELS = ("fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
+KERNELS = ("engine", "fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
-CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf")  # loss kernel (memory.logits_bytes)
+CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
+                   "torch")  # loss kernel (memory.logits_bytes)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
@@ -153,7 +173,7 @@ class Strategy:
     overlap_param_gather: bool = False  # cost model only (see the module docstring)
     tp_comm_overlap: bool = False  # cost model only
     zero1_all_reduce: bool = False  # cost model only (see the module docstring)
-    kernels: str = "fused"  # element-wise kernels fused / eager (cost model only, see the module docstring)
+    kernels: str = "engine"  # element-wise kernels fused / eager; engine: software_defaults (module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
     cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
@@ -297,14 +317,14 @@ class Strategy:
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
             parts.append("stages " + "/".join(map(str, self.stage_layers)))
-        if self.kernels != "fused":
-            parts.append(f"kernels-{self.kernels}")
+        if self.kernels not in ("engine", "fused") and not (self.kernels == "eager" and self.engine in ENGINES):
+            parts.append(f"kernels-{self.kernels}")  # train's engines run eager Hugging Face models: not named
         if self.grad_reduce != "engine":
             parts.append(f"grad-reduce-{self.grad_reduce}")
         if self.recompute_early_stop != "engine" and self.recompute == "full":
             parts.append(f"early-stop-{self.recompute_early_stop}")
-        if self.cross_entropy != "engine":
-            parts.append(f"ce-{self.cross_entropy}")
+        if self.cross_entropy != "engine" and not (self.cross_entropy in ("hf", "torch") and self.engine in ENGINES):
+            parts.append(f"ce-{self.cross_entropy}")  # the losses train runs (specs/run.TRAIN_SOFTWARE): not named
         if self.attention_kernel != "engine":
             parts.append(f"attn-{self.attention_kernel}")
         if self.optimizer_dtype != "engine":
@@ -338,6 +358,53 @@ class Strategy:
         new = object.__new__(Strategy)
         new.__dict__.update(self.__dict__, micro_batch=micro_batch)
         return new
+
+
+def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int) -> dict[str, str]:
+    """What `kernels` and `cross_entropy` left at "engine" mean for a run (module docstring, 'Software defaults'):
+    a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager element-wise kernels, its
+    CrossEntropyLoss "hf"); anything else fused kernels and the engine's loss ("engine", resolved by
+    costmodel/memory.loss_kernel)."""
+    hf_t5 = encoder_decoder and engine in ENGINES and tp == 1 and pp == 1
+    return {"kernels": "eager" if hf_t5 else "fused", "cross_entropy": "hf" if hf_t5 else "engine"}
+
+
+def software_fill(fields: dict, encoder_decoder: bool) -> dict:
+    """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
+    passes its keyword arguments before building the Strategy, so it is built and checked once."""
+    if fields["kernels"] != "engine" and (fields["cross_entropy"] != "engine" or not encoder_decoder):
+        return {}
+    wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"])
+    return {name: value for name, value in wanted.items() if fields[name] == "engine" and value != "engine"}
+
+
+def resolve_software(strategy: Strategy, model) -> Strategy:
+    """`strategy` with its "engine" kernels (and a Hugging Face T5's "engine" loss) written as the software
+    `software_defaults` names for `model` (a ModelSpec): what the cost model prices and `estimate` prints."""
+    fill = software_fill(strategy.__dict__, model.is_encoder_decoder)
+    return strategy.replace(**fill) if fill else strategy
+
+
+def software_assumed(strategy: Strategy) -> str:
+    """The software options a (resolved) strategy is priced with, in one line, for `estimate`'s output: the
+    element-wise kernels, the loss, the optimizer loop and, where they act, the attention kernel, gradient-reduction
+    dtype, checkpoint early stop and the overlap switches ("engine": the engine's own, resolved by the cost model)."""
+    s = strategy
+    parts = [f"kernels {s.kernels}", f"cross_entropy {s.cross_entropy}", f"optimizer_loop {s.optimizer_loop}",
+             f"grad_reduce {s.grad_reduce}"]
+    if s.attention == "flash":
+        parts.append(f"attention_kernel {s.attention_kernel}")
+    if s.recompute == "full":
+        parts.append(f"recompute_early_stop {s.recompute_early_stop}")
+    if (s.engine, s.zero) in (("deepspeed", 1), ("deepspeed", 2), ("megatron", 1)):
+        parts.append(f"overlap_param_gather {str(s.overlap_param_gather).lower()}")
+    if s.tp > 1:
+        parts.append(f"tp_comm_overlap {str(s.tp_comm_overlap).lower()}")
+    if (s.engine, s.zero) == ("deepspeed", 1):
+        parts.append(f"zero1_all_reduce {str(s.zero1_all_reduce).lower()}")
+    if s.engine == "megatron":
+        parts.append(f"optimizer_dtype {s.optimizer_dtype}")
+    return ", ".join(parts)
 
 
 def _stage_layers(value) -> tuple:

@@ -183,8 +183,9 @@ class Trial:
     def strategy(self) -> Strategy:
         values = {k: getattr(self, k) for k in STRATEGY_KEYS}
         values["stage_layers"] = _stage_tuple(self.stage_layers)
-        # as_trained: priced (study/predict.py) with the checkpoint early stop train runs
-        return as_trained(Strategy(**values, micro_batch=self.micro_batch, precision=self.precision))
+        # as_trained: priced (study/predict.py) with the software train runs (kernels, loss, early stop)
+        return as_trained(Strategy(**values, micro_batch=self.micro_batch, precision=self.precision),
+                          get_model(self.model))
 
     @property
     def workload(self) -> Workload:
