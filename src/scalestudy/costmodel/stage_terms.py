@@ -1,5 +1,5 @@
-"""One pipeline stage's terms -- what `estimate()` (one device type: every stage charged as the busiest) and
-`stages.estimate_stages()` (mixed clusters, uneven splits: every stage its own) both price, written once.
+"""One pipeline stage's terms -- what `estimate()` (one device type: the slowest stage, the others' fill-and-drain
+slots derived from their shares) and `stages.estimate_stages()` (mixed clusters: every stage its own) both price.
 
 A stage is its device and links, the compute times of the whole model on that device (step.ComputeTimes), its share
 of the blocks' FLOPs, the seconds of its blocks per micro-batch (the caller's rule: the busiest stage with the head
