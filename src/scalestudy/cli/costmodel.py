@@ -150,6 +150,8 @@ def _print_estimate(est) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from scalestudy.specs.strategy import software_assumed
+
     d = est.to_dict()
     lay, mem, tm, thr = d["layout"], d["memory"], d["time"], d["throughput"]
     console = Console()
@@ -157,6 +159,8 @@ def _print_estimate(est) -> None:
              else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
     title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
     console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
+    console.print(f"software assumed: {software_assumed(est.strategy)} (a flag each; defaults by engine and model: "
+                  "docs/estimate-schema.md 'Software defaults')")
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
                   f"({d['workload']['tokens_per_step']:,} tokens/step"
@@ -264,19 +268,22 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
     from rich.markup import escape
 
     from scalestudy.costmodel.constants import stored
-    from scalestudy.costmodel.published import fit, fit_rows, leave_one_source_out, load, summary, validation_rows
+    from scalestudy.costmodel.published import (fit, fit_rows, issue_flags_only, leave_one_source_out, load, summary,
+                                                validation_rows)
 
     rows = validation_rows()
     summ = summary(rows)
     loso = leave_one_source_out()
     held_out = {r["id"]: r for r in loso["rows"]}
     refitted = fit(fit_rows()).values() if refit else None
+    defaults = issue_flags_only()
     if as_json:
         print(json.dumps({"headline": {"leave_one_source_out_mean_abs_error": loso["mean_abs_error"],
                                        "leave_one_source_out_max_abs_error": loso["max_abs_error"],
                                        "sources": loso["sources"], "rows": loso["row_count"],
                                        "by_source": loso["by_source"]},
-                          "in_sample": summ, "constants": stored().values(), "refitted_on_all": refitted,
+                          "in_sample": summ, "issue_flags_only": defaults, "constants": stored().values(),
+                          "refitted_on_all": refitted,
                           "rows": [{"id": r.id, "kind": r.kind, "metric": r.metric, "unit": r.unit,
                                     "published": r.published, "predicted": r.predicted, "error": r.error,
                                     "held_out_predicted": held_out.get(r.id, {}).get("predicted"),
@@ -308,6 +315,10 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                   f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
                   f"; memory: {summ['memory_rows']} rows ({summ['measured_memory_rows']} measured, max |error| "
                   f"{100 * summ['measured_memory_max_abs_error']:.1f}%; the rest formula checks)")
+    console.print(f"issue flags only (in-sample; each row's attention, sequence parallel, overlap, schedule and offload "
+                  f"set, every other software option at its default): mean |error| "
+                  f"{100 * defaults['mean_abs_error']:.1f}%, max {100 * defaults['max_abs_error']:.1f}%, "
+                  f"{defaults['rows_over_20pct']} of {defaults['rows']} rows over 20%")
     console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "
                   "published.[/]")
     if refitted:

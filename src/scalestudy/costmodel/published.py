@@ -165,6 +165,24 @@ def validation_rows(cal: Calibration | None = None) -> list[Row]:
         [memory_row(r, sources) for r in data["memory"]]
 
 
+# The software options issue 11 names (--attention, --[no-]sequence-parallel, --[no-]overlap-grad-comm, --pp-schedule,
+# --virtual-stages, --stage-layers, FSDP's offload): a check written from the issue's text sets these and leaves
+# every other software knob (kernels, cross_entropy, optimizer_loop, tp_comm_overlap, ...) at its default.
+ISSUE_FLAGS = frozenset({"attention", "sequence_parallel", "overlap_grad_comm", "pp_schedule", "virtual_stages",
+                         "stage_layers", "offload_optimizer", "offload_params"})
+
+
+def issue_flags_only(cal: Calibration | None = None) -> dict:
+    """In-sample |error| of the throughput rows predicted with only the ISSUE_FLAGS of each row's `software:` set,
+    every other option at its default (specs/strategy.software_defaults): how far the defaults alone carry."""
+    errors = []
+    for r in load()["throughput"]:
+        software = {k: v for k, v in (r.get("software") or {}).items() if k in ISSUE_FLAGS}
+        errors.append(abs(predict({**r, "software": software}, cal) / float(r["published"]) - 1))
+    return {"rows": len(errors), "mean_abs_error": sum(errors) / len(errors), "max_abs_error": max(errors),
+            "rows_over_20pct": sum(e > 0.2 for e in errors)}
+
+
 def summary(rows: list[Row]) -> dict:
     tp = [abs(r.error) for r in rows if r.kind == "throughput"]
     mem = [abs(r.error) for r in rows if r.kind == "memory"]
