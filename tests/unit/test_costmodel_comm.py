@@ -88,9 +88,11 @@ def test_tensor_and_pipeline_terms_and_bubble():
     assert tp.tp_comm_s > 0 and tp.pp_comm_s == 0 and tp.bubble_s == 0
     pp = estimate(spec, cluster, Strategy(pp=4, tp=2, zero=1), work)
     m = pp.layout.grad_accum
-    # 1F1B bubble (Narayanan et al. 2021): (pp - 1) / m of the ideal pipeline time
+    # 1F1B bubble (Narayanan et al. 2021): (pp - 1) / m of the ideal pipeline time when the stages are equal; here
+    # the last stage also runs the LM head, so the fill and drain's other three stages are lighter than its slot
+    # (tests/unit/test_costmodel_pipeline.py: the per-stage sum exactly)
     slot = (pp.compute_s + pp.tp_comm_s + pp.pp_comm_s) / m
-    assert pp.bubble_s == pytest.approx((4 - 1) * slot)
+    assert 0.9 * (4 - 1) * slot < pp.bubble_s < (4 - 1) * slot
     assert pp.pp_comm_s > 0
 
 
