@@ -829,7 +829,15 @@ def test_second_pass_sources_are_their_tables():
         assert abs(r["published"] - 2048 * r["global_batch"] / DGXC25_STEP[gpus]) <= 1  # the table rounds down
         assert r["software"] == dict(old["software"], virtual_stages=6)
         assert all(r[k] == old[k] for k in old if k not in ("id", "source", "published", "software"))
+    mleng_zero2 = {r["id"]: r for r in _rows("memory", "mlengineering2026h200") if "-zero2-" in r["id"]}
+    for name, gib in (("liger", 80), ("eager", 99)):  # bench_decompose.py's steady-state 8K step: 'Liger ... 99 -> 80 GiB'
+        r = mleng_zero2.pop(f"mleng-llama31-8b-h200-8k-zero2-{name}-memory")
+        assert r["published_gb"] == pytest.approx(gib * 2**30 / 1e9, abs=0.006) and r["model"]["seq"] == 8192
+        assert (r["engine"], r["zero"], r["recompute"], r["measured_as"]) == ("deepspeed", 2, "none", "reserved")
+    assert not mleng_zero2
     for r in _rows("throughput", "mlengineering2026h200") + _rows("memory", "mlengineering2026h200"):
+        if "-zero2-" in r["id"]:
+            continue
         m, s = r["model"], r["model"]["seq"]
         head = m["d_model"] // m["heads"]
         attn = m["d_model"] * (2 * m["d_model"] + 2 * m["kv_heads"] * head)  # q, o and the grouped k, v
