@@ -152,14 +152,15 @@ def test_hf_gpt2_gelu_new_is_read_and_pays_its_fp32_chain_under_autocast(tmp_pat
     assert seconds == pytest.approx(12 * (102 * 8 * 1024 * 3072 / dev.hbm_bytes_per_s + 6e-5))
 
 
-@pytest.mark.parametrize("engine,kernels,model_name,recompute,tp,expected", [
-    ("megatron", "eager", "gpt2", "full", 1, True),  # Megatron-LM 2019: the forward and its recompute both add
-    ("megatron", "eager", "gpt2", "none", 2, True),
-    ("megatron", "fused", "gpt2", "full", 1, False),  # fused bias-GeLU / bias-dropout-add take the biases
-    ("ddp", "eager", "gpt2", "full", 1, False),  # HF Conv1D: addmm adds the bias in the GEMM
-    ("megatron", "eager", "llama-7b", "full", 1, False),  # no biases
+@pytest.mark.parametrize("engine,kernels,model_name,recompute,tp,sp,expected", [
+    ("megatron", "eager", "gpt2", "full", 1, False, True),  # Megatron-LM 2019: the forward and its recompute add
+    ("megatron", "eager", "gpt2", "none", 2, False, True),
+    ("megatron", "eager", "gpt2", "none", 2, True, True),  # sequence parallel: row-parallel outputs h / tp wide
+    ("megatron", "fused", "gpt2", "full", 1, False, False),  # fused bias-GeLU / bias-dropout-add take the biases
+    ("ddp", "eager", "gpt2", "full", 1, False, False),  # HF Conv1D: addmm adds the bias in the GEMM
+    ("megatron", "eager", "llama-7b", "full", 1, False, False),  # no biases
 ])
-def test_megatron_2019_adds_each_linear_bias_as_its_own_kernel(engine, kernels, model_name, recompute, tp,
+def test_megatron_2019_adds_each_linear_bias_as_its_own_kernel(engine, kernels, model_name, recompute, tp, sp,
                                                                expected):
     """Megatron-LM 2019 (a0368ddf mpu/layers.py): F.linear on a 3-D input is matmul + `output += bias` in torch 1.x,
     RowParallelLinear adds `output_ + self.bias` after its all-reduce: QKV (3i / tp) and FC1 (f / tp) and the two
@@ -169,16 +170,16 @@ def test_megatron_2019_adds_each_linear_bias_as_its_own_kernel(engine, kernels, 
     from scalestudy.costmodel.eager_kernels import megatron_bias_add_s
 
     model, dev, b, s = get_model(model_name), get_device("v100-32gb"), 8, 1024
-    seconds = megatron_bias_add_s(model, engine, "fp16", kernels, tp, b, s, recompute, dev, 1e-5)
+    seconds = megatron_bias_add_s(model, engine, "fp16", kernels, tp, b, s, recompute, dev, 1e-5, sp)
     assert (seconds > 0) is expected
     if expected:
-        width = (3 * model.inner_dim + model.d_ff) / tp + 2 * model.d_model
+        width = (3 * model.inner_dim + model.d_ff) / tp + 2 * model.d_model / (tp if sp else 1)
         passes = 2 if recompute == "full" else 1
         per_layer = passes * (2 * 2 * b * s * width / dev.hbm_bytes_per_s + 4e-5)
         assert seconds == pytest.approx(model.num_layers * per_layer)
         cluster = make_cluster("v100-32gb", 1, tp)
         st = Strategy(engine=engine, tp=tp, micro_batch=b, recompute=recompute, precision="fp16", kernels=kernels,
-                      attention="eager", sequence_parallel=False)
+                      attention="eager", sequence_parallel=sp)
         work = Workload(global_batch=b, seq_len=s)
         with_adds = estimate_module.estimate(model, cluster, st, work).compute_s
         real = stage_terms.megatron_bias_add_s
@@ -188,5 +189,5 @@ def test_megatron_2019_adds_each_linear_bias_as_its_own_kernel(engine, kernels, 
         finally:
             stage_terms.megatron_bias_add_s = real
         seconds = megatron_bias_add_s(model, engine, "fp16", kernels, tp, b, s, recompute, dev,
-                                      stored().kernel_overhead_s)
+                                      stored().kernel_overhead_s, sp)
         assert with_adds - without == pytest.approx(seconds)

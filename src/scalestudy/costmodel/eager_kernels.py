@@ -128,16 +128,17 @@ MEGATRON_BIAS_ADDS = 4
 
 
 def megatron_bias_add_s(model, engine: str, precision: str, kernels: str, tp: int, micro_batch: int, seq_len: int,
-                        recompute: str, device, kernel_s: float) -> float:
+                        recompute: str, device, kernel_s: float, sp: bool = False) -> float:
     """Seconds per micro-batch, all layers on one tensor-parallel rank, of Megatron-LM 2019's separate bias adds
     (above): memory-bound, + their launches (`kernel_s` each, calibration kernel_overhead_s); a full recompute runs
     the forward, and its adds, twice. Engine megatron with eager kernels only (the unfused Megatron code; its fused
-    paths fold the biases into bias-GeLU / bias-dropout-add), GPT layouts (not Llama: no biases), GPU devices."""
+    paths fold the biases into bias-GeLU / bias-dropout-add), GPT layouts (not Llama: no biases), GPU devices.
+    `sp`: sequence parallelism, whose reduce-scatter leaves the row-parallel outputs h / tp wide."""
     if (engine != "megatron" or kernels == "fused" or model.is_encoder_decoder or model.family == "llama"
             or device.kind == "cpu"):
         return 0.0
     a = FP32 if precision == "fp32" else ACT_16BIT
-    width = (3.0 * model.inner_dim + model.d_ff) / tp + 2.0 * model.d_model
+    width = (3.0 * model.inner_dim + model.d_ff) / tp + 2.0 * model.d_model / (tp if sp else 1)
     passes = 2.0 if recompute == "full" else 1.0
     per_layer = passes * (2.0 * a * micro_batch * seq_len * width / device.hbm_bytes_per_s
                           + MEGATRON_BIAS_ADDS * kernel_s)

@@ -84,7 +84,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     tp, pp = lay.tp, lay.pp
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
-                                            cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s)
+                                            cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
     compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy
     tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     # interleaving sends each micro-batch across v times as many stage boundaries
