@@ -56,8 +56,9 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     cfg = RunConfig.from_yaml(paths["train_config.yaml"])
     spec, strategy, workload, layout = cfg.validate(cuda=cuda)
     # ... with the software train runs written in (specs/run.as_trained): checkpoint early stop, HF T5's eager
-    # element-wise kernels and its own CrossEntropyLoss
-    assert strategy == s.replace(recompute_early_stop="on", kernels="eager", cross_entropy="hf")
+    # element-wise kernels and its own CrossEntropyLoss, torch AdamW's foreach step
+    assert strategy == s.replace(recompute_early_stop="on", kernels="eager", cross_entropy="hf",
+                                 optimizer_loop="foreach")
     assert workload.global_batch == 8 * nnodes
     assert (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
     assert json.loads(paths[settings_file].read_text())["gradient_accumulation_steps"] == 2
@@ -87,6 +88,8 @@ def test_trainable_names_what_train_cannot_run():
     assert trainable(run(zero=2, kernels="eager", cross_entropy="hf"), cuda=True) is None
     assert "leave it engine or eager" in trainable(run(zero=2, kernels="fused"), cuda=True)
     assert "hf: T5 / mT5" in trainable(run(zero=2, cross_entropy="fused"), cuda=True)
+    assert trainable(run(zero=0, optimizer_loop="deepspeed-unfused"), cuda=True) is None  # FP16_UnfusedOptimizer
+    assert "deepspeed-unfused" in trainable(run(zero=0, optimizer_loop="foreach"), cuda=True)
 
 
 def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
@@ -105,11 +108,11 @@ def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
     raw = yaml.safe_load((tmp_path / "out" / "train_config.yaml").read_text())["strategy"]
     assert raw["recompute_early_stop"] == "on" and (raw["engine"], raw["recompute"]) == ("deepspeed", "full")
     s = RunConfig.from_yaml(tmp_path / "out" / "train_config.yaml").strategy
-    assert (raw["kernels"], raw["cross_entropy"]) == ("eager", "torch")  # HF Llama as train runs it
+    assert (raw["kernels"], raw["cross_entropy"], raw["optimizer_loop"]) == ("eager", "torch", "foreach")
     flags = [*common, "--engine", s.engine, "--zero", str(s.zero), "--micro-batch", str(s.micro_batch),
              "--recompute", s.recompute, "--precision", s.precision, "--offload-optimizer", s.offload_optimizer,
              "--offload-params", s.offload_params, "--kernels", s.kernels, "--cross-entropy", s.cross_entropy,
-             "--json"]
+             "--optimizer-loop", s.optimizer_loop, "--json"]
     steps = {}
     for value in (s.recompute_early_stop, "engine"):
         with pytest.raises(SystemExit) as exc:

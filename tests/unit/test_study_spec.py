@@ -228,7 +228,8 @@ def test_trials_carry_the_checkpoint_early_stop_train_runs():
                                       {"engine": "ddp", "zero": 0}]})
     assert {t.strategy.recompute_early_stop for t in spec.trials} == {"on"}
     # and the eager HF kernels and T5's own loss train runs (specs/run.TRAIN_SOFTWARE), not fused kernels
-    assert {(t.strategy.kernels, t.strategy.cross_entropy) for t in spec.trials} == {("eager", "hf")}
+    assert {(t.strategy.kernels, t.strategy.cross_entropy, t.strategy.optimizer_loop) for t in spec.trials} == {
+        ("eager", "hf", "foreach")}
     assert spec.trials[0].run_config(output="out").strategy.recompute_early_stop == "on"
     with pytest.raises(ScalestudyError, match="leave it engine or on"):
         parse_spec({"model": "t5-tiny", "strategies": [{"engine": "ddp", "recompute_early_stop": "off"}]})

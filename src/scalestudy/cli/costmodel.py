@@ -315,8 +315,8 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                   f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
                   f"; memory: {summ['memory_rows']} rows ({summ['measured_memory_rows']} measured, max |error| "
                   f"{100 * summ['measured_memory_max_abs_error']:.1f}%; the rest formula checks)")
-    console.print(f"issue flags only (in-sample; each row's attention, sequence parallel, overlap, schedule and offload "
-                  f"set, every other software option at its default): mean |error| "
+    console.print(f"issue flags only (in-sample; each row's attention, sequence parallel, overlap, schedule and "
+                  f"offload set, every other software option at its default): mean |error| "
                   f"{100 * defaults['mean_abs_error']:.1f}%, max {100 * defaults['max_abs_error']:.1f}%, "
                   f"{defaults['rows_over_20pct']} of {defaults['rows']} rows over 20%")
     console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "

@@ -63,14 +63,16 @@ OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
                                     "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
                                     "/ dp); cost model only.")
 OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
-                              help="Optimizer kernel launches: engine (fused / multi-tensor: FusedAdam, torch AdamW "
-                                   "foreach) | per-tensor (Python loop, a kernel per op per tensor: torch AdamW "
+                              help="Optimizer kernel launches: engine (a fused update: apex / DeepSpeed FusedAdam, "
+                                   "torch fused AdamW) | foreach (torch AdamW's GPU default: 80 B per parameter, "
+                                   "what train runs) | deepspeed-unfused (DeepSpeed ZeRO-0 16-bit "
+                                   "FP16_UnfusedOptimizer: 13 kernels + 1 host sync per tensor) | per-tensor (Python loop, a kernel per op per tensor: torch AdamW "
                                    "foreach=False, transformers AdamW) | per-tensor-rms (nanoT5 AdamWScale, 2 host "
                                    "syncs per tensor) | per-tensor-fp16 (2019 FP16_Optimizer: Megatron-LM 2019, "
                                    "early apex; 9 kernels + 2 host syncs per tensor) | per-tensor-hf (HF Trainer on torch 1.x: "
                                    "AdamW + clip + zero_grad, 10 kernels per tensor) | deepspeed-serial "
                                    "(DeepSpeed ZeRO-1/2 before v0.13.2: overflow sum + norm .item() per gradient "
-                                   "tensor of the rank's partition, 4 kernels + 2 host syncs); cost model only.")
+                                   "tensor of the rank's partition, 4 kernels + 2 host syncs).")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

@@ -382,7 +382,8 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                        st.overlap_grad_comm)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
-                             device.kind != "cpu" and st.optimizer_loop == "engine")  # a per-tensor loop: no foreach
+                             device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach
+                             st.optimizer_loop)
     transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
     return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
 
@@ -397,7 +398,12 @@ def peak_transient(backward_peak: float, step_peak: float) -> float:
     return max(0.0, step_peak - backward_peak)
 
 
-def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True) -> float:
+# optimizer_loop values whose step runs torch's foreach AdamW (or, for "engine", the torch-native engines' default)
+FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused")
+
+
+def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True,
+                         loop: str = "engine") -> float:
     """What the optimizer step holds beside the model states (the step runs on the device; offloaded steps run on the
     host). DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the engine wraps a fused Adam in it: runtime/fp16/
     fused_optimizer.py step(), v0.9.5 .. 0.19 alike) flattens the gradients into a new fp32 buffer,
@@ -408,9 +414,14 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     temporary of its parameters' size (_multi_tensor_adam: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`):
     4 psi / dp under FSDP or ZeroRedundancyOptimizer, 4 psi under DDP, whose gradient buckets
     (gradient_as_bucket_view False) also stay allocated through the step. Others step in place on flat or sharded fp32 buffers already counted
-    (BF16_Optimizer and ZeRO 1-3 with DeepSpeed's fused Adam, Megatron's distributed optimizer)."""
-    if engine == "deepspeed" and zero == 0 and precision == "fp16":
+    (BF16_Optimizer and ZeRO 1-3 with DeepSpeed's fused Adam, Megatron's distributed optimizer). DeepSpeed given
+    torch's AdamW as a client optimizer (`loop` foreach: scalestudy's `train`) holds its foreach temporary over the
+    rank's flat partition, 4 psi / dp; at ZeRO-0 in 16 bits FP16_UnfusedOptimizer (`loop` deepspeed-unfused) makes a
+    per-tensor fp32 gradient copy (4 psi) beside that temporary (4 psi)."""
+    if engine == "deepspeed" and zero == 0 and (precision == "fp16" or loop == "deepspeed-unfused"):
         return 8.0 * psi
+    if engine == "deepspeed" and loop == "foreach" and foreach:
+        return 4.0 * psi / (dp if zero else 1)
     temporary = 4.0 * psi / (dp if engine == "fsdp" or zero else 1) if foreach else 0.0
     if engine == "fsdp":
         return temporary

@@ -107,6 +107,20 @@ OPTIMIZER_LOOPS = {
     # then `.item()` (cast r2 w8, norm r8; sync 2): 4 kernels, 2 syncs, 28 B beyond the flat update's 30.
     # Replaced by on-device reductions in #4974 (v0.13.2, norm) and #5115 (v0.13.3, overflow), 2024-02.
     "deepspeed-serial": ((4, 2), 58.0),
+    # torch AdamW as it defaults on GPUs (foreach, not fused: optimizer._default_to_fused_or_foreach; adam.py
+    # _multi_tensor_adam, read at torch 2.13): the passes of "per-tensor", each one foreach kernel over lists of
+    # tensors (multi_tensor_apply launches per chunk of tensors, not per tensor: no per-tensor launches counted) --
+    # mul_ weight decay (r4 w4), lerp_ (r8 w4), mul_ (r4 w4), addcmul_ (r8 w4), sqrt (r4 w4), div_ (r4 w4), add_ eps
+    # (r4 w4), addcdiv_ (r12 w4): 80 B. scalestudy's `train` on every engine (backends/common.make_adamw; DeepSpeed
+    # takes it as a client optimizer and steps its flat ZeRO partitions with it), HF Trainer adamw_torch
+    "foreach": ((0, 0), 80.0),
+    # DeepSpeed ZeRO-0 in 16 bits around a client optimizer that is not DeepSpeed's FusedAdam, as `train`'s torch
+    # AdamW (engine._configure_fp16_optimizer -> FP16_UnfusedOptimizer, runtime/fp16/unfused_optimizer.py step(),
+    # read at v0.19.8), per tensor: the overflow check utils.has_inf_or_nan (amax and amin r2 each, two isfinite, and,
+    # not: 6 kernels) whose `if` reads it back (sync 1); get_weight_norm's .float() (r2 w4), .norm (r4), ** 2 and the
+    # sum (4 kernels, one .item() per group); the fp32 gradient copy .to (r2 w4); unscale mul_ (r4 w4); after the
+    # foreach AdamW step (80 B) the copy back to the 16-bit weight (r4 w2): 13 kernels, 1 sync, 34 + 80 B
+    "deepspeed-unfused": ((13, 1), 114.0),
 }
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.

@@ -117,6 +117,9 @@ class Constraints:
         if self.optimizer_loop == "deepspeed-serial" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError("--optimizer-loop deepspeed-serial describes DeepSpeed's ZeRO optimizer: it needs "
                                   "--engine deepspeed")
+        if self.optimizer_loop == "deepspeed-unfused" and (set(self.engines) != {"deepspeed"} or set(self.zero) != {0}):
+            raise ScalestudyError("--optimizer-loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
+                                  "FP16_UnfusedOptimizer: it needs --engine deepspeed --zero 0")
         for z in self.zero:
             if z not in (0, 1, 2, 3):
                 raise ScalestudyError(f"zero stage must be 0-3, got {z}")

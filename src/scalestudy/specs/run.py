@@ -408,37 +408,50 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 #   T5ForConditionalGeneration's CrossEntropyLoss on the logits' view, in their dtype ("hf"; fp32 under ddp's
 #   autocast); causal models transformers' ForCausalLMLoss on `logits.float()` ("torch"); the hybrid backend's
 #   causal_lm_loss / seq2seq_loss upcast likewise ("torch");
-# - left at their defaults, as train runs them: optimizer_loop "engine" (torch AdamW, engine/backends/common.py
-#   make_adamw, foreach on GPUs since torch 2.0 -- a multi-tensor step; DeepSpeed ZeRO 1-3 steps flat partitions;
-#   DeepSpeed ZeRO-0 in 16 bits wraps it in FP16_UnfusedOptimizer, whose per-tensor overflow / norm / copy loop no
-#   loop value describes with the step itself multi-tensor), attention_kernel "engine" (SDPA), grad_reduce
-#   "engine" (engine/settings.py), the Megatron-only switches off.
+# - optimizer_loop "foreach": torch AdamW (engine/backends/common.make_adamw, no foreach / fused argument), which
+#   torch runs as foreach kernels on GPUs (optimizer._default_to_fused_or_foreach: fused only when asked), on every
+#   engine -- DeepSpeed takes it as a client optimizer and steps its flat ZeRO partitions with it; at ZeRO-0 in 16
+#   bits DeepSpeed wraps it in FP16_UnfusedOptimizer ("deepspeed-unfused": engine._configure_fp16_optimizer, not
+#   its FusedAdam); with the optimizer offloaded DeepSpeed runs its own CPU Adam and FSDP2 steps on the host
+#   ("engine": the CPU Adam terms price it);
+# - left at their defaults, as train runs them: attention_kernel "engine" (SDPA), grad_reduce "engine"
+#   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
 # so `estimate` of an emitted strategy prices the run `train` makes.
 TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}
 TRAIN_LOSSES = ("hf", "torch")  # the cross_entropy values train runs, by model and backend (train_software)
+TRAIN_OPTIMIZER_LOOPS = ("foreach", "deepspeed-unfused")  # optimizer_loop values train runs (train_software)
 
 
-def train_software(engine: str, model: ModelSpec | None, tp: int = 1, pp: int = 1) -> dict:
-    """The cost-model options `train` runs (TRAIN_SOFTWARE, and the loss of `model` on that backend) for a strategy
-    of `engine`; {} for the cost-model engines (megatron, internlm), which train does not run."""
+def train_software(fields: dict, model: ModelSpec | None) -> dict:
+    """The cost-model options `train` runs (TRAIN_SOFTWARE, the loss of `model` on that backend, the optimizer's
+    loop) for a strategy whose fields are `fields` (name -> value: engine, zero, tp, pp, precision,
+    offload_optimizer); {} for the cost-model engines (megatron, internlm), which train does not run."""
+    engine = fields["engine"]
     if engine in COST_MODEL_ENGINES:
         return {}
-    hf_loss = model is not None and model.is_encoder_decoder and tp == 1 and pp == 1
-    return {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch"}
+    hf_loss = model is not None and model.is_encoder_decoder and fields["tp"] == 1 and fields["pp"] == 1
+    if fields["offload_optimizer"] != "none":
+        loop = "engine"  # DeepSpeed's CPU Adam / FSDP2's step on the host
+    elif engine == "deepspeed" and fields["zero"] == 0 and fields["precision"] != "fp32":
+        loop = "deepspeed-unfused"
+    else:
+        loop = "foreach"
+    return {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
 
 
-def train_runs(name: str, value, model: ModelSpec | None = None, tp: int = 1, pp: int = 1) -> bool:
-    """Whether `train` runs cost-model option `name` at `value`: its default, or what it runs for `model` with this
-    tp / pp (train_software; without a model: for some model)."""
+def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | None = None) -> bool:
+    """Whether `train` runs cost-model option `name` at `value`: its default, or what it runs for `model` and a
+    strategy of `fields` (train_software; without them: for some model and layout)."""
     default = Strategy.__dataclass_fields__[name].default
     if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
         value = "on" if value else "off"
     if type(value) is type(default) and value == default:
         return True
-    if name == "cross_entropy" and model is None:
-        return value in TRAIN_LOSSES
-    return value == train_software("deepspeed", model, tp, pp).get(name, default)
+    if fields is None or (name == "cross_entropy" and model is None):
+        return value in {"cross_entropy": TRAIN_LOSSES, "optimizer_loop": TRAIN_OPTIMIZER_LOOPS}.get(
+            name, (TRAIN_SOFTWARE.get(name, default),))
+    return value == train_software(fields, model).get(name, default)
 
 
 def as_trained(strategy: Strategy, model: ModelSpec) -> Strategy:
@@ -452,7 +465,7 @@ def as_trained(strategy: Strategy, model: ModelSpec) -> Strategy:
 def trained_fill(engine: str, fields: dict, model: ModelSpec) -> dict:
     """The values as_trained writes into a strategy of `engine` whose fields are `fields` (name -> value): a
     planner passes its keyword arguments before building the Strategy, so it is built and checked once."""
-    return {name: value for name, value in train_software(engine, model, fields["tp"], fields["pp"]).items()
+    return {name: value for name, value in train_software({**fields, "engine": engine}, model).items()
             if fields[name] == Strategy.__dataclass_fields__[name].default}
 
 
@@ -462,6 +475,9 @@ def cost_model_option_message(name: str) -> str:
     runs = str(default).lower() if isinstance(default, bool) else default
     if name == "cross_entropy":
         runs += " or the model's own loss train runs (hf: T5 / mT5 without tp / pp; torch otherwise)"
+    elif name == "optimizer_loop":
+        runs += (" or the torch AdamW train runs (foreach; deepspeed-unfused: DeepSpeed ZeRO-0 in 16 bits; engine "
+                 "with the optimizer offloaded)")
     elif name in TRAIN_SOFTWARE:
         runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
     return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"
@@ -473,7 +489,7 @@ def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) ->
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
     for name in COST_MODEL_OPTIONS:
-        if not train_runs(name, getattr(strategy, name), model, strategy.tp, strategy.pp):
+        if not train_runs(name, getattr(strategy, name), model, vars(strategy)):
             raise ScalestudyError(cost_model_option_message(name))
 
 

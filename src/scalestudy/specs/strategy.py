@@ -85,9 +85,15 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      tensor the grad zeroing, an overflow sum and a clip norm each read back to the host, master-grad
                      copy, unscale, Adam, copy back to fp16), "per-tensor-hf" (HF Trainer on torch 1.x:
                      transformers' AdamW plus clip_grad_norm_'s norm and scale and zero_grad's zero_ per tensor, no
-                     host sync) or "deepspeed-serial" (DeepSpeed ZeRO-1/2 v0.3-v0.13.1: a flat fused step after an
+                     host sync), "deepspeed-serial" (DeepSpeed ZeRO-1/2 v0.3-v0.13.1: a flat fused step after an
                      overflow sum and a norm per gradient tensor of the rank's partition, each read back to the
-                     host). Cost model only: `train` runs "engine".
+                     host), "foreach" (torch AdamW's default on GPUs: the per-tensor passes as foreach kernels over
+                     lists of tensors, 80 B per parameter, no per-tensor launches) or "deepspeed-unfused"
+                     (DeepSpeed ZeRO-0 in 16 bits around a client optimizer, FP16_UnfusedOptimizer: per tensor an
+                     overflow check read back, a norm, the fp32 gradient copy, unscale and the copy back, around the
+                     foreach step).
+                     `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "engine" with the
+                     optimizer offloaded: DeepSpeed's CPU Adam): specs/run.TRAIN_SOFTWARE.
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
@@ -105,8 +111,9 @@ T5X / Mesh TensorFlow are XLA programs) -- so its default is "eager" element-wis
 loss. Every other run keeps "fused" kernels (Megatron-LM, NeMo, Megatron-DeepSpeed, compiled or fused-module
 stacks) and the engine's loss. Not made model-dependent, with the reason: decoder-only GPT / Llama runs on these
 engines split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
-torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays the engine's
-multi-tensor / fused step (torch AdamW's foreach default on GPUs since torch 2.0, DeepSpeed's flat partitions);
+torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays "engine", a fused
+update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW; torch's foreach default, HF Trainer's
+adamw_torch, is "foreach", named by the run);
 Megatron's `tp_comm_overlap` / `overlap_param_gather` stay off, Megatron-LM's own argument defaults (recipes that
 turn them on say so).
 """
@@ -141,7 +148,7 @@ CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear"
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
-                   "deepspeed-serial")  # costmodel/step.py
+                   "deepspeed-serial", "foreach", "deepspeed-unfused")  # costmodel/step.py
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 
 
@@ -215,6 +222,9 @@ class Strategy:
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
             raise ScalestudyError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
                                   f"overflow and norm checks), not {self.engine}")
+        if self.optimizer_loop == "deepspeed-unfused" and (self.engine, self.zero) != ("deepspeed", 0):
+            raise ScalestudyError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
+                                  f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
                      "zero1_all_reduce"):
             if not isinstance(getattr(self, name), bool):
@@ -329,8 +339,9 @@ class Strategy:
             parts.append(f"attn-{self.attention_kernel}")
         if self.optimizer_dtype != "engine":
             parts.append(f"optim-{self.optimizer_dtype}")
-        if self.optimizer_loop != "engine":
-            parts.append(f"optim-{self.optimizer_loop}")
+        if self.optimizer_loop != "engine" and not (self.optimizer_loop in ("foreach", "deepspeed-unfused")
+                                                    and self.engine in ENGINES):
+            parts.append(f"optim-{self.optimizer_loop}")  # train's torch AdamW (specs/run.TRAIN_SOFTWARE): not named
         return "".join(" " + p for p in parts)
 
     def to_dict(self) -> dict:
