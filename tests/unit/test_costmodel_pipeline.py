@@ -9,6 +9,7 @@ head-heavy GPT-2 124M at pp 4 was 1.3x slow when every stage was charged the las
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceGroup, get_device
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload
@@ -19,16 +20,18 @@ ONE = ClusterSpec(device=DEV, nodes=2, gpus_per_node=8, name="one")
 GROUPED = ClusterSpec(device=DEV, nodes=2, gpus_per_node=8, name="grouped", groups=(DeviceGroup(DEV, 16, 1.0, 2),))
 
 
-def _strategy(engine: str, zero: int, pp: int, mb: int, precision: str = "bf16", schedule: str = "1f1b") -> Strategy:
+def _strategy(engine: str, zero: int, pp: int, mb: int, precision: str = "bf16", schedule: str = "1f1b",
+              v: int = 1, sp: bool = True) -> Strategy:
     return Strategy(engine=engine, zero=zero, tp=2, pp=pp, micro_batch=mb, recompute="full", precision=precision,
-                    pp_schedule=schedule, kernels="fused")
+                    pp_schedule=schedule, virtual_stages=v, kernels="fused", sequence_parallel=sp)
 
 
-CASES = [  # (model, strategy, global batch): head-heavy small models, a DeepSpeed bf16 fold, GPipe, a 7B
+CASES = [  # (model, strategy, global batch): head-heavy small models, a DeepSpeed bf16 fold, GPipe, a 7B, interleaved
     ("gpt2", _strategy("megatron", 0, 4, 1), 8),
     ("gpt2", _strategy("deepspeed", 1, 2, 4), 16),
     ("gpt2", _strategy("deepspeed", 1, 2, 4, "fp16", "gpipe"), 16),
     ("llama-7b", _strategy("megatron", 1, 4, 1), 32),
+    ("llama-7b", _strategy("megatron", 1, 4, 1, schedule="interleaved", v=2), 32),
 ]
 
 
@@ -52,3 +55,13 @@ def test_one_micro_batch_passes_each_stage_once():
     assert max(slots) == slots[-1] > 1.2 * min(slots)
     assert e.bubble_s == pytest.approx(sum(slots) - max(slots), rel=1e-9)
     assert e.step_s == pytest.approx(sum(slots) + max(x.tail_s for x in stages), rel=1e-9)
+
+
+def test_interleaved_on_a_mixed_cluster_needs_a_decoder_and_whole_rounds():
+    """The per-stage path runs the interleaved schedule for decoder-only models (a T5's chunks would mix encoder and
+    decoder blocks per device) and, as estimate(), with micro-batches per step a multiple of pp (Megatron-LM)."""
+    st = _strategy("megatron", 1, 4, 1, schedule="interleaved", v=2, sp=False)
+    with pytest.raises(ScalestudyError, match="decoder-only"):
+        estimate(get_model("t5-3b"), GROUPED, st, Workload(global_batch=32, seq_len=512))
+    with pytest.raises(ScalestudyError, match="multiple of pp 4"):
+        estimate(get_model("llama-7b"), GROUPED, st, Workload(global_batch=12, seq_len=1024))

@@ -177,10 +177,17 @@ def test_min_max_split_matches_the_exhaustive_programme_and_respects_memory():
     assert min_max_split([0, 1, 2, 3], [1.0, 1.0], [0.0, 0.0], lambda k: [0, 1, 2]) is None  # nothing fits
 
 
-def test_interleaved_schedule_is_refused_on_mixed_clusters(mixed):
-    with pytest.raises(ScalestudyError, match="interleaved schedule is not modelled"):
-        estimate(get_model("gpt2-xl"), mixed, Strategy(zero=1, pp=2, precision="fp16", pp_schedule="interleaved",
-                                                       virtual_stages=2), Workload(global_batch=64, seq_len=1024))
+def test_interleaved_schedule_on_mixed_clusters(mixed):
+    """Decoder-only models: each device runs its v chunks, the fill and drain shrink by v, the boundary sends grow
+    by v (stages.pipeline_seconds); an encoder-decoder's chunks would mix encoder and decoder blocks: refused."""
+    work, base = Workload(global_batch=64, seq_len=1024), Strategy(zero=1, pp=2, precision="fp16")
+    flat = estimate(get_model("gpt2-xl"), mixed, base, work)
+    inter = estimate(get_model("gpt2-xl"), mixed, base.replace(pp_schedule="interleaved", virtual_stages=2), work)
+    assert inter.bubble_s == pytest.approx(flat.bubble_s / 2, rel=0.05) and inter.pp_comm_s > flat.pp_comm_s
+    assert inter.step_s == pytest.approx(pipeline_seconds(inter.stages, inter.layout.grad_accum, 2))
+    with pytest.raises(ScalestudyError, match="decoder-only"):
+        estimate(get_model("t5-small"), mixed, base.replace(pp_schedule="interleaved", virtual_stages=2),
+                 Workload(global_batch=64, seq_len=512))
 
 
 def test_estimate_cli_shows_per_stage_time_and_memory(mixed, tmp_path, capsys):

@@ -9,16 +9,19 @@ must fit the smallest memory among them.
 Per stage k holding n_k blocks -- a share f_k of the blocks' forward FLOPs (encoder and decoder blocks of T5
 weighted by their FLOPs) -- on its device d_k, per micro-batch:
     slot_k = f_k x (forward + backward)(d_k) [+ LM head on the last stage] + f_k x tensor-parallel all-reduces
-             + 2 point-to-point sends of the stage boundary (pp > 1)
+             + 2 point-to-point sends of the stage boundary (pp > 1; 2 v under the interleaved schedule)
     pipeline = sum_k slot_k + (m - 1) x max_k slot_k      (1F1B and GPipe with m micro-batches per step: every
-               micro-batch passes every stage once, fill and drain, then one per slowest-stage interval)
+               micro-batch passes every stage once, fill and drain, then one per slowest-stage interval;
+               interleaved with v model chunks per device: the fill and drain (sum_k slot_k - max_k slot_k) / v)
     step = pipeline + max_k (exposed dp comm_k + optimizer_k + offload_k + framework_k)  (each stage reduces and
            updates its own parameters after the drain; the step ends with the slowest) -- a tied embedding's
            first/last-stage gradient all-reduce (terms._tied_embedding_sync) adds to those two stages' tails
-Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = sum_k slot_k - max_k slot_k.
+Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = (sum_k slot_k - max_k slot_k) / v.
 Memory of stage k: model states, buffers and optimizer of its own parameters (its blocks; + the embedding on the
 first, + the LM head on the last stage), activations of its blocks for min(pp - k, m) micro-batches in flight
-(1F1B; GPipe: m), + the logits on the last stage. The interleaved schedule is not modelled here (contiguous stages).
+(1F1B; GPipe: m; interleaved: memory.stage_in_flight), + the logits on the last stage. Interleaved, device k runs
+chunks k, k + pp, ... of the model: its n_k blocks, the embedding on the first and the LM head on the last device as
+contiguous stages; decoder-only models only (a T5's encoder/decoder mix per device would differ: refused).
 
 On one device type `estimate()` prices the slowest stage alone and derives the others' slots from their shares
 (estimate._stage_slots): the same fill and drain, the same step (tests/unit/test_costmodel_pipeline.py). Both price
@@ -247,11 +250,12 @@ def _tied_sync(model: ModelSpec, st: Strategy, cluster: ClusterSpec, placed, tp:
     return max(_tied_embedding_sync(model, st, tp, cross, placed[k].cluster) for k in (0, pp - 1))
 
 
-def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int) -> float:
-    """The step bound by the slowest stage (module docstring): sum of slots + (m - 1) x slowest slot + slowest
-    tail."""
+def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int, virtual: int = 1
+                     ) -> float:
+    """The step bound by the slowest stage (module docstring): the other stages' slots once (/ v model chunks per
+    device, interleaved) + m x the slowest slot + the slowest tail."""
     slots = [x.slot_s for x in stages]
-    return sum(slots) + (micro_batches - 1) * max(slots) + max(x.tail_s for x in stages)
+    return (sum(slots) - max(slots)) / virtual + micro_batches * max(slots) + max(x.tail_s for x in stages)
 
 
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
@@ -261,9 +265,14 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     cal = calibration or stored()
     layout = model_layout(model, cluster, st, workload)
     dp, tp, pp, ga = layout.dp, layout.tp, layout.pp, layout.grad_accum
-    if pp > 1 and st.pp_schedule == "interleaved":
-        raise ScalestudyError("the interleaved schedule is not modelled on a cluster mixing devices (contiguous "
-                              "stages only): use --pp-schedule 1f1b or gpipe")
+    virtual = st.virtual_stages if pp > 1 and st.pp_schedule == "interleaved" else 1
+    if virtual > 1 and model.is_encoder_decoder:
+        raise ScalestudyError("the interleaved schedule on a cluster mixing devices is modelled for decoder-only "
+                              "models (an encoder-decoder's chunks mix encoder and decoder blocks per device): use "
+                              "--pp-schedule 1f1b or gpipe")
+    if virtual > 1 and ga % pp:
+        raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "
+                              f"of pp {pp} (Megatron-LM)")
     s, t, prec = workload.seq_len, target_length(model, workload), st.precision
     flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
     split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
@@ -304,14 +313,14 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     last = max(stages, key=lambda x: x.tail_s)
     tightest = min(stages, key=lambda x: x.capacity_bytes - x.memory.total)
     slots = sum(x.slot_s for x in stages)
-    step = pipeline_seconds(stages, ga)
+    step = pipeline_seconds(stages, ga, virtual)
     ranks = [(g.effective.peak(prec), g.ranks) for g in cluster.rank_groups()]
     peak = sum(p * r for p, r in ranks) / sum(r for _, r in ranks)  # per device, averaged over the ranks
     return Estimate(
         model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
         params_total=params_total, params_per_device=max(x.params for x in stages), memory=tightest.memory,
         capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
-        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=slots - slowest.slot_s,
+        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=(slots - slowest.slot_s) / virtual,
         tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s + last.tied_sync_s,
         dp_comm_s=last.dp_comm_s,
         dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
