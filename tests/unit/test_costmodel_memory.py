@@ -364,10 +364,9 @@ def test_measured_runs_fit_on_the_figure_their_source_read():
             counted = max(counted, whole_model_load_bytes(model, est.params_per_device, est.layout.dp, strategy.tp,
                                                           strategy.zero, strategy.precision))
         assert row.predicted == pytest.approx(counted / 1e9)
-        # the allocator's cache and NCCL / cuBLAS buffers move reserved / nvidia-smi rows toward, never past, the figure
-        assert est.memory.tensor_peak <= counted <= r["published_gb"] * 1e9, r["id"]
-        if r["measured_as"] == "device":
-            assert est.memory.total < counted, r["id"]
+        assert est.memory.tensor_peak <= counted, r["id"]  # the allocator's cache is never negative
+        if r["measured_as"] == "device":  # NCCL / cuBLAS buffers move nvidia-smi rows toward, never past, the figure
+            assert est.memory.total < counted <= r["published_gb"] * 1e9, r["id"]
 
 
 def test_reserved_memory_prices_the_allocators_cache_from_its_rules():
@@ -412,19 +411,38 @@ def test_reserved_memory_prices_the_allocators_cache_from_its_rules():
                                        ("mleng-llama31-8b-h200-8k-memory", 0.09),
                                        ("mleng-llama31-8b-h200-64k-memory", 0.075),
                                        ("mleng-llama31-8b-h200-8k-zero2-liger-memory", 0.05),
-                                       ("mleng-llama31-8b-h200-8k-zero2-eager-memory", 0.08)])
+                                       ("mleng-llama31-8b-h200-8k-zero2-eager-memory", 0.03)])
 def test_reserved_rows_priced_like_for_like(row, bound):
     """The measured max_memory_reserved rows against reserved_bytes: torchtitan's peak reserved (8 / 128 H100) within
     5% (reached -4.1 / -3.0%; -11.3 / -11.8% against the bare tensor peak), ml-engineering's 8K figure -- DeepSpeed's
     whole-model start-up -- within 9% (reached -7.5%; -42% against the step), its 64K row -6.5%, its steady-state
-    ZeRO-2 8K steps -0.4% with Liger and -6.8% with HF's eager model and torch's loss (-8.8% without the loss's
-    hole). Its 32K row is still -21%: not bounded here (docs/costmodel-validation.md, 'Reserved memory')."""
+    ZeRO-2 8K steps -0.4% with Liger and +1.3% with HF's eager model and torch's loss (-6.8% before the eager
+    RMSNorms' fp32 copies were counted, -8.8% without the loss's hole either). Its 32K row is still -21%: not
+    bounded here (docs/costmodel-validation.md, 'Reserved memory')."""
     from scalestudy.costmodel.published import load, memory_row
 
     data = load()
     r = next(r for r in data["memory"] if r["id"] == row)
-    err = memory_row(r, data["sources"]).error
-    assert err < 0 and abs(err) < bound  # still under: the allocator's fragmentation is not all priced
+    assert abs(memory_row(r, data["sources"]).error) < bound
+
+
+def test_eager_llama_rmsnorm_saves_its_fp32_copy():
+    """HF LlamaRMSNorm / torchtitan's RMSNorm as eager ops (kernels eager) save x.float() (pow, mul) and the
+    normalised tensor cast back (the weight's mul): +4 B per element and norm over the fused count, two norms a
+    block; eager RoPE saves only cos / sin; a GPT-2 LayerNorm and fused kernels keep the input only."""
+    from scalestudy.costmodel.memory import eager_llama_norms
+
+    llama, gpt2 = get_model("llama-7b"), get_model("gpt2")
+    assert eager_llama_norms(llama, "eager") and not eager_llama_norms(llama, "fused")
+    assert not eager_llama_norms(llama, "eager-fused-norm") and not eager_llama_norms(gpt2, "eager")
+    _, fused = activation_parts(llama, 1, 2048, 0, "bf16", True)
+    _, eager = activation_parts(llama, 1, 2048, 0, "bf16", True, eager_norms=True)
+    assert eager[0] - fused[0] == 2 * 4 * 2048 * llama.d_model and eager[1:] == fused[1:]
+    cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
+    work = Workload(global_batch=8, seq_len=2048)
+    act = {k: estimate(llama, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, kernels=k), work).memory.activations
+           for k in ("eager", "fused")}
+    assert act["eager"] - act["fused"] == pytest.approx(llama.num_layers * 8 * 2048 * llama.d_model)
 
 
 def test_torch_cross_entropy_peaks_in_its_backward():

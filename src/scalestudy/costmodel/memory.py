@@ -292,6 +292,24 @@ def eager_composed_gelu(model: ModelSpec, kernels: str) -> bool:
     return kernels != "fused" and act in ("gelu_new", "gelu_fast")
 
 
+def eager_llama_norms(model: ModelSpec, kernels: str) -> bool:
+    """Whether a Llama block's RMSNorms run as eager ops (`kernels` eager: Hugging Face's LlamaRMSNorm, torchtitan's
+    RMSNorm without torch.compile), which save more than a fused norm's input (`_eager_norm_bytes`); fused (Liger,
+    Megatron's TE, Inductor) and one-kernel norms (eager-fused-norm) do not."""
+    return model.family == "llama" and kernels == "eager"
+
+
+def _eager_norm_bytes(model: ModelSpec) -> float:
+    """Bytes per token an eager Llama block's two RMSNorms save beyond the fused count (the input, a B per element):
+    `x.float()` is saved by `pow` and by the normalising `mul` (4 B per element; the 16-bit input itself is then
+    saved by nothing) and the weight `mul` saves the normalised tensor cast back (a) -- HF LlamaRMSNorm.forward
+    (transformers 4.x / 5.x) and torchtitan's RMSNorm (`_norm(x.float()).type_as(x) * weight`, models/norms.py at
+    9dec370a) alike: 4 + a for a, +4 B per element and norm (fp32 runs: x itself and the normalised fp32 tensor).
+    Eager RoPE adds nothing: `q * cos + rotate_half(q) * sin` (HF) and `xq_ * freqs_cis` (torchtitan) save only the
+    cos / sin / freqs operand, autograd saving a mul's input only for an operand that requires grad."""
+    return 2 * 4.0 * model.d_model
+
+
 def eager_fp32_softmax(model: ModelSpec, st) -> bool:
     """Whether an eager (materialised-score) attention saves its softmax output in fp32, 4 bytes per score element
     instead of the compute dtype's (SoftmaxBackward saves its result): Hugging Face T5 / mT5 and nanoT5 take
@@ -311,13 +329,13 @@ def eager_fp32_softmax(model: ModelSpec, st) -> bool:
 @lru_cache(maxsize=8192)
 def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                      flash: bool, kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
-                     fp32_scores: bool = False
+                     fp32_scores: bool = False, eager_norms: bool = False
                      ) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
     """Per-layer activation bytes of one micro-batch, for one encoder block and one decoder block:
     each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
     un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`); `eager_gelu`: HF's
     composed tanh GELU as eager ops (`eager_composed_gelu`); `fp32_scores`: eager scores' softmax saved in fp32
-    (`eager_fp32_softmax`)."""
+    (`eager_fp32_softmax`); `eager_norms`: a Llama block's eager RMSNorms (`eager_llama_norms`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -337,7 +355,8 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     kv = m.kv_heads * m.d_kv if flash and kv_native else 0
     r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, kv, fp32_scores)
     r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, fused_glu and m.ffn == "swiglu", eager_gelu)
-    return enc, (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
+    norms = _eager_norm_bytes(m) * s if eager_norms and m.family == "llama" else 0.0
+    return enc, (r1 + r2 + 2 * a * h * s + norms, s1 + s2, x1, a * h * s)
 
 
 def gqa_native(engine: str) -> bool:
@@ -452,13 +471,13 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      tp: int, pp: int, in_flight: tuple[float, ...], recompute: str, flash: bool, sp: bool,
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
                      kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
-                     fp32_scores: bool = False) -> float:
+                     fp32_scores: bool = False, eager_norms: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head."""
     total, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
                                                     recompute, flash, sp and tp > 1, cross_entropy, kv_native,
-                                                    fused_glu, eager_gelu, fp32_scores)
+                                                    fused_glu, eager_gelu, fp32_scores, eager_norms)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
     layers = stage_layers or (1,) * pp
@@ -469,11 +488,12 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
 
 def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                            tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
-                           fused_glu: bool, eager_gelu: bool, fp32_scores: bool) -> tuple[float, float, float]:
+                           fused_glu: bool, eager_gelu: bool, fp32_scores: bool,
+                           eager_norms: bool = False) -> tuple[float, float, float]:
     """(stored activations of every block, a block's backward working set, the loss's buffers) of one micro-batch
     on one rank without pipeline parallelism (`activation_bytes` spreads them over the stages)."""
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
-                                eager_gelu, fp32_scores)
+                                eager_gelu, fp32_scores, eager_norms)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
     if recompute == "op":  # torchtitan's operator-level selective checkpointing (costmodel/op_checkpoint.py)
         from scalestudy.costmodel.op_checkpoint import layer_bytes
@@ -720,7 +740,7 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     stored, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
-        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st))
+        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_llama_norms(model, st.kernels))
     return max(0.0, logits + hole - max(logits, working) - transient)
 
 
