@@ -65,3 +65,34 @@ def test_interleaved_on_a_mixed_cluster_needs_a_decoder_and_whole_rounds():
         estimate(get_model("t5-3b"), GROUPED, st, Workload(global_batch=32, seq_len=512))
     with pytest.raises(ScalestudyError, match="multiple of pp 4"):
         estimate(get_model("llama-7b"), GROUPED, st, Workload(global_batch=12, seq_len=1024))
+
+
+def test_deepspeed_pipeline_accumulates_each_micro_batch_gradient(monkeypatch):
+    """DeepSpeed's pipeline engine adds every micro-batch's weight gradients into an accumulator: bf16 the
+    BF16_Optimizer fold (18 B per parameter), fp16 autograd's AccumulateGrad in place (3 x 2 B: .grad is neither
+    cleared nor hooked under ZeRO 0/1); nothing on other engines (Megatron's fused wgrad accumulates in the GEMM)."""
+    from scalestudy.costmodel.params import param_breakdown
+    from scalestudy.costmodel.terms import hp_grad_accumulation_s
+
+    model = get_model("llama-7b")
+    p = param_breakdown(model)
+    per_layer = p.decoder_layer_matmul // 2 + p.decoder_layer - p.decoder_layer_matmul  # tp 2
+    fp16 = _strategy("deepspeed", 1, 4, 1, precision="fp16")
+    assert hp_grad_accumulation_s(model, fp16, DEV, 2, 8, False) == pytest.approx(
+        6 * 8 * per_layer / DEV.hbm_bytes_per_s)
+    assert hp_grad_accumulation_s(model, fp16, DEV, 2, 8, True) == hp_grad_accumulation_s(model, fp16, DEV, 2, 8,
+                                                                                          False)
+    bf16 = _strategy("deepspeed", 1, 4, 1)
+    assert hp_grad_accumulation_s(model, bf16, DEV, 2, 8, False) == pytest.approx(
+        3 * hp_grad_accumulation_s(model, fp16, DEV, 2, 8, False))
+    assert hp_grad_accumulation_s(model, _strategy("megatron", 1, 4, 1, precision="fp16"), DEV, 2, 8, False) == 0
+    work = Workload(global_batch=32, seq_len=1024)
+    with_add = estimate(model, ONE, fp16, work)
+    assert with_add.compute_s == pytest.approx(estimate(model, GROUPED, fp16, work).compute_s, rel=1e-9)
+    import scalestudy.costmodel.estimate as est_mod
+    import scalestudy.costmodel.terms as terms_mod
+    for mod in (est_mod, terms_mod):  # the add switched off: every one of the m slots is that much shorter
+        monkeypatch.setattr(mod, "_deepspeed_pipeline_accumulates", terms_mod._deepspeed_bf16_pipeline)
+    without = estimate(model, ONE, fp16, work)
+    add = 6 * 8 * per_layer / DEV.hbm_bytes_per_s  # 32 layers over pp 4
+    assert with_add.compute_s - without.compute_s == pytest.approx(with_add.layout.grad_accum * add, rel=1e-6)

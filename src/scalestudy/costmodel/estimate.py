@@ -23,7 +23,7 @@ from scalestudy.costmodel.memory import stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
-from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _shape, _sublayers, _tied_embedding_sync,
+from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _sublayers, _tied_embedding_sync,
                                         hp_grad_accumulation_s,
                                         model_layout)
 from scalestudy.errors import ScalestudyError
@@ -144,15 +144,15 @@ def _stage_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tup
                     shares: tuple[float, ...]) -> _Blocks:
     """Seconds per micro-batch of the stages' blocks: a stage's share of the blocks (`shares`, _stage_shares), + the
     LM head on the last stage (a partition that gives the head a block's slot, e.g. BLOOM's
-    'type:transformer|embedding', leaves it fewer blocks than the others), + DeepSpeed's bf16 pipeline fp32 gradient
-    fold of its layers (terms.hp_grad_accumulation_s, 0 elsewhere, linear in the layers). The slowest stage is the
-    busiest one or the last; in closed form (no per-stage loop: plan's hot path)."""
+    'type:transformer|embedding', leaves it fewer blocks than the others), + DeepSpeed's pipeline gradient
+    accumulation of its layers (terms.hp_grad_accumulation_s, 0 elsewhere, linear in the layers). The slowest stage
+    is the busiest one or the last; in closed form (no per-stage loop: plan's hot path)."""
     passes = ct.forward + ct.backward
     if len(split) == 1:
         return _Blocks(passes + ct.head, 1.0, passes + ct.head)
     busiest, last = max(shares), shares[-1]
     busy, tail, total = passes * busiest, passes * last + ct.head, passes + ct.head  # shares sum to 1
-    if _deepspeed_bf16_pipeline(st):  # else hp_grad_accumulation_s is 0 (its first test): not called
+    if _deepspeed_pipeline_accumulates(st):  # else hp_grad_accumulation_s is 0 (its first test): not called
         fold = hp_grad_accumulation_s
         busy += fold(model, st, dev, tp, max(split), False)
         head_fold = fold(model, st, dev, tp, split[-1], True)

@@ -168,6 +168,15 @@ def _deepspeed_bf16_pipeline(st: Strategy) -> bool:
     return st.engine == "deepspeed" and st.pp > 1 and st.precision == "bf16" and st.zero <= 1
 
 
+def _deepspeed_pipeline_accumulates(st: Strategy) -> bool:
+    """DeepSpeed's pipeline engine adds each micro-batch's 16-bit weight gradients into an accumulator after its
+    backward, a memory-bound pass per parameter (hp_grad_accumulation_s): in bf16 BF16_Optimizer's fp32 fold; in
+    fp16 / fp32 (ZeRO 0 or 1) autograd's AccumulateGrad, since .grad is neither cleared per micro-batch nor taken by
+    a gradient hook (pipe/engine.py _exec_backward_pass runs torch.autograd.backward; ZeRO stage 1/2's optimizer
+    creates its reduce hooks only with partition_gradients or overlap_comm: zero/stage_1_and_2.py at v0.6.1)."""
+    return st.engine == "deepspeed" and st.pp > 1 and st.zero <= 1
+
+
 def _deepspeed_pipeline_reduces_after(st: Strategy) -> bool:
     """DeepSpeed's PipelineEngine reduces the data-parallel gradients only in its ReduceGrads instruction, after the
     step's last backward (TrainSchedule: ReduceTiedGrads, ReduceGrads, OptimizerStep): its
@@ -182,21 +191,28 @@ def _deepspeed_pipeline_reduces_after(st: Strategy) -> bool:
 # BF16_Optimizer.update_hp_grads, per parameter and micro-batch: lp.grad.to(fp32) reads 2 B and writes 4 B, then
 # hp_grad.add_(...) reads 4 + 4 and writes 4 (DeepSpeed bf16_optimizer.py as of 9b70ce5, 2022-06)
 HP_GRAD_BYTES_PER_PARAM = 18
+# autograd's AccumulateGrad into an existing .grad, per parameter and micro-batch: variable.grad += new_grad in place,
+# reads both and writes one, 3 elements of the gradient's dtype (torch/csrc/autograd/functions/accumulate_grad.h)
+ACCUMULATE_GRAD_ELEMENTS = 3
 
 
 def hp_grad_accumulation_s(model: ModelSpec, st: Strategy, dev, tp: int, blocks: int, head: bool) -> float:
-    """Seconds per micro-batch a DeepSpeed bf16 pipeline stage of `blocks` blocks (+ the tied/untied LM head's
-    weight when `head`) spends folding its bf16 gradients into the fp32 ones: pipe/engine.py _exec_backward_pass
-    clears the bf16 .grad before every micro-batch's backward and calls optimizer.update_hp_grads() after it (the
-    last stage the same via BF16_Optimizer.backward), a cast and an add per parameter on the stage's stream,
-    memory-bound, whatever the micro-batch size. The head's weight pays the difference to the fp32 accumulation
-    flops.vocab_grad_bytes already counts (10 B per element). 0 for every other engine/precision."""
-    if not _deepspeed_bf16_pipeline(st):
+    """Seconds per micro-batch a DeepSpeed pipeline stage of `blocks` blocks (+ the tied/untied LM head's weight
+    when `head`) spends accumulating its weight gradients (_deepspeed_pipeline_accumulates), memory-bound, whatever
+    the micro-batch size. bf16: pipe/engine.py _exec_backward_pass clears the bf16 .grad before every micro-batch's
+    backward and calls optimizer.update_hp_grads() after it (the last stage the same via BF16_Optimizer.backward), a
+    cast and an add per parameter (HP_GRAD_BYTES_PER_PARAM); the head's weight pays the difference to the fp32
+    accumulation flops.vocab_grad_bytes already counts (10 B per element). fp16 / fp32: AccumulateGrad's in-place
+    add (ACCUMULATE_GRAD_ELEMENTS of the dtype per parameter) on the blocks' weights -- from the second micro-batch
+    of a step on, priced on every slot (1/m high); the head's is in flops.vocab_grad_bytes. 0 for other engines."""
+    if not _deepspeed_pipeline_accumulates(st):
         return 0.0
     p = param_breakdown(model)
     rank_layers = (p.encoder_layer_matmul // tp + p.encoder_layer - p.encoder_layer_matmul) * p.encoder_layers + \
         (p.decoder_layer_matmul // tp + p.decoder_layer - p.decoder_layer_matmul) * p.decoder_layers
     params = rank_layers / model.total_layers * blocks
+    if st.precision != "bf16":
+        return ACCUMULATE_GRAD_ELEMENTS * (4 if st.precision == "fp32" else 2) * params / dev.hbm_bytes_per_s
     if head:
         params += (p.lm_head or p.embedding) / tp * (HP_GRAD_BYTES_PER_PARAM - 10) / HP_GRAD_BYTES_PER_PARAM
     return HP_GRAD_BYTES_PER_PARAM * params / dev.hbm_bytes_per_s
