@@ -426,18 +426,21 @@ def test_reserved_rows_priced_like_for_like(row, bound):
     assert abs(memory_row(r, data["sources"]).error) < bound
 
 
-def test_eager_llama_rmsnorm_saves_its_fp32_copy():
+def test_eager_rms_norms_save_their_fp32_copies():
     """HF LlamaRMSNorm / torchtitan's RMSNorm as eager ops (kernels eager) save x.float() (pow, mul) and the
     normalised tensor cast back (the weight's mul): +4 B per element and norm over the fused count, two norms a
-    block; eager RoPE saves only cos / sin; a GPT-2 LayerNorm and fused kernels keep the input only."""
-    from scalestudy.costmodel.memory import eager_llama_norms
+    block; eager RoPE saves only cos / sin. HF T5LayerNorm also keeps x (its mul) beside the fp32 copy: 4 + a more,
+    2 norms an encoder block, 3 a decoder block. A GPT-2 LayerNorm and fused kernels keep the input only."""
+    from scalestudy.costmodel.memory import eager_rms_norms
 
-    llama, gpt2 = get_model("llama-7b"), get_model("gpt2")
-    assert eager_llama_norms(llama, "eager") and not eager_llama_norms(llama, "fused")
-    assert not eager_llama_norms(llama, "eager-fused-norm") and not eager_llama_norms(gpt2, "eager")
+    llama, gpt2, t5 = get_model("llama-7b"), get_model("gpt2"), get_model("mt5-xxl")
+    assert eager_rms_norms(llama, "eager") and not eager_rms_norms(llama, "fused") and eager_rms_norms(t5, "eager")
+    assert not eager_rms_norms(llama, "eager-fused-norm") and not eager_rms_norms(gpt2, "eager")
     _, fused = activation_parts(llama, 1, 2048, 0, "bf16", True)
     _, eager = activation_parts(llama, 1, 2048, 0, "bf16", True, eager_norms=True)
     assert eager[0] - fused[0] == 2 * 4 * 2048 * llama.d_model and eager[1:] == fused[1:]
+    (enc0, dec0), (enc1, dec1) = (activation_parts(t5, 2, 512, 114, "bf16", False, eager_norms=e) for e in (False, True))
+    assert enc1[0] - enc0[0] == 2 * 6 * 2 * 512 * t5.d_model and dec1[0] - dec0[0] == 3 * 6 * 2 * 114 * t5.d_model
     cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
     work = Workload(global_batch=8, seq_len=2048)
     act = {k: estimate(llama, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, kernels=k), work).memory.activations

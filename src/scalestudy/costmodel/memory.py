@@ -292,11 +292,12 @@ def eager_composed_gelu(model: ModelSpec, kernels: str) -> bool:
     return kernels != "fused" and act in ("gelu_new", "gelu_fast")
 
 
-def eager_llama_norms(model: ModelSpec, kernels: str) -> bool:
-    """Whether a Llama block's RMSNorms run as eager ops (`kernels` eager: Hugging Face's LlamaRMSNorm, torchtitan's
-    RMSNorm without torch.compile), which save more than a fused norm's input (`_eager_norm_bytes`); fused (Liger,
-    Megatron's TE, Inductor) and one-kernel norms (eager-fused-norm) do not."""
-    return model.family == "llama" and kernels == "eager"
+def eager_rms_norms(model: ModelSpec, kernels: str) -> bool:
+    """Whether the blocks' RMSNorms run as eager ops (`kernels` eager) that save more than a fused norm's input:
+    Hugging Face's LlamaRMSNorm and torchtitan's RMSNorm without torch.compile (`_eager_norm_bytes`), HF's
+    T5LayerNorm (T5 / mT5, `_eager_t5_norm_bytes`). Fused (Liger, Megatron's TE, Inductor) and one-kernel norms
+    (eager-fused-norm) do not; GPT-2's LayerNorm is one aten kernel that saves its input."""
+    return (model.family == "llama" or model.is_encoder_decoder) and kernels == "eager"
 
 
 def _eager_norm_bytes(model: ModelSpec) -> float:
@@ -308,6 +309,14 @@ def _eager_norm_bytes(model: ModelSpec) -> float:
     Eager RoPE adds nothing: `q * cos + rotate_half(q) * sin` (HF) and `xq_ * freqs_cis` (torchtitan) save only the
     cos / sin / freqs operand, autograd saving a mul's input only for an operand that requires grad."""
     return 2 * 4.0 * model.d_model
+
+
+def _eager_t5_norm_bytes(model: ModelSpec, a: int) -> float:
+    """Bytes per token and norm HF's T5LayerNorm saves beyond the fused count (transformers 4.x modeling_t5.py):
+    `hidden_states.to(torch.float32).pow(2)` saves the fp32 copy (4 B per element, none when x is fp32: pow saves x),
+    the normalising `mul` saves the input x itself (the counted a) and its fp32 product is cast back to the weight's
+    dtype, which the weight `mul` saves (a): 4 + a beyond the input at 16 bits, a at 32."""
+    return ((4 if a < 4 else 0) + a) * model.d_model
 
 
 def eager_fp32_softmax(model: ModelSpec, st) -> bool:
@@ -335,7 +344,7 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     each (replicated, sharded, softmax, block input). `kv_native`: a flash kernel that takes grouped-query K, V
     un-repeated (`gqa_native`); `fused_glu`: a SwiGLU that saves only its input (`fused_swiglu`); `eager_gelu`: HF's
     composed tanh GELU as eager ops (`eager_composed_gelu`); `fp32_scores`: eager scores' softmax saved in fp32
-    (`eager_fp32_softmax`); `eager_norms`: a Llama block's eager RMSNorms (`eager_llama_norms`)."""
+    (`eager_fp32_softmax`); `eager_norms`: eager RMSNorms (`eager_rms_norms`)."""
     m, a = model, ACT_BYTES[precision]
     h, i, f, heads = m.d_model, m.inner_dim, m.d_ff, m.num_heads
     mask = 0 if m.family == "llama" else 1  # Llama has no dropout
@@ -345,11 +354,12 @@ def activation_parts(model: ModelSpec, micro_batch: int, seq_len: int, target_le
         s, t = seq_len * b, target_len * b
         r1, s1, x1 = _attn_block(h, i, s, seq_len, heads, a, mask, flash, False, fp32_scores=fp32_scores)
         r2, s2 = _ffn_block(h, f, s, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
-        enc = (r1 + r2 + 2 * a * h * s, s1 + s2, x1, a * h * s)
+        t5n = _eager_t5_norm_bytes(m, a) if eager_norms else 0.0  # 2 norms an encoder block, 3 a decoder block
+        enc = (r1 + r2 + 2 * a * h * s + 2 * t5n * s, s1 + s2, x1, a * h * s)
         r1, s1, x1 = _attn_block(h, i, t, target_len, heads, a, mask, flash, False, fp32_scores=fp32_scores)
         r3, s3, x3 = _attn_block(h, i, t, seq_len, heads, a, mask, flash, True, fp32_scores=fp32_scores)
         r2, s2 = _ffn_block(h, f, t, a, mask, m.gated_ffn, eager_gelu=eager_gelu)
-        dec = (r1 + r2 + r3 + 3 * a * h * t, s1 + s2 + s3, x1 + x3, a * h * t)
+        dec = (r1 + r2 + r3 + 3 * a * h * t + 3 * t5n * t, s1 + s2 + s3, x1 + x3, a * h * t)
         return enc, dec
     s = seq_len * b
     kv = m.kv_heads * m.d_kv if flash and kv_native else 0
@@ -740,7 +750,7 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     stored, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
-        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_llama_norms(model, st.kernels))
+        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
     return max(0.0, logits + hole - max(logits, working) - transient)
 
 

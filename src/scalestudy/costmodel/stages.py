@@ -40,7 +40,7 @@ from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes,
-                                         eager_composed_gelu, eager_fp32_softmax, eager_llama_norms, fused_swiglu,
+                                         eager_composed_gelu, eager_fp32_softmax, eager_rms_norms, fused_swiglu,
                                          gqa_native, head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
                                          loss_kernel, rank_memory, recompute_working_bytes, stage_in_flight)
 from scalestudy.costmodel.kernel_counts import sublayers
@@ -160,7 +160,7 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     sp = st.sequence_parallel and tp > 1
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
                                 fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
-                                eager_fp32_softmax(model, st), eager_llama_norms(model, st.kernels))
+                                eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
     n_enc = _encoder_blocks(model, start, n)
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)[k]  # 1F1B min(pp - k, m), GPipe m
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)

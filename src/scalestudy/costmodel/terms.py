@@ -15,7 +15,7 @@ from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.kernel_counts import sublayers
-from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, eager_llama_norms,
+from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, eager_rms_norms,
                                          fused_swiglu, gqa_native, loss_kernel)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
@@ -94,7 +94,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split, loss_kernel(st), gqa_native(st.engine),
                                      fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
-                                     eager_fp32_softmax(model, st), eager_llama_norms(model, st.kernels)),
+                                     eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels)),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                               loss_kernel(st), pads_vocab(st.engine)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
