@@ -1420,3 +1420,31 @@ def test_nemo_mt5_small_rows_are_the_convergence_tables_at_the_launcher_yamls():
         assert (model.vocab_size, model.tie_word_embeddings, strategy.engine, strategy.overlap_grad_comm) == (250112, True,
                                                                                              "megatron", False)
         assert estimate(model, cluster, strategy, workload).fits
+
+
+# Alibaba Megatron-LLaMA README (d2e05b8 / e3d671a): row suffix -> (GPUs, optimizer engine zero, tokens/s per GPU);
+# the 32-GPU rate is table 1's 10B tokens in 40.3 hours
+MLLAMA = {"32g-odo": (32, 2, 1e10 / (40.3 * 3600) / 32), "256g-odo": (256, 2, 1890), "512g-odo": (512, 2, 1845),
+          "256g-do": (256, 1, 1630), "512g-do": (512, 1, 1430)}
+HELD_OUT = HELD_OUT + ("megatronllama2023",)
+# reached -1.1 / +10.3 / +11.0 / +18.4 / +12.7% (heldout5, live tree of 13:45, stored constants): the 32-GPU row holds,
+# the model loses 4% per GPU from 32 to 512 GPUs where the runs lose 14% (ODO) / 34% (DO at 512 vs the 32-GPU ODO rate)
+NEW_SOURCE_BOUNDS.update({"megatronllama2023": (0.13, 0.22)})
+
+
+def test_megatron_llama_rows_are_the_readme_tables_at_the_13b_script():
+    """LLaMA-13B at TP 2, micro-batch 4, GBS 2048, selective recompute, sequence parallel; ODO = ZeRO-2 (a reduce-scatter
+    every micro-batch, overlapped), DO = the distributed optimizer after the backward; the README's 0.85 scaling
+    ratio is 1845 / the 32-GPU rate; 4 x 200 Gb/s per 8-GPU node; all fit 80 GB."""
+    rows = {r["id"].split("a100-")[1]: r for r in _rows("throughput", "megatronllama2023")}
+    assert set(rows) == set(MLLAMA)
+    assert 1845 / MLLAMA["32g-odo"][2] == pytest.approx(0.85, abs=0.01)
+    for key, r in rows.items():
+        gpus, zero, per_gpu = MLLAMA[key]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(per_gpu * gpus) and cluster.world_size == gpus
+        assert (strategy.tp, strategy.micro_batch, workload.global_batch, strategy.recompute) == (2, 4, 2048, "selective")
+        assert (strategy.engine, strategy.zero, strategy.overlap_grad_comm) == ("megatron", zero, zero == 2)
+        assert float(r["cluster"]["inter_node_bytes_per_s"]) == pytest.approx(4 * 200e9 / 8 / 8 * 0.92)
+        est = estimate(model, cluster, strategy, workload)
+        assert est.params_total / 1e9 == pytest.approx(13.0, abs=0.05) and est.fits
