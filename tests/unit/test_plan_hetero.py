@@ -230,3 +230,19 @@ def test_emitted_output_folder_is_one_folder_for_uneven_stages():
                           Workload(global_batch=4, seq_len=32), nproc=1, nnodes=2)
     out = default_output(run)
     assert out.startswith("runs/") and "/" not in out[len("runs/"):] and out.endswith("stages-1-1")
+
+
+def test_resource_split_of_a_strategy_does_not_depend_on_what_was_split_before(mixed):
+    """The planner splits every engine's candidates in one process: a stage's time depends on the engine (DeepSpeed
+    scatters and gathers the pipeline sends over tp, Megatron pads the vocabulary), so a cached split of another
+    engine must not be reused (the cache once keyed on the layout only: 14/14/11/9 here instead of 15/14/11/8)."""
+    from scalestudy.plan import partition
+
+    spec, work = get_model("gpt2-xl"), Workload(global_batch=64, seq_len=1024)
+    st = {e: Strategy(engine=e, zero=1, tp=4, pp=4, micro_batch=1, precision="fp16", kernels="fused")
+          for e in ("megatron", "deepspeed")}
+    partition._SPLITS.clear()
+    fresh = resource_split(spec, mixed, st["deepspeed"], work, 2, 32)
+    partition._SPLITS.clear()
+    resource_split(spec, mixed, st["megatron"], work, 2, 32)
+    assert resource_split(spec, mixed, st["deepspeed"], work, 2, 32) == fresh == (15, 14, 11, 8)
