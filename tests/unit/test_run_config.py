@@ -118,3 +118,32 @@ def test_paths_in_a_config_file_are_taken_from_its_folder_flags_from_the_cwd(tmp
     monkeypatch.chdir(tmp_path)
     flagged = RunConfig.merged(str(path), {"tokenizer": "tok.json"}).with_absolute_paths()
     assert flagged.data.tokenizer == str(tmp_path / "tok.json")
+
+
+@pytest.mark.parametrize("model, strategy, kernels, loss, loop", [
+    # HF T5 through model(**inputs).loss (its CrossEntropyLoss), torch AdamW's foreach step
+    ("t5-tiny", Strategy(engine="ddp"), "eager", "hf", "foreach"),
+    ("t5-tiny", Strategy(engine="fsdp", zero=3), "eager", "hf", "foreach"),
+    # the hybrid backend's seq2seq_loss / causal models' ForCausalLMLoss upcast the logits: torch's loss
+    ("t5-tiny", Strategy(engine="ddp", tp=2), "eager", "torch", "foreach"),
+    ("gpt2-tiny", Strategy(engine="deepspeed", zero=2), "eager", "torch", "foreach"),
+    # DeepSpeed ZeRO-0 in 16 bits wraps torch AdamW in FP16_UnfusedOptimizer; offloaded: DeepSpeed's CPU Adam
+    ("gpt2-tiny", Strategy(engine="deepspeed", zero=0, precision="bf16"), "eager", "torch", "deepspeed-unfused"),
+    ("gpt2-tiny", Strategy(engine="deepspeed", zero=0, precision="fp32"), "eager", "torch", "foreach"),
+    ("gpt2-tiny", Strategy(engine="deepspeed", zero=2, offload_optimizer="cpu"), "eager", "torch", "engine"),
+    # cost-model engines and values given are kept
+    ("gpt2-tiny", Strategy(engine="megatron", zero=1), "engine", "engine", "engine"),
+    ("t5-tiny", Strategy(engine="ddp", kernels="fused"), "fused", "hf", "foreach"),
+])
+def test_as_trained_writes_the_software_train_runs(model, strategy, kernels, loss, loop):
+    """specs/run.TRAIN_SOFTWARE / train_software: what plan, tune and study price and plan --emit writes for a run of
+    `train` (engine/models.py, backends/common.make_adamw, DeepSpeed's optimizer wrapping); train accepts it."""
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import as_trained, check_cost_model_only
+
+    spec = get_model(model)
+    got = as_trained(strategy, spec)
+    assert (got.kernels, got.cross_entropy, got.optimizer_loop) == (kernels, loss, loop)
+    assert got.recompute_early_stop == ("engine" if strategy.engine == "megatron" else "on")
+    if strategy.engine != "megatron" and strategy.kernels != "fused":
+        check_cost_model_only(got, spec)  # no refusal of its own software
