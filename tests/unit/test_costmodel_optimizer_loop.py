@@ -25,6 +25,8 @@ from scalestudy.specs.strategy import Strategy, Workload
     ("per-tensor-fp16", "v100-32gb", 9 + 2, 68.0),  # Megatron-LM 2019 FP16_Optimizer: overflow sum + clip norm syncs
     ("per-tensor-hf", "v100-32gb", 7 + 2 + 1, 88.0),  # HF Trainer, torch 1.x: AdamW, clip norm + scale, zero_grad
     ("deepspeed-serial", "v100-32gb", 4 + 2, 58.0),  # DeepSpeed ZeRO-1/2 < 0.13.2: overflow sum + norm .item()
+    ("foreach", "h100-80gb", 0, 80.0),  # torch AdamW's GPU default (train): the per-tensor passes, foreach launches
+    ("deepspeed-unfused", "a100-80gb", 13 + 1, 114.0),  # DeepSpeed 0.19 ZeRO-0 16-bit FP16_UnfusedOptimizer (train)
 ])
 def test_loop_pays_its_launches_per_tensor_and_its_extra_bytes(loop, device, launches, loop_bytes):
     dev, k = get_device(device), 3e-5
@@ -63,14 +65,19 @@ def test_estimate_adds_it_to_the_optimizer_step_once_per_step_over_the_ranks_ten
 
 
 def test_unknown_loop_is_refused_in_one_line():
-    with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'foreach'"):
-        Strategy(engine="ddp", optimizer_loop="foreach")
+    with pytest.raises(ScalestudyError, match="unknown optimizer_loop 'apex'"):
+        Strategy(engine="ddp", optimizer_loop="apex")
+    # DeepSpeed ZeRO-0's FP16_UnfusedOptimizer exists at ZeRO-0 only (train's DeepSpeed in 16 bits)
+    with pytest.raises(ScalestudyError, match="deepspeed-unfused describes DeepSpeed ZeRO-0"):
+        Strategy(engine="deepspeed", zero=1, optimizer_loop="deepspeed-unfused")
     # DeepSpeed's serial overflow / norm checks describe its ZeRO optimizer only (estimate and plan alike)
     with pytest.raises(ScalestudyError, match="deepspeed-serial describes DeepSpeed's ZeRO optimizer"):
         Strategy(engine="ddp", optimizer_loop="deepspeed-serial")
     from scalestudy.plan.space import Constraints
     with pytest.raises(ScalestudyError, match="it needs --engine deepspeed"):
         Constraints(engines=("deepspeed", "fsdp"), optimizer_loop="deepspeed-serial")
+    with pytest.raises(ScalestudyError, match="it needs --engine deepspeed --zero 0"):
+        Constraints(engines=("deepspeed",), optimizer_loop="deepspeed-unfused")
     # every value the Strategy (so estimate / plan / YAML) accepts is priced: one list of names in each place
     assert set(strategy_loops) == {"engine", *OPTIMIZER_LOOPS}
 
