@@ -396,7 +396,8 @@ def test_reserved_memory_prices_the_allocators_cache_from_its_rules():
     assert est.fits == (est.memory.total <= est.capacity_bytes)  # the allocator frees its cache before an OOM
     fp32 = Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full", precision="fp32")
     fused = Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full", cross_entropy="fused")
-    assert loss_hole_bytes(llama, fp32, 1, 4096, 0, 1, 1) == 0.0 and loss_hole_bytes(llama, fused, 1, 4096, 0, 1, 1) == 0
+    assert loss_hole_bytes(llama, fp32, 1, 4096, 0, 1, 1) == 0.0
+    assert loss_hole_bytes(llama, fused, 1, 4096, 0, 1, 1) == 0.0
     assert loss_hole_bytes(llama, fsdp, 1, 4096, 0, 1, 2) == 0.0  # a pipeline's last stage is not the busiest
     ds3 = Strategy(engine="deepspeed", zero=3, micro_batch=1, recompute="full")
     assert estimate(llama, cluster, ds3, work).allocator_cache_bytes == 0.0  # Megatron-style loss, no side pool
@@ -439,11 +440,13 @@ def test_eager_rms_norms_save_their_fp32_copies():
     _, fused = activation_parts(llama, 1, 2048, 0, "bf16", True)
     _, eager = activation_parts(llama, 1, 2048, 0, "bf16", True, eager_norms=True)
     assert eager[0] - fused[0] == 2 * 4 * 2048 * llama.d_model and eager[1:] == fused[1:]
-    (enc0, dec0), (enc1, dec1) = (activation_parts(t5, 2, 512, 114, "bf16", False, eager_norms=e) for e in (False, True))
+    (enc0, dec0), (enc1, dec1) = (activation_parts(t5, 2, 512, 114, "bf16", False, eager_norms=e)
+                                  for e in (False, True))
     assert enc1[0] - enc0[0] == 2 * 6 * 2 * 512 * t5.d_model and dec1[0] - dec0[0] == 3 * 6 * 2 * 114 * t5.d_model
     cluster = make_cluster("h100-80gb", nodes=1, gpus_per_node=8)
     work = Workload(global_batch=8, seq_len=2048)
-    act = {k: estimate(llama, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, kernels=k), work).memory.activations
+    act = {k: estimate(llama, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, kernels=k),
+                       work).memory.activations
            for k in ("eager", "fused")}
     assert act["eager"] - act["fused"] == pytest.approx(llama.num_layers * 8 * 2048 * llama.d_model)
 

@@ -738,8 +738,9 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     while 12 are allocated (aten cross_entropy = nll_loss(log_softmax(x)); the allocator's best fit, block comment
     above); fp32 logits have no copy, and the gradient fills their block exactly: 0. That moment is the step's
     peak when the loss outweighs a block's recompute working set and the optimizer step's temporaries
-    (`transient`); otherwise the hole counts as far as it rises above the peak. Other loss kernels free nothing below a live buffer before a larger request (Megatron's works in place, the fused
-    kernels chunk or save one buffer): 0. One stage only (pp 1): a pipeline's last stage is not its busiest rank."""
+    (`transient`); otherwise the hole counts as far as it rises above the peak. Other loss kernels free nothing
+    below a live buffer before a larger request (Megatron's works in place, the fused kernels chunk or save one
+    buffer): 0. One stage only (pp 1): a pipeline's last stage is not its busiest rank."""
     if pp != 1 or loss_kernel(st) != "torch":
         return 0.0
     a = ACT_BYTES[st.precision]
@@ -747,7 +748,7 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     if a >= 4:  # fp32 logits: .float() is no copy, the nll gradient fills the logits' freed block exactly
         return 0.0
     hole = a * tokens * model.vocab_size / tp
-    stored, working, logits = _stored_working_logits(
+    _, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
         eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))

@@ -24,8 +24,9 @@ chunks k, k + pp, ... of the model: its n_k blocks, the embedding on the first a
 contiguous stages; decoder-only models only (a T5's encoder/decoder mix per device would differ: refused).
 
 On one device type `estimate()` prices the slowest stage alone and derives the others' slots from their shares
-(estimate._stage_slots): the same fill and drain, the same step (tests/unit/test_costmodel_pipeline.py). Both price
-a stage's terms with stage_terms.price_stage; what differs is which blocks a stage holds and on what device.
+(estimate._stage_blocks_s, _other_slots_s): the same fill and drain, the same step
+(tests/unit/test_costmodel_pipeline.py). Both price a stage's terms with stage_terms.price_stage; what differs is
+which blocks a stage holds and on what device.
 """
 
 from __future__ import annotations

@@ -292,8 +292,9 @@ def _as_list(key: str, value: Any, tp: type, where: str) -> list:
 
 def _without_cost_model_options(mapping: dict, where: str) -> dict:
     """`mapping` without the cost-model-only Strategy keys (kernels, tp_comm_overlap, ...) at the values `train`
-    runs (their defaults; recompute_early_stop also on); any other value is refused with train's own message (not as
-    an unknown key)."""
+    runs (their defaults, or specs/run.train_runs: kernels eager, the loss hf / torch, optimizer_loop foreach /
+    deepspeed-unfused, recompute_early_stop on -- Trial.strategy writes in what train runs for its model); any other
+    value is refused with train's own message (not as an unknown key)."""
     out = dict(mapping)
     for key in COST_MODEL_OPTIONS.keys() & out.keys():
         values = out.pop(key)
