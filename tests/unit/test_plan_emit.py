@@ -120,6 +120,14 @@ def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):
         assert exc.value.code in (0, None)
         steps[value] = json.loads(capsys.readouterr().out)["time"]["step_s"]
     assert steps["on"] == pytest.approx(planned, rel=1e-12) and steps["engine"] > 1.02 * planned
+    # naming the early stop train runs changes nothing: the other options stay what train runs (kernels, loss, loop)
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *common, "--engine", "deepspeed", "--zero", "3", "--recompute", "full", "--tp", "1", "--pp",
+              "1", "--micro-batch", "4", "--offload-optimizer", "none", "--recompute-early-stop", "on", "--emit",
+              str(tmp_path / "named")])
+    assert exc.value.code in (0, None)
+    capsys.readouterr()
+    assert yaml.safe_load((tmp_path / "named" / "train_config.yaml").read_text())["strategy"] == raw
 
 
 def test_train_print_launch_writes_the_same_files(tmp_path, capsys):

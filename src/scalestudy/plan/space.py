@@ -379,11 +379,13 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                           attention_kernel=constraints.attention_kernel,
                                           optimizer_dtype=constraints.optimizer_dtype,
                                           optimizer_loop=constraints.optimizer_loop)
-                            # as_trained: the checkpoint early stop train's engines run, not the published one's,
-                            # unless the user named a value (a published run's software: a what-if, as given);
-                            # written into the fields so the Strategy is built and checked once
-                            if not named:
-                                fields.update(trained_fill(engine, fields, model))
+                            # as_trained: the software train's engines run (early stop, kernels, loss, optimizer
+                            # loop), not the published one's; an early stop the user named is kept as given (a
+                            # what-if); written into the fields so the Strategy is built and checked once
+                            fill = trained_fill(engine, fields, model)
+                            if named:
+                                fill.pop("recompute_early_stop", None)
+                            fields.update(fill)
                             fields.update(software_fill(fields, model.is_encoder_decoder))  # "engine" kernels
                             strategy = Strategy(**fields)
                             layout = resolve_layout(strategy, world, workload.global_batch,
