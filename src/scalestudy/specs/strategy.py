@@ -331,7 +331,8 @@ class Strategy:
             parts.append(f"kernels-{self.kernels}")  # train's engines run eager Hugging Face models: not named
         if self.grad_reduce != "engine":
             parts.append(f"grad-reduce-{self.grad_reduce}")
-        if self.recompute_early_stop != "engine" and self.recompute == "full":
+        if self.recompute_early_stop != "engine" and self.recompute == "full" and not (
+                self.recompute_early_stop == "on" and self.engine in ENGINES):  # on: what train runs, not named
             parts.append(f"early-stop-{self.recompute_early_stop}")
         if self.cross_entropy != "engine" and not (self.cross_entropy in ("hf", "torch") and self.engine in ENGINES):
             parts.append(f"ce-{self.cross_entropy}")  # the losses train runs (specs/run.TRAIN_SOFTWARE): not named
