@@ -1380,7 +1380,8 @@ PAX = {"126m": (64, 1, 4, 1761.3, 600000, 1.01), "5b": (256, 256, 8, 465.45, 750
        "175b": (256, 256, 6, 18.29, 75000, 72.92)}
 HELD_OUT = HELD_OUT + ("pax2023",)
 # reached +44.6 / +39.6 / +0.7% (126M DP 64 / 5B FSDP 256 selective / 175B FSDP 256 full; heldout5, live tree of
-# 14:30, stored constants): the JAX runs of the small models are as over-predicted as T5X small; 175B across 32 nodes holds
+# 13:40, stored constants): the JAX runs of the small models are as over-predicted as T5X small; 175B across 32 nodes
+# holds
 NEW_SOURCE_BOUNDS.update({"pax2023": (0.33, 0.50)})
 
 
@@ -1417,8 +1418,8 @@ def test_nemo_mt5_small_rows_are_the_convergence_tables_at_the_launcher_yamls():
         model, cluster, strategy, workload = _setup(r)
         assert r["published"] == tps and (cluster.world_size, workload.global_batch) == (gpus, gbs)
         assert strategy.micro_batch * cluster.world_size == gbs and strategy.tp == 1
-        assert (model.vocab_size, model.tie_word_embeddings, strategy.engine, strategy.overlap_grad_comm) == (250112, True,
-                                                                                             "megatron", False)
+        assert (model.vocab_size, model.tie_word_embeddings) == (250112, True)
+        assert (strategy.engine, strategy.overlap_grad_comm) == ("megatron", False)
         assert estimate(model, cluster, strategy, workload).fits
 
 
@@ -1433,9 +1434,9 @@ NEW_SOURCE_BOUNDS.update({"megatronllama2023": (0.13, 0.22)})
 
 
 def test_megatron_llama_rows_are_the_readme_tables_at_the_13b_script():
-    """LLaMA-13B at TP 2, micro-batch 4, GBS 2048, selective recompute, sequence parallel; ODO = ZeRO-2 (a reduce-scatter
-    every micro-batch, overlapped), DO = the distributed optimizer after the backward; the README's 0.85 scaling
-    ratio is 1845 / the 32-GPU rate; 4 x 200 Gb/s per 8-GPU node; all fit 80 GB."""
+    """LLaMA-13B at TP 2, micro-batch 4, GBS 2048, selective recompute, sequence parallel; ODO = ZeRO-2 (a
+    reduce-scatter every micro-batch, overlapped), DO = the distributed optimizer after the backward; the README's
+    0.85 scaling ratio is 1845 / the 32-GPU rate; 4 x 200 Gb/s per 8-GPU node; all fit 80 GB."""
     rows = {r["id"].split("a100-")[1]: r for r in _rows("throughput", "megatronllama2023")}
     assert set(rows) == set(MLLAMA)
     assert 1845 / MLLAMA["32g-odo"][2] == pytest.approx(0.85, abs=0.01)
@@ -1443,8 +1444,45 @@ def test_megatron_llama_rows_are_the_readme_tables_at_the_13b_script():
         gpus, zero, per_gpu = MLLAMA[key]
         model, cluster, strategy, workload = _setup(r)
         assert r["published"] == round(per_gpu * gpus) and cluster.world_size == gpus
-        assert (strategy.tp, strategy.micro_batch, workload.global_batch, strategy.recompute) == (2, 4, 2048, "selective")
+        assert (strategy.tp, strategy.micro_batch, workload.global_batch) == (2, 4, 2048)
+        assert strategy.recompute == "selective"
         assert (strategy.engine, strategy.zero, strategy.overlap_grad_comm) == ("megatron", zero, zero == 2)
         assert float(r["cluster"]["inter_node_bytes_per_s"]) == pytest.approx(4 * 200e9 / 8 / 8 * 0.92)
         est = estimate(model, cluster, strategy, workload)
         assert est.params_total / 1e9 == pytest.approx(13.0, abs=0.05) and est.fits
+
+
+# BAAI FlagPerf Megatron-Core Llama 3 cases (training/nvidia/llama3_{8B,70B}-megatron/README.md): row key ->
+# (GPUs, tp, pp, token/p/s, MFU % as printed); MFU = token/p/s x 6 x (8e9 | 70e9) / (312e12 | 989e12)
+FLAGPERF = {"8b-a800-8g-pp2dp4tp1": (8, 1, 2, 3698.7, 56.9), "8b-a800-8g-pp4dp2tp1": (8, 1, 4, 3306.5, 50.0),
+            "8b-a800-8g-pp2dp2tp2": (8, 2, 2, 3409.2, 52.4), "8b-a800-8g-pp2dp1tp4": (8, 4, 2, 3006.1, 46.2),
+            "8b-a800-8g-pp8dp1tp1": (8, 1, 8, 2690.3, 41.4), "8b-a800-8g-pp1dp1tp8": (8, 8, 1, 2451.2, 37.7),
+            "8b-a800-8g-pp4dp1tp2": (8, 2, 4, 3042.7, 46.8), "8b-h100-8g-pp1dp4tp2": (8, 2, 1, 8103, 39.3),
+            "8b-h100-16g-pp1dp8tp2": (16, 2, 1, 7914, 38.4), "70b-h100-64g-pp4dp2tp8": (64, 8, 4, 851, 36.1)}
+HELD_OUT = HELD_OUT + ("flagperf2024",)
+# reached -17..-10% on the 8B rows but TP 8 (-0.5%) and 70B TP 8 x PP 4 (-5.0%) (heldout5, live tree of 13:50, stored
+# constants): the model is too slow where the runs reach 50-57% MFU on A800 and too cheap on TP 8's all-reduces
+NEW_SOURCE_BOUNDS.update({"flagperf2024": (0.16, 0.20)})
+
+
+def test_flagperf_rows_are_the_readme_tables_and_their_mfu_column():
+    """published = token/p/s x GPUs; the harness's MFU (6 x 8e9 or 70e9 FLOPs per token) reproduces the printed MFU;
+    micro-batch 1, GBS 512, seq 8192, no recompute, distributed optimizer without overlaps; A800 = a100-80gb with 8
+    NVLink links; all fit 80 GB."""
+    rows = {r["id"].split("llama3-")[1]: r for r in _rows("throughput", "flagperf2024")}
+    assert set(rows) == set(FLAGPERF)
+    for key, r in rows.items():
+        gpus, tp, pp, tps, mfu = FLAGPERF[key]
+        model, cluster, strategy, workload = _setup(r)
+        n, peak = (70e9, 989e12) if key.startswith("70b") else (8e9, 312e12 if "a800" in key else 989e12)
+        # the PP4DP2TP1 ablation prints MFU 50.0 where its 3306.5 token/p/s give 50.9 (a typo in one of the two)
+        tolerance = 1 if key == "8b-a800-8g-pp4dp2tp1" else 0.11
+        assert round(tps * 6 * n / peak * 100, 1) == pytest.approx(mfu, abs=tolerance)
+        assert r["published"] == round(tps * gpus) and cluster.world_size == gpus
+        assert (strategy.tp, strategy.pp, strategy.micro_batch, workload.global_batch, workload.seq_len) == \
+            (tp, pp, 1, 512, 8192)
+        assert (strategy.engine, strategy.zero, strategy.recompute, strategy.overlap_grad_comm) == \
+            ("megatron", 1, "none", False)
+        if "a800" in key:
+            assert float(r["cluster"]["intra_node_bytes_per_s"]) == pytest.approx(8 * 25e9 * 0.8)
+        assert estimate(model, cluster, strategy, workload).fits
