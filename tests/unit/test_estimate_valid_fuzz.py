@@ -61,7 +61,10 @@ PLAN_CASES = [
     ["--model", "llama-7b", "--gpu", "a100-80gb", "--nodes", "2", "--engine", "deepspeed", "--zero", "3", "--tp", "2",
      "--pp", "1", "--micro-batch", "4", "--global-batch", "64", "--seq-len", "2048", "--recompute", "full",
      "--precision", "bf16", "--attention", "flash", "--offload-optimizer", "none", "--offload-params", "nvme",
-     "--recompute-early-stop", "engine"],  # plan's own default is what `train` runs (on)
+     "--recompute-early-stop", "engine",  # plan's own default is what `train` runs (on)
+     # and the rest of train's software, which plan fills where a flag is left at its default (a named early stop
+     # included: specs/run.TRAIN_SOFTWARE), named for estimate
+     "--kernels", "eager", "--cross-entropy", "torch", "--optimizer-loop", "foreach"],
     # --stage-layers auto (estimate's resource-aware split on a cluster mixing devices): plan refused the word
     ["--model", "llama-13b", "--cluster", str(Path(__file__).parents[2] / "examples" / "cluster-a100-v100.yaml"),
      "--engine", "megatron", "--zero", "1", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--global-batch", "64",
