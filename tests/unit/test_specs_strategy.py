@@ -91,4 +91,5 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
     w = Workload(8 // strategy.tp, 512, 114 if spec.is_encoder_decoder else 0)
     got = estimate(spec, make_cluster("a100-80gb", 1, 8), strategy, w).strategy
     assert (got.kernels, got.cross_entropy) == (kernels, cross_entropy)
+    assert got == strategy.replace(kernels=kernels, cross_entropy=cross_entropy)  # built unchecked: the same strategy
     assert f"kernels {kernels}, cross_entropy {cross_entropy}" in software_assumed(got)

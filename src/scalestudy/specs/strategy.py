@@ -394,7 +394,13 @@ def resolve_software(strategy: Strategy, model) -> Strategy:
     """`strategy` with its "engine" kernels (and a Hugging Face T5's "engine" loss) written as the software
     `software_defaults` names for `model` (a ModelSpec): what the cost model prices and `estimate` prints."""
     fill = software_fill(strategy.__dict__, model.is_encoder_decoder)
-    return strategy.replace(**fill) if fill else strategy
+    if not fill:
+        return strategy
+    # built as with_micro_batch does, not re-checked: kernels and cross_entropy take values of their own lists, which
+    # no other __post_init__ rule reads (estimate() resolves every strategy it prices: plan's hot path)
+    new = object.__new__(Strategy)
+    new.__dict__.update(strategy.__dict__, **fill)
+    return new
 
 
 def software_assumed(strategy: Strategy) -> str:
