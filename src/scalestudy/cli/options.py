@@ -26,8 +26,8 @@ ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce
                                      "contiguous_gradients forced off for stage 1) instead of reduce-scattering "
                                      "them (cost model only).")
 KERNELS = typer.Option("engine", "--kernels",
-                       help="Element-wise kernels: engine (default: eager for a Hugging Face T5/mT5 on deepspeed / "
-                            "ddp / fsdp without tp/pp, fused otherwise; plan: eager, what train runs) | fused "
+                       help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 on "
+                            "deepspeed / ddp / fsdp without tp/pp, fused otherwise) | fused "
                             "(Megatron/TE/torch.compile) | eager (one PyTorch kernel per op, no torch.compile: HF "
                             "models, torchtitan) | eager-fused-norm (eager with a fused RMSNorm).")
 GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
@@ -75,6 +75,19 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "AdamW + clip + zero_grad, 10 kernels per tensor) | deepspeed-serial "
                                    "(DeepSpeed ZeRO-1/2 before v0.13.2: overflow sum + norm .item() per gradient "
                                    "tensor of the rank's partition, 4 kernels + 2 host syncs).")
+
+
+def _plan_default_train(option, what: str):
+    """`plan`'s copy of an estimate software option whose default is "train": each candidate priced with what
+    `train` runs (plan/space.TRAIN_KNOBS); a value named -- "engine" too, a published run's -- priced as given."""
+    return typer.Option("train", *option.param_decls, help=f"train (default: what `train` runs, {what}) | "
+                                                           + option.help.split(": ", 1)[1])
+
+
+PLAN_KERNELS = _plan_default_train(KERNELS, "eager Hugging Face models")
+PLAN_CROSS_ENTROPY = _plan_default_train(CROSS_ENTROPY, "the model's own loss: hf for a T5 without tp/pp, else torch")
+PLAN_OPTIMIZER_LOOP = _plan_default_train(OPTIMIZER_LOOP, "torch AdamW's foreach step; deepspeed-unfused on DeepSpeed "
+                                                          "ZeRO-0 in 16 bits")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

@@ -12,10 +12,10 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, OPTIMIZER_DTYPE,
-                                    OPTIMIZER_LOOP,
-                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, ZERO1_ALL_REDUCE,
-                                    TP_COMM_OVERLAP, cli_cluster, parse_speeds, print_stages)
+from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTYPE, OVERLAP_GRAD_COMM,
+                                    OVERLAP_PARAM_GATHER, PLAN_CROSS_ENTROPY, PLAN_KERNELS, PLAN_OPTIMIZER_LOOP,
+                                    PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
+                                    cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -218,13 +218,13 @@ def plan(
     overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
     zero1_all_reduce: bool = ZERO1_ALL_REDUCE,
-    kernels: str = KERNELS,
+    kernels: str = PLAN_KERNELS,
     grad_reduce: str = GRAD_REDUCE,
     recompute_early_stop: str = PLAN_RECOMPUTE_EARLY_STOP,
-    cross_entropy: str = CROSS_ENTROPY,
+    cross_entropy: str = PLAN_CROSS_ENTROPY,
     attention_kernel: str = ATTENTION_KERNEL,
     optimizer_dtype: str = OPTIMIZER_DTYPE,
-    optimizer_loop: str = OPTIMIZER_LOOP,
+    optimizer_loop: str = PLAN_OPTIMIZER_LOOP,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below

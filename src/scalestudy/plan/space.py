@@ -32,9 +32,11 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`,
 `zero1_all_reduce`, `kernels`, `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`,
-`optimizer_dtype`, `optimizer_loop`) are carried into every Strategy -- `recompute_early_stop` left at "train" as
-the value `train` runs on train's engines (on: specs/run.as_trained), so a candidate is priced as the run its
-emitted config makes, and a value the user names (a published run's software) as given; sequence parallelism only
+`optimizer_dtype`, `optimizer_loop`) are carried into every Strategy -- `recompute_early_stop`, `kernels`,
+`cross_entropy` and `optimizer_loop` left at "train" as the value `train` runs on train's engines (early stop on,
+eager kernels, the model's own loss, torch AdamW's foreach step: specs/run.as_trained), so a candidate is priced as
+the run its emitted config makes, and a value the user names (a published run's software, "engine" included) as
+given; sequence parallelism only
 where the sequences split evenly over tp (Megatron-LM and `train` refuse it otherwise: those points are planned
 without it).
 """
@@ -53,7 +55,10 @@ from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
                                       resolve_layout, software_fill)
 
-TRAINED = "train"  # Constraints.recompute_early_stop's default: price each candidate with the value train runs
+TRAINED = "train"  # the default of Constraints' TRAIN_KNOBS: price each candidate with the value train runs
+# Software options whose plan default is TRAINED (specs/run.train_software fills them per candidate); a value the user
+# names -- "engine" too: a published run typed into plan -- is priced as given
+TRAIN_KNOBS = ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop")
 
 
 @dataclass(frozen=True)
@@ -81,24 +86,25 @@ class Constraints:
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
     zero1_all_reduce: bool = False
-    kernels: str = "engine"  # Strategy.kernels, kept fixed (not searched); engine: train's eager on its engines
+    kernels: str = TRAINED  # Strategy.kernels, kept fixed (not searched); "train": what train runs (eager)
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
     # megatron, searched only when --engine names it
     grad_reduce: str = "engine"
     recompute_early_stop: str = TRAINED  # "train": the value train runs (specs/run.as_trained); else as given
-    cross_entropy: str = "engine"
+    cross_entropy: str = TRAINED
     attention_kernel: str = "engine"
     optimizer_dtype: str = "engine"
-    optimizer_loop: str = "engine"
+    optimizer_loop: str = TRAINED
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
             check_choice("pp schedule", sched, PP_SCHEDULES)
         if any(v < 2 for v in self.virtual_stages):
             raise ScalestudyError("virtual stages of the interleaved schedule must be >= 2")
-        for name, choices in (("attention", ATTENTIONS), ("kernels", KERNELS), ("grad_reduce", GRAD_REDUCES),
-                              ("cross_entropy", CROSS_ENTROPIES), ("recompute_early_stop", (*EARLY_STOPS, TRAINED)),
-                              ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", OPTIMIZER_LOOPS)):
+        for name, choices in (("attention", ATTENTIONS), ("kernels", (*KERNELS, TRAINED)),
+                              ("grad_reduce", GRAD_REDUCES), ("cross_entropy", (*CROSS_ENTROPIES, TRAINED)),
+                              ("recompute_early_stop", (*EARLY_STOPS, TRAINED)),
+                              ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", (*OPTIMIZER_LOOPS, TRAINED))):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -312,8 +318,10 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
     lengths = (workload.seq_len, _decoder_len(model, workload))
-    named = constraints.recompute_early_stop != TRAINED
-    early_stop = constraints.recompute_early_stop if named else "engine"
+    # the TRAIN_KNOBS the user named (priced as given); the others start at the Strategy default and get train's value
+    named = {k for k in TRAIN_KNOBS if getattr(constraints, k) != TRAINED}
+    software = {k: getattr(constraints, k) if k in named else Strategy.__dataclass_fields__[k].default
+                for k in TRAIN_KNOBS}
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))
@@ -372,20 +380,15 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                           overlap_param_gather=constraints.overlap_param_gather,
                                           tp_comm_overlap=constraints.tp_comm_overlap,
                                           zero1_all_reduce=constraints.zero1_all_reduce,
-                                          kernels=constraints.kernels,
                                           grad_reduce=constraints.grad_reduce,
-                                          recompute_early_stop=early_stop,
-                                          cross_entropy=constraints.cross_entropy,
                                           attention_kernel=constraints.attention_kernel,
-                                          optimizer_dtype=constraints.optimizer_dtype,
-                                          optimizer_loop=constraints.optimizer_loop)
+                                          optimizer_dtype=constraints.optimizer_dtype, **software)
                             # as_trained: the software train's engines run (early stop, kernels, loss, optimizer
-                            # loop), not the published one's; an early stop the user named is kept as given (a
-                            # what-if); written into the fields so the Strategy is built and checked once
-                            fill = trained_fill(engine, fields, model)
-                            if named:
-                                fill.pop("recompute_early_stop", None)
-                            fields.update(fill)
+                            # loop), not the published one's, where the user named none (a named value, e.g. a
+                            # published run's, is kept: a what-if); written into the fields so the Strategy is built
+                            # and checked once
+                            fields.update({k: v for k, v in trained_fill(engine, fields, model).items()
+                                           if k not in named})
                             fields.update(software_fill(fields, model.is_encoder_decoder))  # "engine" kernels
                             strategy = Strategy(**fields)
                             layout = resolve_layout(strategy, world, workload.global_batch,
