@@ -400,7 +400,12 @@ NEW_KEY_FILES = {
     .replace("hbm_bytes_per_s: 3.0e12", "hbm_bytes_per_s: 1.0e+308"),
     "cluster-bandwidth-1e308.yaml": "device: a100-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node_bytes_per_s: 1.0e+308\n",
     "spec-name-mapping.yaml": GOOD_SPEC.replace("name: tiny", "name: {}"),
+    # 2026-12-02, badinput session
+    "cfg-config-json-huge.json": '{"model_type": "gpt2", "n_embd": 1e300, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
+    "cfg-strategy-zero-bool.yaml": "strategy: {zero: true}\n",
 }
+# Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
+LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
                ("ckpt-meta-list", '{"dir": "step-00000003", "step": 3}', "[3, 1]"),
@@ -1020,6 +1025,40 @@ CASES: list[Case] = [
     C("demo-output-holds-other-study", "demo -o study --no-progress", "study"),
     C("demo-output-foreign-store", "demo -o foreign --no-progress", "not a study store"),
     C("demo-output-garbage-store", "demo -o garbage --no-progress", "not a study store"),
+    # ---- 2026-12-02, badinput: outputs the filesystem refuses although os.access allows them (root under /proc),
+    # broken links, names too long (each once per writer: one check, outputs.py), the newer flags' combinations
+    C("plan-emit-under-proc", f"{PLAN} --emit /proc/x", "cannot create /proc/x"),
+    C("train-output-under-proc", TRAIN.replace("OUT", "/proc/x"), "cannot create"),
+    C("train-print-launch-under-proc", f"{TRAIN.replace('OUT', '/proc/x')} --print-launch --device cpu",
+      "cannot create"),
+    C("study-run-output-under-proc", "study run good.yaml -o /proc/x", "cannot create"),
+    C("search-output-under-proc", "search search.yaml -o /proc/x", "cannot create"),
+    C("tune-output-under-proc", TUNE.replace("tuneout", "/proc/x"), "cannot create"),
+    C("calibrate-output-under-proc", "calibrate --output /proc/x", "cannot create"),
+    C("demo-output-under-proc", "demo -o /proc/x --no-progress", "cannot create"),
+    C("study-export-under-proc", "study export study -o /proc/x.csv", "cannot create"),
+    C("fit-plot-under-proc", "fit runs.csv --bootstrap 2 --plot /proc/x.png", "cannot create"),
+    C("plan-emit-dangling-link", f"{PLAN} --emit dangling-link", "broken symbolic link"),
+    C("train-output-looping-link", TRAIN.replace("OUT", "looping-link"), "broken symbolic link"),
+    C("study-export-under-dangling-link", "study export study -o dangling-link/x.csv", "broken symbolic link"),
+    C("train-data-looping-link", f"{TRAIN} --data looping-link", "looping-link"),
+    C("plan-emit-name-too-long", f"{PLAN} --emit {'x' * 300}", "too long"),
+    C("plan-emit-nested-name-too-long", f"{PLAN} --emit d/d/{'y' * 300}", "too long"),  # no d/d left behind
+    C("train-output-file-name-is-a-dir", TRAIN.replace("OUT", "emitdir"), "is a directory"),  # before data prep
+    C("estimate-model-read-error", "estimate --model /proc/self/mem", "input/output error"),
+    C("estimate-config-json-count-1e300", "estimate --model cfg-config-json-huge.json", "at most 2147483647"),
+    C("train-config-strategy-zero-bool", f"{TRAIN} --config cfg-strategy-zero-bool.yaml", "not True"),
+    C("estimate-cluster-empty-name", f"{EST} --cluster ''", "--cluster needs"),
+    C("tune-profile-empty-name", f"{TUNE} --profile ''", "--profile needs"),
+    C("study-run-executor-empty", "study run good.yaml -o s --executor ''", "--executor needs"),
+    C("plan-virtual-stages-at-pp-1", f"{PLAN} --pp 1 --virtual-stages 2", "needs pp >= 2"),
+    C("plan-virtual-stages-without-interleaved", f"{PLAN} --pp 2 --pp-schedule 1f1b --virtual-stages 2",
+      "leaves out"),
+    C("plan-train-steps-without-emit", f"{PLAN} --train-steps 5", "--emit"),
+    C("env-cpu-profile-cache-under-proc", "estimate --model t5-tiny --gpu local-cpu", "cannot create",
+      env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("env-cpu-profile-cache-immutable", "estimate --model t5-tiny --gpu local-cpu", "locked",
+      immutable=("locked",), env={"SCALESTUDY_CACHE_DIR": "locked", "SCALESTUDY_CPU_PROFILE": "measured"}),
 ]
 
 
@@ -1035,6 +1074,9 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     for rel, text in case_files(case.argv).items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
+    for name, target in LINKS.items():
+        if any(name in arg for arg in case.argv):
+            (ws / name).symlink_to(target)
     for rel in case.immutable:
         if not (ws / rel).exists():
             (ws / rel).mkdir()

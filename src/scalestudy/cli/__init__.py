@@ -73,6 +73,13 @@ def _usage_error(exc: typer.TyperException) -> str:
     return f"{exc.format_message()}{hint}"
 
 
+def _os_error(exc: OSError) -> str:
+    """An OSError as one line: what failed on which path, e.g. "cannot write /proc/x: No such file or directory"."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    why = exc.strerror or type(exc).__name__
+    return f"{paths}: {why}" if paths else f"{why}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         from scalestudy.launch.process import check_environment
@@ -91,4 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     except ScalestudyError as exc:
         _print_error(str(exc))
         sys.exit(getattr(exc, "exit_code", 2))
+    except OSError as exc:  # the filesystem refused what the checks could not foresee (/proc, a full disk, EIO)
+        _print_error(_os_error(exc))
+        sys.exit(2)
+    except RuntimeError as exc:  # pathlib's resolve() (Python < 3.13) reports a symbolic link loop so
+        if not str(exc).startswith("Symlink loop"):
+            raise
+        _print_error(f"{exc} (a symbolic link that points back at itself)")
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

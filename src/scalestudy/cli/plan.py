@@ -79,6 +79,12 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
     if pps and max(pps) < 2:
         for sched in schedule.get("pp_schedules", ()):
             Strategy(engine="ddp", pp_schedule=sched)
+        if "virtual_stages" in schedule:
+            raise ScalestudyError(f"--virtual-stages {virtual_stages} sets the interleaved pipeline schedule's model "
+                                  f"chunks, which needs pp >= 2 (--pp {pp})")
+    if "virtual_stages" in schedule and "interleaved" not in schedule.get("pp_schedules", ("interleaved",)):
+        raise ScalestudyError(f"--virtual-stages {virtual_stages} sets the interleaved schedule's model chunks, which "
+                              f"--pp-schedule {pp_schedule} leaves out: add interleaved or drop --virtual-stages")
     if layers:
         Strategy(engine="ddp", pp=len(layers), stage_layers=layers)
     return Constraints(engines=_strs(engine, "engine"), zero=_ints(zero, "zero"), tp=_ints(tp, "tp"), pp=pps,
@@ -191,7 +197,8 @@ def plan(
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
     emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
-    train_steps: int = typer.Option(1000, help="Optimizer steps written into the emitted train config."),
+    train_steps: Optional[int] = typer.Option(None, help="With --emit: optimizer steps written into the emitted "
+                                                         "train config (default: 1000)."),
     data: Optional[list[str]] = typer.Option(None, help="With --emit: corpus file(s) the emitted run trains on."),
     tokenizer: Optional[str] = typer.Option(None, help="With --emit: tokenizer.json of the emitted run."),
     text_field: Optional[str] = typer.Option(None, help="With --emit: text field of JSONL/Parquet corpora."),
@@ -229,7 +236,7 @@ def plan(
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
     emit_only = {"--data": data, "--tokenizer": tokenizer, "--text-field": text_field, "--lexicon": lexicon,
-                 "--vocab-size": vocab_size, "--train-objective": train_objective}
+                 "--vocab-size": vocab_size, "--train-objective": train_objective, "--train-steps": train_steps}
     unused = [flag for flag, value in emit_only.items() if value is not None]
     if unused and emit_dir is None:
         raise ScalestudyError(f"{', '.join(unused)} describe(s) the run --emit writes: add --emit DIR")
@@ -244,6 +251,7 @@ def plan(
         raise ScalestudyError(f"--top must be >= 0 (0 = all feasible strategies), got {top}")
     if min_throughput is not None and not 0 < min_throughput < float("inf"):
         raise ScalestudyError(f"--min-throughput must be a positive number of tokens/s, got {min_throughput}")
+    train_steps = 1000 if train_steps is None else train_steps
     if train_steps < 1:
         raise ScalestudyError(f"--train-steps must be >= 1, got {train_steps}")
     if emit_dir is not None:
@@ -451,6 +459,8 @@ def tune(
 
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
+    if profile is not None and not profile.strip():  # '' is not "no profile": tune would calibrate unasked
+        raise ScalestudyError(f"--profile needs a hardware profile YAML (or device name), got {profile!r}")
     from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks
 
     check_cpu_ranks(nproc)  # calibration and every trial start --nproc CPU ranks on this machine

@@ -29,11 +29,14 @@ def study_run(
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
 ) -> None:
     """Run (or resume) every trial of a study; each result is committed as soon as its trial ends."""
+    from scalestudy.errors import ScalestudyError
     from scalestudy.outputs import check_output_dir
     from scalestudy.study.runner import run_study
     from scalestudy.study.spec import load_spec
 
     output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
+    if executor is not None and not executor.strip():  # '' is not "the spec's executor"
+        raise ScalestudyError(f"--executor needs a value (local or slurm), got {executor!r}")
     study = load_spec(spec)
     check_train_flags(study.extra_args, "extra_args")
     if (executor or study.executor) == "local":

@@ -188,6 +188,9 @@ def local_cpu_profile(*, measure: bool = True, log=None) -> DeviceSpec | None:
     if not path.is_file():
         if not measure:
             return None
+        from scalestudy.outputs import check_output_file
+
+        check_output_file(path, "SCALESTUDY_CACHE_DIR: the CPU profile")  # not a refusal after a 2-minute measurement
         measure_profile(path, log=log)
     return load_profile(path)
 

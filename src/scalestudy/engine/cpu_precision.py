@@ -115,10 +115,16 @@ def _cache_key() -> str:
 
 
 def _read_cache() -> dict:
+    """The cache as {key: {precision: GFLOP/s}}; a file that is not that (another program's, hand-edited, cut
+    short) counts as empty: the CPU is measured again and the entry rewritten."""
     try:
-        return json.loads(cache_file().read_text(encoding="utf-8"))
+        cache = json.loads(cache_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    if not isinstance(cache, dict):
+        return {}
+    return {key: entry for key, entry in cache.items() if isinstance(entry, dict) and entry and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in entry.values())}
 
 
 def store_measurement(gflops: dict[str, float]) -> None:

@@ -62,6 +62,11 @@ def worker_env(nproc: int) -> None:
     os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # each rank arms a parent-death signal on this process
 
 
+# What a run writes in its directory (data preparation, the workers' config, the metrics and summary)
+RUN_FILES = ("tokenizer.json", "tokenizer.meta.json", "tokens.npz", "data.json", CONFIG_NAME, "metrics.jsonl",
+             "summary.json")
+
+
 def prepare_output(cfg: RunConfig) -> RunConfig:
     """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' resolved config."""
     import torch
@@ -71,7 +76,7 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     if cfg.workload.nnodes != 1:
         raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
                               "--print-launch")
-    out = check_output_dir(cfg.output.dir)
+    out = check_output_dir(cfg.output.dir, files=RUN_FILES)  # a directory in a file's place: refused before writing
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume

@@ -692,6 +692,8 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
 
 def make_cluster(gpu: str = "a100-40gb", nodes: int = 1, gpus_per_node: int = 8, cluster_file: str | None = None
                  ) -> ClusterSpec:
-    if cluster_file:
+    if cluster_file is not None:
+        if not cluster_file.strip():  # '' is not "no cluster file": --gpu/--nodes would be used unasked
+            raise ScalestudyError(f"--cluster needs a cluster YAML file name, got {cluster_file!r}")
         return load_cluster(cluster_file)
     return ClusterSpec(device=get_device(gpu), nodes=nodes, gpus_per_node=gpus_per_node, name=gpu)

@@ -453,13 +453,19 @@ def _flag(cfg: dict, key: str, default: bool, path: Path) -> bool:
     return value
 
 
+# A count of a model (layers, heads, widths, vocabulary, positions) beyond a 32-bit index is a typo: the cost
+# model's FLOP and byte products of such counts leave floating point (an int too large for a float).
+MAX_MODEL_COUNT = 2**31 - 1
+
+
 def _int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
     """A count of the config (layers, heads, widths, vocabulary, positions): a whole number >= 1, else one line.
     `default` stands for a missing or null field (KeyError without one: the caller names the missing field)."""
     value = cfg[key] if default is None or cfg.get(key) is not None else default  # null: what Transformers takes
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
-            float("inf"), float("-inf")) or value != int(value) or value < 1:
-        raise ScalestudyError(f"model config {path}: {key} must be a whole number >= 1, got {value!r}")
+            float("inf"), float("-inf")) or value != int(value) or not 1 <= value <= MAX_MODEL_COUNT:
+        raise ScalestudyError(f"model config {path}: {key} must be a whole number >= 1 (at most {MAX_MODEL_COUNT}), "
+                              f"got {value!r}")
     return int(value)
 
 
@@ -568,8 +574,10 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
                               f"{', '.join(SHAPE_KEYS)}; the decoder length of a T5 run is --target-len)")
     for key in _SHAPE_COUNTS:
         value = m.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ScalestudyError(f"{origin}: {key} must be a whole number >= 1, got {value!r}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 1 <= value <= MAX_MODEL_COUNT):
+            raise ScalestudyError(f"{origin}: {key} must be a whole number >= 1 (at most {MAX_MODEL_COUNT}), got "
+                                  f"{value!r}")
     family, tied = m.get("family", "gpt"), m.get("tied")
     if tied is not None and not isinstance(tied, bool):
         raise ScalestudyError(f"{origin}: tied must be true or false, got {tied!r}")

@@ -197,7 +197,7 @@ class Strategy:
         if stages is None:
             raise ScalestudyError(f"unknown engine {self.engine!r} (choose from "
                                   f"{', '.join((*ENGINES, *COST_MODEL_ENGINES))})")
-        if self.zero not in stages:
+        if isinstance(self.zero, bool) or self.zero not in stages:  # YAML's true would pass as 1
             allowed = ", ".join(map(str, stages))
             raise ScalestudyError(f"engine {self.engine} supports zero stage {allowed}, not {self.zero}")
         for name, value, allowed in (
