@@ -77,6 +77,13 @@ def bus_time(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tup
     the slower bounds the time, they do not add up. Measured: nccl-tests all_reduce across nodes reaches a bus
     bandwidth of the node's NIC total (NVIDIA/nccl-tests #29 -- 48 GB/s with DGX-1's 4 NICs vs 12 GB/s with one;
     #119 and NVIDIA/nccl #1048: 85-96 of 100 GB/s with 4 HDR NICs per 8 A100s), not the one NIC of a rank.
+    The same at every node count: a large message's ring bus bandwidth does not fall as the ring grows, only its
+    latency does (NVIDIA/nccl #1712; ring_latency). Runs that lose more per GPU with more nodes lose it to their
+    fabric (ECMP hash collisions on Ethernet Clos fabrics: NVIDIA/nccl-tests #169, RoCE busbw 70 -> 40 GB/s from 3
+    to 6 nodes; Alibaba HPN, SIGCOMM '24), a property of the cluster: a row gives it as inter_node_bytes_per_s from
+    that cluster's own NCCL measurement (BLOOM's, taken on 4 Jean Zay nodes, prices its 48-node rows within 2%:
+    bigscience2022rampup). A generic derating by node count was tried and not adopted (benchmarks/RESULTS.md
+    2026-12-02 14:05, dpscale: Llama 3, narayanan2021 ZeRO-3 and DeepSpeed-Azure 1T broke).
     """
     if n <= 1 or nbytes <= 0:
         return 0.0
