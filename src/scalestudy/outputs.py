@@ -76,7 +76,7 @@ def _checked(check):
 @_checked
 def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str, ...] = ()) -> Path:
     """An output directory: absent (creatable: asked of the filesystem) or an existing writable directory; `files`,
-    names the command writes in it, must not be taken by directories. Creates nothing."""
+    names the command writes in it, must not be taken by directories or unwritable files. Creates nothing."""
     if isinstance(path, str) and not path.strip():  # Path("") is the working directory: never meant
         raise ScalestudyError(f"{flag} needs a directory name, got {path!r}")
     path = Path(path)
@@ -89,6 +89,8 @@ def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str,
         for name in files:
             if (path / name).is_dir():
                 raise ScalestudyError(f"{flag} {path}: cannot write {path / name}: it is a directory, not a file")
+            if (path / name).exists() and not os.access(path / name, os.W_OK):  # immutable: no rename over it
+                raise ScalestudyError(f"{flag} {path}: cannot replace {path / name}: file is not writable")
         return path
     _probe(path, flag, directory=True)
     return path

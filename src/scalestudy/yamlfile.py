@@ -27,7 +27,27 @@ def read_yaml(path: str | Path, what: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise ScalestudyError(f"{what} {path}: invalid YAML{at}: {str(exc).splitlines()[0]}") from None
+    if _expanded_size(data, {}) > MAX_VALUES:
+        raise ScalestudyError(f"{what} {path}: its aliases (*name) expand to more than {MAX_VALUES:,} values: no "
+                              "configuration is that large")
     return {} if data is None else data
+
+
+# A configuration holds hundreds of values. YAML aliases share one object, so a few lines of `&a [*a, *a, ...]`
+# stand for billions of values: loading is cheap, but any walk over them (a check, an error message's repr) is not.
+MAX_VALUES = 1_000_000
+
+
+def _expanded_size(obj: Any, memo: dict[int, int]) -> int:
+    """How many values `obj` holds with every alias expanded (each shared object counted once per use, sized once)."""
+    if not isinstance(obj, (dict, list)):
+        return 1
+    if id(obj) in memo:
+        return memo[id(obj)]
+    memo[id(obj)] = 1  # a structure that contains itself counts once
+    items = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else obj
+    memo[id(obj)] = size = 1 + sum(_expanded_size(v, memo) for v in items)
+    return size
 
 
 class BadKey(Exception):

@@ -403,6 +403,8 @@ NEW_KEY_FILES = {
     # 2026-12-02, badinput session
     "cfg-config-json-huge.json": '{"model_type": "gpt2", "n_embd": 1e300, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
     "cfg-strategy-zero-bool.yaml": "strategy: {zero: true}\n",
+    "cluster-alias-bomb.yaml": "".join(f"{a}: &{a} [{', '.join([f'*{b}' if b else 'x'] * 9)}]\n" for a, b in zip(
+        "abcdefgh", ["", *"abcdefg"])) + "device: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n",  # 9^9 values
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
@@ -1059,6 +1061,14 @@ CASES: list[Case] = [
       env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),
     C("env-cpu-profile-cache-immutable", "estimate --model t5-tiny --gpu local-cpu", "locked",
       immutable=("locked",), env={"SCALESTUDY_CACHE_DIR": "locked", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("report-html-immutable", "report study", "cannot replace", immutable=("study/report.html",)),
+    C("report-plots-immutable", "report study", "plots directory", immutable=("study/plots",)),  # was exit 0
+    C("train-output-config-immutable", TRAIN.replace("OUT", "run2"), "cannot replace",  # before data prep
+      immutable=("run2/train_config.yaml",)),
+    C("plan-emit-plan-json-immutable", f"{PLAN} --emit e2", "cannot replace", immutable=("e2/plan.json",)),
+    C("estimate-cluster-yaml-alias-bomb", f"{EST} --cluster cluster-alias-bomb.yaml", "aliases"),  # was a hang
+    C("plan-emit-hf-without-name", f"{PLAN} --emit e1 --data hf:", "bad dataset spec"),
+    C("estimate-model-name-like-an-emoji", "estimate --model :x:", "':x:'"),  # Rich printed a cross mark
 ]
 
 
@@ -1077,9 +1087,10 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
     for name, target in LINKS.items():
         if any(name in arg for arg in case.argv):
             (ws / name).symlink_to(target)
-    for rel in case.immutable:
+    for rel in case.immutable:  # a missing one is made: a file where the name has a suffix, else a directory
         if not (ws / rel).exists():
-            (ws / rel).mkdir()
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ws / rel).write_text("old\n") if (ws / rel).suffix else (ws / rel).mkdir()
     if case.immutable and not _chattr("+i", *(ws / r for r in case.immutable)):
         pytest.skip("chattr +i is not available here")
     monkeypatch.chdir(ws)

@@ -63,7 +63,7 @@ def _print_error(message: str) -> None:
 
     # the message is plain text: '[dimension, fraction]' or a name typed as '[bold]x' must not be read as markup
     err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, soft_wrap=True,
-                      markup=True)
+                      markup=True, emoji=False)  # 'hf:x:' is a name, not the :x: emoji
 
 
 def _usage_error(exc: typer.TyperException) -> str:

@@ -44,10 +44,12 @@ def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_fie
     """Corpus files (hf: datasets pass), tokenizer and lexicon exist as files here and read as `train` reads them
     (a corpus: its first document only): `plan --emit` checks them before its search, `emit` again by the absolute
     paths it writes."""
-    from scalestudy.engine.data.corpora import read_corpus
+    from scalestudy.engine.data.corpora import check_hf_spec, read_corpus
     from scalestudy.engine.data.knowledge import load_lexicon
     from scalestudy.engine.data.tokenizer import load_tokenizer
 
+    for spec in [f for f in data or () if f.startswith("hf:")]:
+        check_hf_spec(spec)  # the written form only: the nodes reach the dataset
     named = [("--data", f) for f in data or () if not f.startswith("hf:")]
     named += [(flag, p) for flag, p in (("--tokenizer", tokenizer), ("--lexicon", lexicon)) if p]
     for flag, path in named:
@@ -84,6 +86,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     for name in files:
         if (out / name).exists() and not (out / name).is_file():
             raise ScalestudyError(f"cannot write {out / name}: it exists and is not a file")
+    check_output_dir(out, "--emit" if "plan" in origin else "--output", files=tuple(files))  # none half-replaced
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, text in files.items():

@@ -222,12 +222,13 @@ def write_report(directory: str | Path) -> dict:
     data = load(directory)
     if not data.trials:
         raise ScalestudyError(f"study {directory} has no finished trial yet: nothing to report")
-    check_output_dir(directory, "report: study directory")  # before any plot is written
+    check_output_dir(directory, "report: study directory", files=("report.md", "report.html"))  # before any plot
     plots_dir = directory / "plots"
     for path, want in ((plots_dir, "a directory"), (directory / "report.md", "a file"),
                        (directory / "report.html", "a file")):
         if path.exists() and (path.is_dir() != (want == "a directory")):
             raise ScalestudyError(f"report: cannot write {path}: it exists and is not {want}")
+    check_output_dir(plots_dir, "report: plots directory")  # an unwritable one would leave every plot out
     plots = write_plots(data, plots_dir)
     lines = findings(data)
     scaling_md, scaling_html = scaling_section(directory)

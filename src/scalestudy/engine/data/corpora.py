@@ -97,11 +97,17 @@ def read_parquet(path: str, text_field: str = "text", max_docs: int = 0) -> list
     return docs[:max_docs] if max_docs else docs
 
 
+def check_hf_spec(spec: str) -> None:
+    """`hf:NAME[:CONFIG]` as written (the dataset itself is only reached when read: it needs the network)."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(p.strip() for p in parts[1:]):
+        raise ScalestudyError(f"bad dataset spec {spec!r}: use hf:NAME or hf:NAME:CONFIG")
+
+
 def read_hf(spec: str, text_field: str = "text", max_docs: int = 0) -> list[str]:
     """`hf:NAME[:CONFIG]`, streamed; only the first `max_docs` documents (HF_DEFAULT_MAX_DOCS when 0)."""
+    check_hf_spec(spec)
     parts = spec.split(":")
-    if len(parts) not in (2, 3) or not parts[1]:
-        raise ScalestudyError(f"bad dataset spec {spec!r}: use hf:NAME or hf:NAME:CONFIG")
     try:
         import datasets
     except ImportError:
