@@ -240,15 +240,20 @@ _CACHE: dict = {}
 # Kernels whose device rate (DeviceSpec.flash_attention_fraction) is stated on the FLOPs they execute: a causal mask
 # skips the key tiles past each query tile, so a decoder's self-attention runs (n+1)/2n of the full square (n query
 # tiles of CAUSAL_TILE_ROWS; the diagonal tiles run whole). FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608)
-# counts causal attention that way; the fa2 / cudnn entries are taken against the full square (the model's FLOPs
-# convention, flops.py) and are left so.
-CAUSAL_EXECUTED_KERNELS = ("fa3",)
+# counts causal attention that way, and measures cuDNN's fused attention (Transformer Engine's kernel on Hopper) on
+# the same count (Sec. 4.1: 'with causal masking, we divide this number by 2'); so cudnn runs the triangle on a device
+# that states a cudnn rate (Hopper YAMLs), while elsewhere TE runs FlashAttention instead (engines.yaml). The fa2
+# entries are taken against the full square (the model's FLOPs convention, flops.py) and are left so: counting FA2's
+# triangle too puts the 180 MosaicML H100 rows at +21% (LOSO 8.4 -> 14.5%, benchmarks/RESULTS.md 2026-12-02 gemmcurve).
+CAUSAL_EXECUTED_KERNELS = ("fa3", "cudnn")
 CAUSAL_TILE_ROWS = 128  # FA3's query tile for head dim 128 on Hopper
 
 
-def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str) -> float:
-    """Share of the counted attention FLOPs the fused `kernel` executes (1 unless it skips causally masked tiles)."""
-    if kernel not in CAUSAL_EXECUTED_KERNELS or model.is_encoder_decoder:
+def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str, device: DeviceSpec | None = None) -> float:
+    """Share of the counted attention FLOPs the fused `kernel` executes on `device` (1 unless it skips causally masked
+    tiles; a kernel the device states no rate for does not run there as itself: TE falls back to FlashAttention)."""
+    stated = device is None or kernel in device.flash_attention_fraction
+    if kernel not in CAUSAL_EXECUTED_KERNELS or not stated or model.is_encoder_decoder:
         return 1.0  # encoder-decoder stacks mix causal and full attention: not split here
     n = max(seq_len / CAUSAL_TILE_ROWS, 1.0)
     return (n + 1.0) / (2.0 * n)
@@ -363,7 +368,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     for flops, dim, role, lead in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
-            sec = flops * executed_attention_share(model, seq_len, attention_kernel) / (
+            sec = flops * executed_attention_share(model, seq_len, attention_kernel, device) / (
                 peak * attention_efficiency(device, dim, attention_kernel, cal)) * (
                 flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
         else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
