@@ -1069,6 +1069,8 @@ CASES: list[Case] = [
     C("estimate-cluster-yaml-alias-bomb", f"{EST} --cluster cluster-alias-bomb.yaml", "aliases"),  # was a hang
     C("plan-emit-hf-without-name", f"{PLAN} --emit e1 --data hf:", "bad dataset spec"),
     C("estimate-model-name-like-an-emoji", "estimate --model :x:", "':x:'"),  # Rich printed a cross mark
+    C("plan-emit-name-not-utf8", f"{PLAN} --emit e\udce9", "not UTF-8"),  # latin-1 bytes: half an emit, traceback
+    C("train-data-name-not-utf8", f"{TRAIN} --data caf\udce9.txt", "not UTF-8"),
 ]
 
 

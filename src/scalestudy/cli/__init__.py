@@ -77,7 +77,19 @@ def _os_error(exc: OSError) -> str:
     """An OSError as one line: what failed on which path, e.g. "cannot write /proc/x: No such file or directory"."""
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
     why = exc.strerror or type(exc).__name__
-    return f"{paths}: {why}" if paths else f"{why}: {exc}"
+    return f"{paths}: {why}" if paths else why  # e.g. stdout on a full disk: "No space left on device"
+
+
+def _check_utf8(args: list[str]) -> None:
+    """Names and paths on the command line end up in UTF-8 files (configs, stores, reports): one that is not UTF-8
+    (Python keeps its bytes as surrogates) would fail half-way through writing them."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise ScalestudyError(f"argument {shown!r} is not UTF-8 text: scalestudy writes names and paths into "
+                                  "UTF-8 files (rename the file, or give the name in UTF-8)") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         from scalestudy.launch.process import check_environment
 
         check_environment()  # variables the ranks and the CPU profile read: one line now, not a failure inside them
+        _check_utf8(sys.argv[1:] if argv is None else argv)
         code = _command().main(args=argv, prog_name="scalestudy", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors (typer's click)
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `scalestudy` or `scalestudy study`: the help
