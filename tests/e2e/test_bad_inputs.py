@@ -1071,6 +1071,8 @@ CASES: list[Case] = [
     C("estimate-model-name-like-an-emoji", "estimate --model :x:", "':x:'"),  # Rich printed a cross mark
     C("plan-emit-name-not-utf8", f"{PLAN} --emit e\udce9", "not UTF-8"),  # latin-1 bytes: half an emit, traceback
     C("train-data-name-not-utf8", f"{TRAIN} --data caf\udce9.txt", "not UTF-8"),
+    C("plan-emit-into-a-run", f"{PLAN} --emit run", "already holds a run"),  # replaced the run's config
+    C("train-print-launch-into-a-run", f"{TRAIN.replace('OUT', 'run')} --print-launch --device cpu", "--resume"),
 ]
 
 

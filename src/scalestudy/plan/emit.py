@@ -72,7 +72,12 @@ def default_output(run: RunConfig) -> str:
 def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict | None = None,
          origin: str = "`scalestudy plan --emit`") -> dict[str, Path]:
     """Write the run's config, its engine settings and launch scripts; return {name: path}."""
-    out = check_output_dir(out_dir, "--emit" if "plan" in origin else "--output")
+    flag = "--emit" if "plan" in origin else "--output"
+    out = check_output_dir(out_dir, flag)
+    if (out / "metrics.jsonl").exists() and not run.output.resume:  # as `train` refuses to run into it
+        resume = " (or add --resume to continue that run)" if flag == "--output" else ""
+        raise ScalestudyError(f"{flag} {out} already holds a run (metrics.jsonl): its {CONFIG_NAME} would be "
+                              f"replaced; choose a new directory{resume}")
     check_inputs_exist(run)
     run = run.resolved()
     run = dataclasses.replace(run, strategy=as_trained(run.strategy, run.model_spec()))  # what train runs, for estimate
@@ -86,7 +91,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     for name in files:
         if (out / name).exists() and not (out / name).is_file():
             raise ScalestudyError(f"cannot write {out / name}: it exists and is not a file")
-    check_output_dir(out, "--emit" if "plan" in origin else "--output", files=tuple(files))  # none half-replaced
+    check_output_dir(out, flag, files=tuple(files))  # none half-replaced
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, text in files.items():
