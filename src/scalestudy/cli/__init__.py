@@ -1,7 +1,9 @@
 """The `scalestudy` command line: a typer app whose commands are thin calls into the packages.
 
 Each command group lives in its own module and registers itself on `app`. Bad input raises
-`ScalestudyError`, which `main` prints as one line and exits with status 2 (never a traceback).
+`ScalestudyError`, which `main` prints as one line and exits with status 2 (never a traceback). Output paths are
+checked before anything is written (scalestudy.outputs asks the filesystem itself); an OSError the checks could not
+foresee (a full disk, an I/O error reading an input) is still one line and status 2.
 """
 
 from __future__ import annotations
