@@ -7,7 +7,9 @@ Each strategy trains STEPS steps from the same seed. `+resume` also runs it kill
 and resumed: the uninterrupted curve to compare with is the strategy's own `losses` (the same configuration).
 OUT/tokenizer.json is used when present (rank 0 trains it into OUT otherwise).
 Rank 0 writes OUT/results.json: {strategy: {"losses": [...], "peak_mem_bytes": ..., "setup_param_bytes": ...,
-"engine_backend": ..., and with +resume "resumed": [...], "resumed_from": step}}.
+"engine_backend": ..., "calls": {collective: rank 0's calls over the run}, and with +resume "resumed": [...],
+"resumed_from": step}}. `calls` counts FSDP2's single-tensor collectives (all_gather_single, reduce_scatter_single:
+nothing else in a run calls them), to hold against the cost model's count per step.
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ from scalestudy.engine.train import SimulatedCrash, load_data, run_training, set
 from scalestudy.specs.run import RunConfig
 
 STEPS = int(os.environ.get("WORKER_STEPS", "5"))
+COUNTED = ("all_gather_single", "reduce_scatter_single")  # FSDP2's collectives (fsdp/_fully_shard/_fsdp_collectives.py)
+
+
+def count_calls(calls: dict) -> None:
+    """Count every call of the COUNTED torch.distributed functions into `calls` (FSDP2 looks them up on the module
+    at each call)."""
+    import torch.distributed as dist
+
+    def counting(name, fn):
+        def call(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return call
+
+    for name in COUNTED:
+        setattr(dist, name, counting(name, getattr(dist, name)))
 
 
 def strategy_config(out: Path, item: str) -> RunConfig:
@@ -52,17 +70,20 @@ def main() -> None:
         base = base.replace(tokenizer=None)
     prepared = load_data(base, ctx, out)
     results = {}
+    calls: dict = {}
+    count_calls(calls)
     for item in items:
         name, _, option = item.partition("+")
         t0 = time.perf_counter()
         if ctx.is_main:  # which strategy a traceback in the launch's output belongs to
             print(f"strategy {name}", flush=True)
         cfg = strategy_config(out, name)
+        calls.clear()
         summary = run_training(cfg, ctx, prepared)  # every rank trains; only rank 0 gets the summary
         if ctx.is_main:
             results[name] = {"losses": summary["losses"], "peak_mem_bytes": summary["peak_mem_bytes"],
                              "setup_param_bytes": summary["setup_param_bytes"],
-                             "engine_backend": summary["engine_backend"]}
+                             "engine_backend": summary["engine_backend"], "calls": dict(calls)}
         if option == "resume":
             killed = cfg.output.dir + "-killed"
             try:

@@ -72,3 +72,21 @@ def test_fsdp2_with_and_without_resharding(two_rank_runs):
     out = two_rank_runs[0]
     fsdp = {z: json.loads((out / f"fsdp-{z}" / "fsdp_config.json").read_text()) for z in (2, 3)}
     assert fsdp[3] != fsdp[2]  # the two modes really hand fully_shard different settings
+
+
+def test_fsdp2_collectives_per_step_are_the_cost_models(two_rank_runs):
+    """With gradient accumulation (2 micro-batches a step here) train's FSDP2 reduce-scatters every unit's
+    gradients in every micro-batch's backward and gathers every unit per pass: the calls the gloo cost path prices
+    (cpu_collectives.fsdp_calls_per_step; the GPU terms price the same per micro-batch), counted in the run."""
+    from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
+    from scalestudy.specs.model import get_model
+
+    tiny = get_model("t5-tiny")
+    units = tiny.num_layers + tiny.num_decoder_layers + 1  # fully_shard per block, then the root
+    results = two_rank_runs[1]
+    for zero in (2, 3):
+        run = results[f"fsdp:{zero}"]
+        steps, accumulation = len(run["losses"]), 4 // 2  # global batch 4, micro-batch 1, 2 ranks
+        per_step = fsdp_calls_per_step(zero, units, accumulation)
+        assert run["calls"] == {f"{op}_single": steps * n for op, n in per_step.items()}, zero
+    assert results[BASELINE]["calls"] == {}  # DDP runs none of them

@@ -249,8 +249,8 @@ def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
     for each backward and the flatten into a fresh buffer at the fresh-copy rate); ZeRO-3 gathers a small model
     once per micro-batch in ONE prefetched call of stage3_prefetch_bucket_size elements at most (the backward
     reuses it); DDP + ZeroRedundancyOptimizer all-reduces the gradients, then broadcasts every parameter tensor in
-    place (all_reduce's rate, not all_gather's); FSDP2 reduce-scatters only in the last micro-batch (the others
-    accumulate unsharded); devices without measured rates keep terms._dp_comm's model."""
+    place (all_reduce's rate, not all_gather's); FSDP2 gathers and reduce-scatters in every micro-batch (train's
+    gradient_sync every_micro_batch); devices without measured rates keep terms._dp_comm's model."""
     import math
 
     from scalestudy.costmodel import cpu_collectives
@@ -299,9 +299,11 @@ def test_deepspeed_and_fsdp_on_gloo_ranks_follow_their_code_paths():
     assert comm("ddp", 1, 8, slow_gather).dp_comm_total_s == pytest.approx(ddp_reduce + sync, rel=1e-9)
     f8, f1 = comm("fsdp", 3, 8).dp_comm_total_s, comm("fsdp", 3, 1).dp_comm_total_s
     units = 2 * m.num_layers + 1  # fully_shard per block and the root
-    per_gather = 1.5 * ((grads / 2) / dev.intra_node_bytes_per_s / 0.95 + units * lat) \
-        + units * fresh_copy_s(dev, grads / units, 1.5)
-    assert f1 - f8 == pytest.approx(7 * 2 * per_gather, rel=1e-9)  # 7 more micro-batches: gathers only
+    ring = (grads / 2) / dev.intra_node_bytes_per_s / 0.95 + units * lat  # every unit's ring once, fp32
+    per_gather = 1.5 * ring + units * fresh_copy_s(dev, grads / units, 1.5)
+    per_reduce = 3.0 * ring + units * fresh_copy_s(dev, grads / units, 1.5)
+    assert f1 - f8 == pytest.approx(7 * (2 * per_gather + per_reduce), rel=1e-9)  # 7 more micro-batches
+    assert f8 == pytest.approx(2 * per_gather + per_reduce, rel=1e-9)
     plain = replace(dev, collective_time_ratio={})
     assert cpu_collectives.gloo_dp_comm(e.strategy, None, psi, None, 12, 4, ClusterSpec(device=plain, nodes=1,
                                         gpus_per_node=2), (), 2, 1, 1) is None

@@ -106,3 +106,38 @@ def test_small_fsdp_micro_batches_expose_more_of_their_traffic():
     model, cluster, st, workload = _mpt("mpt-13b-s1024-8xh100")
     big = estimate(model, cluster, st, workload)
     assert big.dp_comm_total_s / big.compute_s < 0.1 * est.dp_comm_total_s / est.compute_s
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_fsdp_reduce_scatters_every_micro_batch_as_train_runs(zero):
+    """`train`'s FSDP reduce-scatters each micro-batch's gradients into the sharded .grad (engine/settings.py
+    fsdp_settings gradient_sync every_micro_batch: FSDP2's default, torchtitan's and Composer's), so the GPU terms
+    price one reduce-scatter per unit and micro-batch -- the fp32-vs-bf16 reduction difference (the reduce-scatters
+    alone) grows with the accumulation count -- the gloo path counts the calls tests/multiproc/
+    test_engine_equivalence.py counts in train, and memory holds sharded gradients whatever the accumulation. DDP
+    defers its all-reduce to the last micro-batch (no_sync; its gradients are whole anyway): once per step."""
+    from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
+    from scalestudy.engine.settings import ddp_settings, fsdp_settings
+    from scalestudy.specs.hardware import ClusterSpec, get_device
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import RunConfig
+    from scalestudy.specs.strategy import Workload
+
+    model, cluster = get_model("t5-large"), ClusterSpec(device=get_device("a100-80gb"), nodes=2, gpus_per_node=8)
+    st = Strategy(engine="fsdp", zero=zero, micro_batch=2)
+
+    def est(s, ga, grad_reduce="engine"):
+        return estimate(model, cluster, s.replace(grad_reduce=grad_reduce), Workload(2 * 16 * ga, 512, 128))
+
+    reduce_scatters = {ga: est(st, ga).dp_comm_total_s - est(st, ga, "compute").dp_comm_total_s for ga in (1, 4)}
+    assert reduce_scatters[1] > 0 and reduce_scatters[4] == pytest.approx(4 * reduce_scatters[1], rel=1e-9)
+    assert est(st, 4).dp_comm_total_s == pytest.approx(4 * est(st, 1).dp_comm_total_s, rel=1e-9)
+    psi = est(st, 4).params_per_device
+    assert est(st, 4).memory.grads == est(st, 1).memory.grads == pytest.approx(4.0 * psi / 16)  # fp32, sharded
+    assert fsdp_calls_per_step(zero, 5, 2) == {"all_gather": 2 * (2 if zero == 3 else 1) * 5, "reduce_scatter": 10}
+    ddp = Strategy(engine="ddp", zero=0, micro_batch=2)
+    assert est(ddp, 4).dp_comm_total_s == pytest.approx(est(ddp, 1).dp_comm_total_s, rel=1e-9)
+    run = RunConfig.build("t5-large", st, Workload(2 * 16 * 4, 512, 128), nproc=16)
+    assert fsdp_settings(run)["gradient_sync"] == "every_micro_batch"
+    assert ddp_settings(RunConfig.build("t5-large", ddp, Workload(2 * 16 * 4, 512, 128), nproc=16)
+                        )["gradient_sync"] == "last_micro_batch"

@@ -127,6 +127,8 @@ def test_fsdp_settings_set_what_the_cost_model_prices(emitted, label):
     assert GRAD_DTYPE_BYTES[param_dtype] == ACT_BYTES[s.precision]  # gathered in the compute dtype
     assert cfg["cpu_offload"] == (s.offload_params == "cpu")
     assert cfg["activation_checkpointing"]["early_stop"] == (s.recompute == "full")
+    # terms._sharded_dp_comm / cpu_collectives.fsdp_calls_per_step: a reduce-scatter per micro-batch, sharded grads
+    assert cfg["gradient_sync"] == "every_micro_batch"
 
 
 @pytest.mark.parametrize("label", _labels("ddp"))
@@ -137,6 +139,7 @@ def test_ddp_settings_set_what_the_cost_model_prices(emitted, label):
     assert cfg["zero_redundancy_optimizer"] == (s.zero == 1)
     assert cfg["autocast_dtype"] == ("bfloat16" if s.precision == "bf16" else None)
     assert cfg["activation_checkpointing"]["early_stop"] == (s.recompute == "full")
+    assert cfg["gradient_sync"] == "last_micro_batch"  # terms._bucketed_dp_comm: one all-reduce per step
 
 
 def test_recompute_runs_early_stopped_non_reentrant_checkpoints_per_block():

@@ -11,7 +11,7 @@ ratios (NCCL's all-gather / reduce-scatter run at the ring model's rate) and kee
 DeepSpeed and FSDP are priced along the code paths `scalestudy train` runs on such ranks (`gloo_dp_comm`: which
 collective, how often, on how large a buffer, and the copies into existing or newly allocated buffers around it;
 DeepSpeed 0.19 ZeRO-1/2 all-reduce the whole gradient bucket, its ZeRO-3 gathers the model in one prefetched call
-per pass, FSDP2 reduce-scatters once per step, ZeroRedundancyOptimizer broadcasts each tensor in place); plain DDP
+per pass, FSDP2 reduce-scatters every micro-batch, ZeroRedundancyOptimizer broadcasts each tensor in place); plain DDP
 and the cost-model-only engines keep terms._dp_comm's model at these rates.
 
 The CPU profile's "<engine>-<zero>@multi" overhead (engine/cpu_profile.multi_rank_overheads) is what the engine
@@ -143,21 +143,28 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
     return ga * (gather + reduce)
 
 
+def fsdp_calls_per_step(zero: int, units: int, ga: int) -> dict[str, int]:
+    """Collective calls per optimizer step of FSDP2 on gloo ranks as engine/backends/fsdp.py drives it (every one
+    of `units` fully_shard groups, the root resharded like the blocks: engine/settings.py fsdp_settings): each
+    micro-batch all-gathers every unit for its forward and, resharded after the forward (zero 3), again for its
+    backward, and reduce-scatters every unit's gradients in its backward (settings "gradient_sync":
+    every_micro_batch, FSDP2's default), adding into the sharded .grad. tests/multiproc count train's calls."""
+    return {"all_gather": ga * (2 if zero == 3 else 1) * units, "reduce_scatter": ga * units}
+
+
 def fsdp_dp_comm(zero: int, psi: float, units: int, grad_bytes: int, half: int, device, dp: int, per_node: int,
                  lk: tuple, eng, ga: int) -> float:
-    """Seconds per optimizer step of FSDP2 (`fully_shard` per block and the root: `units` groups) on gloo ranks as
-    engine/backends/fsdp.py drives it: each micro-batch all-gathers every unit for its forward and, resharded after
-    the forward (zero 3), again for its backward (into a newly allocated output, the shard copied in, the unsharded
-    parameters' storage allocated again: 1 + 1/dp fresh-buffer passes); gradients are reduce-scattered only in the
-    last micro-batch's backward (set_requires_gradient_sync(last): the others accumulate unsharded), through a newly
-    allocated input and output (1 + 1/dp). Copies at the rates of one unit's buffer size."""
-    gathers = 2 if zero == 3 else 1
+    """Seconds per optimizer step of FSDP2 (`fully_shard` per block and the root: `units` groups) on gloo ranks,
+    `fsdp_calls_per_step` collectives: each all-gather into a newly allocated output, the shard copied in, the
+    unsharded parameters' storage allocated again (1 + 1/dp fresh-buffer passes); each reduce-scatter through a
+    newly allocated input and output (1 + 1/dp). Copies at the rates of one unit's buffer size."""
+    calls = fsdp_calls_per_step(zero, units, ga)
     params, grads = psi * half / units, psi * grad_bytes / units  # one unit's buffers
     gather = _call("all_gather", psi * half, units, device, dp, per_node, lk, eng) \
         + units * fresh_copy_s(device, params, 1.0 + 1.0 / dp)
     reduce = _call("reduce_scatter", psi * grad_bytes, units, device, dp, per_node, lk, eng) \
         + units * fresh_copy_s(device, grads, 1.0 + 1.0 / dp)
-    return ga * gathers * gather + reduce
+    return (calls["all_gather"] * gather + calls["reduce_scatter"] * reduce) / units
 
 
 def zero_redundancy_dp_comm(psi: float, tensors: int, grad_bytes: int, device, dp: int, per_node: int, lk: tuple,

@@ -39,7 +39,7 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 11  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
+PROFILE_FORMAT = 12  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
 #                    6: + copy bandwidth vs buffer size and the optimizer step vs parameters and tensors (microbench.py);
 #                    7: + gloo collective ratios by message size (calibrate.collective_ratio_curves);
 #                    8: + copies into fresh buffers vs size, gloo collectives at 64 and 128 MB (microbench.py)
@@ -48,6 +48,8 @@ PROFILE_FORMAT = 11  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor col
 #                       timings separate them (fit_overhead_terms), the split said in the profile's source
 #                   11: the fit prices the plain HF T5 steps with eager element-wise kernels and T5's own loss
 #                       (specs/strategy.software_defaults), as plan prices train's runs (specs/run.as_trained)
+#                   12: train's FSDP reduce-scatters every micro-batch (engine/settings.py gradient_sync): its
+#                       "fsdp-<zero>@multi" overheads were measured with the reduce-scatter in the last one only
 
 
 def machine_key() -> str:

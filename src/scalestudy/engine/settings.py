@@ -125,6 +125,11 @@ def fsdp_settings(run: RunConfig, *, cuda: bool = True) -> dict:
         "cpu_offload": strategy.offload_params == "cpu",
         "activation_checkpointing": activation_checkpointing(strategy),
         "gradient_accumulation_steps": layout.grad_accum,
+        # each micro-batch's backward reduce-scatters its gradients into the sharded .grad (FSDP2's default, as
+        # torchtitan and Composer run it): what terms._sharded_dp_comm / cpu_collectives.fsdp_calls_per_step price
+        # and memory.py holds (sharded gradients + one unit's unsharded buffer). "last_micro_batch" would keep a
+        # whole model's unsharded gradients per rank between micro-batches (set_requires_gradient_sync(False)).
+        "gradient_sync": "every_micro_batch",
         "gradient_clipping": run.optimizer.grad_clip,
         "optimizer": {"type": "torch.optim.AdamW", "params": adamw_params(run)},
     }
@@ -144,6 +149,9 @@ def ddp_settings(run: RunConfig) -> dict:
         "autocast_dtype": DTYPES["bf16"] if strategy.precision == "bf16" else None,
         "activation_checkpointing": activation_checkpointing(strategy),
         "gradient_accumulation_steps": layout.grad_accum,
+        # no_sync() on all but the last micro-batch: one all-reduce per step (terms._bucketed_dp_comm; DDP's
+        # gradients stay whole on every rank anyway, so deferring costs no memory)
+        "gradient_sync": "last_micro_batch",
         "gradient_clipping": run.optimizer.grad_clip,
         "optimizer": {"type": "torch.optim.AdamW", "params": adamw_params(run)},
     }

@@ -69,7 +69,7 @@ from pathlib import Path
 
 from scalestudy.costmodel.calibrate import (RESIDUAL_BEYOND, EfficiencyFit, ResidualFit, StepTerms, fit_efficiency,
                                             fit_residual)
-from scalestudy.costmodel.cpu_collectives import measured as rates_measured
+from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step, measured as rates_measured
 from scalestudy.errors import ScalestudyError
 from scalestudy.launch.process import TrialResult, has_gpu, kill_marked, start_trial, trial_environment
 from scalestudy.launch.commands import CONFIG_NAME, drop_checkpoints
@@ -100,10 +100,11 @@ def collective_mix(s, ga: int) -> dict[str, float]:
     then re-broadcasts the shards; DeepSpeed 0.19's ZeRO-1/2 all-reduce the whole gradient bucket (ZeRO-2 after
     every micro-batch) and all-gather the weights once; its ZeRO-3 gathers the model once and reduce-scatters the
     gradients per micro-batch; FSDP gathers per micro-batch for the forward (and the backward, zero 3) and
-    reduce-scatters once, in the last micro-batch. `s`: the Strategy, `ga`: its accumulation."""
+    reduce-scatters in every micro-batch's backward (cpu_collectives.fsdp_calls_per_step). `s`: the Strategy,
+    `ga`: its accumulation."""
     if s.engine == "fsdp":
-        gathers = ga * (1 if s.zero == 2 else 2)
-        return {"all_gather": gathers / (gathers + 1), "reduce_scatter": 1 / (gathers + 1)}
+        calls = fsdp_calls_per_step(s.zero, 1, ga)
+        return {op: n / sum(calls.values()) for op, n in calls.items()}
     if s.zero == 3:
         return {"all_gather": 0.5, "reduce_scatter": 0.5}
     if s.zero == 0:

@@ -35,7 +35,8 @@ class DDPBackend(Backend):
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
-        sync = nullcontext() if last else self.model.no_sync()
+        every = self.settings["gradient_sync"] == "every_micro_batch"  # engine/settings.py: last_micro_batch
+        sync = nullcontext() if last or every else self.model.no_sync()
         with sync, autocast(self.device, self.settings["autocast_dtype"]):
             loss = self.model(**inputs).loss
             (loss / self.layout.grad_accum).backward()

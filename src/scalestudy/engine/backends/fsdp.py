@@ -84,8 +84,9 @@ class FSDPBackend(Backend):
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def micro_step(self, inputs: dict, last: bool) -> torch.Tensor:
-        # Skip the reduce-scatter on all but the last micro-batch: gradients accumulate unsharded locally.
-        self.model.set_requires_gradient_sync(last)
+        # Every micro-batch's backward reduce-scatters (engine/settings.py fsdp_settings "gradient_sync"): the
+        # gradients accumulate in their sharded .grad, never a whole model's unsharded ones per rank
+        self.model.set_requires_gradient_sync(last or self.settings["gradient_sync"] == "every_micro_batch")
         loss = self.model(**inputs).loss
         (loss / self.layout.grad_accum).backward()
         return loss.detach()

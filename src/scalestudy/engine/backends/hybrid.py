@@ -148,8 +148,9 @@ class HybridBackend(Backend):
         (_, chunk), = self.chunks
         total = 0.0
         for i, mb in enumerate(micro_batches):
-            if isinstance(chunk, FSDPModule):
-                chunk.set_requires_gradient_sync(i == len(micro_batches) - 1)
+            if isinstance(chunk, FSDPModule):  # reduce-scatter per micro-batch, as fsdp.py (settings "gradient_sync")
+                chunk.set_requires_gradient_sync(i == len(micro_batches) - 1
+                                                 or self.settings["gradient_sync"] == "every_micro_batch")
             logits = chunk(mb["input_ids"], attention_mask=mb["attention_mask"], labels=mb["labels"])
             loss = self.loss_fn(logits, mb["labels"])
             (loss / len(micro_batches)).backward()
