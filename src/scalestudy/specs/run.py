@@ -414,19 +414,25 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 #   bits DeepSpeed wraps it in FP16_UnfusedOptimizer ("deepspeed-unfused": engine._configure_fp16_optimizer, not
 #   its FusedAdam); with the optimizer offloaded DeepSpeed runs its own CPU Adam and FSDP2 steps on the host
 #   ("engine": the CPU Adam terms price it);
-# - left at their defaults, as train runs them: attention_kernel "engine" (SDPA), grad_reduce "engine"
+# - attention_kernel "mem-efficient" for T5 / mT5 under attention flash: engine/hf_model.py builds them with
+#   attn_implementation "sdpa" and transformers 5.x's T5 (5.24 installed) passes its relative position bias to SDPA as
+#   a float attn_mask, so torch dispatches the memory-efficient kernel, not FlashAttention (costmodel/attention_bias.py);
+#   decoder-only models get no mask from train (is_causal): "engine" (SDPA's FlashAttention-2);
+# - left at their defaults, as train runs them: grad_reduce "engine"
 #   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
 # so `estimate` of an emitted strategy prices the run `train` makes.
 TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}
 TRAIN_LOSSES = ("hf", "torch")  # the cross_entropy values train runs, by model and backend (train_software)
 TRAIN_OPTIMIZER_LOOPS = ("foreach", "deepspeed-unfused")  # optimizer_loop values train runs (train_software)
+TRAIN_ATTENTION_KERNELS = ("engine", "mem-efficient")  # attention_kernel values train runs (train_software)
 
 
 def train_software(fields: dict, model: ModelSpec | None) -> dict:
     """The cost-model options `train` runs (TRAIN_SOFTWARE, the loss of `model` on that backend, the optimizer's
-    loop) for a strategy whose fields are `fields` (name -> value: engine, zero, tp, pp, precision,
-    offload_optimizer); {} for the cost-model engines (megatron, internlm), which train does not run."""
+    loop, a T5's attention kernel under flash) for a strategy whose fields are `fields` (name -> value: engine,
+    zero, tp, pp, precision, offload_optimizer, attention); {} for the cost-model engines (megatron, internlm),
+    which train does not run."""
     engine = fields["engine"]
     if engine in COST_MODEL_ENGINES:
         return {}
@@ -437,7 +443,10 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
         loop = "deepspeed-unfused"
     else:
         loop = "foreach"
-    return {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
+    trained = {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
+    if model is not None and model.is_encoder_decoder and fields["attention"] == "flash":
+        trained["attention_kernel"] = "mem-efficient"  # HF T5's float position-bias mask (comment above)
+    return trained
 
 
 def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | None = None) -> bool:
@@ -448,8 +457,9 @@ def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | 
         value = "on" if value else "off"
     if type(value) is type(default) and value == default:
         return True
-    if fields is None or (name == "cross_entropy" and model is None):
-        return value in {"cross_entropy": TRAIN_LOSSES, "optimizer_loop": TRAIN_OPTIMIZER_LOOPS}.get(
+    if fields is None or (name in ("cross_entropy", "attention_kernel") and model is None):
+        return value in {"cross_entropy": TRAIN_LOSSES, "optimizer_loop": TRAIN_OPTIMIZER_LOOPS,
+                         "attention_kernel": TRAIN_ATTENTION_KERNELS}.get(
             name, (TRAIN_SOFTWARE.get(name, default),))
     return value == train_software(fields, model).get(name, default)
 
@@ -478,6 +488,8 @@ def cost_model_option_message(name: str) -> str:
     elif name == "optimizer_loop":
         runs += (" or the torch AdamW train runs (foreach; deepspeed-unfused: DeepSpeed ZeRO-0 in 16 bits; engine "
                  "with the optimizer offloaded)")
+    elif name == "attention_kernel":
+        runs += " or mem-efficient, what train runs for T5 / mT5 under attention flash (SDPA with its position bias)"
     elif name in TRAIN_SOFTWARE:
         runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
     return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"

@@ -96,8 +96,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      optimizer offloaded: DeepSpeed's CPU Adam): specs/run.TRAIN_SOFTWARE.
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
-                     "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3) or
-                     "cudnn". Cost model only: `train` runs "engine".
+                     "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3),
+                     "cudnn" or "mem-efficient" (PyTorch SDPA's memory-efficient CUTLASS kernel, which SDPA takes when
+                     an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
+                     float mask, costmodel/attention_bias.py, which also prices the bias tensors). `train` runs
+                     "engine" for decoder-only models and "mem-efficient" for T5 / mT5 (specs/run.TRAIN_SOFTWARE).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -108,7 +111,10 @@ parallelism is, in practice, Hugging Face transformers' T5ForConditionalGenerati
 Trainer / Accelerate + DeepSpeed runs (the seed study, Benington 2023), that nanoT5 wraps, and that scalestudy's
 own `train` builds; no fused-kernel PyTorch T5 runs there (NeMo / Megatron's T5 runs as engine megatron or with tp,
 T5X / Mesh TensorFlow are XLA programs) -- so its default is "eager" element-wise kernels and the model's own "hf"
-loss. Every other run keeps "fused" kernels (Megatron-LM, NeMo, Megatron-DeepSpeed, compiled or fused-module
+loss, and under attention flash SDPA's "mem-efficient" attention kernel with the position bias as a float mask:
+the T5 that runs SDPA at all, transformers 5.x (5.24 read, costmodel/attention_bias.py); the 4.x T5 of the seed
+study's era ran its eager attention only, so such a run is typed with attention eager, as every published HF T5
+row is. Every other run keeps "fused" kernels (Megatron-LM, NeMo, Megatron-DeepSpeed, compiled or fused-module
 stacks) and the engine's loss. Not made model-dependent, with the reason: decoder-only GPT / Llama runs on these
 engines split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
 torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays "engine", a fused
@@ -145,7 +151,8 @@ KERNELS = ("engine", "fused", "eager", "eager-fused-norm")  # element-wise kerne
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
                    "torch")  # loss kernel (memory.logits_bytes)
-ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn")  # fused attention kernel (costmodel/efficiency.py)
+# fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
+ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient")
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused")  # costmodel/step.py
@@ -373,20 +380,26 @@ class Strategy:
 
 
 def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int) -> dict[str, str]:
-    """What `kernels` and `cross_entropy` left at "engine" mean for a run (module docstring, 'Software defaults'):
-    a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager element-wise kernels, its
-    CrossEntropyLoss "hf"); anything else fused kernels and the engine's loss ("engine", resolved by
-    costmodel/memory.loss_kernel)."""
+    """What `kernels`, `cross_entropy` and `attention_kernel` left at "engine" mean for a run (module docstring,
+    'Software defaults'): a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager
+    element-wise kernels, its CrossEntropyLoss "hf", and -- transformers 5.x, where T5 runs SDPA -- the
+    memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); anything
+    else fused kernels and the engine's loss and attention kernel ("engine", resolved by costmodel/memory.loss_kernel
+    and costmodel/terms.attention_kernel)."""
     hf_t5 = encoder_decoder and engine in ENGINES and tp == 1 and pp == 1
-    return {"kernels": "eager" if hf_t5 else "fused", "cross_entropy": "hf" if hf_t5 else "engine"}
+    return {"kernels": "eager" if hf_t5 else "fused", "cross_entropy": "hf" if hf_t5 else "engine",
+            "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
 
 
 def software_fill(fields: dict, encoder_decoder: bool) -> dict:
     """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
     passes its keyword arguments before building the Strategy, so it is built and checked once."""
-    if fields["kernels"] != "engine" and (fields["cross_entropy"] != "engine" or not encoder_decoder):
+    if fields["kernels"] != "engine" and (not encoder_decoder or (
+            fields["cross_entropy"] != "engine" and fields["attention_kernel"] != "engine")):
         return {}
     wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"])
+    if fields["attention"] != "flash":
+        del wanted["attention_kernel"]  # read under flash only; an eager run keeps its label
     return {name: value for name, value in wanted.items() if fields[name] == "engine" and value != "engine"}
 
 
@@ -396,8 +409,9 @@ def resolve_software(strategy: Strategy, model) -> Strategy:
     fill = software_fill(strategy.__dict__, model.is_encoder_decoder)
     if not fill:
         return strategy
-    # built as with_micro_batch does, not re-checked: kernels and cross_entropy take values of their own lists, which
-    # no other __post_init__ rule reads (estimate() resolves every strategy it prices: plan's hot path)
+    # built as with_micro_batch does, not re-checked: kernels, cross_entropy and attention_kernel take values of
+    # their own lists, which no other __post_init__ rule reads (estimate() resolves every strategy it prices:
+    # plan's hot path)
     new = object.__new__(Strategy)
     new.__dict__.update(strategy.__dict__, **fill)
     return new

@@ -1,0 +1,75 @@
+"""T5's relative position bias as a float attention mask: what PyTorch SDPA runs for a Hugging Face T5 under
+attention flash (attention_kernel "mem-efficient"), and the bias tensors it adds in time and memory.
+
+Read in transformers 5.x (5.24 installed; T5 joined the attention-function interface with SDPA in the 5.x line,
+older 4.x T5 -- the seed study's era, nanoT5 -- ran its eager matmul-softmax attention only) and torch 2.x:
+- models/t5/modeling_t5.py: the first block of each stack computes `position_bias` [1, heads, q, k]
+  (T5Attention.compute_bias: an embedding lookup over relative-position buckets, so it requires grad) and T5Stack
+  hands the same tensor to every later block; the decoder's own bias likewise; cross-attention has no bias table:
+  its first block makes torch.zeros((1, heads, t, s)), which requires grad only under HF gradient checkpointing
+  (`self.gradient_checkpointing and self.training`: what `train`'s full recompute turns on, engine/models.py), and
+  the decoder's blocks share it;
+- integrations/sdpa_attention.py: every call turns the bias into SDPA's attn_mask (create_position_bias_mask:
+  `.contiguous()` of it -- compute_bias returns a permuted view --, through torch.where with the causal pattern in
+  the decoder, or with a padding mask) and passes is_causal False: a fresh [1, heads, q, k] float mask per call;
+- aten/.../transformers/cuda/sdp_utils.cpp: can_use_flash_attention refuses any attn_mask (check_for_attn_mask), so
+  the dispatcher takes the memory-efficient backend (the CUTLASS kernel xFormers contributed), which takes the mask
+  as an additive bias broadcast over the batch; its backward recomputes the scores, so it reads the bias again,
+  and for a bias that requires grad writes the bias gradient at the bias's EXPANDED size [batch, heads, q, k]
+  (attention_backward.cu _efficient_attention_backward: grad_bias allocated from bias->sizes()); autograd sums it
+  over the batch into [1, heads, q, k], and the blocks' gradients accumulate into the one shared bias's.
+Per call with a bias of E = heads x q x k elements (B = micro_batch x E as the kernel sees it), in the kernel's
+dtype (2 bytes: autocast casts the mask with the other SDPA inputs; a fp32 compute_bias output is cast once more,
+not counted): forward -- the mask built (read + write E) and read by the kernel (B); backward -- the kernel re-reads
+B and writes the B gradient, autograd reads B and writes E (the batch sum), the shared gradient is read and written
+with it (3 E). The zeros of cross-attention need no copy (already contiguous, in the activation dtype).
+Memory: each self-attention call's mask is saved for its backward (E per call; under full or selective recompute
+only the shared biases, which every checkpointed block or core takes as an input, stay: E once per stack); a call's
+backward holds its [batch, heads, q, k] bias gradient beside the accumulated one (the transient, largest call).
+"""
+
+from __future__ import annotations
+
+from scalestudy.specs.model import ModelSpec
+
+BIAS_KERNELS = ("mem-efficient",)  # attention kernels that take T5's position bias as an additive mask
+BIAS_ELEMENT_BYTES = 2  # the kernel's dtype: bf16 / fp16 (autocast casts the mask with q, k, v)
+
+
+def _calls(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
+           recompute: str) -> tuple[tuple[int, float, bool, bool], ...]:
+    """(calls per pass, E = bias elements on this rank, trained, copied into a mask per call) for encoder self-,
+    decoder self- and cross-attention (whose zeros are used as they are); heads split by tensor parallelism
+    (engine/parallel/tensor_parallel.py splits the table)."""
+    heads = -(-model.num_heads // tp)
+    le, ld = model.num_layers, model.num_decoder_layers
+    return ((le, heads * seq_len * seq_len, True, True), (ld, heads * target_len * target_len, True, True),
+            (ld, heads * target_len * seq_len, recompute == "full", False))
+
+
+def bias_pass_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
+                    recompute: str) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the position-bias masks of one micro-batch's pass (module docstring);
+    (0, 0) for a model without a position bias in its attention (decoder-only families)."""
+    if not model.is_encoder_decoder:
+        return 0.0, 0.0
+    fwd = bwd = 0.0
+    for calls, e, trained, copied in _calls(model, micro_batch, seq_len, target_len, tp, recompute):
+        b = micro_batch * e
+        fwd += calls * (b + (2.0 * e if copied else 0.0))
+        bwd += calls * (b + (2.0 * b + 4.0 * e if trained else 0.0))
+    return fwd * BIAS_ELEMENT_BYTES, bwd * BIAS_ELEMENT_BYTES
+
+
+def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
+                      recompute: str) -> float:
+    """Bytes the position-bias masks add to the activations at the backward's peak: the masks saved for the
+    backward (per call; only the shared biases under full recompute) and the largest call's [batch, heads, q, k]
+    bias gradient with the accumulated [1, heads, q, k] one (module docstring)."""
+    if not model.is_encoder_decoder:
+        return 0.0
+    calls = _calls(model, micro_batch, seq_len, target_len, tp, recompute)
+    rebuilt = recompute in ("full", "selective")  # the checkpointed attention rebuilds its masks in the backward
+    saved = sum(n * e if copied and not rebuilt else e for n, e, _, copied in calls)
+    grad = max(((micro_batch + 1) * e for _, e, trained, _ in calls if trained), default=0.0)
+    return (saved + grad) * BIAS_ELEMENT_BYTES
