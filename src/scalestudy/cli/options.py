@@ -56,8 +56,9 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "torchtitan, transformers >= 4.46 causal models).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
-                                     "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron) | fa2 | fa3 "
-                                     "(FlashAttention-3, Hopper) | cudnn; cost model only.")
+                                     "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "
+                                     "memory-efficient kernel for a HF T5, whose position bias is a float mask) | "
+                                     "fa2 | fa3 (FlashAttention-3, Hopper) | cudnn | mem-efficient; cost model only.")
 OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
                                help="Optimizer state dtype of engine megatron: engine (fp32 master weights and Adam "
                                     "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
