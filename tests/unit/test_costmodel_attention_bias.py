@@ -48,21 +48,27 @@ def test_installed_transformers_passes_the_position_bias_as_a_float_mask(monkeyp
     assert model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.grad is not None
 
 
-# (recompute, forward bytes, backward bytes, memory bytes) of TINY at micro-batch 3, s 4, t 2, one rank: E = 2 heads x
-# q x k (32 encoder, 8 decoder self, 16 cross), B = 3 E; 2 bytes each; 2 layers per stack
+# (recompute, target length, forward bytes, backward bytes, memory bytes) of TINY at micro-batch 3, s 16, one rank,
+# 2 bytes an element, 2 layers per stack. E = 2 heads x q x k: encoder 512 (B = 3 E = 1536), decoder self 2 t^2,
+# cross 32 t. Forward per call: B (+ 2 E for a fresh mask, + 2 E where k is not a multiple of 8: SDPA's padded copy);
+# backward: B (+ 2 B + 4 E for a trained bias); memory: the saved masks + the largest [3, 2, q, k padded to 16]
+# gradient + its accumulated E
 BYTES = [
-    ("none", 2 * 2 * ((96 + 64) + (24 + 16) + 48), 2 * 2 * ((96 + 192 + 128) + (24 + 48 + 32) + 48),
-     2 * (2 * 32 + 2 * 8 + 16 + 4 * 32)),
-    ("full", 2 * 2 * ((96 + 64) + (24 + 16) + 48), 2 * 2 * ((96 + 192 + 128) + (24 + 48 + 32) + (48 + 96 + 64)),
-     2 * (32 + 8 + 16 + 4 * 32)),  # HF gradient checkpointing: the cross zeros require grad; shared biases saved
+    ("none", 8, 2 * 2 * ((1536 + 1024) + (384 + 256) + 768), 2 * 2 * ((4608 + 2048) + (1152 + 512) + 768),
+     2 * (2 * 512 + 2 * 128 + 256 + 3 * 2 * 16 * 16 + 512)),
+    ("none", 6, 2 * 2 * ((1536 + 1024) + (216 + 144 + 144) + 576), 2 * 2 * ((4608 + 2048) + (648 + 288) + 576),
+     2 * (2 * 512 + 2 * 72 + 192 + 3 * 2 * 16 * 16 + 512)),  # k = 6: decoder self-attention masks padded
+    # HF gradient checkpointing: the cross zeros require grad; only the shared biases are saved
+    ("full", 6, 2 * 2 * ((1536 + 1024) + (216 + 144 + 144) + 576),
+     2 * 2 * ((4608 + 2048) + (648 + 288) + (576 + 1152 + 768)), 2 * (512 + 72 + 192 + 3 * 2 * 16 * 16 + 512)),
 ]
 
 
-@pytest.mark.parametrize("recompute,fwd,bwd,mem", BYTES)
-def test_bias_bytes_by_hand(recompute, fwd, bwd, mem):
-    assert bias_pass_bytes(TINY, 3, 4, 2, 1, recompute) == (fwd, bwd)
-    assert bias_memory_bytes(TINY, 3, 4, 2, 1, recompute) == mem
-    assert bias_pass_bytes(get_model("gpt2"), 3, 4, 0, 1, recompute) == (0.0, 0.0)
+@pytest.mark.parametrize("recompute,t,fwd,bwd,mem", BYTES)
+def test_bias_bytes_by_hand(recompute, t, fwd, bwd, mem):
+    assert bias_pass_bytes(TINY, 3, 16, t, 1, recompute) == (fwd, bwd)
+    assert bias_memory_bytes(TINY, 3, 16, t, 1, recompute) == mem
+    assert bias_pass_bytes(get_model("gpt2"), 3, 16, 0, 1, recompute) == (0.0, 0.0)
 
 
 def _fields(**kw) -> dict:

@@ -30,46 +30,65 @@ backward holds its [batch, heads, q, k] bias gradient beside the accumulated one
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from scalestudy.specs.model import ModelSpec
 
 BIAS_KERNELS = ("mem-efficient",)  # attention kernels that take T5's position bias as an additive mask
 BIAS_ELEMENT_BYTES = 2  # the kernel's dtype: bf16 / fp16 (autocast casts the mask with q, k, v)
+MASK_ALIGN = 8  # SDPA pads a mask whose rows are not 8-element aligned (attention.cu preprocess_mask)
+GRAD_ALIGN = 16  # the bias gradient's last dimension is allocated padded to 16 (_efficient_attention_backward)
 
 
-def _calls(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
-           recompute: str) -> tuple[tuple[int, float, bool, bool], ...]:
-    """(calls per pass, E = bias elements on this rank, trained, copied into a mask per call) for encoder self-,
-    decoder self- and cross-attention (whose zeros are used as they are); heads split by tensor parallelism
-    (engine/parallel/tensor_parallel.py splits the table)."""
+class _Bias(NamedTuple):
+    """One kind of attention call with a position-bias mask, per pass of a micro-batch."""
+    calls: int  # per pass
+    heads: int  # on this rank
+    q: int
+    k: int
+    trained: bool  # the bias requires grad: the backward writes its gradient
+    copied: bool  # each call builds a fresh mask from the shared bias (the cross-attention zeros are used as they are)
+
+    @property
+    def elems(self) -> int:  # E: the [1, heads, q, k] mask
+        return self.heads * self.q * self.k
+
+
+def _calls(model: ModelSpec, seq_len: int, target_len: int, tp: int, recompute: str) -> tuple[_Bias, ...]:
+    """Encoder self-, decoder self- and cross-attention; heads split by tensor parallelism
+    (engine/parallel/tensor_parallel.py splits the bias table by head)."""
     heads = -(-model.num_heads // tp)
     le, ld = model.num_layers, model.num_decoder_layers
-    return ((le, heads * seq_len * seq_len, True, True), (ld, heads * target_len * target_len, True, True),
-            (ld, heads * target_len * seq_len, recompute == "full", False))
+    return (_Bias(le, heads, seq_len, seq_len, True, True), _Bias(ld, heads, target_len, target_len, True, True),
+            _Bias(ld, heads, target_len, seq_len, recompute == "full", False))
 
 
 def bias_pass_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
                     recompute: str) -> tuple[float, float]:
     """(forward, backward) HBM bytes of the position-bias masks of one micro-batch's pass (module docstring);
-    (0, 0) for a model without a position bias in its attention (decoder-only families)."""
+    (0, 0) for a model without a position bias in its attention (decoder-only families). A key length that is not
+    a multiple of 8 adds a padded copy of the mask (SDPA's preprocess_mask: pad_bias, attention.cu)."""
     if not model.is_encoder_decoder:
         return 0.0, 0.0
     fwd = bwd = 0.0
-    for calls, e, trained, copied in _calls(model, micro_batch, seq_len, target_len, tp, recompute):
-        b = micro_batch * e
-        fwd += calls * (b + (2.0 * e if copied else 0.0))
-        bwd += calls * (b + (2.0 * b + 4.0 * e if trained else 0.0))
+    for c in _calls(model, seq_len, target_len, tp, recompute):
+        e, b = c.elems, micro_batch * c.elems
+        fwd += c.calls * (b + (2.0 * e if c.copied else 0.0) + (2.0 * e if c.k % MASK_ALIGN else 0.0))
+        bwd += c.calls * (b + (2.0 * b + 4.0 * e if c.trained else 0.0))
     return fwd * BIAS_ELEMENT_BYTES, bwd * BIAS_ELEMENT_BYTES
 
 
 def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
                       recompute: str) -> float:
     """Bytes the position-bias masks add to the activations at the backward's peak: the masks saved for the
-    backward (per call; only the shared biases under full recompute) and the largest call's [batch, heads, q, k]
-    bias gradient with the accumulated [1, heads, q, k] one (module docstring)."""
+    backward (per call; only the shared biases under full or selective recompute) and the largest call's
+    [batch, heads, q, k] bias gradient -- its last dimension padded to 16 (_efficient_attention_backward) -- with
+    the accumulated [1, heads, q, k] one (module docstring)."""
     if not model.is_encoder_decoder:
         return 0.0
-    calls = _calls(model, micro_batch, seq_len, target_len, tp, recompute)
+    calls = _calls(model, seq_len, target_len, tp, recompute)
     rebuilt = recompute in ("full", "selective")  # the checkpointed attention rebuilds its masks in the backward
-    saved = sum(n * e if copied and not rebuilt else e for n, e, _, copied in calls)
-    grad = max(((micro_batch + 1) * e for _, e, trained, _ in calls if trained), default=0.0)
+    saved = sum(c.calls * c.elems if c.copied and not rebuilt else c.elems for c in calls)
+    grad = max((micro_batch * c.heads * c.q * -(-c.k // GRAD_ALIGN) * GRAD_ALIGN + c.elems
+                for c in calls if c.trained), default=0)
     return (saved + grad) * BIAS_ELEMENT_BYTES
