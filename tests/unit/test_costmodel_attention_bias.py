@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalestudy.costmodel.attention_bias import bias_memory_bytes, bias_pass_bytes
+from scalestudy.costmodel.attention_bias import bias_launches, bias_memory_bytes, bias_pass_bytes
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
@@ -69,6 +69,18 @@ def test_bias_bytes_by_hand(recompute, t, fwd, bwd, mem):
     assert bias_pass_bytes(TINY, 3, 16, t, 1, recompute) == (fwd, bwd)
     assert bias_memory_bytes(TINY, 3, 16, t, 1, recompute) == mem
     assert bias_pass_bytes(get_model("gpt2"), 3, 16, 0, 1, recompute) == (0.0, 0.0)
+
+
+# (recompute, target length, forward launches, backward launches) of TINY: per encoder call 1 (the mask's copy), per
+# decoder self call 4 (causal pattern + where) + 1 where t is not a multiple of 8 (SDPA's pad); backward 2 per trained
+# call (batch sum, accumulation) + 1 per decoder self call (the where's backward)
+LAUNCHES = [("none", 8, 2 * 1 + 2 * 4, 2 * 2 + 2 * 3), ("none", 6, 2 * 1 + 2 * 5, 2 * 2 + 2 * 3),
+            ("full", 6, 2 * 1 + 2 * 5, 2 * 2 + 2 * 3 + 2 * 2)]
+
+
+@pytest.mark.parametrize("recompute,t,fwd,bwd", LAUNCHES)
+def test_bias_launches_by_hand(recompute, t, fwd, bwd):
+    assert bias_launches(TINY, 16, t, recompute) == (fwd, bwd)
 
 
 def _fields(**kw) -> dict:

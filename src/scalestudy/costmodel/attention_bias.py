@@ -92,3 +92,18 @@ def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
     grad = max((micro_batch * c.heads * c.q * -(-c.k // GRAD_ALIGN) * GRAD_ALIGN + c.elems
                 for c in calls if c.trained), default=0)
     return (saved + grad) * BIAS_ELEMENT_BYTES
+
+
+def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: str) -> tuple[int, int]:
+    """(forward, backward) kernel launches the masks add to one micro-batch's pass, counted in the code read above:
+    forward, per encoder call the mask's copy (1), per decoder self-attention call the causal pattern (two aranges
+    and a compare) and the torch.where (4), + 1 per call whose mask SDPA pads (key length not a multiple of 8);
+    backward, per call with a trained bias the batch sum and the accumulation into the shared gradient (2), + the
+    where's backward in the decoder (1). Priced at the fitted launch cost like every block kernel (step.py)."""
+    if not model.is_encoder_decoder:
+        return 0, 0
+    fwd = bwd = 0
+    for c, built in zip(_calls(model, seq_len, target_len, 1, recompute), (1, 4, 0)):
+        fwd += c.calls * (built + (1 if c.k % MASK_ALIGN else 0))
+        bwd += c.calls * ((2 if c.trained else 0) + (1 if built > 1 else 0))
+    return fwd, bwd

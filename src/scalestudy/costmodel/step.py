@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction
-from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_pass_bytes
+from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_launches, bias_pass_bytes
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes, gpt_score_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
@@ -391,6 +391,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         bias_f, bias_b = (x / device.hbm_bytes_per_s for x in bias_pass_bytes(
             model, micro_batch, seq_len, target_len, tp, recompute))
         ew_fwd, ew_bwd = ew_fwd + bias_f, ew_bwd + bias_b
+        launch_f, launch_b = bias_launches(model, seq_len, target_len, recompute)
+        fixed, fixed_bwd = fixed + launch_f * cal.kernel_overhead_s, fixed_bwd + launch_b * cal.kernel_overhead_s
     fwd = dense_t + attn_t + ew_fwd + fixed
     # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
     bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + ew_bwd
