@@ -35,3 +35,21 @@ def measure_peak_once() -> None:
     from scalestudy.engine import probe
 
     probe.peak_flops = lru_cache(maxsize=None)(probe.peak_flops)  # run_training imports it at each call
+
+
+COUNTED = ("all_gather_single", "reduce_scatter_single")  # FSDP2's collectives (fsdp/_fully_shard/_fsdp_collectives.py)
+
+
+def count_calls(calls: dict) -> None:
+    """Count every call of the COUNTED torch.distributed functions into `calls` (FSDP2 looks them up on the module
+    at each call)."""
+    import torch.distributed as dist
+
+    def counting(name, fn):
+        def call(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return call
+
+    for name in COUNTED:
+        setattr(dist, name, counting(name, getattr(dist, name)))

@@ -8,7 +8,8 @@ options `gpipe`/`1f1b`/`interleaved` (pipeline schedule, interleaved with 2 virt
 `resume` (also: killed after step 3, resumed; report both curves), `from=DIMS[+OPT]` (killed after step 3 under
 the layout DIMS with options OPT, e.g. `from=tp2xpp2` or `from=dp2xtp2+fsdp3`, then resumed under this layout).
 Every layout sees the same data order, seed and global batch 4 (micro-batch 1), fp32.
-Rank 0 writes OUT/results.json: {layout: {"losses": [...], "grad_norms": [...]}}.
+Rank 0 writes OUT/results.json: {layout: {"losses": [...], "grad_norms": [...], "calls": {FSDP2 collective: rank 0's
+calls over the run (_torchrun.count_calls)}}}.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from _torchrun import measure_peak_once
+from _torchrun import count_calls, measure_peak_once
 from scalestudy.engine.train import SimulatedCrash, load_data, run_training, setup_distributed, teardown_distributed
 from scalestudy.specs.run import RunConfig
 
@@ -72,7 +73,8 @@ def main() -> None:
     out, layouts = Path(sys.argv[1]), sys.argv[2:]
     measure_peak_once()
     ctx = setup_distributed()
-    results, prepared = {}, {}
+    results, prepared, calls = {}, {}, {}
+    count_calls(calls)
     (out / "llama4.json").write_text(json.dumps(LLAMA4))
     if not (out / "tokenizer.json").exists():  # rank 0 trains the tokenizer once, into OUT
         load_data(layout_config(out, "t5:single").replace(tokenizer=None), ctx, out)
@@ -94,9 +96,11 @@ def main() -> None:
                 results[item] = {"resumed": resumed["losses"], "resumed_from": resumed["resumed_from_step"]}
             continue
         if "resume" not in item.split(":"):
+            calls.clear()
             summary = run_training(cfg, ctx, prepared[key])
             if ctx.is_main:
-                results[item] = {"losses": summary["losses"], "grad_norms": grad_norms(Path(cfg.output.dir))}
+                results[item] = {"losses": summary["losses"], "grad_norms": grad_norms(Path(cfg.output.dir)),
+                                 "calls": dict(calls)}
             continue
         full = run_training(cfg.replace(output=cfg.output.dir + "-full"), ctx, prepared[key])
         try:

@@ -21,29 +21,11 @@ import time
 import warnings
 from pathlib import Path
 
-from _torchrun import measure_peak_once
+from _torchrun import count_calls, measure_peak_once
 from scalestudy.engine.train import SimulatedCrash, load_data, run_training, setup_distributed, teardown_distributed
 from scalestudy.specs.run import RunConfig
 
 STEPS = int(os.environ.get("WORKER_STEPS", "5"))
-COUNTED = ("all_gather_single", "reduce_scatter_single")  # FSDP2's collectives (fsdp/_fully_shard/_fsdp_collectives.py)
-
-
-def count_calls(calls: dict) -> None:
-    """Count every call of the COUNTED torch.distributed functions into `calls` (FSDP2 looks them up on the module
-    at each call)."""
-    import torch.distributed as dist
-
-    def counting(name, fn):
-        def call(*args, **kwargs):
-            calls[name] = calls.get(name, 0) + 1
-            return fn(*args, **kwargs)
-        return call
-
-    for name in COUNTED:
-        setattr(dist, name, counting(name, getattr(dist, name)))
-
-
 def strategy_config(out: Path, item: str) -> RunConfig:
     engine, zero, *extra = item.split(":")
     flat = {}

@@ -64,6 +64,23 @@ def assert_same_grad_norms(results: dict, reference: dict) -> None:
         assert max(norms) - min(norms) <= 2e-6 * max(norms), (model, norms)
 
 
+# FSDP2 units (fully_shard groups) on rank 0 (pp rank 0): its blocks, each its own unit, + one root per chunk
+RANK0_FSDP_UNITS = {"llama:dp2xpp2:fsdp2:gpipe": 2 + 1, "t5:dp2xtp2:fsdp3": 4 + 1,
+                    "t5:dp2xpp2:fsdp3:interleaved": 2 * (1 + 1), "gpt2:dp2xtp2:fsdp3": 2 + 1}
+
+
+def assert_fsdp_reduce_scatters_every_micro_batch(results: dict) -> None:
+    """train's FSDP2 reduce-scatters every unit in every micro-batch's backward (2 micro-batches a step at dp 2),
+    pipelined or not (engine/parallel/pipeline.Stage keeps torch's stage from deferring it to the last one): the
+    count the cost model prices (cpu_collectives.fsdp_calls_per_step; terms per micro-batch alike)."""
+    from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
+
+    for name, units in RANK0_FSDP_UNITS.items():
+        steps = len(results[name]["losses"])
+        per_step = fsdp_calls_per_step(3 if "fsdp3" in name else 2, units, 2)["reduce_scatter"]
+        assert results[name]["calls"]["reduce_scatter_single"] == steps * per_step, name
+
+
 def test_two_rank_layouts_match_one_rank(reference):
     out, ref = reference
     layouts = [f"{m}:{dims}" for m in ("llama", "t5")
@@ -90,6 +107,7 @@ def test_four_rank_layouts_match_one_rank_and_resume_across_layouts(reference):
     results = launch(out, 4, layouts + moved)
     assert_same_losses({k: results[k] for k in layouts}, ref)
     assert_same_grad_norms({k: results[k] for k in layouts}, ref)
+    assert_fsdp_reduce_scatters_every_micro_batch(results)
     for name in moved:
         assert results[name]["resumed_from"] == 3, name
     assert_same_losses({k: results[k] for k in moved}, ref, key="resumed")

@@ -48,7 +48,7 @@ PROFILE_FORMAT = 12  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor col
 #                       timings separate them (fit_overhead_terms), the split said in the profile's source
 #                   11: the fit prices the plain HF T5 steps with eager element-wise kernels and T5's own loss
 #                       (specs/strategy.software_defaults), as plan prices train's runs (specs/run.as_trained)
-#                   12: train's FSDP reduce-scatters every micro-batch (engine/settings.py gradient_sync): its
+#                   12: train's FSDP reduce-scatters every micro-batch, pipelined too (settings gradient_sync): its
 #                       "fsdp-<zero>@multi" overheads were measured with the reduce-scatter in the last one only
 
 
