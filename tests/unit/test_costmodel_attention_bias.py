@@ -39,12 +39,16 @@ def test_installed_transformers_passes_the_position_bias_as_a_float_mask(monkeyp
     model = build_hf_model(TINY, attn_implementation="sdpa")
     model.train()
     s, t, b = 6, 3, 2
-    model(input_ids=torch.randint(0, 64, (b, s)), labels=torch.randint(0, 64, (b, t))).loss.backward()
-    heads = TINY.num_heads
-    encoder, decoder = calls[:2], calls[2:]
-    assert encoder == [((1, heads, s, s), True, True)] * 2
-    assert decoder[0::2] == [((1, heads, t, t), True, True)] * 2  # decoder self-attention, causal bias
-    assert decoder[1::2] == [((1, heads, t, s), True, False)] * 2  # cross-attention: shared zeros
+    ids, labels = torch.randint(0, 64, (b, s)), torch.randint(0, 64, (b, t))
+    # the plain backends pass no mask; the hybrid one (tp / pp) an all-ones one (packed batches), dropped by HF
+    for mask in (None, torch.ones(b, s, dtype=torch.long)):
+        calls.clear()
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        heads = TINY.num_heads
+        encoder, decoder = calls[:2], calls[2:]
+        assert encoder == [((1, heads, s, s), True, True)] * 2
+        assert decoder[0::2] == [((1, heads, t, t), True, True)] * 2  # decoder self-attention, causal bias
+        assert decoder[1::2] == [((1, heads, t, s), True, False)] * 2  # cross-attention: shared zeros
     assert model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.grad is not None
 
 

@@ -11,7 +11,8 @@ older 4.x T5 -- the seed study's era, nanoT5 -- ran its eager matmul-softmax att
   the decoder's blocks share it;
 - integrations/sdpa_attention.py: every call turns the bias into SDPA's attn_mask (create_position_bias_mask:
   `.contiguous()` of it -- compute_bias returns a permuted view --, through torch.where with the causal pattern in
-  the decoder, or with a padding mask) and passes is_causal False: a fresh [1, heads, q, k] float mask per call;
+  the decoder, or with a padding mask) and passes is_causal False: a fresh [1, heads, q, k] float mask per call
+  (batch-sized only where a batch has padding: an all-ones mask is dropped, and `train`'s packed batches have none);
 - aten/.../transformers/cuda/sdp_utils.cpp: can_use_flash_attention refuses any attn_mask (check_for_attn_mask), so
   the dispatcher takes the memory-efficient backend (the CUTLASS kernel xFormers contributed), which takes the mask
   as an additive bias broadcast over the batch; its backward recomputes the scores, so it reads the bias again,
