@@ -66,21 +66,24 @@ def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
         s.with_micro_batch(0)
 
 
-@pytest.mark.parametrize("model, strategy, kernels, cross_entropy", [
-    # a T5 / mT5 on deepspeed / ddp / fsdp without tp / pp is Hugging Face's T5: eager kernels, its own loss
-    ("mt5-xxl", Strategy(zero=2), "eager", "hf"),
-    ("t5-base", Strategy(engine="ddp"), "eager", "hf"),
-    ("t5-base", Strategy(engine="fsdp", zero=3), "eager", "hf"),
+@pytest.mark.parametrize("model, strategy, kernels, cross_entropy, kernel", [
+    # a T5 / mT5 on deepspeed / ddp / fsdp without tp / pp is Hugging Face's T5: eager kernels, its own loss, and
+    # under flash SDPA's memory-efficient kernel (transformers 5.x: its position bias is a float mask)
+    ("mt5-xxl", Strategy(zero=2), "eager", "hf", "mem-efficient"),
+    ("t5-base", Strategy(engine="ddp"), "eager", "hf", "mem-efficient"),
+    ("t5-base", Strategy(engine="fsdp", zero=3), "eager", "hf", "mem-efficient"),
+    ("t5-base", Strategy(engine="ddp", attention="eager"), "eager", "hf", "engine"),  # kernel read under flash only
     # with tp / pp (Megatron / NeMo T5s), on megatron, and for decoder-only models: fused, the engine's loss
-    ("t5-base", Strategy(engine="ddp", tp=2), "fused", "engine"),
-    ("t5-base", Strategy(engine="megatron", zero=1), "fused", "engine"),
-    ("gpt2", Strategy(zero=2), "fused", "engine"),
-    ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine"),
+    ("t5-base", Strategy(engine="ddp", tp=2), "fused", "engine", "engine"),
+    ("t5-base", Strategy(engine="megatron", zero=1), "fused", "engine", "engine"),
+    ("gpt2", Strategy(zero=2), "fused", "engine", "engine"),
+    ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine", "engine"),
     # values given are kept
-    ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch"),
-    ("gpt2", Strategy(engine="ddp", kernels="eager", cross_entropy="hf"), "eager", "hf"),
+    ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch", "mem-efficient"),
+    ("mt5-xxl", Strategy(zero=2, attention_kernel="fa2"), "eager", "hf", "fa2"),
+    ("gpt2", Strategy(engine="ddp", kernels="eager", cross_entropy="hf"), "eager", "hf", "engine"),
 ])
-def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, kernels, cross_entropy):
+def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, kernels, cross_entropy, kernel):
     """specs/strategy.py 'Software defaults': estimate resolves "engine" and prints the software it priced."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import make_cluster
@@ -90,6 +93,7 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
     spec = get_model(model)
     w = Workload(8 // strategy.tp, 512, 114 if spec.is_encoder_decoder else 0)
     got = estimate(spec, make_cluster("a100-80gb", 1, 8), strategy, w).strategy
-    assert (got.kernels, got.cross_entropy) == (kernels, cross_entropy)
-    assert got == strategy.replace(kernels=kernels, cross_entropy=cross_entropy)  # built unchecked: the same strategy
+    assert (got.kernels, got.cross_entropy, got.attention_kernel) == (kernels, cross_entropy, kernel)
+    # built unchecked: the same strategy
+    assert got == strategy.replace(kernels=kernels, cross_entropy=cross_entropy, attention_kernel=kernel)
     assert f"kernels {kernels}, cross_entropy {cross_entropy}" in software_assumed(got)
