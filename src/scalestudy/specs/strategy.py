@@ -343,8 +343,9 @@ class Strategy:
             parts.append(f"early-stop-{self.recompute_early_stop}")
         if self.cross_entropy != "engine" and not (self.cross_entropy in ("hf", "torch") and self.engine in ENGINES):
             parts.append(f"ce-{self.cross_entropy}")  # the losses train runs (specs/run.TRAIN_SOFTWARE): not named
-        if self.attention_kernel != "engine":
-            parts.append(f"attn-{self.attention_kernel}")
+        if self.attention_kernel != "engine" and not (self.attention_kernel == "mem-efficient"
+                                                      and self.engine in ENGINES):
+            parts.append(f"attn-{self.attention_kernel}")  # train's T5 under flash (TRAIN_SOFTWARE): not named
         if self.optimizer_dtype != "engine":
             parts.append(f"optim-{self.optimizer_dtype}")
         if self.optimizer_loop != "engine" and not (self.optimizer_loop in ("foreach", "deepspeed-unfused")
