@@ -55,3 +55,56 @@ def test_the_environments_own_ninja_comes_first_for_the_ranks(tmp_path, monkeypa
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     op_builds.pin_ninja()
     assert os.environ["PATH"] == "/usr/bin:/bin"
+
+
+def test_a_stale_op_build_lock_is_one_line_not_a_silent_hang(tmp_path, monkeypatch, capsys):
+    """torch waits forever on <op>/lock (FileBaton, no timeout) when a killed build left it: a DeepSpeed CPU run
+    refuses in one line naming the file and the fix, removes it when provably stale (nobody holds it, old), and
+    leaves the lock of a live build (its builder holds it open) alone; no lock: nothing."""
+    import os
+    import time
+
+    import pytest
+
+    from scalestudy import op_locks
+    from scalestudy.costmodel import cpu_profile
+    from scalestudy.errors import ScalestudyError
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(op_builds, "_prebuilt", lambda name: False)
+    op_builds.check_build_locks("deepspeed", "cpu", cuda=False)  # no lock: nothing
+    assert op_locks.lock_hint() == "" and capsys.readouterr().err == ""
+    lock = tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "lock"  # torch's default layout
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    op_builds.check_build_locks("fsdp", "none", cuda=False)  # runs that load no DeepSpeed op ignore it
+    fd = os.open(lock, os.O_RDONLY)  # a live build holds its lock open (FileBaton.try_acquire): found in /proc
+    try:
+        assert op_locks.lock_holders(lock)[0] == [os.getpid()]
+        op_builds.check_build_locks("deepspeed", "none", cuda=False)  # torch waits for that build: fine
+    finally:
+        os.close(fd)
+    scan = {"complete": True}  # every process inspected, none holds it (as root here; not assumed)
+    monkeypatch.setattr(op_locks, "lock_holders", lambda path: ([], scan["complete"]))
+    with pytest.raises(ScalestudyError) as refused:  # young, nobody holds it: refused, not removed
+        op_builds.check_build_locks("deepspeed", "none", cuda=False)
+    line = str(refused.value)
+    assert "\n" not in line and f"remove {lock} if no build is running" in line and lock.exists()
+    with pytest.raises(ScalestudyError, match="blocks DeepSpeed"):  # the CPU profile checks before measuring
+        cpu_profile.measure_profile(tmp_path / "profile.yaml", timeout_s=1)
+    assert f"likely cause: torch extension build lock {lock}" in op_locks.lock_hint()  # for the profile's timeout
+    old = time.time() - op_locks.STALE_AFTER_S - 60
+    os.utime(lock, (old, old))
+    op_builds.check_build_locks("deepspeed", "none", cuda=False)  # old and nobody holds it: provably stale
+    assert not lock.exists()
+    assert f"removed a stale torch extension build lock {lock}" in capsys.readouterr().err
+    cpu_adam = tmp_path / "cpu_adam" / "lock"
+    cpu_adam.parent.mkdir()
+    cpu_adam.write_text("")
+    os.utime(cpu_adam, (old, old))
+    scan["complete"] = False  # another user's processes unreadable: an old lock is refused (not provable), kept
+    with pytest.raises(ScalestudyError, match="cpu_adam/lock"):
+        op_builds.check_build_locks("deepspeed", "cpu", cuda=False)
+    assert cpu_adam.exists()
+    os.utime(cpu_adam)  # young: perhaps an unseen process's build in progress -- torch may wait for it
+    assert op_builds.check_build_locks("deepspeed", "cpu", cuda=False) is None and cpu_adam.exists()

@@ -166,6 +166,10 @@ def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, f
 
 def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure."""
+    from scalestudy.op_locks import clear_stale_locks, lock_hint
+
+    ops = ("deepspeed_shm_comm",)  # the profile times DeepSpeed on CPU without offload: shm_comm only
+    clear_stale_locks(ops)  # torch would wait on a stale build lock until the timeout below
     if log:
         log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
@@ -173,7 +177,7 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
         proc = subprocess.run([sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path)],
                               env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise ScalestudyError(f"CPU profile measurement timed out after {timeout_s:.0f} s") from None
+        raise ScalestudyError(f"CPU profile measurement timed out after {timeout_s:.0f} s{lock_hint(ops)}") from None
     if proc.returncode != 0 or not path.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ScalestudyError(f"CPU profile measurement failed (exit {proc.returncode}): {tail[0]}")

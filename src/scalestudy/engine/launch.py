@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
 from scalestudy.engine.cpu_precision import check_precision
-from scalestudy.engine.op_builds import pin_ninja
+from scalestudy.engine.op_builds import check_build_locks, pin_ninja
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
@@ -124,6 +124,10 @@ def run_local(cfg: RunConfig) -> dict:
     """Train on this machine with `workload.nproc` ranks; return DIR/summary.json as a dict."""
     import json
 
+    import torch
+
+    # before anything is written: a stale op build lock would make every rank wait forever (engine/op_builds.py)
+    check_build_locks(cfg.strategy.engine, cfg.strategy.offload_optimizer, torch.cuda.is_available())
     wcfg = prepare_output(cfg)
     out = Path(cfg.output.dir)
     config_path = out / CONFIG_NAME

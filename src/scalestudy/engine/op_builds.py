@@ -11,11 +11,10 @@ import os
 import sys
 from pathlib import Path
 
+# extensions_dir is re-exported for engine/cpu_profile.py and the tests
+from scalestudy.op_locks import build_locks, clear_stale_locks, extensions_dir  # noqa: F401
+
 BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project's 2-core machines
-
-
-def extensions_dir() -> Path:
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
 
 
 def pin_ninja() -> None:
@@ -42,12 +41,26 @@ def _cached(name: str) -> bool:
     return (root / name / f"{name}.so").is_file() or any(root.glob(f"*/{name}/{name}.so"))
 
 
-def pending_builds(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
-    """The ops this run will compile before its first step (none on GPU: not measured there)."""
+def _deepspeed_cpu_ops(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
+    """The ops DeepSpeed loads for this run, prebuilt or JIT (none on GPU: not measured there)."""
     if engine != "deepspeed" or cuda:
         return []
-    wanted = ["deepspeed_shm_comm"] + (["cpu_adam"] if offload_optimizer == "cpu" else [])
-    return [name for name in wanted if not _prebuilt(name) and not _cached(name)]
+    return ["deepspeed_shm_comm"] + (["cpu_adam"] if offload_optimizer == "cpu" else [])
+
+
+def pending_builds(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
+    """The ops this run will compile before its first step."""
+    return [name for name in _deepspeed_cpu_ops(engine, offload_optimizer, cuda)
+            if not _prebuilt(name) and not _cached(name)]
+
+
+def check_build_locks(engine: str, offload_optimizer: str, cuda: bool) -> None:
+    """Before the ranks start: a stale build lock of an op this run JIT-loads is removed (stderr) or refused in one
+    line (op_locks.clear_stale_locks) -- torch would wait on it forever. DeepSpeed (to skip prebuilt ops: no lock
+    taken) is imported only when a lock is there: the launcher stays light."""
+    wanted = _deepspeed_cpu_ops(engine, offload_optimizer, cuda)
+    if build_locks(tuple(wanted)):
+        clear_stale_locks(tuple(name for name in wanted if not _prebuilt(name)))
 
 
 def announcement(names: list[str]) -> str:
