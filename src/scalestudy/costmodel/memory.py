@@ -485,23 +485,42 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head."""
-    total, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
-                                                    recompute, flash, sp and tp > 1, cross_entropy, kv_native,
-                                                    fused_glu, eager_gelu, fp32_scores, eager_norms)
+    total, encoder, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
+                                                             recompute, flash, sp and tp > 1, cross_entropy,
+                                                             kv_native, fused_glu, eager_gelu, fp32_scores,
+                                                             eager_norms)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
-    layers = stage_layers or (1,) * pp
-    per_layer = total / sum(layers)
-    busiest = max(per_layer * n * f for n, f in zip(layers[:-1], in_flight[:-1])) + working
-    return max(busiest, per_layer * layers[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
+    stored = _stage_stored_bytes(model, stage_layers or (1,) * pp, total, encoder)
+    busiest = max(b * f for b, f in zip(stored[:-1], in_flight[:-1])) + working
+    return max(busiest, stored[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
+
+
+def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float, encoder: float) -> list[float]:
+    """Each pipeline stage's stored activations of one micro-batch: its own blocks' -- a T5's encoder stack comes
+    first, its blocks at the encoder length, the decoder's at the target length (as stages.stage_activations: the
+    per-stage path), so the encoder's stages hold more than the average block; evenly per block for one kind of
+    block, or where the split does not name the blocks (no stage_layers). `encoder`: the encoder blocks' part of
+    `total`."""
+    le, blocks = (model.num_layers if model.is_encoder_decoder else 0), sum(layers)
+    if not le or not encoder or blocks != model.total_layers:
+        return [total / blocks * n for n in layers]
+    enc, dec = encoder / le, (total - encoder) / (blocks - le)
+    out, start = [], 0
+    for n in layers:
+        n_enc = max(0, min(start + n, le) - start)
+        out.append(n_enc * enc + (n - n_enc) * dec)
+        start += n
+    return out
 
 
 def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                            tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
                            fused_glu: bool, eager_gelu: bool, fp32_scores: bool,
-                           eager_norms: bool = False) -> tuple[float, float, float]:
-    """(stored activations of every block, a block's backward working set, the loss's buffers) of one micro-batch
-    on one rank without pipeline parallelism (`activation_bytes` spreads them over the stages)."""
+                           eager_norms: bool = False) -> tuple[float, float, float, float]:
+    """(stored activations of every block, the encoder blocks' part of them, a block's backward working set, the
+    loss's buffers) of one micro-batch on one rank without pipeline parallelism (`activation_bytes` spreads them
+    over the stages)."""
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
                                 eager_gelu, fp32_scores, eager_norms)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
@@ -509,14 +528,15 @@ def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, tar
         from scalestudy.costmodel.op_checkpoint import layer_bytes
 
         kept = layer_bytes(model, micro_batch * seq_len, ACT_BYTES[precision], tp, sp)
-        total = ld * kept
+        encoder, total = 0.0, ld * kept
         working = layer_activation_bytes(dec, tp, sp, "none") - kept  # one block re-run at a time
     else:
-        total = (le * layer_activation_bytes(enc, tp, sp, recompute)
-                 + ld * layer_activation_bytes(dec, tp, sp, recompute))
+        encoder = le * layer_activation_bytes(enc, tp, sp, recompute)
+        total = encoder + ld * layer_activation_bytes(dec, tp, sp, recompute)
         working = recompute_working_bytes(enc, dec, tp, sp, recompute)
     working += block_gradient_bytes(model, micro_batch, seq_len, target_len, precision, tp, sp)
-    return total, working, logits_bytes(model, micro_batch, seq_len, target_len, precision, tp, cross_entropy)
+    return total, encoder, working, logits_bytes(model, micro_batch, seq_len, target_len, precision, tp,
+                                                 cross_entropy)
 
 
 def head_or_recompute_bytes(logits: float, working: float) -> float:
@@ -748,7 +768,7 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     if a >= 4:  # fp32 logits: .float() is no copy, the nll gradient fills the logits' freed block exactly
         return 0.0
     hole = a * tokens * model.vocab_size / tp
-    _, working, logits = _stored_working_logits(
+    _, _, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
         eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
