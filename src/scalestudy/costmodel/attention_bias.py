@@ -108,3 +108,13 @@ def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: st
         fwd += c.calls * (built + (1 if c.k % MASK_ALIGN else 0))
         bwd += c.calls * ((2 if c.trained else 0) + (1 if built > 1 else 0))
     return fwd, bwd
+
+
+def priced_bias_memory(model: ModelSpec, kernel: str, flash: bool, device, micro_batch: int, seq_len: int,
+                       target_len: int, tp: int, pp: int, recompute: str) -> float:
+    """bias_memory_bytes where the cost model prices it, in both estimate paths (terms._derived_shape,
+    stages.stage_memory): a GPU run under flash whose attention kernel takes the bias as a mask (BIAS_KERNELS,
+    `kernel` resolved: terms.attention_kernel), without pipeline stages (pp 1); else 0."""
+    if not (flash and kernel in BIAS_KERNELS and pp == 1 and device.kind != "cpu"):
+        return 0.0
+    return bias_memory_bytes(model, micro_batch, seq_len, target_len, tp, recompute)

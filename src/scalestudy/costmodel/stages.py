@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from scalestudy.costmodel.attention_bias import priced_bias_memory
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time
@@ -149,14 +150,15 @@ def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
 def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: int, s: int, t: int, k: int,
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
-    acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n)
+    acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n, device)
     return rank_memory(model, st, stage_params(model, tp, pp, k, start, n), dp, tp, acts, device, options)
 
 
 def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int, s: int, t: int, k: int, start: int,
-                      n: int) -> float:
-    """Activation bytes on a rank of stage k holding blocks [start, start + n): its blocks' for the micro-batches in
-    flight, + the last stage's logits or a recomputed block's working set (module docstring)."""
+                      n: int, device) -> float:
+    """Activation bytes on a rank of stage k holding blocks [start, start + n) on `device`: its blocks' for the
+    micro-batches in flight, + the last stage's logits or a recomputed block's working set (module docstring), + a
+    Hugging Face T5's position-bias masks where SDPA takes them (attention_bias.priced_bias_memory)."""
     prec = st.precision
     sp = st.sequence_parallel and tp > 1
     enc, dec = activation_parts(model, st.micro_batch, s, t, prec, st.attention == "flash", gqa_native(st.engine),
@@ -170,7 +172,9 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     head = logits_bytes(model, st.micro_batch, s, t, prec, tp, loss_kernel(st)) if k == pp - 1 else 0.0
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
-    return acts + head_or_recompute_bytes(head, working)
+    masks = priced_bias_memory(model, attention_kernel(st), st.attention == "flash", device, st.micro_batch, s, t, tp,
+                               pp, st.recompute)
+    return acts + head_or_recompute_bytes(head, working) + masks
 
 
 @dataclass(frozen=True)
@@ -300,7 +304,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
                                     stage_layers=n, activations=stage_activations(model, st, tp, pp, ga, s, t, k,
-                                                                                  start, n))
+                                                                                  start, n, dev))
         n_enc = _encoder_blocks(model, start, n)
         terms = price_stage(cfg, dev, where.cluster, ct, share, blocks_s, shape,
                             zero3_gathers(model, tp, pp, n, psi).tensors, sublayers(model, n_enc, n - n_enc))

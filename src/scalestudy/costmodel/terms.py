@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
-from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_memory_bytes
+from scalestudy.costmodel.attention_bias import priced_bias_memory
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -96,8 +96,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
                                      split, loss_kernel(st), gqa_native(st.engine),
                                      fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
                                      eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
-        + (bias_memory_bytes(model, mb, s, t, tp, recompute)  # T5's bias as a float mask (costmodel/attention_bias)
-           if flash and kernel in BIAS_KERNELS and pp == 1 and dev.kind != "cpu" else 0.0),
+        + priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, pp, recompute),  # T5's bias as a float mask
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                               loss_kernel(st), pads_vocab(st.engine)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
