@@ -5,7 +5,7 @@ import json
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.strategy import Strategy, resolve_layout
+from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
 
 def test_defaults_keep_todays_behaviour_and_label():
@@ -97,3 +97,34 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
     # built unchecked: the same strategy
     assert got == strategy.replace(kernels=kernels, cross_entropy=cross_entropy, attention_kernel=kernel)
     assert f"kernels {kernels}, cross_entropy {cross_entropy}" in software_assumed(got)
+
+
+@pytest.mark.parametrize("strategy, shown", [
+    # estimate's "software assumed" line names what each "engine" knob is priced as (costmodel/engine_software.py)
+    (Strategy(engine="megatron", zero=1, tp=2, attention="flash"),
+     ["cross_entropy engine (Megatron vocab-parallel, fp32 copies)", "optimizer_loop engine (fused update)",
+      "grad_reduce engine (fp32)", "attention_kernel engine (cudnn)", "optimizer_dtype engine (fp32)"]),
+    (Strategy(zero=0, precision="bf16", attention="flash"),
+     ["optimizer_loop engine (fused update)", "grad_reduce engine (bf16)", "attention_kernel engine (fa2)"]),
+    (Strategy(zero=0, precision="fp16"), ["optimizer_loop engine (fused update in FP16_Optimizer)"]),
+    (Strategy(engine="fsdp", zero=3, recompute="full"),
+     ["cross_entropy engine (torch, fp32 copies)", "optimizer_loop engine (fused update, foreach fp32 temporary)",
+      "grad_reduce engine (fp32)", "recompute_early_stop engine (on)"]),
+    (Strategy(zero=2, offload_optimizer="cpu", cross_entropy="fused"),
+     ["cross_entropy fused,", "optimizer_loop engine (host Adam)"]),  # a named value stands alone
+])
+def test_estimate_names_what_engine_knobs_are_priced_as(strategy, shown, monkeypatch, capsys):
+    from scalestudy.cli.costmodel import _print_estimate
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.hardware import make_cluster
+    from scalestudy.specs.model import get_model
+
+    est = estimate(get_model("gpt2"), make_cluster("a100-80gb", 1, 8), strategy,
+                   Workload(8 // strategy.tp, 512))
+    monkeypatch.setenv("COLUMNS", "80")
+    _print_estimate(est)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    line = " ".join(out.split("software assumed: ", 1)[1].split("layout:", 1)[0].split())  # rich's wraps undone
+    for part in shown:
+        assert part in line

@@ -418,10 +418,11 @@ def resolve_software(strategy: Strategy, model) -> Strategy:
     return new
 
 
-def software_assumed(strategy: Strategy) -> str:
+def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None) -> str:
     """The software options a (resolved) strategy is priced with, in one line, for `estimate`'s output: the
     element-wise kernels, the loss, the optimizer loop and, where they act, the attention kernel, gradient-reduction
-    dtype, checkpoint early stop and the overlap switches ("engine": the engine's own, resolved by the cost model)."""
+    dtype, checkpoint early stop and the overlap switches ("engine": the engine's own; `meanings`, field -> what the
+    cost model prices it as (costmodel/engine_software.engine_meanings), follows it in parentheses)."""
     s = strategy
     parts = [f"kernels {s.kernels}", f"cross_entropy {s.cross_entropy}", f"optimizer_loop {s.optimizer_loop}",
              f"grad_reduce {s.grad_reduce}"]
@@ -437,7 +438,9 @@ def software_assumed(strategy: Strategy) -> str:
         parts.append(f"zero1_all_reduce {str(s.zero1_all_reduce).lower()}")
     if s.engine == "megatron":
         parts.append(f"optimizer_dtype {s.optimizer_dtype}")
-    return ", ".join(parts)
+    meanings = meanings or {}
+    return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
+                     for name, part in ((part.split(" ", 1)[0], part) for part in parts))
 
 
 def _stage_layers(value) -> tuple:
