@@ -160,7 +160,8 @@ def _print_estimate(est) -> None:
              else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
     title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
     console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
-    console.print(f"software assumed: {software_assumed(est.strategy, engine_meanings(est.strategy))}; a flag each, defaults by engine and model: "
+    assumed = software_assumed(est.strategy, engine_meanings(est.strategy))
+    console.print(f"software assumed: {assumed}; a flag each, defaults by engine and model: "
                   "docs/estimate-schema.md 'Software defaults'")
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
