@@ -320,17 +320,20 @@ def test_no_published_run_is_predicted_not_to_fit():
 
 
 def test_the_optimizer_step_is_a_peak_of_its_own():
-    """DeepSpeed's FP16_Optimizer (fp16, ZeRO 0) flattens fp32 copies of the gradients at the step: 2 + 2 + 12 + 4 + 4
-    bytes per parameter with the activations freed (memory.peak_transient); BF16_Optimizer steps in place.
+    """DeepSpeed's FP16_Optimizer (ZeRO 0 in fp16, and in bf16 outside a pipeline: DeepSpeed 0.19.8's DDP_BFLOAT16
+    path) flattens fp32 copies of the gradients at the step: 2 + 2 + 12 + 4 + 4 bytes per parameter with the
+    activations freed (memory.peak_transient); BF16_Optimizer (a bf16 pipeline) and ZeRO 1-3 step in place.
     `total` = tensors (max_memory_allocated) + the CUDA context."""
     cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
     spec, work = get_model("llama-7b"), Workload(global_batch=8, seq_len=2048)
-    est = estimate(spec, cluster, Strategy(zero=0, precision="fp16", micro_batch=1, recompute="full"), work)
-    m, psi = est.memory, est.params_per_device
-    assert m.transient == pytest.approx(24 * psi - (m.model_states + m.buffers + m.activations)) and m.transient > 0
-    assert m.tensor_peak == pytest.approx(24 * psi) and m.total == m.tensor_peak + m.overhead
-    bf16 = estimate(spec, cluster, Strategy(zero=1, micro_batch=1, recompute="full"), work).memory
-    assert bf16.transient == 0.0
+    for precision in ("fp16", "bf16"):
+        est = estimate(spec, cluster, Strategy(zero=0, precision=precision, micro_batch=1, recompute="full"), work)
+        m, psi = est.memory, est.params_per_device
+        assert m.transient == pytest.approx(24 * psi - (m.model_states + m.buffers + m.activations)) and m.transient > 0
+        assert m.tensor_peak == pytest.approx(24 * psi) and m.total == m.tensor_peak + m.overhead
+    for in_place in (Strategy(zero=1, micro_batch=1, recompute="full"),
+                     Strategy(zero=0, pp=2, micro_batch=1, recompute="full")):  # bf16: BF16_Optimizer
+        assert estimate(spec, cluster, in_place, work).memory.transient == 0.0
     # torch's foreach AdamW: one fp32 temporary of the stepped parameters (DDP's buckets stay through the step)
     ddp = estimate(spec, cluster, Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full"), work).memory
     assert ddp.transient == pytest.approx(max(0.0, 4 * psi / 8 - ddp.activations)) and ddp.transient > 0

@@ -17,12 +17,14 @@ _LOSSES = {"torch": "torch, fp32 copies", "engine": "Megatron vocab-parallel, fp
 def _optimizer(st: Strategy) -> str:
     """The optimizer step "engine" prices: a fused update in time (step.optimizer_loop_s: no unfused loop's bytes or
     launches) -- in memory (step_temporary_bytes) with torch AdamW's foreach fp32 temporary on fsdp / ddp, DeepSpeed
-    FP16_Optimizer's flattened fp32 gradients at ZeRO-0 in fp16, nothing beside the states otherwise."""
+    FP16_Optimizer's flattened fp32 gradients at ZeRO-0 in fp16 (and bf16 outside a pipeline), nothing beside the
+    states otherwise."""
     if st.offload_optimizer != "none":
         return "host Adam"
     if st.engine in ("fsdp", "ddp"):
         return "fused update, foreach fp32 temporary"
-    if st.engine == "deepspeed" and st.zero == 0 and st.precision == "fp16":
+    if st.engine == "deepspeed" and st.zero == 0 and (st.precision == "fp16" or (st.precision == "bf16"
+                                                                                  and st.pp == 1)):
         return "fused update in FP16_Optimizer"
     return "fused update"
 

@@ -412,7 +412,7 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach
-                             st.optimizer_loop)
+                             st.optimizer_loop, st.pp)
     transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
     return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
 
@@ -432,10 +432,14 @@ FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused")
 
 
 def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True,
-                         loop: str = "engine") -> float:
+                         loop: str = "engine", pp: int = 1) -> float:
     """What the optimizer step holds beside the model states (the step runs on the device; offloaded steps run on the
     host). DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the engine wraps a fused Adam in it: runtime/fp16/
-    fused_optimizer.py step(), v0.9.5 .. 0.19 alike) flattens the gradients into a new fp32 buffer,
+    fused_optimizer.py step(), v0.9.5 .. 0.19 alike; bf16, ZeRO 0, outside a pipeline too since DeepSpeed's
+    DDP_BFLOAT16 path -- engine._do_optimizer_sanity_check at v0.19.8: bf16 with bf16 gradient accumulation, the
+    default without ZeRO, is wrapped by _configure_fp16_optimizer with a bf16 low-precision dtype; a bf16 pipeline
+    keeps BF16_Optimizer, and so did every ZeRO-0 bf16 run while DeepSpeed defaulted its gradient accumulation to
+    fp32 there, get_data_types) flattens the gradients into a new fp32 buffer,
     `_flatten_dense_tensors([p.grad.to(fp32) for p in group])`: the per-tensor fp32 copies (4 psi) and the flat
     result (4 psi) exist at once, beside the fp16 gradients, which are dropped only after. torch's AdamW, the
     optimizer of the torch-native engines (torchtitan foreach = not fused, scalestudy's make_adamw, HF Trainer's
@@ -447,7 +451,8 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     torch's AdamW as a client optimizer (`loop` foreach: scalestudy's `train`) holds its foreach temporary over the
     rank's flat partition, 4 psi / dp; at ZeRO-0 in 16 bits FP16_UnfusedOptimizer (`loop` deepspeed-unfused) makes a
     per-tensor fp32 gradient copy (4 psi) beside that temporary (4 psi)."""
-    if engine == "deepspeed" and zero == 0 and (precision == "fp16" or loop == "deepspeed-unfused"):
+    if engine == "deepspeed" and zero == 0 and (precision == "fp16" or loop == "deepspeed-unfused"
+                                                or (precision == "bf16" and pp == 1)):
         return 8.0 * psi
     if engine == "deepspeed" and loop == "foreach" and foreach:
         return 4.0 * psi / (dp if zero else 1)
