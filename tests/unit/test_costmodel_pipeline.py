@@ -110,12 +110,16 @@ def test_one_device_t5_pipeline_memory_counts_each_stages_own_blocks(recompute):
     assert one.memory.activations == pytest.approx(busiest, rel=1e-9)
 
 
-def test_one_stage_t5_under_flash_holds_its_position_bias_masks_on_both_paths():
+@pytest.mark.parametrize("pp", [1, 2])
+def test_t5_under_flash_holds_its_position_bias_masks_on_both_paths(pp):
     """A Hugging Face T5 under attention flash runs SDPA's memory-efficient kernel with its position bias as a float
     mask (costmodel/attention_bias.py): the saved masks and the bias gradient are priced on a cluster written as a
-    device group (per-stage path) as on one device type."""
+    device group (per-stage path) as on one device type; a pipeline stage holds those of the blocks it runs."""
     model, work = get_model("t5-3b"), Workload(global_batch=64, seq_len=512, target_len=128)
-    st = Strategy(engine="ddp", micro_batch=4, attention="flash")
+    st = Strategy(engine="ddp", pp=pp, micro_batch=4, attention="flash", attention_kernel="mem-efficient")
     one, grouped = estimate(model, ONE, st, work), estimate(model, GROUPED, st, work)
     assert one.strategy.attention_kernel == grouped.strategy.attention_kernel == "mem-efficient"
-    assert one.memory.activations == pytest.approx(grouped.memory.activations, rel=1e-9)
+    busiest = max(x.memory.activations for x in grouped.stages)
+    assert one.memory.activations == pytest.approx(busiest, rel=1e-9)
+    unmasked = estimate(model, ONE, st.replace(attention_kernel="fa2"), work)
+    assert one.memory.activations > unmasked.memory.activations  # the masks, at every pp

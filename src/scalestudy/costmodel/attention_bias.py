@@ -55,11 +55,12 @@ class _Bias(NamedTuple):
         return self.heads * self.q * self.k
 
 
-def _calls(model: ModelSpec, seq_len: int, target_len: int, tp: int, recompute: str) -> tuple[_Bias, ...]:
-    """Encoder self-, decoder self- and cross-attention; heads split by tensor parallelism
-    (engine/parallel/tensor_parallel.py splits the bias table by head)."""
+def _calls(model: ModelSpec, seq_len: int, target_len: int, tp: int, recompute: str,
+           blocks: tuple[int, int] | None = None) -> tuple[_Bias, ...]:
+    """Encoder self-, decoder self- and cross-attention of the (encoder, decoder) `blocks` a rank runs (all by
+    default); heads split by tensor parallelism (engine/parallel/tensor_parallel.py splits the bias table by head)."""
     heads = -(-model.num_heads // tp)
-    le, ld = model.num_layers, model.num_decoder_layers
+    le, ld = blocks or (model.num_layers, model.num_decoder_layers)
     return (_Bias(le, heads, seq_len, seq_len, True, True), _Bias(ld, heads, target_len, target_len, True, True),
             _Bias(ld, heads, target_len, seq_len, recompute == "full", False))
 
@@ -80,19 +81,21 @@ def bias_pass_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len
 
 
 def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int,
-                      recompute: str) -> float:
+                      recompute: str, blocks: tuple[int, int] | None = None, in_flight: float = 1) -> float:
     """Bytes the position-bias masks add to the activations at the backward's peak: the masks saved for the
-    backward (per call; only the shared biases under full or selective recompute) and the largest call's
-    [batch, heads, q, k] bias gradient -- its last dimension padded to 16 (_efficient_attention_backward) -- with
-    the accumulated [1, heads, q, k] one (module docstring)."""
+    backward (per call; only the shared biases under full or selective recompute), for each of `in_flight`
+    micro-batches, and the largest call's [batch, heads, q, k] bias gradient -- its last dimension padded to 16
+    (_efficient_attention_backward) -- with the accumulated [1, heads, q, k] one (module docstring). A pipeline
+    stage runs its (encoder, decoder) `blocks`: its chunk's first block of each stack computes that stack's shared
+    bias (engine/parallel/stages.T5Chunk), so the stage holds the biases of the stacks whose blocks it runs."""
     if not model.is_encoder_decoder:
         return 0.0
-    calls = _calls(model, seq_len, target_len, tp, recompute)
+    calls = [c for c in _calls(model, seq_len, target_len, tp, recompute, blocks) if c.calls]
     rebuilt = recompute in ("full", "selective")  # the checkpointed attention rebuilds its masks in the backward
     saved = sum(c.calls * c.elems if c.copied and not rebuilt else c.elems for c in calls)
     grad = max((micro_batch * c.heads * c.q * -(-c.k // GRAD_ALIGN) * GRAD_ALIGN + c.elems
                 for c in calls if c.trained), default=0)
-    return (saved + grad) * BIAS_ELEMENT_BYTES
+    return (saved * in_flight + grad) * BIAS_ELEMENT_BYTES
 
 
 def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: str) -> tuple[int, int]:
@@ -111,10 +114,11 @@ def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: st
 
 
 def priced_bias_memory(model: ModelSpec, kernel: str, flash: bool, device, micro_batch: int, seq_len: int,
-                       target_len: int, tp: int, pp: int, recompute: str) -> float:
-    """bias_memory_bytes where the cost model prices it, in both estimate paths (terms._derived_shape,
-    stages.stage_memory): a GPU run under flash whose attention kernel takes the bias as a mask (BIAS_KERNELS,
-    `kernel` resolved: terms.attention_kernel), without pipeline stages (pp 1); else 0."""
-    if not (flash and kernel in BIAS_KERNELS and pp == 1 and device.kind != "cpu"):
+                       target_len: int, tp: int, recompute: str, blocks: tuple[int, int] | None = None,
+                       in_flight: float = 1) -> float:
+    """bias_memory_bytes where the cost model prices it, in both estimate paths (terms._derived_shape and
+    memory.activation_bytes per stage, stages.stage_memory): a GPU run under flash whose attention kernel takes the
+    bias as a mask (BIAS_KERNELS, `kernel` resolved: terms.attention_kernel); else 0."""
+    if not (flash and kernel in BIAS_KERNELS and device.kind != "cpu"):
         return 0.0
-    return bias_memory_bytes(model, micro_batch, seq_len, target_len, tp, recompute)
+    return bias_memory_bytes(model, micro_batch, seq_len, target_len, tp, recompute, blocks, in_flight)

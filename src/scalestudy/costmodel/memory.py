@@ -486,10 +486,12 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      tp: int, pp: int, in_flight: tuple[float, ...], recompute: str, flash: bool, sp: bool,
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
                      kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
-                     fp32_scores: bool = False, eager_norms: bool = False) -> float:
+                     fp32_scores: bool = False, eager_norms: bool = False,
+                     stage_masks: tuple[float, ...] = ()) -> float:
     """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
-    given), the last rank also the logits of its micro-batch in the head."""
+    given), the last rank also the logits of its micro-batch in the head, and `stage_masks[r]` bytes beside them
+    (a T5's position-bias masks: attention_bias.priced_bias_memory of the stage's blocks; none when not given)."""
     total, encoder, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
                                                              recompute, flash, sp and tp > 1, cross_entropy,
                                                              kv_native, fused_glu, eager_gelu, fp32_scores,
@@ -497,8 +499,9 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
     stored = _stage_stored_bytes(model, stage_layers or (1,) * pp, total, encoder)
-    busiest = max(b * f for b, f in zip(stored[:-1], in_flight[:-1])) + working
-    return max(busiest, stored[-1] * in_flight[-1] + head_or_recompute_bytes(logits, working))
+    masks = stage_masks or (0.0,) * pp
+    busiest = max(b * f + m for b, f, m in zip(stored[:-1], in_flight[:-1], masks[:-1])) + working
+    return max(busiest, stored[-1] * in_flight[-1] + masks[-1] + head_or_recompute_bytes(logits, working))
 
 
 def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float, encoder: float) -> list[float]:

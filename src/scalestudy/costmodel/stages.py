@@ -173,7 +173,7 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
     masks = priced_bias_memory(model, attention_kernel(st), st.attention == "flash", device, st.micro_batch, s, t, tp,
-                               pp, st.recompute)
+                               st.recompute, (n_enc, n - n_enc), in_flight)
     return acts + head_or_recompute_bytes(head, working) + masks
 
 

@@ -77,6 +77,19 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     return shape
 
 
+def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split) -> tuple[float, ...]:
+    """Each pipeline stage's T5 position-bias mask bytes (attention_bias.priced_bias_memory of its encoder and
+    decoder blocks, the encoder stack first, as stages.stage_activations); () at pp 1 (added whole)."""
+    if len(split) < 2 or not model.is_encoder_decoder or sum(split) != model.total_layers:
+        return ()
+    masks, start = [], 0
+    for n, f in zip(split, in_flight):
+        n_enc = max(0, min(start + n, model.num_layers) - start)
+        masks.append(priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute, (n_enc, n - n_enc), f))
+        start += n
+    return tuple(masks)
+
+
 def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
@@ -95,8 +108,9 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split, loss_kernel(st), gqa_native(st.engine),
                                      fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
-                                     eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
-        + priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, pp, recompute),  # T5's bias as a float mask
+                                     eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels),
+                                     _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split))
+        + (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute) if pp == 1 else 0.0),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                               loss_kernel(st), pads_vocab(st.engine)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
