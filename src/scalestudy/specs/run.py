@@ -31,7 +31,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.strategy import COST_MODEL_ENGINES, Layout, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import COST_MODEL_ENGINES, TRAIN_VALUES, Layout, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
@@ -422,10 +422,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 #   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
 # so `estimate` of an emitted strategy prices the run `train` makes.
-TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}
-TRAIN_LOSSES = ("hf", "torch")  # the cross_entropy values train runs, by model and backend (train_software)
-TRAIN_OPTIMIZER_LOOPS = ("foreach", "deepspeed-unfused")  # optimizer_loop values train runs (train_software)
-TRAIN_ATTENTION_KERNELS = ("engine", "mem-efficient")  # attention_kernel values train runs (train_software)
+TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}  # the rest by model and layout (TRAIN_VALUES)
 
 
 def train_software(fields: dict, model: ModelSpec | None) -> dict:
@@ -458,9 +455,7 @@ def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | 
     if type(value) is type(default) and value == default:
         return True
     if fields is None or (name in ("cross_entropy", "attention_kernel") and model is None):
-        return value in {"cross_entropy": TRAIN_LOSSES, "optimizer_loop": TRAIN_OPTIMIZER_LOOPS,
-                         "attention_kernel": TRAIN_ATTENTION_KERNELS}.get(
-            name, (TRAIN_SOFTWARE.get(name, default),))
+        return value in TRAIN_VALUES.get(name, (default,))
     return value == train_software(fields, model).get(name, default)
 
 

@@ -157,6 +157,10 @@ OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatro
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused")  # costmodel/step.py
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
+# The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
+# picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
+TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
+                "optimizer_loop": ("foreach", "deepspeed-unfused"), "attention_kernel": ("mem-efficient",)}
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -334,24 +338,27 @@ class Strategy:
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
             parts.append("stages " + "/".join(map(str, self.stage_layers)))
-        if self.kernels not in ("engine", "fused") and not (self.kernels == "eager" and self.engine in ENGINES):
-            parts.append(f"kernels-{self.kernels}")  # train's engines run eager Hugging Face models: not named
+        if self.kernels != "fused" and self._names("kernels"):
+            parts.append(f"kernels-{self.kernels}")
         if self.grad_reduce != "engine":
             parts.append(f"grad-reduce-{self.grad_reduce}")
-        if self.recompute_early_stop != "engine" and self.recompute == "full" and not (
-                self.recompute_early_stop == "on" and self.engine in ENGINES):  # on: what train runs, not named
+        if self.recompute == "full" and self._names("recompute_early_stop"):
             parts.append(f"early-stop-{self.recompute_early_stop}")
-        if self.cross_entropy != "engine" and not (self.cross_entropy in ("hf", "torch") and self.engine in ENGINES):
-            parts.append(f"ce-{self.cross_entropy}")  # the losses train runs (specs/run.TRAIN_SOFTWARE): not named
-        if self.attention_kernel != "engine" and not (self.attention_kernel == "mem-efficient"
-                                                      and self.engine in ENGINES):
-            parts.append(f"attn-{self.attention_kernel}")  # train's T5 under flash (TRAIN_SOFTWARE): not named
+        if self._names("cross_entropy"):
+            parts.append(f"ce-{self.cross_entropy}")
+        if self._names("attention_kernel"):
+            parts.append(f"attn-{self.attention_kernel}")
         if self.optimizer_dtype != "engine":
             parts.append(f"optim-{self.optimizer_dtype}")
-        if self.optimizer_loop != "engine" and not (self.optimizer_loop in ("foreach", "deepspeed-unfused")
-                                                    and self.engine in ENGINES):
-            parts.append(f"optim-{self.optimizer_loop}")  # train's torch AdamW (specs/run.TRAIN_SOFTWARE): not named
+        if self._names("optimizer_loop"):
+            parts.append(f"optim-{self.optimizer_loop}")
         return "".join(" " + p for p in parts)
+
+    def _names(self, option: str) -> bool:
+        """Whether the label names software option `option`: set away from "engine", and not a value train runs on
+        its engines (TRAIN_VALUES: every candidate plan emits runs them)."""
+        value = getattr(self, option)
+        return value != "engine" and not (self.engine in ENGINES and value in TRAIN_VALUES[option])
 
     def to_dict(self) -> dict:
         # every field is a plain value but stage_layers (a tuple of ints): no deep copy (dataclasses.asdict took
