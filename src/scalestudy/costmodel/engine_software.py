@@ -5,7 +5,7 @@ temporary), so the printed convention cannot drift from the priced one."""
 
 from __future__ import annotations
 
-from scalestudy.costmodel.memory import loss_kernel
+from scalestudy.costmodel.memory import deepspeed_fp16_optimizer, loss_kernel
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.terms import attention_kernel, main_grad_bytes
 from scalestudy.specs.strategy import Strategy
@@ -23,8 +23,7 @@ def _optimizer(st: Strategy) -> str:
         return "host Adam"
     if st.engine in ("fsdp", "ddp"):
         return "fused update, foreach fp32 temporary"
-    if st.engine == "deepspeed" and st.zero == 0 and (st.precision == "fp16" or (st.precision == "bf16"
-                                                                                  and st.pp == 1)):
+    if deepspeed_fp16_optimizer(st.engine, st.zero, st.precision, st.pp):
         return "fused update in FP16_Optimizer"
     return "fused update"
 

@@ -431,6 +431,12 @@ def peak_transient(backward_peak: float, step_peak: float) -> float:
 FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused")
 
 
+def deepspeed_fp16_optimizer(engine: str, zero: int, precision: str, pp: int) -> bool:
+    """Whether DeepSpeed wraps the optimizer in its FP16_Optimizer (ZeRO 0 in fp16, or in bf16 outside a pipeline:
+    step_temporary_bytes says from which code), whose step flattens fp32 copies of the gradients."""
+    return engine == "deepspeed" and zero == 0 and (precision == "fp16" or (precision == "bf16" and pp == 1))
+
+
 def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True,
                          loop: str = "engine", pp: int = 1) -> float:
     """What the optimizer step holds beside the model states (the step runs on the device; offloaded steps run on the
@@ -451,8 +457,8 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     torch's AdamW as a client optimizer (`loop` foreach: scalestudy's `train`) holds its foreach temporary over the
     rank's flat partition, 4 psi / dp; at ZeRO-0 in 16 bits FP16_UnfusedOptimizer (`loop` deepspeed-unfused) makes a
     per-tensor fp32 gradient copy (4 psi) beside that temporary (4 psi)."""
-    if engine == "deepspeed" and zero == 0 and (precision == "fp16" or loop == "deepspeed-unfused"
-                                                or (precision == "bf16" and pp == 1)):
+    if deepspeed_fp16_optimizer(engine, zero, precision, pp) or (engine, zero, loop) == ("deepspeed", 0,
+                                                                                          "deepspeed-unfused"):
         return 8.0 * psi
     if engine == "deepspeed" and loop == "foreach" and foreach:
         return 4.0 * psi / (dp if zero else 1)
