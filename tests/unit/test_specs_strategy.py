@@ -73,10 +73,16 @@ def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
     ("t5-base", Strategy(engine="ddp"), "eager", "hf", "mem-efficient"),
     ("t5-base", Strategy(engine="fsdp", zero=3), "eager", "hf", "mem-efficient"),
     ("t5-base", Strategy(engine="ddp", attention="eager"), "eager", "hf", "engine"),  # kernel read under flash only
-    # with tp / pp (Megatron / NeMo T5s), on megatron, and for decoder-only models: fused, the engine's loss
+    # a decoder whose FFN activation only Hugging Face composes (GPT-2's gelu_new) there is HF's GPT-2: eager
+    # kernels and the current transformers' causal-LM loss on logits.float() (torch); the attention kernel stays
+    ("gpt2", Strategy(zero=2), "eager", "torch", "engine"),
+    ("gpt2", Strategy(engine="fsdp", zero=3), "eager", "torch", "engine"),
+    ("gpt2", Strategy(engine="ddp", kernels="fused"), "fused", "torch", "engine"),  # a named value is kept
+    # with tp / pp (Megatron / NeMo T5s), on megatron, and for other decoders: fused, the engine's loss
     ("t5-base", Strategy(engine="ddp", tp=2), "fused", "engine", "engine"),
     ("t5-base", Strategy(engine="megatron", zero=1), "fused", "engine", "engine"),
-    ("gpt2", Strategy(zero=2), "fused", "engine", "engine"),
+    ("gpt2", Strategy(zero=1, tp=2), "fused", "engine", "engine"),
+    ("gpt2", Strategy(engine="megatron", zero=1), "fused", "engine", "engine"),
     ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine", "engine"),
     # values given are kept
     ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch", "mem-efficient"),
@@ -99,6 +105,19 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
     assert f"kernels {kernels}, cross_entropy {cross_entropy}" in software_assumed(got)
 
 
+def test_hf_decoder_is_keyed_on_the_activation_only_hugging_face_composes():
+    """The GPT-2 presets and a GPT-2-style config.json (gelu_new / gelu_fast) are Hugging Face's model; a published
+    GPT shape written with Megatron's one-kernel GELU (from_shape's default ffn gelu), a Llama or a T5 is not."""
+    from scalestudy.specs.model import from_shape, get_model
+    from scalestudy.specs.strategy import hf_decoder
+
+    shape = {"d_model": 768, "layers": 12, "heads": 12, "vocab": 50257, "seq": 1024}
+    assert hf_decoder(get_model("gpt2")) and hf_decoder(from_shape("g", {**shape, "ffn": "gelu_fast"}, "test"))
+    assert not hf_decoder(from_shape("g", shape, "test"))
+    assert not hf_decoder(from_shape("g", {**shape, "ffn": "gelu_pytorch_tanh"}, "test"))
+    assert not any(hf_decoder(get_model(m)) for m in ("llama-7b", "t5-base", "mt5-xxl"))
+
+
 @pytest.mark.parametrize("strategy, shown", [
     # estimate's "software assumed" line names what each "engine" knob is priced as (costmodel/engine_software.py)
     (Strategy(engine="megatron", zero=1, tp=2, attention="flash"),
@@ -108,9 +127,10 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
      ["optimizer_loop engine (fused update in FP16_Optimizer)", "grad_reduce engine (bf16)",
       "attention_kernel engine (fa2)"]),
     (Strategy(zero=0, precision="fp16"), ["optimizer_loop engine (fused update in FP16_Optimizer)"]),
-    (Strategy(engine="fsdp", zero=3, recompute="full"),
-     ["cross_entropy engine (torch, fp32 copies)", "optimizer_loop engine (fused update, foreach fp32 temporary)",
+    (Strategy(engine="fsdp", zero=3, recompute="full"),  # gpt2 there is HF's GPT-2: its eager kernels and loss
+     ["kernels eager, cross_entropy torch,", "optimizer_loop engine (fused update, foreach fp32 temporary)",
       "grad_reduce engine (fp32)", "recompute_early_stop engine (on)"]),
+    (Strategy(engine="ddp", tp=2), ["kernels fused, cross_entropy engine (torch, fp32 copies)"]),
     (Strategy(zero=2, offload_optimizer="cpu", cross_entropy="fused"),
      ["cross_entropy fused,", "optimizer_loop engine (host Adam)"]),  # a named value stands alone
 ])

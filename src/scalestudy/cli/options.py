@@ -26,8 +26,9 @@ ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce
                                      "contiguous_gradients forced off for stage 1) instead of reduce-scattering "
                                      "them (cost model only).")
 KERNELS = typer.Option("engine", "--kernels",
-                       help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 on "
-                            "deepspeed / ddp / fsdp without tp/pp, fused otherwise) | fused "
+                       help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 "
+                            "or GPT-2-style model (FFN gelu_new / gelu_fast) on deepspeed / ddp / fsdp without "
+                            "tp/pp, fused otherwise) | fused "
                             "(Megatron/TE/torch.compile) | eager (one PyTorch kernel per op, no torch.compile: HF "
                             "models, torchtitan) | eager-fused-norm (eager with a fused RMSNorm).")
 GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
@@ -53,7 +54,8 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "(Liger: no logits) | hf (transformers models' own CrossEntropyLoss: GPT-2's 4.x "
                                   "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed; engine's meaning "
                                   "for a HF T5 on deepspeed/ddp/fsdp) | torch (F.cross_entropy on logits.float(): "
-                                  "torchtitan, transformers >= 4.46 causal models).")
+                                  "torchtitan, transformers >= 4.46 causal models; engine's meaning for a HF "
+                                  "GPT-2-style model there).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "

@@ -53,7 +53,7 @@ from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
                                       EARLY_STOPS, GRAD_REDUCES, KERNELS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload, check_choice,
-                                      resolve_layout, software_fill)
+                                      hf_decoder, resolve_layout, software_fill)
 
 TRAINED = "train"  # the default of Constraints' TRAIN_KNOBS: price each candidate with the value train runs
 # Software options whose plan default is TRAINED (specs/run.train_software fills them per candidate); a value the user
@@ -318,6 +318,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
     lengths = (workload.seq_len, _decoder_len(model, workload))
+    hf_gelu = hf_decoder(model)  # a Hugging Face GPT-2-style model: its "engine" kernels / loss (software_fill)
     # the TRAIN_KNOBS the user named (priced as given); the others start at the Strategy default and get train's value
     named = {k for k in TRAIN_KNOBS if getattr(constraints, k) != TRAINED}
     software = {k: getattr(constraints, k) if k in named else Strategy.__dataclass_fields__[k].default
@@ -389,7 +390,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             # and checked once
                             fields.update({k: v for k, v in trained_fill(engine, fields, model).items()
                                            if k not in named})
-                            fields.update(software_fill(fields, model.is_encoder_decoder))  # "engine" kernels
+                            fields.update(software_fill(fields, model.is_encoder_decoder, hf_gelu))  # "engine" kernels
                             strategy = Strategy(**fields)
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,

@@ -114,12 +114,18 @@ T5X / Mesh TensorFlow are XLA programs) -- so its default is "eager" element-wis
 loss, and under attention flash SDPA's "mem-efficient" attention kernel with the position bias as a float mask:
 the T5 that runs SDPA at all, transformers 5.x (5.24 read, costmodel/attention_bias.py); the 4.x T5 of the seed
 study's era ran its eager attention only, so such a run is typed with attention eager, as every published HF T5
-row is. Every other run keeps "fused" kernels (Megatron-LM, NeMo, Megatron-DeepSpeed, compiled or fused-module
-stacks) and the engine's loss. Not made model-dependent, with the reason: decoder-only GPT / Llama runs on these
-engines split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
+row is. The same holds for a decoder whose FFN activation is one only Hugging Face's modules compose as eager ops
+(`HF_ACTIVATIONS`: gelu_new / gelu_fast, transformers' NewGELUActivation / FastGELUActivation -- the GPT-2 presets
+and a GPT-2-style config.json): on those engines without tp / pp it is transformers' GPT2LMHeadModel, so "eager"
+kernels and the current transformers' causal-LM loss (ForCausalLMLoss, F.cross_entropy on `logits.float()`:
+"torch"; a transformers 4.x run before 4.46 says "hf"). Every other run keeps "fused" kernels (Megatron-LM, NeMo,
+Megatron-DeepSpeed, compiled or fused-module stacks) and the engine's loss. Not made model-dependent beyond that,
+with the reason: decoder-only GPT / Llama runs written with Megatron's one-kernel GELU (`ffn: gelu`) or SwiGLU
+split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
 torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays "engine", a fused
-update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW; torch's foreach default, HF Trainer's
-adamw_torch, is "foreach", named by the run);
+update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW, and HF Trainer's own default since
+transformers' training_args picks adamw_torch_fused on torch >= 2.8; torch's foreach default, HF Trainer's adamw_torch
+on older torch, is "foreach", named by the run);
 Megatron's `tp_comm_overlap` / `overlap_param_gather` stay off, Megatron-LM's own argument defaults (recipes that
 turn them on say so).
 """
@@ -387,25 +393,42 @@ class Strategy:
         return new
 
 
-def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int) -> dict[str, str]:
+# FFN activations only Hugging Face transformers' own modules compose as eager ops (activations.py NewGELUActivation
+# / FastGELUActivation: the activation_function GPT-2-style config.json files name); Megatron / fused stacks run the
+# same tanh GELU as one kernel and are written `ffn: gelu` (specs/model.from_shape's default)
+HF_ACTIVATIONS = ("gelu_new", "gelu_fast")
+
+
+def hf_decoder(model) -> bool:
+    """Whether `model` (a ModelSpec) is a decoder whose FFN activation is one only Hugging Face's modules run
+    (HF_ACTIVATIONS): the GPT-2 presets and a GPT-2-style config.json (`software_defaults`)."""
+    return not model.is_encoder_decoder and model.ffn in HF_ACTIVATIONS
+
+
+def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: bool = False) -> dict[str, str]:
     """What `kernels`, `cross_entropy` and `attention_kernel` left at "engine" mean for a run (module docstring,
     'Software defaults'): a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager
     element-wise kernels, its CrossEntropyLoss "hf", and -- transformers 5.x, where T5 runs SDPA -- the
-    memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); anything
-    else fused kernels and the engine's loss and attention kernel ("engine", resolved by costmodel/memory.loss_kernel
-    and costmodel/terms.attention_kernel)."""
-    hf_t5 = encoder_decoder and engine in ENGINES and tp == 1 and pp == 1
-    return {"kernels": "eager" if hf_t5 else "fused", "cross_entropy": "hf" if hf_t5 else "engine",
+    memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); a decoder
+    with an activation only Hugging Face composes (`hf_gelu`: `hf_decoder`) there is Hugging Face's GPT-2-style
+    model (eager kernels; the current transformers' causal-LM loss, ForCausalLMLoss on `logits.float()`: "torch");
+    anything else fused kernels and the engine's loss and attention kernel ("engine", resolved by
+    costmodel/memory.loss_kernel and costmodel/terms.attention_kernel)."""
+    hf = engine in ENGINES and tp == 1 and pp == 1
+    hf_t5, hf_gpt = hf and encoder_decoder, hf and hf_gelu and not encoder_decoder
+    return {"kernels": "eager" if hf_t5 or hf_gpt else "fused",
+            "cross_entropy": "hf" if hf_t5 else "torch" if hf_gpt else "engine",
             "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
 
 
-def software_fill(fields: dict, encoder_decoder: bool) -> dict:
+def software_fill(fields: dict, encoder_decoder: bool, hf_gelu: bool = False) -> dict:
     """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
-    passes its keyword arguments before building the Strategy, so it is built and checked once."""
-    if fields["kernels"] != "engine" and (not encoder_decoder or (
+    passes its keyword arguments before building the Strategy, so it is built and checked once. `hf_gelu`:
+    `hf_decoder` of the model."""
+    if fields["kernels"] != "engine" and (not (encoder_decoder or hf_gelu) or (
             fields["cross_entropy"] != "engine" and fields["attention_kernel"] != "engine")):
         return {}
-    wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"])
+    wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"], hf_gelu)
     if fields["attention"] != "flash":
         del wanted["attention_kernel"]  # read under flash only; an eager run keeps its label
     return {name: value for name, value in wanted.items() if fields[name] == "engine" and value != "engine"}
@@ -414,7 +437,7 @@ def software_fill(fields: dict, encoder_decoder: bool) -> dict:
 def resolve_software(strategy: Strategy, model) -> Strategy:
     """`strategy` with its "engine" kernels (and a Hugging Face T5's "engine" loss) written as the software
     `software_defaults` names for `model` (a ModelSpec): what the cost model prices and `estimate` prints."""
-    fill = software_fill(strategy.__dict__, model.is_encoder_decoder)
+    fill = software_fill(strategy.__dict__, model.is_encoder_decoder, hf_decoder(model))
     if not fill:
         return strategy
     # built as with_micro_batch does, not re-checked: kernels, cross_entropy and attention_kernel take values of
