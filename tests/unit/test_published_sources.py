@@ -470,7 +470,8 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
         fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
-                               "bigscience2021tr8", "bigscience2021tr3m") or r["id"].startswith("atorch-llama2-7b-ds3d")
+                               "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme") or \
+            r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
     with pytest.raises(ScalestudyError, match="fp8 training is not modelled"):
@@ -1488,3 +1489,91 @@ def test_flagperf_rows_are_the_readme_tables_and_their_mfu_column():
         if "a800" in key:
             assert float(r["cluster"]["intra_node_bytes_per_s"]) == pytest.approx(8 * 25e9 * 0.8)
         assert estimate(model, cluster, strategy, workload).fits
+
+
+# ---- heldoutM (2026-12-02 fifth session): Megatron-LM README 2021 rows narayanan2021 lacks, NeMo launcher r22.03
+HELD_OUT = HELD_OUT + ("megatron2021readme", "nemo2022mar")
+# Megatron-LM README images/cases_april2021.png (50a4b5fa) at examples/sc21/run_table_1.sh, and the GPT-3 example of
+# the README at 152aab30 (examples/pretrain_gpt3_175B.sh): id -> (hidden, layers, heads, GPUs, tp, pp, MBS, batch,
+# layers per virtual stage or 0, TFLOP/s per GPU, billions of parameters as the table prints them)
+MEGATRON21 = {"megatron21-3.6b": (3072, 30, 32, 64, 2, 1, 16, 512, 0, 138, 3.6),
+              "megatron21-76.1b": (10240, 60, 80, 1024, 8, 4, 2, 1792, 5, 140, 76.1),
+              "megatron21-310.1b": (16384, 96, 128, 1920, 8, 16, 1, 2160, 3, 155, 310.1),
+              "megatron21-529.6b": (20480, 105, 128, 2520, 8, 35, 1, 2520, 1, 163, 529.6),
+              "megatron21-gpt3-175b-jan": (12288, 96, 96, 1024, 8, 16, 1, 1536, 0, 138, 175.0)}
+# NeMo launcher README 6.1.2 at 261d93af (r22.03): nodes -> tokens per second, GPT-3 5B
+NEMO_MAR = {1: 39660, 2: 78769, 5: 193258, 9: 342920, 10: 383500, 18: 652460, 20: 726384}
+HELDOUTM_BOUNDS = {  # (mean, max) |error| reached at arrival (stored constants) + a margin: regression bounds
+    # megatron2021readme 3.1 / 8.1% (3.6B +8.1%, 76B +3.4%, 310B +0.1%, 530B -1.9%, 175B Jan 2021 +1.9%);
+    # nemo2022mar 0.9 / 2.5%
+    "megatron2021readme": (0.06, 0.12), "nemo2022mar": (0.04, 0.06)}
+
+
+def _eq3_flops_per_sample(h: int, layers: int, vocab: int, seq: int) -> float:
+    """Narayanan et al. 2021 eq. 3 per sequence, recomputation included: 96 s l h^2 (1 + s/6h + V/16lh)."""
+    return 96 * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (16 * layers * h))
+
+
+def test_megatron2021_readme_rows_are_the_table_image_at_the_sc21_scripts():
+    """published = the README's TFLOP/s per GPU (hardware FLOPs of eq. 3 = the model's under full recompute); the
+    shapes, layouts and batches are run_table_1.sh's (interleaved: layers per virtual stage -> chunks, micro-batches
+    a multiple of pp) and pretrain_gpt3_175B.sh's (1F1B, 16 stages); eq. 3 x 1536 / (1024 x 138e12) is the README's
+    'around 32 seconds'; vocabulary 51,200, seq 2048, fp16, recompute full, A100 80GB, 8 GPUs per node."""
+    rows = {r["id"]: r for r in _rows("throughput", "megatron2021readme")}
+    assert set(rows) == set(MEGATRON21)
+    for key, (h, layers, heads, gpus, tp, pp, mbs, batch, per_chunk, tflops, size) in MEGATRON21.items():
+        r = rows[key]
+        model, cluster, strategy, workload = _setup(r)
+        assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size, workload.seq_len) == \
+            (h, layers, heads, 51200, 2048)
+        assert (cluster.world_size, cluster.gpus_per_node, strategy.tp, strategy.pp, strategy.micro_batch,
+                workload.global_batch) == (gpus, 8, tp, pp, mbs, batch)
+        assert r["published"] == tflops and r["metric"] == "hardware_tflops_per_device"
+        assert (r["precision"], strategy.recompute, strategy.attention, strategy.sequence_parallel) == \
+            ("fp16", "full", "eager", False)
+        dp = gpus // (tp * pp)
+        if per_chunk:
+            assert strategy.pp_schedule == "interleaved" and strategy.virtual_stages == layers // pp // per_chunk
+            assert (batch // (dp * mbs)) % pp == 0
+        elif pp > 1:
+            assert strategy.pp_schedule == "1f1b"
+        # torch DDP (overlapped) below model-parallel size 8, Megatron's local DDP after the backward above it
+        assert (strategy.engine, strategy.overlap_grad_comm) == (("ddp", True) if tp * pp < 8 else ("megatron", False))
+        est = estimate(model, cluster, strategy, workload)
+        assert est.hardware_flops == pytest.approx(batch * _eq3_flops_per_sample(h, layers, 51200, 2048), rel=1e-9)
+        assert est.params_total / 1e9 == pytest.approx(size, rel=0.02) and est.fits
+    jan = MEGATRON21["megatron21-gpt3-175b-jan"]
+    step = 1536 * _eq3_flops_per_sample(12288, 96, 51200, 2048) / (1024 * jan[9] * 1e12)
+    assert step == pytest.approx(32, abs=0.5)
+
+
+def test_nemo2203_rows_are_the_march_table_at_the_launcher_yaml():
+    """tokens/s as the r22.03 table prints them (its 20-node cell is the convergence row: 160 GPUs, GBS 1440,
+    726,384); 5b.yaml at 261d93af: tp 2, micro-batch 2, global batch 1440, bf16 O2, no recompute, vocabulary 50,257
+    padded to 128 x 2; NeMo 1.7's main-gradient all-reduce after the backward; within 3% of the July table."""
+    rows = {r["id"]: r for r in _rows("throughput", "nemo2022mar")}
+    assert set(rows) == {f"nemo2203-gpt-5b-{n}n" for n in NEMO_MAR}
+    july = {r["nodes"]: r for r in _rows("throughput", "nemo2022jun") if "5b" in r["id"]}
+    for n, tps in NEMO_MAR.items():
+        r = rows[f"nemo2203-gpt-5b-{n}n"]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == tps and r["metric"] == "tokens_per_s" and r["precision"] == "bf16"
+        assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size, workload.seq_len) == \
+            (4096, 24, 32, 50432, 2048)
+        assert model.vocab_size == math.ceil(50257 / 256) * 256
+        assert (cluster.nodes, strategy.tp, strategy.pp, strategy.micro_batch, workload.global_batch) == \
+            (n, 2, 1, 2, 1440)
+        assert (strategy.engine, strategy.zero, strategy.overlap_grad_comm, strategy.recompute) == \
+            ("megatron", 0, False, "none")
+        assert {k: v for k, v in r.items() if k not in ("id", "source", "published")} == \
+            {k: v for k, v in july[n].items() if k not in ("id", "source", "published")}
+        assert abs(tps / NEMO_JUL["5b"][n] - 1) < 0.03
+        assert estimate(model, cluster, strategy, workload).fits
+    assert NEMO_MAR[20] == 726384
+
+
+def test_heldoutm_sources_out_of_sample():
+    """Regression bounds (reached at arrival, stored constants, + a margin), not targets."""
+    for source, (mean_bound, max_bound) in HELDOUTM_BOUNDS.items():
+        errs = [abs(e) for e in _errors(source).values()]
+        assert sum(errs) / len(errs) < mean_bound and max(errs) < max_bound, source
