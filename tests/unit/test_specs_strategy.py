@@ -118,6 +118,25 @@ def test_hf_decoder_is_keyed_on_the_activation_only_hugging_face_composes():
     assert not any(hf_decoder(get_model(m)) for m in ("llama-7b", "t5-base", "mt5-xxl"))
 
 
+@pytest.mark.parametrize("kwargs, gathered, label", [
+    # unset, overlap_param_gather is the engine's: megatron's distributed optimizer overlaps the parameter gather
+    # with the forward when the gradient reduction overlaps the backward (Megatron-Bridge CommOverlapConfig, NeMo)
+    ({"engine": "megatron", "zero": 1}, True, ""),
+    ({"engine": "megatron", "zero": 2}, True, ""),
+    ({"engine": "megatron", "zero": 1, "overlap_grad_comm": False}, False, " sync-grad"),
+    ({"engine": "megatron", "zero": 0}, False, ""),
+    ({"engine": "deepspeed", "zero": 1}, False, ""),  # DeepSpeed has no such overlap
+    ({"engine": "fsdp", "zero": 3}, False, ""),
+    # named values are kept; the label names them where they differ from the engine's default
+    ({"engine": "megatron", "zero": 1, "overlap_param_gather": False}, False, " no-ovl-param-gather"),
+    ({"engine": "deepspeed", "zero": 2, "overlap_param_gather": True}, True, " ovl-param-gather"),
+])
+def test_overlap_param_gather_defaults_to_the_engines(kwargs, gathered, label):
+    st = Strategy(**kwargs)
+    assert st.overlap_param_gather is gathered and st._options_label() == label
+    assert Strategy.from_dict(st.to_dict()) == st  # resolved once: a bool from then on
+
+
 @pytest.mark.parametrize("strategy, shown", [
     # estimate's "software assumed" line names what each "engine" knob is priced as (costmodel/engine_software.py)
     (Strategy(engine="megatron", zero=1, tp=2, attention="flash"),

@@ -18,9 +18,11 @@ SEQUENCE_PARALLEL = typer.Option(True, "--sequence-parallel/--no-sequence-parall
 OVERLAP_GRAD_COMM = typer.Option(True, "--overlap-grad-comm/--no-overlap-grad-comm",
                                  help="Gradient reduction overlaps the backward pass (engine deepspeed with pp > 1 "
                                       "always reduces after the pipeline, as its PipelineEngine does).")
-OVERLAP_PARAM_GATHER = typer.Option(False, "--overlap-param-gather/--no-overlap-param-gather",
+OVERLAP_PARAM_GATHER = typer.Option(None, "--overlap-param-gather/--no-overlap-param-gather",
                                     help="ZeRO-1/2 post-step parameter all-gather overlapped with the next forward, "
-                                         "bucket by bucket (Megatron-Core; cost model only).")
+                                         "bucket by bucket (Megatron-Core; cost model only). Default: the engine's "
+                                         "-- on for megatron --zero 1/2 with --overlap-grad-comm (Megatron-Bridge / "
+                                         "NeMo), off otherwise.")
 ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce",
                                 help="DeepSpeed ZeRO-1 all-reduces the gradients (DeepSpeed 0.4.4-0.7.1, 0.8.0-0.12: "
                                      "contiguous_gradients forced off for stage 1) instead of reduce-scattering "

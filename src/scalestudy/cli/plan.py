@@ -222,7 +222,7 @@ def plan(
     attention: str = typer.Option("flash", "--attention", help="flash | eager (kept fixed, not searched)."),
     sequence_parallel: bool = SEQUENCE_PARALLEL,
     overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
-    overlap_param_gather: bool = OVERLAP_PARAM_GATHER,
+    overlap_param_gather: Optional[bool] = OVERLAP_PARAM_GATHER,
     tp_comm_overlap: bool = TP_COMM_OVERLAP,
     zero1_all_reduce: bool = ZERO1_ALL_REDUCE,
     kernels: str = PLAN_KERNELS,

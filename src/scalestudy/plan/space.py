@@ -83,7 +83,7 @@ class Constraints:
     sequence_parallel: bool = True
     overlap_grad_comm: bool = True
     stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
-    overlap_param_gather: bool = False
+    overlap_param_gather: bool | None = None  # None: the engine's default (strategy.param_gather_default)
     tp_comm_overlap: bool = False
     zero1_all_reduce: bool = False
     kernels: str = TRAINED  # Strategy.kernels, kept fixed (not searched); "train": what train runs (eager)

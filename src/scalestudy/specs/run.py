@@ -446,10 +446,17 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
     return trained
 
 
+def _train_default(name: str):
+    """The value a Strategy field left at its default has on train's engines: the field's default, but False for
+    overlap_param_gather (default None: the engine's, strategy.param_gather_default, off on deepspeed / fsdp / ddp)."""
+    default = Strategy.__dataclass_fields__[name].default
+    return False if default is None and name == "overlap_param_gather" else default
+
+
 def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | None = None) -> bool:
     """Whether `train` runs cost-model option `name` at `value`: its default, or what it runs for `model` and a
     strategy of `fields` (train_software; without them: for some model and layout)."""
-    default = Strategy.__dataclass_fields__[name].default
+    default = _train_default(name)
     if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
         value = "on" if value else "off"
     if type(value) is type(default) and value == default:
@@ -476,7 +483,7 @@ def trained_fill(engine: str, fields: dict, model: ModelSpec) -> dict:
 
 def cost_model_option_message(name: str) -> str:
     """Why `train` refuses a cost-model-only Strategy field set away from what it runs (train, study, plan --emit)."""
-    default = Strategy.__dataclass_fields__[name].default
+    default = _train_default(name)
     runs = str(default).lower() if isinstance(default, bool) else default
     if name == "cross_entropy":
         runs += " or the model's own loss train runs (hf: T5 / mT5 without tp / pp; torch otherwise)"

@@ -24,7 +24,13 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                    DeepSpeed with pp > 1 runs it after the pipeline either way (its PipelineEngine).
 - overlap_param_gather: the post-step parameter all-gather of ZeRO-1/2 (deepspeed zero 1-2, megatron zero 1) runs
                      bucket by bucket behind the next step's forward (Megatron-Core `--overlap-param-gather`);
-                     no effect where there is no such gather. Cost model only (`train` refuses it).
+                     no effect where there is no such gather. Unset (None), the engine's default
+                     (`param_gather_default`): on for engine megatron at zero >= 1 when overlap_grad_comm is on --
+                     NVIDIA's Megatron-Core stacks turn the two on together with the distributed optimizer
+                     (Megatron-Bridge CommOverlapConfig._get_optimizer_overlap_cfgs, NeMo 2's
+                     MegatronCommOverlapCallback, NeMo >= 1.15's distributed_fused_adam overlap_param_sync) --, off
+                     elsewhere (DeepSpeed has no such overlap; train's engines run it off). Cost model only (`train`
+                     refuses it on).
 - tp_comm_overlap:   tensor-parallel all-gathers / reduce-scatters overlap the adjacent linear GEMMs (engine
                      megatron: Transformer Engine userbuffers, Megatron `--tp-comm-overlap`; fsdp / ddp: PyTorch
                      async TP, torchtitan `enable_async_tensor_parallel`; engines.yaml tp_comm_overlap; needs
@@ -126,8 +132,10 @@ torchtitan without compile) software, so no one default is evidenced; `optimizer
 update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW, and HF Trainer's own default since
 transformers' training_args picks adamw_torch_fused on torch >= 2.8; torch's foreach default, HF Trainer's adamw_torch
 on older torch, is "foreach", named by the run);
-Megatron's `tp_comm_overlap` / `overlap_param_gather` stay off, Megatron-LM's own argument defaults (recipes that
-turn them on say so).
+Megatron's `tp_comm_overlap` stays off, Megatron-LM's own argument default (NeMo 2 / Megatron-Bridge take it from
+each recipe: no default evidenced); `overlap_param_gather` follows `overlap_grad_comm` on engine megatron at zero >= 1
+(above), what the current NVIDIA stacks run -- Megatron-LM's bare --overlap-param-gather is off, so a run of it
+with --overlap-grad-reduce alone says overlap_param_gather false.
 """
 
 from __future__ import annotations
@@ -194,7 +202,7 @@ class Strategy:
     pp_schedule: PipelineSchedule = "1f1b"
     virtual_stages: int = 1  # model chunks per pipeline device (interleaved schedule only)
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
-    overlap_param_gather: bool = False  # cost model only (see the module docstring)
+    overlap_param_gather: bool | None = None  # None: the engine's default, param_gather_default (cost model only)
     tp_comm_overlap: bool = False  # cost model only
     zero1_all_reduce: bool = False  # cost model only (see the module docstring)
     kernels: str = "engine"  # element-wise kernels fused / eager; engine: software_defaults (module docstring)
@@ -206,6 +214,9 @@ class Strategy:
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
+        if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
+            object.__setattr__(self, "overlap_param_gather",
+                               param_gather_default(self.engine, self.zero, self.overlap_grad_comm))
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
@@ -333,9 +344,10 @@ class Strategy:
             parts.append("no-sp")
         if not self.overlap_grad_comm:
             parts.append("sync-grad")
-        if self.overlap_param_gather and (self.engine, self.zero) in (("deepspeed", 1), ("deepspeed", 2),
-                                                                     ("megatron", 1)):
-            parts.append("ovl-param-gather")  # where there is a bucketed post-step parameter all-gather
+        if (self.engine, self.zero) in (("deepspeed", 1), ("deepspeed", 2), ("megatron", 1)) and \
+                self.overlap_param_gather != param_gather_default(self.engine, self.zero, self.overlap_grad_comm):
+            # where there is a bucketed post-step parameter all-gather, away from the engine's default
+            parts.append("ovl-param-gather" if self.overlap_param_gather else "no-ovl-param-gather")
         if self.tp_comm_overlap and self.tp > 1:
             parts.append("tp-comm-overlap")
         if self.zero1_all_reduce and (self.engine, self.zero) == ("deepspeed", 1):
@@ -403,6 +415,15 @@ def hf_decoder(model) -> bool:
     """Whether `model` (a ModelSpec) is a decoder whose FFN activation is one only Hugging Face's modules run
     (HF_ACTIVATIONS): the GPT-2 presets and a GPT-2-style config.json (`software_defaults`)."""
     return not model.is_encoder_decoder and model.ffn in HF_ACTIVATIONS
+
+
+def param_gather_default(engine: str, zero, overlap_grad_comm) -> bool:
+    """`overlap_param_gather` left unset (module docstring): on for engine megatron's distributed optimizer (zero 1;
+    zero 2, Megatron-FSDP, gathers likewise) when the gradient reduction overlaps the backward -- Megatron-Bridge's
+    CommOverlapConfig sets overlap_grad_reduce and overlap_param_gather together whenever data parallelism > 1 with
+    the distributed optimizer, as NeMo 2's MegatronCommOverlapCallback did and NeMo 1.x's distributed_fused_adam
+    (apex overlap_param_sync, on by default from NeMo PR 5684, Dec 2022); off otherwise."""
+    return engine == "megatron" and zero in (1, 2) and overlap_grad_comm is True
 
 
 def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: bool = False) -> dict[str, str]:
