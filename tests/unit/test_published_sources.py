@@ -1609,3 +1609,30 @@ def test_dgxc_maxtext_llama2_rows_are_the_readme_table_and_its_flop_count():
         assert (strategy.recompute, strategy.attention, strategy.attention_kernel) == ("full", "flash", "cudnn")
         est = estimate(model, cluster, strategy, workload)
         assert est.fits and est.params_total / 1e9 == pytest.approx(69.0, abs=0.3)
+
+
+# Llama3 70B BF16, pure FSDP (v25.02 table, jax:25.01-maxtext, remat save_qkv_proj): GPUs -> (step s, tokens/s, MFU %)
+MAXTEXT_L3 = {128: (15.563, 134752.43, 51.20), 256: (15.444, 271581.46, 51.59)}
+HELD_OUT = HELD_OUT + ("dgxc2025maxtext",)
+# reached -7.5 / -9.0% (heldoutF, live tree of 17:10, stored constants; the issue's flags alone -22 / -23%: the engine's
+# fa2 kernel instead of cuDNN's, which runs only the causal triangle on Hopper)
+NEW_SOURCE_BOUNDS.update({"dgxc2025maxtext": (0.12, 0.13)})
+
+
+def test_dgxc_maxtext_llama3_rows_are_the_readme_table_and_its_flop_count():
+    """published = 8192 x GBS / step; the README's count per sequence at s 8192 and the 128,256 vocabulary is 3.94e15
+    and reproduces its MFU column; pure FSDP over 16 / 32 nodes, micro-batch 2, full recompute; fits 80 GB."""
+    rows = {r["nodes"] * r["gpus_per_node"]: r for r in _rows("throughput", "dgxc2025maxtext")}
+    assert set(rows) == set(MAXTEXT_L3)
+    s, d, layers, ffn, vocab = 8192, 8192, 80, 28672, 128256
+    per_seq = s * (12 * layers * d ** 2 * (1 + 8 / 64 + s / d) + 18 * layers * ffn * d + 6 * vocab * d)
+    assert per_seq == pytest.approx(3.94e15, rel=0.002)
+    for gpus, (step, tps, mfu) in MAXTEXT_L3.items():
+        r = rows[gpus]
+        model, cluster, strategy, workload = _setup(r)
+        assert workload.global_batch == 2 * gpus and cluster.world_size == gpus and workload.seq_len == s
+        assert s * workload.global_batch / step == pytest.approx(tps, abs=0.01) and r["published"] == round(tps)
+        assert workload.global_batch * 3.94e15 / step / gpus / 989e12 * 100 == pytest.approx(mfu, abs=0.01)
+        assert (strategy.engine, strategy.zero, strategy.tp, strategy.recompute) == ("fsdp", 3, 1, "full")
+        assert model.vocab_size == vocab
+        assert estimate(model, cluster, strategy, workload).fits
