@@ -130,6 +130,7 @@ def test_hf_decoder_is_keyed_on_the_activation_only_hugging_face_composes():
     # named values are kept; the label names them where they differ from the engine's default
     ({"engine": "megatron", "zero": 1, "overlap_param_gather": False}, False, " no-ovl-param-gather"),
     ({"engine": "deepspeed", "zero": 2, "overlap_param_gather": True}, True, " ovl-param-gather"),
+    ({"engine": "megatron", "zero": 2, "overlap_param_gather": False}, False, " no-ovl-param-gather"),
 ])
 def test_overlap_param_gather_defaults_to_the_engines(kwargs, gathered, label):
     st = Strategy(**kwargs)

@@ -344,7 +344,7 @@ class Strategy:
             parts.append("no-sp")
         if not self.overlap_grad_comm:
             parts.append("sync-grad")
-        if (self.engine, self.zero) in (("deepspeed", 1), ("deepspeed", 2), ("megatron", 1)) and \
+        if (self.engine, self.zero) in _PARAM_GATHERS and \
                 self.overlap_param_gather != param_gather_default(self.engine, self.zero, self.overlap_grad_comm):
             # where there is a bucketed post-step parameter all-gather, away from the engine's default
             parts.append("ovl-param-gather" if self.overlap_param_gather else "no-ovl-param-gather")
@@ -417,6 +417,11 @@ def hf_decoder(model) -> bool:
     return not model.is_encoder_decoder and model.ffn in HF_ACTIVATIONS
 
 
+# (engine, zero) with a bucketed post-step parameter all-gather that overlap_param_gather can hide: DeepSpeed ZeRO-1/2,
+# Megatron's distributed optimizer and Megatron-FSDP optim_grads
+_PARAM_GATHERS = (("deepspeed", 1), ("deepspeed", 2), ("megatron", 1), ("megatron", 2))
+
+
 def param_gather_default(engine: str, zero, overlap_grad_comm) -> bool:
     """`overlap_param_gather` left unset (module docstring): on for engine megatron's distributed optimizer (zero 1;
     zero 2, Megatron-FSDP, gathers likewise) when the gradient reduction overlaps the backward -- Megatron-Bridge's
@@ -481,7 +486,7 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"attention_kernel {s.attention_kernel}")
     if s.recompute == "full":
         parts.append(f"recompute_early_stop {s.recompute_early_stop}")
-    if (s.engine, s.zero) in (("deepspeed", 1), ("deepspeed", 2), ("megatron", 1)):
+    if (s.engine, s.zero) in _PARAM_GATHERS:
         parts.append(f"overlap_param_gather {str(s.overlap_param_gather).lower()}")
     if s.tp > 1:
         parts.append(f"tp_comm_overlap {str(s.tp_comm_overlap).lower()}")
