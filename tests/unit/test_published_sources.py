@@ -470,7 +470,8 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
         fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
-                               "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme") or \
+                               "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme",
+                               "bigscience2022layouts") or \
             r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
@@ -1662,3 +1663,45 @@ def test_torchtitan_405b_row_is_the_performance_page_and_its_mfu():
     assert strategy.recompute == "full" and strategy.sequence_parallel
     est = estimate(model, cluster, strategy, workload)
     assert est.fits and est.params_total / 1e9 == pytest.approx(405.9, abs=1.0)
+
+
+# BigScience tr11-200B-ml chronicles-prequel.md, the 02-25 sections (f6582434): 181B = hidden 14336, 72 layers, 64 heads
+# on 48 nodes; (dp, tp, pp, mbs, gbs) -> Sec/it at iteration 2 (the second TP 4 / PP 12 / MBS 2 run, 113.54 s at 38 GB,
+# the OOM rows and the 177B TP 1 / PP 48 row are left out, as the source string says)
+BS_LAYOUTS = {(8, 8, 6, 4, 1568): 113.01, (8, 8, 6, 4, 2048): 114.11, (8, 8, 6, 6, 2016): 123.57,
+              (4, 8, 12, 4, 1568): 92.75, (4, 8, 12, 4, 2048): 117.07, (4, 8, 12, 2, 1568): 99.93,
+              (4, 8, 12, 2, 2048): 128.82, (6, 8, 8, 4, 2016): 113.16, (12, 8, 4, 2, 2016): 125.52,
+              (12, 8, 4, 4, 2016): 114.81, (24, 8, 2, 1, 2016): 145.45, (24, 8, 2, 2, 2016): 136.13,
+              (8, 4, 12, 4, 2048): 111.89, (8, 4, 12, 2, 2048): 110.48, (16, 4, 6, 4, 2048): 117.11,
+              (16, 4, 6, 2, 2048): 111.71, (16, 2, 12, 2, 2048): 112.50, (8, 2, 24, 1, 2048): 119.53,
+              (8, 2, 24, 2, 2048): 122.75, (4, 4, 24, 1, 2048): 130.60}
+HELD_OUT = HELD_OUT + ("bigscience2022layouts",)
+# reached 8.1 / 26.1% (stored constants): the GBS 1568 TP 8 / PP 6 snapshot +26.1% (same layout at GBS 2048 +1.1%),
+# TP 8 / PP 2 / DP 24 +22.4 / +18.2%; TP 2 / PP 24 -10.9 / -10.6%
+HELDOUTM_BOUNDS.update({"bigscience2022layouts": (0.11, 0.34)})
+
+
+def test_bigscience_layout_rows_are_the_02_25_tables_at_the_slurm_of_that_day():
+    """tokens/s = GBS x 2048 / Sec/it; DP x TP x PP = 384 on 48 nodes; fp16, ZeRO-1, every layer recomputed
+    (tr11-200B-ml.slurm at a16f0ea7); 'type:transformer' partition (Megatron-DeepSpeed before 00f5f889): 72 / pp layers
+    per stage, no stage_layers; vocabulary 250,880; Omni-Path at the measured 2.53e9 B/s per GPU, as the prequel
+    rows."""
+    rows = _rows("throughput", "bigscience2022layouts")
+    seen = {}
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        dp = cluster.world_size // (strategy.tp * strategy.pp)
+        key = (dp, strategy.tp, strategy.pp, strategy.micro_batch, workload.global_batch)
+        assert r["published"] == round(workload.global_batch * 2048 / BS_LAYOUTS[key])
+        assert r["id"] == f"bs-layouts-181b-tp{key[1]}pp{key[2]}dp{dp}-mb{key[3]}-gbs{key[4]}"
+        assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size, workload.seq_len) == \
+            (14336, 72, 64, 250880, 2048)
+        assert (cluster.nodes, cluster.gpus_per_node, float(r["cluster"]["inter_node_bytes_per_s"])) == (48, 8, 2.53e9)
+        assert (strategy.engine, strategy.zero, strategy.recompute, r["precision"]) == ("deepspeed", 1, "full", "fp16")
+        assert "stage_layers" not in r["software"] and model.num_layers % strategy.pp == 0
+        assert workload.global_batch % (dp * strategy.micro_batch) == 0
+        assert r["metric"] == "tokens_per_s" and estimate(model, cluster, strategy, workload).fits
+        seen[key] = r
+    assert set(seen) == set(BS_LAYOUTS)
+    # the prequel's production-shaped neighbour (TP 4 / PP 12 / MBS 2 at 02-27, 70 layers, BF16 optimizer): 102.03 s
+    assert BS_LAYOUTS[8, 4, 12, 2, 2048] == pytest.approx(102.03 * 72 / 70, rel=0.06)
