@@ -151,3 +151,28 @@ def test_cpu_tensor_parallel_head_prices_the_runs_loss_kernel():
         engine, fused = (estimate(model, two, Strategy(engine="ddp", precision="fp32", tp=tp, micro_batch=2,
                                                        cross_entropy=ce), work) for ce in ("engine", "fused"))
         assert fused.compute_s < engine.compute_s, tp  # fused xentropy moves 4a per logit, torch's 40 in fp32
+
+
+def test_small_nemo_convergence_rows_miss_by_one_time_whatever_the_vocabulary():
+    """The NeMo launcher README's convergence-table rows (nemo2022mt5small: mT5 170M / 390M, vocabulary 250,112;
+    nemo2022early: T5 220M, vocabulary 29,184) are all slower than the model by about the same time per step
+    (2026-12-02: 75 / 64 / 72 ms), while the model's vocabulary-proportional head time differs by ~8x between them
+    (90 / 54 / 12 ms): no cost that grows with the vocabulary closes the three together, so the small-mT5 rows are no
+    evidence for one (docs/costmodel-validation.md, vocab2 section)."""
+    from scalestudy.costmodel import published
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.costmodel.step import _head_s
+
+    rows = {r["id"]: r for r in published.load()["throughput"]}
+    gap, head = {}, {}
+    for rid in ("nemo-mt5-170m-conv-4n", "nemo-mt5-390m-conv-8n", "nemo2203-t5-220m-4n"):
+        r = rows[rid]
+        model, cluster, st, work = published._setup(r)
+        published_step = work.global_batch * work.seq_len / r["published"]  # source tokens = batch x encoder seq
+        gap[rid] = published_step - estimate(model, cluster, st, work).step_s
+        loss = "torch" if st.engine == "ddp" else "engine"
+        head[rid] = _head_s(model, cluster.device, st.precision, st.tp, st.micro_batch, work.seq_len,
+                            work.target_len, stored(), loss, st.engine == "megatron")[0]
+    assert head["nemo-mt5-170m-conv-4n"] > 5 * head["nemo2203-t5-220m-4n"]
+    assert all(0.045 < g < 0.095 for g in gap.values()), gap
+    assert max(gap.values()) < 1.35 * min(gap.values()), gap
