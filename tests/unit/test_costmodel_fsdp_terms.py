@@ -21,6 +21,9 @@ def _mpt(row_id: str):
     return _setup(r)
 
 
+_row = _mpt  # any published row's (model, cluster, strategy, workload)
+
+
 @pytest.mark.parametrize("engine,zero,precision,grad_reduce,expected", [
     ("fsdp", 3, "bf16", "engine", 4),  # scalestudy's FSDP2 MixedPrecisionPolicy reduce_dtype fp32
     ("fsdp", 2, "bf16", "compute", 2),  # fms-fsdp bfSixteen, Composer PURE
@@ -141,3 +144,20 @@ def test_fsdp_reduce_scatters_every_micro_batch_as_train_runs(zero):
     assert fsdp_settings(run)["gradient_sync"] == "every_micro_batch"
     assert ddp_settings(RunConfig.build("t5-large", ddp, Workload(2 * 16 * 4, 512, 128), nproc=16)
                         )["gradient_sync"] == "last_micro_batch"
+
+
+def test_comm_bound_fsdp2_step_carries_every_collective_in_series():
+    """FSDP2 as _fully_shard runs it (pytorch 002a76fb _fsdp_param_group.py): all-gathers and reduce-scatters share
+    the shard process group (one NCCL stream), issued RS(i+1), AG(i-1), RS(i) ... in the backward, so a comm-bound
+    step is the SUM of its collectives, not the max of gathers and reduce-scatters. KempnerForge 175B, TP 4 x FSDP 90
+    (one rank per node: one NIC share each), batch 1, full recompute: two bf16 gathers (the pre-backward unshard
+    serves the recompute) and one fp32 reduce-scatter per block, and compute + exposed >= that whole traffic."""
+    model, cluster, st, workload = _row("kforge-175b-h200-360g-tp4-fsdp90-mb1")
+    est = estimate(model, cluster, st, workload)
+    eng, lk, psi = engine_comm("fsdp"), links(cluster), est.params_per_device
+    assert est.layout.grad_accum == 1 and est.layout.dp == 90
+    gather, reduce = (gather_time(psi * b, 90, 1, lk, eng.collective_efficiency, eng.gather_rails, model.num_layers)
+                      for b in (2, 4))
+    assert est.dp_comm_total_s == pytest.approx(2 * gather + reduce, rel=1e-9)
+    assert gather == pytest.approx(psi * 2 * 89 / 90 / (45e9 * 0.95) + model.num_layers * 89 * 12e-6, rel=1e-9)
+    assert est.compute_s + est.dp_comm_s >= est.dp_comm_total_s
