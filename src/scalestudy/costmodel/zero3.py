@@ -67,8 +67,10 @@ def _block_modules(m: ModelSpec, decoder: bool, tp: int) -> list[list[float]]:
     b = {"none": (), "qkv": (i / tp, kv / tp, kv / tp), "all": (i / tp, kv / tp, kv / tp, d)}[m.attention_bias]
     proj = [d * i / tp, d * kv / tp, d * kv / tp, i * d / tp]  # q, k, v, o
     attn = [[w] + ([b[n]] if n < len(b) else []) for n, w in enumerate(proj)]
-    mb = (f / tp, f / tp, d) if m.mlp_bias else ()
-    mlp = [[d * f / tp] + ([mb[n]] if mb else []) for n in range(3)]  # gate, up, down
+    # gate, up, down (SwiGLU / GeGLU); up, down for the non-gated FFNs of the llama family (GPT-NeoX / GPT-J, Falcon:
+    # GELU; Nemotron: relu2), each a Linear with its bias when the config has MLP biases
+    mb = ((f / tp, f / tp, d) if m.gated_ffn else (f / tp, d)) if m.mlp_bias else ()
+    mlp = [[d * f / tp] + ([mb[n]] if mb else []) for n in range(3 if m.gated_ffn else 2)]
     return attn + mlp + [[d], [d]]
 
 
