@@ -1758,3 +1758,32 @@ def test_kempnerforge_config_validation_rows_are_the_report_and_the_tomls():
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.kernels) == ("fsdp", 3, "full", "fused")
         assert model.d_ff == 256 * math.ceil(int(4 * 4096 * 2 / 3 * 1.3) / 256) == 14336
         assert estimate(model, cluster, strategy, workload).fits
+
+
+# NeMo launcher README 3579cdb3 (22.08), GPT-3 175B tokens/s by nodes; release-perf CI step times (22.08.11 container,
+# training=gpt3/175b, public/data/gpt3/gpt3_175b_tp8_pp8_{128,32}nodes_bf16_precision_O2_100steps.json)
+NEMO_2208_175B = {8: 7500, 16: 14950, 32: 29537, 64: 58211, 128: 109684}
+NEMO_2208_CI_175B_STEP_S = {128: 28.70000839999999, 32: 103.0242136}
+
+
+def test_nemo_2208_175b_table_counts_1536_sequences_per_step():
+    rows = [r for r in load()["throughput"] if r["source"] == "nemo2022" and r["id"].startswith("nemo-gpt-175b")]
+    assert {r["nodes"]: r["published"] for r in rows} == NEMO_2208_175B
+    for r in rows:  # the run: 175b.yaml at 3579cdb3; the table's count: the July yaml's global batch
+        assert (r["tp"], r["pp"], r["micro_batch"], r["global_batch"], r["counted_batch"]) == (8, 8, 2, 2048, 1536)
+        assert r["recompute"] == "selective" and r["software"]["sequence_parallel"] is True
+    # the CI's own step times: 1536 x 2048 tokens over them is the table (128 nodes to 0.1%, 32 nodes to 3.5%);
+    # 2048 x 2048 is not (33-38% off)
+    for nodes, step in NEMO_2208_CI_175B_STEP_S.items():
+        assert abs(1536 * 2048 / step / NEMO_2208_175B[nodes] - 1) < (0.001 if nodes == 128 else 0.035)
+        assert 2048 * 2048 / step / NEMO_2208_175B[nodes] - 1 > 0.3
+    # counted with 1536, every cell is one micro-batch slot of ~0.40 s over its (m + pp - 1) slots, m = 2048 / (2 dp)
+    for nodes, tps in NEMO_2208_175B.items():
+        slots = 2048 // (2 * nodes // 8) + 8 - 1
+        assert 0.400 < 1536 * 2048 / tps / slots < 0.407
+    # the metric: counted_batch x seq over the predicted step, the same estimate as without it
+    for r in rows:
+        est = estimate(*_setup(r))
+        row = throughput_row(r, load()["sources"])
+        assert row.predicted == pytest.approx(1536 * 2048 / est.step_s, rel=1e-12)
+        assert "counts gb1536" in row.config

@@ -93,9 +93,12 @@ def _setup(r: dict):
     return model, cluster, strategy, workload
 
 
-def _metric(est, metric: str) -> float:
+def _metric(est, metric: str, counted_batch: int | None = None) -> float:
+    """The row's metric from an estimate. `counted_batch`: the sequences per step a source's table counted when it
+    is not the batch the run ran (NeMo 22.08's GPT-3 175B table: 1536 x 2048 tokens per step of a global batch 2048
+    run; published.yaml nemo2022) -- the table's tokens/s is that count over the run's step time."""
     if metric == "tokens_per_s":
-        return est.workload.global_batch * est.workload.seq_len / est.step_s
+        return (counted_batch or est.workload.global_batch) * est.workload.seq_len / est.step_s
     if metric == "source_tokens_per_s":
         return est.samples_per_s * est.workload.seq_len
     return getattr(est, metric)
@@ -103,7 +106,8 @@ def _metric(est, metric: str) -> float:
 
 def predict(r: dict, cal: Calibration | None = None) -> float:
     model, cluster, strategy, workload = _setup(r)
-    return float(_metric(estimate(model, cluster, strategy, workload, calibration=cal), r["metric"]))
+    return float(_metric(estimate(model, cluster, strategy, workload, calibration=cal), r["metric"],
+                         r.get("counted_batch")))
 
 
 def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Row:
@@ -111,9 +115,10 @@ def throughput_row(r: dict, sources: dict, cal: Calibration | None = None) -> Ro
     est = estimate(model, cluster, strategy, workload, calibration=cal)
     config = (f"{est.params_total / 1e9:.1f}B {r['device']} x{cluster.world_size} tp{strategy.tp} pp{strategy.pp} "
               f"dp{est.layout.dp} mb{strategy.micro_batch} gb{workload.global_batch} {strategy.label.split()[0]} "
-              f"rc-{strategy.recompute}")
+              f"rc-{strategy.recompute}" + (f" (counts gb{r['counted_batch']})" if "counted_batch" in r else ""))
     return Row(r["id"], "throughput", r["metric"], _UNITS[r["metric"]], float(r["published"]),
-               float(_metric(est, r["metric"])), sources[r["source"]], config, r["source"], bool(r.get("fit", True)))
+               float(_metric(est, r["metric"], r.get("counted_batch"))), sources[r["source"]], config, r["source"],
+               bool(r.get("fit", True)))
 
 
 # What a measured memory row's source read, and what the prediction it is compared with counts (memory_row)
@@ -197,7 +202,8 @@ def summary(rows: list[Row]) -> dict:
 
 def _objective(rows: list[dict], cal: Calibration) -> float:
     """Mean |log(predicted / published)|: robust to a source whose table disagrees with the rest (least squares
-    would let NeMo 22.08's GPT-3 175B rows, +35%, pull the GEMM curve flat)."""
+    would let one such table -- NeMo 22.08's GPT-3 175B cells read at the run's batch were +35% -- pull the GEMM
+    curve flat)."""
     return sum(abs(math.log(predict(r, cal) / float(r["published"]))) for r in rows) / len(rows)
 
 
