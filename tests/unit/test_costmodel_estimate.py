@@ -301,10 +301,15 @@ def test_deepspeed_bf16_pipeline_all_reduces_its_unsharded_buffer_in_bf16_after_
     in fp32 (weight._hp_grad, all-reduced as it is): twice the fp16 pipeline's."""
     spec, cluster = get_model("llama-7b"), make_cluster("a100-80gb", 4, 8)
     w = Workload(global_batch=256, seq_len=1024)
+    # fp16 priced as ZeRO-1's reduce-scatter variant, named (DeepSpeed's default all-reduces: zero1_all_reduce)
     bf16, fp16 = (estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=2, pp=4, micro_batch=2,
-                                                   precision=p), w) for p in ("bf16", "fp16"))
+                                                   precision=p, zero1_all_reduce=False), w) for p in ("bf16", "fp16"))
     assert bf16.dp_comm_s == pytest.approx(bf16.dp_comm_total_s)
     assert bf16.dp_comm_total_s == pytest.approx(1.5 * fp16.dp_comm_total_s, rel=0.05)
+    # at DeepSpeed's default the fp16 ZeRO-1 pipeline all-reduces too: the same bytes as bf16's
+    fp16_default = estimate(spec, cluster, Strategy(engine="deepspeed", zero=1, tp=2, pp=4, micro_batch=2,
+                                                    precision="fp16"), w)
+    assert fp16_default.dp_comm_total_s == pytest.approx(bf16.dp_comm_total_s, rel=0.05)
     # fp16 ZeRO-1 too: the PipelineEngine reduces only in its ReduceGrads instruction (no gradient-accumulation
     # boundary inside a backward), whatever overlap_grad_comm says; without a pipeline it overlaps the last backward
     assert fp16.dp_comm_s == pytest.approx(fp16.dp_comm_total_s)

@@ -63,7 +63,8 @@ def test_deepspeed_zero1_all_reduce_moves_one_and_a_half_times_the_ring_traffic(
     base = Strategy(engine="deepspeed", zero=1, micro_batch=2, precision="fp16", recompute="full")
     off, on = (estimate(spec, cluster, base.replace(zero1_all_reduce=v), work) for v in (False, True))
     assert on.dp_comm_total_s / off.dp_comm_total_s == pytest.approx(1.5, rel=0.1)
-    assert "z1-all-reduce" in base.replace(zero1_all_reduce=True).label
+    # DeepSpeed's default (strategy.zero1_all_reduce_default): the label names the reduce-scatter variant only
+    assert base.zero1_all_reduce and "z1-reduce" in base.replace(zero1_all_reduce=False).label
     for other in (base.replace(zero=2), base.replace(engine="fsdp", zero=3)):
         assert estimate(spec, cluster, other.replace(zero1_all_reduce=True), work).step_s == \
             estimate(spec, cluster, other, work).step_s

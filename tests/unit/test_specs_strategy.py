@@ -138,6 +138,27 @@ def test_overlap_param_gather_defaults_to_the_engines(kwargs, gathered, label):
     assert Strategy.from_dict(st.to_dict()) == st  # resolved once: a bool from then on
 
 
+@pytest.mark.parametrize("kwargs, all_reduce, label", [
+    # unset, zero1_all_reduce is DeepSpeed's: its ZeRO-1 all-reduces each gradient bucket (<= 0.12: contiguous
+    # gradients forced off; later: allreduce_and_scatter under use_multi_rank_bucket_allreduce); no effect elsewhere
+    ({"engine": "deepspeed", "zero": 1}, True, ""),
+    ({"engine": "deepspeed", "zero": 1, "zero1_all_reduce": False}, False, " z1-reduce"),
+    ({"engine": "deepspeed", "zero": 2}, False, ""),
+    ({"engine": "ddp", "zero": 1}, False, ""),
+])
+def test_zero1_all_reduce_defaults_to_deepspeeds(kwargs, all_reduce, label):
+    from scalestudy.specs.run import check_cost_model_only
+
+    st = Strategy(**kwargs)
+    assert st.zero1_all_reduce is all_reduce and st._options_label() == label
+    assert Strategy.from_dict(st.to_dict()) == st
+    if all_reduce or kwargs["engine"] != "deepspeed" or kwargs["zero"] != 1:
+        check_cost_model_only(st)  # what train's DeepSpeed 0.19 runs
+    else:
+        with pytest.raises(ScalestudyError, match="zero1_all_reduce"):
+            check_cost_model_only(st)
+
+
 @pytest.mark.parametrize("strategy, shown", [
     # estimate's "software assumed" line names what each "engine" knob is priced as (costmodel/engine_software.py)
     (Strategy(engine="megatron", zero=1, tp=2, attention="flash"),

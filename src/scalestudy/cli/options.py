@@ -23,10 +23,11 @@ OVERLAP_PARAM_GATHER = typer.Option(None, "--overlap-param-gather/--no-overlap-p
                                          "bucket by bucket (Megatron-Core; cost model only). Default: the engine's "
                                          "-- on for megatron --zero 1/2 with --overlap-grad-comm (Megatron-Bridge / "
                                          "NeMo), off otherwise.")
-ZERO1_ALL_REDUCE = typer.Option(False, "--zero1-all-reduce/--no-zero1-all-reduce",
-                                help="DeepSpeed ZeRO-1 all-reduces the gradients (DeepSpeed 0.4.4-0.7.1, 0.8.0-0.12: "
-                                     "contiguous_gradients forced off for stage 1) instead of reduce-scattering "
-                                     "them (cost model only).")
+ZERO1_ALL_REDUCE = typer.Option(None, "--zero1-all-reduce/--no-zero1-all-reduce",
+                                help="DeepSpeed ZeRO-1 all-reduces the gradients instead of reduce-scattering them "
+                                     "(cost model only). Default: on for --engine deepspeed --zero 1, what DeepSpeed "
+                                     "runs (0.4.4-0.12: contiguous_gradients forced off at stage 1; later: one "
+                                     "all_reduce per bucket, use_multi_rank_bucket_allreduce).")
 KERNELS = typer.Option("engine", "--kernels",
                        help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 "
                             "or GPT-2-style model (FFN gelu_new / gelu_fast) on deepspeed / ddp / fsdp without "

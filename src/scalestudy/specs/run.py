@@ -31,7 +31,8 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.strategy import COST_MODEL_ENGINES, TRAIN_VALUES, Layout, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import (COST_MODEL_ENGINES, TRAIN_VALUES, Layout, Strategy, Workload, resolve_layout,
+                                      zero1_all_reduce_default)
 from scalestudy.yamlfile import read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
@@ -387,7 +388,7 @@ def _check_optimizer_and_model(cfg: RunConfig) -> None:
 # only their defaults. What each describes, for the one-line refusal.
 COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engine overlap",
                       "tp_comm_overlap": "Megatron-Core / Transformer Engine overlap",
-                      "zero1_all_reduce": "published DeepSpeed 0.4.4-0.12 ZeRO-1 gradient all-reduce",
+                      "zero1_all_reduce": "DeepSpeed ZeRO-1's gradient all-reduce, on by default",
                       "kernels": "published software's element-wise kernels",
                       "grad_reduce": "published software's gradient-reduction dtype",
                       "recompute_early_stop": "published software's activation-checkpoint implementation",
@@ -456,6 +457,8 @@ def _train_default(name: str):
 def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | None = None) -> bool:
     """Whether `train` runs cost-model option `name` at `value`: its default, or what it runs for `model` and a
     strategy of `fields` (train_software; without them: for some model and layout)."""
+    if name == "zero1_all_reduce":  # the engine's default: DeepSpeed 0.19's ZeRO-1 all-reduces, no effect elsewhere
+        return value is None or fields is None or value == zero1_all_reduce_default(fields["engine"], fields["zero"])
     default = _train_default(name)
     if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
         value = "on" if value else "off"
@@ -485,6 +488,8 @@ def cost_model_option_message(name: str) -> str:
     """Why `train` refuses a cost-model-only Strategy field set away from what it runs (train, study, plan --emit)."""
     default = _train_default(name)
     runs = str(default).lower() if isinstance(default, bool) else default
+    if name == "zero1_all_reduce":
+        runs = "unset (train's DeepSpeed ZeRO-1 all-reduces its gradients: true; no effect elsewhere)"
     if name == "cross_entropy":
         runs += " or the model's own loss train runs (hf: T5 / mT5 without tp / pp; torch otherwise)"
     elif name == "optimizer_loop":

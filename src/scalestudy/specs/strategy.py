@@ -39,8 +39,13 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      reduce-scatter, then all-gathers the updated weights (3 psi of ring traffic, not 2): DeepSpeed
                      0.4.4-0.7.1 and 0.8.0-0.12.x force contiguous_gradients off for stage 1 (non-MoE; engine.py,
                      6ae756c0 / e4ba7222) and stage_1_and_2.reduce_ipg_grads then all-reduces each flattened bucket
-                     (buffered_reduce_fallback -> allreduce_bucket, rank None); 0.13+ reduces per partition again.
-                     No effect but on engine deepspeed zero 1. Cost model only (`train` refuses it).
+                     (buffered_reduce_fallback -> allreduce_bucket, rank None); from DeepSpeed PR 4695 (Dec 2023) on,
+                     contiguous gradients go through average_tensor -> allreduce_and_scatter, which under the default
+                     use_multi_rank_bucket_allreduce is one all_reduce per bucket, each owner keeping its slice (the
+                     current 0.19: DeepSpeed issues 5758 / 7059 log the all_reduce). Unset (None), the engine's
+                     default (`zero1_all_reduce_default`): on for engine deepspeed zero 1 -- what DeepSpeed runs, and
+                     `train` on DeepSpeed 0.19 --, off (no effect) elsewhere; a run of the short window between
+                     those paths says false. Cost model only.
 - pp_schedule:       "1f1b" (PipeDream-flush), "gpipe" (all forwards, then all backwards), or "interleaved"
                      (Narayanan et al. 2021, `virtual_stages` model chunks per device, virtual_stages >= 2);
                      gpipe and interleaved need pp >= 2 (refused at pp 1, where they would change nothing).
@@ -135,7 +140,8 @@ on older torch, is "foreach", named by the run);
 Megatron's `tp_comm_overlap` stays off, Megatron-LM's own argument default (NeMo 2 / Megatron-Bridge take it from
 each recipe: no default evidenced); `overlap_param_gather` follows `overlap_grad_comm` on engine megatron at zero >= 1
 (above), what the current NVIDIA stacks run -- Megatron-LM's bare --overlap-param-gather is off, so a run of it
-with --overlap-grad-reduce alone says overlap_param_gather false.
+with --overlap-grad-reduce alone says overlap_param_gather false; `zero1_all_reduce` is on for DeepSpeed ZeRO-1 (above),
+the gradient all-reduce DeepSpeed runs.
 """
 
 from __future__ import annotations
@@ -204,7 +210,7 @@ class Strategy:
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
     overlap_param_gather: bool | None = None  # None: the engine's default, param_gather_default (cost model only)
     tp_comm_overlap: bool = False  # cost model only
-    zero1_all_reduce: bool = False  # cost model only (see the module docstring)
+    zero1_all_reduce: bool | None = None  # None: the engine's default, zero1_all_reduce_default (cost model only)
     kernels: str = "engine"  # element-wise kernels fused / eager; engine: software_defaults (module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
@@ -217,6 +223,8 @@ class Strategy:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
             object.__setattr__(self, "overlap_param_gather",
                                param_gather_default(self.engine, self.zero, self.overlap_grad_comm))
+        if self.zero1_all_reduce is None:
+            object.__setattr__(self, "zero1_all_reduce", zero1_all_reduce_default(self.engine, self.zero))
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
@@ -350,8 +358,8 @@ class Strategy:
             parts.append("ovl-param-gather" if self.overlap_param_gather else "no-ovl-param-gather")
         if self.tp_comm_overlap and self.tp > 1:
             parts.append("tp-comm-overlap")
-        if self.zero1_all_reduce and (self.engine, self.zero) == ("deepspeed", 1):
-            parts.append("z1-all-reduce")
+        if (self.engine, self.zero) == ("deepspeed", 1) and not self.zero1_all_reduce:
+            parts.append("z1-reduce")  # away from DeepSpeed's default all-reduce (zero1_all_reduce_default)
         if self.pp > 1 and self.pp_schedule != "1f1b":
             parts.append("gpipe" if self.pp_schedule == "gpipe" else f"interleaved-v{self.virtual_stages}")
         if self.stage_layers:
@@ -429,6 +437,14 @@ def param_gather_default(engine: str, zero, overlap_grad_comm) -> bool:
     the distributed optimizer, as NeMo 2's MegatronCommOverlapCallback did and NeMo 1.x's distributed_fused_adam
     (apex overlap_param_sync, on by default from NeMo PR 5684, Dec 2022); off otherwise."""
     return engine == "megatron" and zero in (1, 2) and overlap_grad_comm is True
+
+
+def zero1_all_reduce_default(engine: str, zero) -> bool:
+    """`zero1_all_reduce` left unset (module docstring): on for engine deepspeed zero 1, whose gradient path is an
+    all-reduce per bucket in every release but a short window (<= 0.12: contiguous_gradients forced off at stage 1;
+    from PR 4695 on: allreduce_and_scatter under the default use_multi_rank_bucket_allreduce); off elsewhere, where
+    it has no effect."""
+    return engine == "deepspeed" and zero == 1
 
 
 def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: bool = False) -> dict[str, str]:
