@@ -11,7 +11,6 @@ stage its own slot (_pipeline_times), so both paths give the same step on one de
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 from scalestudy.costmodel.breakdown import Estimate
@@ -19,7 +18,7 @@ from scalestudy.costmodel.comm import links, spans_nodes
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import stage_in_flight
+from scalestudy.costmodel.memory import rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
@@ -36,6 +35,19 @@ from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
              options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
+    return _estimate(model, cluster, strategy, workload, options, calibration, False)
+
+
+def estimate_if_fits(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
+                     options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate | None:
+    """`estimate`, or None where its memory certainly does not fit (one device type: the memory, priced first, is
+    what `estimate` prices, so `estimate(...).fits` is False exactly then; the time terms are not priced). The
+    planner's estimator: a strategy that does not fit is only counted."""
+    return _estimate(model, cluster, strategy, workload, options, calibration, True)
+
+
+def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options: CostOptions,
+              calibration: Calibration | None, only_fitting: bool) -> Estimate | None:
     strategy = resolve_software(strategy, model)  # "engine" kernels / a HF T5's loss: the software assumed
     if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest
         return estimate_stages(model, cluster, strategy, workload, options, calibration)
@@ -57,6 +69,11 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     ct = shape.compute
     capacity = dev.memory_bytes / cluster.gpus_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
     host_capacity = dev.host_memory_bytes / cluster.gpus_per_node
+    mem = None
+    if only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
+        mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options)
+        if not (mem.total <= capacity and mem.host_bytes <= host_capacity):
+            return None
 
     # the slowest stage (the busiest one's blocks, or the last one's with the LM head) sets the steady state
     shares = _stage_shares(model, split, s, t)
@@ -69,7 +86,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
     cfg = setting(model, cluster, st, layout, s, t, cal, options)
     blocks = _stage_blocks_s(model, st, dev, ct, tp, split, shares)
-    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked)
+    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked, mem)
     mem = stage.memory
     fits = mem.total <= capacity and mem.host_bytes <= host_capacity
 
@@ -80,14 +97,19 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workloa
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq
     hw_f = workload.global_batch * shape.hardware_flops_per_seq
-    return Estimate(
-        model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
-        params_total=shape.params_total, params_per_device=shape.psi, memory=mem, capacity_bytes=capacity,
-        host_capacity_bytes=host_capacity, fits=fits, compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=tp_s,
-        pp_comm_s=pp_s, dp_comm_s=dp_s, dp_comm_total_s=dp_total, optimizer_s=opt_s, offload_s=offload_s,
-        framework_s=framework_s, step_s=step, model_flops=model_f, hardware_flops=hw_f,
-        tokens_per_step=workload.global_batch * (s + t), peak_flops=peak,
-    )
+    # positional (a third of the keyword call's time, plan's hot path): the order of _ESTIMATE_FIELDS, checked below
+    return Estimate(model, cluster, st, workload, options, layout, t, shape.params_total, shape.psi, mem, capacity,
+                    host_capacity, fits, compute_s, bubble_s, tp_s, pp_s, dp_s, dp_total, opt_s, offload_s,
+                    framework_s, step, model_f, hw_f, workload.global_batch * (s + t), peak)
+
+
+# Estimate's fields in the order _estimate passes them
+_ESTIMATE_FIELDS = ("model", "cluster", "strategy", "workload", "options", "layout", "target_len", "params_total",
+                    "params_per_device", "memory", "capacity_bytes", "host_capacity_bytes", "fits", "compute_s",
+                    "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "dp_comm_total_s", "optimizer_s", "offload_s",
+                    "framework_s", "step_s", "model_flops", "hardware_flops", "tokens_per_step", "peak_flops")
+if tuple(Estimate.__dataclass_fields__)[:len(_ESTIMATE_FIELDS)] != _ESTIMATE_FIELDS:  # pragma: no cover
+    raise ImportError("costmodel.estimate passes Estimate's fields by position: update _ESTIMATE_FIELDS and the call")
 
 
 def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout, stage: StageTerms, hybrid,
@@ -116,8 +138,23 @@ def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout
     return hybrid.compute_s, hybrid.tp_s, hybrid.pp_s, hybrid.bubble_s, stage.framework_s + hybrid.framework_s
 
 
-@lru_cache(maxsize=4096)
+_SHARES: dict[tuple, tuple] = {}
+
+
 def _stage_shares(model: ModelSpec, split: tuple[int, ...], seq_len: int, target_len: int) -> tuple[float, ...]:
+    """_stage_shares_of, memoised by the model's identity (hashing a ModelSpec is most of a hit's time)."""
+    key = (id(model), split, seq_len, target_len)
+    hit = _SHARES.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_SHARES) > 4096:
+        _SHARES.clear()
+    shares = _stage_shares_of(model, split, seq_len, target_len)
+    _SHARES[key] = (model, shares)
+    return shares
+
+
+def _stage_shares_of(model: ModelSpec, split: tuple[int, ...], seq_len: int, target_len: int) -> tuple[float, ...]:
     """Each pipeline stage's share of the blocks' work: its share of the layers, or for an encoder-decoder split
     over stages its share of the blocks' forward FLOPs (an encoder block runs over seq_len, a decoder block over
     target_len with cross-attention: by layer count a T5 encoder stage was priced at the average block; the

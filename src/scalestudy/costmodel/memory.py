@@ -43,9 +43,10 @@ STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
 ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Memory:
-    """Bytes per device (and per rank on the host), by term."""
+    """Bytes per device (and per rank on the host), by term. Not frozen (no code changes one): a frozen dataclass's
+    __init__ sets each field through object.__setattr__, ~5x the time, and plan builds one per strategy."""
 
     params: float
     grads: float

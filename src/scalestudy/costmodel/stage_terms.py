@@ -75,11 +75,13 @@ class StageTerms(NamedTuple):
 
 
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
-                blocks_s: float, shape: _Shape, zero3_tensors: int, sublayers: float | None) -> StageTerms:
+                blocks_s: float, shape: _Shape, zero3_tensors: int, sublayers: float | None,
+                mem: Memory | None = None) -> StageTerms:
     """The terms of one stage on `dev` (links of `cluster`) holding `share` of the blocks' FLOPs, whose blocks take
     `blocks_s` per micro-batch, with `shape.psi` parameters and `shape.activations` bytes of activations.
     `zero3_tensors`: tensors its ZeRO-3 gathers fetch (CPU optimizer rates); `sublayers`: sublayers whose engine
-    hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend)."""
+    hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend); `mem`: its memory (rank_memory),
+    when the caller priced it already."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     tp, pp = lay.tp, lay.pp
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
@@ -101,7 +103,8 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
                                          cluster.gpus_per_node, zero3_tensors, bwd)
     opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, shape.psi)
-    mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
+    if mem is None:
+        mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
     return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
                       mem)
 

@@ -35,6 +35,14 @@ def default_estimator() -> Estimator:
     return estimate
 
 
+def _default_estimate() -> Estimator | None:
+    """costmodel.estimate.estimate where it is imported already (an estimator of the caller's is something else)."""
+    import sys
+
+    module = sys.modules.get("scalestudy.costmodel.estimate")
+    return module.estimate if module is not None else None
+
+
 @dataclass
 class Candidate:
     """A feasible strategy and its estimate (an `Estimate`: .fits .step_s .tokens_per_s .mfu .per_device_bytes)."""
@@ -168,6 +176,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     # a cluster mixing devices: pipeline layers split by each stage's device speed and memory (plan/partition.py)
     split_stages = cluster.heterogeneous and not constraints.stage_layers
     clusters = {}
+    device_bytes, tokens = cluster.device.memory_bytes, workload.train_tokens
+    if estimator is _default_estimate():  # the same numbers; a strategy that does not fit is not priced further
+        from scalestudy.costmodel.estimate import estimate_if_fits as estimator
     for group in enumerate_groups(model, cluster, workload, constraints, stats):
         first = group[0]
         s = first.strategy
@@ -186,10 +197,10 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
                 continue
             estimated += 1
-            if est.fits:
+            if est is not None and est.fits:  # None: estimate_if_fits's "does not fit"
                 # Capacity per device as the estimate counts it (on a CPU node the ranks share the host's memory).
-                capacity = getattr(est, "capacity_bytes", cluster.device.memory_bytes)
-                feasible.append(Candidate(point, est, capacity, workload.train_tokens))
+                capacity = getattr(est, "capacity_bytes", device_bytes)
+                feasible.append(Candidate(point, est, capacity, tokens))
                 continue
             if prune:
                 pruned += len(group) - i - 1
