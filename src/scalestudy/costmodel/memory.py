@@ -406,6 +406,25 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                 options: CostOptions) -> Memory:
     """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of
     activations: its model states (sharded over `dp`, or offloaded), the engine's buffers and the process overhead."""
+    w, g, o, host, nvme, buf, step, overhead = _rank_states(model, st, psi, dp, tp, device, options)
+    transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
+    return Memory(w, g, o, activations, buf, overhead, host, nvme, transient)
+
+
+_RANK_STATES: dict[tuple, tuple] = {}
+
+
+def _rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions) -> tuple:
+    """(weights, grads, optimizer, host, nvme, buffers, step temporaries, overhead) bytes of rank_memory -- what
+    does not depend on the activations -- memoised by every argument its functions take (the model, device and
+    options by identity, guarded by the stored references): a plan's micro-batches of one strategy share them."""
+    key = (id(model), id(device), id(options), psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer,
+           st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm, st.optimizer_loop, st.pp)
+    hit = _RANK_STATES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options:
+        return hit[3]
+    if len(_RANK_STATES) > 100_000:
+        _RANK_STATES.clear()
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, st.precision, st.offload_optimizer,
                                        st.offload_params, st.grad_reduce, st.optimizer_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
@@ -414,8 +433,9 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach
                              st.optimizer_loop, st.pp)
-    transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
-    return Memory(w, g, o, activations, buf, overhead_bytes(device), host, nvme, transient)
+    states = (w, g, o, host, nvme, buf, step, overhead_bytes(device))
+    _RANK_STATES[key] = (model, device, options, states)
+    return states
 
 
 def peak_transient(backward_peak: float, step_peak: float) -> float:

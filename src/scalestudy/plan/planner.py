@@ -248,17 +248,36 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
             raise ScalestudyError(f"no strategy reaches {min_throughput:,.0f} tokens/s (best {best:,.0f} tokens/s)")
         feasible = reach
     ranked = sorted(feasible, key=key)
-    unique, seen = [], set()
-    for c in ranked:
-        sig = _signature(c)
-        if sig not in seen:
-            seen.add(sig)
-            unique.append(c)
-    return PlanResult(candidates=unique, pareto=pareto_front(unique, presorted=objective == "throughput"),
+    unique = _deduplicated(ranked)
+    return PlanResult(candidates=unique,
+                      pareto=pareto_front(unique, presorted=objective == "throughput"),
                       objective=objective,
                       evaluated=counters["evaluated"], estimated=counters["estimated"], pruned=counters["pruned"],
                       feasible=counters["feasible"], duplicates=len(ranked) - len(unique),
                       elapsed_s=time.perf_counter() - start, workload=workload, skipped=counters["skipped"])
+
+
+def _deduplicated(ranked: list[Candidate]) -> list[Candidate]:
+    """`ranked` without a candidate whose _signature an earlier one has. The signature's rounded step time (round()
+    of a float: its correctly rounded decimal digits, the costliest part) is computed only for candidates whose other
+    fields an earlier one shares: the same kept list as comparing every full signature."""
+    unique, steps = [], {}
+    for c in ranked:
+        point = c.point
+        s = point.strategy
+        rest = (point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, int(c.per_device_bytes))
+        kept = steps.get(rest)
+        if kept is None:
+            steps[rest] = [c]  # rounded steps of the kept candidates with these fields, computed when needed
+            unique.append(c)
+            continue
+        if kept and isinstance(kept[0], Candidate):
+            kept[0] = round(kept[0].estimate.step_s, 12)
+        step = round(c.estimate.step_s, 12)
+        if step not in kept:
+            kept.append(step)
+            unique.append(c)
+    return unique
 
 
 def default_precision(device) -> str:
