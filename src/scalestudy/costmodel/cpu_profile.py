@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -39,7 +40,8 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 12  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
+PROFILE_FORMAT = 13  # 3: tensor/pipeline-parallel overheads;
+#                    5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
 #                    6: + copy bandwidth vs buffer size and the optimizer step vs parameters and tensors (microbench.py);
 #                    7: + gloo collective ratios by message size (calibrate.collective_ratio_curves);
 #                    8: + copies into fresh buffers vs size, gloo collectives at 64 and 128 MB (microbench.py)
@@ -50,6 +52,8 @@ PROFILE_FORMAT = 12  # 3: tensor/pipeline-parallel overheads; 5: + a DTensor col
 #                       (specs/strategy.software_defaults), as plan prices train's runs (specs/run.as_trained)
 #                   12: train's FSDP reduce-scatters every micro-batch, pipelined too (settings gradient_sync): its
 #                       "fsdp-<zero>@multi" overheads were measured with the reduce-scatter in the last one only
+#                   13: timings less the run-queue wait other processes caused (engine/cpu_wait.py), the best of
+#                       interleaved repeats, the profile's quality in its note (ProfileQuality)
 
 
 def machine_key() -> str:
@@ -164,24 +168,108 @@ def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, f
     return fit.scale, fit.step_s, fit.microstep_s, fit.layer_s
 
 
-def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
-    """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure."""
-    from scalestudy.op_locks import clear_stale_locks, lock_hint
+# A profile is "measured under load" when other processes held the CPU for more than NOISY_WAIT of its timed runs
+# (the timings leave that out, engine/cpu_wait.py, but not what the same load does through shared caches and
+# memory, nor all of it between synchronised ranks), or when its plain steps' best two rounds still disagreed by more
+# than NOISY_SPREAD after the extra rounds (engine/cpu_profile.py MAX_ROUNDS).
+NOISY_WAIT, NOISY_SPREAD = 0.25, 0.08
+_QUALITY = re.compile(r"quality: waited ([0-9.]+|inf), spread ([0-9.]+|inf), rounds (\d+), attempt (\d+)")
 
-    ops = ("deepspeed_shm_comm",)  # the profile times DeepSpeed on CPU without offload: shm_comm only
-    clear_stale_locks(ops)  # torch would wait on a stale build lock until the timeout below
-    if log:
-        log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+
+@dataclass(frozen=True)
+class ProfileQuality:
+    """How quiet the machine was while the profile was measured (engine/cpu_profile.measure writes it into the
+    profile's note): the share of its timed wall time other processes held the CPU (`waited`), the plain steps'
+    disagreement between their two best rounds (`spread`), how many rounds were run, which measurement it was."""
+
+    waited: float
+    spread: float
+    rounds: int
+    attempt: int = 1
+
+    def text(self) -> str:
+        return (f"quality: waited {self.waited:.3f}, spread {self.spread:.3f}, rounds {self.rounds}, "
+                f"attempt {self.attempt}")
+
+    @classmethod
+    def parse(cls, text: str) -> ProfileQuality | None:
+        m = _QUALITY.search(text)
+        return m and cls(float(m[1]), float(m[2]), int(m[3]), int(m[4]))
+
+    def noise(self) -> float:
+        """> 1: measured under load (the larger, the worse)."""
+        return max(self.waited / NOISY_WAIT, self.spread / NOISY_SPREAD)
+
+    def why(self) -> str:
+        return (f"other processes held the CPU {self.waited:.0%} of its timed runs (noisy above {NOISY_WAIT:.0%}), "
+                f"its best repeats {self.spread:.0%} apart (above {NOISY_SPREAD:.0%})")
+
+
+def profile_quality(path: Path) -> ProfileQuality | None:
+    """The quality line of a cached profile's note (None: none there, e.g. written by hand)."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path)],
-                              env=env, capture_output=True, text=True, timeout=timeout_s)
+        with open(path, encoding="utf-8") as fh:
+            head = fh.readline()
+    except OSError:
+        return None
+    return ProfileQuality.parse(head) if head.startswith("#") else None
+
+
+def _run_profile(path: Path, attempt: int, timeout_s: float, ops) -> None:
+    from scalestudy.op_locks import lock_hint
+
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    cmd = [sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path), "--attempt", str(attempt)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise ScalestudyError(f"CPU profile measurement timed out after {timeout_s:.0f} s{lock_hint(ops)}") from None
     if proc.returncode != 0 or not path.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ScalestudyError(f"CPU profile measurement failed (exit {proc.returncode}): {tail[0]}")
+
+
+def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
+    """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure. A
+    profile measured under load (`ProfileQuality.noise` > 1) is measured once more, beside it, and the quieter of
+    the two kept: `path` only ever holds a whole profile (both are written to a temporary file and renamed)."""
+    from scalestudy.op_locks import clear_stale_locks
+
+    ops = ("deepspeed_shm_comm",)  # the profile times DeepSpeed on CPU without offload: shm_comm only
+    clear_stale_locks(ops)  # torch would wait on a stale build lock until the timeout below
+    if log:
+        log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
+    _run_profile(path, 1, timeout_s, ops)
+    first = profile_quality(path)
+    if first is None or first.noise() <= 1.0:
+        return path
+    if log:
+        log(f"the CPU profile was measured under load ({first.why()}): measuring once more...")
+    again = path.with_name(f"{path.stem}.attempt2-{os.getpid()}.yaml")
+    try:
+        _run_profile(again, 2, timeout_s, ops)
+        second = profile_quality(again)
+        if second is not None and second.noise() < first.noise():
+            os.replace(again, path)
+    except ScalestudyError as exc:  # the first profile stands
+        if log:
+            log(f"second CPU profile measurement failed, the first is kept: {exc}")
+    finally:
+        again.unlink(missing_ok=True)
     return path
+
+
+_WARNED: set = set()
+
+
+def warn_if_noisy(path: Path, log) -> None:
+    """One line per process when the cached profile was measured under load: its predictions may be slow."""
+    quality = profile_quality(path)
+    if log is None or quality is None or quality.noise() <= 1.0 or path in _WARNED:
+        return
+    _WARNED.add(path)
+    log(f"note: this machine's CPU profile was measured under load ({quality.why()}); predictions may be off. "
+        f"Delete {path} to measure it again when the machine is quieter.")
 
 
 def local_cpu_profile(*, measure: bool = True, log=None) -> DeviceSpec | None:
@@ -198,6 +286,7 @@ def local_cpu_profile(*, measure: bool = True, log=None) -> DeviceSpec | None:
 
         check_output_file(path, "SCALESTUDY_CACHE_DIR: the CPU profile")  # not a refusal after a 2-minute measurement
         measure_profile(path, log=log)
+    warn_if_noisy(path, log)
     return load_profile(path)
 
 

@@ -40,17 +40,23 @@ from pathlib import Path
 import torch
 
 from scalestudy.costmodel.cpu_engine import PER_STEP
+from scalestudy.engine.cpu_wait import Meter, clock, peer_wait, wait_s
 from scalestudy.engine.op_builds import extensions_dir, pin_ninja
 from scalestudy.engine.single_rank import init_single_rank_group
 
 # (layers per stack, micro-batch, accumulation): enough spread to separate compute from the three overhead terms
 CONFIGS = ((1, 1, 1), (3, 1, 1), (1, 4, 1), (1, 8, 1), (1, 1, 2), (2, 2, 1), (3, 4, 2))
 SEQ_LEN, TARGET_LEN = 64, 16
+# Rounds of the plain steps: three, and more (up to MAX_ROUNDS) while each config's two best disagree by more than
+# AGREE (median over the configs): the best is then not yet a quiet machine's.
+ROUNDS, MAX_ROUNDS, AGREE = 3, 6, 0.05
 
 
-def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int = 2, phases: bool = False):
+def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int = 2, phases: bool = False,
+               meter: Meter | None = None):
     """Median seconds of one optimizer step (accum micro-batches of random tokens) of plain PyTorch training; with
-    `phases`, (median s of one micro-batch's forward + backward, median s of the clip + optimizer step)."""
+    `phases`, (median s of one micro-batch's forward + backward, median s of the clip + optimizer step). Seconds on
+    `cpu_wait.clock`: what other processes took of the wall time is not counted (and is added to `meter`)."""
     from scalestudy.engine.hf_model import build_hf_model
 
     torch.manual_seed(0)
@@ -61,40 +67,50 @@ def time_steps(spec, micro_batch: int, accum: int, steps: int = 8, warmup: int =
     labels = torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))
     times, passes, updates = [], [], []
     for i in range(warmup + steps):
-        t0 = time.perf_counter()
+        w0, t0 = time.perf_counter(), clock()
         for _ in range(accum):
             loss = model(input_ids=ids, labels=labels).loss / accum
             loss.backward()
-        t1 = time.perf_counter()
+        t1 = clock()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i >= warmup:
-            t2 = time.perf_counter()
+            t2, wall = clock(), time.perf_counter() - w0
             times.append(t2 - t0)
             passes.append(t1 - t0)
             updates.append(t2 - t1)
+            if meter is not None:
+                meter.add(wall, wall - (t2 - t0))
     if phases:  # plain PyTorch's micro-batches are all alike: one is the passes / accum
         return statistics.median(passes) / accum, statistics.median(updates)
     return statistics.median(times)
 
 
-def _medians(runs: list[tuple]) -> tuple:
-    return tuple(statistics.median(r[k] for r in runs) for k in range(len(runs[0])))
+def _best(runs: list[tuple]) -> tuple:
+    """Each component's best (smallest) over repeats: load from other processes only ever adds time, and what the
+    run queue does not show of it (their traffic through shared caches and memory) moves some repeats, not all."""
+    return tuple(min(r[k] for r in runs) for k in range(len(runs[0])))
+
+
+def spread(runs: list[float]) -> float:
+    """Largest over smallest of repeated timings, less 1: how far the repeats disagree."""
+    return max(runs) / min(runs) - 1.0 if runs and min(runs) > 0 else 0.0
 
 
 ENGINES = (("deepspeed", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp", 2), ("fsdp", 3),
            ("ddp", 0), ("ddp", 1))
 
 
-def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2
-                ) -> tuple[float, float, float]:
+def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, steps: int = 6, warmup: int = 2,
+                meter: Meter | None = None) -> tuple[float, float, float]:
     """Median seconds of (one micro-batch's forward + backward that is not the step's last, the last one, the
     optimizer_step + the trainer's per-step statistics all-gather) of t5-tiny through scalestudy's backend for
     (engine, zero) on this process's ranks (its micro_step calls, as forward_backward makes them). What differs
     between the last micro-batch and the others (the gradient reduction at the accumulation boundary: DDP's
     all-reduce outside no_sync, DeepSpeed's boundary reduce, FSDP's reduce-scatter) and the step are done once per
-    optimizer step; the rest once per micro-batch."""
+    optimizer step; the rest once per micro-batch. Seconds less the run-queue wait of the step's most-preempted rank
+    (`cpu_wait.peer_wait`; added to `meter`)."""
     import torch.distributed as dist
 
     from scalestudy.engine.backends import make_backend
@@ -116,26 +132,32 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
     inputs = {"input_ids": torch.randint(0, spec.vocab_size, (micro_batch, SEQ_LEN)),
               "labels": torch.randint(0, spec.vocab_size, (micro_batch, TARGET_LEN))}
     stats = torch.zeros(6, dtype=torch.float64)
-    inner, last, updates = [], [], []
+    walls, waits = [], []  # per timed step: (inner, last, update) wall seconds and run-queue seconds
     try:
         for i in range(warmup + steps):
-            marks = [time.perf_counter()]
+            marks = [(time.perf_counter(), wait_s())]
             for k in range(accum):
                 backend.micro_step(dict(inputs), last=k == accum - 1)
-                marks.append(time.perf_counter())
+                marks.append((time.perf_counter(), wait_s()))
             backend.optimizer_step()
             dist.all_gather([torch.empty_like(stats) for _ in range(world)], stats)  # the trainer's gather_stats
+            marks.append((time.perf_counter(), wait_s()))
             if i >= warmup:
-                inner.append((marks[-2] - marks[0]) / max(1, accum - 1))
-                last.append(marks[-1] - marks[-2])
-                updates.append(time.perf_counter() - marks[-1])
+                spans = ((marks[0], marks[-3]), (marks[-3], marks[-2]), (marks[-2], marks[-1]))
+                walls += [b[0] - a[0] for a, b in spans]
+                waits += [b[1] - a[1] for a, b in spans]
     finally:
         backend.close()
         tmp.cleanup()
-    return statistics.median(inner), statistics.median(last), statistics.median(updates)
+    waits = peer_wait(waits)  # a rank blocked in a collective on a preempted peer lost that peer's wait too
+    if meter is not None:
+        meter.add(sum(walls), sum(waits))
+    net = [max(0.0, w - q) for w, q in zip(walls, waits)]
+    inner = [x / max(1, accum - 1) for x in net[0::3]]
+    return statistics.median(inner), statistics.median(net[1::3]), statistics.median(net[2::3])
 
 
-def engine_overheads(log=print) -> dict[str, float]:
+def engine_overheads(log=print, meter: Meter | None = None) -> dict[str, float]:
     """{"deepspeed-3": seconds per sublayer per micro-batch above plain PyTorch, "deepspeed-3/step": seconds per
     sublayer per optimizer step above plain PyTorch, ...} for the t5-tiny shape, from the same timed steps: a
     micro-batch that is not the last against plain PyTorch's; the last one's extra and the step against plain
@@ -147,39 +169,46 @@ def engine_overheads(log=print) -> dict[str, float]:
     micro_batch, accum = 2, 2
     out = {}
     for engine, zero in ENGINES:
-        # plain PyTorch right beside the engine, three times each, the median of each: the same machine load for
-        # both, and a load burst during one timing does not become an engine cost
-        plain_micro, plain_update = _medians([time_steps(spec, micro_batch, accum, phases=True) for _ in range(3)])
+        # plain PyTorch right beside the engine, alternating, three times each, the best of each: the same machine
+        # load for both, and a load burst during one timing does not become an engine cost
+        plain, timed = [], []
         try:
-            micro, last, update = _medians([time_engine(engine, zero, micro_batch, accum) for _ in range(3)])
+            for _ in range(3):
+                plain.append(time_steps(spec, micro_batch, accum, phases=True, meter=meter))
+                timed.append(time_engine(engine, zero, micro_batch, accum, meter=meter))
         except Exception as exc:  # noqa: BLE001 - an engine that cannot run here keeps no overhead term
             log(f"engine {engine}-{zero} not timed: {type(exc).__name__}: {exc}")
             continue
+        (plain_micro, plain_update), (micro, last, update) = _best(plain), _best(timed)
         out[f"{engine}-{zero}"] = max(0.0, micro - plain_micro) / sublayers
         out[f"{engine}-{zero}{PER_STEP}"] = max(0.0, last - micro + update - plain_update) / sublayers
     return out
 
 
 def multi_rank_engine_times(output: Path) -> None:
-    """Under torchrun: every rank times every engine (3 times, the median); rank 0 writes {"deepspeed-3": s, ...}."""
+    """Under torchrun: every rank times every engine (3 times, the best); rank 0 writes {"deepspeed-3": s, ...,
+    "_wait": [wall s, run-queue s] of the timed steps}."""
     import json
 
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     out = {}
+    meter = Meter()
     for engine, zero in ENGINES:
         try:
-            out[f"{engine}-{zero}"] = _medians([time_engine(engine, zero) for _ in range(3)])
+            out[f"{engine}-{zero}"] = _best([time_engine(engine, zero, meter=meter) for _ in range(3)])
         except Exception:  # noqa: BLE001 - an engine that cannot run here keeps no multi-rank term
             continue
+    out["_wait"] = [meter.wall, meter.waited]
     if dist.get_rank() == 0:
         output.write_text(json.dumps(out), encoding="utf-8")
     dist.barrier()
     dist.destroy_process_group()
 
 
-def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[str, float]:
+def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0, meter: Meter | None = None
+                         ) -> dict[str, float]:
     """{"deepspeed-3@multi": s per sublayer per micro-batch, "deepspeed-3@multi/step": s per sublayer per optimizer
     step, ...}: what `nproc` ranks on this machine cost beyond the cost model's prediction with the one-rank profile
     (gloo collectives of the engine's many small buckets, ranks sharing the cores), timed with torchrun, the same
@@ -203,6 +232,9 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0) -> dict[s
         if proc.returncode != 0 or not path.is_file():
             return {}
         measured = json.loads(path.read_text(encoding="utf-8"))
+    wall, waited = measured.pop("_wait", (0.0, 0.0))
+    if meter is not None:
+        meter.add(wall, waited)
     spec = get_model("t5-tiny")
     sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
     micro_batch = 2
@@ -239,9 +271,17 @@ class Phases:
         return ", ".join(f"{name} {s:.0f} s" for name, s in self.seconds.items())
 
 
-def measure(output: Path, nproc: int = 2) -> Path:
+def agreement(rounds: list[list[float]]) -> float:
+    """Median over configs of (second-best / best - 1) of a config's rounds: how far the best round may still hold
+    load (inf with fewer than 2 rounds)."""
+    if len(rounds) < 2:
+        return float("inf")
+    return statistics.median(spread(sorted(r[k] for r in rounds)[:2]) for k in range(len(rounds[0])))
+
+
+def measure(output: Path, nproc: int = 2, attempt: int = 1) -> Path:
     from scalestudy.costmodel.calibrate import profile_from_microbench, save_profile
-    from scalestudy.costmodel.cpu_profile import fit_overhead_terms
+    from scalestudy.costmodel.cpu_profile import ProfileQuality, fit_overhead_terms
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.engine.microbench import launch
     from scalestudy.engine.parallel_profile import multi_rank_parallel, parallel_overheads
@@ -252,20 +292,25 @@ def measure(output: Path, nproc: int = 2) -> Path:
     t0 = time.perf_counter()
     load = os.getloadavg()[0]
     phases = Phases()
+    bench, one, many = Meter(), Meter(), Meter()  # run-queue share of the micro-benchmarks, 1-rank, n-rank timings
     with tempfile.TemporaryDirectory() as tmp, phases("micro-benchmarks"):
         meas = launch(str(Path(tmp) / "microbench.json"), nproc, quick=True)
+    bench.add(*meas.get("wait", (0.0, 0.0)))
     device = profile_from_microbench(meas, get_device("local-cpu"), "local-cpu")
     base = get_model("t5-tiny")
     points = []
     specs = {layers: replace(base, name=f"t5-tiny-{layers}", num_layers=layers, num_decoder_layers=layers)
              for layers, _, _ in CONFIGS}
-    # three rounds, interleaved, the median of each config's medians (trials report their median step too): a
-    # burst of load from other processes during one round does not end up in the fit
+    # rounds, interleaved, the best of each config's medians (trials report their median step): what other
+    # processes took from a round through the run queue is not counted (cpu_wait.py), and one whose traffic slowed
+    # it some other way does not end up in the fit; more rounds while the two best disagree
     with phases("plain steps"):
-        rounds = [[time_steps(specs[layers], mb, accum) for layers, mb, accum in CONFIGS] for _ in range(3)]
+        rounds = []
+        while len(rounds) < ROUNDS or (len(rounds) < MAX_ROUNDS and agreement(rounds) > AGREE):
+            rounds.append([time_steps(specs[layers], mb, accum, meter=one) for layers, mb, accum in CONFIGS])
     for k, (layers, mb, accum) in enumerate(CONFIGS):
         spec = specs[layers]
-        measured = statistics.median(r[k] for r in rounds)
+        measured = min(r[k] for r in rounds)
         est = estimate(spec, ClusterSpec(device=device, nodes=1, gpus_per_node=1), Strategy(engine="ddp",
                        precision="fp32", micro_batch=mb), Workload(mb * accum, SEQ_LEN, TARGET_LEN))
         sublayers = 2 * layers + 3 * layers
@@ -276,22 +321,29 @@ def measure(output: Path, nproc: int = 2) -> Path:
     device = replace(device, matmul_efficiency=[[n, f / scale] for n, f in device.matmul_efficiency],
                      hbm_bytes_per_s=device.hbm_bytes_per_s / scale)
     with phases("engines on 1 rank"):
-        engines = engine_overheads()
+        engines = engine_overheads(meter=one)
     with phases("tp/pp on 1 rank"):
         engines.update(parallel_overheads())  # tensor/pipeline parallelism's own framework time (parallel_profile.py)
     device = replace(device, layer_overhead_s=layer, microstep_overhead_s=micro, step_overhead_s=step,
                      engine_overhead_s=engines)
     if nproc > 1:
         with phases(f"engines on {nproc} ranks"):
-            engines = {**engines, **multi_rank_overheads(device, nproc)}
+            engines = {**engines, **multi_rank_overheads(device, nproc, meter=many)}
         with phases(f"tp collective on {nproc} ranks"):
             engines.update(multi_rank_parallel(device, nproc))
     device = replace(device, engine_overhead_s=engines,
                      source=device.source + f"; framework overheads fitted on {len(points)} timed plain-PyTorch T5 "
                                             f"steps: {fit.note()}")
+    total = Meter()
+    for m in (bench, one, many):
+        total.add(m.wall, m.waited)
+    quality = ProfileQuality(waited=total.share(), spread=agreement(rounds), rounds=len(rounds), attempt=attempt)
     note = (f"per-machine CPU profile (scalestudy.engine.cpu_profile, {time.perf_counter() - t0:.0f} s: {phases}; "
-            f"load average {load:.1f} at the start); overhead split: {fit.split}; measured steps s: "
-            + ", ".join(f"L{c[0]} mb{c[1]} acc{c[2]} {p[3]:.4f}" for c, p in zip(CONFIGS, points)))
+            f"load average {load:.1f} at the start; other processes held the CPU {bench.share():.0%} of the "
+            f"micro-benchmarks' timed runs, {one.share():.0%} of the 1-rank and {many.share():.0%} of the "
+            f"{nproc}-rank steps, not counted); overhead split: {fit.split}; measured steps s: "
+            + ", ".join(f"L{c[0]} mb{c[1]} acc{c[2]} {p[3]:.4f}" for c, p in zip(CONFIGS, points))
+            + f"; {quality.text()}")
     return save_profile(device, output, note)
 
 
@@ -311,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--attempt", type=int, default=1, help="(internal) which measurement of this machine")
     parser.add_argument("--engine-times", type=Path, help="(internal, under torchrun) time the engines on every rank")
     args = parser.parse_args(argv)
     trial_op_environment()
@@ -320,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.output:
         parser.error("--output is required")
-    print(measure(args.output, args.nproc))
+    print(measure(args.output, args.nproc, args.attempt))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from scalestudy.engine.cpu_wait import Meter, peer_wait, wait_s
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -35,22 +37,34 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device: torch.device, reps: int, min_s: float = 0.0) -> float:
-    """Median seconds of `fn()` over `reps` runs after one warm-up (repeats until `min_s` total when given)."""
+# Wall and run-queue seconds of this rank's CPU timings (cpu_wait.py), written into the results as "wait".
+WAIT = Meter()
+
+
+def timed(fn, device: torch.device, reps: int, min_s: float = 0.0, peers: bool = False) -> float:
+    """Median seconds of `fn()` over `reps` runs after one warm-up (repeats until `min_s` total when given). On CPU
+    each run's wall time less the seconds this process waited for a CPU (other processes' load, cpu_wait.py); with
+    `peers` (a collective), less the largest such wait over the ranks in that run."""
     fn()
     _sync(device)
-    times: list[float] = []
+    walls: list[float] = []
+    waits: list[float] = []
     total = 0.0
-    while len(times) < reps or total < min_s:
+    while len(walls) < reps or total < min_s:
+        q0 = wait_s()  # read outside the timed span (a /proc read per thread: tens of us)
         t0 = time.perf_counter()
         fn()
         _sync(device)
         dt = time.perf_counter() - t0
-        times.append(dt)
+        walls.append(dt)
+        waits.append(wait_s() - q0 if device.type == "cpu" else 0.0)
         total += dt
-        if len(times) >= 50:
+        if len(walls) >= 50:
             break
-    return statistics.median(times)
+    if peers and device.type == "cpu":  # every rank ran the same number of runs (reps, no min_s): gloo, CPU tensors
+        waits = peer_wait(waits)
+    WAIT.add(sum(walls), sum(waits))
+    return statistics.median(max(0.0, w - q) for w, q in zip(walls, waits))
 
 
 def bench_matmul(device: torch.device, sizes: list[int], dtype: str, budget_s: float) -> list[dict]:
@@ -147,7 +161,7 @@ def bench_collective(op: str, nbytes: int, world: int, device: torch.device, rep
         _sync(device)
 
     dist.barrier()
-    t = timed(step, device, reps=reps)
+    t = timed(step, device, reps=reps, peers=True)
     # Each rank's median; the slowest rank sets the collective's time.
     tt = torch.tensor([t], dtype=torch.float64)
     dist.all_reduce(tt, op=dist.ReduceOp.MAX)
@@ -189,6 +203,7 @@ def run(output: str, quick: bool) -> dict:
                 reps = 2 if nbytes >= 64 << 20 else 3 if nbytes >= 8 << 20 else 10
                 result["collectives"].append(bench_collective(op, nbytes, world, device, reps=reps))
     result["elapsed_s"] = time.perf_counter() - t0
+    result["wait"] = [WAIT.wall, WAIT.waited]  # what other processes took of the timed runs (rank 0's)
     if rank == 0:
         path = Path(output)
         path.parent.mkdir(parents=True, exist_ok=True)

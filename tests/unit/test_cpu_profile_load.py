@@ -1,0 +1,156 @@
+"""The CPU profile on a busy machine: timings less the run-queue wait other processes caused, the best of
+interleaved repeats, a profile measured under load measured once more and the quieter kept, a warning when the
+cached one was noisy (issue 11: the demo's error 4-12% quiet, 23-49% with other jobs beside the profile)."""
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from scalestudy.costmodel import cpu_profile
+from scalestudy.costmodel.calibrate import save_profile
+from scalestudy.costmodel.cpu_profile import ProfileQuality
+from scalestudy.engine import cpu_wait
+from scalestudy.specs.hardware import get_device
+
+HAS_SCHEDSTAT = Path(f"/proc/self/task/{os.getpid()}/schedstat").is_file()
+
+
+@pytest.mark.skipif(not HAS_SCHEDSTAT or not hasattr(os, "sched_setaffinity"), reason="Linux schedstat needed")
+def test_clock_leaves_out_the_time_another_process_held_our_cpu():
+    """A busy loop pinned to the same CPU as us takes about half the wall time of a fixed amount of work; the clock
+    counts what we ran (wall = running + waiting on the run queue for pure computation): the thread's CPU time."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    before = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.2)  # the hog is running
+        w0, c0, t0 = time.perf_counter(), cpu_wait.clock(), time.thread_time()
+        x = 0
+        while time.thread_time() - t0 < 0.3:  # 0.3 s of our own computation
+            x += 1
+        wall, clocked, ran = time.perf_counter() - w0, cpu_wait.clock() - c0, time.thread_time() - t0
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+    assert wall > 1.4 * ran  # the hog really took our CPU (about half of it)
+    assert clocked == pytest.approx(ran, rel=0.15, abs=0.02)
+
+
+def test_microbench_timings_leave_out_each_runs_wait(monkeypatch):
+    """microbench.timed: the median of (wall - run-queue wait) per run, not of the wall times."""
+    torch = pytest.importorskip("torch")
+    from scalestudy.engine import microbench
+
+    waits = iter([0.0, 0.0, 0.0, 0.05, 0.05, 0.10, 0.10, 0.15])  # (before, after) each run: runs 2-4 wait 50 ms
+    monkeypatch.setattr(microbench, "wait_s", lambda: next(waits))
+    walls = iter([0.0, 0.010, 1.0, 1.060, 2.0, 2.060, 3.0, 3.060])  # 10 ms alone, 60 ms when waiting 50 ms
+    monkeypatch.setattr(microbench, "time", SimpleNamespace(perf_counter=lambda: next(walls)))
+    assert microbench.timed(lambda: None, torch.device("cpu"), reps=4) == pytest.approx(0.010)
+
+
+def test_profile_takes_the_best_of_interleaved_repeats():
+    from scalestudy.engine import cpu_profile as measure
+
+    assert measure._best([(0.30, 0.05), (0.10, 0.07), (0.20, 0.02)]) == (0.10, 0.02)
+    # two rounds agree at the best: the best round is the quiet machine's; one more round when they do not
+    assert measure.agreement([[1.0, 2.0], [1.5, 2.02], [1.01, 3.0]]) == pytest.approx((0.01 + 0.01) / 2)
+    assert measure.agreement([[1.0]]) == float("inf")
+
+
+def test_engine_overheads_alternate_plain_and_engine_and_keep_the_best(monkeypatch):
+    """A load burst during one engine repeat (or one plain repeat) does not become an engine cost."""
+    from scalestudy.engine import cpu_profile as measure
+
+    monkeypatch.setattr(measure, "ENGINES", (("ddp", 1),))
+    order = []
+    plain = iter([(0.10, 0.02), (0.30, 0.06), (0.10, 0.02)])
+    engine = iter([(0.33, 0.45, 0.15), (0.11, 0.15, 0.05), (0.11, 0.15, 0.05)])
+    monkeypatch.setattr(measure, "time_steps", lambda *a, **k: order.append("plain") or next(plain))
+    monkeypatch.setattr(measure, "time_engine", lambda *a, **k: order.append("engine") or next(engine))
+    out = measure.engine_overheads()
+    assert order == ["plain", "engine"] * 3
+    sublayers = 2 * 2 + 3 * 2  # t5-tiny
+    assert out["ddp-1"] == pytest.approx(0.01 / sublayers)
+    assert out["ddp-1/step"] == pytest.approx((0.15 - 0.11 + 0.05 - 0.02) / sublayers)
+
+
+def test_quality_line_round_trips_and_flags_load():
+    q = ProfileQuality(waited=0.12, spread=0.03, rounds=3)
+    assert ProfileQuality.parse("# per-machine ...; " + q.text()) == q
+    assert q.noise() < 1
+    assert ProfileQuality(0.40, 0.01, 3).noise() > 1  # others held the CPU 40% of the timed runs
+    assert ProfileQuality(0.05, 0.20, 6).noise() > 1  # the best repeats still 20% apart
+    assert ProfileQuality.parse("# an older profile") is None
+
+
+def _fake_profiles(monkeypatch, qualities):
+    """measure_profile's subprocess replaced: each call writes a profile whose note says the next quality."""
+    calls = []
+
+    def run(path, attempt, timeout_s, ops):
+        q = qualities[len(calls)]
+        calls.append((Path(path), attempt))
+        save_profile(replace(get_device("local-cpu"), step_overhead_s=0.01 * len(calls)), path,
+                     "per-machine CPU profile; " + replace(q, attempt=attempt).text())
+
+    monkeypatch.setattr(cpu_profile, "_run_profile", run)
+    monkeypatch.setattr("scalestudy.op_locks.clear_stale_locks", lambda ops: None)
+    return calls
+
+
+def test_a_quiet_profile_is_measured_once(tmp_path, monkeypatch):
+    calls = _fake_profiles(monkeypatch, [ProfileQuality(0.05, 0.02, 3)])
+    path = tmp_path / "p.yaml"
+    cpu_profile.measure_profile(path)
+    assert len(calls) == 1 and cpu_profile.profile_quality(path).attempt == 1
+
+
+@pytest.mark.parametrize("second, kept", [(ProfileQuality(0.06, 0.02, 3), 2), (ProfileQuality(0.60, 0.02, 3), 1)])
+def test_a_profile_measured_under_load_is_measured_again_and_the_quieter_kept(tmp_path, monkeypatch, second, kept):
+    calls = _fake_profiles(monkeypatch, [ProfileQuality(0.45, 0.02, 3), second])
+    path = tmp_path / "p.yaml"
+    logs = []
+    cpu_profile.measure_profile(path, log=logs.append)
+    assert [a for _, a in calls] == [1, 2] and calls[0][0] == path and calls[1][0] != path
+    assert cpu_profile.profile_quality(path).attempt == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]  # the second attempt's file never lingers
+    assert any("measured under load" in line and "45%" in line for line in logs)
+
+
+def test_a_failed_second_measurement_keeps_the_first(tmp_path, monkeypatch):
+    path = tmp_path / "p.yaml"
+    calls = _fake_profiles(monkeypatch, [ProfileQuality(0.45, 0.02, 3)])
+    first = cpu_profile._run_profile
+
+    def run(p, attempt, timeout_s, ops):
+        if attempt == 2:
+            Path(p).write_text("half a profi", encoding="utf-8")  # killed mid-way
+            raise cpu_profile.ScalestudyError("CPU profile measurement failed (exit -9): killed")
+        first(p, attempt, timeout_s, ops)
+
+    monkeypatch.setattr(cpu_profile, "_run_profile", run)
+    cpu_profile.measure_profile(path, log=lambda msg: None)
+    assert len(calls) == 1 and cpu_profile.profile_quality(path).attempt == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
+def test_a_cached_noisy_profile_is_used_with_one_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "measured")
+    path = cpu_profile.profile_path()
+    save_profile(replace(get_device("local-cpu"), step_overhead_s=0.02), path,
+                 "per-machine CPU profile; " + ProfileQuality(0.50, 0.02, 3, attempt=2).text())
+    monkeypatch.setattr(cpu_profile, "measure_profile", lambda *a, **k: pytest.fail("must reuse the cache"))
+    monkeypatch.setattr(cpu_profile, "_WARNED", set())
+    logs = []
+    assert cpu_profile.local_cpu_profile(log=logs.append).step_overhead_s == 0.02
+    assert cpu_profile.local_cpu_profile(log=logs.append).step_overhead_s == 0.02
+    assert len(logs) == 1 and "50%" in logs[0] and str(path) in logs[0]
