@@ -2036,3 +2036,58 @@ def test_launcherci_sources_out_of_sample():
     for source, (mean_bound, max_bound) in LAUNCHERCI_BOUNDS.items():
         errs = [abs(e) for e in _errors(source).values()]
         assert sum(errs) / len(errs) < mean_bound and max(errs) < max_bound, source
+
+
+# ---- launcherci: the same 43 configurations in container 22.09.05 (NeMo 1.12.0+b51ab59; nemoci2209t5 / mt5), as
+# stored: (family, size, tp, pp, nodes) -> (mean train_step_timing of steps 51-100 in s, TFLOP/s per GPU)
+NEMO_CI_2209 = {
+    ("mt5", "170m", 1, 1, 1): (0.8115207999999997, 79.02), ("mt5", "170m", 1, 1, 4): (0.22630039999999998, 70.85),
+    ("t5", "220m", 1, 1, 1): (1.1330777999999995, 115.62), ("mt5", "390m", 1, 1, 2): (0.8843787999999999, 92.94),
+    ("t5", "220m", 1, 1, 4): (0.3052684, 107.29), ("mt5", "390m", 1, 1, 8): (0.2813254, 73.04),
+    ("mt5", "3b", 2, 1, 1): (10.750086999999999, 158.29), ("t5", "3b", 2, 1, 1): (10.112106999999998, 160.03),
+    ("mt5", "3b", 2, 1, 4): (2.9535153999999992, 144.03), ("t5", "3b", 2, 1, 4): (2.6224594000000003, 154.26),
+    ("mt5", "3b", 2, 1, 5): (2.4308710000000002, 140.0), ("t5", "3b", 2, 1, 5): (2.1401826, 151.22),
+    ("mt5", "3b", 2, 1, 20): (0.8537392000000003, 99.66), ("t5", "3b", 2, 1, 20): (0.6609073999999998, 122.42),
+    ("mt5", "3b", 2, 2, 4): (3.5920306000000006, 118.43), ("t5", "3b", 2, 2, 4): (3.4191992, 118.32),
+    ("mt5", "3b", 2, 4, 4): (3.6967382, 115.08), ("t5", "3b", 2, 4, 4): (3.514644599999999, 115.1),
+    ("mt5", "3b", 4, 1, 1): (13.809124399999998, 123.23), ("t5", "3b", 4, 1, 1): (13.054424600000003, 123.96),
+    ("mt5", "3b", 4, 1, 4): (3.6934708000000014, 115.18), ("mt5", "3b", 4, 2, 4): (4.4913292, 94.72),
+    ("t5", "3b", 4, 2, 4): (4.2744018, 94.65), ("mt5", "3b", 4, 4, 4): (4.5865658, 92.75),
+    ("t5", "3b", 4, 4, 4): (4.4788566, 90.32), ("mt5", "3b", 8, 1, 1): (20.4300474, 83.29),
+    ("t5", "3b", 8, 1, 1): (19.6314514, 82.43), ("mt5", "3b", 8, 1, 4): (5.4423325999999985, 78.17),
+    ("t5", "3b", 8, 1, 4): (5.155743599999999, 78.47), ("mt5", "3b", 8, 2, 4): (6.495396800000001, 65.49),
+    ("t5", "3b", 8, 2, 4): (6.2612412, 64.61), ("mt5", "3b", 8, 4, 4): (6.783624, 62.71),
+    ("t5", "3b", 8, 4, 4): (6.5892708, 61.4), ("mt5", "11b", 4, 1, 5): (9.5127406, 137.09),
+    ("t5", "11b", 4, 1, 5): (7.720816199999999, 164.58), ("mt5", "11b", 4, 1, 20): (3.4141292000000005, 95.49),
+    ("t5", "11b", 4, 1, 20): (2.6027308, 122.06), ("mt5", "23b", 4, 2, 10): (13.419264600000002, 112.0),
+    ("t5", "23b", 4, 2, 10): (12.094736400000002, 122.54), ("mt5", "23b", 4, 2, 40): (5.9378258000000015, 63.28),
+    ("t5", "23b", 4, 2, 40): (4.3597472, 84.99), ("t5", "41b", 4, 4, 10): (19.9295488, 142.4),
+    ("t5", "41b", 4, 4, 40): (6.073482799999999, 116.82)}
+HELD_OUT = HELD_OUT + ("nemoci2209t5", "nemoci2209mt5")
+# reached at arrival (launcherci, live tree, stored constants): nemoci2209t5 6.2 / 21.5%, nemoci2209mt5 11.0 / 45.0%
+LAUNCHERCI_BOUNDS.update({"nemoci2209t5": (0.07, 0.26), "nemoci2209mt5": (0.13, 0.52)})
+
+
+def test_nemo_ci_2209_rows_are_the_2208_configurations_in_the_next_container():
+    """Same yaml, overrides and software keys as the 22.08.11 rows; published = GBS x 512 over the 22.09.05 step;
+    this container's TFLOP/s column (the CI's get_train_tflops.py) reproduces for T5 and mT5 alike -- the mT5 yaml
+    batch and shape are the CI's too."""
+    rows = {r["id"]: r for r in _rows("throughput", "nemoci2209t5") + _rows("throughput", "nemoci2209mt5")}
+    before = {r["id"]: r for r in _rows("throughput", "nemoci2208t5") + _rows("throughput", "nemoci2208mt5")}
+    assert len(rows) == len(NEMO_CI_2209) == 43
+    for rid, r in rows.items():
+        fam, size = rid.split("-")[1:3]
+        key = (fam, size, r["tp"], r.get("pp", 1), r["nodes"])
+        step, tflops = NEMO_CI_2209[key]
+        hs, layers, _, _, _, gbs = NEMO_CI_SHAPES[(fam, size)]
+        assert r["published"] == round(gbs * 512 / step)
+        assert _ci_tflops(fam, gbs, hs, layers, key[4], step) == pytest.approx(tflops, abs=0.006)
+        twin = before[rid.replace("nemoci2209", "nemoci2208")]
+        assert {k: v for k, v in r.items() if k not in ("id", "source", "published")} == \
+            {k: v for k, v in twin.items() if k not in ("id", "source", "published")}
+        if step > 1:
+            assert abs(step / NEMO_CI_2208[key][0] - 1) < 0.08
+    # the mT5 / T5 ratio in this container too: ~1.04-1.06 on one node, 1.29 at 20 nodes (tp 2)
+    one = [NEMO_CI_2209[("mt5", "3b", tp, 1, 1)][0] / NEMO_CI_2209[("t5", "3b", tp, 1, 1)][0] for tp in (2, 4, 8)]
+    assert all(1.04 < x < 1.065 for x in one)
+    assert 1.28 < NEMO_CI_2209[("mt5", "3b", 2, 1, 20)][0] / NEMO_CI_2209[("t5", "3b", 2, 1, 20)][0] < 1.30
