@@ -965,6 +965,8 @@ def test_gptneox_row_is_the_release_config_and_its_logged_flops():
     assert (cluster.world_size, strategy.tp, strategy.pp, strategy.zero, strategy.recompute) == (96, 2, 4, 1, "full")
     assert workload.global_batch == 96 // (2 * 4) * strategy.micro_batch * 32 and model.vocab_size == 50432
     assert r["precision"] == "fp16" and r["unmodelled"] == ["parallel_residual"]
+    # DeeperSpeed eb7f5cff (0.3.15): the pipeline all-reduces (buffered_allreduce_fallback), stage1.py all-gathers
+    assert strategy.zero1_all_reduce and strategy.optimizer_loop == "deepspeed-serial" and not strategy.overlap_grad_comm
 
 
 # flash-attention training/README.md 'Training speed' (4a6eaa9f): model -> (million tokens per step, tokens/s,
@@ -1066,6 +1068,7 @@ def test_glm130b_rows_are_the_speed_tests_and_their_logged_flops_are_full_recomp
         forward = 2 * layers * (4 * h * h + 3 * h * model.d_ff) + 4 * layers * s * h + 2 * h * model.vocab_size
         assert 4 * forward * r["published"] / 768 / 1e12 == pytest.approx(tflops, rel=0.01)
         assert model.tie_word_embeddings and strategy.kernels == "eager-fused-norm"
+        assert strategy.zero1_all_reduce and strategy.optimizer_loop == "deepspeed-serial"  # DeepSpeed 0.6.1 fp16
         assert estimate(model, cluster, strategy, workload).fits
         assert not estimate(model, cluster, replace(strategy, micro_batch=8), workload).fits
 
@@ -1414,7 +1417,9 @@ NEW_SOURCE_BOUNDS.update({"nemo2022mt5small": (0.40, 0.47)})
 
 def test_nemo_mt5_small_rows_are_the_convergence_tables_at_the_launcher_yamls():
     """tokens/s as printed; tp 1, no accumulation (GBS = micro-batch x data-parallel), mT5's 250,112-word tied head,
-    engine megatron with the all-reduce after the backward as the other NeMo 1.x mT5 rows; both fit 80 GB."""
+    engine megatron with the all-reduce during the backward (NeMo v1.7.2's enc-dec bf16 O2 sets async_grad_allreduce
+    True: per-tensor hooks under optimizer.grad_sync(); rowtruth 2026-12-02), the per-tensor collectives unmodelled;
+    both fit 80 GB."""
     rows = {r["id"].split("-")[2]: r for r in _rows("throughput", "nemo2022mt5small")}
     assert set(rows) == set(NEMO_MT5_CONV)
     for size, r in rows.items():
@@ -1423,7 +1428,8 @@ def test_nemo_mt5_small_rows_are_the_convergence_tables_at_the_launcher_yamls():
         assert r["published"] == tps and (cluster.world_size, workload.global_batch) == (gpus, gbs)
         assert strategy.micro_batch * cluster.world_size == gbs and strategy.tp == 1
         assert (model.vocab_size, model.tie_word_embeddings) == (250112, True)
-        assert (strategy.engine, strategy.overlap_grad_comm) == ("megatron", False)
+        assert (strategy.engine, strategy.overlap_grad_comm) == ("megatron", True)
+        assert r["unmodelled"] == ["per_tensor_grad_allreduce"]
         assert estimate(model, cluster, strategy, workload).fits
 
 
@@ -2091,3 +2097,21 @@ def test_nemo_ci_2209_rows_are_the_2208_configurations_in_the_next_container():
     one = [NEMO_CI_2209[("mt5", "3b", tp, 1, 1)][0] / NEMO_CI_2209[("t5", "3b", tp, 1, 1)][0] for tp in (2, 4, 8)]
     assert all(1.04 < x < 1.065 for x in one)
     assert 1.28 < NEMO_CI_2209[("mt5", "3b", 2, 1, 20)][0] / NEMO_CI_2209[("t5", "3b", 2, 1, 20)][0] < 1.30
+
+
+def test_rowtruth_rows_state_the_gradient_path_of_their_code():
+    """rowtruth (2026-12-02): MT-NLG's 2021 DeepSpeed ZeRO-1 all-reduces under the pipeline (contiguous_gradients off at
+    stage 1 from v0.4.4, default off before); its bf16 ZeRO code was not public then (DeepSpeed #1398, v0.5.5), so the
+    rows say bf16 and name the unpriced path -- stating the all-reduce moves nothing under bf16, where the model already
+    all-reduces; BloombergGPT names the runtime engine fsdp stands in for."""
+    from scalestudy.costmodel.published import predict
+
+    for r in _rows("throughput", "smith2022"):
+        _, _, strategy, _ = _setup(r)
+        assert (strategy.engine, strategy.zero, strategy.precision, strategy.zero1_all_reduce) == \
+            ("deepspeed", 1, "bf16", True)
+        assert r["unmodelled"] == ["deepspeed_2021_bf16_zero1"]
+        sw = {k: v for k, v in r["software"].items() if k != "zero1_all_reduce"}
+        assert predict(r) == pytest.approx(predict({**r, "software": {**sw, "zero1_all_reduce": False}}), rel=1e-12)
+    (r,) = _rows("throughput", "bloomberggpt2023")
+    assert r["engine"] == "fsdp" and r["unmodelled"] == ["sagemaker_smp_runtime"]
