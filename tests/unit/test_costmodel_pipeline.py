@@ -123,3 +123,30 @@ def test_t5_under_flash_holds_its_position_bias_masks_on_both_paths(pp):
     assert one.memory.activations == pytest.approx(busiest, rel=1e-9)
     unmasked = estimate(model, ONE, st.replace(attention_kernel="fa2"), work)
     assert one.memory.activations > unmasked.memory.activations  # the masks, at every pp
+
+
+FSDP_CASES = [("llama-7b", 32, 1), ("llama-7b", 64, 2), ("gpt2", 32, 4)]
+
+
+@pytest.mark.parametrize("name,gb,mb", FSDP_CASES)
+def test_fsdp_exposure_is_in_every_stage_slot(name, gb, mb):
+    """engine fsdp at pp > 1: the exposed FSDP gathers / reduce-scatters of every micro-batch (terms._sharded_dp_comm,
+    all per micro-batch; train's pipeline Stage reduce-scatters each one) lengthen each stage's slot, so the fill and
+    drain carry (pp - 1) more of them than the m slots (stage_terms.sharded_dp_in_slot); estimate() and the per-stage
+    path agree, and the other engines still reduce after the drain."""
+    model, work = get_model(name), Workload(global_batch=gb, seq_len=1024)
+    st = Strategy(engine="fsdp", zero=3, tp=2, pp=2, micro_batch=mb, recompute="full", kernels="fused")
+    one, grouped = estimate(model, ONE, st, work), estimate(model, GROUPED, st, work)
+    assert one.step_s == pytest.approx(grouped.step_s, rel=1e-9)
+    assert one.bubble_s == pytest.approx(grouped.bubble_s, rel=1e-9)
+    assert one.dp_comm_s == pytest.approx(grouped.dp_comm_s, rel=1e-9) and one.dp_comm_s > 0
+    stages = grouped.stages
+    ga = one.layout.grad_accum
+    assert all(x.dp_slot_s == pytest.approx(x.dp_comm_s / ga, rel=1e-12) for x in stages)
+    assert all(x.tail_s == pytest.approx(x.optimizer_s + x.offload_s + x.framework_s + x.tied_sync_s) for x in stages)
+    # one stage: nothing to fill, the exposure once per micro-batch as before
+    flat = estimate(model, ONE, Strategy(engine="fsdp", zero=3, tp=2, pp=1, micro_batch=mb, recompute="full",
+                                         kernels="fused"), work)
+    assert flat.bubble_s == 0.0
+    mega = estimate(model, GROUPED, _strategy("megatron", 1, 2, mb), work).stages
+    assert all(x.dp_slot_s == 0.0 for x in mega)

@@ -20,7 +20,7 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
-from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting
+from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting, sharded_dp_in_slot
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
 from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _sublayers, _tied_embedding_sync,
                                         hp_grad_accumulation_s,
@@ -93,6 +93,8 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(model, cluster, st, layout, stage, hybrid,
                                                                    _other_slots_s(stage, blocks, busiest, pp))
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
+    if pp > 1 and sharded_dp_in_slot(st, dev):  # FSDP's exposure is in every stage's slot: fill and drain too
+        bubble_s += (pp - 1) * dp_s / ga / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
     opt_s, offload_s = stage.optimizer_s, stage.offload_s
     step = compute_s + tp_s + pp_s + bubble_s + dp_s + opt_s + offload_s + framework_s
     model_f = workload.global_batch * shape.model_flops_per_seq

@@ -109,6 +109,18 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                       mem)
 
 
+def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:
+    """Whether a pipeline stage's exposed data-parallel time belongs in its micro-batch slot: FSDP's (engine fsdp)
+    all-gathers and reduce-scatters run inside every micro-batch's forward and backward (terms._sharded_dp_comm
+    prices all of its exposure per micro-batch), also under pipeline parallelism -- train's pipeline Stage keeps
+    the reduce-scatter and reshard of every micro-batch (engine/parallel/pipeline.py), and a gather left exposed
+    at a small micro-batch delays the stage's send as much as its compute does. So in a pipeline it lengthens each
+    stage's slot, and the fill and drain pass every stage's slot once (estimate._estimate, stages.estimate_stages):
+    priced after the drain, as the other engines' step-end reductions, it was counted m times instead of m + pp - 1.
+    GPUs only (CPU ranks under train's hybrid backend price their own pipeline, costmodel/cpu_parallel.py)."""
+    return st.engine == "fsdp" and dev.kind != "cpu"
+
+
 def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
     """torch.autocast over fp32 parameters (engine ddp in 16 bits), per micro-batch: the weight casts and gradient
     copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip, or HF GPT-2's fp32 gelu_new

@@ -48,7 +48,7 @@ from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradien
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
-from scalestudy.costmodel.stage_terms import price_stage, setting
+from scalestudy.costmodel.stage_terms import price_stage, setting, sharded_dp_in_slot
 from scalestudy.costmodel.step import compute_times
 from scalestudy.costmodel.terms import (_shape, _tied_embedding_sync, attention_kernel, hp_grad_accumulation_s,
                                         model_layout)
@@ -199,17 +199,19 @@ class StageEstimate:
     capacity_bytes: float
     host_capacity_bytes: float
     tied_sync_s: float = 0.0  # per step: the tied embedding's gradient all-reduce between the first and last stage
+    dp_slot_s: float = 0.0  # per micro-batch: exposed FSDP time inside the slot (stage_terms.sharded_dp_in_slot)
 
     @property
     def slot_s(self) -> float:
         """Seconds of one micro-batch through this stage (forward + backward + its communication)."""
-        return self.compute_s + self.tp_comm_s + self.pp_comm_s
+        return self.compute_s + self.tp_comm_s + self.pp_comm_s + self.dp_slot_s
 
     @property
     def tail_s(self) -> float:
-        """Seconds after the pipeline drains: tied-embedding sync, gradient reduction, optimizer, offload, framework
-        time."""
-        return self.tied_sync_s + self.dp_comm_s + self.optimizer_s + self.offload_s + self.framework_s
+        """Seconds after the pipeline drains: tied-embedding sync, gradient reduction (unless in the slots),
+        optimizer, offload, framework time."""
+        dp = 0.0 if self.dp_slot_s else self.dp_comm_s
+        return self.tied_sync_s + dp + self.optimizer_s + self.offload_s + self.framework_s
 
     @property
     def fits(self) -> bool:
@@ -311,7 +313,9 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         out.append(StageEstimate(index=k, layers=n, ranks=(where.start, where.stop), devices=where.devices,
                                  device=dev.name, params=psi, **terms._asdict(), capacity_bytes=where.capacity_bytes,
                                  host_capacity_bytes=where.host_capacity_bytes,
-                                 tied_sync_s=tied if k in (0, pp - 1) else 0.0))
+                                 tied_sync_s=tied if k in (0, pp - 1) else 0.0,
+                                 dp_slot_s=terms.dp_comm_s / ga if pp > 1 and sharded_dp_in_slot(st, dev)
+                                 else 0.0))
         start += n
     stages = tuple(out)
     slowest = max(stages, key=lambda x: x.slot_s)
@@ -327,7 +331,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
         fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=(slots - slowest.slot_s) / virtual,
         tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s + last.tied_sync_s,
-        dp_comm_s=last.dp_comm_s,
+        dp_comm_s=ga * slowest.dp_slot_s if slowest.dp_slot_s else last.dp_comm_s,
         dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
         framework_s=last.framework_s, step_s=step, model_flops=workload.global_batch * model_f_seq,
         hardware_flops=workload.global_batch * hw_f_seq, tokens_per_step=workload.global_batch * (s + t),
