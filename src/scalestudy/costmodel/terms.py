@@ -685,15 +685,16 @@ def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload:
     """dp x tp x pp and gradient accumulation of `st` on `cluster` (tp inside a node, heads and layers divisible),
     or a one-line error; grouped-query KV heads must divide by tp as well (each rank keeps whole KV heads)."""
     # memo keyed by every input _checked_layout reads (a planner asks again for each engine of a layout)
-    key = (id(model), id(cluster), workload, st.tp, st.pp, st.micro_batch, st.virtual_stages, st.stage_layers,
+    # (the workload by identity too: hashing the frozen dataclass was a third of a hit's time)
+    key = (id(model), id(cluster), id(workload), st.tp, st.pp, st.micro_batch, st.virtual_stages, st.stage_layers,
            st.sequence_parallel)
     hit = _LAYOUTS.get(key)
-    if hit is not None and hit[0] is model and hit[1] is cluster:
+    if hit is not None and hit[0] is model and hit[1] is cluster and hit[3] is workload:
         return hit[2]
     if len(_LAYOUTS) > 100_000:
         _LAYOUTS.clear()
     layout = _checked_layout(model, cluster, st, workload)
-    _LAYOUTS[key] = (model, cluster, layout)
+    _LAYOUTS[key] = (model, cluster, layout, workload)
     return layout
 
 

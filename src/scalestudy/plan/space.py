@@ -167,6 +167,16 @@ _STRATEGY_DEFAULTS = {f.name: f.default for f in dataclass_fields(Strategy)} if 
     len(dataclass_fields(Strategy)) == len(Strategy.__dataclass_fields__) else None
 
 
+def _at_micro_batch(strategy: Strategy, micro_batch: int) -> Strategy:
+    """strategy.with_micro_batch(micro_batch) for a divisor of the per-replica batch (an int >= 1: its type checks
+    hold) below 2**63 (else its one-line refusal), built as it builds it."""
+    if micro_batch >= 2**63:
+        return strategy.with_micro_batch(micro_batch)
+    new = object.__new__(Strategy)
+    new.__dict__.update(strategy.__dict__, micro_batch=micro_batch)
+    return new
+
+
 def _strategy(values: dict) -> Strategy:
     """Strategy(**values), checked by its __post_init__ as there: the defaults, then `values`, written into the new
     instance's __dict__ in field order as the frozen dataclass's __init__ writes them (one object.__setattr__ per
@@ -352,6 +362,13 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     named = {k for k in TRAIN_KNOBS if getattr(constraints, k) != TRAINED}
     software = {k: getattr(constraints, k) if k in named else Strategy.__dataclass_fields__[k].default
                 for k in TRAIN_KNOBS}
+    # the Strategy fields the constraints fix for every candidate, built once
+    fixed = dict(precision=constraints.precision, attention=constraints.attention,
+                 overlap_grad_comm=constraints.overlap_grad_comm,
+                 overlap_param_gather=constraints.overlap_param_gather,
+                 tp_comm_overlap=constraints.tp_comm_overlap, zero1_all_reduce=constraints.zero1_all_reduce,
+                 grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
+                 optimizer_dtype=constraints.optimizer_dtype, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))
@@ -398,21 +415,12 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if sched == "interleaved" and accum % pp:
                                 continue  # Megatron-LM: micro-batches per step a multiple of pp
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
-                                group.append(_point(group[0].strategy.with_micro_batch(mb), nodes, dp, accum))
+                                group.append(_point(_at_micro_batch(group[0].strategy, mb), nodes, dp, accum))
                                 continue
                             fields = dict(engine=engine, zero=zero, offload_optimizer=off_opt,
                                           offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
-                                          precision=constraints.precision, attention=constraints.attention,
-                                          sequence_parallel=sp,
-                                          overlap_grad_comm=constraints.overlap_grad_comm, pp_schedule=sched,
-                                          virtual_stages=v,
-                                          stage_layers=constraints.stage_layers if pp > 1 else (),
-                                          overlap_param_gather=constraints.overlap_param_gather,
-                                          tp_comm_overlap=constraints.tp_comm_overlap,
-                                          zero1_all_reduce=constraints.zero1_all_reduce,
-                                          grad_reduce=constraints.grad_reduce,
-                                          attention_kernel=constraints.attention_kernel,
-                                          optimizer_dtype=constraints.optimizer_dtype, **software)
+                                          sequence_parallel=sp, pp_schedule=sched, virtual_stages=v,
+                                          stage_layers=constraints.stage_layers if pp > 1 else (), **fixed)
                             # as_trained: the software train's engines run (early stop, kernels, loss, optimizer
                             # loop), not the published one's, where the user named none (a named value, e.g. a
                             # published run's, is kept: a what-if); written into the fields so the Strategy is built
