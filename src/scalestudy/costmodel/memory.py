@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.engines import engine_comm, engine_table
 from scalestudy.costmodel.flops import fused_linear_chunk_tokens
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
@@ -416,12 +416,16 @@ _RANK_STATES: dict[tuple, tuple] = {}
 
 def _rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions) -> tuple:
     """(weights, grads, optimizer, host, nvme, buffers, step temporaries, overhead) bytes of rank_memory -- what
-    does not depend on the activations -- memoised by every argument its functions take (the model, device and
-    options by identity, guarded by the stored references): a plan's micro-batches of one strategy share them."""
-    key = (id(model), id(device), id(options), psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer,
-           st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm, st.optimizer_loop, st.pp)
+    does not depend on the activations -- memoised by every argument its functions take and the engines.yaml entry
+    buffer_bytes reads (the model, device, options and that entry by identity, guarded by the stored references:
+    a test may swap the entry): a plan's micro-batches of one strategy share them. A new input of model_states /
+    buffer_bytes / step_temporary_bytes belongs in the key."""
+    eng = engine_table().get(st.engine)
+    key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
+           st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
+           st.optimizer_loop, st.pp)
     hit = _RANK_STATES.get(key)
-    if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options:
+    if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
     if len(_RANK_STATES) > 100_000:
         _RANK_STATES.clear()
@@ -434,7 +438,7 @@ def _rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opt
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach
                              st.optimizer_loop, st.pp)
     states = (w, g, o, host, nvme, buf, step, overhead_bytes(device))
-    _RANK_STATES[key] = (model, device, options, states)
+    _RANK_STATES[key] = (model, device, options, states, eng)
     return states
 
 
