@@ -189,7 +189,7 @@ class RunConfig:
             current = getattr(self, section)
             if section == "strategy":
                 try:
-                    changes[section] = Strategy.from_dict({**_plain(current.to_dict()), **values})
+                    changes[section] = Strategy.from_dict({**_plain(current.unresolved_dict()), **values})
                 except TypeError as exc:
                     raise ScalestudyError(f"bad strategy options: {exc}") from None
                 continue

@@ -393,6 +393,17 @@ class Strategy:
         data["stage_layers"] = list(self.stage_layers)  # JSON/YAML have lists, not tuples
         return data
 
+    def unresolved_dict(self) -> dict:
+        """to_dict with each option the engine resolved (overlap_param_gather, zero1_all_reduce) left unset where it
+        holds its default, so a copy built from it with another engine, stage or overlap (RunConfig.with_flat)
+        resolves that default afresh instead of keeping the old engine's."""
+        data = self.to_dict()
+        if self.overlap_param_gather == param_gather_default(self.engine, self.zero, self.overlap_grad_comm):
+            data["overlap_param_gather"] = None
+        if self.zero1_all_reduce == zero1_all_reduce_default(self.engine, self.zero):
+            data["zero1_all_reduce"] = None
+        return data
+
     @classmethod
     def from_dict(cls, data: dict) -> Strategy:
         unknown = set(data) - set(cls.__dataclass_fields__)
