@@ -94,6 +94,12 @@ PLAN_KERNELS = _plan_default_train(KERNELS, "eager Hugging Face models")
 PLAN_CROSS_ENTROPY = _plan_default_train(CROSS_ENTROPY, "the model's own loss: hf for a T5 without tp/pp, else torch")
 PLAN_OPTIMIZER_LOOP = _plan_default_train(OPTIMIZER_LOOP, "torch AdamW's foreach step; deepspeed-unfused on DeepSpeed "
                                                           "ZeRO-0 in 16 bits")
+LM_HEAD = typer.Option("engine", "--lm-head",
+                       help="The vocabulary under tensor parallelism (embedding, LM head GEMMs, logits, "
+                            "cross-entropy): engine (sharded on every engine) | sharded (vocabulary-parallel: "
+                            "Megatron-LM / NeMo / Megatron-DeepSpeed, torchtitan loss_parallel) | replicated (all V on "
+                            "every tp rank: scalestudy's train); no effect at tp 1; cost model only.")
+PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
 TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

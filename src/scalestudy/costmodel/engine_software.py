@@ -38,5 +38,6 @@ def engine_meanings(st: Strategy) -> dict[str, str]:
         "attention_kernel": attention_kernel(st),
         "recompute_early_stop": "on" if early_stop(st) else "off",
         "optimizer_dtype": "fp32",
+        "lm_head": "sharded",  # strategy.vocab_shards: vocabulary-parallel on every engine
     }
     return {name: value for name, value in meanings.items() if getattr(st, name) == "engine"}

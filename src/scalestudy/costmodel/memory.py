@@ -37,6 +37,7 @@ from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules, zero3_reuse
 from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.strategy import vocab_shards
 
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
 STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
@@ -518,15 +519,16 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
                      kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
                      fp32_scores: bool = False, eager_norms: bool = False,
-                     stage_masks: tuple[float, ...] = ()) -> float:
-    """Activation bytes on the busiest device, plus the logits. Under pipeline parallelism rank r holds
+                     stage_masks: tuple[float, ...] = (), head_tp: int = 0) -> float:
+    """Activation bytes on the busiest device, plus the logits (split over `head_tp` ranks: strategy.vocab_shards;
+    0 = tp). Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head, and `stage_masks[r]` bytes beside them
     (a T5's position-bias masks: attention_bias.priced_bias_memory of the stage's blocks; none when not given)."""
     total, encoder, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
                                                              recompute, flash, sp and tp > 1, cross_entropy,
                                                              kv_native, fused_glu, eager_gelu, fp32_scores,
-                                                             eager_norms)
+                                                             eager_norms, head_tp)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
     stored = _stage_stored_bytes(model, stage_layers or (1,) * pp, total, encoder)
@@ -556,7 +558,7 @@ def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float,
 def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                            tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
                            fused_glu: bool, eager_gelu: bool, fp32_scores: bool,
-                           eager_norms: bool = False) -> tuple[float, float, float, float]:
+                           eager_norms: bool = False, head_tp: int = 0) -> tuple[float, float, float, float]:
     """(stored activations of every block, the encoder blocks' part of them, a block's backward working set, the
     loss's buffers) of one micro-batch on one rank without pipeline parallelism (`activation_bytes` spreads them
     over the stages)."""
@@ -574,8 +576,8 @@ def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, tar
         total = encoder + ld * layer_activation_bytes(dec, tp, sp, recompute)
         working = recompute_working_bytes(enc, dec, tp, sp, recompute)
     working += block_gradient_bytes(model, micro_batch, seq_len, target_len, precision, tp, sp)
-    return total, encoder, working, logits_bytes(model, micro_batch, seq_len, target_len, precision, tp,
-                                                 cross_entropy)
+    return total, encoder, working, logits_bytes(model, micro_batch, seq_len, target_len, precision,
+                                                 head_tp or tp, cross_entropy)
 
 
 def head_or_recompute_bytes(logits: float, working: float) -> float:
@@ -806,11 +808,12 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     if a >= 4:  # fp32 logits: .float() is no copy, the nll gradient fills the logits' freed block exactly
         return 0.0
-    hole = a * tokens * model.vocab_size / tp
+    hole = a * tokens * model.vocab_size / vocab_shards(st, tp)
     _, _, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
-        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
+        eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels),
+        vocab_shards(st, tp))
     return max(0.0, logits + hole - max(logits, working) - transient)
 
 

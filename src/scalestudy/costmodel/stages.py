@@ -56,7 +56,7 @@ from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import Strategy, Workload, vocab_shards
 
 
 
@@ -125,19 +125,20 @@ def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageD
     return tuple(out)
 
 
-def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int) -> int:
+def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int, vocab_tp: int = 0) -> int:
     """Parameters on a rank of stage k (blocks [start, start + n)) before ZeRO sharding: its blocks (matmul weights
     / tp, norms replicated), the embedding on the first stage, the LM head on the last (a tied head is a second
-    copy there, as Megatron), the final norms / position biases counted on every stage (a bound)."""
-    p = param_breakdown(model)
+    copy there, as Megatron), the final norms / position biases counted on every stage (a bound); the embedding and
+    head split over `vocab_tp` ranks (strategy.vocab_shards; 0 = tp)."""
+    p, vocab_tp = param_breakdown(model), vocab_tp or tp
     enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
     dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
     n_enc = _encoder_blocks(model, start, n)
     total = n_enc * enc + (n - n_enc) * dec + p.other
     if k == 0:
-        total += p.embedding // tp
+        total += p.embedding // vocab_tp
     if k == pp - 1:
-        total += (p.lm_head or (p.embedding if pp > 1 else 0)) // tp
+        total += (p.lm_head or (p.embedding if pp > 1 else 0)) // vocab_tp
     return total
 
 
@@ -151,7 +152,8 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n, device)
-    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n), dp, tp, acts, device, options)
+    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp)), dp, tp, acts,
+                       device, options)
 
 
 def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int, s: int, t: int, k: int, start: int,
@@ -169,7 +171,8 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
-    head = logits_bytes(model, st.micro_batch, s, t, prec, tp, loss_kernel(st)) if k == pp - 1 else 0.0
+    head = logits_bytes(model, st.micro_batch, s, t, prec, vocab_shards(st, tp), loss_kernel(st)) \
+        if k == pp - 1 else 0.0
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
     masks = priced_bias_memory(model, attention_kernel(st), st.attention == "flash", device, st.micro_batch, s, t, tp,
@@ -240,7 +243,8 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine))
+                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
+                          vocab_shards(st, tp))
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -297,12 +301,13 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where, last_stage = placed[k], k == pp - 1
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine))
+                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
+                          vocab_shards(st, tp))
         share = sum(costs[start:start + n]) / total_cost
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
             + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
-        psi = stage_params(model, tp, pp, k, start, n)
+        psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp))
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
                                     stage_layers=n, activations=stage_activations(model, st, tp, pp, ga, s, t, k,

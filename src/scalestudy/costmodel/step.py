@@ -350,16 +350,18 @@ def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
-                  loss: str = "engine", megatron_head: bool = False) -> ComputeTimes:
+                  loss: str = "engine", megatron_head: bool = False, head_tp: int = 0) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
     before each block's FFN output projection (op_checkpoint.early_stop); `loss` the cross-entropy kernel over the
     logits (Strategy.cross_entropy; _head_s); `megatron_head`: the engine is Megatron-LM / NeMo (alignment.pads_vocab),
     which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
-    vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit)."""
+    vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
+    is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp)."""
+    head_tp = head_tp or tp
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head)
+           attention_kernel, early_stop, loss, megatron_head, head_tp)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
@@ -381,7 +383,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_t += sec
             dense_f += flops
             by_role[role] += sec
-    head_t, head_f = _head_s(model, device, precision, tp, micro_batch, seq_len, target_len, cal, loss, megatron_head)
+    head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
+                             megatron_head)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(

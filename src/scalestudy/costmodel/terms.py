@@ -26,7 +26,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.parallel_layout import check_sequence_parallel
-from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout, vocab_shards
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +61,12 @@ _SHAPES_BY_FIELDS: dict[tuple, tuple] = {}
 
 def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
     """_derived_shape, memoised first on the strategy fields its key is derived from -- engine, attention,
-    attention_kernel, recompute_early_stop, cross_entropy, kernels, precision, micro_batch, recompute (what
-    attention_kernel, early_stop, loss_kernel, gqa_native, fused_swiglu, pads_vocab, eager_fp32_softmax read) -- so
-    a hit costs none of those calls; a miss shares _derived_shape's entries across engines."""
+    attention_kernel, recompute_early_stop, cross_entropy, kernels, precision, micro_batch, recompute, lm_head (what
+    attention_kernel, early_stop, loss_kernel, gqa_native, fused_swiglu, pads_vocab, eager_fp32_softmax, vocab_shards
+    read) -- so a hit costs none of those calls; a miss shares _derived_shape's entries across engines."""
     key = (id(model), id(dev), id(cal), st.precision, tp, pp, st.micro_batch, s, t, st.recompute, flash, sp,
            in_flight, split, st.kernels, st.engine, st.attention, st.attention_kernel, st.recompute_early_stop,
-           st.cross_entropy)
+           st.cross_entropy, st.lm_head)
     hit = _SHAPES_BY_FIELDS.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -97,22 +97,23 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
            kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
-           eager_fp32_softmax(model, st))
+           eager_fp32_softmax(model, st), vocab_shards(st, tp))
     hit = _SHAPES.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
     if len(_SHAPES) > 200_000:
         _SHAPES.clear()
     shape = _Shape(
-        psi=params_per_device(model, tp, pp), params_total=param_count(model),
+        psi=params_per_device(model, tp, pp, vocab_shards(st, tp)), params_total=param_count(model),
         activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
                                      split, loss_kernel(st), gqa_native(st.engine),
                                      fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
                                      eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels),
-                                     _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split))
+                                     _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split),
+                                     vocab_shards(st, tp))
         + (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute) if pp == 1 else 0.0),
         compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                              loss_kernel(st), pads_vocab(st.engine)),
+                              loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp)),
         model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
         hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),
         stage_layers=max(split),

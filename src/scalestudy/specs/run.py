@@ -31,8 +31,8 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.strategy import (COST_MODEL_ENGINES, TRAIN_VALUES, Layout, Strategy, Workload, resolve_layout,
-                                      zero1_all_reduce_default)
+from scalestudy.specs.strategy import (COST_MODEL_ENGINES, LM_HEADS, TRAIN_VALUES, Layout, Strategy, Workload,
+                                      resolve_layout, zero1_all_reduce_default)
 from scalestudy.yamlfile import read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
@@ -395,7 +395,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "cross_entropy": "published software's loss kernel",
                       "optimizer_dtype": "published software's optimizer state dtype",
                       "optimizer_loop": "published software's unfused optimizer loop",
-                      "attention_kernel": "published software's fused attention kernel"}
+                      "attention_kernel": "published software's fused attention kernel",
+                      "lm_head": "published software's vocabulary-parallel LM head"}
 
 
 # What `train` runs of the cost-model options, where that is not what the option's default means (the published
@@ -419,11 +420,15 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 #   attn_implementation "sdpa" and transformers 5.x's T5 (5.24 installed) passes its relative position bias to SDPA as
 #   a float attn_mask, so torch dispatches the memory-efficient kernel, not FlashAttention (costmodel/attention_bias.py);
 #   decoder-only models get no mask from train (is_causal): "engine" (SDPA's FlashAttention-2);
+# - lm_head "replicated": engine/parallel/tensor_parallel.py shards the blocks only -- the embedding, the head and
+#   the loss see the whole vocabulary on every tp rank (the blocks' output is whole there), and
+#   engine/parallel/grads.py syncs those gradients over dp only (each tp rank forms the same one);
 # - left at their defaults, as train runs them: grad_reduce "engine"
 #   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
 # so `estimate` of an emitted strategy prices the run `train` makes.
-TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager"}  # the rest by model and layout (TRAIN_VALUES)
+# the rest by model and layout (TRAIN_VALUES)
+TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager", "lm_head": "replicated"}
 
 
 def train_software(fields: dict, model: ModelSpec | None) -> dict:
@@ -459,6 +464,8 @@ def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | 
     strategy of `fields` (train_software; without them: for some model and layout)."""
     if name == "zero1_all_reduce":  # the engine's default: DeepSpeed 0.19's ZeRO-1 all-reduces, no effect elsewhere
         return value is None or fields is None or value == zero1_all_reduce_default(fields["engine"], fields["zero"])
+    if name == "lm_head" and fields is not None and fields["tp"] == 1:  # no tp: one vocabulary, however split
+        return value in LM_HEADS
     default = _train_default(name)
     if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
         value = "on" if value else "off"

@@ -112,6 +112,15 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
                      float mask, costmodel/attention_bias.py, which also prices the bias tensors). `train` runs
                      "engine" for decoder-only models and "mem-efficient" for T5 / mT5 (specs/run.TRAIN_SOFTWARE).
+- lm_head:           how tensor parallelism splits the vocabulary -- the input embedding, the LM head GEMMs, the
+                     logits and the cross-entropy over them: "sharded" (vocabulary-parallel: V/tp per rank --
+                     Megatron-LM / NeMo / Megatron-DeepSpeed VocabParallelEmbedding + ColumnParallelLinear head +
+                     vocab_parallel_cross_entropy; torchtitan ColwiseParallel output + loss_parallel), "replicated"
+                     (every tp rank holds the whole V x d tables and computes every logit and the loss over all V:
+                     scalestudy's `train`, engine/parallel/tensor_parallel.py, whose replicated head needs no gradient
+                     sync over tp -- each tp rank forms the same gradient; KempnerForge's head under pipeline
+                     parallelism) or "engine" (sharded on every engine). No effect at tp 1. Cost model only (`train`
+                     runs "replicated": specs/run.TRAIN_SOFTWARE).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -173,6 +182,7 @@ CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear"
                    "torch")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient")
+LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused")  # costmodel/step.py
@@ -180,7 +190,8 @@ EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early st
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
-                "optimizer_loop": ("foreach", "deepspeed-unfused"), "attention_kernel": ("mem-efficient",)}
+                "optimizer_loop": ("foreach", "deepspeed-unfused"), "attention_kernel": ("mem-efficient",),
+                "lm_head": ("replicated",)}
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -218,6 +229,7 @@ class Strategy:
     attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
     optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
+    lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -250,6 +262,7 @@ class Strategy:
             ("attention_kernel", self.attention_kernel, ATTENTION_KERNELS),
             ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
             ("optimizer_loop", self.optimizer_loop, OPTIMIZER_LOOPS),
+            ("lm_head", self.lm_head, LM_HEADS),
         ):
             check_choice(name, value, allowed)
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
@@ -378,6 +391,8 @@ class Strategy:
             parts.append(f"optim-{self.optimizer_dtype}")
         if self._names("optimizer_loop"):
             parts.append(f"optim-{self.optimizer_loop}")
+        if self.tp > 1 and self._names("lm_head"):
+            parts.append(f"head-{self.lm_head}")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -458,6 +473,13 @@ def zero1_all_reduce_default(engine: str, zero) -> bool:
     return engine == "deepspeed" and zero == 1
 
 
+def vocab_shards(st, tp: int | None = None) -> int:
+    """The ranks the vocabulary dimension -- embedding, LM head, logits, cross-entropy -- is split over (module
+    docstring, `lm_head`): `tp` (the strategy's unless given) under a sharded head ("engine" = sharded on every
+    engine), 1 when every tp rank holds and computes the whole vocabulary ("replicated")."""
+    return 1 if st.lm_head == "replicated" else (st.tp if tp is None else tp)
+
+
 def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: bool = False) -> dict[str, str]:
     """What `kernels`, `cross_entropy` and `attention_kernel` left at "engine" mean for a run (module docstring,
     'Software defaults'): a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager
@@ -517,6 +539,7 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"overlap_param_gather {str(s.overlap_param_gather).lower()}")
     if s.tp > 1:
         parts.append(f"tp_comm_overlap {str(s.tp_comm_overlap).lower()}")
+        parts.append(f"lm_head {s.lm_head}")
     if (s.engine, s.zero) == ("deepspeed", 1):
         parts.append(f"zero1_all_reduce {str(s.zero1_all_reduce).lower()}")
     if s.engine == "megatron":
