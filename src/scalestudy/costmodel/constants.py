@@ -12,6 +12,8 @@ from importlib import resources
 
 import yaml
 
+from scalestudy.specs.hardware import SAFE_LOADER
+
 FITTED = ("gemm.share", "gemm.half_dim", "kernel_overhead_s")
 
 
@@ -38,7 +40,8 @@ class Calibration:
 @lru_cache(maxsize=1)
 def stored() -> Calibration:
     """The constants fitted on every published source (calibration.yaml)."""
-    data = yaml.safe_load((resources.files("scalestudy.costmodel") / "calibration.yaml").read_text(encoding="utf-8"))
+    data = yaml.load((resources.files("scalestudy.costmodel") / "calibration.yaml").read_text(encoding="utf-8"),
+                     Loader=SAFE_LOADER)
     return Calibration(gemm_share=float(data["gemm"]["share"]), half_dim=float(data["gemm"]["half_dim"]),
                        kernel_overhead_s=float(data["kernel_overhead_s"]),
                        overlap_interference=float(data["overlap_interference"]),

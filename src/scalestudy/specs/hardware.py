@@ -22,6 +22,10 @@ import yaml
 from scalestudy.errors import ScalestudyError
 from scalestudy.yamlfile import read_yaml
 
+# yaml.safe_load's loader with libyaml's C parser where PyYAML has it: the same SafeConstructor builds the same
+# objects, ~10x faster (every plan / estimate reads the shipped device YAMLs: ~0.1 CPU-s of a CLI call)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class DeviceSpec:
@@ -346,7 +350,7 @@ def gemm_families() -> tuple[str, ...]:
     names = set()
     for path in _hardware_dir().iterdir():
         if path.name.endswith(".yaml"):
-            family = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("family")
+            family = (yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}).get("family")
             if isinstance(family, str) and family:
                 names.add(family)
     return tuple(sorted(names))
@@ -568,7 +572,7 @@ def get_device(name: str) -> DeviceSpec:
     key = name.lower()
     path = _hardware_dir() / f"{key}.yaml"
     if path.is_file():
-        return _device_from_dict(yaml.safe_load(path.read_text()), f"device {key}")
+        return _device_from_dict(yaml.load(path.read_text(), Loader=SAFE_LOADER), f"device {key}")
     if Path(name).is_file() or name.endswith((".yaml", ".yml")):
         data = read_yaml(name, "device file")
         if not isinstance(data, dict):
