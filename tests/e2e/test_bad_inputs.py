@@ -562,6 +562,8 @@ CASES: list[Case] = [
     C("estimate-kernels-unknown", f"{EST} --kernels triton", "unknown kernels"),
     C("plan-kernels-unknown", f"{PLAN} --kernels compiled", "unknown kernels"),
     C("train-kernels-fused", f"{TRAIN} --set kernels=fused", "kernels"),  # train runs eager HF models
+    C("estimate-lm-head-unknown", f"{EST} --lm-head vocab-parallel", "unknown lm_head"),
+    C("plan-lm-head-unknown", f"{PLAN} --lm-head shared", "unknown lm_head"),
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
     C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),
