@@ -72,7 +72,9 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                               help="Optimizer kernel launches: engine (a fused update: apex / DeepSpeed FusedAdam, "
                                    "torch fused AdamW) | foreach (torch AdamW's GPU default: 80 B per parameter, "
                                    "what train runs) | deepspeed-unfused (DeepSpeed ZeRO-0 16-bit "
-                                   "FP16_UnfusedOptimizer: 13 kernels + 1 host sync per tensor) | per-tensor "
+                                   "FP16_UnfusedOptimizer: 13 kernels + 1 host sync per tensor) | deepspeed-bf16 "
+                                   "(DeepSpeed bf16 pipeline ZeRO-0 BF16_Optimizer: a norm per tensor, the step on "
+                                   "the 1/dp fp32 partition) | per-tensor "
                                    "(Python loop, a kernel per op per tensor: torch AdamW "
                                    "foreach=False, transformers AdamW) | per-tensor-rms (nanoT5 AdamWScale, 2 host "
                                    "syncs per tensor) | per-tensor-fp16 (2019 FP16_Optimizer: Megatron-LM 2019, "
@@ -93,7 +95,7 @@ def _plan_default_train(option, what: str):
 PLAN_KERNELS = _plan_default_train(KERNELS, "eager Hugging Face models")
 PLAN_CROSS_ENTROPY = _plan_default_train(CROSS_ENTROPY, "the model's own loss: hf for a T5 without tp/pp, else torch")
 PLAN_OPTIMIZER_LOOP = _plan_default_train(OPTIMIZER_LOOP, "torch AdamW's foreach step; deepspeed-unfused on DeepSpeed "
-                                                          "ZeRO-0 in 16 bits")
+                                                          "ZeRO-0 in 16 bits, deepspeed-bf16 on its bf16 pipelines")
 LM_HEAD = typer.Option("engine", "--lm-head",
                        help="The vocabulary under tensor parallelism (embedding, LM head GEMMs, logits, "
                             "cross-entropy): engine (sharded on every engine) | sharded (vocabulary-parallel: "

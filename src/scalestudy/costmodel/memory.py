@@ -454,7 +454,7 @@ def peak_transient(backward_peak: float, step_peak: float) -> float:
 
 
 # optimizer_loop values whose step runs torch's foreach AdamW (or, for "engine", the torch-native engines' default)
-FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused")
+FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused", "deepspeed-bf16")
 
 
 def deepspeed_fp16_optimizer(engine: str, zero: int, precision: str, pp: int) -> bool:
@@ -482,7 +482,11 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     (BF16_Optimizer and ZeRO 1-3 with DeepSpeed's fused Adam, Megatron's distributed optimizer). DeepSpeed given
     torch's AdamW as a client optimizer (`loop` foreach: scalestudy's `train`) holds its foreach temporary over the
     rank's flat partition, 4 psi / dp; at ZeRO-0 in 16 bits FP16_UnfusedOptimizer (`loop` deepspeed-unfused) makes a
-    per-tensor fp32 gradient copy (4 psi) beside that temporary (4 psi)."""
+    per-tensor fp32 gradient copy (4 psi) beside that temporary (4 psi); a bf16 pipeline's BF16_Optimizer (`loop`
+    deepspeed-bf16, with train's bf16 gradient accumulation: runtime/bf16_optimizer.py step() at v0.19.8) casts the
+    rank's 1/dp gradient partition to fp32 and steps its flat fp32 partition: 4 psi / dp + 4 psi / dp."""
+    if loop == "deepspeed-bf16" and engine == "deepspeed":
+        return 8.0 * psi / dp
     if deepspeed_fp16_optimizer(engine, zero, precision, pp) or (engine, zero, loop) == ("deepspeed", 0,
                                                                                           "deepspeed-unfused"):
         return 8.0 * psi

@@ -161,7 +161,7 @@ def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -
     st, lay = cfg.st, cfg.layout
     if st.optimizer_loop == "engine" or st.offload_optimizer != "none":
         return 0.0
-    sharded = st.engine == "fsdp" or st.zero >= 1
+    sharded = st.engine == "fsdp" or st.zero >= 1 or st.optimizer_loop == "deepspeed-bf16"  # BF16_Optimizer: 1/dp
     if st.engine == "deepspeed" and st.zero in (1, 2) and st.optimizer_loop == "deepspeed-serial":
         tensors = min(tensors, math.ceil(tensors / lay.dp) + 1)  # its 1/dp of the tensors + the one cut at its start
     elif st.engine == "deepspeed" and st.zero >= 1:
@@ -169,7 +169,7 @@ def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -
     elif st.engine == "ddp" and st.zero == 1:
         tensors = math.ceil(tensors / lay.dp)
     local = psi / lay.dp if sharded else psi
-    return optimizer_loop_s(st.optimizer_loop, local, tensors, st.precision, dev, cfg.cal.kernel_overhead_s)
+    return optimizer_loop_s(st.optimizer_loop, local, tensors, st.precision, dev, cfg.cal.kernel_overhead_s, psi)
 
 
 def _framework_s(cfg: Setting, dev: DeviceSpec, sublayers: float | None) -> float:

@@ -122,7 +122,18 @@ OPTIMIZER_LOOPS = {
     # sum (4 kernels, one .item() per group); the fp32 gradient copy .to (r2 w4); unscale mul_ (r4 w4); after the
     # foreach AdamW step (80 B) the copy back to the 16-bit weight (r4 w2): 13 kernels, 1 sync, 34 + 80 B
     "deepspeed-unfused": ((13, 1), 114.0),
+    # A DeepSpeed bf16 pipeline at ZeRO-0 around a client optimizer, as `train`'s DeepSpeed settings would run it
+    # (BF16_Optimizer with gradient accumulation in bf16, runtime/bf16_optimizer.py step(), read at v0.19.8): per
+    # tensor of the stage utils.get_global_norm_of_tensors' .float() and .norm (2 kernels; the norm's host read is
+    # once per step); then on the rank's 1/dp flat fp32 partition the gradient cast .to(fp32) (r2 w4), the foreach
+    # AdamW step (80 B) and update_lp_params' copy_ into the bf16 partition (r4 w2): 92 B per partition parameter;
+    # per parameter of the stage also STAGE_LOOP_BYTES
+    "deepspeed-bf16": ((2, 0), 92.0),
 }
+# Bytes per parameter of the whole stage (not the rank's partition) a loop moves beside OPTIMIZER_LOOPS': BF16_Optimizer
+# reads every bf16 gradient for the norm (.float(): r2 w4, .norm: r4) and zeroes the flat bf16 gradient buffer after
+# the step (zero_grad -> clear_hp_grads: w2)
+STAGE_LOOP_BYTES = {"deepspeed-bf16": 12.0}
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
 # (Per lookup, for the CPU pipeline terms of costmodel/cpu_parallel.py; the GPU head uses flops.vocab_grad_bytes.)
@@ -130,17 +141,19 @@ EMBED_GRAD_BYTES = 12.0
 
 
 def optimizer_loop_s(loop: str, params: float, tensors: float, precision: str, device: DeviceSpec,
-                     kernel_s: float) -> float:
+                     kernel_s: float, stage_params: float = 0.0) -> float:
     """Seconds per step an unfused optimizer `loop` (OPTIMIZER_LOOPS) adds to the fused update terms.optimizer_offload
     prices (OPTIMIZER_BYTES per parameter at HBM speed), for `params` parameters in `tensors` tensors on the rank: its
     extra bytes, and per tensor its kernels and host syncs at `kernel_s` each (calibration kernel_overhead_s, the
     fitted time one launch costs a block; not refitted here): a tensor of a small model's update moves a few MB, so
     the launches, not the bytes, set the loop's pace, and a sync drains the queue, the next kernel waiting one
-    launch gap. 0 for the engine's fused / multi-tensor optimizer and on CPU devices (measured profiles)."""
+    launch gap. 0 for the engine's fused / multi-tensor optimizer and on CPU devices (measured profiles).
+    `stage_params`: the parameters of the rank's whole stage when `params` is its partition (STAGE_LOOP_BYTES)."""
     if loop == "engine" or device.kind == "cpu":
         return 0.0
     (kernels, syncs), loop_bytes = OPTIMIZER_LOOPS[loop]
-    extra_bytes = params * max(0.0, loop_bytes - OPTIMIZER_BYTES[precision])
+    extra_bytes = params * max(0.0, loop_bytes - OPTIMIZER_BYTES[precision]) + \
+        stage_params * STAGE_LOOP_BYTES.get(loop, 0.0)
     return extra_bytes / device.hbm_bytes_per_s + tensors * (kernels + syncs) * kernel_s
 
 

@@ -414,8 +414,9 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 #   torch runs as foreach kernels on GPUs (optimizer._default_to_fused_or_foreach: fused only when asked), on every
 #   engine -- DeepSpeed takes it as a client optimizer and steps its flat ZeRO partitions with it; at ZeRO-0 in 16
 #   bits DeepSpeed wraps it in FP16_UnfusedOptimizer ("deepspeed-unfused": engine._configure_fp16_optimizer, not
-#   its FusedAdam); with the optimizer offloaded DeepSpeed runs its own CPU Adam and FSDP2 steps on the host
-#   ("engine": the CPU Adam terms price it);
+#   its FusedAdam) -- but a bf16 DeepSpeed pipeline at ZeRO-0 in BF16_Optimizer ("deepspeed-bf16"), which steps it
+#   on its 1/dp flat fp32 partition (deepspeed_optimizer_wrapper says which, from DeepSpeed 0.19.8's code); with the
+#   optimizer offloaded DeepSpeed runs its own CPU Adam and FSDP2 steps on the host ("engine": the CPU Adam terms);
 # - attention_kernel "mem-efficient" for T5 / mT5 under attention flash: engine/hf_model.py builds them with
 #   attn_implementation "sdpa" and transformers 5.x's T5 (5.24 installed) passes its relative position bias to SDPA as
 #   a float attn_mask, so torch dispatches the memory-efficient kernel, not FlashAttention (costmodel/attention_bias.py);
@@ -431,6 +432,30 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 TRAIN_SOFTWARE = {"recompute_early_stop": "on", "kernels": "eager", "lm_head": "replicated"}
 
 
+def deepspeed_optimizer_wrapper(fields: dict) -> str:
+    """The optimizer DeepSpeed 0.19.8 (the version `train` runs) steps for a strategy of `fields` (zero, pp,
+    precision; not offloaded) with the settings train hands it -- torch AdamW as the client optimizer, not its
+    FusedAdam, and data_types.grad_accum_dtype the compute dtype (engine/settings.deepspeed_config) -- read in
+    runtime/engine.py: _configure_optimizer takes _do_optimizer_sanity_check's answer. ZeRO 1-3: ZERO_OPTIMIZATION
+    ("zero": DeepSpeedZeroOptimizer / Stage3 around the client optimizer; BFLOAT16 only for bf16 ZeRO-1 with fp32
+    gradient accumulation, which train does not ask for), pipeline or not; ZeRO-0 in fp32: None, the client optimizer
+    itself ("client"); ZeRO-0 in fp16: FP16 -> _configure_fp16_optimizer, FP16_UnfusedOptimizer as the client
+    optimizer is no FusedAdam ("fp16-unfused"); ZeRO-0 in bf16: BFLOAT16 -> _configure_bf16_optimizer
+    (BF16_Optimizer, "bf16") when self.pipeline_parallelism (a PipelineEngine: pp > 1), else DDP_BFLOAT16 ->
+    _configure_fp16_optimizer with a bf16 low-precision dtype, FP16_UnfusedOptimizer again. (train itself runs tp /
+    pp > 1 on its hybrid backend, not DeepSpeed -- specs/parallel_layout refuses engine deepspeed there -- so a
+    DeepSpeed pipeline is what plan ranks for such a config and `plan --emit` passes over.)"""
+    if fields["zero"] >= 1:
+        return "zero"
+    if fields["precision"] == "fp32":
+        return "client"
+    return "bf16" if fields["precision"] == "bf16" and fields["pp"] > 1 else "fp16-unfused"
+
+
+# deepspeed_optimizer_wrapper -> the optimizer_loop it runs torch AdamW's foreach step in (costmodel/step.py)
+DEEPSPEED_LOOPS = {"zero": "foreach", "client": "foreach", "fp16-unfused": "deepspeed-unfused", "bf16": "deepspeed-bf16"}
+
+
 def train_software(fields: dict, model: ModelSpec | None) -> dict:
     """The cost-model options `train` runs (TRAIN_SOFTWARE, the loss of `model` on that backend, the optimizer's
     loop, a T5's attention kernel under flash) for a strategy whose fields are `fields` (name -> value: engine,
@@ -442,10 +467,9 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
     hf_loss = model is not None and model.is_encoder_decoder and fields["tp"] == 1 and fields["pp"] == 1
     if fields["offload_optimizer"] != "none":
         loop = "engine"  # DeepSpeed's CPU Adam / FSDP2's step on the host
-    elif engine == "deepspeed" and fields["zero"] == 0 and fields["precision"] != "fp32":
-        loop = "deepspeed-unfused"
     else:
-        loop = "foreach"
+        loop = DEEPSPEED_LOOPS.get(deepspeed_optimizer_wrapper(fields), "foreach") if engine == "deepspeed" else \
+            "foreach"
     trained = {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
     if model is not None and model.is_encoder_decoder and fields["attention"] == "flash":
         trained["attention_kernel"] = "mem-efficient"  # HF T5's float position-bias mask (comment above)
@@ -500,8 +524,8 @@ def cost_model_option_message(name: str) -> str:
     if name == "cross_entropy":
         runs += " or the model's own loss train runs (hf: T5 / mT5 without tp / pp; torch otherwise)"
     elif name == "optimizer_loop":
-        runs += (" or the torch AdamW train runs (foreach; deepspeed-unfused: DeepSpeed ZeRO-0 in 16 bits; engine "
-                 "with the optimizer offloaded)")
+        runs += (" or the torch AdamW train runs (foreach; deepspeed-unfused: DeepSpeed ZeRO-0 in 16 bits; "
+                 "deepspeed-bf16: a DeepSpeed bf16 pipeline at ZeRO-0; engine with the optimizer offloaded)")
     elif name == "attention_kernel":
         runs += " or mem-efficient, what train runs for T5 / mT5 under attention flash (SDPA with its position bias)"
     elif name in TRAIN_SOFTWARE:

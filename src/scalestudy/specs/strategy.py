@@ -102,9 +102,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      lists of tensors, 80 B per parameter, no per-tensor launches) or "deepspeed-unfused"
                      (DeepSpeed ZeRO-0 in 16 bits around a client optimizer, FP16_UnfusedOptimizer: per tensor an
                      overflow check read back, a norm, the fp32 gradient copy, unscale and the copy back, around the
-                     foreach step).
-                     `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "engine" with the
-                     optimizer offloaded: DeepSpeed's CPU Adam): specs/run.TRAIN_SOFTWARE.
+                     foreach step) or "deepspeed-bf16" (a DeepSpeed bf16 pipeline at ZeRO-0 around a client
+                     optimizer, BF16_Optimizer: a norm per tensor of the stage, then the foreach step on the rank's
+                     1/dp flat fp32 partition, its gradient cast to fp32 and the bf16 copy back).
+                     `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "deepspeed-bf16" on a
+                     DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam):
+                     specs/run.TRAIN_SOFTWARE, deepspeed_optimizer_wrapper.
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3),
@@ -185,12 +188,13 @@ ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
-                   "deepspeed-serial", "foreach", "deepspeed-unfused")  # costmodel/step.py
+                   "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16")  # costmodel/step.py
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
-                "optimizer_loop": ("foreach", "deepspeed-unfused"), "attention_kernel": ("mem-efficient",),
+                "optimizer_loop": ("foreach", "deepspeed-unfused", "deepspeed-bf16"),
+                "attention_kernel": ("mem-efficient",),
                 "lm_head": ("replicated",)}
 
 
@@ -274,6 +278,11 @@ class Strategy:
         if self.optimizer_loop == "deepspeed-unfused" and (self.engine, self.zero) != ("deepspeed", 0):
             raise ScalestudyError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
                                   f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}")
+        if self.optimizer_loop == "deepspeed-bf16" and ((self.engine, self.zero, self.precision) != (
+                "deepspeed", 0, "bf16") or self.pp < 2):
+            raise ScalestudyError(f"optimizer_loop deepspeed-bf16 describes the BF16_Optimizer of a DeepSpeed bf16 "
+                                  f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
+                                  f"{self.precision} pp {self.pp}")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
                      "zero1_all_reduce"):
             if not isinstance(getattr(self, name), bool):
