@@ -103,6 +103,11 @@ def test_estimate_of_a_bf16_pipeline_prices_the_partitioned_step():
     assert bf16.compute_s == fused.compute_s
 
 
+def _ops_root() -> str:
+    """Where `train`'s ranks keep DeepSpeed's JIT-built ops (engine/launch.py's TORCH_EXTENSIONS_DIR default)."""
+    return os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
+
+
 def _deepspeed_ready() -> str | None:
     """Why the in-process DeepSpeed check cannot run here cheaply (None when it can): DeepSpeed's CPU comm backend
     JIT-builds its shm op on first use (~1 min), so the check runs only where that build is cached."""
@@ -110,8 +115,64 @@ def _deepspeed_ready() -> str | None:
         import deepspeed  # noqa: F401
     except Exception as exc:  # pragma: no cover - the venv has it
         return f"deepspeed not importable: {exc}"
-    root = os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
-    op = os.path.join(root, "deepspeed_shm_comm")
+    op = os.path.join(_ops_root(), "deepspeed_shm_comm")
     if not os.path.exists(os.path.join(op, "deepspeed_shm_comm.so")) or os.path.exists(os.path.join(op, "lock")):
         return "DeepSpeed's shm_comm op is not built (or is being built) in TORCH_EXTENSIONS_DIR"
     return None
+
+
+# Built in a child process (deepspeed.initialize wants its own process group): gloo, one rank, the DeepSpeed config
+# engine/settings.deepspeed_config writes for `train`, torch AdamW as the client optimizer, a two-Linear model plain
+# (DeepSpeedEngine) or as a one-stage PipelineModule (PipelineEngine: pipeline_parallelism). fp16 is not checked:
+# DeepSpeed's CPU accelerator refuses it ("Type fp16 is not supported on your device").
+_PROBE = r'''
+import json, logging, os, sys
+import torch, deepspeed
+from deepspeed.pipe import PipelineModule
+from scalestudy.engine.settings import deepspeed_config
+from scalestudy.specs.run import RunConfig
+from scalestudy.specs.strategy import Strategy, Workload
+deepspeed.utils.logger.setLevel(logging.ERROR)
+deepspeed.init_distributed(dist_backend="gloo")
+out = {}
+for precision, zero, pipe in json.loads(sys.argv[1]):
+    run = RunConfig.build("gpt2-tiny", Strategy(engine="deepspeed", zero=zero, precision=precision),
+                          Workload(global_batch=2, seq_len=8), nproc=1, nnodes=1)
+    config = deepspeed_config(run, cuda=False)
+    layers = [torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)]
+    model = PipelineModule(layers, num_stages=1, loss_fn=torch.nn.MSELoss()) if pipe else torch.nn.Sequential(*layers)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config)
+    out[f"{precision} {zero} {int(pipe)}"] = type(engine.optimizer).__name__
+print("CLASSES " + json.dumps(out))
+'''
+# deepspeed_optimizer_wrapper's names -> DeepSpeed's classes
+_CLASSES = {"bf16": "BF16_Optimizer", "fp16-unfused": "FP16_UnfusedOptimizer", "zero": "DeepSpeedZeroOptimizer",
+            "client": "AdamW"}
+
+
+@pytest.mark.slow  # ~13 CPU-s in the child (torch + DeepSpeed imports, 3 engines); 48-55 s wall at load 6-8
+def test_deepspeed_builds_the_optimizer_the_rule_names():
+    """The real thing, where DeepSpeed's CPU comm op is already built (else skipped: its build takes ~1 min)."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    why = _deepspeed_ready()
+    if why:
+        pytest.skip(why)
+    cases = [("bf16", 0, False), ("bf16", 0, True), ("bf16", 1, True)]  # the bf16 pipeline's rule and its neighbours
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0",
+               WORLD_SIZE="1", LOCAL_RANK="0", OMP_NUM_THREADS="1", TORCH_EXTENSIONS_DIR=_ops_root(),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))  # op_builds.pin_ninja
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], env=env, capture_output=True, text=True,
+                          timeout=240)
+    line = [x for x in done.stdout.splitlines() if x.startswith("CLASSES ")]
+    assert done.returncode == 0 and line, done.stderr[-2000:]
+    got = json.loads(line[0].split(" ", 1)[1])
+    for precision, zero, pipe in cases:
+        rule = deepspeed_optimizer_wrapper(_fields(precision, zero, 2 if pipe else 1))
+        assert got[f"{precision} {zero} {int(pipe)}"] == _CLASSES[rule], (precision, zero, pipe)
