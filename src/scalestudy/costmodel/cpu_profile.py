@@ -203,8 +203,8 @@ class ProfileQuality:
         return max(self.waited / NOISY_WAIT, self.spread / NOISY_SPREAD)
 
     def why(self) -> str:
-        return (f"other processes held the CPU {self.waited:.0%} of its timed runs (noisy above {NOISY_WAIT:.0%}), "
-                f"its best repeats {self.spread:.0%} apart (above {NOISY_SPREAD:.0%})")
+        return (f"other processes held the CPU {self.waited:.0%} of its timed runs (noisy above {NOISY_WAIT:.0%}) "
+                f"and its best repeats were {self.spread:.0%} apart (noisy above {NOISY_SPREAD:.0%})")
 
 
 def profile_quality(path: Path) -> ProfileQuality | None:
@@ -246,7 +246,7 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     if first is None or first.noise() <= 1.0:
         return path
     if log:
-        log(f"the CPU profile was measured under load ({first.why()}): measuring once more...")
+        log(f"the CPU profile was measured under load: {first.why()}; measuring once more...")
     again = path.with_name(f"{path.stem}.attempt2-{os.getpid()}.yaml")
     try:
         _run_profile(again, 2, timeout_s, ops)
@@ -270,7 +270,7 @@ def warn_if_noisy(path: Path, log) -> None:
     if log is None or quality is None or quality.noise() <= 1.0 or path in _WARNED:
         return
     _WARNED.add(path)
-    log(f"note: this machine's CPU profile was measured under load ({quality.why()}); predictions may be off. "
+    log(f"note: this machine's CPU profile was measured under load: {quality.why()}; predictions may be off. "
         f"Delete {path} to measure it again when the machine is quieter.")
 
 
