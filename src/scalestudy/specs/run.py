@@ -453,7 +453,8 @@ def deepspeed_optimizer_wrapper(fields: dict) -> str:
 
 
 # deepspeed_optimizer_wrapper -> the optimizer_loop it runs torch AdamW's foreach step in (costmodel/step.py)
-DEEPSPEED_LOOPS = {"zero": "foreach", "client": "foreach", "fp16-unfused": "deepspeed-unfused", "bf16": "deepspeed-bf16"}
+DEEPSPEED_LOOPS = {"zero": "foreach", "client": "foreach", "fp16-unfused": "deepspeed-unfused",
+                   "bf16": "deepspeed-bf16"}
 
 
 def train_software(fields: dict, model: ModelSpec | None) -> dict:
