@@ -170,10 +170,10 @@ def fit_overheads(points: list[tuple[float, int, int, float]]) -> tuple[float, f
 
 # A profile is "measured under load" when other processes held the CPU for more than NOISY_WAIT of its timed runs
 # (the timings leave that out, engine/cpu_wait.py, but not what the same load does through shared caches and
-# memory, nor all of it between synchronised ranks: at load 7 here a plain t5-tiny step took 85 ms less its run-queue
-# wait, 21-29 ms on the quiet machine; a busy loop alone left it unchanged), or when its plain steps' best two rounds
-# still disagreed by more than NOISY_SPREAD after the extra rounds (engine/cpu_profile.py MAX_ROUNDS). Profiles at
-# ambient load 4-7 here: waited 0.60-0.61, spread 0.06-0.12.
+# memory, nor all of it between synchronised ranks: at load 7 here a plain t5-tiny step took 71-85 ms less its
+# run-queue wait, 61 ms at load 1; a busy loop alone left it unchanged), or when its plain steps' best two rounds
+# still disagreed by more than NOISY_SPREAD after the extra rounds (engine/cpu_profile.py MAX_ROUNDS). Profiles here:
+# load 1.0 waited 0.016, spread 0.049; ambient load 4-7 waited 0.60-0.61, spread 0.06-0.12.
 NOISY_WAIT, NOISY_SPREAD = 0.35, 0.08
 _QUALITY = re.compile(r"quality: waited ([0-9.]+|inf), spread ([0-9.]+|inf), rounds (\d+), attempt (\d+)")
 
