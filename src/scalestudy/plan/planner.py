@@ -35,14 +35,6 @@ def default_estimator() -> Estimator:
     return estimate
 
 
-def _default_estimate() -> Estimator | None:
-    """costmodel.estimate.estimate where it is imported already (an estimator of the caller's is something else)."""
-    import sys
-
-    module = sys.modules.get("scalestudy.costmodel.estimate")
-    return module.estimate if module is not None else None
-
-
 @dataclass
 class Candidate:
     """A feasible strategy and its estimate (an `Estimate`: .fits .step_s .tokens_per_s .mfu .per_device_bytes)."""
@@ -157,13 +149,13 @@ def pareto_front(candidates: list[Candidate], presorted: bool = False) -> list[C
     return front
 
 
-def _signature(c: Candidate) -> tuple:
-    # Strategies with the same layout, micro-batch and recompute whose cost-model numbers are equal are one choice
-    # as far as the model can tell (e.g. an engine that costs the same); the earlier (preferred) engine stays.
+def _signature_but_step(c: Candidate) -> tuple:
+    # Strategies with the same layout, micro-batch and recompute whose cost-model numbers (these fields and the step
+    # time rounded to 12 digits) are equal are one choice as far as the model can tell (e.g. an engine that costs
+    # the same); the earlier (preferred) engine stays (_deduplicated).
     point = c.point
     s = point.strategy
-    return (point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, round(c.estimate.step_s, 12),
-            int(c.per_device_bytes))
+    return point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, int(c.per_device_bytes)
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
@@ -177,7 +169,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     split_stages = cluster.heterogeneous and not constraints.stage_layers
     clusters = {}
     device_bytes, tokens = cluster.device.memory_bytes, workload.train_tokens
-    if estimator is _default_estimate():  # the same numbers; a strategy that does not fit is not priced further
+    if estimator is default_estimator():  # the same numbers; a strategy that does not fit is not priced further
         from scalestudy.costmodel.estimate import estimate_if_fits as estimator
     for group in enumerate_groups(model, cluster, workload, constraints, stats):
         first = group[0]
@@ -258,24 +250,23 @@ def plan(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints
 
 
 def _deduplicated(ranked: list[Candidate]) -> list[Candidate]:
-    """`ranked` without a candidate whose _signature an earlier one has. The signature's rounded step time (round()
-    of a float: its correctly rounded decimal digits, the costliest part) is computed only for candidates whose other
-    fields an earlier one shares: the same kept list as comparing every full signature."""
-    unique, steps = [], {}
+    """`ranked` without a candidate whose signature (_signature_but_step + the step time rounded to 12 digits) an
+    earlier one has. The rounded step (round() of a float: its correctly rounded decimal digits, the costliest part)
+    is computed only for candidates whose other fields an earlier one shares: the same kept list as comparing every
+    full signature."""
+    unique, kept = [], {}  # fields -> the first kept candidate, or the rounded steps of those kept
     for c in ranked:
-        point = c.point
-        s = point.strategy
-        rest = (point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, int(c.per_device_bytes))
-        kept = steps.get(rest)
-        if kept is None:
-            steps[rest] = [c]  # rounded steps of the kept candidates with these fields, computed when needed
+        fields = _signature_but_step(c)
+        steps = kept.get(fields)
+        if steps is None:
+            kept[fields] = c
             unique.append(c)
             continue
-        if kept and isinstance(kept[0], Candidate):
-            kept[0] = round(kept[0].estimate.step_s, 12)
+        if isinstance(steps, Candidate):
+            steps = kept[fields] = {round(steps.estimate.step_s, 12)}
         step = round(c.estimate.step_s, 12)
-        if step not in kept:
-            kept.append(step)
+        if step not in steps:
+            steps.add(step)
             unique.append(c)
     return unique
 
