@@ -138,6 +138,30 @@ def test_overlap_param_gather_defaults_to_the_engines(kwargs, gathered, label):
     assert Strategy.from_dict(st.to_dict()) == st  # resolved once: a bool from then on
 
 
+@pytest.mark.parametrize("kwargs, overlapped, label", [
+    # unset, tp_comm_overlap is the engine's: on for megatron's distributed optimizer with sequence parallelism at
+    # tp > 1 and the gradient reduction overlapped (the layout of NVIDIA's Megatron-Core recipes that turn on
+    # Transformer Engine's userbuffers: Megatron-Bridge CommOverlapConfig(tp_comm_overlap=True), dgxc, Megatron-LM's
+    # H100 table), off elsewhere -- and never a refusal where there is no sequence parallelism
+    ({"engine": "megatron", "zero": 1, "tp": 4}, True, ""),
+    ({"engine": "megatron", "zero": 1, "tp": 4, "sequence_parallel": False}, False, " no-sp"),
+    ({"engine": "megatron", "zero": 1, "tp": 4, "overlap_grad_comm": False}, False, " sync-grad"),
+    ({"engine": "megatron", "zero": 0, "tp": 4}, False, ""),
+    ({"engine": "megatron", "zero": 2, "tp": 4}, False, ""),
+    ({"engine": "megatron", "zero": 1, "tp": 1}, False, ""),
+    ({"engine": "fsdp", "zero": 3, "tp": 4}, False, ""),  # torch async TP: torchtitan's opt-in
+    # named values are kept; the label names them where they differ from the engine's default
+    ({"engine": "megatron", "zero": 1, "tp": 4, "tp_comm_overlap": False}, False, " no-tp-comm-overlap"),
+    ({"engine": "fsdp", "zero": 3, "tp": 4, "tp_comm_overlap": True}, True, " tp-comm-overlap"),
+])
+def test_tp_comm_overlap_defaults_to_the_engines(kwargs, overlapped, label):
+    st = Strategy(**kwargs)
+    assert st.tp_comm_overlap is overlapped and st._options_label() == label
+    assert Strategy.from_dict(st.to_dict()) == st  # resolved once: a bool from then on
+    if kwargs.get("tp_comm_overlap") is None:  # a copy of the unresolved fields without SP resolves it afresh
+        assert Strategy.from_dict({**st.unresolved_dict(), "sequence_parallel": False}).tp_comm_overlap is False
+
+
 @pytest.mark.parametrize("kwargs, all_reduce, label", [
     # unset, zero1_all_reduce is DeepSpeed's: its ZeRO-1 all-reduces each gradient bucket (<= 0.12: contiguous
     # gradients forced off; later: allreduce_and_scatter under use_multi_rank_bucket_allreduce); no effect elsewhere

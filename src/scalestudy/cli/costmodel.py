@@ -68,7 +68,7 @@ def estimate(
     sequence_parallel: bool = SEQUENCE_PARALLEL,
     overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
     overlap_param_gather: Optional[bool] = OVERLAP_PARAM_GATHER,
-    tp_comm_overlap: bool = TP_COMM_OVERLAP,
+    tp_comm_overlap: Optional[bool] = TP_COMM_OVERLAP,
     zero1_all_reduce: Optional[bool] = ZERO1_ALL_REDUCE,
     kernels: str = KERNELS,
     grad_reduce: str = GRAD_REDUCE,

@@ -102,10 +102,13 @@ LM_HEAD = typer.Option("engine", "--lm-head",
                             "Megatron-LM / NeMo / Megatron-DeepSpeed, torchtitan loss_parallel) | replicated (all V on "
                             "every tp rank: scalestudy's train); no effect at tp 1; cost model only.")
 PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
-TP_COMM_OVERLAP = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
-                                    "enable_async_tensor_parallel; needs sequence parallelism; cost model only).")
+                                    "enable_async_tensor_parallel; needs sequence parallelism; cost model only). "
+                                    "Unset: the engine's default -- on for --engine megatron --zero 1 with sequence "
+                                    "parallelism at tp > 1 and --overlap-grad-comm (NVIDIA's Megatron-Core recipes), "
+                                    "off otherwise.")
 
 
 def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:

@@ -86,7 +86,7 @@ class Constraints:
     overlap_grad_comm: bool = True
     stage_layers: tuple[int, ...] = ()  # explicit split; only pipelines with len(stage_layers) stages are searched
     overlap_param_gather: bool | None = None  # None: the engine's default (strategy.param_gather_default)
-    tp_comm_overlap: bool = False
+    tp_comm_overlap: bool | None = None  # None: the engine's default (strategy.tp_comm_overlap_default)
     zero1_all_reduce: bool | None = None  # None: the engine's default (strategy.zero1_all_reduce_default)
     kernels: str = TRAINED  # Strategy.kernels, kept fixed (not searched); "train": what train runs (eager)
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine

@@ -479,9 +479,10 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
 
 def _train_default(name: str):
     """The value a Strategy field left at its default has on train's engines: the field's default, but False for
-    overlap_param_gather (default None: the engine's, strategy.param_gather_default, off on deepspeed / fsdp / ddp)."""
+    overlap_param_gather and tp_comm_overlap (default None: the engine's, strategy.param_gather_default /
+    tp_comm_overlap_default, off on deepspeed / fsdp / ddp)."""
     default = Strategy.__dataclass_fields__[name].default
-    return False if default is None and name == "overlap_param_gather" else default
+    return False if default is None and name in ("overlap_param_gather", "tp_comm_overlap") else default
 
 
 def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | None = None) -> bool:

@@ -34,7 +34,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - tp_comm_overlap:   tensor-parallel all-gathers / reduce-scatters overlap the adjacent linear GEMMs (engine
                      megatron: Transformer Engine userbuffers, Megatron `--tp-comm-overlap`; fsdp / ddp: PyTorch
                      async TP, torchtitan `enable_async_tensor_parallel`; engines.yaml tp_comm_overlap; needs
-                     sequence_parallel when tp > 1); no effect when tp = 1. Cost model only (`train` refuses it).
+                     sequence_parallel when tp > 1); no effect when tp = 1. Unset (None), the engine's default
+                     (`tp_comm_overlap_default`): on for engine megatron's distributed optimizer (zero 1) with
+                     sequence parallelism at tp > 1 and overlap_grad_comm -- the layout of NVIDIA's Megatron-Core
+                     pre-training recipes, which turn it on --, off elsewhere. Cost model only (`train` refuses it on).
 - zero1_all_reduce: DeepSpeed ZeRO stage 1 reduces the gradients with one full all-reduce per bucket instead of a
                      reduce-scatter, then all-gathers the updated weights (3 psi of ring traffic, not 2): DeepSpeed
                      0.4.4-0.7.1 and 0.8.0-0.12.x force contiguous_gradients off for stage 1 (non-MoE; engine.py,
@@ -149,11 +152,12 @@ torchtitan without compile) software, so no one default is evidenced; `optimizer
 update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW, and HF Trainer's own default since
 transformers' training_args picks adamw_torch_fused on torch >= 2.8; torch's foreach default, HF Trainer's adamw_torch
 on older torch, is "foreach", named by the run);
-Megatron's `tp_comm_overlap` stays off, Megatron-LM's own argument default (NeMo 2 / Megatron-Bridge take it from
-each recipe: no default evidenced); `overlap_param_gather` follows `overlap_grad_comm` on engine megatron at zero >= 1
-(above), what the current NVIDIA stacks run -- Megatron-LM's bare --overlap-param-gather is off, so a run of it
-with --overlap-grad-reduce alone says overlap_param_gather false; `zero1_all_reduce` is on for DeepSpeed ZeRO-1 (above),
-the gradient all-reduce DeepSpeed runs.
+Megatron's `tp_comm_overlap` is on for the distributed optimizer (zero 1) with sequence parallelism at tp > 1 and
+overlap_grad_comm (`tp_comm_overlap_default`), off elsewhere -- Megatron-LM's bare --tp-comm-overlap is off, so such a
+run of it, or NeMo's, without TP overlap says tp_comm_overlap false; `overlap_param_gather` follows
+`overlap_grad_comm` on engine megatron at zero >= 1 (above), what the current NVIDIA stacks run -- Megatron-LM's
+bare --overlap-param-gather is off, so a run of it with --overlap-grad-reduce alone says overlap_param_gather false;
+`zero1_all_reduce` is on for DeepSpeed ZeRO-1 (above), the gradient all-reduce DeepSpeed runs.
 """
 
 from __future__ import annotations
@@ -224,7 +228,7 @@ class Strategy:
     virtual_stages: int = 1  # model chunks per pipeline device (interleaved schedule only)
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = even split, remainder spread
     overlap_param_gather: bool | None = None  # None: the engine's default, param_gather_default (cost model only)
-    tp_comm_overlap: bool = False  # cost model only
+    tp_comm_overlap: bool | None = None  # None: the engine's default, tp_comm_overlap_default (cost model only)
     zero1_all_reduce: bool | None = None  # None: the engine's default, zero1_all_reduce_default (cost model only)
     kernels: str = "engine"  # element-wise kernels fused / eager; engine: software_defaults (module docstring)
     grad_reduce: str = "engine"  # gradient-reduction dtype (cost model only, see the module docstring)
@@ -241,6 +245,9 @@ class Strategy:
                                param_gather_default(self.engine, self.zero, self.overlap_grad_comm))
         if self.zero1_all_reduce is None:
             object.__setattr__(self, "zero1_all_reduce", zero1_all_reduce_default(self.engine, self.zero))
+        if self.tp_comm_overlap is None:
+            object.__setattr__(self, "tp_comm_overlap", tp_comm_overlap_default(
+                self.engine, self.zero, self.tp, self.sequence_parallel, self.overlap_grad_comm))
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
@@ -378,8 +385,10 @@ class Strategy:
                 self.overlap_param_gather != param_gather_default(self.engine, self.zero, self.overlap_grad_comm):
             # where there is a bucketed post-step parameter all-gather, away from the engine's default
             parts.append("ovl-param-gather" if self.overlap_param_gather else "no-ovl-param-gather")
-        if self.tp_comm_overlap and self.tp > 1:
-            parts.append("tp-comm-overlap")
+        if self.tp > 1 and self.tp_comm_overlap != tp_comm_overlap_default(
+                self.engine, self.zero, self.tp, self.sequence_parallel, self.overlap_grad_comm):
+            # away from the engine's default (tp_comm_overlap_default)
+            parts.append("tp-comm-overlap" if self.tp_comm_overlap else "no-tp-comm-overlap")
         if (self.engine, self.zero) == ("deepspeed", 1) and not self.zero1_all_reduce:
             parts.append("z1-reduce")  # away from DeepSpeed's default all-reduce (zero1_all_reduce_default)
         if self.pp > 1 and self.pp_schedule != "1f1b":
@@ -418,14 +427,17 @@ class Strategy:
         return data
 
     def unresolved_dict(self) -> dict:
-        """to_dict with each option the engine resolved (overlap_param_gather, zero1_all_reduce) left unset where it
-        holds its default, so a copy built from it with another engine, stage or overlap (RunConfig.with_flat)
-        resolves that default afresh instead of keeping the old engine's."""
+        """to_dict with each option the engine resolved (overlap_param_gather, zero1_all_reduce, tp_comm_overlap)
+        left unset where it holds its default, so a copy built from it with another engine, stage or overlap
+        (RunConfig.with_flat) resolves that default afresh instead of keeping the old engine's."""
         data = self.to_dict()
         if self.overlap_param_gather == param_gather_default(self.engine, self.zero, self.overlap_grad_comm):
             data["overlap_param_gather"] = None
         if self.zero1_all_reduce == zero1_all_reduce_default(self.engine, self.zero):
             data["zero1_all_reduce"] = None
+        if self.tp_comm_overlap == tp_comm_overlap_default(self.engine, self.zero, self.tp, self.sequence_parallel,
+                                                           self.overlap_grad_comm):
+            data["tp_comm_overlap"] = None
         return data
 
     @classmethod
@@ -472,6 +484,20 @@ def param_gather_default(engine: str, zero, overlap_grad_comm) -> bool:
     the distributed optimizer, as NeMo 2's MegatronCommOverlapCallback did and NeMo 1.x's distributed_fused_adam
     (apex overlap_param_sync, on by default from NeMo PR 5684, Dec 2022); off otherwise."""
     return engine == "megatron" and zero in (1, 2) and overlap_grad_comm is True
+
+
+def tp_comm_overlap_default(engine: str, zero, tp, sequence_parallel, overlap_grad_comm) -> bool:
+    """`tp_comm_overlap` left unset (module docstring): on for engine megatron's distributed optimizer (zero 1) with
+    sequence parallelism at tp > 1 and the gradient reduction overlapped -- the layout of NVIDIA's Megatron-Core
+    pre-training recipes, which run Transformer Engine's userbuffers TP overlap in it: Megatron-Bridge (067f987d,
+    recipes/llama/h100/llama3.py Llama 3 / 3.1 70B and 405B pretrain, recipes/gpt/h100/gpt3_175b.py:
+    CommOverlapConfig(tp_comm_overlap=True)), NeMo's dgxc-benchmarking recipes (GPT-3 175B, Nemotron-4 15B / 340B)
+    and Megatron-LM's own H100 scaling table (README at f2e5db40: --tp-comm-overlap); Megatron-LM's
+    argument alone is off (--tp-comm-overlap store_true, and it asserts sequence parallelism), so such a run without it
+    says tp_comm_overlap false (Nemotron-4 340B's production config: ub_tp_comm_overlap False). Off elsewhere (no
+    effect at tp 1; the torch engines' async TP is torchtitan's opt-in)."""
+    return (engine == "megatron" and zero == 1 and isinstance(tp, int) and tp > 1 and sequence_parallel is True
+            and overlap_grad_comm is True)
 
 
 def zero1_all_reduce_default(engine: str, zero) -> bool:
