@@ -564,6 +564,11 @@ CASES: list[Case] = [
     C("train-kernels-fused", f"{TRAIN} --set kernels=fused", "kernels"),  # train runs eager HF models
     C("estimate-lm-head-unknown", f"{EST} --lm-head vocab-parallel", "unknown lm_head"),
     C("plan-lm-head-unknown", f"{PLAN} --lm-head shared", "unknown lm_head"),
+    C("estimate-grad-accum-dtype-unknown", f"{EST} --grad-accum-dtype bf16", "unknown grad_accum_dtype"),
+    C("estimate-grad-accum-dtype-fsdp", f"{EST} --engine fsdp --zero 3 --grad-accum-dtype fp32",
+      "describes DeepSpeed's data_types.grad_accum_dtype"),
+    C("plan-grad-accum-dtype-without-deepspeed", f"{PLAN} --grad-accum-dtype fp32", "--engine deepspeed"),
+    C("train-grad-accum-dtype-fp32", f"{TRAIN} --set grad_accum_dtype=fp32", "grad_accum_dtype"),
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
     C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),

@@ -64,7 +64,8 @@ PLAN_CASES = [
      "--recompute-early-stop", "engine",  # plan's own default is what `train` runs (on)
      # and the rest of train's software, which plan fills where a flag is left at its default (a named early stop
      # included: specs/run.TRAIN_SOFTWARE), named for estimate
-     "--kernels", "eager", "--cross-entropy", "torch", "--optimizer-loop", "foreach", "--lm-head", "replicated"],
+     "--kernels", "eager", "--cross-entropy", "torch", "--optimizer-loop", "foreach", "--lm-head", "replicated",
+     "--grad-accum-dtype", "compute"],
     # --stage-layers auto (estimate's resource-aware split on a cluster mixing devices): plan refused the word
     ["--model", "llama-13b", "--cluster", str(Path(__file__).parents[2] / "examples" / "cluster-a100-v100.yaml"),
      "--engine", "megatron", "--zero", "1", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--global-batch", "64",

@@ -57,9 +57,12 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     spec, strategy, workload, layout = cfg.validate(cuda=cuda)
     # ... with the software train runs written in (specs/run.as_trained): checkpoint early stop, HF T5's eager
     # element-wise kernels and its own CrossEntropyLoss, torch AdamW's foreach step, SDPA's memory-efficient kernel
-    # for T5's float position-bias mask, the vocabulary whole on every tp rank (lm_head replicated)
+    # for T5's float position-bias mask, the vocabulary whole on every tp rank (lm_head replicated), DeepSpeed's
+    # gradients accumulated in the compute dtype (grad_accum_dtype compute, its data_types.grad_accum_dtype)
+    accum = {"grad_accum_dtype": "compute"} if engine == "deepspeed" else {}
     assert strategy == s.replace(recompute_early_stop="on", kernels="eager", cross_entropy="hf",
-                                 optimizer_loop="foreach", attention_kernel="mem-efficient", lm_head="replicated")
+                                 optimizer_loop="foreach", attention_kernel="mem-efficient", lm_head="replicated",
+                                 **accum)
     assert workload.global_batch == 8 * nnodes
     assert (layout.dp, layout.grad_accum) == (2 * nnodes, 2)
     assert json.loads(paths[settings_file].read_text())["gradient_accumulation_steps"] == 2

@@ -13,7 +13,8 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_REDUCE, KERNELS, LM_HEAD, OPTIMIZER_DTYPE,
+from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_ACCUM_DTYPE, GRAD_REDUCE, KERNELS, LM_HEAD,
+                                    OPTIMIZER_DTYPE,
                                     OPTIMIZER_LOOP,
                                     OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
                                     SEQUENCE_PARALLEL, TP_COMM_OVERLAP)
@@ -78,6 +79,7 @@ def estimate(
     optimizer_dtype: str = OPTIMIZER_DTYPE,
     optimizer_loop: str = OPTIMIZER_LOOP,
     lm_head: str = LM_HEAD,
+    grad_accum_dtype: str = GRAD_ACCUM_DTYPE,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -116,7 +118,8 @@ def estimate(
                         zero1_all_reduce=zero1_all_reduce,
                         kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
                         cross_entropy=cross_entropy, attention_kernel=attention_kernel,
-                        optimizer_dtype=optimizer_dtype, optimizer_loop=optimizer_loop, lm_head=lm_head)
+                        optimizer_dtype=optimizer_dtype, optimizer_loop=optimizer_loop, lm_head=lm_head,
+                        grad_accum_dtype=grad_accum_dtype)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")

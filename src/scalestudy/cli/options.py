@@ -102,6 +102,12 @@ LM_HEAD = typer.Option("engine", "--lm-head",
                             "Megatron-LM / NeMo / Megatron-DeepSpeed, torchtitan loss_parallel) | replicated (all V on "
                             "every tp rank: scalestudy's train); no effect at tp 1; cost model only.")
 PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
+GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
+                                help="DeepSpeed's gradient accumulation dtype (data_types.grad_accum_dtype; engine "
+                                     "deepspeed, bf16 only): engine (fp32, the published runs') | fp32 "
+                                     "(BF16_Optimizer's fp32 accumulator at ZeRO 0/1, 4 B per parameter) | compute "
+                                     "(bf16: no fp32 accumulator, what scalestudy's train sets); cost model only.")
+PLAN_GRAD_ACCUM_DTYPE = _plan_default_train(GRAD_ACCUM_DTYPE, "compute on deepspeed")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

@@ -13,7 +13,8 @@ import typer
 
 from scalestudy.cli import app
 from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTYPE, OVERLAP_GRAD_COMM,
-                                    OVERLAP_PARAM_GATHER, PLAN_CROSS_ENTROPY, PLAN_KERNELS, PLAN_LM_HEAD,
+                                    OVERLAP_PARAM_GATHER, PLAN_CROSS_ENTROPY, PLAN_GRAD_ACCUM_DTYPE, PLAN_KERNELS,
+                                    PLAN_LM_HEAD,
                                     PLAN_OPTIMIZER_LOOP,
                                     PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
                                     cli_cluster, parse_speeds, print_stages)
@@ -234,6 +235,7 @@ def plan(
     optimizer_dtype: str = OPTIMIZER_DTYPE,
     optimizer_loop: str = PLAN_OPTIMIZER_LOOP,
     lm_head: str = PLAN_LM_HEAD,
+    grad_accum_dtype: str = PLAN_GRAD_ACCUM_DTYPE,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -304,7 +306,7 @@ def plan(
                                        "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
                                        "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop,
-                                       "lm_head": lm_head})
+                                       "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

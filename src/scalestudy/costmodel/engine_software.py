@@ -39,5 +39,6 @@ def engine_meanings(st: Strategy) -> dict[str, str]:
         "recompute_early_stop": "on" if early_stop(st) else "off",
         "optimizer_dtype": "fp32",
         "lm_head": "sharded",  # strategy.vocab_shards: vocabulary-parallel on every engine
+        "grad_accum_dtype": "fp32",  # memory.deepspeed_bf16_wrapper: an fp32 accumulator at ZeRO 0 / 1
     }
     return {name: value for name, value in meanings.items() if getattr(st, name) == "engine"}

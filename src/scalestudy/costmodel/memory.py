@@ -93,9 +93,11 @@ def zero_model_states(psi: float, dp: int, stage: int, precision: str = "bf16") 
 
 def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, offload_optimizer: str = "none",
                  offload_params: str = "none", grad_reduce: str = "engine",
-                 optimizer_dtype: str = "engine") -> tuple[float, float, float, float, float]:
+                 optimizer_dtype: str = "engine", pp: int = 1,
+                 grad_accum_dtype: str = "engine") -> tuple[float, float, float, float, float]:
     """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank
-    (`grad_reduce`, `optimizer_dtype`: Strategy's, the dtypes of Megatron's main-gradient buffer and optimizer)."""
+    (`grad_reduce`, `optimizer_dtype`: Strategy's, the dtypes of Megatron's main-gradient buffer and optimizer;
+    `pp`, `grad_accum_dtype`: which DeepSpeed optimizer wrapper holds the states, `deepspeed_bf16_wrapper`)."""
     if engine == "ddp":
         # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
         # (zero=1) partitions the moments.
@@ -111,6 +113,15 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
             return kept, 0.0, 0.0, 16.0 * psi / dp, 0.0
         return 4.0 * psi / dp + kept, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
     w, g, o = zero_model_states(psi, dp, zero, precision)
+    if zero == 0 and grad_accum_dtype == "compute" and \
+            deepspeed_bf16_wrapper(engine, zero, precision, pp, grad_accum_dtype) == "bf16":
+        # BF16_Optimizer partitions its fp32 master weights and the Adam moments over dp whatever the ZeRO stage:
+        # fp32_groups_flat_partition is 1/dp of the flat bf16 group, the client optimizer steps only that
+        # (runtime/bf16_optimizer.py _setup_for_real_optimizer, v0.19.8; measured, docs/costmodel-validation.md
+        # 'trainmem'). Priced for train's runs (compute accumulation: a bf16 pipeline at ZeRO-0); "engine" keeps
+        # the published view's whole ZeRO-0 states (no published bf16 ZeRO-0 row; its ZeRO-1 prices an all-gather
+        # bucket, so partitioning ZeRO-0 alone there would rank ZeRO-1 above it in memory)
+        o = o / dp
     if precision == "fp32" and zero in (1, 2):
         # DeepSpeed stage 1/2 always clones its partition into a separate fp32 master copy
         # (stage_1_and_2.py: single_partition_of_fp32_groups), even when the model is already fp32: K = 4 + 8.
@@ -174,8 +185,10 @@ def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
 
 
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
-                 offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True) -> float:
-    """Communication buckets and gathered-parameter working sets (implementation defaults, see CostOptions)."""
+                 offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True, pp: int = 1,
+                 grad_accum_dtype: str = "engine") -> float:
+    """Communication buckets, gathered-parameter working sets (implementation defaults, see CostOptions) and
+    DeepSpeed's gradient accumulator (`deepspeed_accumulator_bytes`)."""
     half = ACT_BYTES[precision]
     if engine == "megatron":
         # zero 0/1: reduce-scatter / all-gather in place in the gradient and parameter buffers; zero 2 (Megatron-FSDP
@@ -194,9 +207,7 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         return 2 * half * layer + 4.0 * layer + fsdp_root_gathered_bytes(model, psi, tp, precision)
     # gradient (all-)reduce bucket: every DeepSpeed stage flattens gradients into it (two when overlapping)
     reduce = half * min(options.reduce_bucket_elems, psi) * (2 if overlap_grad_comm else 1)
-    # bf16 with ZeRO 0/1 runs DeepSpeed's BF16_Optimizer, which accumulates gradients in fp32 buffers for every
-    # local parameter (fp32_groups_gradients), beside the bf16 gradients
-    bf16_accum = 4.0 * psi if precision == "bf16" and zero <= 1 else 0.0
+    bf16_accum = deepspeed_accumulator_bytes(psi, engine, zero, precision, pp, grad_accum_dtype)
     if zero == 0 or dp == 1 and zero < 3:
         return reduce + bf16_accum
     fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" or bf16_accum else \
@@ -204,6 +215,38 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
+
+
+def deepspeed_bf16_wrapper(engine: str, zero: int, precision: str, pp: int, grad_accum_dtype: str = "engine") -> str:
+    """The optimizer wrapper that holds a DeepSpeed bf16 run's gradients and master states (ZeRO 0-2; "" for other
+    engines and precisions), by its gradient accumulation dtype (Strategy.grad_accum_dtype). DeepSpeed 0.19.8
+    engine._do_optimizer_sanity_check: ZeRO 1 with fp32 accumulation -> BFLOAT16 (BF16_Optimizer), other ZeRO
+    stages -> ZERO_OPTIMIZATION (DeepSpeedZeroOptimizer, "zero"); ZeRO-0 with bf16 accumulation -> BFLOAT16 in a
+    pipeline (PipelineEngine), else DDP_BFLOAT16 (FP16_UnfusedOptimizer around a client optimizer, "unfused");
+    ZeRO-0 with fp32 accumulation is refused there ("unsupported mix"), and BF16_Optimizer is what every ZeRO-0
+    bf16 run got while DeepSpeed defaulted its accumulation to fp32 (the published runs: "engine" = fp32)."""
+    if engine != "deepspeed" or precision != "bf16" or zero > 2:
+        return ""
+    if grad_accum_dtype != "compute":  # fp32 accumulation
+        return "bf16" if zero <= 1 else "zero"
+    if zero >= 1:
+        return "zero"
+    return "bf16" if pp > 1 else "unfused"
+
+
+def deepspeed_accumulator_bytes(psi: float, engine: str, zero: int, precision: str, pp: int = 1,
+                                grad_accum_dtype: str = "engine") -> float:
+    """Bytes of DeepSpeed's gradient accumulation buffer beside the bf16 gradients (`deepspeed_bf16_wrapper`):
+    BF16_Optimizer zeroes one flat buffer of the whole stage in the accumulation dtype, fp32_groups_gradients_flat =
+    torch.zeros_like(bf16_groups_flat, dtype=grad_acc_dtype), and adds each micro-batch's .grad into it, keeping the
+    bf16 .grad (zeroed, not freed: immediate_grad_update false by default) -- 4 psi in fp32, 2 psi in bf16
+    (bf16_optimizer.py _setup_for_real_optimizer / update_hp_grads, v0.19.8). DeepSpeedZeroOptimizer with bf16
+    accumulation keeps no second copy (the gradients accumulate in .grad / the reduced partition, `grads`), nor does
+    FP16_UnfusedOptimizer: 0. Measured on 2 gloo ranks, DeepSpeed 0.19.8, train's deepspeed_config
+    (docs/costmodel-validation.md 'trainmem')."""
+    if deepspeed_bf16_wrapper(engine, zero, precision, pp, grad_accum_dtype) != "bf16":
+        return 0.0
+    return (2.0 if grad_accum_dtype == "compute" else 4.0) * psi
 
 
 def fsdp_root_gathered_bytes(model: ModelSpec, psi: float, tp: int, precision: str) -> float:
@@ -424,16 +467,17 @@ def _rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opt
     eng = engine_table().get(st.engine)
     key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
            st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
-           st.optimizer_loop, st.pp)
+           st.optimizer_loop, st.pp, st.grad_accum_dtype)
     hit = _RANK_STATES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
     if len(_RANK_STATES) > 100_000:
         _RANK_STATES.clear()
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, st.precision, st.offload_optimizer,
-                                       st.offload_params, st.grad_reduce, st.optimizer_dtype)
+                                       st.offload_params, st.grad_reduce, st.optimizer_dtype, st.pp,
+                                       st.grad_accum_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
-                       st.overlap_grad_comm)
+                       st.overlap_grad_comm, st.pp, st.grad_accum_dtype)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach

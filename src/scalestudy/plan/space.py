@@ -32,9 +32,10 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`,
 `zero1_all_reduce`, `kernels`, `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`,
-`optimizer_dtype`, `optimizer_loop`, `lm_head`) are carried into every Strategy -- `recompute_early_stop`, `kernels`,
-`cross_entropy`, `optimizer_loop` and `lm_head` left at "train" as the value `train` runs on train's engines (early
-stop on, eager kernels, the model's own loss, torch AdamW's foreach step, the vocabulary whole on every tp rank:
+`optimizer_dtype`, `optimizer_loop`, `lm_head`, `grad_accum_dtype`) are carried into every Strategy --
+`recompute_early_stop`, `kernels`, `cross_entropy`, `optimizer_loop`, `lm_head` and `grad_accum_dtype` left at "train"
+as the value `train` runs on train's engines (early stop on, eager kernels, the model's own loss, torch AdamW's foreach
+step, the vocabulary whole on every tp rank, DeepSpeed's gradients accumulated in the compute dtype:
 specs/run.as_trained), so a candidate is priced as
 the run its emitted config makes, and a value the user names (a published run's software, "engine" included) as
 given; sequence parallelism only
@@ -53,14 +54,14 @@ from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
-                                      EARLY_STOPS, GRAD_REDUCES, KERNELS, LM_HEADS, OFFLOADS, OPTIMIZER_DTYPES,
-                                      OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES, ZERO_STAGES, Strategy, Workload,
-                                      check_choice, hf_decoder, resolve_layout, software_fill)
+                                      EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_REDUCES, KERNELS, LM_HEADS, OFFLOADS,
+                                      OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES, ZERO_STAGES,
+                                      Strategy, Workload, check_choice, hf_decoder, resolve_layout, software_fill)
 
 TRAINED = "train"  # the default of Constraints' TRAIN_KNOBS: price each candidate with the value train runs
 # Software options whose plan default is TRAINED (specs/run.train_software fills them per candidate); a value the user
 # names -- "engine" too: a published run typed into plan -- is priced as given
-TRAIN_KNOBS = ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head")
+TRAIN_KNOBS = ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head", "grad_accum_dtype")
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Constraints:
     optimizer_dtype: str = "engine"
     optimizer_loop: str = TRAINED
     lm_head: str = TRAINED  # "train": replicated (train's tp leaves the vocabulary whole on every rank)
+    grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -108,7 +110,8 @@ class Constraints:
                               ("grad_reduce", GRAD_REDUCES), ("cross_entropy", (*CROSS_ENTROPIES, TRAINED)),
                               ("recompute_early_stop", (*EARLY_STOPS, TRAINED)),
                               ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", (*OPTIMIZER_LOOPS, TRAINED)),
-                              ("lm_head", (*LM_HEADS, TRAINED))):
+                              ("lm_head", (*LM_HEADS, TRAINED)),
+                              ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED))):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -124,6 +127,9 @@ class Constraints:
         if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer: "
                                   "it needs --engine megatron")
+        if self.grad_accum_dtype not in ("engine", TRAINED) and set(self.engines) != {"deepspeed"}:
+            raise ScalestudyError(f"--grad-accum-dtype {self.grad_accum_dtype} describes DeepSpeed's "
+                                  "data_types.grad_accum_dtype: it needs --engine deepspeed")
         if self.optimizer_loop == "deepspeed-serial" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError("--optimizer-loop deepspeed-serial describes DeepSpeed's ZeRO optimizer: it needs "
                                   "--engine deepspeed")

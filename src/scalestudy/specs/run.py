@@ -396,7 +396,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "optimizer_dtype": "published software's optimizer state dtype",
                       "optimizer_loop": "published software's unfused optimizer loop",
                       "attention_kernel": "published software's fused attention kernel",
-                      "lm_head": "published software's vocabulary-parallel LM head"}
+                      "lm_head": "published software's vocabulary-parallel LM head",
+                      "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation"}
 
 
 # What `train` runs of the cost-model options, where that is not what the option's default means (the published
@@ -424,6 +425,9 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 # - lm_head "replicated": engine/parallel/tensor_parallel.py shards the blocks only -- the embedding, the head and
 #   the loss see the whole vocabulary on every tp rank (the blocks' output is whole there), and
 #   engine/parallel/grads.py syncs those gradients over dp only (each tp rank forms the same one);
+# - grad_accum_dtype "compute" on deepspeed: engine/settings.deepspeed_config sets data_types.grad_accum_dtype to the
+#   compute dtype, so a bf16 run keeps no fp32 gradient accumulator (costmodel/memory.deepspeed_bf16_wrapper: ZeRO 1-2
+#   on DeepSpeedZeroOptimizer, ZeRO-0 on FP16_UnfusedOptimizer or, in a pipeline, BF16_Optimizer with a bf16 buffer);
 # - left at their defaults, as train runs them: grad_reduce "engine"
 #   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
@@ -472,6 +476,8 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
         loop = DEEPSPEED_LOOPS.get(deepspeed_optimizer_wrapper(fields), "foreach") if engine == "deepspeed" else \
             "foreach"
     trained = {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
+    if engine == "deepspeed":  # data_types.grad_accum_dtype = the compute dtype (engine/settings.deepspeed_config)
+        trained["grad_accum_dtype"] = "compute"
     if model is not None and model.is_encoder_decoder and fields["attention"] == "flash":
         trained["attention_kernel"] = "mem-efficient"  # HF T5's float position-bias mask (comment above)
     return trained
@@ -530,6 +536,8 @@ def cost_model_option_message(name: str) -> str:
                  "deepspeed-bf16: a DeepSpeed bf16 pipeline at ZeRO-0; engine with the optimizer offloaded)")
     elif name == "attention_kernel":
         runs += " or mem-efficient, what train runs for T5 / mT5 under attention flash (SDPA with its position bias)"
+    elif name == "grad_accum_dtype":
+        runs += " or compute, what train's DeepSpeed runs accumulate in (data_types.grad_accum_dtype)"
     elif name in TRAIN_SOFTWARE:
         runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
     return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"

@@ -127,6 +127,15 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      sync over tp -- each tp rank forms the same gradient; KempnerForge's head under pipeline
                      parallelism) or "engine" (sharded on every engine). No effect at tp 1. Cost model only (`train`
                      runs "replicated": specs/run.TRAIN_SOFTWARE).
+- grad_accum_dtype:  the dtype DeepSpeed accumulates gradients in over a step's micro-batches (its config key
+                     data_types.grad_accum_dtype; engine deepspeed only, cost model only): "fp32" (a bf16 run's fp32
+                     accumulator: BF16_Optimizer's whole-stage fp32 gradient buffer at ZeRO 0 / 1, 4 B per parameter
+                     beside the bf16 gradients -- Megatron-DeepSpeed's BLOOM runs), "compute" (the compute dtype,
+                     what `train` sets: no fp32 accumulator -- ZeRO-0 accumulates in the parameters' bf16 .grad
+                     (FP16_UnfusedOptimizer), a ZeRO-0 bf16 pipeline's BF16_Optimizer in a bf16 buffer, ZeRO 1-2 in
+                     the bf16 gradients / partition) or "engine" (fp32, as the published DeepSpeed bf16 runs
+                     accumulated). Only bf16 runs differ (costmodel/memory.py deepspeed_bf16_wrapper; DeepSpeed 0.19.8
+                     engine._do_optimizer_sanity_check, bf16_optimizer.py, zero/stage_1_and_2.py).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -190,6 +199,7 @@ CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear"
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
+GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16")  # costmodel/step.py
@@ -199,7 +209,7 @@ EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early st
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
                 "optimizer_loop": ("foreach", "deepspeed-unfused", "deepspeed-bf16"),
                 "attention_kernel": ("mem-efficient",),
-                "lm_head": ("replicated",)}
+                "lm_head": ("replicated",), "grad_accum_dtype": ("compute",)}
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -238,6 +248,7 @@ class Strategy:
     optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
+    grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -274,11 +285,15 @@ class Strategy:
             ("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES),
             ("optimizer_loop", self.optimizer_loop, OPTIMIZER_LOOPS),
             ("lm_head", self.lm_head, LM_HEADS),
+            ("grad_accum_dtype", self.grad_accum_dtype, GRAD_ACCUM_DTYPES),
         ):
             check_choice(name, value, allowed)
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
+        if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
+            raise ScalestudyError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
+                                  f"data_types.grad_accum_dtype, not {self.engine}")
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
             raise ScalestudyError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
                                   f"overflow and norm checks), not {self.engine}")
@@ -411,6 +426,8 @@ class Strategy:
             parts.append(f"optim-{self.optimizer_loop}")
         if self.tp > 1 and self._names("lm_head"):
             parts.append(f"head-{self.lm_head}")
+        if self.precision == "bf16" and self._names("grad_accum_dtype"):
+            parts.append(f"accum-{self.grad_accum_dtype}")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -579,6 +596,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"zero1_all_reduce {str(s.zero1_all_reduce).lower()}")
     if s.engine == "megatron":
         parts.append(f"optimizer_dtype {s.optimizer_dtype}")
+    if (s.engine, s.precision) == ("deepspeed", "bf16"):
+        parts.append(f"grad_accum_dtype {s.grad_accum_dtype}")
     meanings = meanings or {}
     return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
                      for name, part in ((part.split(" ", 1)[0], part) for part in parts))
