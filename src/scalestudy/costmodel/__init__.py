@@ -8,7 +8,7 @@ from scalestudy.costmodel import estimate  # noqa: F401  (module; `estimate.esti
 
 def activation_cache_clear() -> None:
     """Drop every memoised per-model quantity (benchmarks measure cold evaluation with it)."""
-    from scalestudy.costmodel import comm, flops, memory, params, step, terms
+    from scalestudy.costmodel import attention_bias, comm, flops, memory, params, stage_terms, step, terms
 
     params.param_breakdown.cache_clear()
     params.param_count.cache_clear()
@@ -19,4 +19,6 @@ def activation_cache_clear() -> None:
     terms._SHAPES.clear()
     terms._SHAPES_BY_FIELDS.clear()
     comm._GATHERS.clear()
+    stage_terms._COMM.clear()
+    attention_bias._SAVED_AND_GRAD.clear()
     memory._zero3_held_elems.cache_clear()

@@ -90,12 +90,30 @@ def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
     bias (engine/parallel/stages.T5Chunk), so the stage holds the biases of the stacks whose blocks it runs."""
     if not model.is_encoder_decoder:
         return 0.0
+    saved, grad = _saved_and_grad(model, micro_batch, seq_len, target_len, tp, recompute, blocks)
+    return (saved * in_flight + grad) * BIAS_ELEMENT_BYTES
+
+
+_SAVED_AND_GRAD: dict[tuple, tuple] = {}
+
+
+def _saved_and_grad(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, tp: int, recompute: str,
+                    blocks: tuple[int, int] | None) -> tuple[int, int]:
+    """bias_memory_bytes' (elements saved per in-flight micro-batch, elements of the bias gradients), memoised (the
+    model by identity, kept to guard reuse): a pipeline's stages differ mostly in their in-flight micro-batches."""
+    key = (id(model), micro_batch, seq_len, target_len, tp, recompute, blocks)
+    hit = _SAVED_AND_GRAD.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
     calls = [c for c in _calls(model, seq_len, target_len, tp, recompute, blocks) if c.calls]
     rebuilt = recompute in ("full", "selective")  # the checkpointed attention rebuilds its masks in the backward
     saved = sum(c.calls * c.elems if c.copied and not rebuilt else c.elems for c in calls)
     grad = max((micro_batch * c.heads * c.q * -(-c.k // GRAD_ALIGN) * GRAD_ALIGN + c.elems
                 for c in calls if c.trained), default=0)
-    return (saved * in_flight + grad) * BIAS_ELEMENT_BYTES
+    if len(_SAVED_AND_GRAD) > 100_000:
+        _SAVED_AND_GRAD.clear()
+    _SAVED_AND_GRAD[key] = (model, saved, grad)
+    return saved, grad
 
 
 def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: str) -> tuple[int, int]:

@@ -12,6 +12,7 @@ the optimizer update and offload traffic, and the measured framework time (CPU p
 from __future__ import annotations
 
 import math
+import operator
 from typing import NamedTuple
 
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
@@ -88,25 +89,54 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
                                             cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
     compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy
-    tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), cal.overlap_interference) if tp > 1 else 0.0
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
-    fwd, bwd = ct.forward * share, ct.backward * share
-    # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones, one
-    # pass's worth in the forward, the rest in the backward (windows of compute alone let a faster GPU grow both
-    # exposures and slow the step: invariants test)
-    tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
-    dp_s, dp_total = _dp_comm(st, cfg.eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd + tp_fwd,
-                              bwd + (tp_mb - tp_fwd) + grad_copy, cal.overlap_interference)
+    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy)
     opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
-                                         cluster.gpus_per_node, zero3_tensors, bwd)
+                                         cluster.gpus_per_node, zero3_tensors, ct.backward * share)
     opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, shape.psi)
     if mem is None:
         mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
     return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
                       mem)
+
+
+# Strategy fields but the optimizer's (offload, loop, state dtype): _stage_comm's key (neither collective term
+# reads them)
+_COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
+    "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
+_COMM: dict[tuple, tuple] = {}
+
+
+def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
+                grad_copy: float) -> tuple[float, float, float]:
+    """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
+    _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
+    dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; the objects
+    by identity, kept to guard reuse)."""
+    st, lay, eng = cfg.st, cfg.layout, cfg.eng
+    interference = cfg.cal.overlap_interference
+    key = (_COMM_FIELDS(st.__dict__), id(shape), id(ct), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp,
+           lay.grad_accum, grad_copy, interference)
+    hit = _COMM.get(key)
+    if hit is not None and hit[3] is shape and hit[4] is ct and hit[5] is cluster and hit[6] is dev \
+            and hit[7] is eng:
+        return hit[0], hit[1], hit[2]
+    tp = lay.tp
+    tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), interference) if tp > 1 else 0.0
+    fwd, bwd = ct.forward * share, ct.backward * share
+    # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones, one
+    # pass's worth in the forward, the rest in the backward (windows of compute alone let a faster GPU grow both
+    # exposures and slow the step: invariants test)
+    tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
+    dp_s, dp_total = _dp_comm(st, eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum, fwd + tp_fwd,
+                              bwd + (tp_mb - tp_fwd) + grad_copy, interference)
+    if len(_COMM) > 100_000:
+        _COMM.clear()
+    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct, cluster, dev, eng)
+    return tp_mb, dp_s, dp_total
 
 
 def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:

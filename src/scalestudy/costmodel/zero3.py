@@ -218,11 +218,15 @@ def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
     i = 0
     while i < len(bwd):  # backward, with each block's recompute forward before it
         key, ts, blk = bwd[i]
-        run = [x for x in bwd[i:] if x[2] == blk] if blk >= 0 else [bwd[i]]
+        end = i + 1
+        if blk >= 0:  # a block's modules are consecutive (_forward_modules)
+            while end < len(bwd) and bwd[end][2] == blk:
+                end += 1
+        run = bwd[i:end]
         if blk >= 0 and recompute == "full":
             trace += [(k, t, False) for k, t, _ in reversed(run)]
         trace += [(k, t, False) for k, t, _ in run]
-        i += len(run)
+        i = end
     numel = [sum(ts) for _, ts, _ in trace]
     before = [0.0]
     for n in numel:
@@ -234,8 +238,11 @@ def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
     held: dict = {}
     gathered = [0.0, 0.0]
     kept = 0.0
+    parts: dict = {}  # a module's gathered elements (its tensors over the threshold), once per module
     for i, (key, ts, forward) in enumerate(trace):
-        part = sum(x for x in ts if x > threshold)
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = sum(x for x in ts if x > threshold)
         if key not in held and part:
             gathered[0 if forward else 1] += part
             held[key] = part

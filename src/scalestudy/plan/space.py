@@ -182,7 +182,9 @@ def _at_micro_batch(strategy: Strategy, micro_batch: int) -> Strategy:
     if micro_batch >= 2**63:
         return strategy.with_micro_batch(micro_batch)
     new = object.__new__(Strategy)
-    new.__dict__.update(strategy.__dict__, micro_batch=micro_batch)
+    state = strategy.__dict__.copy()
+    state["micro_batch"] = micro_batch
+    object.__setattr__(new, "__dict__", state)  # half the time of updating the new instance's empty __dict__
     return new
 
 
