@@ -64,17 +64,19 @@ def test_estimate_megatron_overlap_flags(capsys):
     base = ["estimate", "--model", "llama-7b", "--gpu", "h100-80gb", "--nodes", "4", "--engine", "megatron",
             "--zero", "1", "--tp", "4", "--global-batch", "64", "--seq-len", "2048", "--json"]
     parts = []
-    for extra in (["--no-overlap-param-gather"], ["--overlap-param-gather", "--tp-comm-overlap"]):
+    for extra in (["--no-overlap-param-gather", "--no-tp-comm-overlap"], ["--overlap-param-gather", "--tp-comm-overlap"]):
         code, out, _ = _run(capsys, *base, *extra)
         d = json.loads(out)
         on = "--tp-comm-overlap" in extra
         assert code == 0 and d["strategy"]["overlap_param_gather"] is on is d["strategy"]["tp_comm_overlap"]
         parts.append(d["time"]["parts"])
     # unset, the parameter gather follows --overlap-grad-comm on megatron's distributed optimizer (Megatron-Bridge /
-    # NeMo: strategy.param_gather_default)
+    # NeMo: strategy.param_gather_default), and so does TP overlap with sequence parallelism at tp > 1
+    # (strategy.tp_comm_overlap_default)
     for extra, on in (([], True), (["--no-overlap-grad-comm"], False)):
         code, out, _ = _run(capsys, *base, *extra)
-        assert code == 0 and json.loads(out)["strategy"]["overlap_param_gather"] is on
+        d = json.loads(out)
+        assert code == 0 and d["strategy"]["overlap_param_gather"] is on is d["strategy"]["tp_comm_overlap"]
     assert parts[1]["tp_comm_s"] < parts[0]["tp_comm_s"]
     assert parts[1]["dp_comm_exposed_s"] < parts[0]["dp_comm_exposed_s"]
     assert parts[1]["compute_s"] == parts[0]["compute_s"]
