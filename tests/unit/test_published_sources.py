@@ -2234,7 +2234,8 @@ def test_vectorlm_rows_are_the_table_at_its_benchmark_config():
         model, cluster, strategy, workload = _setup(r)
         published, batch = VECTORLM_LLAMA3_8B[cluster.world_size, workload.seq_len]
         assert r["published"] == published and r["metric"] == "tokens_per_s" and r["fit"] is False
-        assert (cluster.nodes, strategy.micro_batch, workload.global_batch) == (1, batch, batch * cluster.world_size * 4)
+        per_step = batch * cluster.world_size * 4  # micro-batches per step: gradient_accumulation_steps 4
+        assert (cluster.nodes, strategy.micro_batch, workload.global_batch) == (1, batch, per_step)
         assert batch * workload.seq_len == 16384  # the table's optimum holds 16K tokens per device at every length
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.attention) == ("fsdp", 3, "full", "flash")
         assert (r["software"]["kernels"], r["software"]["grad_reduce"]) == ("eager", "compute")
