@@ -8,7 +8,7 @@ from scalestudy.costmodel import estimate  # noqa: F401  (module; `estimate.esti
 
 def activation_cache_clear() -> None:
     """Drop every memoised per-model quantity (benchmarks measure cold evaluation with it)."""
-    from scalestudy.costmodel import attention_bias, comm, flops, memory, params, stage_terms, step, terms
+    from scalestudy.costmodel import attention_bias, comm, flops, memory, params, stage_terms, step, terms, zero3
 
     params.param_breakdown.cache_clear()
     params.param_count.cache_clear()
@@ -22,3 +22,4 @@ def activation_cache_clear() -> None:
     stage_terms._COMM.clear()
     attention_bias._SAVED_AND_GRAD.clear()
     memory._zero3_held_elems.cache_clear()
+    zero3._zero3_reuse.cache_clear()

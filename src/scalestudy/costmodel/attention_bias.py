@@ -31,6 +31,7 @@ backward holds its [batch, heads, q, k] bias gradient beside the accumulated one
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from scalestudy.specs.model import ModelSpec
@@ -90,7 +91,11 @@ def bias_memory_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_l
     bias (engine/parallel/stages.T5Chunk), so the stage holds the biases of the stacks whose blocks it runs."""
     if not model.is_encoder_decoder:
         return 0.0
-    saved, grad = _saved_and_grad(model, micro_batch, seq_len, target_len, tp, recompute, blocks)
+    return _bias_bytes(*_saved_and_grad(model, micro_batch, seq_len, target_len, tp, recompute, blocks), in_flight)
+
+
+def _bias_bytes(saved: int, grad: int, in_flight: float) -> float:
+    """Bytes of `saved` mask elements per in-flight micro-batch and `grad` gradient elements (bias_memory_bytes)."""
     return (saved * in_flight + grad) * BIAS_ELEMENT_BYTES
 
 
@@ -129,6 +134,39 @@ def bias_launches(model: ModelSpec, seq_len: int, target_len: int, recompute: st
         fwd += c.calls * (built + (1 if c.k % MASK_ALIGN else 0))
         bwd += c.calls * ((2 if c.trained else 0) + (1 if built > 1 else 0))
     return fwd, bwd
+
+
+def priced_stage_bias_memory(model: ModelSpec, kernel: str, flash: bool, device, micro_batch: int, seq_len: int,
+                             target_len: int, tp: int, recompute: str, split: tuple[int, ...],
+                             in_flight: tuple[float, ...]) -> tuple[float, ...]:
+    """priced_bias_memory of each pipeline stage: the (encoder, decoder) blocks of its `split` layers (the encoder
+    stack first, as stages.stage_activations) with its `in_flight` micro-batches, for a `model` whose layers
+    `split` covers. The elements are looked up once per distinct (encoder, decoder) blocks of the split (a few:
+    encoder-only, decoder-only, the stage across the stacks, one more block or not), not once per stage."""
+    if not (flash and kernel in BIAS_KERNELS and device.kind != "cpu"):
+        return (0.0,) * len(split)
+    by_blocks: dict[tuple[int, int], tuple[int, int]] = {}
+    out = []
+    for blocks, f in zip(_stage_blocks(model.num_layers, split), in_flight):
+        elems = by_blocks.get(blocks)
+        if elems is None:
+            elems = by_blocks[blocks] = _saved_and_grad(model, micro_batch, seq_len, target_len, tp, recompute,
+                                                        blocks)
+        saved, grad = elems
+        out.append((saved * f + grad) * BIAS_ELEMENT_BYTES)  # _bias_bytes inline: once per stage of each T5 pipeline
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _stage_blocks(encoder_layers: int, split: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """Each stage's (encoder, decoder) blocks of a pipeline `split` over a T5 whose encoder stack (the first
+    `encoder_layers` blocks) comes first."""
+    out, start = [], 0
+    for n in split:
+        n_enc = max(0, min(start + n, encoder_layers) - start)
+        out.append((n_enc, n - n_enc))
+        start += n
+    return tuple(out)
 
 
 def priced_bias_memory(model: ModelSpec, kernel: str, flash: bool, device, micro_batch: int, seq_len: int,

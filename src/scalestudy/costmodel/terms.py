@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
-from scalestudy.costmodel.attention_bias import priced_bias_memory
+from scalestudy.costmodel.attention_bias import priced_bias_memory, priced_stage_bias_memory
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -82,12 +82,7 @@ def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, 
     decoder blocks, the encoder stack first, as stages.stage_activations); () at pp 1 (added whole)."""
     if len(split) < 2 or not model.is_encoder_decoder or sum(split) != model.total_layers:
         return ()
-    masks, start = [], 0
-    for n, f in zip(split, in_flight):
-        n_enc = max(0, min(start + n, model.num_layers) - start)
-        masks.append(priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute, (n_enc, n - n_enc), f))
-        start += n
-    return tuple(masks)
+    return priced_stage_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute, split, in_flight)
 
 
 def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:

@@ -197,9 +197,16 @@ def _forward_modules(m: ModelSpec, tp: int) -> list[tuple[object, list[float], i
     return out
 
 
-@lru_cache(maxsize=None)
 def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
                 threshold: int | None = None) -> Zero3Reuse:
+    """_zero3_reuse, cached on whether `recompute` is full: the only recompute that changes the module trace (none,
+    selective and op walk the same one, so a planner's first call walks it once for them)."""
+    return _zero3_reuse(m, tp, recompute == "full", reuse_elems, threshold)
+
+
+@lru_cache(maxsize=None)
+def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float,
+                 threshold: int | None = None) -> Zero3Reuse:
     """DeepSpeed ZeRO-3's release rule walked over one micro-batch's module trace (partitioned_param_coordinator.py,
     0.10-0.19: once the trace is complete -- from the third micro-step -- release_sub_module releases a module's
     parameters only when none recurs among the following modules of the trace before `stage3_max_reuse_distance`
@@ -223,7 +230,7 @@ def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
             while end < len(bwd) and bwd[end][2] == blk:
                 end += 1
         run = bwd[i:end]
-        if blk >= 0 and recompute == "full":
+        if blk >= 0 and full_recompute:
             trace += [(k, t, False) for k, t, _ in reversed(run)]
         trace += [(k, t, False) for k, t, _ in run]
         i = end

@@ -350,6 +350,18 @@ def _decoder_len(model: ModelSpec, workload: Workload) -> int:
     return resolve_target_len("span", workload.seq_len, workload.target_len) if model.is_encoder_decoder else 0
 
 
+def _filled_fields(fields: dict, model: ModelSpec, named: set, hf_gelu: bool) -> dict:
+    """`fields` with the software train's engines run written in (as_trained: early stop, kernels, loss, optimizer
+    loop -- not a published run's -- where the user named none; a named value, e.g. a published run's, is kept: a
+    what-if) and the "engine" kernels resolved (software_fill), so each Strategy is built and checked once. Neither
+    fill reads the micro-batch, recompute or pipeline schedule (train_software: engine, zero, tp, pp, precision,
+    offloads, attention and the filled fields; software_fill: engine, tp, pp, attention and the software fields),
+    so the planner fills a layout's engine variant once for all its groups."""
+    fields.update({k: v for k, v in trained_fill(fields["engine"], fields, model).items() if k not in named})
+    fields.update(software_fill(fields, model.is_encoder_decoder, hf_gelu))  # "engine" kernels
+    return fields
+
+
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
                      stats: SpaceStats | None = None) -> Iterator[list[Point]]:
     """Yield groups of points that differ only in micro-batch (ascending): memory grows with micro-batch, so the
@@ -416,6 +428,10 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                     key = "pipeline parallelism is incompatible with DeepSpeed ZeRO stage 2/3"
                     stats.skipped[key] = stats.skipped.get(key, 0) + 1
                     continue
+                common = _filled_fields(dict(engine=engine, zero=zero, offload_optimizer=off_opt,
+                                             offload_params=off_par, tp=tp, pp=pp, sequence_parallel=sp,
+                                             stage_layers=constraints.stage_layers if pp > 1 else (), **fixed),
+                                        model, named, hf_gelu)
                 for rc in recomputes:
                     for sched, v in scheds:
                         if mixed and sched == "interleaved":
@@ -428,18 +444,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
                                 group.append(_point(_at_micro_batch(group[0].strategy, mb), nodes, dp, accum))
                                 continue
-                            fields = dict(engine=engine, zero=zero, offload_optimizer=off_opt,
-                                          offload_params=off_par, tp=tp, pp=pp, micro_batch=mb, recompute=rc,
-                                          sequence_parallel=sp, pp_schedule=sched, virtual_stages=v,
-                                          stage_layers=constraints.stage_layers if pp > 1 else (), **fixed)
-                            # as_trained: the software train's engines run (early stop, kernels, loss, optimizer
-                            # loop), not the published one's, where the user named none (a named value, e.g. a
-                            # published run's, is kept: a what-if); written into the fields so the Strategy is built
-                            # and checked once
-                            fields.update({k: v for k, v in trained_fill(engine, fields, model).items()
-                                           if k not in named})
-                            fields.update(software_fill(fields, model.is_encoder_decoder, hf_gelu))  # "engine" kernels
-                            strategy = _strategy(fields)
+                            strategy = _strategy({**common, "micro_batch": mb, "recompute": rc, "pp_schedule": sched,
+                                                  "virtual_stages": v})
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)
