@@ -2,7 +2,8 @@
 (stage_terms._stage_comm), the position-bias mask elements per stage (attention_bias._saved_and_grad) and
 per distinct blocks of a split (priced_stage_bias_memory), ZeRO-3's reuse walk (zero3.zero3_reuse, cached once for
 the recomputes that walk the same trace), the software fills made once per layout's engine variant
-(space._filled_fields) and the collector paused during plan() (planner._gc_paused)."""
+(space._filled_fields), a group's strategy checked once for every recompute (Strategy.with_recompute) and the
+collector paused during plan() (planner._gc_paused)."""
 
 import gc
 import itertools
@@ -126,9 +127,10 @@ def test_zero3_reuse_walks_one_trace_for_every_recompute_but_full():
 
 
 def test_enumerated_strategies_equal_those_filled_group_by_group():
-    """_filled_fields fills a layout's engine variant once for all its recomputes, schedules and micro-batches:
-    every point's strategy equals the one built from its own complete fields, filled as plan filled each group
-    (trained_fill, then software_fill), and checked by Strategy itself."""
+    """_filled_fields fills a layout's engine variant once for all its recomputes, schedules and micro-batches, and
+    a group at a later recompute reuses the first one's checked strategy (with_recompute): every point's strategy
+    equals the one built from its own complete fields, filled as plan filled each group (trained_fill, then
+    software_fill), and checked by Strategy itself (a new rule that refused some of them would fail here)."""
     cases = [(get_model("mt5-small"), Workload(global_batch=64, seq_len=512, target_len=114), Constraints()),
              (get_model("gpt2"), Workload(global_batch=64, seq_len=1024),
               Constraints(engines=("deepspeed", "fsdp", "ddp", "megatron"))),
@@ -151,3 +153,17 @@ def test_enumerated_strategies_equal_those_filled_group_by_group():
 # the fields plan fills from train's software or the engine's kernels (the rest are the constraints' own)
 TRAINED_FILLS = {"kernels", "recompute_early_stop", "cross_entropy", "attention_kernel", "optimizer_loop", "lm_head",
                  "grad_accum_dtype"}
+
+
+def test_with_recompute_is_the_checked_replace():
+    base = Strategy(engine="deepspeed", zero=1, tp=2, pp=4, pp_schedule="interleaved", virtual_stages=2,
+                    micro_batch=2, offload_optimizer="cpu")
+    for recompute in ("none", "selective", "full", "op"):
+        assert base.with_recompute(recompute) == base.replace(recompute=recompute)
+        assert base.with_recompute(recompute).__dict__ == base.replace(recompute=recompute).__dict__
+    try:
+        base.with_recompute("some")
+    except ScalestudyError as exc:
+        assert "unknown recompute 'some'" in str(exc)
+    else:
+        raise AssertionError("with_recompute took an unknown recompute")

@@ -432,6 +432,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                              offload_params=off_par, tp=tp, pp=pp, sequence_parallel=sp,
                                              stage_layers=constraints.stage_layers if pp > 1 else (), **fixed),
                                         model, named, hf_gelu)
+                # (schedule, virtual stages) -> the first point of its group at the first recompute: a later
+                # recompute's group starts at the same micro-batch and layout (Strategy.with_recompute)
+                checked: dict[tuple[str, int], Point] = {}
                 for rc in recomputes:
                     for sched, v in scheds:
                         if mixed and sched == "interleaved":
@@ -444,12 +447,19 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                             if group:  # the group's strategy, checked once, at this micro-batch (mb divides)
                                 group.append(_point(_at_micro_batch(group[0].strategy, mb), nodes, dp, accum))
                                 continue
+                            first = checked.get((sched, v))
+                            if first is not None:  # checked at the first recompute, same micro-batch and layout
+                                group.append(_point(first.strategy.with_recompute(rc), nodes, first.dp,
+                                                    first.grad_accum))
+                                continue
                             strategy = _strategy({**common, "micro_batch": mb, "recompute": rc, "pp_schedule": sched,
                                                   "virtual_stages": v})
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
                                                     num_layers=layers)
-                            group.append(_point(strategy, nodes, layout.dp, layout.grad_accum))
+                            point = _point(strategy, nodes, layout.dp, layout.grad_accum)
+                            checked[(sched, v)] = point
+                            group.append(point)
                         stats.points += len(group)
                         if group:
                             yield group

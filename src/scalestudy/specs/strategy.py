@@ -470,6 +470,14 @@ class Strategy:
         new.__dict__.update(self.__dict__, micro_batch=micro_batch)
         return new
 
+    def with_recompute(self, recompute: str) -> Strategy:
+        """This (checked) strategy under another recompute: no rule of __post_init__ reads the recompute but its own
+        choice check, run here, so the others are not run again (the planner's groups differ in it)."""
+        check_choice("recompute", recompute, RECOMPUTES)
+        new = object.__new__(Strategy)
+        new.__dict__.update(self.__dict__, recompute=recompute)
+        return new
+
 
 # FFN activations only Hugging Face transformers' own modules compose as eager ops (activations.py NewGELUActivation
 # / FastGELUActivation: the activation_function GPT-2-style config.json files name); Megatron / fused stacks run the
