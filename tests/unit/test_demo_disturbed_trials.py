@@ -1,0 +1,135 @@
+"""The demo on a shared machine: trials during which other processes kept the cores busy are measured again when it
+is quiet, and the less disturbed measurement kept (study/demo.py, machine_load.py)."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scalestudy.study import demo
+from scalestudy.study.demo import DEMO_SPEC, allowed_others, remeasure_disturbed
+from scalestudy.machine_load import OthersMeter, machine_busy_s, tree_cpu_s
+from scalestudy.study.spec import parse_spec
+from scalestudy.study.store import Store
+
+LINUX_PROC = Path("/proc/stat").is_file()
+
+
+def test_others_cores_is_machine_busy_less_this_tree_per_second():
+    meter = OthersMeter()
+    # (time, machine busy s, our tree's s): 10 s in which the machine was busy 15 core-s, 9 of them ours
+    meter.samples = [(100.0, 50.0, 5.0), (105.0, 57.0, 9.0), (110.0, 65.0, 14.0)]
+    assert meter.others_cores(100.0, 110.0) == pytest.approx((15.0 - 9.0) / 10.0)
+    assert meter.others_cores(105.0, 110.0) == pytest.approx((8.0 - 5.0) / 5.0)
+    assert meter.others_cores(101.0, 104.0) is None  # no two samples inside: unknown, not quiet
+
+
+def test_a_trial_may_share_only_the_cores_its_ranks_leave_free():
+    assert allowed_others(1, cores=2) == pytest.approx(1.0 + demo.SLACK_CORES)
+    assert allowed_others(2, cores=2) == pytest.approx(demo.SLACK_CORES)
+    assert allowed_others(4, cores=2) == pytest.approx(demo.SLACK_CORES)
+
+
+@pytest.mark.skipif(not LINUX_PROC, reason="Linux /proc needed")
+def test_this_trees_cpu_counts_a_busy_child_and_the_machine_sees_it():
+    """A child spinning 1 s adds about 1 CPU-s to this tree (while it runs, and after it is reaped) and at least
+    that much to the machine's busy time: others' share stays what it was."""
+    busy0, ours0 = machine_busy_s(), tree_cpu_s()
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 1.0: pass"])
+    child.wait()
+    busy1, ours1 = machine_busy_s(), tree_cpu_s()
+    assert ours1 - ours0 >= 0.9  # the child's second, now in our cutime
+    assert busy1 - busy0 >= ours1 - ours0 - 0.05
+
+
+def _store_with(tmp_path, spec):
+    """A demo store whose trials ran in the second named by their index: [10 i, 10 i + 9]."""
+    with Store(tmp_path) as store:
+        for i, t in enumerate(spec.trials):
+            store.record_trial({"trial_id": t.trial_id, "status": "OK", "label": t.label, "world_size": t.world_size,
+                                "step_s": 0.1, "started_at": 10.0 * i, "finished_at": 10.0 * i + 9},
+                               [{"step": 1, "step_s": 0.1}])
+
+
+class FakeMeter:
+    """others_cores by trial window; every later window (a re-measurement) says `later`."""
+
+    def __init__(self, by_start: dict, later: float, quiet: bool = True):
+        self.by_start, self.later, self.quiet, self.waits, self.asked = by_start, later, quiet, 0, []
+
+    def others_cores(self, t0, t1):
+        return self.by_start.get(t0, 0.0) if t0 < 1000 else self.later
+
+    def wait_quiet(self, allowed, max_wait_s):
+        self.waits += 1
+        self.asked.append(round(allowed, 6))
+        return self.quiet
+
+
+def _rerun(tmp_path, step_s, status="OK"):
+    runs = []
+
+    def run(sub):
+        (t,) = sub.trials
+        runs.append(t.label)
+        with Store(tmp_path) as store:
+            store.record_trial({"trial_id": t.trial_id, "status": status, "label": t.label, "world_size": t.world_size,
+                                "step_s": step_s, "started_at": 2000.0, "finished_at": 2009.0},
+                               [{"step": 1, "step_s": step_s}])
+    return runs, run
+
+
+def _steps(tmp_path):
+    with Store(tmp_path) as store:
+        return {r["label"]: r["step_s"] for r in store.trials()}, {m["trial_id"]: m["step_s"] for m in store.metrics()}
+
+
+@pytest.mark.parametrize("later, kept_new", [(0.0, True), (1.9, False)])
+def test_disturbed_trials_are_measured_again_and_the_quieter_kept(tmp_path, monkeypatch, later, kept_new):
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    spec = parse_spec(dict(DEMO_SPEC), "demo")
+    _store_with(tmp_path, spec)
+    ws2 = [i for i, t in enumerate(spec.trials) if t.world_size == 2]
+    ws1 = [i for i, t in enumerate(spec.trials) if t.world_size == 1]
+    # others kept 1.5 cores busy during the first 2-rank trial (disturbed) and during a 1-rank one (1 core free +
+    # slack: disturbed only above 1.25), 1.0 during another 1-rank one (not disturbed)
+    meter = FakeMeter({10.0 * ws2[0]: 1.5, 10.0 * ws1[0]: 1.5, 10.0 * ws1[1]: 1.0}, later=later)
+    runs, run = _rerun(tmp_path, 0.05)
+    kept = remeasure_disturbed(spec, tmp_path, meter, run=run)
+    assert runs == [spec.trials[ws2[0]].label, spec.trials[ws1[0]].label]  # the most disturbed first
+    # each run again once others use half a core fewer than during it, or are within what the trial tolerates
+    assert meter.asked == [1.0, 1.25]
+    steps, metric_steps = _steps(tmp_path)
+    again = {spec.trials[ws2[0]].label, spec.trials[ws1[0]].label}
+    assert {label for label, s in steps.items() if s == 0.05} == (again if kept_new else set())
+    assert sorted(kept) == (sorted(again) if kept_new else [])
+    assert sorted(metric_steps.values()) == sorted(steps.values())  # the kept run's per-step metrics with it
+
+
+def test_a_busy_machine_or_a_failed_rerun_keeps_the_first_measurement(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    spec = parse_spec(dict(DEMO_SPEC), "demo")
+    _store_with(tmp_path, spec)
+    ws2 = [i for i, t in enumerate(spec.trials) if t.world_size == 2]
+    busy = FakeMeter({10.0 * ws2[0]: 1.5, 10.0 * ws2[1]: 1.4}, later=0.0, quiet=False)
+    runs, run = _rerun(tmp_path, 0.05)
+    assert remeasure_disturbed(spec, tmp_path, busy, run=run) == [] and runs == []
+    assert busy.waits == 1  # a steady load: one wait for quiet, not one per trial
+    failed = FakeMeter({10.0 * ws2[0]: 1.5}, later=0.0)
+    runs, run = _rerun(tmp_path, 0.05, status="FAILED")
+    assert remeasure_disturbed(spec, tmp_path, failed, run=run) == [] and len(runs) == 1
+    steps, _ = _steps(tmp_path)
+    assert set(steps.values()) == {0.1}
+    with Store(tmp_path) as store:
+        assert {r["status"] for r in store.trials()} == {"OK"}
+
+
+def test_no_disturbed_trial_runs_nothing(tmp_path):
+    spec = parse_spec(dict(DEMO_SPEC), "demo")
+    _store_with(tmp_path, spec)
+    runs, run = _rerun(tmp_path, 0.05)
+    assert remeasure_disturbed(spec, tmp_path, FakeMeter({}, later=0.0), run=run) == [] and runs == []
