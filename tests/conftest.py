@@ -70,3 +70,30 @@ def bundled_tokenizer(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("bundled-tokenizer")
     prepare(DataConfig(seq_len=64, target_len=16), out, write=True)
     return str(out / "tokenizer.json")
+
+
+def _deepspeed_ops_root() -> str:
+    """Where `train`'s ranks keep DeepSpeed's JIT-built ops (engine/launch.py's TORCH_EXTENSIONS_DIR default)."""
+    return os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
+
+
+@pytest.fixture
+def deepspeed_rank_env():
+    """The environment of one gloo rank of a real in-process DeepSpeed probe on CPU, as env(rank, world, port); the
+    test is skipped where that is not cheap: DeepSpeed's CPU comm backend JIT-builds its shm op on first use (~1 min),
+    so such probes run only where the build is cached (in CI: by _prebuild_ops in the background)."""
+    try:
+        import deepspeed  # noqa: F401
+    except Exception as exc:  # pragma: no cover - the venv has it
+        pytest.skip(f"deepspeed not importable: {exc}")
+    op = os.path.join(_deepspeed_ops_root(), "deepspeed_shm_comm")
+    if not os.path.exists(os.path.join(op, "deepspeed_shm_comm.so")) or os.path.exists(os.path.join(op, "lock")):
+        pytest.skip("DeepSpeed's shm_comm op is not built (or is being built) in TORCH_EXTENSIONS_DIR")
+
+    def env(rank: int, world: int, port: int) -> dict:
+        return dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                    WORLD_SIZE=str(world), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
+                    TORCH_EXTENSIONS_DIR=_deepspeed_ops_root(),  # the venv's ninja first: op_builds.pin_ninja
+                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+    return env

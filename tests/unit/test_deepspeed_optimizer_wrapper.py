@@ -2,8 +2,6 @@
 read from runtime/engine.py _configure_optimizer / _do_optimizer_sanity_check), the optimizer_loop train_software
 writes for it, and what the cost model prices for a bf16 pipeline's BF16_Optimizer ("deepspeed-bf16")."""
 
-import os
-
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
@@ -103,24 +101,6 @@ def test_estimate_of_a_bf16_pipeline_prices_the_partitioned_step():
     assert bf16.compute_s == fused.compute_s
 
 
-def _ops_root() -> str:
-    """Where `train`'s ranks keep DeepSpeed's JIT-built ops (engine/launch.py's TORCH_EXTENSIONS_DIR default)."""
-    return os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
-
-
-def _deepspeed_ready() -> str | None:
-    """Why the in-process DeepSpeed check cannot run here cheaply (None when it can): DeepSpeed's CPU comm backend
-    JIT-builds its shm op on first use (~1 min), so the check runs only where that build is cached."""
-    try:
-        import deepspeed  # noqa: F401
-    except Exception as exc:  # pragma: no cover - the venv has it
-        return f"deepspeed not importable: {exc}"
-    op = os.path.join(_ops_root(), "deepspeed_shm_comm")
-    if not os.path.exists(os.path.join(op, "deepspeed_shm_comm.so")) or os.path.exists(os.path.join(op, "lock")):
-        return "DeepSpeed's shm_comm op is not built (or is being built) in TORCH_EXTENSIONS_DIR"
-    return None
-
-
 # Built in a child process (deepspeed.initialize wants its own process group): gloo, one rank, the DeepSpeed config
 # engine/settings.deepspeed_config writes for `train`, torch AdamW as the client optimizer, a two-Linear model plain
 # (DeepSpeedEngine) or as a one-stage PipelineModule (PipelineEngine: pipeline_parallelism). fp16 is not checked:
@@ -151,23 +131,18 @@ _CLASSES = {"bf16": "BF16_Optimizer", "fp16-unfused": "FP16_UnfusedOptimizer", "
 
 
 @pytest.mark.slow  # ~13 CPU-s in the child (torch + DeepSpeed imports, 3 engines); 48-55 s wall at load 6-8
-def test_deepspeed_builds_the_optimizer_the_rule_names():
+def test_deepspeed_builds_the_optimizer_the_rule_names(deepspeed_rank_env):
     """The real thing, where DeepSpeed's CPU comm op is already built (else skipped: its build takes ~1 min)."""
     import json
     import socket
     import subprocess
     import sys
 
-    why = _deepspeed_ready()
-    if why:
-        pytest.skip(why)
     cases = [("bf16", 0, False), ("bf16", 0, True), ("bf16", 1, True)]  # the bf16 pipeline's rule and its neighbours
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0",
-               WORLD_SIZE="1", LOCAL_RANK="0", OMP_NUM_THREADS="1", TORCH_EXTENSIONS_DIR=_ops_root(),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))  # op_builds.pin_ninja
+    env = deepspeed_rank_env(0, 1, port)
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], env=env, capture_output=True, text=True,
                           timeout=240)
     line = [x for x in done.stdout.splitlines() if x.startswith("CLASSES ")]

@@ -4,7 +4,6 @@ accumulation dtype (costmodel/memory.py deepspeed_bf16_wrapper / deepspeed_accum
 fp32). The slow test measures the tensors a real DeepSpeed engine holds on 2 gloo ranks."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -197,41 +196,18 @@ if int(os.environ["RANK"]) == 0:
 '''
 
 
-def _ops_root() -> str:
-    """Where `train`'s ranks keep DeepSpeed's JIT-built ops (engine/launch.py's TORCH_EXTENSIONS_DIR default)."""
-    return os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
-
-
-def _deepspeed_ready() -> str | None:
-    """Why the check cannot run here cheaply (None when it can): DeepSpeed's CPU comm backend JIT-builds its shm op on
-    first use (~1 min), so it runs only where that build is cached (as test_deepspeed_optimizer_wrapper's)."""
-    try:
-        import deepspeed  # noqa: F401
-    except Exception as exc:  # pragma: no cover - the venv has it
-        return f"deepspeed not importable: {exc}"
-    op = os.path.join(_ops_root(), "deepspeed_shm_comm")
-    if not os.path.exists(os.path.join(op, "deepspeed_shm_comm.so")) or os.path.exists(os.path.join(op, "lock")):
-        return "DeepSpeed's shm_comm op is not built (or is being built) in TORCH_EXTENSIONS_DIR"
-    return None
-
-
 _CLASSES = {"bf16": "BF16_Optimizer", "unfused": "FP16_UnfusedOptimizer", "zero": "DeepSpeedZeroOptimizer"}
 
 
 @pytest.mark.slow  # 2 gloo ranks, torch + DeepSpeed imports, 3 engines each: 15 s wall at load 1.7 (2 cores)
-def test_deepspeed_holds_what_the_model_prices():
-    why = _deepspeed_ready()
-    if why:
-        pytest.skip(why)
+def test_deepspeed_holds_what_the_model_prices(deepspeed_rank_env):
     cases = [(0, True, "compute"), (1, False, "compute"), (1, False, "fp32")]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     procs = []
     for rank in range(2):
-        env = dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE="2", LOCAL_RANK=str(rank), OMP_NUM_THREADS="1", TORCH_EXTENSIONS_DIR=_ops_root(),
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        env = deepspeed_rank_env(rank, 2, port)
         procs.append(subprocess.Popen([sys.executable, "-c", _PROBE, json.dumps(cases)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=300) for p in procs]
