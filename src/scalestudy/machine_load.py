@@ -75,6 +75,20 @@ def tree_cpu_s(root: int | None = None) -> float:
     return total
 
 
+Sample = tuple[float, float, float]  # (time, machine busy CPU s, this process tree's CPU s)
+
+
+def _sample() -> Sample | None:
+    busy = machine_busy_s()
+    return None if busy is None else (time.time(), busy, tree_cpu_s())
+
+
+def _others_cores_between(a: Sample, b: Sample) -> float:
+    """Average cores other processes kept busy between two samples (the machine's busy CPU less this tree's)."""
+    (t0, busy0, ours0), (t1, busy1, ours1) = a, b
+    return max(0.0, (busy1 - busy0) - (ours1 - ours0)) / (t1 - t0)
+
+
 class OthersMeter:
     """Samples (time, machine busy s, this tree's s) in a daemon thread; `others_cores(t0, t1)` is the average
     number of cores other processes kept busy between two times (None where /proc/stat is unreadable or the span
@@ -82,14 +96,14 @@ class OthersMeter:
 
     def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
-        self.samples: list[tuple[float, float, float]] = []
+        self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        busy = machine_busy_s()
-        if busy is not None:
-            self.samples.append((time.time(), busy, tree_cpu_s()))
+        sample = _sample()
+        if sample is not None:
+            self.samples.append(sample)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -110,8 +124,7 @@ class OthersMeter:
         inside = [s for s in self.samples if t0 <= s[0] <= t1]
         if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
             return None
-        (a, busy_a, ours_a), (b, busy_b, ours_b) = inside[0], inside[-1]
-        return max(0.0, (busy_b - busy_a) - (ours_b - ours_a)) / (b - a)
+        return _others_cores_between(inside[0], inside[-1])
 
     def wait_quiet(self, allowed_cores: float, max_wait_s: float, window_s: float = 2.0) -> bool:
         """Wait (at most `max_wait_s`) until other processes kept at most `allowed_cores` busy over the last
@@ -129,12 +142,10 @@ class OthersMeter:
 
 def others_cores_now(window_s: float = 2.0) -> float | None:
     """Cores other processes kept busy over the next `window_s` seconds (this process tree's use left out)."""
-    busy0, ours0, t0 = machine_busy_s(), tree_cpu_s(), time.time()
+    first = _sample()
     time.sleep(window_s)
-    busy1, ours1, t1 = machine_busy_s(), tree_cpu_s(), time.time()
-    if busy0 is None or busy1 is None:
-        return None
-    return max(0.0, (busy1 - busy0) - (ours1 - ours0)) / (t1 - t0)
+    last = _sample()
+    return None if first is None or last is None else _others_cores_between(first, last)
 
 
 def wait_until_quiet(allowed_cores: float, max_wait_s: float, window_s: float = 2.0) -> bool:

@@ -143,7 +143,7 @@ def priced_stage_bias_memory(model: ModelSpec, kernel: str, flash: bool, device,
     stack first, as stages.stage_activations) with its `in_flight` micro-batches, for a `model` whose layers
     `split` covers. The elements are looked up once per distinct (encoder, decoder) blocks of the split (a few:
     encoder-only, decoder-only, the stage across the stacks, one more block or not), not once per stage."""
-    if not (flash and kernel in BIAS_KERNELS and device.kind != "cpu"):
+    if not _bias_priced(kernel, flash, device):
         return (0.0,) * len(split)
     by_blocks: dict[tuple[int, int], tuple[int, int]] = {}
     out = []
@@ -152,8 +152,7 @@ def priced_stage_bias_memory(model: ModelSpec, kernel: str, flash: bool, device,
         if elems is None:
             elems = by_blocks[blocks] = _saved_and_grad(model, micro_batch, seq_len, target_len, tp, recompute,
                                                         blocks)
-        saved, grad = elems
-        out.append((saved * f + grad) * BIAS_ELEMENT_BYTES)  # _bias_bytes inline: once per stage of each T5 pipeline
+        out.append(_bias_bytes(*elems, f))
     return tuple(out)
 
 
@@ -169,12 +168,18 @@ def _stage_blocks(encoder_layers: int, split: tuple[int, ...]) -> tuple[tuple[in
     return tuple(out)
 
 
+def _bias_priced(kernel: str, flash: bool, device) -> bool:
+    """Whether the cost model prices the bias masks: a GPU run under flash whose attention kernel takes the bias as a
+    mask (BIAS_KERNELS)."""
+    return flash and kernel in BIAS_KERNELS and device.kind != "cpu"
+
+
 def priced_bias_memory(model: ModelSpec, kernel: str, flash: bool, device, micro_batch: int, seq_len: int,
                        target_len: int, tp: int, recompute: str, blocks: tuple[int, int] | None = None,
                        in_flight: float = 1) -> float:
     """bias_memory_bytes where the cost model prices it, in both estimate paths (terms._derived_shape and
     memory.activation_bytes per stage, stages.stage_memory): a GPU run under flash whose attention kernel takes the
     bias as a mask (BIAS_KERNELS, `kernel` resolved: terms.attention_kernel); else 0."""
-    if not (flash and kernel in BIAS_KERNELS and device.kind != "cpu"):
+    if not _bias_priced(kernel, flash, device):
         return 0.0
     return bias_memory_bytes(model, micro_batch, seq_len, target_len, tp, recompute, blocks, in_flight)

@@ -238,6 +238,7 @@ def _run_profile(path: Path, attempt: int, timeout_s: float, ops) -> None:
 # A noisy cached profile is measured again when the demo (local_cpu_profile's remeasure_noisy) finds the machine quiet,
 # up to MAX_ATTEMPTS measurements in all.
 QUIET_CORES, QUIET_WAIT_S, MAX_ATTEMPTS = 0.25, 30.0, 3
+PROFILE_OPS = ("deepspeed_shm_comm",)  # the profile times DeepSpeed on CPU without offload: shm_comm only
 
 
 def _machine_quiet(max_wait_s: float) -> bool:
@@ -283,11 +284,10 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     written to a temporary file and renamed)."""
     from scalestudy.op_locks import clear_stale_locks
 
-    ops = ("deepspeed_shm_comm",)  # the profile times DeepSpeed on CPU without offload: shm_comm only
-    clear_stale_locks(ops)  # torch would wait on a stale build lock until the timeout below
+    clear_stale_locks(PROFILE_OPS)  # torch would wait on a stale build lock until the timeout below
     if log:
         log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
-    _run_profile(path, 1, timeout_s, ops)
+    _run_profile(path, 1, timeout_s, PROFILE_OPS)
     first = profile_quality(path)
     if first is None or first.noise() <= 1.0:
         return path
@@ -298,7 +298,7 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
         return path
     if log:
         log(f"the CPU profile was measured under load: {first.why()}; measuring once more...")
-    _measure_again(path, first, timeout_s, ops, log)
+    _measure_again(path, first, timeout_s, PROFILE_OPS, log)
     return path
 
 
@@ -311,7 +311,7 @@ def remeasure_if_noisy(path: Path, *, log=None, timeout_s: float = 600.0) -> Non
     if log:
         log(f"this machine's cached CPU profile was measured under load ({quality.why()}); the machine is quiet "
             "now: measuring it again (~2 min)...")
-    _measure_again(path, quality, timeout_s, ("deepspeed_shm_comm",), log)
+    _measure_again(path, quality, timeout_s, PROFILE_OPS, log)
 
 
 _WARNED: set = set()

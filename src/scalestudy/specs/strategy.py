@@ -466,16 +466,18 @@ class Strategy:
         its own bounds, checked here, so the others are not run again (the planner builds thousands per second)."""
         if not isinstance(micro_batch, int) or isinstance(micro_batch, bool) or not 1 <= micro_batch < 2**63:
             raise ScalestudyError(f"micro_batch must be an integer >= 1 that fits 64 bits, got {micro_batch!r}")
-        new = object.__new__(Strategy)
-        new.__dict__.update(self.__dict__, micro_batch=micro_batch)
-        return new
+        return self._copy_with(micro_batch=micro_batch)
 
     def with_recompute(self, recompute: str) -> Strategy:
         """This (checked) strategy under another recompute: no rule of __post_init__ reads the recompute but its own
         choice check, run here, so the others are not run again (the planner's groups differ in it)."""
         check_choice("recompute", recompute, RECOMPUTES)
+        return self._copy_with(recompute=recompute)
+
+    def _copy_with(self, **changes) -> Strategy:
+        """A copy with `changes` and no __post_init__: only for fields whose own checks the caller has run."""
         new = object.__new__(Strategy)
-        new.__dict__.update(self.__dict__, recompute=recompute)
+        new.__dict__.update(self.__dict__, **changes)
         return new
 
 
