@@ -20,7 +20,8 @@ from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
-from scalestudy.costmodel.stage_terms import StageTerms, price_stage, setting, sharded_dp_in_slot
+from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
+                                              sharded_dp_in_slot, stage_fixed)
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
 from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _sublayers, _tied_embedding_sync,
                                         hp_grad_accumulation_s,
@@ -35,7 +36,7 @@ from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 def estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
              options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> Estimate:
     """Predict memory, time and throughput of one training configuration (raises ScalestudyError if invalid)."""
-    return _estimate(model, cluster, strategy, workload, options, calibration, False)
+    return _estimate(model, cluster, strategy, workload, options, calibration, False, None)
 
 
 def estimate_if_fits(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload,
@@ -43,12 +44,89 @@ def estimate_if_fits(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy,
     """`estimate`, or None where its memory certainly does not fit (one device type: the memory, priced first, is
     what `estimate` prices, so `estimate(...).fits` is False exactly then; the time terms are not priced). The
     planner's estimator: a strategy that does not fit is only counted."""
-    return _estimate(model, cluster, strategy, workload, options, calibration, True)
+    return _estimate(model, cluster, strategy, workload, options, calibration, True, None)
+
+
+class MicroBatchGroup:
+    """estimate_if_fits for strategies equal in every field but micro_batch (a planner's group,
+    plan/space.enumerate_groups), called in turn: what no micro-batch quantity enters -- the resolved software, the
+    lengths, stage split and shares, capacities, the DeepSpeed pipeline's gradient folds, the tied-embedding sync, the
+    stage collectives' memo number and the optimizer step without offloads (stage_terms.stage_fixed) -- is priced at
+    the first strategy and read at the others. Every result equals estimate_if_fits(model, cluster, strategy,
+    workload, options, calibration) (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy
+    raises as it does there."""
+
+    __slots__ = ("model", "cluster", "workload", "options", "calibration", "resolved", "fixed", "stage")
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, workload: Workload,
+                 options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> None:
+        self.model, self.cluster, self.workload = model, cluster, workload
+        self.options, self.calibration = options, calibration
+        self.resolved = None  # (the first strategy, resolve_software of it)
+        self.fixed = None  # _Fixed, once priced
+        self.stage = None  # stage_terms.StageFixed of the slowest stage, once priced
+
+    def __call__(self, strategy: Strategy) -> Estimate | None:
+        return _estimate(self.model, self.cluster, strategy, self.workload, self.options, self.calibration, True,
+                         self)
+
+
+class _Fixed(NamedTuple):
+    """What _estimate prices, on one device type, from inputs a strategy's micro-batch variants share."""
+
+    target_len: int
+    flash: bool
+    sp: bool  # sequence parallelism in effect (tp > 1)
+    split: tuple[int, ...]  # layers per pipeline stage
+    capacity: float  # bytes per rank
+    host_capacity: float
+    shares: tuple[float, ...]  # each stage's share of the blocks (_stage_shares)
+    busiest: float
+    hybrid: bool  # train's hybrid backend on CPU ranks prices the pipeline (cpu_parallel.hybrid_times)
+    hooked: float | None  # sublayers whose engine hooks a CPU profile prices
+    folds: tuple[float, float, float] | None  # _pipeline_folds
+    tied_sync_s: float | None  # a tied embedding's first/last-stage gradient sync per step (pp > 1), else None
+    cfg: object  # stage_terms.Setting of the first strategy (setting_at_micro_batch: another's)
+
+
+def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, layout, cal: Calibration,
+           options: CostOptions) -> _Fixed:
+    dev, tp, pp = cluster.device, layout.tp, layout.pp
+    s = workload.seq_len
+    t = target_length(model, workload)
+    split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
+    capacity = dev.memory_bytes / cluster.gpus_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
+    host_capacity = dev.host_memory_bytes / cluster.gpus_per_node
+    # the slowest stage (the busiest one's blocks, or the last one's with the LM head) sets the steady state
+    shares = _stage_shares(model, split, s, t)
+    busiest = max(shares)
+    hybrid = dev.kind == "cpu" and (tp > 1 or pp > 1)  # train's hybrid backend on CPU ranks (GPU terms unchanged)
+    # sublayers whose engine hooks a CPU profile prices (counted only there; the hybrid backend prices its own)
+    hooked = _sublayers(model) * busiest if dev.engine_overhead_s and not hybrid else None
+    tied = None
+    if pp > 1 and model.tie_word_embeddings:  # the first and the last stage are (pp-1) x tp x dp ranks apart
+        tied = _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
+    return _Fixed(t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity, host_capacity, shares,
+                  busiest, hybrid, hooked, _pipeline_folds(model, st, dev, tp, split), tied,
+                  setting(model, cluster, st, layout, s, t, cal, options))
+
+
+def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup | None) -> Strategy:
+    """resolve_software(strategy, model); in a group, the first strategy's resolution at this micro-batch (the fill
+    reads no micro-batch: specs/strategy.software_fill)."""
+    if group is None:
+        return resolve_software(strategy, model)
+    if group.resolved is None:
+        resolved = resolve_software(strategy, model)
+        group.resolved = (strategy, resolved)
+        return resolved
+    first, resolved = group.resolved
+    return strategy if resolved is first else resolved.with_micro_batch(strategy.micro_batch)
 
 
 def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options: CostOptions,
-              calibration: Calibration | None, only_fitting: bool) -> Estimate | None:
-    strategy = resolve_software(strategy, model)  # "engine" kernels / a HF T5's loss: the software assumed
+              calibration: Calibration | None, only_fitting: bool, group: MicroBatchGroup | None) -> Estimate | None:
+    strategy = _resolved(strategy, model, group)  # "engine" kernels / a HF T5's loss: the software assumed
     if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest
         return estimate_stages(model, cluster, strategy, workload, options, calibration)
     st, dev = strategy, cluster.device
@@ -60,38 +138,44 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
         raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "
                               f"of pp {pp} (Megatron-LM)")
     s = workload.seq_len
-    t = target_length(model, workload)
-    flash = st.attention == "flash"
-    sp = st.sequence_parallel and tp > 1
-    split = st.stage_split(model.total_layers) if pp > 1 else (model.total_layers,)
+    fixed = group.fixed if group is not None else None
+    if fixed is None:
+        fixed = _fixed(model, cluster, st, workload, layout, cal, options)
+        cfg = fixed.cfg
+        if group is not None:
+            group.fixed = fixed
+    else:
+        cfg = setting_at_micro_batch(fixed.cfg, st, layout)
+    t, flash, sp, split = fixed.target_len, fixed.flash, fixed.sp, fixed.split
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches per rank (memory.py)
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     ct = shape.compute
-    capacity = dev.memory_bytes / cluster.gpus_per_node if dev.kind == "cpu" else float(dev.memory_bytes)
-    host_capacity = dev.host_memory_bytes / cluster.gpus_per_node
+    capacity, host_capacity = fixed.capacity, fixed.host_capacity
     mem = None
     if only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
         mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options)
         if not (mem.total <= capacity and mem.host_bytes <= host_capacity):
             return None
 
-    # the slowest stage (the busiest one's blocks, or the last one's with the LM head) sets the steady state
-    shares = _stage_shares(model, split, s, t)
-    busiest = max(shares)
+    shares, busiest = fixed.shares, fixed.busiest
     hybrid = None
-    if dev.kind == "cpu" and (tp > 1 or pp > 1):  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
+    if fixed.hybrid:  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, links(cluster), flash, cal)
-    # sublayers whose engine hooks a CPU profile prices (counted only there; the hybrid backend prices its own)
-    hooked = _sublayers(model) * busiest if dev.engine_overhead_s and hybrid is None else None
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
-    cfg = setting(model, cluster, st, layout, s, t, cal, options)
-    blocks = _stage_blocks_s(model, st, dev, ct, tp, split, shares)
-    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked, mem)
+    blocks = _stage_blocks_s(ct, split, shares, fixed.folds)
+    stage_fixed_terms = group.stage if group is not None else None
+    if stage_fixed_terms is None:
+        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors)
+        if group is not None:
+            group.stage = stage_fixed_terms
+    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, fixed.hooked, mem,
+                        stage_fixed_terms)
     mem = stage.memory
     fits = mem.total <= capacity and mem.host_bytes <= host_capacity
 
-    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(model, cluster, st, layout, stage, hybrid,
-                                                                   _other_slots_s(stage, blocks, busiest, pp))
+    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid,
+                                                                   _other_slots_s(stage, blocks, busiest, pp),
+                                                                   fixed.tied_sync_s)
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
     if pp > 1 and sharded_dp_in_slot(st, dev):  # FSDP's exposure is in every stage's slot: fill and drain too
         bubble_s += (pp - 1) * dp_s / ga / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
@@ -114,8 +198,8 @@ if tuple(Estimate.__dataclass_fields__)[:len(_ESTIMATE_FIELDS)] != _ESTIMATE_FIE
     raise ImportError("costmodel.estimate passes Estimate's fields by position: update _ESTIMATE_FIELDS and the call")
 
 
-def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout, stage: StageTerms, hybrid,
-                    other_slots: float) -> tuple[float, float, float, float, float]:
+def _pipeline_times(st: Strategy, layout, stage: StageTerms, hybrid, other_slots: float,
+                    tied_sync_s: float | None) -> tuple[float, float, float, float, float]:
     """(compute, tp, pp, bubble, framework) seconds per step: grad_accum slots of the slowest stage; the fill and
     drain, every other stage's own slot once (`other_slots`, _other_slots_s; / v interleaved: each of the v chunks a
     stage runs in the fill is 1/v of its slot); a tied embedding's first/last-stage gradient sync; on CPU ranks under
@@ -127,13 +211,11 @@ def _pipeline_times(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout
     stages of unequal time): a stage lighter than the slowest (no LM head, fewer blocks) adds only its own slot.
     Charging every stage the slowest's slot made head-heavy pipelines (GPT-2 124M pp 4: a 6.7 ms last stage beside
     3.9 ms ones) up to 1.3x slow at few micro-batches."""
-    ga, pp = layout.grad_accum, layout.pp
+    ga = layout.grad_accum
     compute_s, tp_s, pp_s = ga * stage.compute_s, ga * stage.tp_comm_s, ga * stage.pp_comm_s
     bubble_s = other_slots / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
-    if pp > 1 and model.tie_word_embeddings:
-        # the first and the last stage are (pp-1) x tp x dp ranks apart (stages outermost)
-        tp = layout.tp
-        pp_s += _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
+    if tied_sync_s is not None:
+        pp_s += tied_sync_s
     if hybrid is None:
         return compute_s, tp_s, pp_s, bubble_s, stage.framework_s
     # its times, engine hooks and DTensor optimizer-step overhead
@@ -179,24 +261,35 @@ class _Blocks(NamedTuple):
     total: float  # every stage's together (the fill and drain pass each once)
 
 
-def _stage_blocks_s(model: ModelSpec, st: Strategy, dev, ct, tp: int, split: tuple[int, ...],
-                    shares: tuple[float, ...]) -> _Blocks:
+def _pipeline_folds(model: ModelSpec, st: Strategy, dev, tp: int,
+                    split: tuple[int, ...]) -> tuple[float, float, float] | None:
+    """DeepSpeed's pipeline gradient accumulation per micro-batch (terms.hp_grad_accumulation_s, linear in the
+    layers; None where it is 0: _deepspeed_pipeline_accumulates, its first test) of (the busiest stage's blocks, the
+    last stage's with the LM head, every stage's but the last), for _stage_blocks_s."""
+    if len(split) == 1 or not _deepspeed_pipeline_accumulates(st):
+        return None
+    fold = hp_grad_accumulation_s
+    return (fold(model, st, dev, tp, max(split), False), fold(model, st, dev, tp, split[-1], True),
+            fold(model, st, dev, tp, sum(split[:-1]), False))
+
+
+def _stage_blocks_s(ct, split: tuple[int, ...], shares: tuple[float, ...],
+                    folds: tuple[float, float, float] | None) -> _Blocks:
     """Seconds per micro-batch of the stages' blocks: a stage's share of the blocks (`shares`, _stage_shares), + the
     LM head on the last stage (a partition that gives the head a block's slot, e.g. BLOOM's
     'type:transformer|embedding', leaves it fewer blocks than the others), + DeepSpeed's pipeline gradient
-    accumulation of its layers (terms.hp_grad_accumulation_s, 0 elsewhere, linear in the layers). The slowest stage
-    is the busiest one or the last; in closed form (no per-stage loop: plan's hot path)."""
+    accumulation of its layers (`folds`, _pipeline_folds). The slowest stage is the busiest one or the last; in
+    closed form (no per-stage loop: plan's hot path)."""
     passes = ct.forward + ct.backward
     if len(split) == 1:
         return _Blocks(passes + ct.head, 1.0, passes + ct.head)
     busiest, last = max(shares), shares[-1]
     busy, tail, total = passes * busiest, passes * last + ct.head, passes + ct.head  # shares sum to 1
-    if _deepspeed_pipeline_accumulates(st):  # else hp_grad_accumulation_s is 0 (its first test): not called
-        fold = hp_grad_accumulation_s
-        busy += fold(model, st, dev, tp, max(split), False)
-        head_fold = fold(model, st, dev, tp, split[-1], True)
+    if folds is not None:
+        busy_fold, head_fold, rest_fold = folds
+        busy += busy_fold
         tail += head_fold
-        total += fold(model, st, dev, tp, sum(split[:-1]), False) + head_fold
+        total += rest_fold + head_fold
     return _Blocks(busy, busiest, total) if busy >= tail else _Blocks(tail, last, total)
 
 

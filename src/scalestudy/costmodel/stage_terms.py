@@ -11,6 +11,7 @@ the optimizer update and offload traffic, and the measured framework time (CPU p
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from typing import NamedTuple
@@ -56,6 +57,15 @@ def setting(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout: Layout
                    st.sequence_parallel and tp > 1, boundary, spans_nodes(tp * layout.dp, cluster))
 
 
+def setting_at_micro_batch(cfg: Setting, st: Strategy, layout: Layout) -> Setting:
+    """`cfg` for `st`, cfg.st at another micro-batch, laid out as `layout` (its gradient accumulation): setting's
+    fields, of which only the stage-boundary send reads the micro-batch."""
+    boundary = boundary_bytes(cfg.model, st.micro_batch, cfg.seq_len, cfg.target_len, st.precision) \
+        if layout.pp > 1 else 0.0
+    return Setting(cfg.model, st, cfg.options, cfg.cal, cfg.eng, layout, cfg.seq_len, cfg.target_len, cfg.sp,
+                   boundary, cfg.cross_node)
+
+
 class StageTerms(NamedTuple):
     """One stage's seconds per micro-batch (compute, tp, pp), per step (the rest) and bytes."""
 
@@ -75,15 +85,39 @@ class StageTerms(NamedTuple):
         return self.compute_s + self.tp_comm_s + self.pp_comm_s
 
 
+class StageFixed(NamedTuple):
+    """What price_stage prices from inputs a stage's micro-batch variants share (stage_fixed): a planner's group of
+    strategies that differ only in micro_batch prices it once."""
+
+    comm_fields: int  # _stage_comm's number for the strategy's fields but micro_batch and the optimizer's
+    optimizer: tuple[float, float] | None  # (optimizer, offload) s per step; None: offloaded, priced per micro-batch
+
+
+def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Shape, zero3_tensors: int) -> StageFixed:
+    """price_stage's terms that read no micro-batch quantity of `cfg` (the micro-batch, gradient accumulation,
+    compute times, activations): the collectives' memo number of the strategy's fields and, with nothing offloaded,
+    the optimizer step -- terms.optimizer_offload reads the accumulation and the backward time only to price
+    offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every
+    micro-batch). tests/unit/test_plan_speed_group.py checks a group priced so against each strategy alone."""
+    st = cfg.st
+    optimizer = None
+    if st.offload_optimizer == "none" and st.offload_params == "none":
+        optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, 0.0)
+    return StageFixed(_comm_fields_number(st), optimizer)
+
+
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
                 blocks_s: float, shape: _Shape, zero3_tensors: int, sublayers: float | None,
-                mem: Memory | None = None) -> StageTerms:
+                mem: Memory | None = None, fixed: StageFixed | None = None) -> StageTerms:
     """The terms of one stage on `dev` (links of `cluster`) holding `share` of the blocks' FLOPs, whose blocks take
     `blocks_s` per micro-batch, with `shape.psi` parameters and `shape.activations` bytes of activations.
     `zero3_tensors`: tensors its ZeRO-3 gathers fetch (CPU optimizer rates); `sublayers`: sublayers whose engine
     hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend); `mem`: its memory (rank_memory),
-    when the caller priced it already."""
+    when the caller priced it already; `fixed`: stage_fixed of this stage at another micro-batch, when the caller
+    has it."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
+    if fixed is None:
+        fixed = stage_fixed(cfg, dev, cluster, shape, zero3_tensors)
     tp, pp = lay.tp, lay.pp
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
@@ -93,32 +127,58 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
-    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy)
-    opt_s, offload_s = optimizer_offload(st, cfg.eng, shape.psi, lay.dp, lay.grad_accum, dev,
-                                         cluster.gpus_per_node, zero3_tensors, ct.backward * share)
-    opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, shape.psi)
+    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, fixed.comm_fields)
+    if fixed.optimizer is None:
+        opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, ct.backward * share)
+    else:
+        opt_s, offload_s = fixed.optimizer
     if mem is None:
         mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
     return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
                       mem)
 
 
-# Strategy fields but the optimizer's (offload, loop, state dtype): _stage_comm's key (neither collective term
-# reads them)
+def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float, zero3_tensors: int,
+                 backward_s: float) -> tuple[float, float]:
+    """(optimizer, offload) seconds per step of a stage with `psi` parameters in `zero3_tensors` tensors, whose
+    micro-batch backward takes `backward_s`: terms.optimizer_offload + an unfused loop's (_optimizer_loop_s)."""
+    lay = cfg.layout
+    opt_s, offload_s = optimizer_offload(cfg.st, cfg.eng, psi, lay.dp, lay.grad_accum, dev, cluster.gpus_per_node,
+                                         zero3_tensors, backward_s)
+    opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, psi)
+    return opt_s, offload_s
+
+
+# Strategy fields but the micro-batch (in _stage_comm's key on its own) and the optimizer's (offload, loop, state
+# dtype: neither collective term reads them), numbered once (_comm_fields_number) for _stage_comm's key
 _COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
-    "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
+    "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
+_COMM_NUMBERS: dict[tuple, int] = {}
+_NEXT_NUMBER = itertools.count()  # never reused: a number cleared from _COMM_NUMBERS names no other fields after
 _COMM: dict[tuple, tuple] = {}
 
 
+def _comm_fields_number(st: Strategy) -> int:
+    """The number of `st`'s _COMM_FIELDS values: equal numbers, equal values (hashing the ~40 values is most of a
+    memo lookup's time; a planner's micro-batch variants look them up once, stage_fixed)."""
+    fields = _COMM_FIELDS(st.__dict__)
+    number = _COMM_NUMBERS.get(fields)
+    if number is None:
+        if len(_COMM_NUMBERS) > 100_000:
+            _COMM_NUMBERS.clear()
+        number = _COMM_NUMBERS[fields] = next(_NEXT_NUMBER)
+    return number
+
+
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
-                grad_copy: float) -> tuple[float, float, float]:
+                grad_copy: float, fields: int) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
     dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; the objects
-    by identity, kept to guard reuse)."""
+    by identity, kept to guard reuse). `fields`: _comm_fields_number(cfg.st)."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
-    key = (_COMM_FIELDS(st.__dict__), id(shape), id(ct), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp,
+    key = (fields, st.micro_batch, id(shape), id(ct), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp,
            lay.grad_accum, grad_copy, interference)
     hit = _COMM.get(key)
     if hit is not None and hit[3] is shape and hit[4] is ct and hit[5] is cluster and hit[6] is dev \

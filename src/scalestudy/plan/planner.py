@@ -182,8 +182,11 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     split_stages = cluster.heterogeneous and not constraints.stage_layers
     clusters = {}
     device_bytes, tokens = cluster.device.memory_bytes, workload.train_tokens
+    group_estimator = None  # a group's micro-batch variants priced together (the default estimator's numbers)
     if estimator is default_estimator():  # the same numbers; a strategy that does not fit is not priced further
-        from scalestudy.costmodel.estimate import estimate_if_fits as estimator
+        from scalestudy.costmodel.estimate import MicroBatchGroup, estimate_if_fits as estimator
+        if not split_stages:  # (resource_split gives each micro-batch its own stage layers)
+            group_estimator = MicroBatchGroup
     for group in enumerate_groups(model, cluster, workload, constraints, stats):
         first = group[0]
         s = first.strategy
@@ -192,11 +195,13 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
             pruned += len(group)
             continue
         sub = clusters.get(first.nodes) or clusters.setdefault(first.nodes, cluster.with_nodes(first.nodes))
+        in_turn = group_estimator(model, sub, workload) if group_estimator is not None else None
         for i, point in enumerate(group):
             if split_stages and point.strategy.pp > 1:
                 point = _resource_aware(point, model, sub, workload)
             try:
-                est = estimator(model, sub, point.strategy, workload)
+                est = in_turn(point.strategy) if in_turn is not None else estimator(model, sub, point.strategy,
+                                                                                    workload)
             except ScalestudyError as exc:  # a rule of the cost model the space does not know: skip, count why
                 key = f"rejected by the cost model: {exc}"
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
