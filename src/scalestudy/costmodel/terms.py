@@ -304,7 +304,10 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
         reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
     bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
-    if st.recompute == "full" and eng.regather_on_recompute:
+    # FSDP under a reentrant full recompute (early stop off): the recompute's forward unshards and, FULL_SHARD,
+    # reshards the block after it; its backward's pre-backward hook then gathers it again, right away
+    fsdp_reentrant = st.engine == "fsdp" and st.recompute == "full" and bwd_gathers and not early_stop(st)
+    if st.recompute == "full" and (eng.regather_on_recompute or fsdp_reentrant):
         bwd_gathers += 1
     hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
     if st.engine == "deepspeed" and shape.zero3 is not None and shape.model is not None and not cpu:
@@ -345,7 +348,9 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
         bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
-        per_mb += min(bwd_comm, tail + bwd_first + _exposed(bwd_w, max(0.0, bwd_comm - tail), interference, slow))
+        regather = gather if fsdp_reentrant else 0.0  # issued when the recompute ends: nothing to hide behind
+        per_mb += regather + min(bwd_comm - regather, tail + bwd_first + _exposed(
+            bwd_w, max(0.0, bwd_comm - regather - tail), interference, slow))
         # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
         return ga * per_mb, max(total, ga * per_mb)
 
