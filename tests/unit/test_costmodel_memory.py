@@ -1,5 +1,7 @@
 """Memory model: ZeRO paper numbers, monotone in the stage, offload, Korthikanti activations, pipeline in-flight."""
 
+import functools
+
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
@@ -104,31 +106,34 @@ def test_t5_activations_scale_with_their_lengths_and_flash_drops_softmax():
 
 def test_recompute_and_pipeline_in_flight():
     cluster = make_cluster("a100-80gb", nodes=1, gpus_per_node=8)
+    # Megatron's fused Llama and vocab-parallel loss at every layout (a Llama on deepspeed without tp / pp is HF's:
+    # eager, torch loss -- strategy.software_defaults)
+    megatron = functools.partial(Strategy, engine="megatron", micro_batch=1)
     spec, work = get_model("llama-7b"), Workload(global_batch=64, seq_len=2048)
-    acts = [estimate(spec, cluster, Strategy(micro_batch=1, recompute=r, zero=1), work).memory.activations
+    acts = [estimate(spec, cluster, megatron(recompute=r, zero=1), work).memory.activations
             for r in ("none", "selective", "full")]
     assert acts[0] >= acts[1] > acts[2]
     # 1F1B: the first stage holds pp micro-batches of its L/pp layers = as many layer-activations as no pipeline
     # (the first stage has no head: no logits)
-    one = estimate(spec, cluster, Strategy(micro_batch=1, zero=1), work).memory.activations
-    pp4 = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), work).memory.activations
+    one = estimate(spec, cluster, megatron(zero=1), work).memory.activations
+    pp4 = estimate(spec, cluster, megatron(pp=4, zero=1), work).memory.activations
     assert pp4 == pytest.approx(one - logits_bytes(spec, 1, 2048, 0, "bf16", 1), rel=0.01)
     # full recomputation keeps the block inputs plus one block's whole activation set while it is recomputed
-    full = estimate(spec, cluster, Strategy(micro_batch=1, zero=1, recompute="full"), work).memory.activations
+    full = estimate(spec, cluster, megatron(zero=1, recompute="full"), work).memory.activations
     enc, dec = activation_parts(spec, 1, 2048, 0, "bf16", True)
     stored = spec.num_layers * layer_activation_bytes(dec, 1, False, "full")
     # -- or the logits: the head's backward frees them before the first block is re-run (never both at once)
     working = layer_activation_bytes(dec, 1, False, "none") - dec[3]
     assert full == pytest.approx(stored + max(working, logits_bytes(spec, 1, 2048, 0, "bf16", 1)))
     # with fewer micro-batches than stages, fewer are in flight
-    few = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1), Workload(global_batch=2, seq_len=2048))
+    few = estimate(spec, cluster, megatron(pp=4, zero=1), Workload(global_batch=2, seq_len=2048))
     assert few.memory.activations < pp4
     # interleaved with as many micro-batches as stages: Megatron runs every forward first (all_warmup_microbatches),
     # so the first stage holds all m -- what GPipe holds -- not pp x (1 + (pp-1)/(pp v)) > m
     m_eq_pp = Workload(global_batch=8, seq_len=2048)  # dp 2 x 4 micro-batches of 1
-    inter = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1, pp_schedule="interleaved",
-                                             virtual_stages=2), m_eq_pp).memory.activations
-    gpipe = estimate(spec, cluster, Strategy(micro_batch=1, pp=4, zero=1, pp_schedule="gpipe"), m_eq_pp)
+    inter = estimate(spec, cluster, megatron(pp=4, zero=1, pp_schedule="interleaved",
+                                      virtual_stages=2), m_eq_pp).memory.activations
+    gpipe = estimate(spec, cluster, megatron(pp=4, zero=1, pp_schedule="gpipe"), m_eq_pp)
     assert inter == pytest.approx(gpipe.memory.activations)
 
 
@@ -402,8 +407,10 @@ def test_reserved_memory_prices_the_allocators_cache_from_its_rules():
     assert loss_hole_bytes(llama, fp32, 1, 4096, 0, 1, 1) == 0.0
     assert loss_hole_bytes(llama, fused, 1, 4096, 0, 1, 1) == 0.0
     assert loss_hole_bytes(llama, fsdp, 1, 4096, 0, 1, 2) == 0.0  # a pipeline's last stage is not the busiest
-    ds3 = Strategy(engine="deepspeed", zero=3, micro_batch=1, recompute="full")
-    assert estimate(llama, cluster, ds3, work).allocator_cache_bytes == 0.0  # Megatron-style loss, no side pool
+    # Megatron-DeepSpeed (a Llama with tp there; without, it is HF's, whose torch loss leaves the hole):
+    # its vocab-parallel loss, no side pool
+    ds3 = Strategy(engine="deepspeed", zero=3, tp=2, micro_batch=1, recompute="full")
+    assert estimate(llama, cluster, ds3, work).allocator_cache_bytes == 0.0
     assert allocator_cache_bytes(llama, fsdp, 1, 4096, 0, 1, 1, 7e9, get_device("local-cpu")) == 0.0
     # DeepSpeed's start-up without zero.Init: the whole 16-bit model + the embedding's partition, ZeRO-3 only
     psi = est.params_per_device

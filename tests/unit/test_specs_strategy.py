@@ -84,6 +84,14 @@ def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
     ("gpt2", Strategy(zero=1, tp=2), "fused", "engine", "engine"),
     ("gpt2", Strategy(engine="megatron", zero=1), "fused", "engine", "engine"),
     ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine", "engine"),
+    ("llama-7b", Strategy(engine="ddp"), "fused", "engine", "engine"),
+    # a Llama on deepspeed without tp / pp is transformers' LlamaForCausalLM (DeepSpeed trains the client's model):
+    # eager kernels and the causal-LM loss on logits.float(); with tp / pp it is Megatron-DeepSpeed's, fused
+    ("llama-7b", Strategy(zero=3), "eager", "torch", "engine"),
+    ("llama-7b", Strategy(zero=1, offload_optimizer="cpu"), "eager", "torch", "engine"),
+    ("llama-7b", Strategy(zero=1, tp=2), "fused", "engine", "engine"),
+    ("llama-7b", Strategy(zero=1, pp=2), "fused", "engine", "engine"),
+    ("llama-7b", Strategy(zero=3, kernels="fused"), "fused", "torch", "engine"),  # Liger: kernels named, loss not
     # values given are kept
     ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch", "mem-efficient"),
     ("mt5-xxl", Strategy(zero=2, attention_kernel="fa2"), "eager", "hf", "fa2"),
@@ -106,16 +114,19 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
 
 
 def test_hf_decoder_is_keyed_on_the_activation_only_hugging_face_composes():
-    """The GPT-2 presets and a GPT-2-style config.json (gelu_new / gelu_fast) are Hugging Face's model; a published
-    GPT shape written with Megatron's one-kernel GELU (from_shape's default ffn gelu), a Llama or a T5 is not."""
+    """The GPT-2 presets and a GPT-2-style config.json (gelu_new / gelu_fast) are Hugging Face's GPT-2; a Llama-family
+    decoder is taken for transformers' Llama (where its engine trains the client's model: software_defaults); a
+    published GPT shape written with Megatron's one-kernel GELU (from_shape's default ffn gelu) or a T5 is neither."""
     from scalestudy.specs.model import from_shape, get_model
     from scalestudy.specs.strategy import hf_decoder
 
     shape = {"d_model": 768, "layers": 12, "heads": 12, "vocab": 50257, "seq": 1024}
-    assert hf_decoder(get_model("gpt2")) and hf_decoder(from_shape("g", {**shape, "ffn": "gelu_fast"}, "test"))
+    assert hf_decoder(get_model("gpt2")) == hf_decoder(from_shape("g", {**shape, "ffn": "gelu_fast"}, "test")) == "gpt2"
+    llama = from_shape("l", {**shape, "family": "llama", "d_ff": 2048}, "test")
+    assert hf_decoder(get_model("llama-7b")) == hf_decoder(llama) == "llama"
     assert not hf_decoder(from_shape("g", shape, "test"))
     assert not hf_decoder(from_shape("g", {**shape, "ffn": "gelu_pytorch_tanh"}, "test"))
-    assert not any(hf_decoder(get_model(m)) for m in ("llama-7b", "t5-base", "mt5-xxl"))
+    assert not any(hf_decoder(get_model(m)) for m in ("t5-base", "mt5-xxl"))
 
 
 @pytest.mark.parametrize("kwargs, gathered, label", [

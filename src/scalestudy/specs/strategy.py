@@ -153,12 +153,20 @@ row is. The same holds for a decoder whose FFN activation is one only Hugging Fa
 (`HF_ACTIVATIONS`: gelu_new / gelu_fast, transformers' NewGELUActivation / FastGELUActivation -- the GPT-2 presets
 and a GPT-2-style config.json): on those engines without tp / pp it is transformers' GPT2LMHeadModel, so "eager"
 kernels and the current transformers' causal-LM loss (ForCausalLMLoss, F.cross_entropy on `logits.float()`:
-"torch"; a transformers 4.x run before 4.46 says "hf"). Every other run keeps "fused" kernels (Megatron-LM, NeMo,
+"torch"; a transformers 4.x run before 4.46 says "hf"). A llama-family decoder (rotary, RMSNorm) on deepspeed
+without tp / pp is transformers' LlamaForCausalLM (or its kin) the same way, with the same defaults: DeepSpeed
+trains the client's nn.Module and ships no model of its own, and the Llamas handed to a plain ZeRO engine come from
+transformers -- HF Trainer / Accelerate's DeepSpeed plugin, DeepSpeed-Chat (create_hf_model), DeepSpeed's DeepCompile
+benchmark (AutoModelForCausalLM), FlagPerf's llama2_7b deepspeed case, Arctic Long Sequence Training -- as is the
+model scalestudy's own `train` runs there; Megatron-DeepSpeed's Llama (its GPTModel with --swiglu / rmsnorm /
+rotary, fused kernels) is run with tp / pp in its examples (examples_deepspeed/pretrain_llama2_distributed.sh), and
+an HF run patched with Liger's kernels says kernels fused. Every other run keeps "fused" kernels (Megatron-LM, NeMo,
 Megatron-DeepSpeed, compiled or fused-module stacks) and the engine's loss. Not made model-dependent beyond that,
-with the reason: decoder-only GPT / Llama runs written with Megatron's one-kernel GELU (`ffn: gelu`) or SwiGLU
-split between fused (Megatron-DeepSpeed, nanoGPT + torch.compile, llm-foundry, OLMo) and eager (HF Trainer,
-torchtitan without compile) software, so no one default is evidenced; `optimizer_loop` stays "engine", a fused
-update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW, and HF Trainer's own default since
+with the reason: decoder-only GPT runs written with Megatron's one-kernel GELU (`ffn: gelu`) on deepspeed are
+Megatron-DeepSpeed's (fused), and Llama runs on fsdp / ddp split between fused (torch.compile: fms-fsdp, OLMo-core,
+KempnerForge; XLA: MaxText) and eager (HF Trainer / Accelerate, torchtitan without compile) software, so no one
+default is evidenced there (eager: issue-flags-only 10.54 -> 10.70%, 2026-12-03); `optimizer_loop` stays "engine", a
+fused update (apex / DeepSpeed FusedAdam, Megatron, torchtitan's fused AdamW, and HF Trainer's own default since
 transformers' training_args picks adamw_torch_fused on torch >= 2.8; torch's foreach default, HF Trainer's adamw_torch
 on older torch, is "foreach", named by the run);
 Megatron's `tp_comm_overlap` is on for the distributed optimizer (zero 1) with sequence parallelism at tp > 1 and
@@ -487,10 +495,14 @@ class Strategy:
 HF_ACTIVATIONS = ("gelu_new", "gelu_fast")
 
 
-def hf_decoder(model) -> bool:
-    """Whether `model` (a ModelSpec) is a decoder whose FFN activation is one only Hugging Face's modules run
-    (HF_ACTIVATIONS): the GPT-2 presets and a GPT-2-style config.json (`software_defaults`)."""
-    return not model.is_encoder_decoder and model.ffn in HF_ACTIVATIONS
+def hf_decoder(model) -> str:
+    """Which Hugging Face transformers decoder `model` (a ModelSpec) is taken for where its engine trains the
+    client's own model (`software_defaults`): "gpt2" -- its FFN activation is one only Hugging Face's modules run
+    (HF_ACTIVATIONS: the GPT-2 presets and a GPT-2-style config.json); "llama" -- a llama-family decoder (rotary,
+    RMSNorm: LlamaForCausalLM and its kin); "" -- neither (a Megatron-style GPT written `ffn: gelu`, a T5)."""
+    if model.is_encoder_decoder:
+        return ""
+    return "gpt2" if model.ffn in HF_ACTIVATIONS else "llama" if model.family == "llama" else ""
 
 
 # (engine, zero) with a bucketed post-step parameter all-gather that overlap_param_gather can hide: DeepSpeed ZeRO-1/2,
@@ -536,23 +548,26 @@ def vocab_shards(st, tp: int | None = None) -> int:
     return 1 if st.lm_head == "replicated" else (st.tp if tp is None else tp)
 
 
-def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: bool = False) -> dict[str, str]:
+def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: str = "") -> dict[str, str]:
     """What `kernels`, `cross_entropy` and `attention_kernel` left at "engine" mean for a run (module docstring,
     'Software defaults'): a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager
     element-wise kernels, its CrossEntropyLoss "hf", and -- transformers 5.x, where T5 runs SDPA -- the
     memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); a decoder
-    with an activation only Hugging Face composes (`hf_gelu`: `hf_decoder`) there is Hugging Face's GPT-2-style
-    model (eager kernels; the current transformers' causal-LM loss, ForCausalLMLoss on `logits.float()`: "torch");
-    anything else fused kernels and the engine's loss and attention kernel ("engine", resolved by
-    costmodel/memory.loss_kernel and costmodel/terms.attention_kernel)."""
+    Hugging Face's model is taken for (`hf_gelu`: `hf_decoder` of the model) is that model -- eager kernels and the
+    current transformers' causal-LM loss, ForCausalLMLoss on `logits.float()` ("torch") -- for "gpt2" there, for
+    "llama" on deepspeed (which trains the client's model and ships none of its own; Megatron-style stacks run
+    their Llama as engine megatron or with tp / pp); anything else fused kernels and the engine's loss and attention
+    kernel ("engine", resolved by costmodel/memory.loss_kernel and costmodel/terms.attention_kernel)."""
     hf = engine in ENGINES and tp == 1 and pp == 1
-    hf_t5, hf_gpt = hf and encoder_decoder, hf and hf_gelu and not encoder_decoder
-    return {"kernels": "eager" if hf_t5 or hf_gpt else "fused",
-            "cross_entropy": "hf" if hf_t5 else "torch" if hf_gpt else "engine",
+    hf_t5 = hf and encoder_decoder
+    hf_causal = hf and not encoder_decoder and (hf_gelu in ("gpt2", True) or (hf_gelu == "llama" and engine ==
+                                                                                 "deepspeed"))
+    return {"kernels": "eager" if hf_t5 or hf_causal else "fused",
+            "cross_entropy": "hf" if hf_t5 else "torch" if hf_causal else "engine",
             "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
 
 
-def software_fill(fields: dict, encoder_decoder: bool, hf_gelu: bool = False) -> dict:
+def software_fill(fields: dict, encoder_decoder: bool, hf_gelu: str = "") -> dict:
     """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
     passes its keyword arguments before building the Strategy, so it is built and checked once. `hf_gelu`:
     `hf_decoder` of the model."""
