@@ -567,17 +567,27 @@ def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_g
             "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
 
 
+# (engine, encoder_decoder, without tp and pp, hf_decoder kind) -> the (field, value) pairs of software_defaults
+# that are not "engine": software_fill's table, filled on first use (a few dozen keys at most)
+_FILLS: dict[tuple, tuple] = {}
+
+
 def software_fill(fields: dict, encoder_decoder: bool, hf_gelu: str = "") -> dict:
     """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
     passes its keyword arguments before building the Strategy, so it is built and checked once. `hf_gelu`:
-    `hf_decoder` of the model."""
-    if fields["kernels"] != "engine" and (not (encoder_decoder or hf_gelu) or (
-            fields["cross_entropy"] != "engine" and fields["attention_kernel"] != "engine")):
-        return {}
-    wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"], hf_gelu)
-    if fields["attention"] != "flash":
-        del wanted["attention_kernel"]  # read under flash only; an eager run keeps its label
-    return {name: value for name, value in wanted.items() if fields[name] == "engine" and value != "engine"}
+    `hf_decoder` of the model. A table lookup (estimate's and plan's hot path): software_defaults reads the layout
+    only as tp = pp = 1 or not."""
+    if fields["kernels"] != "engine" and fields["cross_entropy"] != "engine" and (
+            not encoder_decoder or fields["attention_kernel"] != "engine"):
+        return {}  # all named (a decoder's attention_kernel default is always "engine"): plan's trained strategies
+    key = (fields["engine"], encoder_decoder, fields["tp"] == 1 and fields["pp"] == 1, hf_gelu)
+    wanted = _FILLS.get(key)
+    if wanted is None:
+        wanted = _FILLS[key] = tuple((name, value) for name, value in software_defaults(
+            fields["engine"], encoder_decoder, 1 if key[2] else 2, 1, hf_gelu).items() if value != "engine")
+    # attention_kernel is read under flash only; an eager run keeps its label
+    return {name: value for name, value in wanted if fields[name] == "engine" and (
+        name != "attention_kernel" or fields["attention"] == "flash")}
 
 
 def resolve_software(strategy: Strategy, model) -> Strategy:

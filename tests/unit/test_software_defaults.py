@@ -1,0 +1,44 @@
+"""specs/strategy.software_fill, the table behind estimate's and plan's "engine" software (software_defaults)."""
+
+import itertools
+
+from scalestudy.specs.strategy import COST_MODEL_ENGINES, ENGINES, software_defaults, software_fill
+
+
+def _reference_fill(fields: dict, encoder_decoder: bool, kind: str) -> dict:
+    """What software_fill must return, straight from software_defaults: each knob left at "engine" whose default is
+    not "engine", attention_kernel under flash only."""
+    wanted = software_defaults(fields["engine"], encoder_decoder, fields["tp"], fields["pp"], kind)
+    return {name: value for name, value in wanted.items() if fields[name] == "engine" and value != "engine"
+            and (name != "attention_kernel" or fields["attention"] == "flash")}
+
+
+def test_software_fill_is_software_defaults_for_every_engine_layout_model_and_named_knob():
+    """The memoised lookup and its all-named fast path give what software_defaults says, in any call order (the
+    table is keyed on tp = pp = 1 or not, which is all software_defaults reads of the layout)."""
+    engines = list(ENGINES) + list(COST_MODEL_ENGINES)
+    layouts = [(1, 1), (2, 1), (1, 2), (4, 4)]
+    named = {"kernels": "fused", "cross_entropy": "fused", "attention_kernel": "fa2"}
+    checked = 0
+    for _ in range(2):  # the second pass reads the table the first filled
+        for engine, (tp, pp), encoder_decoder, kind, attention, given in itertools.product(
+                engines, layouts, (False, True), ("", "gpt2", "llama"), ("flash", "eager"),
+                itertools.product((False, True), repeat=3)):
+            if encoder_decoder and kind:
+                continue  # hf_decoder names no kind for an encoder-decoder
+            fields = {"engine": engine, "tp": tp, "pp": pp, "attention": attention,
+                      **{name: named[name] if g else "engine" for name, g in zip(named, given)}}
+            assert software_fill(fields, encoder_decoder, kind) == _reference_fill(fields, encoder_decoder, kind)
+            checked += 1
+    assert checked == 2 * 5 * 4 * 4 * 2 * 8
+
+
+def test_a_llama_is_hugging_faces_on_deepspeed_without_tp_or_pp_only():
+    """The llama kind changes the defaults on deepspeed at tp = pp = 1 only (transformers' LlamaForCausalLM:
+    eager kernels, the causal-LM loss on logits.float()); elsewhere fused kernels and the engine's loss."""
+    fields = {"engine": "deepspeed", "tp": 1, "pp": 1, "attention": "flash", "kernels": "engine",
+              "cross_entropy": "engine", "attention_kernel": "engine"}
+    assert software_fill(fields, False, "llama") == {"kernels": "eager", "cross_entropy": "torch"}
+    for change in ({"tp": 2}, {"pp": 2}, {"engine": "fsdp"}, {"engine": "ddp"}, {"engine": "megatron"}):
+        assert software_fill({**fields, **change}, False, "llama") == {"kernels": "fused"}
+    assert software_fill(fields, False, "") == {"kernels": "fused"}  # a Megatron-style GPT on deepspeed
