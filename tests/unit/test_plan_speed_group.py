@@ -1,6 +1,7 @@
 """A planner group's micro-batch variants priced together (costmodel.estimate.MicroBatchGroup: what reads no
-micro-batch priced at the group's first strategy) give each strategy's own estimate_if_fits, number for number, and
-the same refusal where the cost model refuses one; the planner's ranking is the one the plain estimator gives."""
+micro-batch priced at the group's first strategy, what reads no recompute either shared with the groups of the other
+recomputes) give each strategy's own estimate_if_fits, number for number, and the same refusal where the cost model
+refuses one; the planner's ranking is the one the plain estimator gives."""
 
 import pytest
 
@@ -46,14 +47,15 @@ def test_group_pricing_is_each_strategys_own_estimate(case):
     activation_cache_clear()
     groups = list(enumerate_groups(model, cluster, work, constraints))
     assert sum(len(g) > 1 for g in groups) > 10  # groups of several micro-batches are what is tested
-    priced = 0
+    priced, shared = 0, {}  # shared: what a strategy's recompute variants share, as plan() keeps it
     for group in groups:
-        together = MicroBatchGroup(model, cluster, work)
+        together = MicroBatchGroup(model, cluster, work, shared=shared)
         for point in group:
             alone = _priced(lambda s: estimate_if_fits(model, cluster, s, work), point.strategy)
             assert _priced(together, point.strategy) == alone, point.strategy.label
             priced += isinstance(alone, dict)
     assert priced > 20
+    assert 0 < len(shared) < len(groups)  # groups of one strategy under other recomputes did share
 
 
 def test_plan_ranks_as_with_the_plain_estimator():

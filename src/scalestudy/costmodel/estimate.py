@@ -11,6 +11,7 @@ stage its own slot (_pipeline_times), so both paths give the same step on one de
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 from scalestudy.costmodel.breakdown import Estimate
@@ -18,7 +19,7 @@ from scalestudy.costmodel.comm import links, spans_nodes
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import rank_memory, stage_in_flight
+from scalestudy.costmodel.memory import _rank_states, memory_with_activations, rank_memory, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
                                               sharded_dp_in_slot, stage_fixed)
@@ -51,28 +52,64 @@ class MicroBatchGroup:
     """estimate_if_fits for strategies equal in every field but micro_batch (a planner's group,
     plan/space.enumerate_groups), called in turn: what no micro-batch quantity enters -- the resolved software, the
     lengths, stage split and shares, capacities, the DeepSpeed pipeline's gradient folds, the tied-embedding sync, the
-    stage collectives' memo number and the optimizer step without offloads (stage_terms.stage_fixed) -- is priced at
-    the first strategy and read at the others. Every result equals estimate_if_fits(model, cluster, strategy,
-    workload, options, calibration) (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy
-    raises as it does there."""
+    Setting but its boundary send, the stage collectives' memo number, ZeRO-3's gradient interleave and the optimizer
+    step without offloads (stage_terms.stage_fixed), a rank's memory but its activations (memory._rank_states) -- is
+    priced at the first strategy and read at the others. Of those, what no recompute enters either (all but the
+    resolved software and the memo number) is kept in `shared` (a dict the caller keeps for groups of this model,
+    cluster, workload, options and calibration), for the groups of the same strategy under another recompute. Every
+    result equals estimate_if_fits(model, cluster, strategy, workload, options, calibration)
+    (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy raises as it does there."""
 
-    __slots__ = ("model", "cluster", "workload", "options", "calibration", "resolved", "fixed", "stage")
+    __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stage", "variant")
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, workload: Workload,
-                 options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None) -> None:
+                 options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None,
+                 shared: dict | None = None) -> None:
         self.model, self.cluster, self.workload = model, cluster, workload
-        self.options, self.calibration = options, calibration
+        self.options, self.calibration, self.shared = options, calibration, shared
         self.resolved = None  # (the first strategy, resolve_software of it)
-        self.fixed = None  # _Fixed, once priced
         self.stage = None  # stage_terms.StageFixed of the slowest stage, once priced
+        self.variant = None  # _Variant of its strategies, once looked up (_variant)
 
     def __call__(self, strategy: Strategy) -> Estimate | None:
         return _estimate(self.model, self.cluster, strategy, self.workload, self.options, self.calibration, True,
                          self)
 
 
+class _Variant:
+    """What _estimate prices from inputs a strategy's micro-batch and recompute variants share, each once priced:
+    _fixed, the first strategy's Setting (setting_at_micro_batch: another's), a rank's memory but the activations
+    (memory._rank_states) and a stage_terms.StageFixed (stage_fixed's `like`)."""
+
+    __slots__ = ("fixed", "setting", "states", "stage")
+
+    def __init__(self) -> None:
+        self.fixed = self.setting = self.states = self.stage = None
+
+
+# Strategy fields but the micro-batch and the recompute: a _Variant's key in MicroBatchGroup.shared
+_VARIANT_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__
+                                        if name not in ("micro_batch", "recompute")))
+
+
+def _variant(group: MicroBatchGroup, st: Strategy) -> _Variant:
+    """The group's _Variant: its shared one for `st` (resolved), else a new one (registered there)."""
+    variant = group.variant
+    if variant is None:
+        if group.shared is None:
+            variant = _Variant()
+        else:
+            key = _VARIANT_FIELDS(st.__dict__)
+            variant = group.shared.get(key)
+            if variant is None:
+                variant = group.shared[key] = _Variant()
+        group.variant = variant
+    return variant
+
+
 class _Fixed(NamedTuple):
-    """What _estimate prices, on one device type, from inputs a strategy's micro-batch variants share."""
+    """What _estimate prices, on one device type, from inputs a strategy's micro-batch and recompute variants
+    share."""
 
     target_len: int
     flash: bool
@@ -86,11 +123,9 @@ class _Fixed(NamedTuple):
     hooked: float | None  # sublayers whose engine hooks a CPU profile prices
     folds: tuple[float, float, float] | None  # _pipeline_folds
     tied_sync_s: float | None  # a tied embedding's first/last-stage gradient sync per step (pp > 1), else None
-    cfg: object  # stage_terms.Setting of the first strategy (setting_at_micro_batch: another's)
 
 
-def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, layout, cal: Calibration,
-           options: CostOptions) -> _Fixed:
+def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, layout) -> _Fixed:
     dev, tp, pp = cluster.device, layout.tp, layout.pp
     s = workload.seq_len
     t = target_length(model, workload)
@@ -107,8 +142,7 @@ def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workl
     if pp > 1 and model.tie_word_embeddings:  # the first and the last stage are (pp-1) x tp x dp ranks apart
         tied = _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
     return _Fixed(t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity, host_capacity, shares,
-                  busiest, hybrid, hooked, _pipeline_folds(model, st, dev, tp, split), tied,
-                  setting(model, cluster, st, layout, s, t, cal, options))
+                  busiest, hybrid, hooked, _pipeline_folds(model, st, dev, tp, split), tied)
 
 
 def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup | None) -> Strategy:
@@ -138,24 +172,33 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
         raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "
                               f"of pp {pp} (Megatron-LM)")
     s = workload.seq_len
-    fixed = group.fixed if group is not None else None
+    variant = _variant(group, st) if group is not None else None
+    fixed = variant.fixed if variant is not None else None
     if fixed is None:
-        fixed = _fixed(model, cluster, st, workload, layout, cal, options)
-        cfg = fixed.cfg
-        if group is not None:
-            group.fixed = fixed
+        fixed = _fixed(model, cluster, st, workload, layout)
+        if variant is not None:
+            variant.fixed = fixed
+    base = variant.setting if variant is not None else None
+    if base is None:
+        cfg = setting(model, cluster, st, layout, s, fixed.target_len, cal, options)
+        if variant is not None:
+            variant.setting = cfg
     else:
-        cfg = setting_at_micro_batch(fixed.cfg, st, layout)
+        cfg = setting_at_micro_batch(base, st, layout)
     t, flash, sp, split = fixed.target_len, fixed.flash, fixed.sp, fixed.split
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches per rank (memory.py)
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     ct = shape.compute
     capacity, host_capacity = fixed.capacity, fixed.host_capacity
     mem = None
-    if only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
+    if only_fitting and variant is not None:  # the activation-free terms (no micro-batch or recompute enters them)
+        if variant.states is None:
+            variant.states = _rank_states(model, st, shape.psi, layout.dp, tp, dev, options)
+        mem = memory_with_activations(variant.states, shape.activations)
+    elif only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
         mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options)
-        if not (mem.total <= capacity and mem.host_bytes <= host_capacity):
-            return None
+    if only_fitting and not (mem.total <= capacity and mem.host_bytes <= host_capacity):
+        return None
 
     shares, busiest = fixed.shares, fixed.busiest
     hybrid = None
@@ -165,13 +208,19 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     blocks = _stage_blocks_s(ct, split, shares, fixed.folds)
     stage_fixed_terms = group.stage if group is not None else None
     if stage_fixed_terms is None:
-        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors)
+        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors,
+                                        variant.stage if variant is not None else None)
         if group is not None:
             group.stage = stage_fixed_terms
+            if variant.stage is None:
+                variant.stage = stage_fixed_terms
     stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, fixed.hooked, mem,
                         stage_fixed_terms)
-    mem = stage.memory
-    fits = mem.total <= capacity and mem.host_bytes <= host_capacity
+    if mem is None:  # estimate(): price_stage priced it
+        mem = stage.memory
+        fits = mem.total <= capacity and mem.host_bytes <= host_capacity
+    else:  # estimate_if_fits: it fits (else it returned above); price_stage returns the memory it was given
+        fits = True
 
     compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid,
                                                                    _other_slots_s(stage, blocks, busiest, pp),

@@ -450,7 +450,13 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                 options: CostOptions) -> Memory:
     """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of
     activations: its model states (sharded over `dp`, or offloaded), the engine's buffers and the process overhead."""
-    w, g, o, host, nvme, buf, step, overhead = _rank_states(model, st, psi, dp, tp, device, options)
+    return memory_with_activations(_rank_states(model, st, psi, dp, tp, device, options), activations)
+
+
+def memory_with_activations(states: tuple, activations: float) -> Memory:
+    """rank_memory of a rank with `activations` bytes of activations whose other terms are `states` (_rank_states:
+    a planner's micro-batch variants of one strategy share them, costmodel.estimate.MicroBatchGroup)."""
+    w, g, o, host, nvme, buf, step, overhead = states
     transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
     return Memory(w, g, o, activations, buf, overhead, host, nvme, transient)
 

@@ -91,19 +91,25 @@ class StageFixed(NamedTuple):
 
     comm_fields: int  # _stage_comm's number for the strategy's fields but micro_batch and the optimizer's
     optimizer: tuple[float, float] | None  # (optimizer, offload) s per step; None: offloaded, priced per micro-batch
+    grad_copy_s: float  # ZeRO-3's gradient interleave per micro-batch (_zero3_interleave_s)
 
 
-def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Shape, zero3_tensors: int) -> StageFixed:
+def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Shape, zero3_tensors: int,
+                like: StageFixed | None = None) -> StageFixed:
     """price_stage's terms that read no micro-batch quantity of `cfg` (the micro-batch, gradient accumulation,
-    compute times, activations): the collectives' memo number of the strategy's fields and, with nothing offloaded,
-    the optimizer step -- terms.optimizer_offload reads the accumulation and the backward time only to price
-    offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every
-    micro-batch). tests/unit/test_plan_speed_group.py checks a group priced so against each strategy alone."""
+    compute times, activations): the collectives' memo number of the strategy's fields, ZeRO-3's gradient
+    interleave and, with nothing offloaded, the optimizer step -- terms.optimizer_offload reads the accumulation and
+    the backward time only to price offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors,
+    the same at every micro-batch). `like`: stage_fixed of this stage under another recompute, whose optimizer step
+    and interleave are this one's (neither reads the recompute). tests/unit/test_plan_speed_group.py checks a group
+    priced so against each strategy alone."""
     st = cfg.st
+    if like is not None:
+        return StageFixed(_comm_fields_number(st), like.optimizer, like.grad_copy_s)
     optimizer = None
     if st.offload_optimizer == "none" and st.offload_params == "none":
         optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, 0.0)
-    return StageFixed(_comm_fields_number(st), optimizer)
+    return StageFixed(_comm_fields_number(st), optimizer, _zero3_interleave_s(cfg, dev, shape))
 
 
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
@@ -119,7 +125,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     if fixed is None:
         fixed = stage_fixed(cfg, dev, cluster, shape, zero3_tensors)
     tp, pp = lay.tp, lay.pp
-    grad_copy = _zero3_interleave_s(cfg, dev, shape)
+    grad_copy = fixed.grad_copy_s
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
                                             cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
     compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy

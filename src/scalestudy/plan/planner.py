@@ -48,10 +48,20 @@ class Candidate:
     # memory per device (per rank on a CPU node) left free by the estimate (bytes); set once, ranking reads it often
     headroom_bytes: int = field(init=False)
     per_device_bytes: float = field(init=False, repr=False)  # the estimate's, read once (deduplication reads it)
+    # read once, as the candidate is built (its objects in the CPU's caches), for the ranking and deduplication that
+    # read them for every candidate after the whole space is priced: the estimate's tokens/s, the devices, and
+    # _signature_but_step
+    tokens_per_s: float = field(init=False, repr=False)
+    world_size: int = field(init=False, repr=False)
+    signature: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.per_device_bytes = self.estimate.per_device_bytes
         self.headroom_bytes = int(self.device_memory_bytes - self.per_device_bytes)
+        self.tokens_per_s = self.estimate.tokens_per_s
+        strategy = self.point.strategy
+        self.world_size = self.point.dp * strategy.tp * strategy.pp
+        self.signature = _signature_but_step(self.point, self.per_device_bytes)
 
     @property
     def strategy(self) -> Strategy:
@@ -62,16 +72,10 @@ class Candidate:
         return self.point.nodes
 
     @property
-    def world_size(self) -> int:
-        point = self.point
-        strategy = point.strategy
-        return point.dp * strategy.tp * strategy.pp
-
-    @property
     def time_to_train_s(self) -> float:
         """Seconds to train `train_tokens`; seconds per million tokens when no token budget was given."""
         tokens = self.train_tokens or 1e6
-        return tokens / self.estimate.tokens_per_s
+        return tokens / self.tokens_per_s
 
     @property
     def device_hours(self) -> float:
@@ -93,9 +97,12 @@ def _candidate(point: Point, estimate: Any, device_memory_bytes: int, train_toke
     it, its fields written at once (the planner builds one per feasible strategy)."""
     candidate = object.__new__(Candidate)
     per_device = estimate.per_device_bytes
+    strategy = point.strategy
     candidate.__dict__.update(point=point, estimate=estimate, device_memory_bytes=device_memory_bytes,
                               train_tokens=train_tokens, per_device_bytes=per_device,
-                              headroom_bytes=int(device_memory_bytes - per_device))
+                              headroom_bytes=int(device_memory_bytes - per_device),
+                              tokens_per_s=estimate.tokens_per_s, world_size=point.dp * strategy.tp * strategy.pp,
+                              signature=_signature_but_step(point, per_device))
     return candidate
 
 
@@ -137,13 +144,13 @@ class PlanResult:
 def rank_key(objective: str) -> Callable[[Candidate], tuple]:
     """Sort key (ascending = better) for an objective; ties break on more headroom, then fewer devices."""
     if objective == "throughput":
-        return lambda c: (-c.estimate.tokens_per_s, -c.headroom_bytes, c.world_size)
+        return lambda c: (-c.tokens_per_s, -c.headroom_bytes, c.world_size)
     if objective == "time":
         return lambda c: (c.time_to_train_s, -c.headroom_bytes, c.world_size)
     if objective == "cost":
         return lambda c: (c.device_hours, c.time_to_train_s, -c.headroom_bytes)
     if objective == "min-nodes":
-        return lambda c: (c.nodes, -c.estimate.tokens_per_s, -c.headroom_bytes)
+        return lambda c: (c.nodes, -c.tokens_per_s, -c.headroom_bytes)
     raise ScalestudyError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
 
 
@@ -153,8 +160,7 @@ def pareto_front(candidates: list[Candidate], presorted: bool = False) -> list[C
     (a stable sort would return it unchanged)."""
     front: list[Candidate] = []
     best_headroom = -math.inf
-    ordered = candidates if presorted else sorted(candidates, key=lambda c: (-c.estimate.tokens_per_s,
-                                                                             -c.headroom_bytes))
+    ordered = candidates if presorted else sorted(candidates, key=lambda c: (-c.tokens_per_s, -c.headroom_bytes))
     for c in ordered:
         if c.headroom_bytes > best_headroom:
             front.append(c)
@@ -162,13 +168,12 @@ def pareto_front(candidates: list[Candidate], presorted: bool = False) -> list[C
     return front
 
 
-def _signature_but_step(c: Candidate) -> tuple:
+def _signature_but_step(point: Point, per_device_bytes: float) -> tuple:
     # Strategies with the same layout, micro-batch and recompute whose cost-model numbers (these fields and the step
     # time rounded to 12 digits) are equal are one choice as far as the model can tell (e.g. an engine that costs
-    # the same); the earlier (preferred) engine stays (_deduplicated).
-    point = c.point
+    # the same); the earlier (preferred) engine stays (_deduplicated). Candidate.signature.
     s = point.strategy
-    return point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, int(c.per_device_bytes)
+    return point.nodes, s.tp, s.pp, s.micro_batch, s.recompute, int(per_device_bytes)
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constraints: Constraints,
@@ -183,6 +188,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     clusters = {}
     device_bytes, tokens = cluster.device.memory_bytes, workload.train_tokens
     group_estimator = None  # a group's micro-batch variants priced together (the default estimator's numbers)
+    shared_terms: dict[int, dict] = {}  # node count -> MicroBatchGroup's shared terms on that cluster
     if estimator is default_estimator():  # the same numbers; a strategy that does not fit is not priced further
         from scalestudy.costmodel.estimate import MicroBatchGroup, estimate_if_fits as estimator
         if not split_stages:  # (resource_split gives each micro-batch its own stage layers)
@@ -195,7 +201,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
             pruned += len(group)
             continue
         sub = clusters.get(first.nodes) or clusters.setdefault(first.nodes, cluster.with_nodes(first.nodes))
-        in_turn = group_estimator(model, sub, workload) if group_estimator is not None else None
+        in_turn = None
+        if group_estimator is not None:  # (what a strategy's recompute variants share: kept per cluster)
+            in_turn = group_estimator(model, sub, workload, shared=shared_terms.setdefault(first.nodes, {}))
         for i, point in enumerate(group):
             if split_stages and point.strategy.pp > 1:
                 point = _resource_aware(point, model, sub, workload)
@@ -295,7 +303,7 @@ def _deduplicated(ranked: list[Candidate]) -> list[Candidate]:
     full signature."""
     unique, kept = [], {}  # fields -> the first kept candidate, or the rounded steps of those kept
     for c in ranked:
-        fields = _signature_but_step(c)
+        fields = c.signature
         steps = kept.get(fields)
         if steps is None:
             kept[fields] = c
