@@ -87,7 +87,10 @@ def test_leave_one_source_out_headline():
     # gave them; relabelled to what they ran, megatron zero 1, 628dd52)
     assert sum(errs) / len(errs) < 0.115 and max(errs) < 0.37
     # Megatron-LM Table 1 at the micro-batches, DDP and schedule of the authors' scripts (published.yaml)
-    assert res["by_source"]["narayanan2021"]["mean_abs_error"] < 0.08  # reached: 0.060 (was 0.104)
+    # reached: 0.060 (was 0.104); 0.084 since its 3 ZeRO-3 rows are priced by the DeepSpeed they ran (before 0.5.5:
+    # per-parameter list collectives in series, zero3_fetch per-param-sync, +9 / +24 / +20%) instead of a one-NIC
+    # effective rate no code explained (+15 / +1 / -3%); the 6 Megatron rows are unchanged
+    assert res["by_source"]["narayanan2021"]["mean_abs_error"] < 0.10
     # No constant is per device (FITTED), so no fold keeps a value fitted on the source it predicts: leaving out
     # MosaicML, the only fitted source with H100 rows, refits the shared GEMM share on A100 rows alone and its H100
     # rows are predicted from that share x the H100's measured matmul ceiling (device data)

@@ -144,7 +144,10 @@ def test_zero3_cpu_offload_host_side_does_not_hide_behind_the_backward():
 # stages fit. ZeRO-3 loses on one node because its per-module hooks (with the pass's launches, one host thread)
 # outlast the forward's device work up to micro-batch 8 (HF's eager mT5, the default software: ZeRO-2 0.84 vs
 # ZeRO-3 1.04 s at micro-batch 4 on one node, the thinnest case where both fit),
-# across nodes because its gathers and reduce-scatters leave the node at one NIC share per rank (gather_rails).
+# across nodes because of the same hooks plus the gathers that nothing hides: mT5-XXL's 1.02B-element embedding first,
+# the decoder's re-gather of it and the untied head (2026-12-03: with the node's pooled NICs -- DeepSpeed >= 0.6's
+# coalesced fetches, engines.yaml gather_rails -- ZeRO-3 at micro-batch 8 on 2 nodes runs 1.42 s against ZeRO-2's
+# 1.40 s; with one NIC share per rank, the old effective rate, it ran 3.58 s).
 # `trained`: as plan prices scalestudy's own train (specs/run.as_trained: also torch AdamW's foreach step and early
 # stop), the run plan would propose for the seed's question.
 @pytest.mark.parametrize("accumulation, trained", [(1, False), (4, False), (1, True)])
@@ -229,3 +232,65 @@ def test_zero3_reduce_scatter_coalesced_interleaves_multi_tensor_buckets():
     cat_s = 4.0 * (psi - tables) / cluster.device.hbm_bytes_per_s  # ~22 ms on an A100-80GB
     assert with_cat[3].compute_s - without[3].compute_s == pytest.approx(cat_s, rel=1e-6)
     assert with_cat[2].compute_s == without[2].compute_s
+
+
+# ---- what collapses DP-only ZeRO-3 at 1536 GPUs (issue 11): not the NICs but the DeepSpeed of 2021 (before 0.5.5,
+# c0eeb69df #1188), whose every collective is a per-parameter list collective after a device-wide synchronize
+# (Strategy.zero3_fetch "per-param-sync", zero3.per_param_sync_comm_s). Its cost per collective grows with the group:
+# the ring's (n-1) hop latencies and the per-rank list work (engines.yaml list_rank_host_s, measured).
+def _narayanan(n: int, fetch: str = "per-param-sync"):
+    from scalestudy.costmodel.published import _setup
+
+    row = {r["id"]: r for r in load()["throughput"]}[f"narayanan-zero3-175b-{n}"]
+    model, cluster, st, work = _setup(row)
+    return estimate(model, cluster, dataclasses.replace(st, zero3_fetch=fetch), work)
+
+
+def test_per_parameter_collectives_cost_grows_with_the_group_and_collapses_175b_at_1536():
+    from scalestudy.costmodel.comm import links, ring_latency
+
+    runs = {n: _narayanan(n) for n in (384, 768, 1536)}
+    assert all(runs[n].strategy.zero3_fetch == "per-param-sync" for n in runs)  # what the rows state
+    # the step's communication grows with the data-parallel size while each rank's bytes stay the same
+    comm = {n: runs[n].dp_comm_s for n in runs}
+    assert comm[384] < comm[768] < comm[1536] and comm[1536] - comm[768] > 0.8 * (comm[768] - comm[384])
+    # ... so the step stops shrinking: 768 -> 1536 GPUs halves the compute but not the step (published: 65 -> 65 s)
+    assert runs[1536].step_s > 0.9 * runs[768].step_s and runs[1536].compute_s < 0.55 * runs[768].compute_s
+    # the growth is the per-collective terms: ring latency + list work per rank, both linear in the group
+    lk, eng = links(runs[1536].cluster), engine_table()["deepspeed"]
+    per_collective = {n: ring_latency(n, 8, lk) + n * eng.list_rank_host_s for n in runs}
+    assert per_collective[1536] == pytest.approx(2 * per_collective[768], rel=0.02)
+    assert 0.008 < per_collective[1536] < 0.02  # 7.4 ms of NCCL ring steps + 1536 x 5.1 us of list work
+    # the current DeepSpeed (coalesced, prefetched, the default) on the same rows is 2-3x faster: what the issue
+    # flags alone predict for them, and why the rows say which DeepSpeed they ran
+    current = {n: _narayanan(n, "engine") for n in runs}
+    assert current[1536].step_s < 0.5 * runs[1536].step_s
+    assert current[384].step_s < runs[384].step_s
+
+
+def test_per_param_sync_needs_deepspeed_zero3():
+    from scalestudy.errors import ScalestudyError
+
+    with pytest.raises(ScalestudyError, match="zero3_fetch"):
+        Strategy(engine="fsdp", zero=3, zero3_fetch="per-param-sync")
+    assert Strategy(engine="deepspeed", zero=3).zero3_fetch == "engine"  # the default: the current DeepSpeed
+    # a statement about the user's DeepSpeed: plan carries it to every candidate, priced where ZeRO-3 gathers
+    spec, cluster = get_model("gpt2-xl"), make_cluster("a100-80gb", 2, 8)
+    work = Workload(global_batch=64, seq_len=1024)
+    z2 = [estimate(spec, cluster, Strategy(zero=2, zero3_fetch=f), work).step_s for f in ("engine", "per-param-sync")]
+    assert z2[0] == z2[1]
+
+
+def test_deepspeed_zero3_forward_tables_have_nothing_to_hide_behind():
+    # the forward's first fetch is the input embedding (nothing before it); a T5's shared embedding is gathered again
+    # for the decoder after the encoder's last Linear: both exposed, not one average block's share
+    from scalestudy.costmodel.zero3 import zero3_reuse
+
+    spec = get_model("mt5-xxl")
+    z = zero3_gathers(spec, 1, 1, spec.num_layers + spec.num_decoder_layers, params_per_device(spec, 1, 1))
+    assert z.first_elems == spec.vocab_size * spec.d_model
+    reuse = zero3_reuse(spec, 1, "none", 1e9)
+    assert reuse.restart_elems >= spec.vocab_size * spec.d_model  # the decoder's embedding (+ the untied head)
+    llama = get_model("llama-7b")
+    z7 = zero3_gathers(llama, 1, 1, llama.num_layers, params_per_device(llama, 1, 1))
+    assert z7.first_elems == llama.vocab_size * llama.d_model

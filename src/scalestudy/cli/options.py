@@ -108,6 +108,11 @@ GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
                                      "(BF16_Optimizer's fp32 accumulator at ZeRO 0/1, 4 B per parameter) | compute "
                                      "(bf16: no fp32 accumulator, what scalestudy's train sets); cost model only.")
 PLAN_GRAD_ACCUM_DTYPE = _plan_default_train(GRAD_ACCUM_DTYPE, "compute on deepspeed")
+ZERO3_FETCH = typer.Option("engine", "--zero3-fetch",
+                           help="How DeepSpeed ZeRO-3 gathers its parameters (engine deepspeed, zero 3): engine "
+                                "(coalesced, the current DeepSpeed) | coalesced (>= 0.6: one flat all-gather per "
+                                "module, prefetched) | per-param-sync (before 0.5.5: one list all-gather per "
+                                "parameter after a device synchronize, in series with the compute); cost model only.")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

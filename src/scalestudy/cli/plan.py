@@ -17,6 +17,7 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTY
                                     PLAN_LM_HEAD,
                                     PLAN_OPTIMIZER_LOOP,
                                     PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
+                                    ZERO3_FETCH,
                                     cli_cluster, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
@@ -236,6 +237,7 @@ def plan(
     optimizer_loop: str = PLAN_OPTIMIZER_LOOP,
     lm_head: str = PLAN_LM_HEAD,
     grad_accum_dtype: str = PLAN_GRAD_ACCUM_DTYPE,
+    zero3_fetch: str = ZERO3_FETCH,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -306,7 +308,8 @@ def plan(
                                        "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
                                        "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop,
-                                       "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype})
+                                       "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype,
+                                       "zero3_fetch": zero3_fetch})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

@@ -21,7 +21,8 @@ from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, 
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import Zero3Gathers, hook_host_s, pass_launch_s, zero3_gathers, zero3_reuse
+from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s, zero3_gathers,
+                                        zero3_reuse)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -310,11 +311,15 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     if st.recompute == "full" and (eng.regather_on_recompute or fsdp_reentrant):
         bwd_gathers += 1
     hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
+    tables_elems = 0.0
     if st.engine == "deepspeed" and shape.zero3 is not None and shape.model is not None and not cpu:
         # stage3_max_reuse_distance: modules kept gathered from their forward to their backward are not gathered
         # again (a small model's are all kept), a recompute's gathers are held into the backward (zero3.zero3_reuse)
         reuse = zero3_reuse(shape.model, tp, st.recompute, eng.stage3_max_reuse_elems)
         bwd_gathers = reuse.backward_elems / max(1.0, z.gathered_elems)
+        # the forward's table fetches: the input embedding first, with nothing before it; the later ones (positions,
+        # a T5 decoder's embedding, the head) prefetched behind one Linear, a fraction of a table's gather
+        tables_elems = z.first_elems + reuse.restart_elems if z.gathered_elems else 0.0
     fsdp_ends = st.engine == "fsdp" and bool(shape.root_elems)
     ends = ends_bw = (0.0, 0.0)
     if fsdp_ends and not cpu:
@@ -333,6 +338,12 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         host_b = hook_host_s(shape.zero3, eng.fetch_host_s, hook_passes) + launch_b
     fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
     slow = cluster.device.compute_slowdown_under_comm
+    if st.engine == "deepspeed" and st.zero3_fetch == "per-param-sync" and shape.zero3 is not None and not cpu:
+        # DeepSpeed before 0.5.5: every collective after a device-wide synchronize, in series (zero3.py)
+        per_mb, per_mb_bw = per_param_sync_comm_s(shape.zero3, half, grad_b, psi, dp, per_node, lk, eff,
+                                                  eng.gather_rails, eng.list_rank_host_s, 1 + bwd_gathers)
+        host = (fwd_w - fwd) + (bwd_w - bwd)
+        return (ga * (host + per_mb),) * 2, (ga * (host + per_mb_bw),) * 2
 
     def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
@@ -346,6 +357,8 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
             # on the default stream: in series with the compute
             return ga * per_mb + total, ga * per_mb + total
         first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
+        if tables_elems:  # DeepSpeed's embedding / head tables: no compute ahead of them to hide behind
+            first = max(first, gather * tables_elems / z.gathered_elems)
         bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
         regather = gather if fsdp_reentrant else 0.0  # issued when the recompute ends: nothing to hide behind

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scalestudy.costmodel.comm import gather_parts
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.kernel_counts import model_block_kernels
 from scalestudy.costmodel.params import param_breakdown
@@ -50,6 +51,10 @@ class Zero3Gathers:
     tensors: int = 0  # parameter tensors on the busiest stage (ZeroRedundancyOptimizer broadcasts each one)
     module_fetches: float = 0.0  # modules owning a partitioned tensor on that stage: fetch hooks that gather, per pass
     hook_calls: float = 0.0  # module calls on that stage per pass: each runs DeepSpeed's hook bookkeeping
+    partitioned_tensors: float = 0.0  # tensors over the persistence threshold on that stage: one gather each before
+    # DeepSpeed 0.5.5 (per_param_sync_comm_s)
+    first_elems: float = 0.0  # the pass's first fetch (pp 1: the input embedding, when partitioned): nothing before
+    # it to hide behind
 
 
 def _block_modules(m: ModelSpec, decoder: bool, tp: int) -> list[list[float]]:
@@ -117,9 +122,10 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
     share = stage_layers / total  # the stage's blocks, in the model's encoder/decoder mix
     persistent = sum(n * sum(x for x in ts if x <= threshold) for ts, n in blocks) * share
     fetched = sum(n for ts, n in blocks if any(x > threshold for x in ts)) * share
+    partitioned = sum(n * sum(1 for x in ts if x > threshold) for ts, n in blocks) * share
     modules = sum(n * sum(1 for mod in _block_modules(m, dec, tp) if max(mod) > threshold)
                   for dec, (_, n) in zip((False, True), blocks)) * share
-    others = 0
+    others, first = 0, 0.0
     tensors = sum(n * len(ts) for ts, n in blocks) * share
     calls = sum(n * _block_hook_calls(m, dec) for dec, (_, n) in zip((False, True), blocks)) * share
     if pp == 1:
@@ -133,7 +139,9 @@ def zero3_gathers(m: ModelSpec, tp: int, pp: int, stage_layers: int, psi: int,
         others = sum(1 for x in tables if x > threshold)
         tensors += len(tables) + (4 if m.is_encoder_decoder else 1 if m.family != "gpt2" else 2)  # final norms(+biases)
         calls += _root_hook_calls(m)
-    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors), modules + others, calls)
+        first = tables[0] if tables[0] > threshold else 0.0
+    return Zero3Gathers(max(0.0, psi - persistent), fetched, others, round(tensors), modules + others, calls,
+                        partitioned + others, first)
 
 
 def hook_host_s(z: Zero3Gathers, fetch_host_s: float, passes: int) -> float:
@@ -174,6 +182,8 @@ class Zero3Reuse:
     forward_elems: float  # partitioned elements the forward gathers
     backward_elems: float  # partitioned elements the backward gathers again (and, under a full recompute, its forwards)
     kept_elems: float  # partitioned elements still gathered when the backward starts (held from their forward use)
+    restart_elems: float = 0.0  # tables the forward gathers after its first fetch (positions, a T5 decoder's shared
+    # embedding after the encoder, the head -- tied: the embedding again): each prefetched behind one Linear only
 
 
 def _forward_modules(m: ModelSpec, tp: int) -> list[tuple[object, list[float], int]]:
@@ -244,7 +254,7 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
         last[trace[i][0]] = i
     held: dict = {}
     gathered = [0.0, 0.0]
-    kept = 0.0
+    kept = restart = 0.0
     parts: dict = {}  # a module's gathered elements (its tensors over the threshold), once per module
     for i, (key, ts, forward) in enumerate(trace):
         part = parts.get(key)
@@ -253,12 +263,14 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
         if key not in held and part:
             gathered[0 if forward else 1] += part
             held[key] = part
+            if forward and 0 < i < len(fwd) and fwd[i][2] < 0:  # a table after the first (zero3.Zero3Reuse)
+                restart += part
         j = next_at[i]  # the coordinator reaches module j when the modules between stay under the distance
         if j == len(trace) or before[j] - before[i + 1] >= reuse_elems:
             held.pop(key, None)
         if forward and (i + 1 == len(trace) or not trace[i + 1][2]):
             kept = sum(held.values())
-    return Zero3Reuse(gathered[0], gathered[1], kept)
+    return Zero3Reuse(gathered[0], gathered[1], kept, restart)
 
 
 @lru_cache(maxsize=None)
@@ -285,3 +297,31 @@ def interleaved_grad_elems(m: ModelSpec, tp: int, pp: int, stage_layers: int, ps
         tables = [m.vocab_size * m.d_model / tp, pc.lm_head / tp if pc.lm_head else 0.0]
         alone += sum(x for x in tables if x >= bucket_elems)
     return max(0.0, psi - alone)
+
+
+def per_param_sync_comm_s(z: Zero3Gathers, param_bytes: int, grad_bytes: float, psi: float, dp: int, per_node: int,
+                          lk: tuple, efficiency: float, rails: str, rank_host_s: float, gather_passes: float
+                          ) -> tuple[float, float]:
+    """(seconds, the same of their bytes alone) of one micro-batch's ZeRO-3 collectives as DeepSpeed ran them before
+    0.5.5 (Strategy.zero3_fetch "per-param-sync"), all in series with the compute.
+
+    partition_parameters.py at 0d4a54a04 (2021-04, the ZeRO-Infinity release) gathers one parameter at a time
+    (_allgather_param): torch.cuda.synchronize() first -- "the async version is not async at all, because each
+    all_gather calls torch.cuda.synchronize()" (c0eeb69df, #1188, first in v0.5.5) -- then a Python loop builds
+    the world size's views of the flat buffer and torch.distributed.all_gather fills that list: PyTorch's
+    ProcessGroupNCCL::allgather gathers into its own flat buffer and copies each rank's slice back with one copy_
+    per rank (the 'implicit memcpy' of the same commit; pytorch/pytorch #33924, NVIDIA/Fuser #2384). Gradients
+    go the same way backwards (_reduce_scatter_gradient: one reduce_scatter per tensor, over a list of the world
+    size's input views that PyTorch flattens with one copy per rank). So every collective costs its ring's
+    (n-1) hop latencies plus `rank_host_s` per rank of the group -- a cost that grows with the data-parallel size
+    per collective, on top of the bytes (which NCCL still moves over the node's pooled NICs). v0.6 (4912e0ad7,
+    #1453) replaced it with one coalesced _all_gather_base per module, issued ahead on its own stream."""
+    if dp <= 1:
+        return 0.0, 0.0
+    lists = dp * rank_host_s
+    g_bw, g_lat = gather_parts(z.gathered_elems * param_bytes, dp, per_node, lk, efficiency, rails,
+                               max(1, round(z.partitioned_tensors)))
+    r_bw, r_lat = gather_parts(psi * grad_bytes, dp, per_node, lk, efficiency, rails, max(1, z.tensors))
+    gathers = g_bw + g_lat + z.partitioned_tensors * lists
+    reduces = r_bw + r_lat + z.tensors * lists
+    return gather_passes * gathers + reduces, gather_passes * g_bw + r_bw

@@ -397,7 +397,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "optimizer_loop": "published software's unfused optimizer loop",
                       "attention_kernel": "published software's fused attention kernel",
                       "lm_head": "published software's vocabulary-parallel LM head",
-                      "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation"}
+                      "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation",
+                      "zero3_fetch": "DeepSpeed before 0.5.5's per-parameter ZeRO-3 gathers"}
 
 
 # What `train` runs of the cost-model options, where that is not what the option's default means (the published

@@ -136,6 +136,13 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      the bf16 gradients / partition) or "engine" (fp32, as the published DeepSpeed bf16 runs
                      accumulated). Only bf16 runs differ (costmodel/memory.py deepspeed_bf16_wrapper; DeepSpeed 0.19.8
                      engine._do_optimizer_sanity_check, bf16_optimizer.py, zero/stage_1_and_2.py).
+- zero3_fetch:       how DeepSpeed ZeRO-3 gathers its parameters (engine deepspeed, priced at zero 3; cost model only):
+                     "coalesced" (DeepSpeed >= 0.6: one coalesced all-gather into a flat buffer per module fetch,
+                     prefetched on its own stream), "per-param-sync" (DeepSpeed before 0.5.5, c0eeb69df #1188: one
+                     list all_gather per parameter after torch.cuda.synchronize(), one reduce_scatter per gradient
+                     over a list of per-rank views -- in series with the compute, with host work per rank of the
+                     group; costmodel/zero3.per_param_sync_comm_s) or "engine" (coalesced: the current DeepSpeed,
+                     what `train` runs).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -211,6 +218,7 @@ GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumu
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16")  # costmodel/step.py
+ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
@@ -225,7 +233,8 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("precision", PRECISIONS), ("attention", ATTENTIONS), ("pp_schedule", PP_SCHEDULES), ("kernels", KERNELS),
             ("grad_reduce", GRAD_REDUCES), ("recompute_early_stop", EARLY_STOPS), ("cross_entropy", CROSS_ENTROPIES),
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
-            ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES))
+            ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
+            ("zero3_fetch", ZERO3_FETCHES))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -265,6 +274,7 @@ class Strategy:
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
+    zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -293,6 +303,9 @@ class Strategy:
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
+        if self.zero3_fetch != "engine" and self.engine != "deepspeed":  # priced at zero 3 only (a DeepSpeed version)
+            raise ScalestudyError(f"zero3_fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers, "
+                                  f"not {self.engine}")
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
             raise ScalestudyError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                                   f"data_types.grad_accum_dtype, not {self.engine}")
@@ -430,6 +443,8 @@ class Strategy:
             parts.append(f"head-{self.lm_head}")
         if self.precision == "bf16" and self._names("grad_accum_dtype"):
             parts.append(f"accum-{self.grad_accum_dtype}")
+        if self.zero == 3 and self.zero3_fetch != "engine":
+            parts.append(f"fetch-{self.zero3_fetch}")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -627,6 +642,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"optimizer_dtype {s.optimizer_dtype}")
     if (s.engine, s.precision) == ("deepspeed", "bf16"):
         parts.append(f"grad_accum_dtype {s.grad_accum_dtype}")
+    if (s.engine, s.zero) == ("deepspeed", 3) and s.zero3_fetch != "engine":
+        parts.append(f"zero3_fetch {s.zero3_fetch}")
     meanings = meanings or {}
     return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
                      for name, part in ((part.split(" ", 1)[0], part) for part in parts))
