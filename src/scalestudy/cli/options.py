@@ -31,7 +31,7 @@ ZERO1_ALL_REDUCE = typer.Option(None, "--zero1-all-reduce/--no-zero1-all-reduce"
 KERNELS = typer.Option("engine", "--kernels",
                        help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 "
                             "or GPT-2-style model (FFN gelu_new / gelu_fast) on deepspeed / ddp / fsdp without "
-                            "tp/pp, fused otherwise) | fused "
+                            "tp/pp and for a Llama-family model on deepspeed without tp/pp, fused otherwise) | fused "
                             "(Megatron/TE/torch.compile) | eager (one PyTorch kernel per op, no torch.compile: HF "
                             "models, torchtitan) | eager-fused-norm (eager with a fused RMSNorm).")
 GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
@@ -58,7 +58,7 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed; engine's meaning "
                                   "for a HF T5 on deepspeed/ddp/fsdp) | torch (F.cross_entropy on logits.float(): "
                                   "torchtitan, transformers >= 4.46 causal models; engine's meaning for a HF "
-                                  "GPT-2-style model there).")
+                                  "GPT-2-style model there and a Llama-family one on deepspeed without tp/pp).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "
