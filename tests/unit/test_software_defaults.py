@@ -33,12 +33,16 @@ def test_software_fill_is_software_defaults_for_every_engine_layout_model_and_na
     assert checked == 2 * 5 * 4 * 4 * 2 * 8
 
 
-def test_a_llama_is_hugging_faces_on_deepspeed_without_tp_or_pp_only():
-    """The llama kind changes the defaults on deepspeed at tp = pp = 1 only (transformers' LlamaForCausalLM:
-    eager kernels, the causal-LM loss on logits.float()); elsewhere fused kernels and the engine's loss."""
+def test_a_llama_on_deepspeed_is_hugging_faces_without_tp_or_pp_and_megatron_deepspeeds_with():
+    """The llama kind changes the defaults on deepspeed only: at tp = pp = 1 transformers' LlamaForCausalLM (eager
+    kernels, the causal-LM loss on logits.float()), with tp / pp Megatron-DeepSpeed's Llama (apex's fused RMSNorm,
+    SwiGLU and rotary as torch ops: eager-fused-norm; its vocabulary-parallel loss); elsewhere fused kernels and
+    the engine's loss, as for a Megatron-style GPT on deepspeed."""
     fields = {"engine": "deepspeed", "tp": 1, "pp": 1, "attention": "flash", "kernels": "engine",
               "cross_entropy": "engine", "attention_kernel": "engine"}
     assert software_fill(fields, False, "llama") == {"kernels": "eager", "cross_entropy": "torch"}
-    for change in ({"tp": 2}, {"pp": 2}, {"engine": "fsdp"}, {"engine": "ddp"}, {"engine": "megatron"}):
+    for change in ({"tp": 2}, {"pp": 2}, {"tp": 4, "pp": 8}):
+        assert software_fill({**fields, **change}, False, "llama") == {"kernels": "eager-fused-norm"}
+    for change in ({"engine": "fsdp"}, {"engine": "ddp"}, {"engine": "megatron"}, {"engine": "megatron", "tp": 2}):
         assert software_fill({**fields, **change}, False, "llama") == {"kernels": "fused"}
-    assert software_fill(fields, False, "") == {"kernels": "fused"}  # a Megatron-style GPT on deepspeed
+    assert software_fill(fields, False, "") == software_fill({**fields, "tp": 2}, False, "") == {"kernels": "fused"}

@@ -86,11 +86,13 @@ def test_with_micro_batch_is_the_checked_strategy_at_another_micro_batch():
     ("llama-7b", Strategy(engine="fsdp", zero=3), "fused", "engine", "engine"),
     ("llama-7b", Strategy(engine="ddp"), "fused", "engine", "engine"),
     # a Llama on deepspeed without tp / pp is transformers' LlamaForCausalLM (DeepSpeed trains the client's model):
-    # eager kernels and the causal-LM loss on logits.float(); with tp / pp it is Megatron-DeepSpeed's, fused
+    # eager kernels and the causal-LM loss on logits.float(); with tp / pp it is Megatron-DeepSpeed's: apex's fused
+    # RMSNorm, SwiGLU and rotary as torch ops, its vocabulary-parallel loss
     ("llama-7b", Strategy(zero=3), "eager", "torch", "engine"),
     ("llama-7b", Strategy(zero=1, offload_optimizer="cpu"), "eager", "torch", "engine"),
-    ("llama-7b", Strategy(zero=1, tp=2), "fused", "engine", "engine"),
-    ("llama-7b", Strategy(zero=1, pp=2), "fused", "engine", "engine"),
+    ("llama-7b", Strategy(zero=1, tp=2), "eager-fused-norm", "engine", "engine"),
+    ("llama-7b", Strategy(zero=1, pp=2), "eager-fused-norm", "engine", "engine"),
+    ("llama-7b", Strategy(engine="megatron", zero=1, tp=2), "fused", "engine", "engine"),
     ("llama-7b", Strategy(zero=3, kernels="fused"), "fused", "torch", "engine"),  # Liger: kernels named, loss not
     # values given are kept
     ("mt5-xxl", Strategy(zero=2, kernels="fused", cross_entropy="torch"), "fused", "torch", "mem-efficient"),

@@ -165,10 +165,13 @@ without tp / pp is transformers' LlamaForCausalLM (or its kin) the same way, wit
 trains the client's nn.Module and ships no model of its own, and the Llamas handed to a plain ZeRO engine come from
 transformers -- HF Trainer / Accelerate's DeepSpeed plugin, DeepSpeed-Chat (create_hf_model), DeepSpeed's DeepCompile
 benchmark (AutoModelForCausalLM), FlagPerf's llama2_7b deepspeed case, Arctic Long Sequence Training -- as is the
-model scalestudy's own `train` runs there; Megatron-DeepSpeed's Llama (its GPTModel with --swiglu / rmsnorm /
-rotary, fused kernels) is run with tp / pp in its examples (examples_deepspeed/pretrain_llama2_distributed.sh), and
-an HF run patched with Liger's kernels says kernels fused. Every other run keeps "fused" kernels (Megatron-LM, NeMo,
-Megatron-DeepSpeed, compiled or fused-module stacks) and the engine's loss. Not made model-dependent beyond that,
+model scalestudy's own `train` runs there; an HF run patched with Liger's kernels says kernels fused. With tp / pp a
+Llama on deepspeed is Megatron-DeepSpeed's (its examples run it so: examples_deepspeed/pretrain_llama2_distributed.sh
+TP 2, PP 2), whose GPTModel builds it from --swiglu / --normalization rmsnorm / rotary with apex's MixedFusedRMSNorm
+on CUDA (megatron/model/__init__.py), the SwiGLU as chunk + F.silu + mul and the rotary embedding as PyTorch ops
+(transformer.py ParallelMLP, rotary_pos_embedding.apply_rotary_pos_emb; read at f4157bea): "eager-fused-norm" kernels
+and the engine's vocabulary-parallel loss. Every other run keeps "fused" kernels (Megatron-LM, NeMo,
+Megatron-DeepSpeed's GPTs, compiled or fused-module stacks) and the engine's loss. Not made model-dependent beyond that,
 with the reason: decoder-only GPT runs written with Megatron's one-kernel GELU (`ffn: gelu`) on deepspeed are
 Megatron-DeepSpeed's (fused), and Llama runs on fsdp / ddp split between fused (torch.compile: fms-fsdp, OLMo-core,
 KempnerForge; XLA: MaxText) and eager (HF Trainer / Accelerate, torchtitan without compile) software, so no one
@@ -570,13 +573,18 @@ def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_g
     memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); a decoder
     Hugging Face's model is taken for (`hf_gelu`: `hf_decoder` of the model) is that model -- eager kernels and the
     current transformers' causal-LM loss, ForCausalLMLoss on `logits.float()` ("torch") -- for "gpt2" there, for
-    "llama" on deepspeed (which trains the client's model and ships none of its own; Megatron-style stacks run
-    their Llama as engine megatron or with tp / pp); anything else fused kernels and the engine's loss and attention
-    kernel ("engine", resolved by costmodel/memory.loss_kernel and costmodel/terms.attention_kernel)."""
-    hf = engine in ENGINES and tp == 1 and pp == 1
+    "llama" on deepspeed (which trains the client's model and ships none of its own); a "llama" on deepspeed with tp
+    / pp is Megatron-DeepSpeed's (its GPTModel with --swiglu, rmsnorm and rotary): apex's fused RMSNorm, SwiGLU and
+    rotary as PyTorch ops ("eager-fused-norm") and the engine's loss; anything else fused kernels and the engine's
+    loss and attention kernel ("engine", resolved by costmodel/memory.loss_kernel and
+    costmodel/terms.attention_kernel)."""
+    single = tp == 1 and pp == 1
+    hf = engine in ENGINES and single
     hf_t5 = hf and encoder_decoder
     hf_causal = hf and not encoder_decoder and (hf_gelu in ("gpt2", True) or (hf_gelu == "llama" and engine ==
                                                                                  "deepspeed"))
+    if engine == "deepspeed" and not single and hf_gelu == "llama" and not encoder_decoder:
+        return {"kernels": "eager-fused-norm", "cross_entropy": "engine", "attention_kernel": "engine"}
     return {"kernels": "eager" if hf_t5 or hf_causal else "fused",
             "cross_entropy": "hf" if hf_t5 else "torch" if hf_causal else "engine",
             "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
