@@ -31,7 +31,8 @@ ZERO1_ALL_REDUCE = typer.Option(None, "--zero1-all-reduce/--no-zero1-all-reduce"
 KERNELS = typer.Option("engine", "--kernels",
                        help="Element-wise kernels: engine (estimate's default: eager for a Hugging Face T5/mT5 "
                             "or GPT-2-style model (FFN gelu_new / gelu_fast) on deepspeed / ddp / fsdp without "
-                            "tp/pp and for a Llama-family model on deepspeed without tp/pp, fused otherwise) | fused "
+                            "tp/pp and for a Llama-family model on deepspeed without tp/pp; eager-fused-norm for "
+                            "one on deepspeed with tp/pp (Megatron-DeepSpeed); fused otherwise) | fused "
                             "(Megatron/TE/torch.compile) | eager (one PyTorch kernel per op, no torch.compile: HF "
                             "models, torchtitan) | eager-fused-norm (eager with a fused RMSNorm).")
 GRAD_REDUCE = typer.Option("engine", "--grad-reduce",
