@@ -208,7 +208,7 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     blocks = _stage_blocks_s(ct, split, shares, fixed.folds)
     stage_fixed_terms = group.stage if group is not None else None
     if stage_fixed_terms is None:
-        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors,
+        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors, busiest,
                                         variant.stage if variant is not None else None)
         if group is not None:
             group.stage = stage_fixed_terms

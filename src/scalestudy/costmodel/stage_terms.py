@@ -89,27 +89,29 @@ class StageFixed(NamedTuple):
     """What price_stage prices from inputs a stage's micro-batch variants share (stage_fixed): a planner's group of
     strategies that differ only in micro_batch prices it once."""
 
-    comm_fields: int  # _stage_comm's number for the strategy's fields but micro_batch and the optimizer's
+    comm_inputs: int  # _stage_comm's number for its inputs but the micro-batch quantities (_comm_number)
     optimizer: tuple[float, float] | None  # (optimizer, offload) s per step; None: offloaded, priced per micro-batch
     grad_copy_s: float  # ZeRO-3's gradient interleave per micro-batch (_zero3_interleave_s)
 
 
 def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Shape, zero3_tensors: int,
-                like: StageFixed | None = None) -> StageFixed:
-    """price_stage's terms that read no micro-batch quantity of `cfg` (the micro-batch, gradient accumulation,
-    compute times, activations): the collectives' memo number of the strategy's fields, ZeRO-3's gradient
-    interleave and, with nothing offloaded, the optimizer step -- terms.optimizer_offload reads the accumulation and
-    the backward time only to price offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors,
-    the same at every micro-batch). `like`: stage_fixed of this stage under another recompute, whose optimizer step
-    and interleave are this one's (neither reads the recompute). tests/unit/test_plan_speed_group.py checks a group
-    priced so against each strategy alone."""
+                share: float, like: StageFixed | None = None) -> StageFixed:
+    """price_stage's terms, for a stage holding `share` of the blocks, that read no micro-batch quantity of `cfg`
+    (the micro-batch, gradient accumulation, compute times, activations): the collectives' memo number of their
+    other inputs, ZeRO-3's gradient interleave and, with nothing offloaded, the optimizer step --
+    terms.optimizer_offload reads the accumulation and the backward time only to price offload traffic,
+    _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every micro-batch). `like`:
+    stage_fixed of this stage under another recompute, whose optimizer step and interleave are this one's (neither
+    reads the recompute). tests/unit/test_plan_speed_group.py checks a group priced so against each strategy
+    alone."""
     st = cfg.st
     if like is not None:
-        return StageFixed(_comm_fields_number(st), like.optimizer, like.grad_copy_s)
+        return StageFixed(_comm_number(cfg, dev, cluster, share, like.grad_copy_s), like.optimizer, like.grad_copy_s)
     optimizer = None
     if st.offload_optimizer == "none" and st.offload_params == "none":
         optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, 0.0)
-    return StageFixed(_comm_fields_number(st), optimizer, _zero3_interleave_s(cfg, dev, shape))
+    grad_copy = _zero3_interleave_s(cfg, dev, shape)
+    return StageFixed(_comm_number(cfg, dev, cluster, share, grad_copy), optimizer, grad_copy)
 
 
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
@@ -119,11 +121,11 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     `blocks_s` per micro-batch, with `shape.psi` parameters and `shape.activations` bytes of activations.
     `zero3_tensors`: tensors its ZeRO-3 gathers fetch (CPU optimizer rates); `sublayers`: sublayers whose engine
     hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend); `mem`: its memory (rank_memory),
-    when the caller priced it already; `fixed`: stage_fixed of this stage at another micro-batch, when the caller
-    has it."""
+    when the caller priced it already; `fixed`: stage_fixed of this stage (this share) at another micro-batch,
+    when the caller has it."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     if fixed is None:
-        fixed = stage_fixed(cfg, dev, cluster, shape, zero3_tensors)
+        fixed = stage_fixed(cfg, dev, cluster, shape, zero3_tensors, share)
     tp, pp = lay.tp, lay.pp
     grad_copy = fixed.grad_copy_s
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
@@ -133,7 +135,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
-    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, fixed.comm_fields)
+    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, fixed.comm_inputs)
     if fixed.optimizer is None:
         opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, ct.backward * share)
     else:
@@ -156,39 +158,45 @@ def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float
 
 
 # Strategy fields but the micro-batch (in _stage_comm's key on its own) and the optimizer's (offload, loop, state
-# dtype: neither collective term reads them), numbered once (_comm_fields_number) for _stage_comm's key
+# dtype: neither collective term reads them)
 _COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
     "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
-_COMM_NUMBERS: dict[tuple, int] = {}
-_NEXT_NUMBER = itertools.count()  # never reused: a number cleared from _COMM_NUMBERS names no other fields after
+_COMM_NUMBERS: dict[tuple, tuple] = {}
+_NEXT_NUMBER = itertools.count()  # never reused: a number cleared from _COMM_NUMBERS names no other inputs after
 _COMM: dict[tuple, tuple] = {}
 
 
-def _comm_fields_number(st: Strategy) -> int:
-    """The number of `st`'s _COMM_FIELDS values: equal numbers, equal values (hashing the ~40 values is most of a
-    memo lookup's time; a planner's micro-batch variants look them up once, stage_fixed)."""
-    fields = _COMM_FIELDS(st.__dict__)
-    number = _COMM_NUMBERS.get(fields)
-    if number is None:
-        if len(_COMM_NUMBERS) > 100_000:
-            _COMM_NUMBERS.clear()
-        number = _COMM_NUMBERS[fields] = next(_NEXT_NUMBER)
+def _comm_number(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float, grad_copy: float) -> int:
+    """The number of _stage_comm's inputs but the micro-batch quantities (micro-batch, accumulation, shape and its
+    compute times): the strategy's _COMM_FIELDS, the cluster, device and engine entry (by identity, kept to guard
+    reuse), the share, dp, tp, ZeRO-3 interleave and calibrated interference. Equal numbers, equal inputs (hashing
+    the ~40 fields is most of a memo lookup's time; a planner's micro-batch variants look them up once,
+    stage_fixed)."""
+    lay, eng = cfg.layout, cfg.eng
+    key = (_COMM_FIELDS(cfg.st.__dict__), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp, grad_copy,
+           cfg.cal.overlap_interference)
+    hit = _COMM_NUMBERS.get(key)
+    if hit is not None and hit[1] is cluster and hit[2] is dev and hit[3] is eng:
+        return hit[0]
+    if len(_COMM_NUMBERS) > 100_000:
+        _COMM_NUMBERS.clear()
+    number = next(_NEXT_NUMBER)
+    _COMM_NUMBERS[key] = (number, cluster, dev, eng)
     return number
 
 
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
-                grad_copy: float, fields: int) -> tuple[float, float, float]:
+                grad_copy: float, inputs: int) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
-    dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; the objects
-    by identity, kept to guard reuse). `fields`: _comm_fields_number(cfg.st)."""
+    dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; shape and
+    compute times by identity, kept to guard reuse). `inputs`: _comm_number of the others (this share and
+    grad_copy)."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
-    key = (fields, st.micro_batch, id(shape), id(ct), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp,
-           lay.grad_accum, grad_copy, interference)
+    key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct))
     hit = _COMM.get(key)
-    if hit is not None and hit[3] is shape and hit[4] is ct and hit[5] is cluster and hit[6] is dev \
-            and hit[7] is eng:
+    if hit is not None and hit[3] is shape and hit[4] is ct:
         return hit[0], hit[1], hit[2]
     tp = lay.tp
     tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), interference) if tp > 1 else 0.0
@@ -201,7 +209,7 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                               bwd + (tp_mb - tp_fwd) + grad_copy, interference)
     if len(_COMM) > 100_000:
         _COMM.clear()
-    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct, cluster, dev, eng)
+    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct)
     return tp_mb, dp_s, dp_total
 
 
