@@ -356,7 +356,7 @@ def _decoder_len(model: ModelSpec, workload: Workload) -> int:
     return resolve_target_len("span", workload.seq_len, workload.target_len) if model.is_encoder_decoder else 0
 
 
-def _filled_fields(fields: dict, model: ModelSpec, named: set, hf_gelu: bool) -> dict:
+def _filled_fields(fields: dict, model: ModelSpec, named: set, hf_kind: str) -> dict:
     """`fields` with the software train's engines run written in (as_trained: early stop, kernels, loss, optimizer
     loop -- not a published run's -- where the user named none; a named value, e.g. a published run's, is kept: a
     what-if) and the "engine" kernels resolved (software_fill), so each Strategy is built and checked once. Neither
@@ -364,7 +364,7 @@ def _filled_fields(fields: dict, model: ModelSpec, named: set, hf_gelu: bool) ->
     offloads, attention and the filled fields; software_fill: engine, tp, pp, attention and the software fields),
     so the planner fills a layout's engine variant once for all its groups."""
     fields.update({k: v for k, v in trained_fill(fields["engine"], fields, model).items() if k not in named})
-    fields.update(software_fill(fields, model.is_encoder_decoder, hf_gelu))  # "engine" kernels
+    fields.update(software_fill(fields, model.is_encoder_decoder, hf_kind))  # "engine" kernels
     return fields
 
 
@@ -386,7 +386,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
     layers = pipeline_layers(model)
     mixed = cluster.heterogeneous
     lengths = (workload.seq_len, _decoder_len(model, workload))
-    hf_gelu = hf_decoder(model)  # a Hugging Face GPT-2-style model: its "engine" kernels / loss (software_fill)
+    hf_kind = hf_decoder(model)  # the Hugging Face decoder the model is taken for: its "engine" kernels / loss
     # the TRAIN_KNOBS the user named (priced as given); the others start at the Strategy default and get train's value
     named = {k for k in TRAIN_KNOBS if getattr(constraints, k) != TRAINED}
     software = {k: getattr(constraints, k) if k in named else Strategy.__dataclass_fields__[k].default
@@ -437,7 +437,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 common = _filled_fields(dict(engine=engine, zero=zero, offload_optimizer=off_opt,
                                              offload_params=off_par, tp=tp, pp=pp, sequence_parallel=sp,
                                              stage_layers=constraints.stage_layers if pp > 1 else (), **fixed),
-                                        model, named, hf_gelu)
+                                        model, named, hf_kind)
                 # (schedule, virtual stages) -> the first point of its group at the first recompute: a later
                 # recompute's group starts at the same micro-batch and layout (Strategy.with_recompute)
                 checked: dict[tuple[str, int], Point] = {}

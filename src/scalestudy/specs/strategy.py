@@ -566,12 +566,12 @@ def vocab_shards(st, tp: int | None = None) -> int:
     return 1 if st.lm_head == "replicated" else (st.tp if tp is None else tp)
 
 
-def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_gelu: str = "") -> dict[str, str]:
+def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_kind: str = "") -> dict[str, str]:
     """What `kernels`, `cross_entropy` and `attention_kernel` left at "engine" mean for a run (module docstring,
     'Software defaults'): a T5 / mT5 on deepspeed, ddp or fsdp without tp / pp is Hugging Face's T5 (eager
     element-wise kernels, its CrossEntropyLoss "hf", and -- transformers 5.x, where T5 runs SDPA -- the
     memory-efficient SDPA kernel its float position-bias mask leaves, read under attention flash only); a decoder
-    Hugging Face's model is taken for (`hf_gelu`: `hf_decoder` of the model) is that model -- eager kernels and the
+    Hugging Face's model is taken for (`hf_kind`: `hf_decoder` of the model) is that model -- eager kernels and the
     current transformers' causal-LM loss, ForCausalLMLoss on `logits.float()` ("torch") -- for "gpt2" there, for
     "llama" on deepspeed (which trains the client's model and ships none of its own); a "llama" on deepspeed with tp
     / pp is Megatron-DeepSpeed's (its GPTModel with --swiglu, rmsnorm and rotary): apex's fused RMSNorm, SwiGLU and
@@ -581,9 +581,8 @@ def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_g
     single = tp == 1 and pp == 1
     hf = engine in ENGINES and single
     hf_t5 = hf and encoder_decoder
-    hf_causal = hf and not encoder_decoder and (hf_gelu in ("gpt2", True) or (hf_gelu == "llama" and engine ==
-                                                                                 "deepspeed"))
-    if engine == "deepspeed" and not single and hf_gelu == "llama" and not encoder_decoder:
+    hf_causal = hf and not encoder_decoder and (hf_kind == "gpt2" or (hf_kind == "llama" and engine == "deepspeed"))
+    if engine == "deepspeed" and not single and hf_kind == "llama" and not encoder_decoder:
         return {"kernels": "eager-fused-norm", "cross_entropy": "engine", "attention_kernel": "engine"}
     return {"kernels": "eager" if hf_t5 or hf_causal else "fused",
             "cross_entropy": "hf" if hf_t5 else "torch" if hf_causal else "engine",
@@ -595,19 +594,19 @@ def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_g
 _FILLS: dict[tuple, tuple] = {}
 
 
-def software_fill(fields: dict, encoder_decoder: bool, hf_gelu: str = "") -> dict:
+def software_fill(fields: dict, encoder_decoder: bool, hf_kind: str = "") -> dict:
     """The values `resolve_software` writes into a strategy whose fields are `fields` (name -> value): a planner
-    passes its keyword arguments before building the Strategy, so it is built and checked once. `hf_gelu`:
+    passes its keyword arguments before building the Strategy, so it is built and checked once. `hf_kind`:
     `hf_decoder` of the model. A table lookup (estimate's and plan's hot path): software_defaults reads the layout
     only as tp = pp = 1 or not."""
     if fields["kernels"] != "engine" and fields["cross_entropy"] != "engine" and (
             not encoder_decoder or fields["attention_kernel"] != "engine"):
         return {}  # all named (a decoder's attention_kernel default is always "engine"): plan's trained strategies
-    key = (fields["engine"], encoder_decoder, fields["tp"] == 1 and fields["pp"] == 1, hf_gelu)
+    key = (fields["engine"], encoder_decoder, fields["tp"] == 1 and fields["pp"] == 1, hf_kind)
     wanted = _FILLS.get(key)
     if wanted is None:
         wanted = _FILLS[key] = tuple((name, value) for name, value in software_defaults(
-            fields["engine"], encoder_decoder, 1 if key[2] else 2, 1, hf_gelu).items() if value != "engine")
+            fields["engine"], encoder_decoder, 1 if key[2] else 2, 1, hf_kind).items() if value != "engine")
     # attention_kernel is read under flash only; an eager run keeps its label
     return {name: value for name, value in wanted if fields[name] == "engine" and (
         name != "attention_kernel" or fields["attention"] == "flash")}
