@@ -141,15 +141,18 @@ def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workl
     tied = None
     if pp > 1 and model.tie_word_embeddings:  # the first and the last stage are (pp-1) x tp x dp ranks apart
         tied = _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
-    return _Fixed(t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity, host_capacity, shares,
-                  busiest, hybrid, hooked, _pipeline_folds(model, st, dev, tp, split), tied)
+    folds = _pipeline_folds(model, st, dev, tp, split) if pp > 1 else None
+    # tuple.__new__: _Fixed's fields in order, without the generated __new__ (a third of this function's time)
+    return _NEW_TUPLE(_Fixed, (t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity,
+                               host_capacity, shares, busiest, hybrid, hooked, folds, tied))
 
 
-def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup | None) -> Strategy:
-    """resolve_software(strategy, model); in a group, the first strategy's resolution at this micro-batch (the fill
+_NEW_TUPLE = tuple.__new__
+
+
+def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup) -> Strategy:
+    """resolve_software(strategy, model) in a group: the first strategy's resolution at this micro-batch (the fill
     reads no micro-batch: specs/strategy.software_fill)."""
-    if group is None:
-        return resolve_software(strategy, model)
     if group.resolved is None:
         resolved = resolve_software(strategy, model)
         group.resolved = (strategy, resolved)
@@ -160,7 +163,8 @@ def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup | Non
 
 def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options: CostOptions,
               calibration: Calibration | None, only_fitting: bool, group: MicroBatchGroup | None) -> Estimate | None:
-    strategy = _resolved(strategy, model, group)  # "engine" kernels / a HF T5's loss: the software assumed
+    # "engine" kernels / a HF T5's loss: the software assumed
+    strategy = resolve_software(strategy, model) if group is None else _resolved(strategy, model, group)
     if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest
         return estimate_stages(model, cluster, strategy, workload, options, calibration)
     st, dev = strategy, cluster.device
@@ -178,18 +182,18 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
         fixed = _fixed(model, cluster, st, workload, layout)
         if variant is not None:
             variant.fixed = fixed
+    # one unpacking (_Fixed's order), not a dozen attribute reads
+    t, flash, sp, split, capacity, host_capacity, shares, busiest, is_hybrid, hooked, folds, tied_sync_s = fixed
     base = variant.setting if variant is not None else None
     if base is None:
-        cfg = setting(model, cluster, st, layout, s, fixed.target_len, cal, options)
+        cfg = setting(model, cluster, st, layout, s, t, cal, options)
         if variant is not None:
             variant.setting = cfg
     else:
         cfg = setting_at_micro_batch(base, st, layout)
-    t, flash, sp, split = fixed.target_len, fixed.flash, fixed.sp, fixed.split
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches per rank (memory.py)
     shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     ct = shape.compute
-    capacity, host_capacity = fixed.capacity, fixed.host_capacity
     mem = None
     if only_fitting and variant is not None:  # the activation-free terms (no micro-batch or recompute enters them)
         if variant.states is None:
@@ -200,21 +204,19 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     if only_fitting and not (mem.total <= capacity and mem.host_bytes <= host_capacity):
         return None
 
-    shares, busiest = fixed.shares, fixed.busiest
     hybrid = None
-    if fixed.hybrid:  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
+    if is_hybrid:  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, links(cluster), flash, cal)
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
-    blocks = _stage_blocks_s(ct, split, shares, fixed.folds)
-    stage_fixed_terms = group.stage if group is not None else None
-    if stage_fixed_terms is None:
-        stage_fixed_terms = stage_fixed(cfg, dev, cluster, shape, tensors, busiest,
-                                        variant.stage if variant is not None else None)
-        if group is not None:
-            group.stage = stage_fixed_terms
+    blocks = _stage_blocks_s(ct, split, shares, folds)
+    stage_fixed_terms = None  # one strategy alone: price_stage prices its StageFixed terms itself, once
+    if group is not None:
+        stage_fixed_terms = group.stage
+        if stage_fixed_terms is None:
+            stage_fixed_terms = group.stage = stage_fixed(cfg, dev, cluster, shape, tensors, busiest, variant.stage)
             if variant.stage is None:
                 variant.stage = stage_fixed_terms
-    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, fixed.hooked, mem,
+    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked, mem,
                         stage_fixed_terms)
     if mem is None:  # estimate(): price_stage priced it
         mem = stage.memory
@@ -224,7 +226,7 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
 
     compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid,
                                                                    _other_slots_s(stage, blocks, busiest, pp),
-                                                                   fixed.tied_sync_s)
+                                                                   tied_sync_s)
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
     if pp > 1 and sharded_dp_in_slot(st, dev):  # FSDP's exposure is in every stage's slot: fill and drain too
         bubble_s += (pp - 1) * dp_s / ga / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
@@ -276,6 +278,8 @@ _SHARES: dict[tuple, tuple] = {}
 
 def _stage_shares(model: ModelSpec, split: tuple[int, ...], seq_len: int, target_len: int) -> tuple[float, ...]:
     """_stage_shares_of, memoised by the model's identity (hashing a ModelSpec is most of a hit's time)."""
+    if len(split) == 1:  # no pipeline: all the blocks (_stage_shares_of's n / n), without a lookup
+        return (1.0,)
     key = (id(model), split, seq_len, target_len)
     hit = _SHARES.get(key)
     if hit is not None and hit[0] is model:

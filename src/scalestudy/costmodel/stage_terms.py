@@ -124,10 +124,11 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     when the caller priced it already; `fixed`: stage_fixed of this stage (this share) at another micro-batch,
     when the caller has it."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
-    if fixed is None:
-        fixed = stage_fixed(cfg, dev, cluster, shape, zero3_tensors, share)
+    if fixed is None:  # one use (estimate(), a mixed cluster's stage): stage_fixed's terms priced here, no StageFixed
+        grad_copy, comm_inputs, optimizer = _zero3_interleave_s(cfg, dev, shape), None, None
+    else:
+        grad_copy, comm_inputs, optimizer = fixed.grad_copy_s, fixed.comm_inputs, fixed.optimizer
     tp, pp = lay.tp, lay.pp
-    grad_copy = fixed.grad_copy_s
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
                                             cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
     compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy
@@ -135,11 +136,11 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
-    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, fixed.comm_inputs)
-    if fixed.optimizer is None:
+    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs)
+    if optimizer is None:
         opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, ct.backward * share)
     else:
-        opt_s, offload_s = fixed.optimizer
+        opt_s, offload_s = optimizer
     if mem is None:
         mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
     return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
@@ -172,9 +173,8 @@ def _comm_number(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: flo
     reuse), the share, dp, tp, ZeRO-3 interleave and calibrated interference. Equal numbers, equal inputs (hashing
     the ~40 fields is most of a memo lookup's time; a planner's micro-batch variants look them up once,
     stage_fixed)."""
-    lay, eng = cfg.layout, cfg.eng
-    key = (_COMM_FIELDS(cfg.st.__dict__), id(cluster), id(dev), id(eng), share, lay.dp, lay.tp, grad_copy,
-           cfg.cal.overlap_interference)
+    key = _comm_key(cfg, dev, cluster, share, grad_copy)
+    eng = cfg.eng
     hit = _COMM_NUMBERS.get(key)
     if hit is not None and hit[1] is cluster and hit[2] is dev and hit[3] is eng:
         return hit[0]
@@ -185,18 +185,30 @@ def _comm_number(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: flo
     return number
 
 
+def _comm_key(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float, grad_copy: float) -> tuple:
+    """_stage_comm's inputs but the micro-batch quantities, the objects by identity (_comm_number's key)."""
+    lay = cfg.layout
+    return (_COMM_FIELDS(cfg.st.__dict__), id(cluster), id(dev), id(cfg.eng), share, lay.dp, lay.tp, grad_copy,
+            cfg.cal.overlap_interference)
+
+
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
-                grad_copy: float, inputs: int) -> tuple[float, float, float]:
+                grad_copy: float, inputs: int | None) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
     dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; shape and
     compute times by identity, kept to guard reuse). `inputs`: _comm_number of the others (this share and
-    grad_copy)."""
+    grad_copy), or None where they are looked up once (price_stage without a StageFixed): _comm_key of them, its
+    objects guarded here."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
-    key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct))
+    if inputs is None:
+        key = (_comm_key(cfg, dev, cluster, share, grad_copy), st.micro_batch, lay.grad_accum, id(shape), id(ct))
+    else:
+        key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct))
     hit = _COMM.get(key)
-    if hit is not None and hit[3] is shape and hit[4] is ct:
+    if hit is not None and hit[3] is shape and hit[4] is ct and hit[5] is cluster and hit[6] is dev \
+            and hit[7] is eng:
         return hit[0], hit[1], hit[2]
     tp = lay.tp
     tp_mb = _tp_comm(st, ct, share, tp, tp_links(cluster, tp), interference) if tp > 1 else 0.0
@@ -209,7 +221,7 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                               bwd + (tp_mb - tp_fwd) + grad_copy, interference)
     if len(_COMM) > 100_000:
         _COMM.clear()
-    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct)
+    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct, cluster, dev, eng)
     return tp_mb, dp_s, dp_total
 
 
