@@ -142,7 +142,8 @@ def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workl
     if pp > 1 and model.tie_word_embeddings:  # the first and the last stage are (pp-1) x tp x dp ranks apart
         tied = _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
     folds = _pipeline_folds(model, st, dev, tp, split) if pp > 1 else None
-    # tuple.__new__: _Fixed's fields in order, without the generated __new__ (a third of this function's time)
+    # tuple.__new__: _Fixed's fields in order, without the generated __new__ (a third of this function's time;
+    # stage_terms._NEW_TUPLE says more)
     return _NEW_TUPLE(_Fixed, (t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity,
                                host_capacity, shares, busiest, hybrid, hooked, folds, tied))
 
@@ -335,7 +336,7 @@ def _stage_blocks_s(ct, split: tuple[int, ...], shares: tuple[float, ...],
     closed form (no per-stage loop: plan's hot path)."""
     passes = ct.forward + ct.backward
     if len(split) == 1:
-        return _Blocks(passes + ct.head, 1.0, passes + ct.head)
+        return _NEW_TUPLE(_Blocks, (passes + ct.head, 1.0, passes + ct.head))
     busiest, last = max(shares), shares[-1]
     busy, tail, total = passes * busiest, passes * last + ct.head, passes + ct.head  # shares sum to 1
     if folds is not None:
@@ -343,7 +344,7 @@ def _stage_blocks_s(ct, split: tuple[int, ...], shares: tuple[float, ...],
         busy += busy_fold
         tail += head_fold
         total += rest_fold + head_fold
-    return _Blocks(busy, busiest, total) if busy >= tail else _Blocks(tail, last, total)
+    return _NEW_TUPLE(_Blocks, (busy, busiest, total) if busy >= tail else (tail, last, total))
 
 
 def _other_slots_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int) -> float:

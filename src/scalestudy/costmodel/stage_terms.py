@@ -53,8 +53,8 @@ def setting(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout: Layout
     """The configuration-wide quantities of `model` trained with `st` on `cluster` laid out as `layout`."""
     tp = layout.tp
     boundary = boundary_bytes(model, st.micro_batch, seq_len, target_len, st.precision) if layout.pp > 1 else 0.0
-    return Setting(model, st, options, cal, engine_comm(st.engine), layout, seq_len, target_len,
-                   st.sequence_parallel and tp > 1, boundary, spans_nodes(tp * layout.dp, cluster))
+    return _NEW_TUPLE(Setting, (model, st, options, cal, engine_comm(st.engine), layout, seq_len, target_len,
+                                st.sequence_parallel and tp > 1, boundary, spans_nodes(tp * layout.dp, cluster)))
 
 
 def setting_at_micro_batch(cfg: Setting, st: Strategy, layout: Layout) -> Setting:
@@ -62,8 +62,14 @@ def setting_at_micro_batch(cfg: Setting, st: Strategy, layout: Layout) -> Settin
     fields, of which only the stage-boundary send reads the micro-batch."""
     boundary = boundary_bytes(cfg.model, st.micro_batch, cfg.seq_len, cfg.target_len, st.precision) \
         if layout.pp > 1 else 0.0
-    return Setting(cfg.model, st, cfg.options, cfg.cal, cfg.eng, layout, cfg.seq_len, cfg.target_len, cfg.sp,
-                   boundary, cfg.cross_node)
+    return _NEW_TUPLE(Setting, (cfg.model, st, cfg.options, cfg.cal, cfg.eng, layout, cfg.seq_len, cfg.target_len,
+                                cfg.sp, boundary, cfg.cross_node))
+
+
+# tuple.__new__(NamedTuple class, fields in order): plan's hot path builds Setting and StageTerms per strategy, and
+# a NamedTuple's generated __new__ (a Python call) takes about twice as long as this; a missing field fails loudly
+# (IndexError) at its first read
+_NEW_TUPLE = tuple.__new__
 
 
 class StageTerms(NamedTuple):
@@ -143,8 +149,8 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
         opt_s, offload_s = optimizer
     if mem is None:
         mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
-    return StageTerms(compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s, _framework_s(cfg, dev, sublayers),
-                      mem)
+    return _NEW_TUPLE(StageTerms, (compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s,
+                                   _framework_s(cfg, dev, sublayers), mem))
 
 
 def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float, zero3_tensors: int,
