@@ -19,7 +19,7 @@ from scalestudy.costmodel.comm import links, spans_nodes
 from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
-from scalestudy.costmodel.memory import _rank_states, memory_with_activations, rank_memory, stage_in_flight
+from scalestudy.costmodel.memory import memory_with_activations, rank_memory, rank_states, stage_in_flight
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
                                               sharded_dp_in_slot, stage_fixed)
@@ -53,7 +53,7 @@ class MicroBatchGroup:
     plan/space.enumerate_groups), called in turn: what no micro-batch quantity enters -- the resolved software, the
     lengths, stage split and shares, capacities, the DeepSpeed pipeline's gradient folds, the tied-embedding sync, the
     Setting but its boundary send, the stage collectives' memo number, ZeRO-3's gradient interleave and the optimizer
-    step without offloads (stage_terms.stage_fixed), a rank's memory but its activations (memory._rank_states) -- is
+    step without offloads (stage_terms.stage_fixed), a rank's memory but its activations (memory.rank_states) -- is
     priced at the first strategy and read at the others. Of those, what no recompute enters either (all but the
     resolved software and the memo number) is kept in `shared` (a dict the caller keeps for groups of this model,
     cluster, workload, options and calibration), for the groups of the same strategy under another recompute. Every
@@ -79,7 +79,7 @@ class MicroBatchGroup:
 class _Variant:
     """What _estimate prices from inputs a strategy's micro-batch and recompute variants share, each once priced:
     _fixed, the first strategy's Setting (setting_at_micro_batch: another's), a rank's memory but the activations
-    (memory._rank_states) and a stage_terms.StageFixed (stage_fixed's `like`)."""
+    (memory.rank_states) and a stage_terms.StageFixed (stage_fixed's `like`)."""
 
     __slots__ = ("fixed", "setting", "states", "stage")
 
@@ -198,7 +198,7 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     mem = None
     if only_fitting and variant is not None:  # the activation-free terms (no micro-batch or recompute enters them)
         if variant.states is None:
-            variant.states = _rank_states(model, st, shape.psi, layout.dp, tp, dev, options)
+            variant.states = rank_states(model, st, shape.psi, layout.dp, tp, dev, options)
         mem = memory_with_activations(variant.states, shape.activations)
     elif only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
         mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options)

@@ -450,11 +450,11 @@ def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations:
                 options: CostOptions) -> Memory:
     """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of
     activations: its model states (sharded over `dp`, or offloaded), the engine's buffers and the process overhead."""
-    return memory_with_activations(_rank_states(model, st, psi, dp, tp, device, options), activations)
+    return memory_with_activations(rank_states(model, st, psi, dp, tp, device, options), activations)
 
 
 def memory_with_activations(states: tuple, activations: float) -> Memory:
-    """rank_memory of a rank with `activations` bytes of activations whose other terms are `states` (_rank_states:
+    """rank_memory of a rank with `activations` bytes of activations whose other terms are `states` (rank_states:
     a planner's micro-batch variants of one strategy share them, costmodel.estimate.MicroBatchGroup)."""
     w, g, o, host, nvme, buf, step, overhead = states
     transient = peak_transient(w + g + o + activations + buf, w + g + o + step)
@@ -464,7 +464,7 @@ def memory_with_activations(states: tuple, activations: float) -> Memory:
 _RANK_STATES: dict[tuple, tuple] = {}
 
 
-def _rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions) -> tuple:
+def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions) -> tuple:
     """(weights, grads, optimizer, host, nvme, buffers, step temporaries, overhead) bytes of rank_memory -- what
     does not depend on the activations -- memoised by every argument its functions take and the engines.yaml entry
     buffer_bytes reads (the model, device, options and that entry by identity, guarded by the stored references:
