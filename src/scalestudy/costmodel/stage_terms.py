@@ -52,18 +52,22 @@ def setting(model: ModelSpec, cluster: ClusterSpec, st: Strategy, layout: Layout
             cal: Calibration, options: CostOptions) -> Setting:
     """The configuration-wide quantities of `model` trained with `st` on `cluster` laid out as `layout`."""
     tp = layout.tp
-    boundary = boundary_bytes(model, st.micro_batch, seq_len, target_len, st.precision) if layout.pp > 1 else 0.0
     return _NEW_TUPLE(Setting, (model, st, options, cal, engine_comm(st.engine), layout, seq_len, target_len,
-                                st.sequence_parallel and tp > 1, boundary, spans_nodes(tp * layout.dp, cluster)))
+                                st.sequence_parallel and tp > 1, _boundary(model, st, seq_len, target_len, layout),
+                                spans_nodes(tp * layout.dp, cluster)))
 
 
 def setting_at_micro_batch(cfg: Setting, st: Strategy, layout: Layout) -> Setting:
     """`cfg` for `st`, cfg.st at another micro-batch, laid out as `layout` (its gradient accumulation): setting's
     fields, of which only the stage-boundary send reads the micro-batch."""
-    boundary = boundary_bytes(cfg.model, st.micro_batch, cfg.seq_len, cfg.target_len, st.precision) \
-        if layout.pp > 1 else 0.0
+    boundary = _boundary(cfg.model, st, cfg.seq_len, cfg.target_len, layout)
     return _NEW_TUPLE(Setting, (cfg.model, st, cfg.options, cfg.cal, cfg.eng, layout, cfg.seq_len, cfg.target_len,
                                 cfg.sp, boundary, cfg.cross_node))
+
+
+def _boundary(model: ModelSpec, st: Strategy, seq_len: int, target_len: int, layout: Layout) -> float:
+    """Setting.boundary_bytes: what one micro-batch sends across a pipeline stage boundary (0 without a pipeline)."""
+    return boundary_bytes(model, st.micro_batch, seq_len, target_len, st.precision) if layout.pp > 1 else 0.0
 
 
 # tuple.__new__(NamedTuple class, fields in order): plan's hot path builds Setting and StageTerms per strategy, and

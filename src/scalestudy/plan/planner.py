@@ -56,12 +56,7 @@ class Candidate:
     signature: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.per_device_bytes = self.estimate.per_device_bytes
-        self.headroom_bytes = int(self.device_memory_bytes - self.per_device_bytes)
-        self.tokens_per_s = self.estimate.tokens_per_s
-        strategy = self.point.strategy
-        self.world_size = self.point.dp * strategy.tp * strategy.pp
-        self.signature = _signature_but_step(self.point, self.per_device_bytes)
+        self.__dict__.update(_fields(self.point, self.estimate, self.device_memory_bytes, self.train_tokens))
 
     @property
     def strategy(self) -> Strategy:
@@ -96,14 +91,19 @@ def _candidate(point: Point, estimate: Any, device_memory_bytes: int, train_toke
     """Candidate(point, estimate, device_memory_bytes, train_tokens), built as its __init__ and __post_init__ build
     it, its fields written at once (the planner builds one per feasible strategy)."""
     candidate = object.__new__(Candidate)
+    candidate.__dict__.update(_fields(point, estimate, device_memory_bytes, train_tokens))
+    return candidate
+
+
+def _fields(point: Point, estimate: Any, device_memory_bytes: int, train_tokens: float) -> dict:
+    """Every field of the Candidate of these four, its init=False ones read once (Candidate.__post_init__ and
+    _candidate write them)."""
     per_device = estimate.per_device_bytes
     strategy = point.strategy
-    candidate.__dict__.update(point=point, estimate=estimate, device_memory_bytes=device_memory_bytes,
-                              train_tokens=train_tokens, per_device_bytes=per_device,
-                              headroom_bytes=int(device_memory_bytes - per_device),
-                              tokens_per_s=estimate.tokens_per_s, world_size=point.dp * strategy.tp * strategy.pp,
-                              signature=_signature_but_step(point, per_device))
-    return candidate
+    return {"point": point, "estimate": estimate, "device_memory_bytes": device_memory_bytes,
+            "train_tokens": train_tokens, "per_device_bytes": per_device,
+            "headroom_bytes": int(device_memory_bytes - per_device), "tokens_per_s": estimate.tokens_per_s,
+            "world_size": point.dp * strategy.tp * strategy.pp, "signature": _signature_but_step(point, per_device)}
 
 
 @dataclass
