@@ -35,3 +35,20 @@ def test_fsdp_reentrant_recompute_regathers_each_block_and_exposes_it():
     # torchtitan-style non-reentrant checkpointing (early stop on, fsdp's default) is unchanged: no extra gather
     default = estimate(model, cluster, dataclasses.replace(st, recompute_early_stop="engine"), work)
     assert default.dp_comm_total_s == pytest.approx(nested.dp_comm_total_s)
+
+
+def test_fsdp_cpu_offload_copies_the_regathered_shard_up_again():
+    # CPU offload: each unshard copies the block's fp32 host shard to the device before its all-gather (FSDP1
+    # _use_low_precision_shard / FSDP2 CPUOffloadPolicy), each reduce-scatter copies the gradient shard back. Under
+    # the reentrant recompute the re-gather is one more unshard, so one more copy per micro-batch: (3 + 1) against
+    # (2 + 1) shard-sized PCIe transfers, with the same host Adam step
+    model, cluster, st, work = _setup(_row("deepcompile-llama3-70b-fsdp-a100-32g-b1-s512"))
+    offloaded = dataclasses.replace(st, offload_optimizer="cpu", offload_params="cpu")
+    reentrant = estimate(model, cluster, offloaded, work)
+    nested = estimate(model, cluster, dataclasses.replace(offloaded, recompute_early_stop="on"), work)
+    assert nested.offload_s > 0
+    assert reentrant.offload_s == pytest.approx(nested.offload_s * 4 / 3)
+    assert reentrant.optimizer_s == pytest.approx(nested.optimizer_s)
+    # without a recompute nothing is gathered again, whatever the checkpoint flag says
+    plain = dataclasses.replace(offloaded, recompute="none")
+    assert estimate(model, cluster, plain, work).offload_s == pytest.approx(nested.offload_s)

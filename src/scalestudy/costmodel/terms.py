@@ -284,6 +284,15 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     return _bucketed_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
 
 
+def fsdp_regathers_after_recompute(st: Strategy) -> bool:
+    """Whether FSDP gathers each block a third time per micro-batch: FULL_SHARD under a reentrant full recompute
+    (early stop off: Hugging Face's gradient_checkpointing_enable() wraps the FSDP unit's __call__) -- the
+    recompute's forward unshards the block and reshards it after, then its backward's pre-backward hook gathers it
+    again (torch fsdp/_runtime_utils.py _pre_forward / _post_forward / _pre_backward_hook). The collective
+    (_sharded_dp_comm) and, under CPU offload, the host-to-device copy of the shard it starts (optimizer_offload)."""
+    return st.engine == "fsdp" and st.zero == 3 and st.recompute == "full" and not early_stop(st)
+
+
 def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
                      ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
     """_dp_comm_overlapped for ZeRO-3 / FSDP: per-layer gathers and reduce-scatters behind each pass."""
@@ -305,9 +314,7 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
         reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
     bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
-    # FSDP under a reentrant full recompute (early stop off): the recompute's forward unshards and, FULL_SHARD,
-    # reshards the block after it; its backward's pre-backward hook then gathers it again, right away
-    fsdp_reentrant = st.engine == "fsdp" and st.recompute == "full" and bwd_gathers and not early_stop(st)
+    fsdp_reentrant = fsdp_regathers_after_recompute(st)
     if st.recompute == "full" and (eng.regather_on_recompute or fsdp_reentrant):
         bwd_gathers += 1
     hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
@@ -644,7 +651,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
         if st.engine == "fsdp":
             # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
-            gathers = 1 if st.zero == 2 else (3 if st.recompute == "full" and eng.regather_on_recompute else 2)
+            regathers = st.recompute == "full" and (eng.regather_on_recompute or fsdp_regathers_after_recompute(st))
+            gathers = 1 if st.zero == 2 else (3 if regathers else 2)
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
