@@ -24,8 +24,9 @@ from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gp
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
-from scalestudy.costmodel.step import ComputeTimes, optimizer_loop_s
-from scalestudy.costmodel.terms import _dp_comm, _Shape, _tp_comm, optimizer_offload
+from scalestudy.costmodel.step import ComputeTimes, bucket_copy_s, optimizer_loop_s
+from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _deepspeed_pipeline_reduces_after, _dp_comm, _Shape,
+                                       _tp_comm, main_grad_bytes, optimizer_offload)
 from scalestudy.costmodel.zero3 import interleaved_grad_elems
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -164,8 +165,25 @@ def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float
     lay = cfg.layout
     opt_s, offload_s = optimizer_offload(cfg.st, cfg.eng, psi, lay.dp, lay.grad_accum, dev, cluster.gpus_per_node,
                                          zero3_tensors, backward_s)
-    opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, psi)
+    opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, psi) + _bucket_copy_s(cfg, dev, zero3_tensors, psi)
     return opt_s, offload_s
+
+
+def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> float:
+    """DeepSpeed's copies around its bucketed gradient all-reduce (step.bucket_copy_s) over the stage's `psi`
+    gradient elements in its `tensors` tensors, per step, in series before the optimizer step: where the reduction
+    runs through allreduce_and_copy after the backward -- ZeRO-0 (engine.allreduce_gradients ->
+    buffered_allreduce_fallback: no overlap at stage 0) and ZeRO-1 on its all-reduce path (zero1_all_reduce) without
+    overlap_comm or inside the pipeline engine's ReduceGrads (terms._deepspeed_pipeline_reduces_after). Not the
+    bf16 pipeline's BF16_Optimizer, which reduces one flat fp32 buffer (terms._deepspeed_bf16_pipeline), nor ZeRO-2/3
+    (contiguous buckets / reduce-scatter)."""
+    st = cfg.st
+    if st.engine != "deepspeed" or st.zero > 1 or _deepspeed_bf16_pipeline(st):
+        return 0.0
+    after_backward = not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st)
+    if st.zero == 1 and not (st.zero1_all_reduce and after_backward):
+        return 0.0
+    return bucket_copy_s(psi, tensors, main_grad_bytes(st), dev, cfg.cal.kernel_overhead_s)
 
 
 # Strategy fields but the micro-batch (in _stage_comm's key on its own) and the optimizer's (offload, loop, state

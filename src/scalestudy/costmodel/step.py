@@ -23,7 +23,9 @@ Overlap model (what hides behind what):
   previous layer's compute, the excess and the first layer's gather are exposed; while both run, the compute is
   18.9% slower (device YAML compute_slowdown_under_comm, measured; NCCL kernels occupy SMs) and the transfers
   `overlap_interference` slower -- the longer side sets the pass (terms._exposed);
-- optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed;
+- optimizer step: memory-bound on the device, or CPU-Adam on the host with PCIe transfers (offload), exposed; with
+  it DeepSpeed's flatten / average / copy-back around a bucketed all-reduce that runs after the backward
+  (bucket_copy_s);
 - CPU devices (gloo, OMP_NUM_THREADS=1): collectives and compute share the rank's thread, nothing overlaps.
 """
 
@@ -155,6 +157,27 @@ def optimizer_loop_s(loop: str, params: float, tensors: float, precision: str, d
     extra_bytes = params * max(0.0, loop_bytes - OPTIMIZER_BYTES[precision]) + \
         stage_params * STAGE_LOOP_BYTES.get(loop, 0.0)
     return extra_bytes / device.hbm_bytes_per_s + tensors * (kernels + syncs) * kernel_s
+
+
+# DeepSpeed's bucketed gradient all-reduce (ZeRO-0: engine.buffered_allreduce_fallback; ZeRO-1 on the all-reduce
+# path, Strategy.zero1_all_reduce: stage2.py / stage_1_and_2.py buffered_reduce_fallback) -> allreduce_no_retain ->
+# allreduce_and_copy: per bucket `flatten(bucket)` (torch.cat: read + write each gradient element), the average
+# (ZeRO-1 allreduce_bucket `div_(dp)`; ZeRO-0 postscale `mul_(predivide / dp)`: read + write), the NCCL all-reduce,
+# then per TENSOR `buf.copy_(synced)` back from the flat buffer (read + write, one launch each) -- DeepSpeed v0.5.5
+# stage2.py and runtime/engine.py, the same in v0.9-0.12 (stage_1_and_2.py allreduce_and_copy). Bytes per gradient
+# element in units of its size; the passes run on the reduction's stream after the backward, nothing beside them.
+BUCKET_COPY_PASSES = 6.0
+
+
+def bucket_copy_s(params: float, tensors: float, grad_bytes: int, device: DeviceSpec, kernel_s: float) -> float:
+    """Seconds per step of DeepSpeed's flatten / average / copy-back around its bucketed gradient all-reduce
+    (BUCKET_COPY_PASSES) over the `params` gradient elements (`grad_bytes` each) of the rank's `tensors` tensors:
+    the bytes at HBM speed and one launch per tensor's copy_ at `kernel_s` (calibration kernel_overhead_s). For a
+    small model it is the launches that count: GPT-2 124M's 148 tensors cost ~4 ms, its 124M elements ~1.6 ms on a
+    V100. 0 on CPU devices (cpu_collectives prices gloo ranks' copies)."""
+    if device.kind == "cpu":
+        return 0.0
+    return params * grad_bytes * BUCKET_COPY_PASSES / device.hbm_bytes_per_s + tensors * kernel_s
 
 
 @dataclass(frozen=True, slots=True)
