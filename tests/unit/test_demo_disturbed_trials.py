@@ -1,6 +1,7 @@
 """The demo on a shared machine: trials during which other processes kept the cores busy are measured again when it
 is quiet, and the less disturbed measurement kept (study/demo.py, machine_load.py)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -133,3 +134,43 @@ def test_no_disturbed_trial_runs_nothing(tmp_path):
     _store_with(tmp_path, spec)
     runs, run = _rerun(tmp_path, 0.05)
     assert remeasure_disturbed(spec, tmp_path, FakeMeter({}, later=0.0), run=run) == [] and runs == []
+
+
+def _meter_with_others(busy_seconds: set[int], ranks: int, until: int = 30) -> OthersMeter:
+    """A real OthersMeter's samples, one a second: others kept 2 cores busy in `busy_seconds` (second t = [t, t+1)),
+    none otherwise; this tree's `ranks` ranks one core each throughout."""
+    meter, busy, ours = OthersMeter(), 0.0, 0.0
+    for t in range(until + 1):
+        meter.samples.append((float(t), busy, ours))
+        busy, ours = busy + ranks + (2.0 if t in busy_seconds else 0.0), ours + ranks
+    return meter
+
+
+def _trial_with_steps(world_size: int) -> tuple[dict, list[dict]]:
+    """A 10-step trial that ran 0-20 s: start-up until 12 s, then one step a second (steps 1-3 warm-up, not timed),
+    its metrics as the store keeps them (the step record as JSON in `data`)."""
+    row = {"status": "OK", "world_size": world_size, "warmup": 3, "started_at": 0.0, "finished_at": 20.0}
+    metrics = [{"step": s, "data": json.dumps({"step": s, "step_s": 1.0, "wall_time": 12.0 + s})} for s in range(1, 11)]
+    return row, metrics
+
+
+def test_the_timed_window_is_the_steps_after_the_warmup_widened_to_hold_samples():
+    row, metrics = _trial_with_steps(1)
+    assert demo.timed_window(row, metrics) == pytest.approx((15.0 - demo.SAMPLE_MARGIN_S, 22.0 + demo.SAMPLE_MARGIN_S))
+    no_times = [{"step": m["step"], "data": json.dumps({"step": m["step"]})} for m in metrics]
+    assert demo.timed_window(row, no_times) == (0.0, 20.0)  # the metrics do not say: the whole trial
+
+
+def test_disturbed_means_during_the_timed_steps_not_during_start_up(monkeypatch):
+    """The step time is the median of the timed steps, the last few seconds of the trial: others' burst over them
+    disturbs a 1-rank trial though its whole run's average stays within the free core; a burst during start-up
+    (which no timed step saw) does not disturb a 2-rank trial though its whole run's average is above the slack."""
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    row, metrics = _trial_with_steps(1)
+    late = _meter_with_others(set(range(16, 22)), ranks=1)
+    assert late.others_cores(0.0, 20.0) < allowed_others(1)  # whole run: 8 core-s over 20 s
+    assert demo.disturbance(row, late, metrics) > 0
+    row, metrics = _trial_with_steps(2)
+    early = _meter_with_others(set(range(2, 8)), ranks=2)
+    assert early.others_cores(0.0, 20.0) > allowed_others(2)  # whole run: 12 core-s over 20 s
+    assert demo.disturbance(row, early, metrics) <= 0

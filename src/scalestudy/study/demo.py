@@ -8,6 +8,9 @@ Re-running with the same --output resumes (finished trials are kept).
 Other processes on the machine disturb the timings too: a trial during which they kept busy more than the cores its
 ranks left free (`disturbed`; machine_load.py) is measured again once the machine is quiet, within a time budget,
 and the less disturbed of the two measurements kept (a trial is a real run: its step time stays wall-clock time).
+"During" is the trial's timed steps (`timed_window`), not its whole run: the step time is their median, and they are
+the last ~1-3 s of a 11-21 s trial (the rest is start-up), so a burst of others' work over the timed steps was
+averaged away over the whole run and a burst during start-up, which no step time saw, counted in full.
 """
 
 from __future__ import annotations
@@ -103,11 +106,37 @@ def allowed_others(world_size: int, cores: int | None = None) -> float:
     return max(0.0, (cores or os.cpu_count() or 1) - world_size) + SLACK_CORES
 
 
-def disturbance(row: dict, meter) -> float | None:
-    """Cores others kept busy during a stored trial beyond `allowed_others` (> 0: disturbed; None: unknown)."""
+# The OthersMeter samples once a second: the timed steps' window is widened by this much on each side so that it
+# holds at least two samples (a 7-step window of t5-tiny is 0.5-2.5 s).
+SAMPLE_MARGIN_S = 1.5
+
+
+def timed_window(row: dict, metrics: list[dict]) -> tuple[float, float]:
+    """(start, end) in epoch seconds of the steps a stored trial's step time is the median of: from the end of its
+    last warm-up step (the trial's `warmup` steps are not timed) to the end of its last step (each step's
+    `wall_time` in its metrics), widened by SAMPLE_MARGIN_S; the whole trial where the metrics do not say."""
+    ends = sorted((int(m["step"]), float(m["wall_time"])) for m in map(_metric_data, metrics) if "wall_time" in m)
+    warmup = int(row.get("warmup") or 0)
+    timed = [end for step, end in ends if step > warmup]
+    if not timed:
+        return float(row["started_at"]), float(row["finished_at"])
+    untimed = [end for step, end in ends if step <= warmup]
+    start = untimed[-1] if untimed else timed[0]
+    return start - SAMPLE_MARGIN_S, timed[-1] + SAMPLE_MARGIN_S
+
+
+def _metric_data(m: dict) -> dict:
+    """A stored metrics row's full record (the store keeps it as JSON in `data`), with its step."""
+    data = json.loads(m["data"]) if isinstance(m.get("data"), str) else {}
+    return {**data, "step": m.get("step", data.get("step", 0))}
+
+
+def disturbance(row: dict, meter, metrics: list[dict] = ()) -> float | None:
+    """Cores others kept busy during a stored trial's timed steps (`timed_window`; its whole run where the
+    metrics lack the step times) beyond `allowed_others` (> 0: disturbed; None: unknown)."""
     if row.get("status") != "OK" or row.get("started_at") is None or row.get("finished_at") is None:
         return None
-    used = meter.others_cores(float(row["started_at"]), float(row["finished_at"]))
+    used = meter.others_cores(*timed_window(row, list(metrics)))
     return None if used is None else used - allowed_others(int(row["world_size"]))
 
 
@@ -124,8 +153,9 @@ def remeasure_disturbed(spec, output: Path, meter, *, console=None, budget_s: fl
     say = (lambda msg: console.print(msg, highlight=False, soft_wrap=True)) if console else (lambda msg: None)
     with Store(output) as store:
         rows = {r["trial_id"]: r for r in store.trials()}
+        steps = {t: store.metrics(t) for t in rows}
     scored = [(d, rows[t.trial_id], t) for t in spec.trials if t.trial_id in rows
-              for d in [disturbance(rows[t.trial_id], meter)] if d is not None and d > 0]
+              for d in [disturbance(rows[t.trial_id], meter, steps[t.trial_id])] if d is not None and d > 0]
     if not scored:
         return []
     used = [d + allowed_others(t.world_size) for d, _, t in scored]
@@ -139,12 +169,11 @@ def remeasure_disturbed(spec, output: Path, meter, *, console=None, budget_s: fl
         if not meter.wait_quiet(max(free, before + free - CALMER_CORES), quiet_wait_s):  # a steady load: waiting
             say(f"  the machine stayed as busy for {quiet_wait_s:.0f} s: the measurements stand")  # would not help
             break
-        with Store(output) as store:
-            old_metrics = [json.loads(m["data"]) for m in store.metrics(trial.trial_id)]
+        old_metrics = [json.loads(m["data"]) for m in steps[trial.trial_id]]
         run(replace(spec, trials=(trial,)))
         with Store(output) as store:
             new = {r["trial_id"]: r for r in store.trials()}.get(trial.trial_id, {})
-            after = disturbance(new, meter)
+            after = disturbance(new, meter, store.metrics(trial.trial_id))
             if after is None or after >= before:  # failed, unknown or no calmer: the first measurement stands
                 store.record_trial(old, old_metrics)
                 continue
