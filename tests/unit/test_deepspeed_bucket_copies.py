@@ -68,3 +68,19 @@ def test_zero0_and_the_pipeline_engine_reduce_through_the_copies_whatever_overla
     tensors = zero3_gathers(GPT2, 1, 1, GPT2.num_layers, zero0.params_per_device).tensors
     assert zero0.optimizer_s >= bucket_copy_s(zero0.params_per_device, tensors, 2, V100.device,
                                               stored().kernel_overhead_s)
+
+
+def test_ddp_copies_every_bucket_back_to_the_gradients_after_the_backward():
+    """PyTorch DDP (gradient_as_bucket_view False): Reducer::copy_bucket_to_grad, one copy_ per parameter tensor of
+    its fp32 gradient (read + write) once the last bucket is reduced; no DDP wrapper, no copies, for one process."""
+    from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES
+
+    ddp = Strategy(engine="ddp", micro_batch=8, precision="fp16", attention="eager")
+    est = estimate(GPT2, V100, ddp, WORK)
+    tensors = zero3_gathers(GPT2, 1, 1, GPT2.num_layers, est.params_per_device).tensors
+    want = bucket_copy_s(est.params_per_device, tensors, 4, V100.device, stored().kernel_overhead_s,
+                         DDP_COPY_BACK_PASSES)
+    alone = estimate(GPT2, make_cluster("v100-32gb", 1, 1), ddp, Workload(global_batch=8, seq_len=1024))
+    assert est.optimizer_s - alone.optimizer_s == pytest.approx(want)
+    assert want == pytest.approx(est.params_per_device * 8 / V100.device.hbm_bytes_per_s
+                                 + tensors * stored().kernel_overhead_s)

@@ -24,7 +24,7 @@ from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gp
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
-from scalestudy.costmodel.step import ComputeTimes, bucket_copy_s, optimizer_loop_s
+from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES, ComputeTimes, bucket_copy_s, optimizer_loop_s
 from scalestudy.costmodel.terms import (_deepspeed_bf16_pipeline, _deepspeed_pipeline_reduces_after, _dp_comm, _Shape,
                                        _tp_comm, main_grad_bytes, optimizer_offload)
 from scalestudy.costmodel.zero3 import interleaved_grad_elems
@@ -170,14 +170,19 @@ def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float
 
 
 def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> float:
-    """DeepSpeed's copies around its bucketed gradient all-reduce (step.bucket_copy_s) over the stage's `psi`
-    gradient elements in its `tensors` tensors, per step, in series before the optimizer step: where the reduction
-    runs through allreduce_and_copy after the backward -- ZeRO-0 (engine.allreduce_gradients ->
+    """The copies around the data-parallel gradient all-reduce that run after the backward (step.bucket_copy_s) over
+    the stage's `psi` gradient elements in its `tensors` tensors, per step, in series before the optimizer step.
+    DeepSpeed's allreduce_and_copy (flatten / average / copy back): ZeRO-0 (engine.allreduce_gradients ->
     buffered_allreduce_fallback: no overlap at stage 0) and ZeRO-1 on its all-reduce path (zero1_all_reduce) without
-    overlap_comm or inside the pipeline engine's ReduceGrads (terms._deepspeed_pipeline_reduces_after). Not the
-    bf16 pipeline's BF16_Optimizer, which reduces one flat fp32 buffer (terms._deepspeed_bf16_pipeline), nor ZeRO-2/3
-    (contiguous buckets / reduce-scatter)."""
+    overlap_comm or inside the pipeline engine's ReduceGrads (terms._deepspeed_pipeline_reduces_after); not the bf16
+    pipeline's BF16_Optimizer, which reduces one flat fp32 buffer (terms._deepspeed_bf16_pipeline), nor ZeRO-2/3
+    (contiguous buckets / reduce-scatter). PyTorch DDP (engine ddp, with or without ZeroRedundancyOptimizer) at dp > 1:
+    its copy of every bucket back to the gradients (step.DDP_COPY_BACK_PASSES); a single process is not wrapped."""
     st = cfg.st
+    if st.engine == "ddp":
+        if cfg.layout.dp <= 1:
+            return 0.0
+        return bucket_copy_s(psi, tensors, main_grad_bytes(st), dev, cfg.cal.kernel_overhead_s, DDP_COPY_BACK_PASSES)
     if st.engine != "deepspeed" or st.zero > 1 or _deepspeed_bf16_pipeline(st):
         return 0.0
     after_backward = not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st)

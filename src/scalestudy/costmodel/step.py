@@ -167,17 +167,25 @@ def optimizer_loop_s(loop: str, params: float, tensors: float, precision: str, d
 # stage2.py and runtime/engine.py, the same in v0.9-0.12 (stage_1_and_2.py allreduce_and_copy). Bytes per gradient
 # element in units of its size; the passes run on the reduction's stream after the backward, nothing beside them.
 BUCKET_COPY_PASSES = 6.0
+# PyTorch DistributedDataParallel with gradient_as_bucket_view False (its default): once the backward's last bucket
+# is all-reduced, Reducer::finalize_backward -> finalize_bucket_dense -> copy_bucket_to_grad runs `grad.copy_
+# (bucket_view)` (or clones the view where .grad is None) for every parameter tensor (torch/csrc/distributed/c10d/
+# reducer.cpp, torch 1.8-2.x): read + write of each gradient element, one launch per tensor, after the backward.
+# (The copy into the bucket, fused with the 1/world-size scaling, rides the backward: AUTOCAST_GRAD_COPY_BYTES.)
+DDP_COPY_BACK_PASSES = 2.0
 
 
-def bucket_copy_s(params: float, tensors: float, grad_bytes: int, device: DeviceSpec, kernel_s: float) -> float:
-    """Seconds per step of DeepSpeed's flatten / average / copy-back around its bucketed gradient all-reduce
-    (BUCKET_COPY_PASSES) over the `params` gradient elements (`grad_bytes` each) of the rank's `tensors` tensors:
-    the bytes at HBM speed and one launch per tensor's copy_ at `kernel_s` (calibration kernel_overhead_s). For a
-    small model it is the launches that count: GPT-2 124M's 148 tensors cost ~4 ms, its 124M elements ~1.6 ms on a
-    V100. 0 on CPU devices (cpu_collectives prices gloo ranks' copies)."""
+def bucket_copy_s(params: float, tensors: float, grad_bytes: int, device: DeviceSpec, kernel_s: float,
+                  passes: float = BUCKET_COPY_PASSES) -> float:
+    """Seconds per step of the copies around a bucketed gradient all-reduce that run after the backward -- DeepSpeed's
+    flatten / average / copy-back (BUCKET_COPY_PASSES), DDP's copy back to .grad (DDP_COPY_BACK_PASSES) -- over the
+    `params` gradient elements (`grad_bytes` each) of the rank's `tensors` tensors: the bytes at HBM speed and one
+    launch per tensor's copy_ at `kernel_s` (calibration kernel_overhead_s). For a small model it is the launches that
+    count: GPT-2 124M's 148 tensors cost ~4 ms, its 124M elements ~1.6 ms of DeepSpeed's passes on a V100. 0 on CPU
+    devices (cpu_collectives prices gloo ranks' copies)."""
     if device.kind == "cpu":
         return 0.0
-    return params * grad_bytes * BUCKET_COPY_PASSES / device.hbm_bytes_per_s + tensors * kernel_s
+    return params * grad_bytes * passes / device.hbm_bytes_per_s + tensors * kernel_s
 
 
 @dataclass(frozen=True, slots=True)
