@@ -26,6 +26,12 @@ CASES = {
     # ZeRO-3 / FSDP across nodes, parameter offload, H100
     "llama-7b 4x8": ("llama-7b", "h100-80gb", 4, 8, Workload(global_batch=128, seq_len=4096),
                      Constraints(micro_batch=(1, 2, 4), tp=(1, 2), pp=(1, 2))),
+    # Megatron's bucketed collectives (buckets growing with dp, the parameter gather behind the forward, the
+    # interleaved schedule's chunk window) and ZeRO-2's reduction per micro-batch, priced once per group
+    # (stage_terms.StageFixed.bucketed)
+    "gpt2-medium 16x8 megatron": ("gpt2-medium", "h100-80gb", 16, 8, Workload(global_batch=512, seq_len=1024),
+                                  Constraints(engines=("megatron", "deepspeed"), micro_batch=(1, 2, 4),
+                                              pp=(1, 2), zero=(0, 1, 2))),
     # CPU ranks: the measured framework terms and train's hybrid backend at tp / pp > 1
     "gpt2 local-cpu": ("gpt2", "local-cpu", 1, 2, Workload(global_batch=8, seq_len=256),
                        Constraints(precision="fp32")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
@@ -380,7 +381,29 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
 def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
                       ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
     """_dp_comm_overlapped for DDP and ZeRO-0/1/2: bucketed gradient reduction behind the backward, the post-step
-    parameter all-gather (or per-owner broadcasts)."""
+    parameter all-gather (or per-owner broadcasts) -- the collectives (bucketed_dp_setup), overlapped as this
+    micro-batch's passes allow (_bucketed_overlap)."""
+    return _bucketed_overlap(bucketed_dp_setup(st, eng, shape, cluster, lk, dp, tp), ga, fwd, bwd, interference)
+
+
+class BucketedDP(NamedTuple):
+    """What _bucketed_dp_comm prices from inputs but the micro-batch quantities (accumulation, pass times): its
+    collectives and the schedule's choices. A planner's micro-batch variants share one (stage_terms.StageFixed)."""
+
+    full: tuple[float, float, float]  # (all-reduce, reduce-scatter, all-gather) seconds, each with its latency
+    bandwidth: tuple[float, float, float]  # the same, their bytes alone
+    per_micro_batch: bool  # ZeRO-2 (DeepSpeed, Megatron): a reduction every micro-batch, else one per step
+    gather_buckets: int
+    param_gather_overlaps: bool  # overlap_param_gather (GPUs): the parameter all-gather behind the next forward
+    window: float  # _chunk_window
+    after: bool  # reduced after the backward / the pipeline drain, nothing overlapped (CPU ranks too)
+    tail: float  # the share of the reduction produced at the end of the backward (_reduction_exposed)
+
+
+def bucketed_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int,
+                      tp: int) -> BucketedDP:
+    """_bucketed_dp_comm's collectives and schedule choices (BucketedDP): they read no micro-batch quantity (shape:
+    its parameters, tensors and input embedding, the same at every micro-batch)."""
     half = 4 if st.precision == "fp32" else 2
     psi = shape.psi
     per_node = max(1, min(dp, cluster.gpus_per_node // tp))
@@ -418,26 +441,50 @@ def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk
         full[2] *= cpu_collective_rate(dev, "all_gather", psi * (4 if st.engine == "ddp" else half) / gather_buckets)
         if st.engine == "ddp" and st.zero == 1 and shape.zero3 is not None:  # one broadcast per parameter tensor
             full[2] += broadcast_latency(cluster.device, shape.zero3.tensors, dp)
-    reductions = ga if (st.engine in ("deepspeed", "megatron") and st.zero == 2) else 1  # ZeRO-2: every micro-batch
+    # ZeRO-2: every micro-batch
+    per_micro_batch = st.engine in ("deepspeed", "megatron") and st.zero == 2
     # what completes only when the backward ends: the last bucket, and on the first stage the input embedding's
     # gradient (its lookup is the last op of the backward; a tied head's gradient joins it there)
     last = reduce_elems or psi
     if st.pp == 1:
         last = max(last, shape.embed_elems)
+    after = cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st)  # after the pipeline drains
+    return _NEW_TUPLE(BucketedDP, ((full[0], full[1], full[2]), (2.0 * ar[0], rs[0], ag[0]), per_micro_batch,
+                                   gather_buckets, st.overlap_param_gather and not cpu, _chunk_window(st), after,
+                                   min(1.0, last / psi)))
+
+
+_NEW_TUPLE = tuple.__new__  # a NamedTuple built without its generated __new__ (a Python call; plan's hot path)
+
+
+def _bucketed_overlap(b: BucketedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+    """((exposed, total), (bytes_exposed, bytes_total)) of _bucketed_dp_comm: `b`'s collectives overlapped with a
+    micro-batch's forward `fwd` and backward `bwd` seconds, `ga` micro-batches per step."""
+    reductions = ga if b.per_micro_batch else 1
+    window = b.window
 
     def overlap(ar: float, rs: float, ag: float) -> tuple[float, float]:
         total = reductions * (ar + rs) + ag
-        if st.overlap_param_gather and not cpu:
-            ag = _param_gather_exposed(ag, gather_buckets, fwd * _chunk_window(st), interference)
-        if cpu or not st.overlap_grad_comm or _deepspeed_pipeline_reduces_after(st):  # after the pipeline drains
-            return reductions * (ar + rs) + ag, total  # (the parameter gather may still overlap the next forward)
+        if b.param_gather_overlaps:
+            ag = _param_gather_exposed(ag, b.gather_buckets, fwd * window, interference)
+        if b.after:  # (the parameter gather may still overlap the next forward)
+            return reductions * (ar + rs) + ag, total
         # one reduction per step hides behind the chunks' backward passes; one per micro-batch (ZeRO-2) at most
         # behind one micro-batch's forward + backward: ga reductions cannot hide behind more compute than the step
         # has (with the chunk window each, a faster GPU gave a slower step; invariants test)
-        window = bwd * _chunk_window(st) if reductions == 1 else min(bwd * _chunk_window(st), fwd + bwd)
-        return reductions * _reduction_exposed(window, ar + rs, min(1.0, last / psi), interference) + ag, total
+        hide = bwd * window if reductions == 1 else min(bwd * window, fwd + bwd)
+        return reductions * _reduction_exposed(hide, ar + rs, b.tail, interference) + ag, total
 
-    return overlap(*full), overlap(2.0 * ar[0], rs[0], ag[0])
+    return overlap(*b.full), overlap(*b.bandwidth)
+
+
+def bucketed_dp_comm_s(b: BucketedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[float, float]:
+    """_dp_comm's (exposed, total) seconds per step of a bucketed stage (DDP, ZeRO-0/1/2) on GPUs over dp > 1 whose
+    collectives `b` (bucketed_dp_setup) are priced already: the same numbers, the same operations."""
+    (exposed, total), (bytes_exposed, bytes_total) = _bucketed_overlap(b, ga, fwd, bwd, interference)
+    if exposed >= total:
+        return exposed, total
+    return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
 
 
 def _fsdp_unit_ends(shape: _Shape, param_bytes: int, grad_bytes: int, dp: int, per_node: int, lk: tuple,
