@@ -44,6 +44,7 @@ from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy
                                        logit_elements, vocab_grad_bytes)
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
+from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -440,6 +441,10 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         ew_fwd, ew_bwd = ew_fwd + bias_f, ew_bwd + bias_b
         launch_f, launch_b = bias_launches(model, seq_len, target_len, recompute)
         fixed, fixed_bwd = fixed + launch_f * cal.kernel_overhead_s, fixed_bwd + launch_b * cal.kernel_overhead_s
+    if not flash and attention_kernel == TORCH_SOFTMAX and device.kind != "cpu":  # Megatron's fp32 softmax fallback
+        soft_f, soft_b = torch_softmax_pass_s(model, device, ACT_BYTES[precision], tp, micro_batch, seq_len,
+                                              target_len, cal.kernel_overhead_s)
+        ew_fwd, ew_bwd = ew_fwd + soft_f, ew_bwd + soft_b  # a full recompute re-runs the forward's (below)
     fwd = dense_t + attn_t + ew_fwd + fixed
     # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
     bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + ew_bwd

@@ -125,6 +125,10 @@ class Constraints:
                 raise ScalestudyError(f"unknown engine {eng!r} (choose from {', '.join(ZERO_STAGES)}; cost model "
                                       f"only, when named: {', '.join(COST_MODEL_ENGINES)})")
         check_choice("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES)
+        if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or not self.engines or not set(
+                self.engines) <= {"deepspeed", "megatron"}):  # Strategy's own refusal, once, before the search
+            raise ScalestudyError("--attention-kernel torch-softmax describes Megatron's eager attention: give "
+                                  "--attention eager and --engine deepspeed and/or megatron")
         if self.tp_comm_overlap and not self.sequence_parallel and (not self.tp or max(self.tp) > 1):
             Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
         if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:

@@ -116,7 +116,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      "fa2", "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3),
                      "cudnn" or "mem-efficient" (PyTorch SDPA's memory-efficient CUTLASS kernel, which SDPA takes when
                      an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
-                     float mask, costmodel/attention_bias.py, which also prices the bias tensors). `train` runs
+                     float mask, costmodel/attention_bias.py, which also prices the bias tensors). Under eager
+                     attention (engines megatron / deepspeed, i.e. Megatron-LM and its forks): "torch-softmax" -- the
+                     run's FusedScaleMaskSoftmax skipped its fused kernel for the scores' shape and ran PyTorch's fp32
+                     softmax (costmodel/megatron_softmax.py: the rule, and BigScience's 2021-10..2022-03 code);
+                     otherwise unread under eager. `train` runs
                      "engine" for decoder-only models and "mem-efficient" for T5 / mT5 (specs/run.TRAIN_SOFTWARE).
 - lm_head:           how tensor parallelism splits the vocabulary -- the input embedding, the LM head GEMMs, the
                      logits and the cross-entropy over them: "sharded" (vocabulary-parallel: V/tp per rank --
@@ -215,7 +219,7 @@ GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
                    "torch")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
-ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient")
+ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
@@ -306,6 +310,11 @@ class Strategy:
         if self.optimizer_dtype != "engine" and self.engine != "megatron":
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                                   f"(NeMo distributed_fused_adam), not {self.engine}")
+        if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or self.engine not in (
+                "deepspeed", "megatron")):
+            raise ScalestudyError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
+                                  f"softmax fell back to PyTorch (costmodel/megatron_softmax.py), not attention "
+                                  f"{self.attention} on {self.engine}")
         if self.zero3_fetch != "engine" and self.engine != "deepspeed":  # priced at zero 3 only (a DeepSpeed version)
             raise ScalestudyError(f"zero3_fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers, "
                                   f"not {self.engine}")
