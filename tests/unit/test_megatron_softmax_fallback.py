@@ -15,7 +15,7 @@ from scalestudy.specs.strategy import Strategy
 
 # Sources run on BigScience's Megatron-DeepSpeed between 9f5f5d4c (2021-10-21) and 1cb76a64 (2022-03-06), whose
 # get_batch_per_block received the heads per rank as the key length; tr1-13B (August-September 2021) ran before it
-BIGSCIENCE_2021_10 = ("bigscience2021tr3m", "bigscience2021tr8", "bigscience2022layouts")
+BIGSCIENCE_2021_10 = ("bigscience2021tr3m", "bigscience2021tr8", "bigscience2022layouts", "bigscience2022prequel")
 
 
 def test_batch_per_block_is_the_cuda_helper():
@@ -54,7 +54,8 @@ def test_rows_state_the_fallback_exactly_where_their_code_took_it():
             fallbacks += stated
         else:
             assert not stated, r["id"]
-    assert fallbacks == 10  # tr3m's 2 TP 2 rows, tr8's 2 TP 4 rows, 6 of layouts' TP 8 rows (MBS 1 / 2 / 6)
+    # tr3m's 2 TP 2 rows, tr8's 2 TP 4 rows, the TP 8 rows at MBS 1 / 2 / 6 of layouts (6) and the prequel (2)
+    assert fallbacks == 12
 
 
 def test_fallback_bytes_and_time():
