@@ -25,9 +25,9 @@ from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES, ComputeTimes, bucket_copy_s, optimizer_loop_s
-from scalestudy.costmodel.terms import (BucketedDP, _deepspeed_bf16_pipeline, _deepspeed_pipeline_reduces_after,
-                                       _dp_comm, _Shape, _tp_comm, bucketed_dp_comm_s, bucketed_dp_setup,
-                                       main_grad_bytes, optimizer_offload)
+from scalestudy.costmodel.terms import (BucketedDP, ShardedDP, _deepspeed_bf16_pipeline,
+                                       _deepspeed_pipeline_reduces_after, _dp_comm, _Shape, _tp_comm, dp_collectives,
+                                       dp_comm_s, main_grad_bytes, optimizer_offload)
 from scalestudy.costmodel.zero3 import interleaved_grad_elems
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -104,41 +104,40 @@ class StageFixed(NamedTuple):
     comm_inputs: int  # _stage_comm's number for its inputs but the micro-batch quantities (_comm_number)
     optimizer: tuple[float, float] | None  # (optimizer, offload) s per step; None: offloaded, priced per micro-batch
     grad_copy_s: float  # ZeRO-3's gradient interleave per micro-batch (_zero3_interleave_s)
-    # DDP / ZeRO-0/1/2 on GPUs over dp > 1: the data-parallel collectives and schedule choices
-    # (terms.bucketed_dp_setup), so that a micro-batch prices only their overlap; None: _dp_comm prices them
-    bucketed: BucketedDP | None
+    # the data-parallel collectives and schedule choices on GPUs over dp > 1 (terms.dp_collectives), so that a
+    # micro-batch prices only their overlap; None: _dp_comm prices them
+    dp_collectives: BucketedDP | ShardedDP | None
 
 
 def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Shape, zero3_tensors: int,
                 share: float, like: StageFixed | None = None) -> StageFixed:
     """price_stage's terms, for a stage holding `share` of the blocks, that read no micro-batch quantity of `cfg`
     (the micro-batch, gradient accumulation, compute times, activations): the collectives' memo number of their
-    other inputs, the bucketed data-parallel collectives (_bucketed), ZeRO-3's gradient interleave and, with
+    other inputs, the data-parallel collectives (terms.dp_collectives), ZeRO-3's gradient interleave and, with
     nothing offloaded, the optimizer step -- terms.optimizer_offload reads the accumulation and the backward time
     only to price offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every
     micro-batch). `like`: stage_fixed of this stage under another recompute, whose optimizer step, interleave and
-    bucketed collectives are this one's (none reads the recompute). tests/unit/test_plan_speed_group.py checks a
-    group priced so against each strategy alone."""
+    bucketed collectives are this one's (none reads the recompute; ZeRO-3 / FSDP's do).
+    tests/unit/test_plan_speed_group.py checks a group priced so against each strategy alone."""
     st = cfg.st
     if like is not None:
+        collectives = like.dp_collectives
+        if type(collectives) is ShardedDP:  # (it reads the recompute)
+            collectives = _dp_collectives(cfg, cluster, shape)
         return StageFixed(_comm_number(cfg, dev, cluster, share, like.grad_copy_s), like.optimizer, like.grad_copy_s,
-                          like.bucketed)
+                          collectives)
     optimizer = None
     if st.offload_optimizer == "none" and st.offload_params == "none":
         optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, 0.0)
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
     return StageFixed(_comm_number(cfg, dev, cluster, share, grad_copy), optimizer, grad_copy,
-                      _bucketed(cfg, cluster, shape))
+                      _dp_collectives(cfg, cluster, shape))
 
 
-def _bucketed(cfg: Setting, cluster: ClusterSpec, shape: _Shape) -> BucketedDP | None:
-    """StageFixed.bucketed: the collectives _dp_comm prices for a bucketed stage (DDP, ZeRO-0/1/2: not ZeRO-3 /
-    FSDP, whose overlap reads the recompute and the hooks' host time per pass) on GPUs (CPU ranks: gloo's path) with
-    dp > 1 (none otherwise), which read no micro-batch quantity (terms.bucketed_dp_setup); else None."""
-    st, lay = cfg.st, cfg.layout
-    if lay.dp <= 1 or cluster.device.kind == "cpu" or st.engine == "fsdp" or st.zero == 3:
-        return None
-    return bucketed_dp_setup(st, cfg.eng, shape, cluster, links(cluster), lay.dp, lay.tp)
+def _dp_collectives(cfg: Setting, cluster: ClusterSpec, shape: _Shape) -> BucketedDP | ShardedDP | None:
+    """StageFixed.dp_collectives (terms.dp_collectives of the stage)."""
+    lay = cfg.layout
+    return dp_collectives(cfg.st, cfg.eng, shape, cluster, links(cluster), lay.dp, lay.tp)
 
 
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
@@ -152,9 +151,9 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     when the caller has it."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     if fixed is None:  # one use (estimate(), a mixed cluster's stage): stage_fixed's terms priced here, no StageFixed
-        grad_copy, comm_inputs, optimizer, bucketed = _zero3_interleave_s(cfg, dev, shape), None, None, None
+        grad_copy, comm_inputs, optimizer, collectives = _zero3_interleave_s(cfg, dev, shape), None, None, None
     else:
-        comm_inputs, optimizer, grad_copy, bucketed = fixed  # StageFixed's order
+        comm_inputs, optimizer, grad_copy, collectives = fixed  # StageFixed's order
     tp, pp = lay.tp, lay.pp
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
                                             cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
@@ -163,7 +162,8 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
-    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs, bucketed)
+    tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs,
+                                        collectives)
     if optimizer is None:
         opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, ct.backward * share)
     else:
@@ -243,13 +243,14 @@ def _comm_key(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float,
 
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
                 grad_copy: float, inputs: int | None,
-                bucketed: BucketedDP | None = None) -> tuple[float, float, float]:
+                collectives: BucketedDP | ShardedDP | None = None) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
     dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; shape and
     compute times by identity, kept to guard reuse). `inputs`: _comm_number of the others (this share and
     grad_copy), or None where they are looked up once (price_stage without a StageFixed): _comm_key of them, its
-    objects guarded here. `bucketed`: StageFixed.bucketed, the data-parallel collectives priced (else None)."""
+    objects guarded here. `collectives`: StageFixed.dp_collectives, the data-parallel collectives priced (else
+    None)."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
     if inputs is None:
@@ -267,8 +268,8 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     # pass's worth in the forward, the rest in the backward (windows of compute alone let a faster GPU grow both
     # exposures and slow the step: invariants test)
     tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
-    if bucketed is not None:  # _dp_comm's numbers, its collectives priced at the group's first micro-batch
-        dp_s, dp_total = bucketed_dp_comm_s(bucketed, lay.grad_accum, fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy,
+    if collectives is not None:  # _dp_comm's numbers, its collectives priced at the group's first micro-batch
+        dp_s, dp_total = dp_comm_s(collectives, lay.grad_accum, fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy,
                                             interference)
     else:
         dp_s, dp_total = _dp_comm(st, eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum,

@@ -296,7 +296,40 @@ def fsdp_regathers_after_recompute(st: Strategy) -> bool:
 
 def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
                      ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
-    """_dp_comm_overlapped for ZeRO-3 / FSDP: per-layer gathers and reduce-scatters behind each pass."""
+    """_dp_comm_overlapped for ZeRO-3 / FSDP: per-layer gathers and reduce-scatters behind each pass -- the
+    collectives (sharded_dp_setup), overlapped as this micro-batch's passes allow (_sharded_overlap)."""
+    return _sharded_overlap(sharded_dp_setup(st, eng, shape, cluster, lk, dp, tp), ga, fwd, bwd, interference)
+
+
+class ShardedDP(NamedTuple):
+    """What _sharded_dp_comm prices from inputs but the micro-batch quantities (accumulation, pass times): its
+    collectives per micro-batch and the schedule's choices, for one recompute. A planner's micro-batch variants share
+    one (stage_terms.StageFixed)."""
+
+    gather: float  # one pass's all-gathers, with their latency
+    reduce: float  # the reduce-scatters, with their latency
+    gather_bw: float  # the same, their bytes alone
+    reduce_bw: float
+    ends: tuple[float, float]  # (head, tail) with nothing to hide behind (FSDP root unit / DeepSpeed's last bucket)
+    ends_bw: tuple[float, float]
+    host_f: float  # DeepSpeed's fetch hooks' host seconds per forward / backward pass (0: none)
+    host_b: float
+    sync: tuple[float, float] | None  # DeepSpeed per-param-sync: per micro-batch, in series (else None)
+    serial: bool  # nothing overlapped (CPU ranks, no prefetch)
+    in_series: bool  # DeepSpeed overlap_comm false: the collectives on the default stream
+    bwd_gathers: float  # gathers per backward pass (in units of the forward's)
+    nlayers: int
+    fsdp_ends: bool
+    tables_elems: float  # DeepSpeed's embedding / head tables gathered with nothing ahead (0: none)
+    gathered_elems: float  # DeepSpeed's gathered elements (tables_elems' denominator)
+    regathers: bool  # FSDP under a reentrant full recompute: a gather issued when the recompute ends
+    slow: float  # the device's compute_slowdown_under_comm
+
+
+def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int,
+                     tp: int) -> ShardedDP:
+    """_sharded_dp_comm's collectives and schedule choices (ShardedDP): they read the recompute but no micro-batch
+    quantity (shape: its parameters, blocks, ZeRO-3 gathers and launch times, the same at every micro-batch)."""
     half = 4 if st.precision == "fp32" else 2
     psi = shape.psi
     per_node = max(1, min(dp, cluster.gpus_per_node // tp))
@@ -344,38 +377,52 @@ def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         launch_f, launch_b = shape.launches  # the same host thread dispatches the pass's kernels
         host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1) + launch_f
         host_b = hook_host_s(shape.zero3, eng.fetch_host_s, hook_passes) + launch_b
-    fwd_w, bwd_w = max(fwd, host_f), max(bwd, host_b)
-    slow = cluster.device.compute_slowdown_under_comm
+    sync = None
     if st.engine == "deepspeed" and st.zero3_fetch == "per-param-sync" and shape.zero3 is not None and not cpu:
         # DeepSpeed before 0.5.5: every collective after a device-wide synchronize, in series (zero3.py)
-        per_mb, per_mb_bw = per_param_sync_comm_s(shape.zero3, half, grad_b, psi, dp, per_node, lk, eff,
-                                                  eng.gather_rails, eng.list_rank_host_s, 1 + bwd_gathers)
+        sync = per_param_sync_comm_s(shape.zero3, half, grad_b, psi, dp, per_node, lk, eff, eng.gather_rails,
+                                     eng.list_rank_host_s, 1 + bwd_gathers)
+    return _NEW_TUPLE(ShardedDP, (gather, reduce, gather_bw, reduce_bw, ends, ends_bw, host_f, host_b, sync,
+                                  cpu or eng.prefetch_layers < 1, st.engine == "deepspeed" and not st.overlap_grad_comm,
+                                  bwd_gathers, nlayers, fsdp_ends, tables_elems,
+                                  z.gathered_elems if tables_elems else 1.0, fsdp_reentrant,
+                                  cluster.device.compute_slowdown_under_comm))
+
+
+def _sharded_overlap(z: ShardedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+    """((exposed, total), (bytes_exposed, bytes_total)) of _sharded_dp_comm: `z`'s collectives overlapped with a
+    micro-batch's forward `fwd` and backward `bwd` seconds, `ga` micro-batches per step."""
+    fwd_w, bwd_w = max(fwd, z.host_f), max(bwd, z.host_b)
+    if z.sync is not None:
+        per_mb, per_mb_bw = z.sync
         host = (fwd_w - fwd) + (bwd_w - bwd)
         return (ga * (host + per_mb),) * 2, (ga * (host + per_mb_bw),) * 2
+    bwd_gathers, nlayers, slow = z.bwd_gathers, z.nlayers, z.slow
 
     def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
         total = ga * (fwd_comm + bwd_comm)
-        if cpu or eng.prefetch_layers < 1:
+        if z.serial:
             return total, total
         per_mb = (fwd_w - fwd) + (bwd_w - bwd)  # the hooks' host time beyond compute
-        if st.engine == "deepspeed" and not st.overlap_grad_comm:
+        if z.in_series:
             # DeepSpeed overlap_comm false (engine/settings.py: overlap_grad_comm) issues ZeRO-3's all-gathers
             # (parameter_offload.py __allgather_stream) and reduce-scatters (stage3.py reduce_and_partition_stream)
             # on the default stream: in series with the compute
             return ga * per_mb + total, ga * per_mb + total
-        first = 0.0 if fsdp_ends else gather / nlayers  # the first layer's gather of a pass has nothing to hide behind
-        if tables_elems:  # DeepSpeed's embedding / head tables: no compute ahead of them to hide behind
-            first = max(first, gather * tables_elems / z.gathered_elems)
+        # the first layer's gather of a pass has nothing to hide behind
+        first = 0.0 if z.fsdp_ends else gather / nlayers
+        if z.tables_elems:  # DeepSpeed's embedding / head tables: no compute ahead of them to hide behind
+            first = max(first, gather * z.tables_elems / z.gathered_elems)
         bwd_first = gather / nlayers if bwd_gathers else 0.0  # (FSDP: the forward's first block is part of `head`)
         per_mb += min(fwd_comm, head + first + _exposed(fwd_w, max(0.0, fwd_comm - head), interference, slow))
-        regather = gather if fsdp_reentrant else 0.0  # issued when the recompute ends: nothing to hide behind
+        regather = gather if z.regathers else 0.0  # issued when the recompute ends: nothing to hide behind
         per_mb += regather + min(bwd_comm - regather, tail + bwd_first + _exposed(
             bwd_w, max(0.0, bwd_comm - regather - tail), interference, slow))
         # the total is the path's communication; when the hooks' host time dominates, what is exposed is at least it
         return ga * per_mb, max(total, ga * per_mb)
 
-    return overlap(gather, reduce, *ends), overlap(gather_bw, reduce_bw, *ends_bw)
+    return overlap(z.gather, z.reduce, *z.ends), overlap(z.gather_bw, z.reduce_bw, *z.ends_bw)
 
 
 def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
@@ -478,10 +525,24 @@ def _bucketed_overlap(b: BucketedDP, ga: int, fwd: float, bwd: float, interferen
     return overlap(*b.full), overlap(*b.bandwidth)
 
 
-def bucketed_dp_comm_s(b: BucketedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[float, float]:
-    """_dp_comm's (exposed, total) seconds per step of a bucketed stage (DDP, ZeRO-0/1/2) on GPUs over dp > 1 whose
-    collectives `b` (bucketed_dp_setup) are priced already: the same numbers, the same operations."""
-    (exposed, total), (bytes_exposed, bytes_total) = _bucketed_overlap(b, ga, fwd, bwd, interference)
+def dp_collectives(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int,
+                   tp: int) -> BucketedDP | ShardedDP | None:
+    """A GPU stage's data-parallel collectives and schedule choices, as _dp_comm_overlapped picks them (ZeRO-3 /
+    FSDP: sharded_dp_setup, else bucketed_dp_setup), priced once for a stage's micro-batch variants (dp_comm_s);
+    None where _dp_comm prices none (dp 1) or prices them its own way (CPU ranks: gloo)."""
+    if dp <= 1 or cluster.device.kind == "cpu":
+        return None
+    if st.engine == "fsdp" or st.zero == 3:
+        return sharded_dp_setup(st, eng, shape, cluster, lk, dp, tp)
+    return bucketed_dp_setup(st, eng, shape, cluster, lk, dp, tp)
+
+
+def dp_comm_s(collectives: BucketedDP | ShardedDP, ga: int, fwd: float, bwd: float,
+              interference: float) -> tuple[float, float]:
+    """_dp_comm's (exposed, total) seconds per step of a stage whose collectives (dp_collectives) are priced
+    already: the same numbers, the same operations."""
+    overlapped = _bucketed_overlap if type(collectives) is BucketedDP else _sharded_overlap
+    (exposed, total), (bytes_exposed, bytes_total) = overlapped(collectives, ga, fwd, bwd, interference)
     if exposed >= total:
         return exposed, total
     return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
