@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
 from scalestudy.engine.cpu_precision import check_precision
+from scalestudy.engine.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
@@ -46,13 +47,15 @@ def threads_per_rank(nproc: int, cuda: bool, cores: int) -> int:
 
 
 def worker_env(nproc: int) -> None:
-    """Environment the workers inherit: threads per rank unless set, CPU DeepSpeed without GPUs."""
+    """Environment the workers inherit: threads per rank unless set; without GPUs CPU DeepSpeed and glibc's malloc
+    thresholds pinned (a step's page faults otherwise depend on what the rank allocated before it)."""
     import torch
 
     cuda = torch.cuda.is_available()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc, cuda, os.cpu_count() or 1)))
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        pin_host_allocator()  # glibc's malloc thresholds as the CPU profile timed them (engine/host_allocator.py)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     pin_ninja()  # the ranks build DeepSpeed's ops with the environment's ninja (engine/op_builds.py)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
