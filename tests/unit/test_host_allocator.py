@@ -1,4 +1,4 @@
-"""glibc malloc's thresholds pinned for CPU ranks and the CPU profile (engine/host_allocator.py): the demo's ZeRO-3
+"""glibc malloc's thresholds pinned for CPU ranks and the CPU profile (scalestudy/host_allocator.py): the demo's ZeRO-3
 trials re-faulted their ~13 MB buffers more often than the profile's timing of the same step, because glibc's
 dynamic thresholds follow what each process freed before (issue 11: ZeRO-3 trials 9-18% slower than predicted)."""
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from scalestudy.costmodel import cpu_profile
-from scalestudy.engine import host_allocator
+from scalestudy import host_allocator
 from scalestudy.errors import ScalestudyError
 
 # three 13 MB buffers held and freed, eight times: the minor page faults per round after the third

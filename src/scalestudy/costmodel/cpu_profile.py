@@ -54,7 +54,7 @@ PROFILE_FORMAT = 14  # 3: tensor/pipeline-parallel overheads;
 #                       "fsdp-<zero>@multi" overheads were measured with the reduce-scatter in the last one only
 #                   13: timings less the run-queue wait other processes caused (engine/cpu_wait.py), the best of
 #                       interleaved repeats, the profile's quality in its note (ProfileQuality)
-#                   14: measured with glibc's malloc thresholds pinned, as the CPU ranks run (engine/host_allocator.py):
+#                   14: measured with glibc's malloc thresholds pinned, as the CPU ranks run (host_allocator.py):
 #                       ZeRO-3's step no longer faults its ~13 MB buffers in again as often as the process's history says
 
 
@@ -223,10 +223,10 @@ def profile_quality(path: Path) -> ProfileQuality | None:
 def _run_profile(path: Path, attempt: int, timeout_s: float, ops) -> None:
     from scalestudy.op_locks import lock_hint
 
-    from scalestudy.engine.host_allocator import pinned_allocator_env
+    from scalestudy.host_allocator import pinned_allocator_env
 
     # glibc's malloc thresholds pinned as the CPU ranks have them (engine/launch.py worker_env): the timed steps'
-    # page faults then do not depend on what the profile's process timed before them (engine/host_allocator.py)
+    # page faults then do not depend on what the profile's process timed before them (scalestudy/host_allocator.py)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **pinned_allocator_env())
     cmd = [sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path), "--attempt", str(attempt)]
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
 from scalestudy.engine.cpu_precision import check_precision
-from scalestudy.engine.host_allocator import pin_host_allocator
+from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
@@ -55,7 +55,7 @@ def worker_env(nproc: int) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc, cuda, os.cpu_count() or 1)))
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        pin_host_allocator()  # glibc's malloc thresholds as the CPU profile timed them (engine/host_allocator.py)
+        pin_host_allocator()  # glibc's malloc thresholds as the CPU profile timed them (scalestudy/host_allocator.py)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
     pin_ninja()  # the ranks build DeepSpeed's ops with the environment's ninja (engine/op_builds.py)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
