@@ -249,11 +249,11 @@ def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, 
     """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step: the bytes exposed as
     _dp_comm_overlapped overlaps them, plus every collective's ring latency (comm.ring_latency / tree_latency: the
     (n-1) dependent hops at NCCL's per-hop constants) in full -- comm.exposed_latency says why."""
-    (exposed, total), (bytes_exposed, bytes_total) = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga,
-                                                                         fwd, bwd, interference)
-    if dp <= 1 or cluster.device.kind == "cpu" or exposed >= total:
-        return exposed, total
-    return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
+    collectives = dp_collectives(st, eng, shape, cluster, lk, dp, tp)
+    if collectives is not None:
+        return dp_comm_s(collectives, ga, fwd, bwd, interference)
+    (exposed, total), _ = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+    return exposed, total  # dp 1, or CPU ranks (gloo): no ring latency beside the bytes
 
 
 def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
@@ -292,6 +292,13 @@ def fsdp_regathers_after_recompute(st: Strategy) -> bool:
     again (torch fsdp/_runtime_utils.py _pre_forward / _post_forward / _pre_backward_hook). The collective
     (_sharded_dp_comm) and, under CPU offload, the host-to-device copy of the shard it starts (optimizer_offload)."""
     return st.engine == "fsdp" and st.zero == 3 and st.recompute == "full" and not early_stop(st)
+
+
+def regathers_on_recompute(st: Strategy, eng) -> bool:
+    """Whether a full recompute gathers each block's parameters once more per micro-batch: the engine re-gathers for
+    its recompute (engines.yaml regather_on_recompute), or FSDP under a reentrant one (fsdp_regathers_after_recompute).
+    The collective (sharded_dp_setup) and, under CPU offload, the copy of the shard it starts (optimizer_offload)."""
+    return st.recompute == "full" and (eng.regather_on_recompute or fsdp_regathers_after_recompute(st))
 
 
 def _sharded_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
@@ -349,7 +356,7 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         reduce *= cpu_collective_rate(cluster.device, "reduce_scatter", psi * grad_b / max(1, nlayers))
     bwd_gathers = 0 if (st.engine == "fsdp" and st.zero == 2) else 1
     fsdp_reentrant = fsdp_regathers_after_recompute(st)
-    if st.recompute == "full" and (eng.regather_on_recompute or fsdp_reentrant):
+    if regathers_on_recompute(st, eng):
         bwd_gathers += 1
     hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
     tables_elems = 0.0
@@ -759,8 +766,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
         if st.engine == "fsdp":
             # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
-            regathers = st.recompute == "full" and (eng.regather_on_recompute or fsdp_regathers_after_recompute(st))
-            gathers = 1 if st.zero == 2 else (3 if regathers else 2)
+            gathers = 1 if st.zero == 2 else (3 if regathers_on_recompute(st, eng) else 2)
             offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
