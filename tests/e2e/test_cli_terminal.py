@@ -151,7 +151,7 @@ def test_tune_table_fits_the_terminal(capsys, monkeypatch, columns):
     assert "communication x1.00 (per engine: deepspeed x3.00" in out  # the refit's terms, one line
 
 
-def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypatch):
+def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypatch, validate_refits_once):
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_cli(capsys, ["validate"])
     # what a table leaves out depends on its longest row id; the headline column always stays, the rest is named
