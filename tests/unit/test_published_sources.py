@@ -478,7 +478,7 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
         fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
-                               "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme",
+                               "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme", "narayanan2021t2",
                                "bigscience2022layouts") or \
             r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
@@ -2316,3 +2316,42 @@ def test_torchtune_rows_are_the_readme_cells_at_their_configs():
     strategy = _setup(offload)[2]
     assert (strategy.engine, strategy.zero, strategy.offload_params, strategy.offload_optimizer) == \
         ("fsdp", 3, "cpu", "cpu")
+
+
+# ---- stop 29 ptdp (2026-12-03): Narayanan et al. 2021 Table 2 (arXiv 2104.04473; the same values in cli99/llm-analysis
+# b60b392f examples/megatron-lm/run_train*.sh): row id -> (GPUs, global batch, micro-batch, TFLOP/s per GPU as published)
+NARAYANAN_TABLE2 = {"narayanan-zero3-530b-640": (640, 2560, 4, 138), "narayanan-zero3-530b-1120": (1120, 2240, 2, 98),
+                    "narayanan-zero3-530b-2240": (2240, 2240, 1, 48),
+                    "narayanan-ptdp-175b-384": (384, 1536, 1, 153), "narayanan-ptdp-175b-768": (768, 1536, 1, 149),
+                    "narayanan-ptdp-175b-1536": (1536, 1536, 1, 141), "narayanan-ptdp-530b-560": (560, 2240, 1, 171),
+                    "narayanan-ptdp-530b-1120": (1120, 2240, 1, 167), "narayanan-ptdp-530b-2240": (2240, 2240, 1, 159)}
+HELD_OUT = HELD_OUT + ("narayanan2021t2",)
+# reached at arrival (HEAD ca83b54, stored constants): 13.3 / 54.3% -- PTD-P -3.3..+2.9% (six rows), ZeRO-3 530B +21.8 /
+# +32.9 / +54.3% at 640 / 1120 / 2240 GPUs (the 175B ZeRO-3 rows of the same table, narayanan2021: +9.0 / +24.1 / +19.7%);
+# docs/costmodel-validation.md, stop 29 ptdp
+NEW_SOURCE_BOUNDS.update({"narayanan2021t2": (0.15, 0.57)})
+
+
+def test_narayanan_table2_rows_are_the_paper_table():
+    """Table 2 at a fixed global batch as the GPUs double: ZeRO-3 (DeepSpeed of early 2021, no model parallelism, no
+    accumulation) on the 529.6B model, PTD-P at model-parallel size 96 (tensor 8 x pipeline 12, 174.6B) and 280 (8 x 35,
+    529.6B), micro-batch 1, Megatron's local DDP and the interleaved schedule; fp16, every layer recomputed."""
+    rows = _rows("throughput", "narayanan2021t2")
+    assert sorted(r["id"] for r in rows) == sorted(NARAYANAN_TABLE2)
+    for r in rows:
+        model, cluster, strategy, workload = _setup(r)
+        gpus, batch, micro, published = NARAYANAN_TABLE2[r["id"]]
+        assert r["published"] == published and r["metric"] == "hardware_tflops_per_device"
+        assert (cluster.world_size, cluster.gpus_per_node, workload.global_batch, strategy.micro_batch) == \
+            (gpus, 8, batch, micro)
+        assert (model.d_model, model.num_layers, model.num_heads) == \
+            ((20480, 105, 128) if "530b" in r["id"] else (12288, 96, 96))
+        assert (model.vocab_size, workload.seq_len, strategy.precision, strategy.recompute) == (51200, 2048, "fp16", "full")
+        if strategy.engine == "deepspeed":  # no model parallelism, no accumulation: micro-batch = batch / GPUs
+            assert (strategy.zero, strategy.tp, strategy.pp, strategy.zero3_fetch) == (3, 1, 1, "per-param-sync")
+            assert gpus * micro == batch
+        else:
+            assert (strategy.engine, strategy.zero, strategy.tp, strategy.overlap_grad_comm) == ("megatron", 0, 8, False)
+            assert strategy.tp * strategy.pp == (280 if "530b" in r["id"] else 96)
+            assert model.num_layers // strategy.pp // strategy.virtual_stages in (1, 2)  # the artifact's layers per chunk
+        assert estimate(model, cluster, strategy, workload).fits
