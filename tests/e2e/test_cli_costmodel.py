@@ -102,7 +102,7 @@ def test_bad_input_one_line_exit_2(capsys, args, needle):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_validate_presets_devices(capsys):
+def test_validate_presets_devices(capsys, validate_refits_once):
     code, out, _ = _run(capsys, "validate", "--json")
     d = json.loads(out)
     assert code == 0 and d["headline"]["sources"] >= 6 and d["headline"]["rows"] >= 40
