@@ -24,7 +24,7 @@ PLOTS = ("step_time", "throughput", "scaling_efficiency", "memory", "predicted_v
 
 
 
-def test_readme_main_command_as_written(tmp_path):
+def test_readme_main_command_as_written(tmp_path, suite_builds_finished):
     scalestudy = Path(sys.executable).with_name("scalestudy")  # the console script `scripts/setup.sh` installs
     assert scalestudy.is_file(), f"{scalestudy} missing: install the package into the venv (scripts/setup.sh)"
     cwd = tmp_path / "newcomer"
