@@ -68,9 +68,10 @@ ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                      "on deepspeed/megatron: torch-softmax (Megatron's fused softmax skipped, PyTorch's "
                                      "fp32 softmax ran); cost model only.")
 OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
-                               help="Optimizer state dtype of engine megatron: engine (fp32 master weights and Adam "
-                                    "moments) | bf16 (NeMo distributed_fused_adam dtype bf16: 6 bytes per parameter "
-                                    "/ dp); cost model only.")
+                               help="Optimizer state dtype of engine megatron / fsdp: engine (fp32 master weights "
+                                    "and Adam moments) | bf16 (megatron: NeMo distributed_fused_adam dtype bf16, 6 "
+                                    "bytes per parameter / dp; fsdp: a bf16 model without mixed precision, torchtune "
+                                    "dtype bf16, 8 bytes per parameter / dp); cost model only.")
 OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                               help="Optimizer kernel launches: engine (a fused update: apex / DeepSpeed FusedAdam, "
                                    "torch fused AdamW) | foreach (torch AdamW's GPU default: 80 B per parameter, "
@@ -85,7 +86,9 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "torch 1.x: "
                                    "AdamW + clip + zero_grad, 10 kernels per tensor) | deepspeed-serial "
                                    "(DeepSpeed ZeRO-1/2 before v0.13.2: overflow sum + norm .item() per gradient "
-                                   "tensor of the rank's partition, 4 kernels + 2 host syncs).")
+                                   "tensor of the rank's partition, 4 kernels + 2 host syncs) | fused (fsdp / "
+                                   "ddp: torch AdamW fused=True -- the engine's update on a GPU, torch's fused CPU "
+                                   "kernel for an FSDP CPU-offloaded step instead of the single-tensor loop).")
 
 
 def _plan_default_train(option, what: str):

@@ -107,11 +107,14 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
+        # optimizer_dtype bf16 (torchtune `dtype: bf16`: the model built in bf16, no mixed-precision policy): the
+        # shards, their gradients and the AdamW moments torch allocates like them are all bf16 (2 + 2 + 4)
+        shard = 2.0 if optimizer_dtype == "bf16" else 4.0
         kept = ACT_BYTES[precision] * psi if zero == 2 else 0.0
         if offload_params != "none":
-            # CPUOffloadPolicy: the fp32 shards, their gradients and the Adam moments live in host memory
-            return kept, 0.0, 0.0, 16.0 * psi / dp, 0.0
-        return 4.0 * psi / dp + kept, 4.0 * psi / dp, 8.0 * psi / dp, 0.0, 0.0
+            # CPUOffloadPolicy: the shards, their gradients and the Adam moments live in host memory
+            return kept, 0.0, 0.0, 4.0 * shard * psi / dp, 0.0
+        return shard * psi / dp + kept, shard * psi / dp, 2.0 * shard * psi / dp, 0.0, 0.0
     w, g, o = zero_model_states(psi, dp, zero, precision)
     if zero == 0 and grad_accum_dtype == "compute" and \
             deepspeed_bf16_wrapper(engine, zero, precision, pp, grad_accum_dtype) == "bf16":

@@ -132,6 +132,10 @@ OPTIMIZER_LOOPS = {
     # AdamW step (80 B) and update_lp_params' copy_ into the bf16 partition (r4 w2): 92 B per partition parameter;
     # per parameter of the stage also STAGE_LOOP_BYTES
     "deepspeed-bf16": ((2, 0), 92.0),
+    # torch AdamW fused=True (torch >= 2.0 on CUDA, >= 2.4 on CPU tensors: _fused_adamw, one kernel per chunk of
+    # tensors reading p, g, m, v and writing p, m, v once, 28 B in fp32): the engine's fused update on a GPU, nothing
+    # added here; what it changes is a CPU-offloaded step's host time (terms.host_adam_slowdown, FSDP's CPU offload)
+    "fused": ((0, 0), 28.0),
 }
 # Bytes per parameter of the whole stage (not the rank's partition) a loop moves beside OPTIMIZER_LOOPS': BF16_Optimizer
 # reads every bf16 gradient for the norm (.float(): r2 w4, .norm: r4) and zeroes the flat bf16 gradient buffer after

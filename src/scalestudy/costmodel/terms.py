@@ -743,6 +743,30 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
 # fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
 # torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
 HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
+# torch's fused CPU AdamW (AdamW(fused=True) on host tensors, torch >= 2.4; the kernel of
+# aten/src/ATen/native/cpu/FusedAdamKernel.cpp) reads param, grad, exp_avg, exp_avg_sq and writes param and both
+# moments once per element: 28 B per fp32 parameter, 14 B when all four are bf16 (Strategy.optimizer_dtype bf16 on
+# fsdp: torchtune's `dtype: bf16`; the kernel computes in fp32 registers), against the ~30 B of DeepSpeed's CPU-Adam
+# that cpu_adam_params_per_s times (its fp16 copy included), at the same memory-bound host rate. MEASURED
+# (benchmarks/bench_cpu_adamw.py, this project's AVX2 host, torch 2.13 / DeepSpeed 0.19.8, one Llama layer's FSDP
+# shard, one thread): fused fp32 0.93 x DeepSpeed CPU-Adam's time (= 28 / 30); the single-tensor loop torch picks for
+# host tensors 5.72 x (ZeRO-Offload's 6.4, engines.yaml host_adam_slowdown); fused bf16 1.46 x -- one thread is
+# compute-bound on the bf16 <-> fp32 conversions (257 M parameters/s per thread vs CPU-Adam's 375 M). A whole host
+# is not: torchtune gives each of 8 ranks cpu_count / 8 threads (training.set_torch_num_threads), so a DGX A100's
+# 128 cores convert ~33e9 parameters/s while its memory feeds 219 GB/s (7.3e9 x 30 B) / 14 B = 15.6e9: bytes bind.
+HOST_FUSED_ADAMW_BYTES = {"engine": 28.0, "bf16": 14.0}  # by Strategy.optimizer_dtype
+# Bytes per parameter of FSDP's host shard and its gradient (CPUOffloadPolicy copies each up per gather, down per
+# reduce-scatter): fp32 under mixed precision, bf16 when the parameters themselves are bf16 (optimizer_dtype bf16)
+FSDP_SHARD_BYTES = {"engine": 4.0, "bf16": 2.0}
+
+
+def host_adam_slowdown(st: Strategy, eng) -> float:
+    """The host optimizer's time per parameter over DeepSpeed CPU-Adam's (the device YAML's cpu_adam_params_per_s) on
+    a GPU host: torch's fused CPU AdamW when an FSDP / DDP run asks for it (optimizer_loop fused), else the engine's
+    measured host slowdown (engines.yaml host_adam_slowdown: FSDP's single-tensor torch AdamW, whatever the dtype)."""
+    if st.optimizer_loop == "fused":
+        return HOST_FUSED_ADAMW_BYTES[st.optimizer_dtype] / OPTIMIZER_BYTES["bf16"]
+    return eng.host_adam_slowdown
 # The measured slowdowns of the engines' host code -- ZeRO-3's pageable upload (DeepSpeed PR #5301), unbound ranks
 # sharing a host (PR #7474), torch AdamW against DeepSpeed's CPU-Adam (ZeRO-Offload Sec. 6.2.4) -- are per-engine data:
 # engines.yaml host_adam_slowdown, unbound_ranks_host_adam_slowdown, zero3_upload_slowdown(_one_gpu), with their sources.
@@ -762,12 +786,13 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     if st.offload_optimizer != "none":
         opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
         if dev.kind != "cpu":  # CPU profiles measure their ranks and their torch AdamW
-            opt_s *= eng.host_adam_slowdown * (eng.unbound_ranks_host_adam_slowdown if ranks_per_node > 1 else 1.0)
+            unbound = eng.unbound_ranks_host_adam_slowdown if ranks_per_node > 1 else 1.0
+            opt_s *= host_adam_slowdown(st, eng) * unbound
         if st.engine == "fsdp":
-            # CPUOffloadPolicy: every gather copies the fp32 shard to the device, every reduce-scatter copies the
+            # CPUOffloadPolicy: every gather copies the host shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
             gathers = 1 if st.zero == 2 else (3 if regathers_on_recompute(st, eng) else 2)
-            offload_s = ga * (gathers + 1) * 4.0 * local / dev.pcie_bytes_per_s
+            offload_s = ga * (gathers + 1) * FSDP_SHARD_BYTES[st.optimizer_dtype] * local / dev.pcie_bytes_per_s
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
                                                           ranks_per_node, eng)

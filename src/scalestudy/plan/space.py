@@ -92,7 +92,7 @@ class Constraints:
     zero1_all_reduce: bool | None = None  # None: the engine's default (strategy.zero1_all_reduce_default)
     kernels: str = TRAINED  # Strategy.kernels, kept fixed (not searched); "train": what train runs (eager)
     # the other cost-model-only software options (specs/strategy.py), kept fixed; optimizer_dtype describes engine
-    # megatron, searched only when --engine names it
+    # megatron / fsdp, searched only when --engine names them
     grad_reduce: str = "engine"
     recompute_early_stop: str = TRAINED  # "train": the value train runs (specs/run.as_trained); else as given
     cross_entropy: str = TRAINED
@@ -131,9 +131,10 @@ class Constraints:
                                   "--attention eager and --engine deepspeed and/or megatron")
         if self.tp_comm_overlap and not self.sequence_parallel and (not self.tp or max(self.tp) > 1):
             Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
-        if self.optimizer_dtype != "engine" and set(self.engines) != {"megatron"}:
-            raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer: "
-                                  "it needs --engine megatron")
+        dtype_engines = {"megatron", "fsdp"}  # Strategy's rule: megatron's optimizer, or a bf16 model under fsdp
+        if self.optimizer_dtype != "engine" and not (self.engines and set(self.engines) <= dtype_engines):
+            raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer "
+                                  "or a bf16 model under fsdp: it needs --engine megatron and/or fsdp")
         if self.grad_accum_dtype not in ("engine", TRAINED) and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError(f"--grad-accum-dtype {self.grad_accum_dtype} describes DeepSpeed's "
                                   "data_types.grad_accum_dtype: it needs --engine deepspeed")

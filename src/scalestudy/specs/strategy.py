@@ -88,7 +88,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      (specs/run.TRAIN_SOFTWARE).
 - optimizer_dtype:   the dtype of engine megatron's optimizer state: "engine" (fp32 master weights and Adam moments)
                      or "bf16" (NeMo's distributed_fused_adam with `dtype: bf16`: apex DistributedFusedAdam keeps its
-                     parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py).
+                     parameter shard and both moments in bf16, 6 bytes per parameter / dp; costmodel/memory.py);
+                     on fsdp "bf16" is a model built in bf16 with no mixed-precision policy (torchtune `dtype:
+                     bf16`): shards, gradients and AdamW moments all bf16, 8 bytes per parameter / dp, and under
+                     CPU offload 2-byte shard copies and a 14-byte fused host step (costmodel/terms.py).
                      Cost model only: `train` runs "engine".
 - optimizer_loop:    how the optimizer step launches its kernels (costmodel/step.optimizer_loop_s): "engine" (fused /
                      multi-tensor: apex / DeepSpeed FusedAdam, torch AdamW foreach or fused, the default), "per-tensor"
@@ -107,7 +110,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      overflow check read back, a norm, the fp32 gradient copy, unscale and the copy back, around the
                      foreach step) or "deepspeed-bf16" (a DeepSpeed bf16 pipeline at ZeRO-0 around a client
                      optimizer, BF16_Optimizer: a norm per tensor of the stage, then the foreach step on the rank's
-                     1/dp flat fp32 partition, its gradient cast to fp32 and the bf16 copy back).
+                     1/dp flat fp32 partition, its gradient cast to fp32 and the bf16 copy back) or "fused" (fsdp /
+                     ddp: torch AdamW fused=True -- on a GPU the engine's fused update; under FSDP's CPU offload the
+                     host step runs torch's fused CPU kernel (torch >= 2.4; torchtune's offload recipes) instead of
+                     the single-tensor loop torch picks for host tensors: terms.host_adam_slowdown).
                      `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "deepspeed-bf16" on a
                      DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam):
                      specs/run.TRAIN_SOFTWARE, deepspeed_optimizer_wrapper.
@@ -222,9 +228,9 @@ CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear"
 ATTENTION_KERNELS = ("engine", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
-OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron (costmodel/memory.py)
+OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
-                   "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16")  # costmodel/step.py
+                   "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16", "fused")  # costmodel/step.py
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
@@ -277,7 +283,7 @@ class Strategy:
     recompute_early_stop: str = "engine"  # checkpoint early stop under full recompute (cost model only)
     cross_entropy: str = "engine"  # loss kernel over the logits (cost model only, see the module docstring)
     attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
-    optimizer_dtype: str = "engine"  # engine megatron's optimizer state dtype (cost model only)
+    optimizer_dtype: str = "engine"  # engine megatron / fsdp optimizer state dtype (cost model only)
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
@@ -307,9 +313,10 @@ class Strategy:
             value = getattr(self, name)
             if value not in allowed:  # check_choice words the refusal (a call per field cost plan 1.2 us a strategy)
                 check_choice(name, value, allowed)
-        if self.optimizer_dtype != "engine" and self.engine != "megatron":
+        if self.optimizer_dtype != "engine" and self.engine not in ("megatron", "fsdp"):
             raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
-                                  f"(NeMo distributed_fused_adam), not {self.engine}")
+                                  f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
+                                  f"not {self.engine}")
         if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or self.engine not in (
                 "deepspeed", "megatron")):
             raise ScalestudyError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
@@ -324,6 +331,9 @@ class Strategy:
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
             raise ScalestudyError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
                                   f"overflow and norm checks), not {self.engine}")
+        if self.optimizer_loop == "fused" and self.engine not in ("fsdp", "ddp"):
+            raise ScalestudyError(f"optimizer_loop fused describes torch AdamW(fused=True) on the torch-native "
+                                  f"engines (fsdp, ddp), not {self.engine}")
         if self.optimizer_loop == "deepspeed-unfused" and (self.engine, self.zero) != ("deepspeed", 0):
             raise ScalestudyError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
                                   f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}")
