@@ -46,7 +46,7 @@ def test_relative_spec_and_output_from_another_cwd_ok_and_timeout(tmp_path):
         train_options: {text_field: body, vocab_size: 1000}
         include:
           # 2 ranks training far longer than their timeout: killed (launcher and both ranks) and recorded TIMEOUT
-          - {nproc: 2, steps: 100000, timeout_s: 25}
+          - {nproc: 2, steps: 100000, timeout_s: 15}
     """))
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
@@ -61,7 +61,7 @@ def test_relative_spec_and_output_from_another_cwd_ok_and_timeout(tmp_path):
     rows = {r["nproc"]: dict(r) for r in con.execute("SELECT * FROM trials")}
     assert len(rows) == 2
     ok, hung = rows[1], rows[2]
-    assert hung["status"] == "TIMEOUT" and 25 <= hung["wall_s"] < 60
+    assert hung["status"] == "TIMEOUT" and 15 <= hung["wall_s"] < 50
     assert ok["status"] == "OK", ok["error_tail"]
     # measured summary, per-step metrics, prediction and scaling-fit columns
     assert ok["step_s"] > 0 and ok["tokens_per_s"] > 0 and ok["peak_mem_bytes"] > 0
