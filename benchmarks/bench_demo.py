@@ -68,7 +68,7 @@ def main() -> None:
         if line.startswith("- Cost model step time"):
             print(line[2:])
     for line in res.stdout.splitlines():
-        if "other processes kept" in line or "s/step with others using" in line or "stayed as busy" in line:
+        if "other processes disturbed" in line or "s/step disturbed by" in line or "stayed as busy" in line:
             print(line.strip())
     print(f"verdict: {'PASS' if wall < BUDGET_S else 'FAIL'} ({wall / 60:.1f} min vs 10 min budget)")
     if not args.keep and args.output is None:

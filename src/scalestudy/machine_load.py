@@ -12,6 +12,14 @@ re-measures a trial that others disturbed (study/demo.py).
 softirq, steal -- steal is the hypervisor running other guests on our cores) and this process tree's CPU seconds (its
 own and every live descendant's user + system time, each with its reaped children's: a rank's seconds move into its
 launcher's when it exits, so the sum never drops); their difference is what other processes used.
+
+Busy time saturates at the core count: it cannot say how many other runnable threads queue for the cores, and under a
+steady load the scheduler gives each runnable thread a fair share (here 2026-12-03, load ~4.8 on 2 cores: others
+kept only 1.0-1.6 cores busy, yet the demo's trials ran 2.2-2.4x slow, as a fair share over ~3.3 others' threads
+predicts). So the meter also reads, each sample, the run-queue wait of every thread of this process's descendants
+(/proc/<pid>/task/<tid>/schedstat, second field: "time spent waiting on a runqueue", ns;
+Documentation/scheduler/sched-stats.rst) -- what a trial's ranks lost to others, however many queued -- and the
+machine's runnable threads (/proc/stat procs_running), which say whether the machine is calm before a trial starts.
 """
 
 from __future__ import annotations
@@ -51,36 +59,89 @@ def _stat_fields(pid: str) -> list[str] | None:
     return text[text.rfind(b")") + 2:].split()
 
 
-def tree_cpu_s(root: int | None = None) -> float:
-    """CPU seconds of process `root` (default: this one) and its live descendants, each counting its reaped
-    children's (utime + stime + cutime + cstime; /proc/<pid>/stat fields 14-17)."""
-    root = os.getpid() if root is None else root
+def _process_table() -> tuple[dict[int, list[int]], dict[int, float]]:
+    """({parent pid: child pids}, {pid: CPU seconds incl. reaped children's}) of every process in /proc."""
     children: dict[int, list[int]] = {}
     cpu: dict[int, float] = {}
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return 0.0
+        return children, cpu
     for pid in pids:
         fields = _stat_fields(pid)
         if fields is None or len(fields) < 15:
             continue
         children.setdefault(int(fields[1]), []).append(int(pid))
         cpu[int(pid)] = sum(int(x) for x in fields[11:15]) / _TICK
-    total, todo = 0.0, [root]
+    return children, cpu
+
+
+def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
+    found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0.0)
+        found.append(pid)
         todo += children.get(pid, [])
-    return total
+    return found
+
+
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds of process `root` (default: this one) and its live descendants, each counting its reaped
+    children's (utime + stime + cutime + cstime; /proc/<pid>/stat fields 14-17)."""
+    root = os.getpid() if root is None else root
+    children, cpu = _process_table()
+    return sum(cpu.get(pid, 0.0) for pid in [root, *_descendants(root, children)])
+
+
+def process_wait_s(pid: int) -> float | None:
+    """Seconds all threads of process `pid` have spent runnable but not running (None: gone or not reported)."""
+    total, found = 0.0, False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                total += int(fh.read().split()[1]) * 1e-9
+            found = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total if found else None
+
+
+def runnable_threads() -> int | None:
+    """Threads runnable on the machine right now, the reader included (/proc/stat procs_running)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 Sample = tuple[float, float, float]  # (time, machine busy CPU s, this process tree's CPU s)
+# (time, runnable threads on the machine or None, {descendant pid: its threads' run-queue wait s})
+QueueSample = tuple[float, "int | None", dict]
 
 
 def _sample() -> Sample | None:
     busy = machine_busy_s()
     return None if busy is None else (time.time(), busy, tree_cpu_s())
+
+
+def _samples() -> tuple[Sample | None, QueueSample]:
+    """Both samples from one walk of /proc (a walk is ~4 ms of CPU on this 2-core machine; the meter takes one a
+    second)."""
+    now, busy, runnable = time.time(), machine_busy_s(), runnable_threads()
+    children, cpu = _process_table()
+    root = os.getpid()
+    tree = _descendants(root, children)
+    waits = {pid: w for pid in tree for w in [process_wait_s(pid)] if w is not None}
+    ours = sum(cpu.get(pid, 0.0) for pid in [root, *tree])
+    return (None if busy is None else (now, busy, ours)), (now, runnable, waits)
 
 
 def _others_cores_between(a: Sample, b: Sample) -> float:
@@ -90,20 +151,24 @@ def _others_cores_between(a: Sample, b: Sample) -> float:
 
 
 class OthersMeter:
-    """Samples (time, machine busy s, this tree's s) in a daemon thread; `others_cores(t0, t1)` is the average
-    number of cores other processes kept busy between two times (None where /proc/stat is unreadable or the span
+    """Samples, in a daemon thread every `interval_s`, (time, machine busy s, this tree's s) into `samples` and
+    (time, runnable threads, {descendant pid: run-queue wait s}) into `queue_samples`. `others_cores(t0, t1)`: the
+    average number of cores other processes kept busy between two times; `queued_threads(t0, t1)`: the average
+    number of this process's descendants' threads waiting for a CPU (None where the kernel does not say or the span
     holds fewer than two samples)."""
 
     def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
         self.samples: list[Sample] = []
+        self.queue_samples: list[QueueSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        sample = _sample()
+        sample, queue_sample = _samples()
         if sample is not None:
             self.samples.append(sample)
+        self.queue_samples.append(queue_sample)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -126,14 +191,40 @@ class OthersMeter:
             return None
         return _others_cores_between(inside[0], inside[-1])
 
+    def queued_threads(self, t0: float, t1: float) -> float | None:
+        """Run-queue seconds this tree's descendants' threads gained between t0 and t1, per second: each process
+        counted from its first to its last sample inside the span (a rank that exits or starts inside it counts for
+        the part it lived; its wait only grows)."""
+        inside = [q for q in self.queue_samples if t0 <= q[0] <= t1]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        first: dict[int, float] = {}
+        last: dict[int, float] = {}
+        for _, _, waits in inside:
+            for pid, waited in waits.items():
+                first.setdefault(pid, waited)
+                last[pid] = waited
+        seen_twice = [pid for pid in last if sum(pid in q[2] for q in inside) >= 2]
+        if not seen_twice:
+            return None
+        return sum(last[pid] - first[pid] for pid in seen_twice) / (inside[-1][0] - inside[0][0])
+
+    def others_runnable(self, t0: float, t1: float) -> float | None:
+        """Average runnable threads on the machine between t0 and t1 less the sampling thread itself: others'
+        demand for cores while this tree runs nothing (the wait before a re-measurement)."""
+        counts = [q[1] for q in self.queue_samples if t0 <= q[0] <= t1 and q[1] is not None]
+        return None if len(counts) < 2 else max(0.0, sum(counts) / len(counts) - 1.0)
+
     def wait_quiet(self, allowed_cores: float, max_wait_s: float, window_s: float = 2.0) -> bool:
-        """Wait (at most `max_wait_s`) until other processes kept at most `allowed_cores` busy over the last
-        `window_s`; whether they did."""
+        """Wait (at most `max_wait_s`) until, over the last `window_s`, other processes kept at most
+        `allowed_cores` busy and had at most that many threads runnable (busy time alone cannot see a queue);
+        whether they did."""
         deadline = time.time() + max_wait_s
         while True:
             now = time.time()
             used = self.others_cores(now - window_s - self.interval_s, now)
-            if used is not None and used <= allowed_cores:
+            queued = self.others_runnable(now - window_s - self.interval_s, now)
+            if used is not None and used <= allowed_cores and (queued is None or queued <= allowed_cores):
                 return True
             if now >= deadline:
                 return False

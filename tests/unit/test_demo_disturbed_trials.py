@@ -12,7 +12,7 @@ import pytest
 
 from scalestudy.study import demo
 from scalestudy.study.demo import DEMO_SPEC, allowed_others, remeasure_disturbed
-from scalestudy.machine_load import OthersMeter, machine_busy_s, tree_cpu_s
+from scalestudy.machine_load import OthersMeter, machine_busy_s, process_wait_s, runnable_threads, tree_cpu_s
 from scalestudy.study.spec import parse_spec
 from scalestudy.study.store import Store
 
@@ -57,13 +57,21 @@ def _store_with(tmp_path, spec):
 
 
 class FakeMeter:
-    """others_cores by trial window; every later window (a re-measurement) says `later`."""
+    """others_cores by trial window; every later window (a re-measurement) says `later`; the ranks' run-queue wait
+    unknown unless `queued` gives it by trial window (`queued_later` for a re-measurement)."""
 
-    def __init__(self, by_start: dict, later: float, quiet: bool = True):
+    def __init__(self, by_start: dict, later: float, quiet: bool = True, queued: dict | None = None,
+                 queued_later: float | None = None):
         self.by_start, self.later, self.quiet, self.waits, self.asked = by_start, later, quiet, 0, []
+        self.queued, self.queued_later = queued, queued_later
 
     def others_cores(self, t0, t1):
         return self.by_start.get(t0, 0.0) if t0 < 1000 else self.later
+
+    def queued_threads(self, t0, t1):
+        if self.queued is None:
+            return None
+        return self.queued.get(t0, 0.0) if t0 < 1000 else self.queued_later
 
     def wait_quiet(self, allowed, max_wait_s):
         self.waits += 1
@@ -174,3 +182,66 @@ def test_disturbed_means_during_the_timed_steps_not_during_start_up(monkeypatch)
     early = _meter_with_others(set(range(2, 8)), ranks=2)
     assert early.others_cores(0.0, 20.0) > allowed_others(2)  # whole run: 12 core-s over 20 s
     assert demo.disturbance(row, early, metrics) <= 0
+
+
+def test_queued_threads_is_the_descendants_run_queue_wait_per_second():
+    """Each process counts from its first to its last sample in the span: one that exits (or starts) inside it adds
+    the wait it gained while sampled; its disappearance is not a negative wait."""
+    meter = OthersMeter()
+    meter.queue_samples = [(0.0, 3, {11: 1.0, 12: 5.0}), (1.0, 3, {11: 1.5, 12: 5.5}),
+                           (2.0, 3, {11: 2.0, 13: 0.0}), (4.0, 3, {11: 3.0, 13: 0.4})]
+    # pid 11: 2.0 s over 4 s; pid 12 (exits after 1 s): 0.5 s; pid 13 (starts at 2 s): 0.4 s
+    assert meter.queued_threads(0.0, 4.0) == pytest.approx((2.0 + 0.5 + 0.4) / 4.0)
+    assert meter.queued_threads(0.5, 1.5) is None  # one sample: unknown, not calm
+    meter.queue_samples = [(0.0, 3, {}), (1.0, 3, {})]  # the kernel reports no wait: unknown
+    assert meter.queued_threads(0.0, 1.0) is None
+
+
+def test_ranks_waiting_in_a_queue_disturb_a_trial_that_busy_time_calls_calm(monkeypatch):
+    """At load ~4.8 others kept 1.0-1.6 of 2 cores busy: within what a 1-rank trial tolerates (1.25), yet a fair
+    share over their ~3.3 runnable threads left the rank queued more than half the time."""
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    row, metrics = _trial_with_steps(1)
+    meter = _meter_with_others(set(), ranks=1)
+    for t, (_, busy, ours) in enumerate(meter.samples):  # others 1.2 cores busy throughout
+        meter.samples[t] = (float(t), busy + 1.2 * t, ours)
+        meter.queue_samples.append((float(t), 5, {101: 0.55 * t}))  # the rank waits 0.55 s a second
+    assert meter.others_cores(*demo.timed_window(row, metrics)) < allowed_others(1)
+    assert demo.disturbance(row, meter, metrics) == pytest.approx(0.55 - demo.QUEUED_SLACK)
+    calm = _meter_with_others(set(), ranks=1)
+    calm.queue_samples = [(float(t), 1, {101: 0.01 * t}) for t in range(31)]
+    assert demo.disturbance(row, calm, metrics) <= 0
+
+
+def test_a_queued_trial_is_measured_again_and_kept_only_when_it_waited_less(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    spec = parse_spec(dict(DEMO_SPEC), "demo")
+    _store_with(tmp_path, spec)
+    ws1 = [i for i, t in enumerate(spec.trials) if t.world_size == 1]
+    for queued_later, kept_new in ((0.02, True), (0.8, False)):
+        meter = FakeMeter({}, later=0.0, queued={10.0 * ws1[0]: 0.6}, queued_later=queued_later)
+        runs, run = _rerun(tmp_path, 0.05)
+        kept = remeasure_disturbed(spec, tmp_path, meter, run=run)
+        assert runs == [spec.trials[ws1[0]].label]
+        assert kept == ([spec.trials[ws1[0]].label] if kept_new else [])
+
+
+def test_waiting_for_quiet_needs_few_runnable_threads_too(monkeypatch):
+    """Others' busy cores within the allowance but 3 threads runnable besides the sampler: not quiet."""
+    meter = OthersMeter(interval_s=0.01)
+    now = [100.0]
+    monkeypatch.setattr("scalestudy.machine_load.time.time", lambda: now[0])
+    monkeypatch.setattr("scalestudy.machine_load.time.sleep", lambda s: now.__setitem__(0, now[0] + s))
+    meter.samples = [(97.0 + i, 10.0 + 0.2 * i, 0.0) for i in range(4)]  # 0.2 cores busy
+    meter.queue_samples = [(97.0 + i, 4, {}) for i in range(4)]
+    assert meter.wait_quiet(0.25, max_wait_s=0.0) is False
+    meter.queue_samples = [(97.0 + i, 1, {}) for i in range(4)]
+    assert meter.wait_quiet(0.25, max_wait_s=0.0) is True
+
+
+@pytest.mark.skipif(not LINUX_PROC, reason="Linux /proc needed")
+def test_this_process_run_queue_wait_and_the_runnable_count_are_read():
+    waited = process_wait_s(os.getpid())
+    assert waited is not None and waited >= 0.0
+    assert process_wait_s(os.getpid()) >= waited  # it only grows
+    assert runnable_threads() >= 1  # the reader itself runs
