@@ -20,6 +20,14 @@ predicts). So the meter also reads, each sample, the run-queue wait of every thr
 (/proc/<pid>/task/<tid>/schedstat, second field: "time spent waiting on a runqueue", ns;
 Documentation/scheduler/sched-stats.rst) -- what a trial's ranks lost to others, however many queued -- and the
 machine's runnable threads (/proc/stat procs_running), which say whether the machine is calm before a trial starts.
+
+Where the kernel groups processes by session (CONFIG_SCHED_AUTOGROUP, /proc/sys/kernel/sched_autogroup_enabled = 1,
+as here), the CPU is shared fairly between busy sessions first and between a session's threads second, and nice acts
+only inside a session (man 7 sched, "The autogroup feature"): a 2-rank demo trial started at nice -10 beside others'
+sessions (2026-12-03, load ~7, procs_running 9.3) still waited 0.82-1.02 s per rank-second and stepped 2.5-4x slower
+than predicted. So a count of runnable threads is only a rough measure of what a trial will get (one session's many
+threads weigh as one), and renicing either side changes nothing across sessions; the ranks' own run-queue wait is
+what they lost either way.
 """
 
 from __future__ import annotations
