@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate, groupby
+from operator import itemgetter
 
 from scalestudy.costmodel.comm import gather_parts
 from scalestudy.costmodel.engines import engine_comm
@@ -199,8 +201,9 @@ def _forward_modules(m: ModelSpec, tp: int) -> list[tuple[object, list[float], i
     for n_stack, (decoder, layers) in enumerate(stacks):
         if n_stack:
             out.append((*emb, -1))
+        modules = _block_modules(m, decoder, tp)  # every block of the stack alike (their lists shared, read only)
         for _ in range(layers):
-            out += [((block, j), mod, block) for j, mod in enumerate(_block_modules(m, decoder, tp))]
+            out += [((block, j), mod, block) for j, mod in enumerate(modules)]
             block += 1
         out.append((("norm", n_stack), [m.d_model], -1))
     out.append(("head", [pc.lm_head / tp], -1) if pc.lm_head else (*emb, -1))
@@ -230,47 +233,52 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
     if threshold is None:
         threshold = engine_comm("deepspeed").param_persistence_threshold
     fwd = _forward_modules(m, tp)
-    trace = [(key, ts, True) for key, ts, _ in fwd]
-    bwd = list(reversed(fwd))
-    i = 0
-    while i < len(bwd):  # backward, with each block's recompute forward before it
-        key, ts, blk = bwd[i]
-        end = i + 1
-        if blk >= 0:  # a block's modules are consecutive (_forward_modules)
-            while end < len(bwd) and bwd[end][2] == blk:
-                end += 1
-        run = bwd[i:end]
+    numel, part = {}, {}  # a module's elements, its gathered ones (its tensors over the threshold)
+    sums: dict = {}  # the same of each tensor list, once per list (_forward_modules shares a stack's)
+    for key, ts, _ in fwd:
+        both = sums.get(id(ts))
+        if both is None:
+            both = sums[id(ts)] = (sum(ts), sum([x for x in ts if x > threshold]))
+        numel[key], part[key] = both
+    trace = [key for key, _, _ in fwd]  # the forward, then the backward in reverse, each block's recompute before it
+    for blk, run in groupby(reversed(fwd), key=itemgetter(2)):  # a block's modules are consecutive
+        keys = [key for key, _, _ in run]
         if blk >= 0 and full_recompute:
-            trace += [(k, t, False) for k, t, _ in reversed(run)]
-        trace += [(k, t, False) for k, t, _ in run]
-        i = end
-    numel = [sum(ts) for _, ts, _ in trace]
-    before = [0.0]
-    for n in numel:
-        before.append(before[-1] + n)
-    next_at, last = [len(trace)] * len(trace), {}
-    for i in range(len(trace) - 1, -1, -1):
-        next_at[i] = last.get(trace[i][0], len(trace))
-        last[trace[i][0]] = i
+            trace += reversed(keys)
+        trace += keys
+    end, forward_end = len(trace), len(fwd)
+    before = list(accumulate(map(numel.__getitem__, trace), initial=0.0))  # elements traversed before module i
+    next_at, last = [end] * end, {}
+    for i in range(end - 1, -1, -1):
+        key = trace[i]
+        next_at[i] = last.get(key, end)
+        last[key] = i
+    # released after module i: the coordinator reaches the module's next use j only when the modules between stay
+    # under the distance
+    released = [j == end or before[j] - after >= reuse_elems for j, after in zip(next_at, before[1:])]
     held: dict = {}
-    gathered = [0.0, 0.0]
-    kept = restart = 0.0
-    parts: dict = {}  # a module's gathered elements (its tensors over the threshold), once per module
-    for i, (key, ts, forward) in enumerate(trace):
-        part = parts.get(key)
-        if part is None:
-            part = parts[key] = sum(x for x in ts if x > threshold)
-        if key not in held and part:
-            gathered[0 if forward else 1] += part
-            held[key] = part
-            if forward and 0 < i < len(fwd) and fwd[i][2] < 0:  # a table after the first (zero3.Zero3Reuse)
-                restart += part
-        j = next_at[i]  # the coordinator reaches module j when the modules between stay under the distance
-        if j == len(trace) or before[j] - before[i + 1] >= reuse_elems:
+    forward_elems = restart = 0.0
+    for i in range(forward_end):
+        key = trace[i]
+        gathered = part[key]
+        if gathered and key not in held:
+            held[key] = gathered
+            forward_elems += gathered
+            if i and fwd[i][2] < 0:  # a table after the first (zero3.Zero3Reuse)
+                restart += gathered
+        if released[i]:
             held.pop(key, None)
-        if forward and (i + 1 == len(trace) or not trace[i + 1][2]):
-            kept = sum(held.values())
-    return Zero3Reuse(gathered[0], gathered[1], kept, restart)
+    kept = sum(held.values())  # the backward starts: what the forward left gathered
+    backward_elems = 0.0
+    for i in range(forward_end, end):
+        key = trace[i]
+        gathered = part[key]
+        if gathered and key not in held:
+            held[key] = gathered
+            backward_elems += gathered
+        if released[i]:
+            held.pop(key, None)
+    return Zero3Reuse(forward_elems, backward_elems, kept, restart)
 
 
 @lru_cache(maxsize=None)
