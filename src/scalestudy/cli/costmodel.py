@@ -420,4 +420,11 @@ def devices() -> None:
         peaks = " ".join(f"{k}:{v / 1e12:g}" for k, v in d.peak_flops.items())
         t.add_row(f"{name} ({d.kind})", f"{d.memory_bytes / GIB:,.1f}", peaks, f"{d.hbm_bytes_per_s / 1e9:,.0f}",
                   f"{d.intra_node_bytes_per_s / 1e9:,.1f}", f"{d.inter_node_bytes_per_s / 1e9:,.2f}")
-    Console().print(t)
+    console = Console()
+    console.print(t)
+    # The bandwidth columns are model inputs (specs/hardware.Device), not link specs: say their convention.
+    console.print("memory GiB = 2^30 bytes per device; dense peak = TFLOP/s per device without sparsity, per "
+                  "precision; GB/s = 1e9 bytes/s per device, one direction: HBM = device memory (a CPU: its DRAM), "
+                  "intra = to the other devices of its node (NVLink / NVSwitch / shared memory), inter = its share "
+                  "of the node's NICs; intra / inter are the achievable collective (bus) rates the cost model "
+                  "uses, below the links' nominal ones", highlight=False)

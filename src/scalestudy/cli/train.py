@@ -277,10 +277,11 @@ def _print_summary(s: dict, output: str) -> None:
         f"per rank, MFU {fmt(mfu, '.1f')}%\n"
         f"  {s['mfu_convention']}; peak: {s['mfu_peak_source']}\n"
         f"  peak memory per rank: {s['peak_mem_bytes'] / 2**20:,.1f} MiB ({s['memory_convention']}); "
-        f"peak RSS {s['peak_rss_bytes'] / 2**20:,.1f} MiB\n"
-        f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb",
-        highlight=False, soft_wrap=True,
+        f"peak RSS {s['peak_rss_bytes'] / 2**20:,.1f} MiB",
+        highlight=False,  # prose: wrapped at spaces to the terminal, so no unit is cut where the terminal folds it
     )
+    console.print(f"  wrote {output}/metrics.jsonl, {output}/summary.json, {output}/tb", highlight=False,
+                  soft_wrap=True)  # paths stay whole
 
 
 def _set_options(items: list[str]) -> dict:

@@ -1,0 +1,71 @@
+"""The README's commands in an 80-column terminal, as a newcomer runs them: every line fits, no unit is cut where the
+terminal would fold a line, and every figure says its unit and convention. In-process CLI, one table of cases."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from _cli import run_cli
+
+# A 2-rank t5-tiny FSDP run's summary.json on a 2-core CPU (the README's `train` example, engine fsdp), the fields
+# `scalestudy train` prints at its end.
+TRAIN_SUMMARY = {
+    "strategy_label": "fsdp-z2 tp1 pp1 mb4 fp32", "model": "t5-tiny", "world_size": 2, "device": "cpu", "steps": 50,
+    "final_loss": 5.1683, "measured_steps": 48, "warmup_steps_excluded": 2, "median_step_s": 1.7259,
+    "median_tokens_per_s": 1483.3, "median_samples_per_s": 9.2706, "median_model_tflops": 0.003864,
+    "median_mfu": 0.19168,
+    "mfu_convention": "MFU = model FLOPs per optimizer step / (devices x dense peak FLOP/s of the precision the "
+                      "matmuls run in x seconds per step); model FLOPs = 3 x forward (backward = 2 x forward), 2 "
+                      "FLOPs per multiply-add of every matmul: weights, attention scores and values over the full "
+                      "square, LM head; encoder and decoder at their own lengths; no recomputation",
+    "mfu_peak_source": "measured fp32 matmul on this CPU rank (20.2 GFLOP/s, 1 thread(s))",
+    "peak_mem_bytes": 26228944,
+    "memory_convention": "bytes of this rank's parameter + gradient + optimizer-state storages (counted tensors; "
+                         "max over ranks); rss_bytes = process resident set size (max over ranks)",
+    "peak_rss_bytes": 651939840,
+}
+
+
+def test_train_summary_wraps_its_prose_at_spaces_and_keeps_paths_whole(capsys, monkeypatch):
+    """The summary was printed unwrapped (lines of 130-420 characters): an 80-column terminal folded them mid-word,
+    e.g. 'TFLOP/s' or 'MiB' across two lines."""
+    from scalestudy.cli import train as train_cli
+
+    monkeypatch.setenv("COLUMNS", "80")
+    output = "runs/a-long-output-directory-name-for-this-fsdp-zero-2-run-on-two-ranks-of-this-cpu"
+    train_cli._print_summary(TRAIN_SUMMARY, output)
+    lines = capsys.readouterr().out.splitlines()
+    wrote = [line for line in lines if line.lstrip().startswith("wrote ")]
+    assert len(wrote) == 1 and f"{output}/metrics.jsonl" in wrote[0]  # a path is never split
+    assert all(len(line) <= 80 for line in lines if line not in wrote)
+    text = " ".join(line.strip() for line in lines)
+    for phrase in ("final loss 5.1683 nats/token", "1.726 s/step", "1,483 tokens/s", "0.0039 model TFLOP/s per rank",
+                   "MFU 19.2%", "peak memory per rank: 25.0 MiB", "peak RSS 621.7 MiB",
+                   "dense peak FLOP/s of the precision", "(20.2 GFLOP/s, 1 thread(s))"):
+        assert phrase in text
+
+
+def test_devices_states_the_convention_of_every_column(capsys, monkeypatch):
+    """`scalestudy devices` printed 'intra GB/s' / 'inter GB/s' with no convention: per device or per node, one
+    direction or both, nominal link rate or achievable bus rate (specs/hardware.Device: per device, one direction)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, ["devices"])
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    text = re.sub(r"\s+", " ", out)
+    for phrase in ("memory GiB = 2^30 bytes per device", "TFLOP/s per device without sparsity",
+                   "GB/s = 1e9 bytes/s per device, one direction", "achievable collective (bus) rates"):
+        assert phrase in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["presets"],
+    ["estimate", "--model", "gpt2-xl", "--gpu", "a100-40gb", "--nodes", "2", "--global-batch", "64",
+     "--seq-len", "1024"],
+])
+def test_cost_model_listings_fit_80_columns(capsys, monkeypatch, argv):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, argv)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
