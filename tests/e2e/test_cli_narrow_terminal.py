@@ -69,3 +69,18 @@ def test_cost_model_listings_fit_80_columns(capsys, monkeypatch, argv):
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_cli(capsys, argv)
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_plan_emit_note_wraps_and_keeps_the_directory_whole(capsys, monkeypatch, tmp_path):
+    """`plan --emit` said where it wrote (and why not the winner, when train cannot run it) in one unwrapped line of
+    up to ~300 characters."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out_dir = tmp_path / "emit"
+    code, out, _ = run_cli(capsys, ["plan", "--model", "t5-tiny", "--gpu", "local-cpu", "--gpus-per-node", "2",
+                                    "--global-batch", "8", "--seq-len", "128", "--target-len", "32", "--top", "3",
+                                    "--emit", str(out_dir)])
+    assert code == 0 and (out_dir / "train_config.yaml").is_file()
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(line.rstrip().endswith(f"to {out_dir}") or line.strip() == str(out_dir) for line in lines)
+    assert "configs and launch commands" in re.sub(r"\s+", " ", out)

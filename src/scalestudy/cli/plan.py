@@ -327,8 +327,12 @@ def plan(
         print(plan_json(result.to_json(top)))
         return
     print_plan(result, clus, top)
-    if note:
-        print(note)
+    if note:  # prose ending in a path: wrapped at spaces to the terminal, so the path (no spaces) stays whole
+        from rich.console import Console
+
+        from scalestudy.cli.terminal import terminal_width
+
+        Console(width=terminal_width()).print(note, highlight=False, markup=False)
 
 
 def plan_json(data: dict) -> str:
