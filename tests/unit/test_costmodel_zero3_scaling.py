@@ -294,3 +294,24 @@ def test_deepspeed_zero3_forward_tables_have_nothing_to_hide_behind():
     llama = get_model("llama-7b")
     z7 = zero3_gathers(llama, 1, 1, llama.num_layers, params_per_device(llama, 1, 1))
     assert z7.first_elems == llama.vocab_size * llama.d_model
+
+
+def test_per_parameter_collectives_move_their_bytes_through_hbm_too():
+    """DeepSpeed 0d4a54a04 _allgather_param zero-fills the whole parameter (torch.zeros) before a list all_gather
+    that PyTorch runs into its own flat buffer and copies back rank by rank; a gradient's list reduce_scatter copies
+    its inputs into a flat buffer first: 3 HBM passes per gathered byte, 2 per gradient byte, in series with the
+    step (zero3.PER_PARAM_SYNC_COPY_PASSES)."""
+    from scalestudy.costmodel.comm import links
+    from scalestudy.costmodel.zero3 import PER_PARAM_SYNC_COPY_PASSES, per_param_sync_comm_s
+
+    run = _narayanan(384)
+    z, lk, eng = zero3_gathers(run.model, 1, 1, run.model.num_layers, params_per_device(run.model, 1, 1)), \
+        links(run.cluster), engine_table()["deepspeed"]
+    psi, hbm, passes = params_per_device(run.model, 1, 1), run.cluster.device.hbm_bytes_per_s, 2.5
+    args = (z, 2, 2, psi, 384, 8, lk, eng.collective_efficiency, eng.gather_rails, eng.list_rank_host_s, passes)
+    slow, slow_bytes = per_param_sync_comm_s(*args, hbm)
+    free, free_bytes = per_param_sync_comm_s(*args, float("inf"))
+    gather_passes, reduce_passes = PER_PARAM_SYNC_COPY_PASSES
+    copies = (passes * gather_passes * z.gathered_elems * 2 + reduce_passes * psi * 2) / hbm
+    assert slow - free == pytest.approx(copies, rel=1e-9) and slow_bytes == free_bytes  # not network bytes
+    assert 1.0 < copies < 3.0  # GPT-3 175B: ~0.35 TB of fp16 parameters, ~9 passes at 2.0 TB/s

@@ -2332,7 +2332,8 @@ NARAYANAN_TABLE2 = {"narayanan-zero3-530b-640": (640, 2560, 4, 138), "narayanan-
 HELD_OUT = HELD_OUT + ("narayanan2021t2",)
 # reached at arrival (HEAD ca83b54, stored constants): 13.3 / 54.3% -- PTD-P -3.3..+2.9% (six rows), ZeRO-3 530B +21.8 /
 # +32.9 / +54.3% at 640 / 1120 / 2240 GPUs (the 175B ZeRO-3 rows of the same table, narayanan2021: +9.0 / +24.1 / +19.7%);
-# docs/costmodel-validation.md, stop 29 ptdp
+# docs/costmodel-validation.md, stop 29 ptdp. With the per-parameter path's HBM copies priced (zero3.
+# PER_PARAM_SYNC_COPY_PASSES): 11.7 / 47.9% -- ZeRO-3 530B +18.8 / +28.0 / +47.9% (175B: +6.6 / +20.3 / +16.1%)
 NEW_SOURCE_BOUNDS.update({"narayanan2021t2": (0.15, 0.57)})
 
 

@@ -388,7 +388,7 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     if st.engine == "deepspeed" and st.zero3_fetch == "per-param-sync" and shape.zero3 is not None and not cpu:
         # DeepSpeed before 0.5.5: every collective after a device-wide synchronize, in series (zero3.py)
         sync = per_param_sync_comm_s(shape.zero3, half, grad_b, psi, dp, per_node, lk, eff, eng.gather_rails,
-                                     eng.list_rank_host_s, 1 + bwd_gathers)
+                                     eng.list_rank_host_s, 1 + bwd_gathers, cluster.device.hbm_bytes_per_s)
     return _NEW_TUPLE(ShardedDP, (gather, reduce, gather_bw, reduce_bw, ends, ends_bw, host_f, host_b, sync,
                                   cpu or eng.prefetch_layers < 1, st.engine == "deepspeed" and not st.overlap_grad_comm,
                                   bwd_gathers, nlayers, fsdp_ends, tables_elems,

@@ -307,9 +307,18 @@ def interleaved_grad_elems(m: ModelSpec, tp: int, pp: int, stage_layers: int, ps
     return max(0.0, psi - alone)
 
 
+# HBM passes per byte of DeepSpeed's per-parameter ZeRO-3 collectives before 0.5.5 (partition_parameters.py at
+# 0d4a54a04), beside the network transfer: a gather allocates the whole parameter with torch.zeros (a write of every
+# byte) and PyTorch's list all_gather (ProcessGroupNCCL::allgather, torch 1.8) gathers into its own flat buffer, then
+# copies each rank's slice into the list's views (read + write) -> 3; a gradient's list reduce_scatter first copies
+# the list's input views into a flat buffer (ProcessGroupNCCL::reduce_scatter: read + write) -> 2. Units: passes over
+# the gathered parameter bytes / the gradient bytes, at the device's HBM rate.
+PER_PARAM_SYNC_COPY_PASSES = (3.0, 2.0)
+
+
 def per_param_sync_comm_s(z: Zero3Gathers, param_bytes: int, grad_bytes: float, psi: float, dp: int, per_node: int,
-                          lk: tuple, efficiency: float, rails: str, rank_host_s: float, gather_passes: float
-                          ) -> tuple[float, float]:
+                          lk: tuple, efficiency: float, rails: str, rank_host_s: float, gather_passes: float,
+                          hbm_bytes_per_s: float) -> tuple[float, float]:
     """(seconds, the same of their bytes alone) of one micro-batch's ZeRO-3 collectives as DeepSpeed ran them before
     0.5.5 (Strategy.zero3_fetch "per-param-sync"), all in series with the compute.
 
@@ -322,14 +331,18 @@ def per_param_sync_comm_s(z: Zero3Gathers, param_bytes: int, grad_bytes: float, 
     go the same way backwards (_reduce_scatter_gradient: one reduce_scatter per tensor, over a list of the world
     size's input views that PyTorch flattens with one copy per rank). So every collective costs its ring's
     (n-1) hop latencies plus `rank_host_s` per rank of the group -- a cost that grows with the data-parallel size
-    per collective, on top of the bytes (which NCCL still moves over the node's pooled NICs). v0.6 (4912e0ad7,
-    #1453) replaced it with one coalesced _all_gather_base per module, issued ahead on its own stream."""
+    per collective, on top of the bytes (which NCCL still moves over the node's pooled NICs). The same code also
+    moves every gathered byte through HBM three more times and every gradient byte twice (PER_PARAM_SYNC_COPY_PASSES),
+    in series with the rest. v0.6 (4912e0ad7, #1453) replaced it with one coalesced _all_gather_base per module,
+    issued ahead on its own stream."""
     if dp <= 1:
         return 0.0, 0.0
     lists = dp * rank_host_s
     g_bw, g_lat = gather_parts(z.gathered_elems * param_bytes, dp, per_node, lk, efficiency, rails,
                                max(1, round(z.partitioned_tensors)))
     r_bw, r_lat = gather_parts(psi * grad_bytes, dp, per_node, lk, efficiency, rails, max(1, z.tensors))
-    gathers = g_bw + g_lat + z.partitioned_tensors * lists
-    reduces = r_bw + r_lat + z.tensors * lists
+    gather_copy_passes, reduce_copy_passes = PER_PARAM_SYNC_COPY_PASSES
+    gathers = g_bw + g_lat + z.partitioned_tensors * lists + \
+        gather_copy_passes * z.gathered_elems * param_bytes / hbm_bytes_per_s
+    reduces = r_bw + r_lat + z.tensors * lists + reduce_copy_passes * psi * grad_bytes / hbm_bytes_per_s
     return gather_passes * gathers + reduces, gather_passes * g_bw + r_bw
