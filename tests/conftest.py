@@ -11,16 +11,15 @@ that run emitted launch scripts or Slurm jobs put the venv's bin first on PATH (
 does), the others inherit the caller's PATH: so every process here finds the venv's ninja first -- only ninja,
 nothing else of the venv is added to PATH.
 
-On a machine without those ops compiled for this environment (a fresh clone's CI: its new venv finds the builds of
-another venv in the shared cache, and torch recompiles them for its own paths), a session with real multi-process
-runs compiles them in the background at nice 19, one core, from its start (tests/_prebuild_ops.py): the
-single-process tests before the first DeepSpeed run leave the second core idle, and the ~2.5 min of compiling leave
-the critical path.
+On a machine without those ops compiled for this environment (engine/op_builds.built_for_this_environment: a fresh
+clone's CI venv finds the builds of another venv in the shared cache, and torch recompiles them for its own paths), a
+session with real multi-process runs compiles them in the background at nice 19, one core, from its start
+(tests/_prebuild_ops.py): the single-process tests before the first DeepSpeed run leave the second core idle, and the
+~2.5 min of compiling leave the critical path.
 """
 
 import atexit
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -47,32 +46,15 @@ _BACKGROUND: list[subprocess.Popen] = []
 DEEPSPEED_OPS = ("deepspeed_shm_comm", "cpu_adam")
 
 
-def _built_for_this_environment(name: str) -> bool:
-    """The op's cached build was compiled against this environment's DeepSpeed and torch: its build.ninja (written
-    by torch.utils.cpp_extension for every build) names this environment's prefix in its include paths. A build
-    from another environment on the machine (another clone's venv, a fresh clone's CI venv) sharing the cache is
-    rebuilt from scratch by the first run that loads it here -- torch rewrites build.ninja with this environment's
-    flags and ninja recompiles every object (shm_comm 182 s at load 6 here) -- so it does not count as built: the
-    background build below takes it off the critical path. When build.ninja says nothing either way, the background
-    build runs and torch decides (a no-op rebuild when current)."""
-    from scalestudy.engine import op_builds
-
-    folder = op_builds.extensions_dir() / name
-    ninja, library = folder / "build.ninja", folder / f"{name}.so"
-    if not (ninja.is_file() and library.is_file()) or library.stat().st_mtime < ninja.stat().st_mtime:
-        return False  # build.ninja rewritten (torch writes it only when it changes) and not built since
-    # a whole path, not a suffix of another one (/check/work/main/.venv/ holds /work/main/.venv/)
-    here = re.compile(rf"(^|\s|-I){re.escape(sys.prefix + os.sep)}", re.MULTILINE)
-    return here.search(ninja.read_text(errors="replace")) is not None
-
-
 def pytest_collection_finish(session) -> None:
     """Start compiling DeepSpeed's CPU ops in the background when this session runs real multi-process tests and
     they are not compiled for this environment yet (module docstring). Not waited for, never killed: a build cut
     short would leave torch's build lock behind, and every later run would wait on it."""
     if not any(item.get_closest_marker("dist") for item in session.items):
         return
-    if all(_built_for_this_environment(name) for name in DEEPSPEED_OPS):
+    from scalestudy.engine.op_builds import built_for_this_environment  # one rule with train's announcement
+
+    if all(built_for_this_environment(name) for name in DEEPSPEED_OPS):
         return
     nice = [shutil.which("nice"), "-n", "19"] if shutil.which("nice") else []
     _BACKGROUND.append(subprocess.Popen([*nice, sys.executable, str(Path(__file__).with_name("_prebuild_ops.py"))],
@@ -119,9 +101,12 @@ def deepspeed_rank_env():
         import deepspeed  # noqa: F401
     except Exception as exc:  # pragma: no cover - the venv has it
         pytest.skip(f"deepspeed not importable: {exc}")
-    op = os.path.join(_deepspeed_ops_root(), "deepspeed_shm_comm")
-    if not os.path.exists(os.path.join(op, "deepspeed_shm_comm.so")) or os.path.exists(os.path.join(op, "lock")):
-        pytest.skip("DeepSpeed's shm_comm op is not built (or is being built) in TORCH_EXTENSIONS_DIR")
+    from scalestudy.engine.op_builds import built_for_this_environment
+
+    root = Path(_deepspeed_ops_root())
+    if not built_for_this_environment("deepspeed_shm_comm", root) or (root / "deepspeed_shm_comm" / "lock").exists():
+        pytest.skip("DeepSpeed's shm_comm op is not built for this environment (or is being built) in "
+                    "TORCH_EXTENSIONS_DIR")
 
     def env(rank: int, world: int, port: int) -> dict:
         return dict(os.environ, DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from scalestudy.engine import op_builds
 
 
@@ -12,13 +14,59 @@ def test_pending_builds_follow_the_extension_cache(tmp_path, monkeypatch):
     assert op_builds.pending_builds("deepspeed", "none", cuda=False) == ["deepspeed_shm_comm"]
     assert op_builds.pending_builds("fsdp", "none", cuda=False) == [] and op_builds.pending_builds(
         "deepspeed", "cpu", cuda=True) == []
-    (tmp_path / "py311_cpu" / "deepspeed_shm_comm").mkdir(parents=True)
-    (tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "deepspeed_shm_comm.so").write_bytes(b"")
+    _cached_build(tmp_path / "py311_cpu", "deepspeed_shm_comm", op_builds._package_dirs())
+    # torch's folder when TORCH_EXTENSIONS_DIR is unset; the runs set it (engine/train.py), so torch builds anew
+    assert op_builds.pending_builds("deepspeed", "none", cuda=False) == ["deepspeed_shm_comm"]
+    _cached_build(tmp_path, "deepspeed_shm_comm", op_builds._package_dirs())
     (tmp_path / "cpu_adam").mkdir()
     (tmp_path / "cpu_adam" / "lock").write_text("")  # a build in progress or broken: not built
     assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
     line = op_builds.announcement(["deepspeed_shm_comm", "cpu_adam"])
     assert "deepspeed_shm_comm and cpu_adam once on this machine (~2 min; cached in " + str(tmp_path) in line
+
+
+def _cached_build(root, name, package_dirs, so_first=False):
+    """What torch.utils.cpp_extension leaves in <root>/<op> after a JIT build by the environment whose torch and
+    DeepSpeed packages are `package_dirs`: build.ninja (flags and sources naming them) and the linked .so."""
+    torch_dir, deepspeed_dir = package_dirs
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.so").write_bytes(b"")
+    (folder / "build.ninja").write_text(
+        f"cflags = -DTORCH_EXTENSION_NAME={name} -I{deepspeed_dir}/ops/csrc/includes -isystem {torch_dir}/include\n"
+        f"ldflags = -shared -L{torch_dir}/lib -lc10 -ltorch_cpu -ltorch -ltorch_python\n"
+        f"build {name}.o: compile {deepspeed_dir}/ops/csrc/{name}.cpp\nbuild {name}.so: link {name}.o\n")
+    older, newer = (folder / "build.ninja", folder / f"{name}.so") if not so_first else (
+        folder / f"{name}.so", folder / "build.ninja")
+    os.utime(older, (1_700_000_000, 1_700_000_000))
+    os.utime(newer, (1_700_000_100, 1_700_000_100))
+
+
+def test_an_op_another_environment_built_is_announced_as_a_build(tmp_path, monkeypatch):
+    """torch rewrites <op>/build.ninja with the loading environment's torch and DeepSpeed paths and ninja recompiles
+    every object (minutes): an op built by another venv sharing the cache (a second clone's, a fresh clone's CI) is
+    pending here, so the run announces it instead of going silent; one built here is not."""
+    import torch  # the real packages of this environment, as train's ranks find them
+    import deepspeed
+
+    here = op_builds._package_dirs()
+    assert here == [os.path.dirname(torch.__file__), os.path.dirname(deepspeed.__file__)]
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(op_builds, "_prebuilt", lambda name: False)
+    other = ["/other/clone/.venv/lib/python3.11/site-packages/" + os.path.basename(d) for d in here]
+    _cached_build(tmp_path, "deepspeed_shm_comm", other)
+    _cached_build(tmp_path, "cpu_adam", here)
+    assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["deepspeed_shm_comm"]
+    # a whole path: this environment's directories under another root (/elsewhere/<this prefix>/...) are not these
+    _cached_build(tmp_path, "deepspeed_shm_comm", ["/elsewhere" + d for d in here])
+    assert not op_builds.built_for_this_environment("deepspeed_shm_comm")
+    _cached_build(tmp_path, "deepspeed_shm_comm", here)
+    assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == []
+    # build.ninja rewritten for this environment after the .so was linked: a rebuild that has not finished
+    _cached_build(tmp_path, "cpu_adam", here, so_first=True)
+    assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
+    (tmp_path / "deepspeed_shm_comm" / "build.ninja").unlink()  # nothing says whose build it is: torch decides
+    assert not op_builds.built_for_this_environment("deepspeed_shm_comm")
 
 
 def test_the_cpu_profile_times_deepspeed_with_the_trials_op_cache(tmp_path, monkeypatch):

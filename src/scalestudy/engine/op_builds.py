@@ -2,11 +2,14 @@
 
 On CPU, DeepSpeed builds `deepspeed_shm_comm` when it initialises (~53 s here) and `cpu_adam` for optimizer offload
 (~75 s); torch caches the result in $TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so only the first run
-on a machine pays (FACTS.md). Ops prebuilt into the DeepSpeed install (DS_BUILD_*=1 pip install) are not rebuilt.
+on a machine pays (FACTS.md) -- per environment: a build another environment (venv) made in the same cache is
+recompiled by the first run here (built_for_this_environment), and announced as a build. Ops prebuilt into the
+DeepSpeed install (DS_BUILD_*=1 pip install) are not rebuilt.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -36,9 +39,40 @@ def _prebuilt(name: str) -> bool:
     return bool(installed_ops.get(name))
 
 
-def _cached(name: str) -> bool:
-    root = extensions_dir()
-    return (root / name / f"{name}.so").is_file() or any(root.glob(f"*/{name}/{name}.so"))
+def _package_dirs() -> list[str]:
+    """Where this environment's torch and DeepSpeed packages live, found as `import` finds them (sys.path) but
+    without importing them: the launcher stays light."""
+    dirs = []
+    for package in ("torch", "deepspeed"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            dirs.append(os.path.abspath(next(iter(spec.submodule_search_locations))))
+    return dirs
+
+
+def built_for_this_environment(name: str, root: Path | None = None) -> bool:
+    """Whether loading op `name` from the extensions cache `root` (default: extensions_dir()) will not compile it.
+
+    torch.utils.cpp_extension writes <root>/<op>/build.ninja for every JIT load (only when its text changes) and runs
+    ninja, which recompiles every object whose command line changed. That text names the loading environment's torch
+    (-isystem <torch>/include, -L<torch>/lib) and DeepSpeed (-I and sources under <deepspeed>/ops/csrc), so a build
+    made by another environment sharing the cache (a second clone's venv, a fresh clone's CI venv) is recompiled from
+    scratch by the first load here: minutes, silently. Built means: the .so is there, no older than build.ninja (torch
+    rewrote it and the build has not finished), and build.ninja names this environment's torch and DeepSpeed
+    directories as whole paths (a clone at /ci/home/.venv/... is not under /home/.venv/)."""
+    folder = (root or extensions_dir()) / name
+    try:
+        if (folder / f"{name}.so").stat().st_mtime < (folder / "build.ninja").stat().st_mtime:
+            return False
+        text = (folder / "build.ninja").read_text(errors="replace")
+    except OSError:  # no build, or no build.ninja to tell whose it is
+        return False
+    paths = {token.removeprefix("-I").removeprefix("-L") for token in text.split()}
+    return all(any(path == package or path.startswith(package + os.sep) for path in paths)
+               for package in _package_dirs())
 
 
 def _deepspeed_cpu_ops(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
@@ -51,7 +85,7 @@ def _deepspeed_cpu_ops(engine: str, offload_optimizer: str, cuda: bool) -> list[
 def pending_builds(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
     """The ops this run will compile before its first step."""
     return [name for name in _deepspeed_cpu_ops(engine, offload_optimizer, cuda)
-            if not _prebuilt(name) and not _cached(name)]
+            if not _prebuilt(name) and not built_for_this_environment(name)]
 
 
 def check_build_locks(engine: str, offload_optimizer: str, cuda: bool) -> None:
