@@ -12,7 +12,6 @@ then each rank gives its own pieces storage and the 1-rank run's initial values 
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
@@ -91,10 +90,6 @@ class HybridBackend(Backend):
                                   src_data_rank=None if self.meta else 0)  # meta: shapes, nothing to send
         if self.strategy.engine == "fsdp":
             from scalestudy.engine.backends.fsdp import shard_units
-
-            # T5 blocks return their position bias, a view; nothing modifies block outputs in place (checked in
-            # transformers' T5Stack), so FSDP2's per-call warning about in-place ops on views is noise here.
-            warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
 
             blocks = [block for layers in chunk.layer_lists() for block in layers]
             shard_units(blocks, chunk, self.settings, self.mesh.sub("dp"), self.device)
