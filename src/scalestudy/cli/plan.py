@@ -327,12 +327,22 @@ def plan(
         print(plan_json(result.to_json(top)))
         return
     print_plan(result, clus, top)
-    if note:  # prose ending in a path: wrapped at spaces to the terminal, so the path (no spaces) stays whole
-        from rich.console import Console
+    if note:
+        _print_emit_note(note, emit_dir)
 
-        from scalestudy.cli.terminal import terminal_width
 
-        Console(width=terminal_width()).print(note, highlight=False, markup=False)
+def _print_emit_note(note: str, emit_dir: str) -> None:
+    """The --emit note: its prose wrapped at spaces to the terminal, the directory it ends in on a line of its own,
+    never split (Rich hard-breaks a word longer than the width, which would break copying the path)."""
+    from rich.console import Console
+
+    from scalestudy.cli.terminal import terminal_width
+
+    console = Console(width=terminal_width())
+    prose, path = (note[:-len(emit_dir)].rstrip(), emit_dir) if note.endswith(f" {emit_dir}") else (note, "")
+    console.print(prose, highlight=False, markup=False)
+    if path:
+        console.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
 
 
 def plan_json(data: dict) -> str:
