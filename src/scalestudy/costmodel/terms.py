@@ -88,41 +88,58 @@ def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, 
 
 
 def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
+    """The _Shape of these inputs, memoised in two levels: every input but `in_flight` (the micro-batches each
+    pipeline rank holds: the schedule's and the accumulation's) keys the quantities no in-flight count enters, built
+    once (_in_flight_free); `in_flight` keys the activations beside them (_activations), so a pipeline's schedules
+    and accumulations at one micro-batch share the first level."""
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     kernel = attention_kernel(st)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
-    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, in_flight, split, id(cal), st.kernels,
-           kernel, stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
+    key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
+           stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
            eager_fp32_softmax(model, st), vocab_shards(st, tp))
     hit = _SHAPES.get(key)
-    if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
-        return hit[2]
-    if len(_SHAPES) > 200_000:
-        _SHAPES.clear()
-    shape = _Shape(
-        psi=params_per_device(model, tp, pp, vocab_shards(st, tp)), params_total=param_count(model),
-        activations=activation_bytes(model, mb, s, t, prec, tp, pp, in_flight, recompute, flash, sp,
-                                     split, loss_kernel(st), gqa_native(st.engine),
-                                     fused_swiglu(st.engine), eager_composed_gelu(model, st.kernels),
-                                     eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels),
-                                     _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split),
-                                     vocab_shards(st, tp))
-        + (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute) if pp == 1 else 0.0),
-        compute=compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                              loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp)),
-        model_flops_per_seq=step_flops_per_sequence(model, s, t, "none"),
-        hardware_flops_per_seq=step_flops_per_sequence(model, s, t, recompute, stop),
-        stage_layers=max(split),
-        embed_elems=param_breakdown(model).embedding // tp,
-        zero3=zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
-        root_elems=_root_elems(model, tp) if pp == 1 else 0,
-        launches=(0.0, 0.0) if dev.kind == "cpu" else pass_launch_s(model, st.kernels, flash, cal.kernel_overhead_s,
-                                                                     max(split), recompute),
-        model=model if pp == 1 else None,
-    )
-    _SHAPES[key] = (model, dev, shape, cal)
+    if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
+        if len(_SHAPES) > 200_000:
+            _SHAPES.clear()
+        hit = _SHAPES[key] = (model, dev, {}, cal,
+                              _in_flight_free(model, dev, st, tp, pp, s, t, flash, sp, split, cal, kernel, stop))
+    by_in_flight = hit[2]
+    shape = by_in_flight.get(in_flight)
+    if shape is None:
+        psi, params_total, *rest = hit[4]
+        shape = by_in_flight[in_flight] = _Shape(psi, params_total, _activations(
+            model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, kernel), *rest)
     return shape
+
+
+def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal, kernel, stop) -> tuple:
+    """_Shape's fields but the activations, in its order: what no pipeline rank's in-flight micro-batches enter."""
+    prec, mb, recompute = st.precision, st.micro_batch, st.recompute
+    return (params_per_device(model, tp, pp, vocab_shards(st, tp)), param_count(model),
+            compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
+                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp)),
+            step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
+            max(split), param_breakdown(model).embedding // tp,
+            zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
+            _root_elems(model, tp) if pp == 1 else 0,
+            (0.0, 0.0) if dev.kind == "cpu" else pass_launch_s(model, st.kernels, flash, cal.kernel_overhead_s,
+                                                                max(split), recompute),
+            model if pp == 1 else None)
+
+
+def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, kernel) -> float:
+    """_Shape.activations: the busiest rank's activation bytes with its `in_flight` micro-batches, + a T5's
+    position-bias masks (per stage under a pipeline, _stage_masks; whole at pp 1)."""
+    mb, recompute = st.micro_batch, st.recompute
+    return activation_bytes(model, mb, s, t, st.precision, tp, pp, in_flight, recompute, flash, sp, split,
+                            loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
+                            eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st),
+                            eager_rms_norms(model, st.kernels),
+                            _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split),
+                            vocab_shards(st, tp)) + (
+        priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute) if pp == 1 else 0.0)
 
 
 def _root_elems(model: ModelSpec, tp: int) -> int:
