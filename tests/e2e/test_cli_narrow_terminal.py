@@ -99,3 +99,19 @@ def test_fsdp_train_of_a_t5_prints_no_view_tensor_warning(tmp_path, bundled_toke
                            "--output", str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "returned a view tensor" not in proc.stdout + proc.stderr
+
+
+def test_calibrate_summary_wraps_at_spaces(capsys, monkeypatch):
+    """`calibrate` printed its measured profile as one 323-character line (peaks, efficiency curve, link, copy, Adam),
+    folded mid-number by an 80-column terminal."""
+    from scalestudy.cli.plan import print_profile
+    from scalestudy.specs.hardware import get_device
+
+    monkeypatch.setenv("COLUMNS", "80")
+    print_profile(get_device("a100-40gb"), 49.2)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and max(len(line) for line in lines) <= 80
+    text = re.sub(r"\s+", " ", " ".join(lines))
+    for phrase in ("peak matmul GFLOP/s per rank (bf16 312000.00", "GB/s per rank one direction", "us per hop",
+                   "M params/s per node"):
+        assert phrase in text

@@ -75,6 +75,7 @@ def test_calibrate_says_what_train_will_allow(monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(cp, "measured_matmul", lambda **kw: calls.append(kw) or EPYC_AVX2[0])
     monkeypatch.setattr(cp, "cpu_flags", lambda *_: EPYC_AVX2[1])
+    monkeypatch.setenv("COLUMNS", "200")  # one sentence a line (an 80-column terminal wraps them at spaces)
     print_cpu_precision()
     out = capsys.readouterr().out.splitlines()
     assert calls == [{"refresh": True}]  # calibrate re-measures

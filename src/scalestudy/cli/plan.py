@@ -389,17 +389,26 @@ def print_cpu_precision() -> None:
     from scalestudy.engine.cpu_precision import cache_file, cpu_flags, measured_matmul, summary
 
     for line in summary(measured_matmul(refresh=True), cpu_flags()):
-        print(line)
-    print(f"(measurement cached in {cache_file()}; `scalestudy train --precision` follows it)")
+        _say(line)
+    _say(f"(measurement cached in {cache_file()}; `scalestudy train --precision` follows it)")
+
+
+def _say(text: str) -> None:
+    """A sentence of figures, wrapped at spaces to the terminal (printed whole, a terminal folds it mid-word)."""
+    from rich.console import Console
+
+    from scalestudy.cli.terminal import terminal_width
+
+    Console(width=terminal_width()).print(text, highlight=False, markup=False)
 
 
 def print_profile(device, secs: float) -> None:
     curve = ", ".join(f"{int(n)}: {f:.2f}" for n, f in device.matmul_efficiency)
     peaks = ", ".join(f"{k} {v / 1e9:.2f}" for k, v in device.peak_flops.items())
-    print(f"Calibrated in {secs:.1f} s: peak matmul GFLOP/s per rank ({peaks}); fp32 efficiency vs matrix size "
-          f"(fraction of peak) {curve}; link {device.intra_node_bytes_per_s / 1e9:.3f} GB/s per rank one direction "
-          f"(ring all-reduce fit), latency {device.intra_node_latency_s * 1e6:.0f} us per hop; copy "
-          f"{device.hbm_bytes_per_s / 1e9:.2f} GB/s; Adam {device.cpu_adam_params_per_s / 1e6:.0f} M params/s per node")
+    _say(f"Calibrated in {secs:.1f} s: peak matmul GFLOP/s per rank ({peaks}); fp32 efficiency vs matrix size "
+         f"(fraction of peak) {curve}; link {device.intra_node_bytes_per_s / 1e9:.3f} GB/s per rank one direction "
+         f"(ring all-reduce fit), latency {device.intra_node_latency_s * 1e6:.0f} us per hop; copy "
+         f"{device.hbm_bytes_per_s / 1e9:.2f} GB/s; Adam {device.cpu_adam_params_per_s / 1e6:.0f} M params/s per node")
 
 
 @app.command()
