@@ -25,8 +25,7 @@ from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, 
                                               sharded_dp_in_slot, stage_fixed)
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
 from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _sublayers, _tied_embedding_sync,
-                                        hp_grad_accumulation_s,
-                                        model_layout)
+                                        hp_grad_accumulation_s, model_layout, shape_group)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -60,7 +59,8 @@ class MicroBatchGroup:
     result equals estimate_if_fits(model, cluster, strategy, workload, options, calibration)
     (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy raises as it does there."""
 
-    __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stage", "variant")
+    __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stage", "variant",
+                 "shape_group")
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None,
@@ -70,6 +70,7 @@ class MicroBatchGroup:
         self.resolved = None  # (the first strategy, resolve_software of it)
         self.stage = None  # stage_terms.StageFixed of the slowest stage, once priced
         self.variant = None  # _Variant of its strategies, once looked up (_variant)
+        self.shape_group = None  # terms.shape_group of its strategies, once numbered
 
     def __call__(self, strategy: Strategy) -> Estimate | None:
         return _estimate(self.model, self.cluster, strategy, self.workload, self.options, self.calibration, True,
@@ -193,7 +194,12 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     else:
         cfg = setting_at_micro_batch(base, st, layout)
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches per rank (memory.py)
-    shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
+    number = None  # one strategy alone: _shape keys its memo by every input
+    if group is not None:
+        number = group.shape_group
+        if number is None:
+            number = group.shape_group = shape_group(model, dev, st, tp, pp, s, t, flash, sp, split, cal)
+    shape = _shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal, number)
     ct = shape.compute
     mem = None
     if only_fitting and variant is not None:  # the activation-free terms (no micro-batch or recompute enters them)

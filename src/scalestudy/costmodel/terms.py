@@ -4,6 +4,7 @@ arithmetic; each function cites the mechanism it prices."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -61,14 +62,18 @@ def attention_kernel(st: Strategy) -> str:
 _SHAPES_BY_FIELDS: dict[tuple, tuple] = {}
 
 
-def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
+def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal,
+           group: int | None = None) -> _Shape:
     """_derived_shape, memoised first on the strategy fields its key is derived from -- engine, attention,
     attention_kernel, recompute_early_stop, cross_entropy, kernels, precision, micro_batch, recompute, lm_head (what
     attention_kernel, early_stop, loss_kernel, gqa_native, fused_swiglu, pads_vocab, eager_fp32_softmax, vocab_shards
-    read) -- so a hit costs none of those calls; a miss shares _derived_shape's entries across engines."""
-    key = (id(model), id(dev), id(cal), st.precision, tp, pp, st.micro_batch, s, t, st.recompute, flash, sp,
-           in_flight, split, st.kernels, st.engine, st.attention, st.attention_kernel, st.recompute_early_stop,
-           st.cross_entropy, st.lm_head)
+    read) -- so a hit costs none of those calls; a miss shares _derived_shape's entries across engines. `group`:
+    shape_group of these inputs (a planner's micro-batch variants share it), which then keys the memo with the
+    micro-batch and `in_flight` alone."""
+    if group is None:
+        key = _shape_fields(model, dev, st, tp, pp, s, t, flash, sp, split, cal) + (st.micro_batch, in_flight)
+    else:
+        key = (group, st.micro_batch, in_flight)
     hit = _SHAPES_BY_FIELDS.get(key)
     if hit is not None and hit[0] is model and hit[1] is dev and hit[3] is cal:
         return hit[2]
@@ -77,6 +82,33 @@ def _shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, 
     shape = _derived_shape(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, cal)
     _SHAPES_BY_FIELDS[key] = (model, dev, shape, cal)
     return shape
+
+
+def _shape_fields(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal) -> tuple:
+    """_shape's inputs but the micro-batch and `in_flight`, the objects by identity (kept in its memo to guard
+    reuse)."""
+    return (id(model), id(dev), id(cal), st.precision, tp, pp, s, t, st.recompute, flash, sp, split, st.kernels,
+            st.engine, st.attention, st.attention_kernel, st.recompute_early_stop, st.cross_entropy, st.lm_head)
+
+
+_SHAPE_GROUPS: dict[tuple, tuple] = {}
+_NEXT_SHAPE_GROUP = itertools.count(-1, -1)  # never reused (a number cleared from _SHAPE_GROUPS names nothing else);
+# negative, so (number, micro-batch, in_flight) never equals a full key of _shape's (its first item an id, >= 0)
+
+
+def shape_group(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal) -> int:
+    """The number of _shape's inputs but the micro-batch and the in-flight micro-batches -- what a planner's group of
+    micro-batch variants shares (estimate.MicroBatchGroup) -- for _shape's `group`: its memo key is then three items,
+    not twenty-one, per strategy. Equal numbers, equal inputs (the objects guarded by identity)."""
+    key = _shape_fields(model, dev, st, tp, pp, s, t, flash, sp, split, cal)
+    hit = _SHAPE_GROUPS.get(key)
+    if hit is not None and hit[1] is model and hit[2] is dev and hit[3] is cal:
+        return hit[0]
+    if len(_SHAPE_GROUPS) > 100_000:
+        _SHAPE_GROUPS.clear()
+    number = next(_NEXT_SHAPE_GROUP)
+    _SHAPE_GROUPS[key] = (number, model, dev, cal)
+    return number
 
 
 def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split) -> tuple[float, ...]:
