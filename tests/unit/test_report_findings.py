@@ -215,3 +215,11 @@ def test_a_store_whose_rows_lack_fields_is_reported_with_its_gaps_said(tmp_path,
         main(["report", str(tmp_path / "bare")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "meta value 'name' is not JSON" in err and "Traceback" not in err, err
+
+
+def test_plot_extremes_count_ranks_in_the_singular_at_one_rank():
+    from scalestudy.report.plots import _extremes
+
+    one = _extremes("t5-tiny", {"ds-z0": {1: 1390.0}, "fsdp-z3": {1: 941.0}})
+    assert one == "t5-tiny at 1 rank: highest ds-z0 (1.39e+03), lowest fsdp-z3 (941)"
+    assert _extremes("t5-tiny", {"ds-z0": {1: 5.0, 2: 9.0}}).startswith("t5-tiny at 2 ranks:")

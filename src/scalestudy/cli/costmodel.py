@@ -316,7 +316,8 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                   f"{100 * loso['max_abs_error']:.1f}%[/] (every fitted constant refitted without the source "
                   "it predicts)")
     for source, b in loso["by_source"].items():
-        console.print(f"  {escape(source)}: {b['rows']} rows, mean {100 * b['mean_abs_error']:.1f}%, "
+        rows = f"{b['rows']} row" + ("s" if b["rows"] != 1 else "")
+        console.print(f"  {escape(source)}: {rows}, mean {100 * b['mean_abs_error']:.1f}%, "
                       f"max {100 * b['max_abs_error']:.1f}%")
     console.print(f"in-sample (constants of calibration.yaml, fitted on all sources): mean |error| "
                   f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"

@@ -125,7 +125,7 @@ def _extremes(model: str, series: dict[str, dict[int, float]]) -> str:
     if not at:
         return model
     hi, lo = max(at, key=at.get), min(at, key=at.get)
-    return f"{model} at {n} ranks: highest {hi} ({at[hi]:.3g}), lowest {lo} ({at[lo]:.3g})"
+    return f"{model} at {n} rank{'s' if n != 1 else ''}: highest {hi} ({at[hi]:.3g}), lowest {lo} ({at[lo]:.3g})"
 
 
 def _per_world_size(data: StudyData, value: str, ylabel: str, path: Path, what: str) -> Plot | None:
