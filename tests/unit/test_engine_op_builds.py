@@ -22,7 +22,7 @@ def test_pending_builds_follow_the_extension_cache(tmp_path, monkeypatch):
     (tmp_path / "cpu_adam" / "lock").write_text("")  # a build in progress or broken: not built
     assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
     line = op_builds.announcement(["deepspeed_shm_comm", "cpu_adam"])
-    assert "deepspeed_shm_comm and cpu_adam once on this machine (~2 min; cached in " + str(tmp_path) in line
+    assert "deepspeed_shm_comm and cpu_adam for this Python environment (~2 min; cached in " + str(tmp_path) in line
 
 
 def _cached_build(root, name, package_dirs, so_first=False):

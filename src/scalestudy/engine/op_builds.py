@@ -3,8 +3,11 @@
 On CPU, DeepSpeed builds `deepspeed_shm_comm` when it initialises (~53 s here) and `cpu_adam` for optimizer offload
 (~75 s); torch caches the result in $TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions), so only the first run
 on a machine pays (FACTS.md) -- per environment: a build another environment (venv) made in the same cache is
-recompiled by the first run here (built_for_this_environment), and announced as a build. Ops prebuilt into the
-DeepSpeed install (DS_BUILD_*=1 pip install) are not rebuilt.
+recompiled by the first run here (built_for_this_environment), and announced as a build. Two environments sharing
+the cache (two clones' venvs) therefore rebuild each other's ops at every switch; one cache folder per environment
+would end that but makes every existing user rebuild once, so the default stays shared and the README says to give
+each clone its own TORCH_EXTENSIONS_DIR. Ops prebuilt into the DeepSpeed install (DS_BUILD_*=1 pip install) are not
+rebuilt.
 """
 
 from __future__ import annotations
@@ -98,7 +101,9 @@ def check_build_locks(engine: str, offload_optimizer: str, cuda: bool) -> None:
 
 
 def announcement(names: list[str]) -> str:
-    """'DeepSpeed compiles its C++ op deepspeed_shm_comm (~1 min) once on this machine ...'"""
+    """'DeepSpeed compiles its C++ op deepspeed_shm_comm for this Python environment (~1 min; cached in ...) ...' --
+    not 'once on this machine': another environment's build in the same cache is compiled again."""
     total = sum(BUILD_S.get(n, 60) for n in names)
-    return (f"DeepSpeed compiles its C++ op{'s' if len(names) > 1 else ''} {' and '.join(names)} once on this machine "
-            f"(~{max(1, round(total / 60))} min; cached in {extensions_dir()}): training starts after that...")
+    return (f"DeepSpeed compiles its C++ op{'s' if len(names) > 1 else ''} {' and '.join(names)} for this Python "
+            f"environment (~{max(1, round(total / 60))} min; cached in {extensions_dir()}): training starts after "
+            "that...")
