@@ -5,11 +5,13 @@ torch JIT-compiles an op (DeepSpeed's deepspeed_shm_comm, cpu_adam) under a file
 deletes it when done; every other process polls until the file is gone, with no timeout. A builder that is killed
 (Ctrl-C, a timeout, the OOM killer) leaves the file behind, and every later DeepSpeed run on the machine then hangs
 without a word (the CPU profile died after 600 s with no hint). Torch-free and engine-free: the cost model's CPU
-profile checks it too (costmodel/cpu_profile.py).
+profile checks it too (costmodel/cpu_profile.py), and whether an op's cached build is this environment's
+(built_for_this_environment: another environment's is recompiled).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -27,6 +29,42 @@ STALE_AFTER_S = 600
 def extensions_dir() -> Path:
     """Where torch builds and caches JIT ops (scalestudy's runs set TORCH_EXTENSIONS_DIR to this)."""
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def _package_dirs() -> list[str]:
+    """Where this environment's torch and DeepSpeed packages live, found as `import` finds them (sys.path) but
+    without importing them: the launcher stays light."""
+    dirs = []
+    for package in ("torch", "deepspeed"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            dirs.append(os.path.abspath(next(iter(spec.submodule_search_locations))))
+    return dirs
+
+
+def built_for_this_environment(name: str, root: Path | None = None) -> bool:
+    """Whether loading op `name` from the extensions cache `root` (default: extensions_dir()) will not compile it.
+
+    torch.utils.cpp_extension writes <root>/<op>/build.ninja for every JIT load (only when its text changes) and runs
+    ninja, which recompiles every object whose command line changed. That text names the loading environment's torch
+    (-isystem <torch>/include, -L<torch>/lib) and DeepSpeed (-I and sources under <deepspeed>/ops/csrc), so a build
+    made by another environment sharing the cache (a second clone's venv, a fresh clone's CI venv) is recompiled from
+    scratch by the first load here: minutes, silently. Built means: the .so is there, no older than build.ninja (torch
+    rewrote it and the build has not finished), and build.ninja names this environment's torch and DeepSpeed
+    directories as whole paths (a clone at /ci/home/.venv/... is not under /home/.venv/)."""
+    folder = (root or extensions_dir()) / name
+    try:
+        if (folder / f"{name}.so").stat().st_mtime < (folder / "build.ninja").stat().st_mtime:
+            return False
+        text = (folder / "build.ninja").read_text(errors="replace")
+    except OSError:  # no build, or no build.ninja to tell whose it is
+        return False
+    paths = {token.removeprefix("-I").removeprefix("-L") for token in text.split()}
+    return all(any(path == package or path.startswith(package + os.sep) for path in paths)
+               for package in _package_dirs())
 
 
 def build_locks(names: tuple[str, ...] = DEEPSPEED_CPU_OPS) -> list[Path]:

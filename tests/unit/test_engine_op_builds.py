@@ -69,6 +69,25 @@ def test_an_op_another_environment_built_is_announced_as_a_build(tmp_path, monke
     assert not op_builds.built_for_this_environment("deepspeed_shm_comm")
 
 
+def test_the_cpu_profile_says_it_compiles_an_op_another_environment_built(tmp_path, monkeypatch):
+    """The profile's subprocess output is captured, so the line before it says when its first DeepSpeed backend will
+    compile shm_comm (not built for this environment) -- minutes the user would otherwise wait in silence."""
+    from scalestudy.costmodel import cpu_profile
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_profile, "_run_profile", lambda *a: None)
+    monkeypatch.setattr(cpu_profile, "profile_quality", lambda path: None)
+    here = op_builds._package_dirs()
+    _cached_build(tmp_path, "deepspeed_shm_comm", ["/other/clone/.venv/lib/" + os.path.basename(d) for d in here])
+    logs = []
+    cpu_profile.measure_profile(tmp_path / "p.yaml", log=logs.append)
+    assert "(~3 min after compiling DeepSpeed's deepspeed_shm_comm for this Python environment; cached in" in logs[0]
+    _cached_build(tmp_path, "deepspeed_shm_comm", here)
+    logs.clear()
+    cpu_profile.measure_profile(tmp_path / "p.yaml", log=logs.append)
+    assert "measuring this CPU once for the cost model (~2 min; cached in" in logs[0]
+
+
 def test_the_cpu_profile_times_deepspeed_with_the_trials_op_cache(tmp_path, monkeypatch):
     """torch builds a JIT op in TORCH_EXTENSIONS_DIR/<op> when it is set and in ~/.cache/torch_extensions/py<ver>_cpu/
     <op> when not: the CPU profile (the demo's first step) must give DeepSpeed the trials' folder, or a newcomer's demo

@@ -288,11 +288,15 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     profile measured under load (`ProfileQuality.noise` > 1) is measured once more, beside it, if the machine goes
     quiet within QUIET_WAIT_S, and the quieter of the two kept: `path` only ever holds a whole profile (both are
     written to a temporary file and renamed)."""
-    from scalestudy.op_locks import clear_stale_locks
+    from scalestudy.op_locks import built_for_this_environment, clear_stale_locks
 
     clear_stale_locks(PROFILE_OPS)  # torch would wait on a stale build lock until the timeout below
     if log:
-        log(f"measuring this CPU once for the cost model (~2 min; cached in {path})...")
+        # the profile's output is captured: a DeepSpeed op it compiles first (not built for this environment, e.g.
+        # another venv's build in the cache, which torch recompiles) is said here or the minutes pass silently
+        pending = [op for op in PROFILE_OPS if not built_for_this_environment(op)]
+        build = f" after compiling DeepSpeed's {' and '.join(pending)} for this Python environment" if pending else ""
+        log(f"measuring this CPU once for the cost model (~{2 + len(pending)} min{build}; cached in {path})...")
     _run_profile(path, 1, timeout_s, PROFILE_OPS)
     first = profile_quality(path)
     if first is None or first.noise() <= 1.0:

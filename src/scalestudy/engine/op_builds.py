@@ -12,13 +12,13 @@ rebuilt.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
-# extensions_dir is re-exported for engine/cpu_profile.py and the tests
-from scalestudy.op_locks import build_locks, clear_stale_locks, extensions_dir  # noqa: F401
+# extensions_dir is re-exported for engine/cpu_profile.py and the tests, built_for_this_environment for tests/conftest.py
+from scalestudy.op_locks import (  # noqa: F401
+    _package_dirs, build_locks, built_for_this_environment, clear_stale_locks, extensions_dir)
 
 BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project's 2-core machines
 
@@ -40,42 +40,6 @@ def _prebuilt(name: str) -> bool:
     except ImportError:
         return False
     return bool(installed_ops.get(name))
-
-
-def _package_dirs() -> list[str]:
-    """Where this environment's torch and DeepSpeed packages live, found as `import` finds them (sys.path) but
-    without importing them: the launcher stays light."""
-    dirs = []
-    for package in ("torch", "deepspeed"):
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.submodule_search_locations:
-            dirs.append(os.path.abspath(next(iter(spec.submodule_search_locations))))
-    return dirs
-
-
-def built_for_this_environment(name: str, root: Path | None = None) -> bool:
-    """Whether loading op `name` from the extensions cache `root` (default: extensions_dir()) will not compile it.
-
-    torch.utils.cpp_extension writes <root>/<op>/build.ninja for every JIT load (only when its text changes) and runs
-    ninja, which recompiles every object whose command line changed. That text names the loading environment's torch
-    (-isystem <torch>/include, -L<torch>/lib) and DeepSpeed (-I and sources under <deepspeed>/ops/csrc), so a build
-    made by another environment sharing the cache (a second clone's venv, a fresh clone's CI venv) is recompiled from
-    scratch by the first load here: minutes, silently. Built means: the .so is there, no older than build.ninja (torch
-    rewrote it and the build has not finished), and build.ninja names this environment's torch and DeepSpeed
-    directories as whole paths (a clone at /ci/home/.venv/... is not under /home/.venv/)."""
-    folder = (root or extensions_dir()) / name
-    try:
-        if (folder / f"{name}.so").stat().st_mtime < (folder / "build.ninja").stat().st_mtime:
-            return False
-        text = (folder / "build.ninja").read_text(errors="replace")
-    except OSError:  # no build, or no build.ninja to tell whose it is
-        return False
-    paths = {token.removeprefix("-I").removeprefix("-L") for token in text.split()}
-    return all(any(path == package or path.startswith(package + os.sep) for path in paths)
-               for package in _package_dirs())
 
 
 def _deepspeed_cpu_ops(engine: str, offload_optimizer: str, cuda: bool) -> list[str]:
