@@ -22,6 +22,7 @@ from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
                                                 megatron_bias_add_s)
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.input_numbers import InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES, ComputeTimes, bucket_copy_s, optimizer_loop_s
@@ -211,8 +212,7 @@ def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> f
 # dtype: neither collective term reads them)
 _COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
     "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
-_COMM_NUMBERS: dict[tuple, tuple] = {}
-_NEXT_NUMBER = itertools.count()  # never reused: a number cleared from _COMM_NUMBERS names no other inputs after
+_COMM_NUMBERS = InputNumbers(itertools.count())
 _COMM: dict[tuple, tuple] = {}
 
 
@@ -222,16 +222,7 @@ def _comm_number(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: flo
     reuse), the share, dp, tp, ZeRO-3 interleave and calibrated interference. Equal numbers, equal inputs (hashing
     the ~40 fields is most of a memo lookup's time; a planner's micro-batch variants look them up once,
     stage_fixed)."""
-    key = _comm_key(cfg, dev, cluster, share, grad_copy)
-    eng = cfg.eng
-    hit = _COMM_NUMBERS.get(key)
-    if hit is not None and hit[1] is cluster and hit[2] is dev and hit[3] is eng:
-        return hit[0]
-    if len(_COMM_NUMBERS) > 100_000:
-        _COMM_NUMBERS.clear()
-    number = next(_NEXT_NUMBER)
-    _COMM_NUMBERS[key] = (number, cluster, dev, eng)
-    return number
+    return _COMM_NUMBERS.number(_comm_key(cfg, dev, cluster, share, grad_copy), cluster, dev, cfg.eng)
 
 
 def _comm_key(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float, grad_copy: float) -> tuple:

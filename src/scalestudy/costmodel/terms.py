@@ -17,6 +17,7 @@ from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
+from scalestudy.costmodel.input_numbers import InputNumbers
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, eager_rms_norms,
                                          fused_swiglu, gqa_native, loss_kernel)
@@ -91,24 +92,15 @@ def _shape_fields(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal)
             st.engine, st.attention, st.attention_kernel, st.recompute_early_stop, st.cross_entropy, st.lm_head)
 
 
-_SHAPE_GROUPS: dict[tuple, tuple] = {}
-_NEXT_SHAPE_GROUP = itertools.count(-1, -1)  # never reused (a number cleared from _SHAPE_GROUPS names nothing else);
 # negative, so (number, micro-batch, in_flight) never equals a full key of _shape's (its first item an id, >= 0)
+_SHAPE_GROUPS = InputNumbers(itertools.count(-1, -1))
 
 
 def shape_group(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal) -> int:
     """The number of _shape's inputs but the micro-batch and the in-flight micro-batches -- what a planner's group of
     micro-batch variants shares (estimate.MicroBatchGroup) -- for _shape's `group`: its memo key is then three items,
     not twenty-one, per strategy. Equal numbers, equal inputs (the objects guarded by identity)."""
-    key = _shape_fields(model, dev, st, tp, pp, s, t, flash, sp, split, cal)
-    hit = _SHAPE_GROUPS.get(key)
-    if hit is not None and hit[1] is model and hit[2] is dev and hit[3] is cal:
-        return hit[0]
-    if len(_SHAPE_GROUPS) > 100_000:
-        _SHAPE_GROUPS.clear()
-    number = next(_NEXT_SHAPE_GROUP)
-    _SHAPE_GROUPS[key] = (number, model, dev, cal)
-    return number
+    return _SHAPE_GROUPS.number(_shape_fields(model, dev, st, tp, pp, s, t, flash, sp, split, cal), model, dev, cal)
 
 
 def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split) -> tuple[float, ...]:
