@@ -31,7 +31,7 @@ def extensions_dir() -> Path:
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
 
 
-def _package_dirs() -> list[str]:
+def package_dirs() -> list[str]:
     """Where this environment's torch and DeepSpeed packages live, found as `import` finds them (sys.path) but
     without importing them: the launcher stays light."""
     dirs = []
@@ -64,7 +64,7 @@ def built_for_this_environment(name: str, root: Path | None = None) -> bool:
         return False
     paths = {token.removeprefix("-I").removeprefix("-L") for token in text.split()}
     return all(any(path == package or path.startswith(package + os.sep) for path in paths)
-               for package in _package_dirs())
+               for package in package_dirs())
 
 
 def build_locks(names: tuple[str, ...] = DEEPSPEED_CPU_OPS) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from scalestudy import op_locks
 from scalestudy.engine import op_builds
 
 
@@ -14,10 +15,10 @@ def test_pending_builds_follow_the_extension_cache(tmp_path, monkeypatch):
     assert op_builds.pending_builds("deepspeed", "none", cuda=False) == ["deepspeed_shm_comm"]
     assert op_builds.pending_builds("fsdp", "none", cuda=False) == [] and op_builds.pending_builds(
         "deepspeed", "cpu", cuda=True) == []
-    _cached_build(tmp_path / "py311_cpu", "deepspeed_shm_comm", op_builds._package_dirs())
+    _cached_build(tmp_path / "py311_cpu", "deepspeed_shm_comm", op_locks.package_dirs())
     # torch's folder when TORCH_EXTENSIONS_DIR is unset; the runs set it (engine/train.py), so torch builds anew
     assert op_builds.pending_builds("deepspeed", "none", cuda=False) == ["deepspeed_shm_comm"]
-    _cached_build(tmp_path, "deepspeed_shm_comm", op_builds._package_dirs())
+    _cached_build(tmp_path, "deepspeed_shm_comm", op_locks.package_dirs())
     (tmp_path / "cpu_adam").mkdir()
     (tmp_path / "cpu_adam" / "lock").write_text("")  # a build in progress or broken: not built
     assert op_builds.pending_builds("deepspeed", "cpu", cuda=False) == ["cpu_adam"]
@@ -49,7 +50,7 @@ def test_an_op_another_environment_built_is_announced_as_a_build(tmp_path, monke
     import torch  # the real packages of this environment, as train's ranks find them
     import deepspeed
 
-    here = op_builds._package_dirs()
+    here = op_locks.package_dirs()
     assert here == [os.path.dirname(torch.__file__), os.path.dirname(deepspeed.__file__)]
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(op_builds, "_prebuilt", lambda name: False)
@@ -77,7 +78,7 @@ def test_the_cpu_profile_says_it_compiles_an_op_another_environment_built(tmp_pa
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(cpu_profile, "_run_profile", lambda *a: None)
     monkeypatch.setattr(cpu_profile, "profile_quality", lambda path: None)
-    here = op_builds._package_dirs()
+    here = op_locks.package_dirs()
     _cached_build(tmp_path, "deepspeed_shm_comm", ["/other/clone/.venv/lib/" + os.path.basename(d) for d in here])
     logs = []
     cpu_profile.measure_profile(tmp_path / "p.yaml", log=logs.append)
@@ -133,7 +134,6 @@ def test_a_stale_op_build_lock_is_one_line_not_a_silent_hang(tmp_path, monkeypat
 
     import pytest
 
-    from scalestudy import op_locks
     from scalestudy.costmodel import cpu_profile
     from scalestudy.errors import ScalestudyError
 

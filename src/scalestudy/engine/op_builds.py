@@ -16,9 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-# extensions_dir is re-exported for engine/cpu_profile.py and the tests, built_for_this_environment for tests/conftest.py
-from scalestudy.op_locks import (  # noqa: F401
-    _package_dirs, build_locks, built_for_this_environment, clear_stale_locks, extensions_dir)
+from scalestudy.op_locks import build_locks, built_for_this_environment, clear_stale_locks, extensions_dir
 
 BUILD_S = {"deepspeed_shm_comm": 53, "cpu_adam": 75}  # measured on this project's 2-core machines
 
