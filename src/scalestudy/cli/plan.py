@@ -110,14 +110,13 @@ def _breakdown(estimate) -> str:
 
 
 def print_plan(result, cluster, top: int) -> None:
-    from rich.console import Console
     from rich.markup import escape
 
-    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_console
     from scalestudy.plan.planner import explain
 
-    width = terminal_width()
-    console = Console(width=width)
+    console = terminal_console()
+    width = console.width
     w = result.workload
     title = (f"Top {min(top or len(result.candidates), len(result.candidates))} of {result.feasible} feasible "
              f"strategies ({result.evaluated} evaluated: {result.estimated} estimated, {result.pruned} pruned by "
@@ -334,11 +333,9 @@ def plan(
 def _print_emit_note(note: str, emit_dir: str) -> None:
     """The --emit note: its prose wrapped at spaces to the terminal, the directory it ends in on a line of its own,
     never split (Rich hard-breaks a word longer than the width, which would break copying the path)."""
-    from rich.console import Console
+    from scalestudy.cli.terminal import terminal_console
 
-    from scalestudy.cli.terminal import terminal_width
-
-    console = Console(width=terminal_width())
+    console = terminal_console()
     prose, path = (note[:-len(emit_dir)].rstrip(), emit_dir) if note.endswith(f" {emit_dir}") else (note, "")
     console.print(prose, highlight=False, markup=False)
     if path:
@@ -395,11 +392,9 @@ def print_cpu_precision() -> None:
 
 def _say(text: str) -> None:
     """A sentence of figures, wrapped at spaces to the terminal (printed whole, a terminal folds it mid-word)."""
-    from rich.console import Console
+    from scalestudy.cli.terminal import terminal_console
 
-    from scalestudy.cli.terminal import terminal_width
-
-    Console(width=terminal_width()).print(text, highlight=False, markup=False)
+    terminal_console().print(text, highlight=False, markup=False)
 
 
 def print_profile(device, secs: float) -> None:
@@ -535,14 +530,12 @@ def _check_tune_counts(budget_s: float, trial_timeout_s: float, **counts: int) -
 
 
 def print_tune(result, out) -> None:
-    from rich.console import Console
-
     from scalestudy.plan.tune_report import report_rows
 
     def f(v, fmt):
         return "n/a" if v is None or v != v else format(v, fmt)
 
-    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_console
 
     title = (f"tune: {len(result.trials)} trial(s), calibration {result.calibration_s:.1f} s + trials "
              f"{result.trials_s:.1f} s; stop: {result.stop_reason}")
@@ -553,11 +546,11 @@ def print_tune(result, out) -> None:
     rows = [[str(r["trial"]), r["strategy"], r["status"], f(r["measured_step_s"], ".3f"),
              f(r["predicted_before_s"], ".3f"), f(r["error_before_pct"], "+.1f"), f(r["predicted_final_s"], ".3f"),
              f(r["error_final_pct"], "+.1f"), f(r["wall_s"], ".1f")] for r in report_rows(result)]
-    width = terminal_width()
-    table, hidden = fitted_table(title, columns, rows, width)
-    Console(width=width).print(table)
+    console = terminal_console()
+    table, hidden = fitted_table(title, columns, rows, console.width)
+    console.print(table)
     if hidden:
-        print(f"({width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
+        print(f"({console.width}-column terminal: left out {', '.join(hidden)}; all of them are in {out}/tune.md)")
     print("Step times: seconds per optimizer step, median over the measured steps of each trial (warm-up "
           "excluded); 'before' = model fitted on the earlier trials only; 'after calib.' = final predictions.")
     from scalestudy.plan.tune_report import budget_line, efficiency_line, pick_line, prediction_line

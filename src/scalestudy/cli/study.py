@@ -120,7 +120,7 @@ def study_status(directory: Path = typer.Argument(..., help="Study directory."))
 
 def print_trials(directory: Path) -> None:
     """Each finished trial: outcome, step time, throughput, loss, wall time and, when not OK, why."""
-    from scalestudy.cli.terminal import Column, fitted_table, terminal_width
+    from scalestudy.cli.terminal import Column, fitted_table, terminal_console
     from scalestudy.study.status import trial_rows
 
     rows = trial_rows(directory)
@@ -136,9 +136,9 @@ def print_trials(directory: Path) -> None:
               num(r["wall_s"], ".1f"), r["reason"]] for r in rows]
     if not any(r["reason"] for r in rows):  # all OK: no empty reason column taking the labels' room
         columns, cells = columns[:-1], [c[:-1] for c in cells]
-    width = terminal_width()
-    table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, width)
-    Console(width=width).print(table)
+    fitted = terminal_console()
+    table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, fitted.width)
+    fitted.print(table)
     console.print("s/step: median seconds per optimizer step after the timing warm-up; tokens/s: encoder + decoder "
                   "tokens per second, whole job; loss: final training loss (nats/token); wall s: the trial's whole "
                   "run, start-up included" + (f"; left out for width: {', '.join(hidden)}" if hidden else "") + ".",

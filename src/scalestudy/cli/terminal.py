@@ -38,6 +38,13 @@ def terminal_width() -> int:
     return PIPE_WIDTH
 
 
+def terminal_console():
+    """A Rich console terminal_width() wide: Rich alone falls back to 80 columns when stdout is a pipe (`| less`)."""
+    from rich.console import Console
+
+    return Console(width=terminal_width())
+
+
 def _needed(columns: list[Column], rows: list[list[str]], keep: list[int], rules: bool = True) -> int:
     """Width of a Rich table (heavy-head box, or box=None with `rules` False; padding 1) showing columns `keep` with
     no cell or header wrapped (columns are dropped before prose is wrapped; only what still does not fit wraps)."""
