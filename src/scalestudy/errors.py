@@ -11,3 +11,24 @@ class RunFailed(ScalestudyError):
     """The input was fine but the work failed (e.g. no trial of a sweep succeeded): one line, exit status 1."""
 
     exit_code = 1
+
+
+class OptionError(ScalestudyError):
+    """A bad option value or combination. Its message names the options by their field names, which are the YAML
+    keys (strategy sections, study specs, train's --set); `options` lists those written in it, so that a command
+    whose user typed flags can name them as typed instead (`--optimizer-loop`, not `optimizer_loop`): renamed."""
+
+    def __init__(self, message: str, *options: str) -> None:
+        super().__init__(message)
+        self.options = options
+
+    def renamed(self, names: dict[str, str]) -> str:
+        """The message with each of its options in `names` written as names[option]. Whole names only: not inside
+        another name (pp in pp_schedule), a dashed word or a dotted key (DeepSpeed's data_types.grad_accum_dtype)."""
+        import re
+
+        message = str(self)
+        for option in sorted(self.options, key=len, reverse=True):
+            if option in names:
+                message = re.sub(rf"(?<![\w.-]){re.escape(option)}(?![\w-])", lambda _: names[option], message)
+        return message

@@ -86,12 +86,12 @@ def test_estimate_megatron_overlap_flags(capsys):
     (["--model", "mt5-huge"], "unknown model"),
     (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"], "not divisible by tp*pp"),
     (["--model", "gpt2", "--tp", "8"], "heads are not divisible by tp 8"),
-    (["--model", "mt5-base", "--micro-batch", "-1"], "micro_batch must be an integer >= 1"),
+    (["--model", "mt5-base", "--micro-batch", "-1"], "--micro-batch must be an integer >= 1"),
     (["--model", "mt5-base", "--global-batch", "-8"], "global batch must be >= 1"),
     (["--model", "mt5-base", "--seq-len", "-5"], "sequence length must be >= 1"),
     (["--model", "mt5-base", "--nodes", "0"], "nodes and gpus per node must be >= 1"),
     (["--model", "mt5-base", "--zero", "7"], "supports zero stage"),
-    (["--model", "mt5-base", "--recompute", "some"], "unknown recompute"),
+    (["--model", "mt5-base", "--recompute", "some"], "unknown --recompute 'some'"),
     (["--model", "t5-tiny", "--gpu", "local-cpu", "--precision", "bf16"], "does not support bf16"),
     (["--model", "mt5-base", "--global-batch", "12"], "global batch 12 is not divisible"),
 ])
@@ -141,7 +141,7 @@ def test_grad_reduce_flag_prices_the_fsdp_reduce_scatter(capsys):
     assert runs["compute"]["dp_comm_total_s"] < runs["engine"]["dp_comm_total_s"]
     assert runs["compute"]["parts"]["dp_comm_exposed_s"] < runs["engine"]["parts"]["dp_comm_exposed_s"]
     code, _, err = _run(capsys, "estimate", *base, "--grad-reduce", "bf16")
-    assert code == 2 and "unknown grad_reduce 'bf16'" in err
+    assert code == 2 and "unknown --grad-reduce 'bf16'" in err
 
 
 def test_recompute_early_stop_flag(capsys):
@@ -157,7 +157,7 @@ def test_recompute_early_stop_flag(capsys):
         parts[value] = d["time"]["parts"]
     assert parts["engine"]["compute_s"] < parts["off"]["compute_s"]
     code, _, err = _run(capsys, "estimate", *base, "--recompute-early-stop", "maybe")
-    assert code == 2 and "unknown recompute_early_stop 'maybe'" in err
+    assert code == 2 and "unknown --recompute-early-stop 'maybe'" in err
     # --cross-entropy (memory.logits_bytes): Liger's fused linear cross-entropy keeps no logits -> less memory
     mem, stored = {}, base[:-3] + ["--json"]  # no recompute: the logits add to every stored activation
     for value in ("engine", "fused-linear"):
@@ -167,7 +167,7 @@ def test_recompute_early_stop_flag(capsys):
         mem[value] = d["memory"]["parts"]["activations"]
     assert mem["fused-linear"] < mem["engine"]
     code, _, err = _run(capsys, "estimate", *base, "--cross-entropy", "liger")
-    assert code == 2 and "unknown cross_entropy 'liger'" in err
+    assert code == 2 and "unknown --cross-entropy 'liger'" in err
 
 
 
@@ -177,10 +177,10 @@ H100_7B = ["--model", "llama-7b", "--gpu", "h100-80gb", "--micro-batch", "2", "-
 @pytest.mark.parametrize("flag, field, engine, value, part, bad, refusal", [
     # FA3 executes only the causal triangle at its Hopper rate (costmodel/efficiency.py): less compute than FA2
     ("--attention-kernel", "attention_kernel", ["--engine", "fsdp", "--zero", "3"], "fa3",
-     ("time", "compute_s"), "fa4", "unknown attention_kernel 'fa4'"),
+     ("time", "compute_s"), "fa4", "unknown --attention-kernel 'fa4'"),
     # NeMo distributed_fused_adam dtype bf16: Adam state in bf16 (costmodel/memory.py), megatron only
     ("--optimizer-dtype", "optimizer_dtype", ["--engine", "megatron", "--zero", "1", "--tp", "2"], "bf16",
-     ("memory", "optimizer"), "fp8", "unknown optimizer_dtype 'fp8'"),
+     ("memory", "optimizer"), "fp8", "unknown --optimizer-dtype 'fp8'"),
 ])
 def test_cost_model_option_flags(capsys, flag, field, engine, value, part, bad, refusal):
     """Each cost-model-only Strategy option is on estimate's command line: a non-default value reaches the

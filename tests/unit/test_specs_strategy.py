@@ -43,6 +43,31 @@ def test_invalid_options_are_one_line_errors(kwargs, match):
         Strategy(**kwargs)
 
 
+def test_option_errors_name_their_options_as_keys_and_as_the_flags_a_command_gives():
+    """The message names an option by its field (the YAML key); a command-line surface renames exactly the options
+    the error lists, as whole names: pp is not renamed inside pp_schedule, nor a dotted key of DeepSpeed's."""
+    from scalestudy.errors import OptionError
+
+    with pytest.raises(OptionError) as pipeline:
+        Strategy(pp_schedule="gpipe")
+    assert str(pipeline.value) == ("the gpipe pipeline schedule needs pp >= 2 (at pp 1 there is no pipeline to "
+                                   "schedule: leave pp_schedule at 1f1b)")
+    assert pipeline.value.renamed({"pp": "--pp", "pp_schedule": "--pp-schedule"}) == (
+        "the gpipe pipeline schedule needs --pp >= 2 (at --pp 1 there is no pipeline to schedule: leave "
+        "--pp-schedule at 1f1b)")
+    assert pipeline.value.renamed({"pp_schedule": "pp_schedule (--pp-schedule)"}).endswith(
+        "needs pp >= 2 (at pp 1 there is no pipeline to schedule: leave pp_schedule (--pp-schedule) at 1f1b)")
+    with pytest.raises(OptionError) as accum:
+        Strategy(engine="fsdp", zero=3, grad_accum_dtype="fp32")
+    assert accum.value.renamed({"grad_accum_dtype": "--grad-accum-dtype"}) == (
+        "--grad-accum-dtype fp32 describes DeepSpeed's data_types.grad_accum_dtype, not fsdp")
+    with pytest.raises(OptionError) as overlap:  # the prose's "sequence-parallel" is not the option
+        Strategy(tp=2, tp_comm_overlap=True, sequence_parallel=False)
+    assert overlap.value.renamed({"tp_comm_overlap": "--tp-comm-overlap", "sequence_parallel": "--sequence-parallel"}
+                                 ) == ("--tp-comm-overlap overlaps the sequence-parallel all-gathers / reduce-scatters "
+                                       "with the GEMMs: it needs --sequence-parallel (Megatron-LM asserts the same)")
+
+
 def test_fsdp_cpu_offload_is_allowed():
     s = Strategy(engine="fsdp", zero=3, offload_optimizer="cpu", offload_params="cpu")
     assert s.label.startswith("fsdp-z3+optcpu+paramcpu")

@@ -17,7 +17,7 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_ACCUM_
                                     OPTIMIZER_DTYPE,
                                     OPTIMIZER_LOOP,
                                     OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
-                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH)
+                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, flag_named_errors)
 
 GIB = float(1 << 30)
 
@@ -37,6 +37,7 @@ def _duration(seconds: float | None) -> str:
 
 
 @app.command()
+@flag_named_errors()
 def estimate(
     model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`), a config.json path, or a "
                                                    "model YAML of shape keys (docs/estimate-schema.md)."),

@@ -128,6 +128,59 @@ TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     "off otherwise.")
 
 
+def flag_named_errors(reads_keys: bool = False):
+    """Decorator of a command whose user types flags: an error naming options by their field names (OptionError:
+    the YAML keys, e.g. optimizer_loop) names the command's flags instead (--optimizer-loop), which a newcomer can
+    find in --help. `reads_keys`: the command also takes the keys (train's --config and --set KEY=VALUE), so only
+    flags typed on the command line are named so; an option with a flag that was not typed keeps its key, its flag
+    after it ('virtual_stages (--virtual-stages)'), as either may be where its value came from."""
+    import functools
+    import inspect
+
+    from scalestudy.errors import OptionError
+
+    def decorate(command):
+        flags = _command_flags(command)
+
+        @functools.wraps(command)  # typer reads the signature and help of the command itself (__wrapped__)
+        def run(**given):
+            try:
+                return command(**given)
+            except OptionError as exc:
+                names = {}
+                for option in exc.options:
+                    param, flag = flags.get(option, (None, None))
+                    if flag is None:  # no flag for it here: a key only (train's --set optimizer_loop=...)
+                        continue
+                    default = inspect.signature(command).parameters[param].default.default
+                    if not reads_keys or given.get(param, default) != default:  # typed (train's flags default None)
+                        names[option] = flag
+                    elif "_" in option:  # pp, zero: the key is the flag but for its dashes
+                        names[option] = f"{option} ({flag})"
+                if not names:
+                    raise
+                raise OptionError(exc.renamed(names), *exc.options) from None
+        return run
+    return decorate
+
+
+def _command_flags(command) -> dict[str, tuple[str, str]]:
+    """{option: (parameter, long flag)} of a typer command, under the parameter's name and the name its flag spells
+    (plan's `offload` is --offload-optimizer, so offload_optimizer too); a boolean flag by its positive form."""
+    import inspect
+
+    flags = {}
+    for name, param in inspect.signature(command).parameters.items():
+        decls = getattr(param.default, "param_decls", None)
+        if decls is None:  # not a typer option
+            continue
+        longs = [part for decl in decls for part in decl.split("/") if part.startswith("--")]
+        flag = longs[0] if longs else "--" + name.replace("_", "-")
+        flags[name] = (name, flag)
+        flags.setdefault(flag[2:].replace("-", "_"), (name, flag))
+    return flags
+
+
 def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
     """--stage-layers 13,11,11,13 -> (13, 11, 11, 13); one-line error otherwise (an empty value or entry too)."""
     if text is None:

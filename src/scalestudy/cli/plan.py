@@ -18,7 +18,7 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTY
                                     PLAN_OPTIMIZER_LOOP,
                                     PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
                                     ZERO3_FETCH,
-                                    cli_cluster, parse_speeds, print_stages)
+                                    cli_cluster, flag_named_errors, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -171,6 +171,7 @@ def print_plan(result, cluster, top: int) -> None:
 
 
 @app.command()
+@flag_named_errors()
 def plan(
     model: str = typer.Option(..., help="Model preset, config.json path or model YAML (shape keys)."),
     gpu: str = typer.Option("a100-40gb", help="Device name or a hardware profile YAML (e.g. from `calibrate`)."),
@@ -407,6 +408,7 @@ def print_profile(device, secs: float) -> None:
 
 
 @app.command()
+@flag_named_errors()
 def tune(
     model: str = typer.Option(..., help="Model preset, config.json path or model YAML (shape keys)."),
     nproc: int = typer.Option(2, help="Ranks on this machine."),

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from scalestudy.cli import app
-from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks
+from scalestudy.cli.options import check_batch_fits_ram, check_cpu_ranks, flag_named_errors
 from scalestudy.cli.options import machine_memory_bytes as _machine_memory_bytes
 from scalestudy.cli.terminal import run_flag_defaults, show_defaults
 
@@ -17,6 +17,7 @@ console = Console()
 
 
 @app.command()
+@flag_named_errors(reads_keys=True)
 def train(
     model: Optional[str] = typer.Option(None, help="Preset name (t5-tiny, gpt2-tiny, ...), a config.json path or a "
                                                    "model YAML (shape keys)."),

@@ -202,7 +202,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 
 Engine = Literal["deepspeed", "fsdp", "ddp", "megatron", "internlm"]
 Offload = Literal["none", "cpu", "nvme"]
@@ -253,7 +253,7 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
     """One line naming the choices when `value` is not one of them (Strategy and plan's Constraints)."""
     if value not in allowed:
-        raise ScalestudyError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
+        raise OptionError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})", name)
 
 
 @dataclass(frozen=True)
@@ -304,8 +304,8 @@ class Strategy:
             object.__setattr__(self, "recompute_early_stop", "on" if self.recompute_early_stop else "off")
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
         if stages is None:
-            raise ScalestudyError(f"unknown engine {self.engine!r} (choose from "
-                                  f"{', '.join((*ENGINES, *COST_MODEL_ENGINES))})")
+            raise OptionError(f"unknown engine {self.engine!r} (choose from "
+                              f"{', '.join((*ENGINES, *COST_MODEL_ENGINES))})", "engine")
         if isinstance(self.zero, bool) or self.zero not in stages:  # YAML's true would pass as 1
             allowed = ", ".join(map(str, stages))
             raise ScalestudyError(f"engine {self.engine} supports zero stage {allowed}, not {self.zero}")
@@ -314,47 +314,48 @@ class Strategy:
             if value not in allowed:  # check_choice words the refusal (a call per field cost plan 1.2 us a strategy)
                 check_choice(name, value, allowed)
         if self.optimizer_dtype != "engine" and self.engine not in ("megatron", "fsdp"):
-            raise ScalestudyError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
-                                  f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
-                                  f"not {self.engine}")
+            raise OptionError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
+                              f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
+                              f"not {self.engine}", "optimizer_dtype")
         if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or self.engine not in (
                 "deepspeed", "megatron")):
-            raise ScalestudyError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
-                                  f"softmax fell back to PyTorch (costmodel/megatron_softmax.py), not attention "
-                                  f"{self.attention} on {self.engine}")
+            raise OptionError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
+                              f"softmax fell back to PyTorch (costmodel/megatron_softmax.py), not attention "
+                              f"{self.attention} on {self.engine}", "attention_kernel")
         if self.zero3_fetch != "engine" and self.engine != "deepspeed":  # priced at zero 3 only (a DeepSpeed version)
-            raise ScalestudyError(f"zero3_fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers, "
-                                  f"not {self.engine}")
+            raise OptionError(f"zero3_fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers, "
+                              f"not {self.engine}", "zero3_fetch")
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
-            raise ScalestudyError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
-                                  f"data_types.grad_accum_dtype, not {self.engine}")
+            raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
+                              f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
-            raise ScalestudyError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
-                                  f"overflow and norm checks), not {self.engine}")
+            raise OptionError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
+                              f"overflow and norm checks), not {self.engine}", "optimizer_loop")
         if self.optimizer_loop == "fused" and self.engine not in ("fsdp", "ddp"):
-            raise ScalestudyError(f"optimizer_loop fused describes torch AdamW(fused=True) on the torch-native "
-                                  f"engines (fsdp, ddp), not {self.engine}")
+            raise OptionError(f"optimizer_loop fused describes torch AdamW(fused=True) on the torch-native "
+                              f"engines (fsdp, ddp), not {self.engine}", "optimizer_loop")
         if self.optimizer_loop == "deepspeed-unfused" and (self.engine, self.zero) != ("deepspeed", 0):
-            raise ScalestudyError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
-                                  f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}")
+            raise OptionError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
+                              f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}", "optimizer_loop")
         if self.optimizer_loop == "deepspeed-bf16" and ((self.engine, self.zero, self.precision) != (
                 "deepspeed", 0, "bf16") or self.pp < 2):
-            raise ScalestudyError(f"optimizer_loop deepspeed-bf16 describes the BF16_Optimizer of a DeepSpeed bf16 "
-                                  f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
-                                  f"{self.precision} pp {self.pp}")
+            raise OptionError(f"optimizer_loop deepspeed-bf16 describes the BF16_Optimizer of a DeepSpeed bf16 "
+                              f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
+                              f"{self.precision} pp {self.pp}", "optimizer_loop")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
                      "zero1_all_reduce"):
             if not isinstance(getattr(self, name), bool):
-                raise ScalestudyError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise OptionError(f"{name} must be true or false, got {getattr(self, name)!r}", name)
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ScalestudyError(f"{name} must be an integer >= 1, got {value!r}")
+                raise OptionError(f"{name} must be an integer >= 1, got {value!r}", name)
             if value >= 2**63:  # the engines and numpy hold them as int64
-                raise ScalestudyError(f"{name} must fit a 64-bit integer, got {value}")
+                raise OptionError(f"{name} must fit a 64-bit integer, got {value}", name)
         if self.tp_comm_overlap and self.tp > 1 and not self.sequence_parallel:
-            raise ScalestudyError("tp_comm_overlap overlaps the sequence-parallel all-gathers / reduce-scatters with "
-                                  "the GEMMs: it needs sequence_parallel (Megatron-LM asserts the same)")
+            raise OptionError("tp_comm_overlap overlaps the sequence-parallel all-gathers / reduce-scatters with "
+                              "the GEMMs: it needs sequence_parallel (Megatron-LM asserts the same)",
+                              "tp_comm_overlap", "sequence_parallel")
         self._check_offload()
         self._check_pipeline()
         if self.pp > 1 and self.engine == "deepspeed" and self.zero >= 2:
@@ -363,8 +364,9 @@ class Strategy:
     def _check_offload(self) -> None:
         if self.engine == "fsdp":
             if (self.offload_optimizer, self.offload_params) not in (("none", "none"), ("cpu", "cpu")):
-                raise ScalestudyError("FSDP offloads parameters and optimizer to the CPU together: set both "
-                                      "offload_params and offload_optimizer to cpu (no nvme)")
+                raise OptionError("FSDP offloads parameters and optimizer to the CPU together: set both "
+                                  "offload_params and offload_optimizer to cpu (no nvme)",
+                                  "offload_params", "offload_optimizer")
             return
         if self.offload_optimizer != "none" and not (self.engine == "deepspeed" and self.zero >= 1):
             raise ScalestudyError("optimizer offload needs DeepSpeed ZeRO stage 1, 2 or 3 (or FSDP with "
@@ -374,40 +376,43 @@ class Strategy:
 
     def _check_pipeline(self) -> None:
         if any(not isinstance(n, int) or isinstance(n, bool) for n in self.stage_layers):
-            raise ScalestudyError(f"stage_layers must be whole layer counts per pipeline stage (e.g. 3,1), got "
-                                  f"{self.stage_layers!r}")
+            raise OptionError(f"stage_layers must be whole layer counts per pipeline stage (e.g. 3,1), got "
+                              f"{self.stage_layers!r}", "stage_layers")
         # One rule for every surface (estimate, plan, study, train): a pipeline option at pp 1 would change nothing,
         # so it is refused rather than ignored (a study would run it as a duplicate trial).
         if self.pp_schedule != "1f1b" and self.pp < 2:
-            raise ScalestudyError(f"the {self.pp_schedule} pipeline schedule needs pp >= 2 (at pp 1 there is no "
-                                  "pipeline to schedule: leave pp_schedule at 1f1b)")
+            raise OptionError(f"the {self.pp_schedule} pipeline schedule needs pp >= 2 (at pp 1 there is no "
+                              "pipeline to schedule: leave pp_schedule at 1f1b)", "pp", "pp_schedule")
         if self.pp_schedule == "interleaved":
             if self.virtual_stages < 2:
-                raise ScalestudyError("the interleaved pipeline schedule needs virtual_stages >= 2")
+                raise OptionError("the interleaved pipeline schedule needs virtual_stages >= 2", "virtual_stages")
         elif self.virtual_stages != 1:
-            raise ScalestudyError(f"virtual_stages {self.virtual_stages} needs pp_schedule interleaved")
+            raise OptionError(f"virtual_stages {self.virtual_stages} needs pp_schedule interleaved", "virtual_stages",
+                              "pp_schedule")
         if self.stage_layers:
             if len(self.stage_layers) != self.pp:
-                raise ScalestudyError(f"stage_layers lists {len(self.stage_layers)} stages, pp is {self.pp}")
+                raise OptionError(f"stage_layers lists {len(self.stage_layers)} stages, pp is {self.pp}",
+                                  "stage_layers", "pp")
             if self.pp < 2:
-                raise ScalestudyError(f"stage_layers {','.join(map(str, self.stage_layers))} splits layers over "
-                                      "pipeline stages: it needs pp >= 2 (at pp 1 every layer is on one stage)")
+                raise OptionError(f"stage_layers {','.join(map(str, self.stage_layers))} splits layers over "
+                                  "pipeline stages: it needs pp >= 2 (at pp 1 every layer is on one stage)",
+                                  "stage_layers", "pp")
             if any(not isinstance(n, int) or isinstance(n, bool) or n < self.virtual_stages
                    for n in self.stage_layers):
-                raise ScalestudyError(f"every pipeline stage needs at least {self.virtual_stages} layer(s) "
-                                      f"(stage_layers {','.join(map(str, self.stage_layers))})")
+                raise OptionError(f"every pipeline stage needs at least {self.virtual_stages} layer(s) "
+                                  f"(stage_layers {','.join(map(str, self.stage_layers))})", "stage_layers")
 
     def stage_split(self, num_layers: int) -> tuple[int, ...]:
         """Layers held by each pipeline stage: `stage_layers`, or an even split with the remainder on the first
         stages (e.g. 30 layers over pp 4 -> 8, 8, 7, 7). Raises ScalestudyError when the counts cannot work."""
         if self.stage_layers:
             if sum(self.stage_layers) != num_layers:
-                raise ScalestudyError(f"stage_layers sum to {sum(self.stage_layers)}, the model has {num_layers} "
-                                      "layers")
+                raise OptionError(f"stage_layers sum to {sum(self.stage_layers)}, the model has {num_layers} "
+                                  "layers", "stage_layers")
             return self.stage_layers
         if num_layers < self.pp * self.virtual_stages:
-            raise ScalestudyError(f"{num_layers} layers cannot fill pp {self.pp} x virtual_stages "
-                                  f"{self.virtual_stages} model chunks")
+            raise OptionError(f"{num_layers} layers cannot fill pp {self.pp} x virtual_stages "
+                              f"{self.virtual_stages} model chunks", "pp", "virtual_stages")
         base, extra = divmod(num_layers, self.pp)
         return (base + 1,) * extra + (base,) * (self.pp - extra)
 
@@ -510,7 +515,8 @@ class Strategy:
         """This (checked) strategy at another micro-batch: no rule of __post_init__ involves the micro-batch beyond
         its own bounds, checked here, so the others are not run again (the planner builds thousands per second)."""
         if not isinstance(micro_batch, int) or isinstance(micro_batch, bool) or not 1 <= micro_batch < 2**63:
-            raise ScalestudyError(f"micro_batch must be an integer >= 1 that fits 64 bits, got {micro_batch!r}")
+            raise OptionError(f"micro_batch must be an integer >= 1 that fits 64 bits, got {micro_batch!r}",
+                              "micro_batch")
         return self._copy_with(micro_batch=micro_batch)
 
     def with_recompute(self, recompute: str) -> Strategy:
@@ -681,10 +687,11 @@ def _stage_layers(value) -> tuple:
         try:
             return tuple(int(part) for part in value.split(",")) if value.strip() else ()
         except ValueError:
-            raise ScalestudyError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}") \
-                from None
+            raise OptionError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}",
+                              "stage_layers") from None
     if not isinstance(value, (list, tuple)):
-        raise ScalestudyError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}")
+        raise OptionError(f"stage_layers takes layer counts per pipeline stage (e.g. 3,1), got {value!r}",
+                          "stage_layers")
     return tuple(value)
 
 
