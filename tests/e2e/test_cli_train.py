@@ -94,16 +94,17 @@ def test_kill_after_step_3_then_resume_matches_uninterrupted_run(tmp_path, token
 @pytest.mark.slow
 def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
     proc = scalestudy("train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--no-progress",
-                      "--engine", "ddp", "--nproc", "1", "--steps", "100", "--micro-batch", "16", "--lr", "3e-3",
-                      "--warmup-steps", "10", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"),
+                      "--engine", "ddp", "--nproc", "1", "--steps", "50", "--micro-batch", "16", "--lr", "3e-3",
+                      "--warmup-steps", "5", "--tokenizer", tokenizer, "--output", str(tmp_path / "run"),
                       "--set", "attention=eager")  # the materialised softmax learns alike
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["attn_implementation"] == "eager" and summary["strategy"]["attention"] == "eager"
     losses = summary["losses"]
     late = sum(losses[-20:]) / 20
-    # Below the uniform-guess loss ln(8192) = 9.01 by a wide margin, and far below the start (100 steps: the last 20
-    # average 4.11 = 0.42x step 1's 9.71 here; 150 steps gave 4.04 = 0.42x -- the curve is flat by then).
+    # Below the uniform-guess loss ln(8192) = 9.01 by a wide margin, and far below the start (50 steps: the last 20
+    # average 4.33 = 0.45x step 1's 9.71 here; 100 steps gave 4.11 = 0.42x, 150 steps 4.04 = 0.42x -- a run that
+    # does not learn stays near 9.7, 1.0x).
     assert late < 7.5 and late < 0.5 * losses[0], (losses[0], late)
 
 
