@@ -283,7 +283,13 @@ def _measure_again(path: Path, first: ProfileQuality, timeout_s: float, ops, log
         again.unlink(missing_ok=True)
 
 
-def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
+# How long one measurement may run before it counts as hung (a stale op-build lock, a dead rank): ~2-5 min on a quiet
+# machine, but 903-1026 s at load average 4-7 (2026-12-02) and 1432 s at load 9-10 (2026-12-03, benchmarks/RESULTS.md),
+# where a 600 s limit failed the demo after ten minutes of measuring.
+PROFILE_TIMEOUT_S = 1800.0
+
+
+def measure_profile(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEOUT_S) -> Path:
     """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure. A
     profile measured under load (`ProfileQuality.noise` > 1) is measured once more, beside it, if the machine goes
     quiet within QUIET_WAIT_S, and the quieter of the two kept: `path` only ever holds a whole profile (both are
@@ -312,7 +318,7 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = 600.0) -> Path:
     return path
 
 
-def remeasure_if_noisy(path: Path, *, log=None, timeout_s: float = 600.0) -> None:
+def remeasure_if_noisy(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEOUT_S) -> None:
     """A cached profile measured under load is measured again now if the machine is quiet (no waiting) and it has
     had fewer than MAX_ATTEMPTS measurements; the quieter kept."""
     quality = profile_quality(path)
