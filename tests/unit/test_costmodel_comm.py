@@ -124,13 +124,40 @@ def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
     # NCCL's tuning model (src/graph/tuning.cc): a ring's n-1 steps add up; nNodes - 1 of them cross a NIC
     from scalestudy.costmodel.comm import links, ring_latency
 
-    c = make_cluster("a100-80gb", nodes=192, gpus_per_node=8)
+    c = make_cluster("h100-80gb", nodes=192, gpus_per_node=8)  # Intel hosts: NVLink steps at NVLink's latency
     lk = links(c)
     assert ring_latency(16, 8, lk) == pytest.approx(14 * c.intra_latency + 1 * c.inter_latency)
     assert ring_latency(8, 8, lk) == pytest.approx(7 * c.intra_latency)  # one node: NVLink hops only
     n = 1536
     assert (n - 1) * c.intra_latency < ring_latency(n, 8, lk) < (n - 1) * c.inter_latency
     assert ring_latency(n, 1, lk) == pytest.approx((n - 1) * c.inter_latency)  # one rank per node: every hop a NIC
+
+
+def test_a_ring_across_nodes_steps_no_faster_than_its_hosts_post_network_steps():
+    # NCCL src/graph/tuning.cc since 2.18.1: once nNodes > 1, intraLat = max(intraLat, 3 x getNetOverhead) for the
+    # Simple protocol, getNetOverhead 2 us on AMD x86 hosts (DGX A100: AMD EPYC 7742), 1 us on Intel
+    from scalestudy.costmodel.comm import links, ring_latency
+
+    amd = make_cluster("a100-80gb", nodes=2, gpus_per_node=8)
+    assert amd.net_post_overhead == 2e-6
+    lk = links(amd)
+    assert ring_latency(16, 8, lk) == pytest.approx(14 * 6e-6 + 1 * amd.inter_latency)  # 6 us > NVLink's 3.4 us
+    assert ring_latency(8, 8, lk) == pytest.approx(7 * amd.intra_latency)  # one node: no network step to post
+    assert ring_latency(16, 1, lk) == pytest.approx(15 * amd.inter_latency)  # every hop a NIC: unchanged
+    intel = dataclasses.replace(amd, net_post_overhead_s=1e-6)  # AWS p4d: Intel hosts, 3 us < 3.4 us
+    assert ring_latency(16, 8, links(intel)) == pytest.approx(14 * amd.intra_latency + 1 * amd.inter_latency)
+
+
+def test_a_cluster_file_states_its_hosts_network_post_overhead(tmp_path):
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.hardware import load_cluster
+
+    f = tmp_path / "p4d.yaml"
+    f.write_text("device: a100-40gb\nnodes: 64\ngpus_per_node: 8\nnet_post_overhead_s: 1.0e-6\n")
+    assert load_cluster(f).net_post_overhead == 1e-6 and get_device("a100-40gb").net_post_overhead_s == 2e-6
+    f.write_text("device: a100-40gb\nnodes: 64\ngpus_per_node: 8\nnet_post_overhead_s: -1\n")
+    with pytest.raises(ScalestudyError, match="net_post_overhead_s must not be negative"):
+        load_cluster(f)
 
 
 @pytest.mark.parametrize("exposed, bytes_exposed, latency, want", [
@@ -143,7 +170,7 @@ def test_exposed_latency_adds_the_rings_latency_to_the_overlapped_bytes(exposed,
 
     assert exposed_latency(exposed, bytes_exposed, latency) == pytest.approx(want)
     # the bandwidth and latency seconds terms._dp_comm overlaps separately add up to the collective's time
-    lk, nolat = (2.4e11, 3.4e-6, 5e10, 1.2e-5), (2.4e11, 0.0, 5e10, 0.0)
+    lk, nolat = (2.4e11, 3.4e-6, 5e10, 1.2e-5, 1e-6), (2.4e11, 0.0, 5e10, 0.0, 0.0)
     for n, tree in ((8, False), (64, False), (64, True)):
         bw, lat = gather_parts(1e9, n, 8, lk, 0.9, "node", 12, tree)
         assert bw + lat == gather_time(1e9, n, 8, lk, 0.9, "node", 12, tree) and lat > 0
@@ -154,7 +181,7 @@ def test_exposed_latency_adds_the_rings_latency_to_the_overlapped_bytes(exposed,
 def test_data_parallel_ring_latency_is_exposed_in_full_through_estimate(engine, zero):
     # the bytes overlap the backward as before; every collective's (n-1)-hop ring latency lands on the step
     c = make_cluster("h100-80gb", nodes=64, gpus_per_node=8)
-    flat = dataclasses.replace(c, intra_node_latency_s=0.0, inter_node_latency_s=0.0)
+    flat = dataclasses.replace(c, intra_node_latency_s=0.0, inter_node_latency_s=0.0, net_post_overhead_s=0.0)
     st, work = Strategy(engine=engine, zero=zero, micro_batch=4), Workload(global_batch=2048, seq_len=2048)
     spec = get_model("llama-7b") if engine == "fsdp" else get_model("gpt2-xl")
     lat, nolat = (estimate(spec, cl, st, work) for cl in (c, flat))
@@ -181,7 +208,7 @@ def test_gradient_collectives_and_zero3_gathers_pool_the_nodes_nics():
     from scalestudy.costmodel.engines import engine_comm
 
     c = dataclasses.replace(make_cluster("a100-80gb", nodes=4, gpus_per_node=8), inter_node_latency_s=0.0,
-                            intra_node_latency_s=0.0)
+                            intra_node_latency_s=0.0, net_post_overhead_s=0.0)
     lk, nbytes = links(c), 8e9
     node = gather_time(nbytes, 32, 8, lk, 1.0, "node", 1)
     rank = gather_time(nbytes, 32, 8, lk, 1.0, "rank", 1)

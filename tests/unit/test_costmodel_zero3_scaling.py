@@ -260,7 +260,7 @@ def test_per_parameter_collectives_cost_grows_with_the_group_and_collapses_175b_
     lk, eng = links(runs[1536].cluster), engine_table()["deepspeed"]
     per_collective = {n: ring_latency(n, 8, lk) + n * eng.list_rank_host_s for n in runs}
     assert per_collective[1536] == pytest.approx(2 * per_collective[768], rel=0.02)
-    assert 0.008 < per_collective[1536] < 0.02  # 7.4 ms of NCCL ring steps + 1536 x 5.1 us of list work
+    assert 0.008 < per_collective[1536] < 0.02  # 10.9 ms of NCCL ring steps + 1536 x 5.1 us of list work
     # the current DeepSpeed (coalesced, prefetched, the default) on the same rows is 2-3x faster: what the issue
     # flags alone predict for them, and why the rows say which DeepSpeed they ran
     current = {n: _narayanan(n, "engine") for n in runs}

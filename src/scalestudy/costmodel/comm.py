@@ -4,7 +4,7 @@ Ring algorithms (Thakur et al. 2005; NCCL): all-reduce of B bytes over n ranks s
 reduce-scatter and all-gather (n-1)/n * B. A group that spans nodes runs as NCCL runs it: one flat ring (per
 channel) through every rank, NVLink hops inside a node and one NIC hop where it leaves the node, with one channel
 per NIC, so the g group members of a node pool their g NIC shares (bus_time). Each ring step pays its link's
-latency (ring_latency).
+latency (ring_latency), at least the host's network post overhead per step once the ring spans nodes.
 Bandwidths are per device, one direction, bytes/s (specs/hardware/*.yaml); a device's inter-node figure is its
 share of the node's NICs (node NIC total / GPUs per node).
 """
@@ -49,16 +49,18 @@ def spans_nodes(ranks_apart: int, cluster: ClusterSpec) -> bool:
     return ranks_apart >= cluster.gpus_per_node and cluster.nodes > 1
 
 
-def links(cluster: ClusterSpec) -> tuple[float, float, float, float]:
-    """(intra bw, intra latency, inter bw, inter latency), memoised per cluster object (hot path)."""
+def links(cluster: ClusterSpec) -> tuple[float, float, float, float, float]:
+    """(intra bw, intra latency, inter bw, inter latency, the hosts' network post overhead), memoised per cluster
+    object (hot path)."""
     hit = _LINKS.get(id(cluster))
     if hit is None or hit[0] is not cluster:
-        hit = (cluster, (cluster.intra_bw, cluster.intra_latency, cluster.inter_bw, cluster.inter_latency))
+        hit = (cluster, (cluster.intra_bw, cluster.intra_latency, cluster.inter_bw, cluster.inter_latency,
+                         cluster.net_post_overhead))
         _LINKS[id(cluster)] = hit
     return hit[1]
 
 
-def tp_links(cluster: ClusterSpec, tp: int) -> tuple[float, float, float, float]:
+def tp_links(cluster: ClusterSpec, tp: int) -> tuple[float, float, float, float, float]:
     """links() for a tensor-parallel group: on an NVLink point-to-point mesh (V100 SXM2 boards, DGX-1) a group of tp
     consecutive ranks inside the node rides only the links among its members (DeviceSpec.nvlink_group_fraction)."""
     lk = links(cluster)
@@ -87,7 +89,7 @@ def bus_time(volume_factor: float, nbytes: float, n: int, per_node: int, lk: tup
     """
     if n <= 1 or nbytes <= 0:
         return 0.0
-    intra_bw, _, inter_bw, _ = lk
+    intra_bw, inter_bw = lk[0], lk[2]
     g = max(1, min(per_node, n))
     bus = intra_bw if g >= n else min(intra_bw, g * inter_bw)
     return volume_factor * (n - 1) / n * nbytes / bus
@@ -136,7 +138,7 @@ def _gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: f
                   tree: bool) -> tuple[float, float]:
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
-    intra_bw, intra_lat, _, _ = lk
+    intra_bw, intra_lat = lk[0], lk[1]
     g = max(1, min(per_node, n))
     if g >= n:
         hops = math.ceil(math.log2(n)) if tree else n - 1
@@ -145,17 +147,27 @@ def _gather_parts(nbytes: float, n: int, per_node: int, lk: tuple, efficiency: f
     return bus_time(1.0, nbytes, n, g if rails == "node" else 1, lk) / efficiency, latency
 
 
+# Network posts per ring step of NCCL's Simple protocol, the one its large collectives run (src/graph/tuning.cc
+# since 2.18.1: `if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3`)
+SIMPLE_POSTS_PER_RING_STEP = 3
+
+
 def ring_latency(n: int, per_node: int, lk: tuple) -> float:
     """Latency of one ring all-gather / reduce-scatter through n ranks, `per_node` of them per node.
 
     NCCL's tuning model (src/graph/tuning.cc, ring all-gather / reduce-scatter: (nRanks - 1 - nInterSteps) steps
     at the intra-node latency, nInterSteps = nNodes - 1 at the network latency): a chunk walks the ring hop by hop,
     so the steps add up, and only the steps that leave a node pay the NIC's latency; the others are NVLink hops.
+    Once the ring spans nodes its NVLink steps cost at least the host's network post overhead (lk[4]) times
+    SIMPLE_POSTS_PER_RING_STEP -- tuning.cc since 2.18.1 (d97a32fa): 'Inter-node rings still have to launch nsteps *
+    net overhead', intraLat = max(intraLat, netOverhead): the ring moves step by step, and each step waits on the
+    CPU proxy that posts the network transfers, 2 us a post on AMD x86 hosts (DGX A100), 1 us on Intel.
     """
     if n <= 1:
         return 0.0
     inter = -(-n // max(1, per_node)) - 1
-    return (n - 1 - inter) * lk[1] + inter * lk[3]
+    step = max(lk[1], SIMPLE_POSTS_PER_RING_STEP * lk[4]) if inter else lk[1]
+    return (n - 1 - inter) * step + inter * lk[3]
 
 
 def per_owner_broadcast_time(nbytes: float, owners: int, n: int, per_node: int, lk: tuple, efficiency: float
@@ -207,7 +219,7 @@ def p2p_time(nbytes: float, cross_node: bool, cluster: ClusterSpec) -> float:
     """Point-to-point send of `nbytes` (pipeline activations/gradients between neighbouring stages)."""
     if nbytes <= 0:
         return 0.0
-    intra_bw, intra_lat, inter_bw, inter_lat = links(cluster)
+    intra_bw, intra_lat, inter_bw, inter_lat, _ = links(cluster)
     if cross_node:
         return nbytes / inter_bw + inter_lat
     return nbytes / intra_bw + intra_lat

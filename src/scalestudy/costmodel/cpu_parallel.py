@@ -100,7 +100,7 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
     a = ACT_BYTES[st.precision]
     counts = tp_layer_counts(model)
     ratio = dev.collective_time_ratio  # measured / alpha-beta time per gloo op (calibration), on the bytes term
-    latency_only = (math.inf, lk[1], math.inf, lk[3])
+    latency_only = (math.inf, lk[1], math.inf, lk[3], lk[4])
 
     def bytes_term(volume: float, nbytes: float) -> float:
         return collective(volume, nbytes, tp, tp, lk) - collective(volume, nbytes, tp, tp, latency_only)

@@ -98,6 +98,10 @@ class DeviceSpec:
     # compute runs while a collective overlaps it (Lee et al. 2025, measured on A100 and H100: 18.9% on average)
     nvme_fraction_of_pcie: float = 0.25
     compute_slowdown_under_comm: float = 0.189
+    # Seconds the node's host CPU takes to post one network step of an NCCL collective (NCCL src/graph/tuning.cc
+    # getNetOverhead, since 2.18.1: 1 us on Intel x86 hosts, 2 us on AMD x86 hosts, 1 us otherwise): every step of
+    # a ring that spans nodes, NVLink steps included, lasts at least 3 of them (comm.ring_latency)
+    net_post_overhead_s: float = 1.0e-6
     # Device memory a training process holds before its first tensor (bytes); left out of a YAML: by kind,
     # DEFAULT_PROCESS_MEMORY_BYTES
     process_memory_bytes: int = 1 << 30
@@ -181,6 +185,7 @@ class ClusterSpec:
     inter_node_bytes_per_s: float | None = None
     intra_node_latency_s: float | None = None
     inter_node_latency_s: float | None = None
+    net_post_overhead_s: float | None = None  # the nodes' host CPU differs from the device YAML's (its docstring)
     name: str = field(default="")
     # Board power limit of every device (W, `nvidia-smi -pl`); None keeps the device's own (its YAML power_limit_w)
     power_limit_w: float | None = None
@@ -243,6 +248,10 @@ class ClusterSpec:
     @property
     def inter_latency(self) -> float:
         return self._get("inter_node_latency_s")
+
+    @property
+    def net_post_overhead(self) -> float:
+        return self._get("net_post_overhead_s")
 
     def with_nodes(self, nodes: int) -> ClusterSpec:
         """The first `nodes` nodes (of a mixed cluster: its first groups, in the order written)."""
@@ -366,13 +375,13 @@ MAX_TIME_FIELD_S = 3600.0  # a link latency or a per-layer / per-step overhead: 
 # 1e308 rate would price every transfer at zero seconds
 MAX_RATE_PER_S = 1.0e15
 _TIME_FIELDS = ("intra_node_latency_s", "inter_node_latency_s", "layer_overhead_s", "step_overhead_s",
-                "microstep_overhead_s")
+                "microstep_overhead_s", "net_post_overhead_s")
 _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
                 "cpu_adam_params_per_s")
 _FLOAT_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
                  "inter_node_bytes_per_s", "inter_node_latency_s", "cpu_adam_params_per_s", "layer_overhead_s",
                  "step_overhead_s", "microstep_overhead_s", "matmul_peak_fraction", "clock_mhz", "power_limit_w",
-                 "nvme_fraction_of_pcie", "compute_slowdown_under_comm")
+                 "nvme_fraction_of_pcie", "compute_slowdown_under_comm", "net_post_overhead_s")
 
 
 def _num(value, name: str, origin: str) -> float:
@@ -676,7 +685,7 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     if unknown:
         raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")
     for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s",
-                "power_limit_w"):
+                "net_post_overhead_s", "power_limit_w"):
         if data.get(key) is not None:
             data[key] = _num(data[key], key, str(path))
             if key.endswith(("bytes_per_s", "_w")) and not data[key] > 0:
