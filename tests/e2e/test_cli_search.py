@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import yaml
+from _cli import run_cli
 
 TRAINER = r'''
 import argparse, json, math, os, time
@@ -86,8 +87,10 @@ def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path):
     assert json.loads(fit.stdout)["n_runs"] == 8  # 2 proxies x 4 budget fractions
 
 
-def test_search_bad_spec_is_one_line(tmp_path):
+def test_search_bad_spec_is_one_line(tmp_path, capsys):
+    # In this process: the spec is refused before any trial process starts.
     spec_path = tmp_path / "bad.yaml"
     spec_path.write_text(yaml.safe_dump({"model": ["t5-tiny"], "search": {"space": {}}}))
-    proc = _cli("search", spec_path, "--output", tmp_path / "o")
-    assert proc.returncode == 2 and "budget_tokens" in proc.stderr and "Traceback" not in proc.stderr
+    code, _, err = run_cli(capsys, ["search", str(spec_path), "--output", str(tmp_path / "o")])
+    assert code == 2 and "budget_tokens" in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0, err
