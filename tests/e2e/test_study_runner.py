@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from _cli import run_cli
 from _procs import alive_in
 
 
@@ -166,10 +167,11 @@ def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
     assert len(_rows(out / "study.sqlite", "SELECT * FROM trials")) == 5
 
 
-def test_bad_spec_is_one_line_error(tmp_path):
+def test_bad_spec_is_one_line_error(tmp_path, capsys):
+    # In this process (cli.main): the spec is refused before any trial process starts.
     spec = tmp_path / "bad.yaml"
     spec.write_text("model: t5-tiny\nzero: two\n")
-    res = _cli("study", "run", str(spec), "-o", str(tmp_path / "o"))
-    assert res.returncode == 2
-    assert "zero must be an integer" in res.stderr and "Traceback" not in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, ["study", "run", str(spec), "-o", str(tmp_path / "o")])
+    assert code == 2
+    assert "zero must be an integer" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
