@@ -63,6 +63,39 @@ def test_devices_states_the_convention_of_every_column(capsys, monkeypatch):
         assert phrase in text
 
 
+def test_presets_states_what_each_column_counts(capsys, monkeypatch):
+    """`scalestudy presets` printed 'layers 24+24', 'd_ff', 'head untied' with no word on what they count."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, ["presets"])
+    text = re.sub(r"\s+", " ", out)
+    assert code == 0 and " mt5-xxl 12,921,057,280 24+24 " in text
+    for phrase in ("layers = encoder + decoder blocks (one number: decoder-only)", "a tied embedding / LM head "
+                   "counted once", "head = LM head tied to the input embedding or not"):
+        assert phrase in text
+
+
+def test_validate_figures_keep_one_notation_down_a_column():
+    """validate's published / predicted cells were f'{v:,.4g}': 7,598 tokens/s beside 6.874e+05 (from 10,000 up) in
+    one column; now 4 significant digits with k / M / G from 1,000, no wider than before (the 80-column tables keep
+    their held-out error column whole)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from scalestudy.cli.costmodel import _figure, _validation_table
+
+    assert [_figure(v) for v in (7598.0, 687441.2, 1.13e6, 2.5e9, 999.96, 15.98, 0.050334)] == [
+        "7.598k", "687.4k", "1.13M", "2.5G", "1000", "15.98", "0.05033"]
+    rows = [SimpleNamespace(id=f"r{i}", config="", published=v, predicted=1.1 * v, error=0.1, fit=True,
+                            source_key="s", unit="tokens/s") for i, v in enumerate((7598.0, 687441.0))]
+    table, _ = _validation_table("throughput", "tokens_per_s", rows, {"r0": {"predicted": 8000.0, "error": 0.05},
+                                                                        "r1": {"predicted": 7e5, "error": 0.02}}, 200)
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "687.4k" in text and "756.2k" in text and "700k" in text and "e+0" not in text
+
+
 @pytest.mark.parametrize("argv", [
     ["presets"],
     ["estimate", "--model", "gpt2-xl", "--gpu", "a100-40gb", "--nodes", "2", "--global-batch", "64",

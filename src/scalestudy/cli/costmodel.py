@@ -329,7 +329,7 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
                   f"{100 * defaults['mean_abs_error']:.1f}%, max {100 * defaults['max_abs_error']:.1f}%, "
                   f"{defaults['rows_over_20pct']} of {defaults['rows']} rows over 20%")
     console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "
-                  "published.[/]")
+                  "published. k, M, G = 1e3, 1e6, 1e9.[/]")
     if refitted:
         console.print("constants refitted on every source: " +
                       ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
@@ -343,6 +343,16 @@ def _groups(rows) -> dict:
     for r in rows:
         groups.setdefault((r.kind, r.metric), []).append(r)
     return groups
+
+
+def _figure(value: float) -> str:
+    """A published or predicted figure, 4 significant digits in one notation down a column: from 1,000 with k, M,
+    G (= 1e3, 1e6, 1e9: 687.4k, 1.13M tokens/s; '.4g' wrote 7,598 beside 6.874e+05), narrower than whole numbers,
+    which pushed the held-out error column past 80 columns."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g}{suffix}"
+    return f"{value:.4g}"
 
 
 def _validation_table(kind: str, metric: str, group: list, held_out: dict, width: int) -> tuple:
@@ -360,7 +370,7 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
     if held:
         columns += [Column("held out", drop=5), Column("held-out error")]
     columns.append(Column("source", "left", drop=4))
-    fmt = (lambda v: f"{100 * v:.1f}%") if metric == "mfu" else (lambda v: f"{v:,.4g}")
+    fmt = (lambda v: f"{100 * v:.1f}%") if metric == "mfu" else _figure
     plain, marked = [], []
     for r in group:
         errors = [r.error] + ([held_out[r.id]["error"]] if kind == "throughput" else [])
@@ -403,7 +413,12 @@ def presets() -> None:
         layers = f"{s.num_layers}+{s.num_decoder_layers}" if s.is_encoder_decoder else str(s.num_layers)
         t.add_row(name, f"{param_count(s):,}", layers, str(s.d_model), str(s.num_heads), str(s.d_ff),
                   str(s.vocab_size), "tied" if s.tie_word_embeddings else "untied")
-    Console().print(t)
+    console = Console()
+    console.print(t)
+    console.print("params = parameter count (Transformers' model, a tied embedding / LM head counted once); layers = "
+                  "encoder + decoder blocks (one number: decoder-only); d_model, d_ff = hidden and feed-forward "
+                  "widths; heads = attention heads; vocab = vocabulary size (tokens); head = LM head tied to the input embedding or "
+                  "not", highlight=False)
 
 
 @app.command()
