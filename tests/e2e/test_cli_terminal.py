@@ -162,6 +162,9 @@ def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypa
     assert sum(line.startswith("throughput: ") for line in lines) == sum(" held-out error" in line for line in lines)
     assert "tokens_per_s [tokens/s (global batch x seq / step)]" in out.replace("\n", " ")
     assert re.search(r"^  bigscience2022: 1 row, mean", out, re.M) and ": 1 rows," not in out  # a one-row source
+    sources = lines[lines.index("Sources:") + 1:]  # each source's text hangs under its key
+    assert sources[0].startswith("  ") and all(line.startswith("  ") for line in sources if line.strip())
+    assert sum(line.startswith("    ") for line in sources) > sum(not line.startswith("    ") for line in sources)
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = run_cli(capsys, ["validate"])
     assert code == 0 and " held out " in out and "-column terminal: left out" not in out  # (a source says "left out")
