@@ -167,3 +167,17 @@ def test_with_recompute_is_the_checked_replace():
         assert "unknown recompute 'some'" in str(exc)
     else:
         raise AssertionError("with_recompute took an unknown recompute")
+
+
+def test_a_second_plan_on_the_same_cluster_reuses_the_first_ones_memos():
+    """A cluster cut to all of its nodes is the cluster itself (ClusterSpec.with_nodes), so the stage collectives
+    memoised by the cluster's identity in one plan serve the next plan on it: no new entry, the same ranking."""
+    cluster = make_cluster("a100-40gb", nodes=2, gpus_per_node=8)
+    assert cluster.with_nodes(2) is cluster and cluster.with_nodes(1) is not cluster
+    model, work = get_model("gpt2"), Workload(global_batch=64, seq_len=1024)
+    activation_cache_clear()
+    first = plan(model, cluster, work)
+    entries = len(stage_terms._COMM)
+    second = plan(model, cluster, work)
+    assert entries > 0 and len(stage_terms._COMM) == entries
+    assert [c.estimate.to_dict() for c in second.candidates] == [c.estimate.to_dict() for c in first.candidates]

@@ -254,8 +254,12 @@ class ClusterSpec:
         return self._get("net_post_overhead_s")
 
     def with_nodes(self, nodes: int) -> ClusterSpec:
-        """The first `nodes` nodes (of a mixed cluster: its first groups, in the order written)."""
-        if not self.groups or nodes == self.nodes:
+        """The first `nodes` nodes (of a mixed cluster: its first groups, in the order written); all of them: this
+        (frozen) cluster itself, so that the cost model's memos, keyed by the cluster's identity, serve every plan
+        on it, not only the first."""
+        if nodes == self.nodes:
+            return self
+        if not self.groups:
             return replace(self, nodes=nodes)
         left, kept = nodes * self.gpus_per_node, []
         for g in self.groups:
