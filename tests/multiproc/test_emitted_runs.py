@@ -59,8 +59,8 @@ def _run_two_nodes(emit_dir: Path, cwd: Path, run_id: str) -> Path:
     return summaries[0]
 
 
-@pytest.mark.parametrize("engine, zero, ranks, offload", [("deepspeed", 2, 2, "none"), ("fsdp", 3, 1, "cpu"),
-                                                         ("ddp", 1, 1, "none")])
+# DDP's emitted settings (ZeroRedundancyOptimizer at zero 1): the two-node run below, through the multi-node script.
+@pytest.mark.parametrize("engine, zero, ranks, offload", [("deepspeed", 2, 2, "none"), ("fsdp", 3, 1, "cpu")])
 def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, tokenizer, engine, zero, ranks,
                                                               offload):
     emit_dir = tmp_path / "emit"
@@ -90,13 +90,14 @@ def test_emitted_single_node_script_runs_the_emitted_settings(tmp_path, capsys, 
 def test_emitted_multi_node_script_runs_two_nodes_through_one_rendezvous(tmp_path, capsys, tokenizer):
     emit_dir = tmp_path / "emit"
     _plan_emit(emit_dir, tokenizer, "--nodes", "2", "--gpus-per-node", "1", "--global-batch", "4",
-               "--engine", "ddp", "--zero", "0", "--offload-optimizer", "none", "--tp", "1", "--pp", "1")
+               "--engine", "ddp", "--zero", "1", "--offload-optimizer", "none", "--tp", "1", "--pp", "1")
     capsys.readouterr()
     summary_file = _run_two_nodes(emit_dir, tmp_path, "emitted-2-nodes")
     summary = json.loads(summary_file.read_text())
     assert summary["world_size"] == 2 and summary["dp"] == 2 and summary["steps"] == 2
-    assert json.loads((summary_file.parent / "ddp_config.json").read_text()) == \
-        json.loads((emit_dir / "ddp_config.json").read_text())
+    assert summary["strategy"]["engine"] == "ddp" and summary["strategy"]["zero"] == 1
+    used = json.loads((summary_file.parent / "ddp_config.json").read_text())
+    assert used == json.loads((emit_dir / "ddp_config.json").read_text()) and used["zero_redundancy_optimizer"]
     from scalestudy.specs.run import RunConfig
 
     recorded = RunConfig.from_yaml(summary_file.parent / "train_config.yaml")  # the run records its configuration
