@@ -181,3 +181,17 @@ def test_a_second_plan_on_the_same_cluster_reuses_the_first_ones_memos():
     second = plan(model, cluster, work)
     assert entries > 0 and len(stage_terms._COMM) == entries
     assert [c.estimate.to_dict() for c in second.candidates] == [c.estimate.to_dict() for c in first.candidates]
+
+
+def test_a_layouts_zero_stages_share_one_tensor_parallel_price():
+    """terms._tp_comm is priced once for the ZeRO stages and offloads of a layout (stage_terms._stage_tp_comm):
+    fewer entries than the stage collectives' memo holds, and every estimate equals it priced with empty caches."""
+    cluster = make_cluster("a100-40gb", nodes=2, gpus_per_node=8)
+    model, work = get_model("llama-7b"), Workload(global_batch=64, seq_len=2048)
+    strategies = _strategies(1)
+    activation_cache_clear()
+    warm = [estimate(model, cluster, s, work).to_dict() for s in strategies]
+    assert 0 < len(stage_terms._TP) < len(stage_terms._COMM)
+    for s, expected in zip(strategies, warm):
+        activation_cache_clear()
+        assert estimate(model, cluster, s, work).to_dict() == expected, s.label

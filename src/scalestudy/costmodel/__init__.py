@@ -20,6 +20,7 @@ def activation_cache_clear() -> None:
     terms._SHAPES_BY_FIELDS.clear()
     comm._GATHERS.clear()
     stage_terms._COMM.clear()
+    stage_terms._TP.clear()
     attention_bias._SAVED_AND_GRAD.clear()
     memory._zero3_held_elems.cache_clear()
     zero3._zero3_reuse.cache_clear()
