@@ -77,6 +77,17 @@ def suite_builds_finished() -> None:
 
 
 @pytest.fixture(scope="session")
+def leave_one_source_out_result() -> dict:
+    """`validate`'s leave-one-source-out refit (published.leave_one_source_out at its default sweeps, ~76 refits,
+    20-70 s on 2 cores) computed once per session: the refit is pure (the published rows and the stored constants),
+    so tests/unit/test_costmodel_validate.py asserts its numbers and the e2e validate prints render the same result
+    (tests/e2e/conftest.py validate_refits_once)."""
+    from scalestudy.costmodel.published import leave_one_source_out
+
+    return leave_one_source_out()
+
+
+@pytest.fixture(scope="session")
 def bundled_tokenizer(tmp_path_factory) -> str:
     """The bundled corpus's tokenizer (8192 tokens), trained once per session for every test that trains on the
     bundled corpus and passes --tokenizer (the tokenizer does not depend on the sequence lengths)."""

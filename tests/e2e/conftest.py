@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="session")
-def _leave_one_source_out_result() -> dict:
-    from scalestudy.costmodel.published import leave_one_source_out
-
-    return leave_one_source_out()
-
-
 @pytest.fixture
-def validate_refits_once(monkeypatch, _leave_one_source_out_result) -> None:
+def validate_refits_once(monkeypatch, leave_one_source_out_result) -> None:
     """`validate`'s leave-one-source-out refit (~76 refits, 11-28 s on 2 cores) computed once per session: the
     validate tests print it as JSON, wide, at 80 and at 200 columns, and the refit is pure (the published rows and
     the stored constants), so every print after the first renders the same result again. The CLI imports the
@@ -21,4 +14,4 @@ def validate_refits_once(monkeypatch, _leave_one_source_out_result) -> None:
     the command sees; the refit itself is checked in tests/unit/test_costmodel_validate.py."""
     from scalestudy.costmodel import published
 
-    monkeypatch.setattr(published, "leave_one_source_out", lambda: _leave_one_source_out_result)
+    monkeypatch.setattr(published, "leave_one_source_out", lambda: leave_one_source_out_result)

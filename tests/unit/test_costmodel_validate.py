@@ -5,8 +5,7 @@ from importlib import resources
 
 from scalestudy.costmodel.constants import FITTED, stored
 from scalestudy.costmodel.kernel_counts import block_kernels
-from scalestudy.costmodel.published import (BOUNDS, _objective, fit, fit_rows, leave_one_source_out, load, summary,
-                                            validation_rows)
+from scalestudy.costmodel.published import BOUNDS, _objective, fit, fit_rows, load, summary, validation_rows
 from scalestudy.costmodel.step import compute_times
 from scalestudy.specs.hardware import get_device
 from scalestudy.specs.model import get_model
@@ -75,8 +74,8 @@ def test_stored_constants_say_what_they_were_fitted_on_and_are_that_fit():
     assert _objective(rows, stored()) <= _objective(rows, fit(rows, sweeps=2)) + 0.002
 
 
-def test_leave_one_source_out_headline():
-    res = leave_one_source_out(sweeps=1)
+def test_leave_one_source_out_headline(leave_one_source_out_result):
+    res = leave_one_source_out_result  # the refit at validate's own sweeps, once per session (tests/conftest.py)
     assert res["sources"] >= 6 and res["row_count"] >= 40
     # each source is predicted by constants fitted without it
     for row in res["rows"]:
