@@ -81,8 +81,8 @@ def test_validate_figures_keep_one_notation_down_a_column():
 
     from scalestudy.cli.costmodel import _figure, _validation_table
 
-    assert [_figure(v) for v in (7598.0, 687441.2, 1.13e6, 2.5e9, 999.96, 15.98, 0.050334)] == [
-        "7.598k", "687.4k", "1.13M", "2.5G", "1000", "15.98", "0.05033"]
+    assert [_figure(v) for v in (7598.0, 687441.2, 1.13e6, 2.5e9, 999.96, 999_999, 15.98, 0.050334)] == [
+        "7.598k", "687.4k", "1.13M", "2.5G", "1k", "1M", "15.98", "0.05033"]  # rounded, then its unit: not 1000k
     rows = [SimpleNamespace(id=f"r{i}", config="", published=v, predicted=1.1 * v, error=0.1, fit=True,
                             source_key="s", unit="tokens/s") for i, v in enumerate((7598.0, 687441.0))]
     table, _ = _validation_table("throughput", "tokens_per_s", rows, {"r0": {"predicted": 8000.0, "error": 0.05},

@@ -353,7 +353,9 @@ def _groups(rows) -> dict:
 def _figure(value: float) -> str:
     """A published or predicted figure, 4 significant digits in one notation down a column: from 1,000 with k, M,
     G (= 1e3, 1e6, 1e9: 687.4k, 1.13M tokens/s; '.4g' wrote 7,598 beside 6.874e+05), narrower than whole numbers,
-    which pushed the held-out error column past 80 columns."""
+    which pushed the held-out error column past 80 columns. Rounded before the scale is chosen, so 999,999 is 1M,
+    not 1000k."""
+    value = float(f"{value:.4g}")
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
             return f"{value / scale:.4g}{suffix}"
