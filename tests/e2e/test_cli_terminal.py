@@ -109,6 +109,8 @@ def test_study_status_shows_each_trial_with_its_numbers_and_reason(capsys, monke
     oom = next(line for line in out.splitlines() if "│ OOM     │" in line)
     assert "ran out of memory" in oom
     assert re.search(r"│ OK +│ +0\.354 │ +1,808 │", out)  # ds-z3 at 2 ranks: 0.354 s/step, 640 tokens / 0.354 s
+    caption = next(line for line in out.splitlines() if line.startswith("s/step: median"))
+    assert columns - 20 < len(caption) <= columns  # the caption wraps at the table's width, not Rich's default 80
 
 
 def test_printed_commands_are_never_split(capsys, monkeypatch, tmp_path):

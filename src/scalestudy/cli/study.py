@@ -136,13 +136,13 @@ def print_trials(directory: Path) -> None:
               num(r["wall_s"], ".1f"), r["reason"]] for r in rows]
     if not any(r["reason"] for r in rows):  # all OK: no empty reason column taking the labels' room
         columns, cells = columns[:-1], [c[:-1] for c in cells]
-    fitted = terminal_console()
-    table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, fitted.width)
-    fitted.print(table)
-    console.print("s/step: median seconds per optimizer step after the timing warm-up; tokens/s: encoder + decoder "
-                  "tokens per second, whole job; loss: final training loss (nats/token); wall s: the trial's whole "
-                  "run, start-up included" + (f"; left out for width: {', '.join(hidden)}" if hidden else "") + ".",
-                  highlight=False)
+    wide = terminal_console()  # the table and its caption wrap at the same width
+    table, hidden = fitted_table(f"{len(rows)} finished trial(s)", columns, cells, wide.width)
+    wide.print(table)
+    wide.print("s/step: median seconds per optimizer step after the timing warm-up; tokens/s: encoder + decoder "
+               "tokens per second, whole job; loss: final training loss (nats/token); wall s: the trial's whole "
+               "run, start-up included" + (f"; left out for width: {', '.join(hidden)}" if hidden else "") + ".",
+               highlight=False)
 
 
 @study_app.command("export")
