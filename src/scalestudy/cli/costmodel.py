@@ -424,8 +424,8 @@ def presets() -> None:
     console.print(t)
     console.print("params = parameter count (Transformers' model, a tied embedding / LM head counted once); layers = "
                   "encoder + decoder blocks (one number: decoder-only); d_model, d_ff = hidden and feed-forward "
-                  "widths; heads = attention heads; vocab = vocabulary size (tokens); head = LM head tied to the input embedding or "
-                  "not", highlight=False)
+                  "widths; heads = attention heads; vocab = vocabulary size (tokens); head = LM head tied to the "
+                  "input embedding or not", highlight=False)
 
 
 @app.command()
