@@ -35,6 +35,8 @@ def test_estimate_human_table_has_units(capsys):
     assert code == 0
     for text in ("GiB", "seconds", "tokens/s", "TFLOP/s", "MFU (model FLOPs", "fp32", "FLOPs convention"):
         assert text in out
+    # the step-time parts in words, not the --json keys (dp_comm_exposed_s)
+    assert "exposed data-parallel communication" in out and "dp_comm_exposed" not in out
 
 
 def test_estimate_with_cluster_file_and_offload(capsys, tmp_path):

@@ -115,6 +115,26 @@ def test_explain_gives_numbers_for_winner_and_runner_up():
     assert len(text.splitlines()) <= 2
 
 
+@dataclass
+class PartsEstimate(FakeEstimate):
+    """FakeEstimate with a step-time breakdown: 80% compute, 20% exposed data-parallel communication."""
+
+    def time_parts(self):
+        return {"compute_s": 0.8 * self.step_s, "dp_comm_exposed_s": 0.2 * self.step_s}
+
+
+def test_explain_names_step_terms_in_words_with_units():
+    # ZeRO 0 vs 1 on one layout: steps that differ (other layouts of the stand-in tie)
+    one_layout = Constraints(zero=(0, 1), tp=(1,), pp=(1,), micro_batch=(4,), recompute=("none",))
+    r = plan(MODEL, CLUSTER, WORK, one_layout, estimator=lambda *a: PartsEstimate(**vars(fake_estimate(*a))))
+    a, b = r.candidates[:2]
+    line = explain(r).splitlines()[1]
+    assert line.startswith("Largest differences (winner vs runner-up): ")
+    assert (f"compute {0.8 * a.estimate.step_s:.4g} vs {0.8 * b.estimate.step_s:.4g} s per step" in line
+            and "exposed data-parallel communication " in line)
+    assert "compute_s" not in line and "dp_comm_exposed_s" not in line  # the --json keys are not words
+
+
 def test_json_schema_keys():
     r = plan(MODEL, CLUSTER, WORK, estimator=fake_estimate)
     js = r.to_json(top=3)

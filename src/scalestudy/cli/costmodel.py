@@ -156,6 +156,7 @@ def _print_estimate(est) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from scalestudy.costmodel.breakdown import STEP_TERM_NAMES
     from scalestudy.costmodel.engine_software import engine_meanings
     from scalestudy.specs.strategy import software_assumed
 
@@ -200,9 +201,9 @@ def _print_estimate(est) -> None:
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")
     for k, v in tm["parts"].items():
-        t.add_row(k.removesuffix("_s"), f"{v:.4f}", f"{100 * v / tm['step_s']:.1f}%")
+        t.add_row(STEP_TERM_NAMES.get(k, k), f"{v:.4f}", f"{100 * v / tm['step_s']:.1f}%")
     t.add_row("[bold]step[/]", f"[bold]{tm['step_s']:.4f}[/]", "100%")
-    t.add_row("dp comm total (incl. overlapped)", f"{tm['dp_comm_total_s']:.4f}", "")
+    t.add_row("data-parallel communication, total (incl. overlapped)", f"{tm['dp_comm_total_s']:.4f}", "")
     console.print(t)
     if est.stages:
         from scalestudy.cli.options import print_stages

@@ -15,6 +15,19 @@ from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Layout, Strategy, Workload
 
 SCHEMA = "scalestudy.estimate/1"
+
+# The step-time terms (`time_parts()` keys, the --json schema's) as printed to a reader: the JSON keys are field
+# names, not words; each term is seconds per optimizer step.
+STEP_TERM_NAMES = {
+    "compute_s": "compute",
+    "pipeline_bubble_s": "pipeline bubble",
+    "tp_comm_s": "exposed tensor-parallel communication",
+    "pp_comm_s": "exposed pipeline-parallel communication",
+    "dp_comm_exposed_s": "exposed data-parallel communication",
+    "optimizer_s": "optimizer",
+    "offload_s": "offload",
+    "framework_s": "framework (measured CPU)",
+}
 FLOPS_CONVENTION = (f"{MODEL_FLOPS_CONVENTION}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
                     "dense peak of the precision (scalestudy.costmodel.mfu)")
 
@@ -140,6 +153,7 @@ class Estimate:
         return None if t is None else t * self.layout.world_size / 3600.0
 
     def time_parts(self) -> dict:
+        """{`time.parts` key: seconds per optimizer step}; STEP_TERM_NAMES names each key for printing."""
         return {"compute_s": self.compute_s, "pipeline_bubble_s": self.bubble_s, "tp_comm_s": self.tp_comm_s,
                 "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s, "optimizer_s": self.optimizer_s,
                 "offload_s": self.offload_s, "framework_s": self.framework_s}

@@ -356,6 +356,8 @@ def _verdict(a: Candidate, b: Candidate, objective: str) -> str:
 
 def explain(result: PlanResult) -> str:
     """One or two lines of numbers: why the winner beats the runner-up."""
+    from scalestudy.costmodel.breakdown import STEP_TERM_NAMES
+
     if len(result.candidates) < 2:
         return f"Only one feasible strategy: {result.best.strategy.label}."
     a, b = result.candidates[0], result.candidates[1]
@@ -367,7 +369,8 @@ def explain(result: PlanResult) -> str:
              f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
     ta, tb = step_time_terms(ea), step_time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
-    parts = [f"{k} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s" for d, k in diffs[:3] if d > 0]
+    parts = [f"{STEP_TERM_NAMES.get(k, k)} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s per step"
+             for d, k in diffs[:3] if d > 0]
     if result.objective in ("cost", "min-nodes"):
         parts.insert(0, f"{a.world_size} vs {b.world_size} devices, device-hours"
                         f"{'' if a.train_tokens else ' per 1M tokens'} {a.device_hours:.4g} vs {b.device_hours:.4g}")
