@@ -44,3 +44,14 @@ def test_tensorboard_holds_scalars_config_and_hparams(tmp_path):
 def test_flat_hparams_keep_only_tensorboard_types():
     flat = metrics.flat_hparams({"a": {"b": 1, "c": None, "d": [1, 2]}, "e": True})
     assert flat == {"a/b": 1, "a/c": "none", "a/d": "[1, 2]", "e": True}
+
+
+def test_unqueued_step_is_the_median_of_each_step_less_its_wait():
+    # per step (step_s, queued_s): each less its wait 0.40 / 0.50 / 0.55 -> median 0.50; the median step less the
+    # median wait would say 0.55 - 0.0 = 0.55. The warm-up step is left out; a run without waits has none.
+    rows = [{"step_s": 9.0, "queued_s": 0.0}, {"step_s": 1.0, "queued_s": 0.6}, {"step_s": 0.5, "queued_s": 0.0},
+            {"step_s": 0.55, "queued_s": 0.0}]
+    summary = metrics.summarize(rows, warmup=1)
+    assert summary["median_step_s"] == 0.55
+    assert summary["median_unqueued_step_s"] == 0.5
+    assert metrics.summarize([{"step_s": 0.5}], warmup=0)["median_unqueued_step_s"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -223,3 +224,20 @@ def test_plot_extremes_count_ranks_in_the_singular_at_one_rank():
     one = _extremes("t5-tiny", {"ds-z0": {1: 1390.0}, "fsdp-z3": {1: 941.0}})
     assert one == "t5-tiny at 1 rank: highest ds-z0 (1.39e+03), lowest fsdp-z3 (941)"
     assert _extremes("t5-tiny", {"ds-z0": {1: 5.0, 2: 9.0}}).startswith("t5-tiny at 2 ranks:")
+
+
+def test_step_time_error_against_the_steps_less_their_run_queue_wait(tmp_path):
+    # predictions 10% above the wall-clock steps; each trial's summary says its steps less their run-queue wait were
+    # 0.8x the wall-clock ones: the prediction is 1.1 / 0.8 - 1 = 37.5% above those
+    store = build_store(tmp_path, with_failures=False)
+    for t in store.trials():
+        summary = {"median_step_s": t["step_s"], "median_unqueued_step_s": 0.8 * t["step_s"]}
+        store.record_trial({**t, "summary_json": summary},
+                           [json.loads(m["data"]) for m in store.metrics(t["trial_id"])])
+    store.close()
+    text = "\n".join(findings(load(tmp_path)))
+    assert "Cost model step time: median |error| 10%" in text
+    assert "Cost model step time less the steps' run-queue wait: median |error| 38% over 6 trials" in text
+    # a store of trials without the measure (older versions) says nothing about it
+    build_store(tmp_path / "old").close()
+    assert "run-queue wait" not in "\n".join(findings(load(tmp_path / "old")))

@@ -21,10 +21,10 @@ from scalestudy.launch.process import read_metrics
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 # Keys written for every step; `scalestudy` readers (study store, report) rely on these.
-STEP_KEYS = ("step", "loss", "lr", "grad_norm", "step_s", "tokens_per_s", "samples_per_s", "model_tflops", "mfu",
-             "peak_mem_bytes", "params_bytes", "grads_bytes", "optim_bytes", "rss_bytes")
-# loss nats/token, lr, grad_norm (L2), step_s s, tokens/s and samples/s whole job, model_tflops = model TFLOP/s per rank,
-# mfu fraction, bytes
+STEP_KEYS = ("step", "loss", "lr", "grad_norm", "step_s", "queued_s", "tokens_per_s", "samples_per_s", "model_tflops",
+             "mfu", "peak_mem_bytes", "params_bytes", "grads_bytes", "optim_bytes", "rss_bytes")
+# loss nats/token, lr, grad_norm (L2), step_s and queued_s s (train.train_step), tokens/s and samples/s whole job,
+# model_tflops = model TFLOP/s per rank, mfu fraction, bytes
 TB_SCALARS = ("loss", "lr", "grad_norm", "step_s", "tokens_per_s", "samples_per_s", "model_tflops", "mfu",
               "peak_mem_bytes", "rss_bytes")
 # summary.json keys shown as the results of a run in TensorBoard's HPARAMS tab
@@ -148,6 +148,10 @@ def summarize(rows: list[dict], warmup: int) -> dict:
         "warmup_steps_excluded": len(rows) - len(measured),
         "measured_steps": len(measured),
         "median_step_s": median(measured, "step_s"),
+        # each step less its `queued_s` (run-queue wait of the most-preempted rank): the step on a machine to itself,
+        # the convention of the CPU profile the cost model predicts with (engine/cpu_wait.py); None before it was kept
+        "median_unqueued_step_s": median([{"s": r["step_s"] - r["queued_s"]} for r in measured
+                                          if isinstance(r.get("queued_s"), (int, float))], "s"),
         "median_tokens_per_s": median(measured, "tokens_per_s"),
         "median_samples_per_s": median(measured, "samples_per_s"),
         "median_model_tflops": median(measured, "model_tflops"),

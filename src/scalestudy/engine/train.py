@@ -20,6 +20,7 @@ from pathlib import Path
 
 from scalestudy.costmodel.mfu import MFU_CONVENTION, flops_utilization
 from scalestudy.engine.cpu_precision import check_precision
+from scalestudy.engine.cpu_wait import wait_s
 from scalestudy.engine.op_builds import announcement, pending_builds
 from scalestudy.specs.run import RunConfig
 from scalestudy.errors import ScalestudyError
@@ -144,12 +145,12 @@ def versions() -> dict:
     return out
 
 
-def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int):
-    """One all_gather per step: [loss, params, grads, optim, rss, cuda peak] of every rank."""
+def gather_stats(ctx: DistContext, loss, memory, rss: int, cuda_peak: int, queued_s: float = 0.0):
+    """One all_gather per step: [loss, params, grads, optim, rss, cuda peak, run-queue s] of every rank."""
     import torch
     import torch.distributed as dist
 
-    rest = torch.tensor([memory.params_bytes, memory.grads_bytes, memory.optim_bytes, rss, cuda_peak],
+    rest = torch.tensor([memory.params_bytes, memory.grads_bytes, memory.optim_bytes, rss, cuda_peak, queued_s],
                         dtype=torch.float64, device=ctx.device)
     mine = torch.cat([loss.detach().to(torch.float64).reshape(1), rest])
     parts = [torch.empty_like(mine) for _ in range(ctx.world_size)]
@@ -298,12 +299,12 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
 
     if cuda:
         torch.cuda.synchronize(ctx.device)
-    t0 = time.perf_counter()
+    q0, t0 = wait_s(), time.perf_counter()
     loss = backend.forward_backward([model_inputs(next(stream), ctx.device) for _ in range(layout.grad_accum)])
     lr = backend.lr  # the rate this step's update uses
     grad_norm = backend.optimizer_step()
     cuda_peak = torch.cuda.max_memory_allocated(ctx.device) if cuda else 0
-    stats = gather_stats(ctx, loss, backend.memory, rss_bytes(), cuda_peak)
+    stats = gather_stats(ctx, loss, backend.memory, rss_bytes(), cuda_peak, wait_s() - q0)
     if cuda:
         torch.cuda.synchronize(ctx.device)
     step_s = time.perf_counter() - t0
@@ -314,6 +315,9 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
         "lr": lr,
         "grad_norm": grad_norm,
         "step_s": step_s,
+        # seconds of this step the most-preempted rank's training thread waited for a CPU (runnable, not running:
+        # other processes' share of a busy machine); the CPU profile's timings leave it out (engine/cpu_wait.py)
+        "queued_s": max(s[6] for s in stats),
         "tokens_per_s": workload.tokens_per_step / step_s,
         "samples_per_s": workload.global_batch / step_s,
         "model_tflops": flops / step_s / ctx.world_size / 1e12,

@@ -7,6 +7,7 @@ learning-rate sweep) are summarised by their median.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ def load(directory: str | Path) -> StudyData:
             data.left_out.append((t["trial_id"], missing))
             continue
         t["pred_mem_bytes"] = comparable_prediction(t)
+        t["unqueued_step_s"] = unqueued_step_s(t)
         data.trials.append(t)
     if trials and not data.trials:
         first, missing = data.left_out[0]
@@ -146,6 +148,19 @@ def _clean(t: dict, data: StudyData) -> None:
 def _ids(ids) -> str:
     ids = [str(i) for i in ids]
     return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def unqueued_step_s(t: dict) -> float | None:
+    """The trial's median step less its run-queue wait (summary.json `median_unqueued_step_s`; engine/train.py):
+    the step time of this machine to itself, which the measured CPU profile's predictions stand for. None for trials
+    of older versions and for unusable values."""
+    summary = t.get("summary_json")
+    try:
+        summary = json.loads(summary) if isinstance(summary, str) else summary
+    except ValueError:
+        return None
+    value = _number(summary.get("median_unqueued_step_s")) if isinstance(summary, dict) else None
+    return value if value is not None and value > 0 else None
 
 
 def comparable_prediction(t: dict) -> float | None:
