@@ -86,8 +86,9 @@ def test_estimate_megatron_overlap_flags(capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["--model", "mt5-huge"], "unknown model"),
-    (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"], "not divisible by tp*pp"),
-    (["--model", "gpt2", "--tp", "8"], "heads are not divisible by tp 8"),
+    (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"],
+     "world size 6 is not divisible by --tp 4 x --pp 1"),
+    (["--model", "gpt2", "--tp", "8"], "heads are not divisible by --tp 8"),
     (["--model", "mt5-base", "--micro-batch", "-1"], "--micro-batch must be an integer >= 1"),
     (["--model", "mt5-base", "--global-batch", "-8"], "global batch must be >= 1"),
     (["--model", "mt5-base", "--seq-len", "-5"], "sequence length must be >= 1"),
@@ -95,7 +96,7 @@ def test_estimate_megatron_overlap_flags(capsys):
     (["--model", "mt5-base", "--zero", "7"], "supports zero stage"),
     (["--model", "mt5-base", "--recompute", "some"], "unknown --recompute 'some'"),
     (["--model", "t5-tiny", "--gpu", "local-cpu", "--precision", "bf16"], "does not support bf16"),
-    (["--model", "mt5-base", "--global-batch", "12"], "global batch 12 is not divisible"),
+    (["--model", "mt5-base", "--global-batch", "12"], "--global-batch 12 is not divisible by --micro-batch"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, needle):
     code, out, err = _run(capsys, "estimate", *args)

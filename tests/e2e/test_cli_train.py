@@ -138,8 +138,13 @@ def test_non_utf8_corpus(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--nproc", "3", "--micro-batch", "2", "--global-batch", "8"], "not divisible by micro-batch 2 x dp 3"),
-    (["--nproc", "2", "--micro-batch", "4", "--global-batch", "12"], "not divisible by micro-batch 4 x dp 2"),
+    (["--nproc", "3", "--micro-batch", "2", "--global-batch", "8"],
+     "--global-batch 8 is not divisible by --micro-batch 2 x dp 3"),
+    (["--nproc", "2", "--micro-batch", "4", "--global-batch", "12"],
+     "--global-batch 12 is not divisible by --micro-batch 4 x dp 2"),
+    # the model/mesh checks name the flag typed, and the key where the value came from --set
+    (["--engine", "fsdp", "--zero", "3", "--nproc", "4", "--tp", "3"], "the mesh --tp 3 x pp 1 does not divide"),
+    (["--engine", "fsdp", "--zero", "3", "--nproc", "4", "--set", "tp=3"], "the mesh tp 3 x pp 1 does not divide"),
     (["--engine", "ddp", "--zero", "3"], "engine ddp supports zero stage 0, 1, not 3"),
     (["--precision", "bf16"], "needs a GPU"),
 ])

@@ -42,9 +42,9 @@ def test_pipeline_run_resumes_under_tensor_parallelism(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--tp", "4", "--nproc", "4"], "tp 4 does not divide the 2 key/value heads of llama-tiny"),
-    (["--pp", "4", "--nproc", "4"], "pp 4 x virtual stages 1 exceeds the 2 layers of llama-tiny"),
-    (["--tp", "2", "--nproc", "3"], "the mesh tp 2 x pp 1 does not divide the world size 3"),
+    (["--tp", "4", "--nproc", "4"], "--tp 4 does not divide the 2 key/value heads of llama-tiny"),
+    (["--pp", "4", "--nproc", "4"], "--pp 4 exceeds the 2 layers of llama-tiny"),
+    (["--tp", "2", "--nproc", "3"], "the mesh --tp 2 x pp 1 does not divide the world size 3"),
     (["--pp", "2", "--stage-layers", "1,x"], "--stage-layers takes comma-separated layer counts"),
 ])
 def test_bad_layouts_fail_before_any_process_starts(tmp_path, capsys, args, message):

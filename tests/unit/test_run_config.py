@@ -56,7 +56,7 @@ def test_bad_yaml_is_one_clear_error(tmp_path, text, message):
 @pytest.mark.parametrize("changes, message", [
     ({"model": "t5-nano"}, "unknown model 't5-nano'"),
     ({"engine": "fsdp", "zero": 1}, "engine fsdp supports zero stage 2, 3, not 1"),
-    ({"nproc": 3, "micro_batch": 2, "global_batch": 8}, "not divisible by micro-batch 2 x dp 3"),
+    ({"nproc": 3, "micro_batch": 2, "global_batch": 8}, "global_batch 8 is not divisible by micro_batch 2 x dp 3"),
     ({"tp": 2, "nproc": 2}, "tp/pp > 1 run on FSDP2"),
     ({"objective": "causal"}, "encoder-decoder: use --objective span"),
     ({"model": "gpt2-tiny"}, "decoder-only: use --objective causal"),

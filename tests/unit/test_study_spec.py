@@ -24,7 +24,7 @@ def test_invalid_combinations_are_filtered_with_reasons():
     assert {(t.zero, t.nproc) for t in spec.trials} == {(2, 1), (3, 1)}
     assert len(spec.skipped) == 4
     assert any("engine fsdp supports zero stage 2, 3, not 1" in s for s in spec.skipped)
-    assert any("global batch 4 is not divisible by micro-batch 2 x dp 3" in s for s in spec.skipped)
+    assert any("global_batch 4 is not divisible by micro_batch 2 x dp 3" in s for s in spec.skipped)
 
 
 def test_include_adds_trials_that_inherit_the_grid():

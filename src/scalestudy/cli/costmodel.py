@@ -124,7 +124,7 @@ def estimate(
                         grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
-            raise ScalestudyError(f"world size {clus.world_size} is not divisible by tp*pp = {tp}*{pp}")
+            raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}")
         global_batch = micro_batch * clus.world_size // (tp * pp)
     if seq_len < 1:
         raise ScalestudyError(f"sequence length must be >= 1, got {seq_len}")

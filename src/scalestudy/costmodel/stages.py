@@ -53,7 +53,7 @@ from scalestudy.costmodel.step import compute_times
 from scalestudy.costmodel.terms import (_shape, _tied_embedding_sync, attention_kernel, hp_grad_accumulation_s,
                                         model_layout)
 from scalestudy.costmodel.zero3 import zero3_gathers
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.strategy import Strategy, Workload, vocab_shards
@@ -99,7 +99,7 @@ def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageD
         return hit[1]
     world, gpn = cluster.world_size, cluster.gpus_per_node
     if world % pp:
-        raise ScalestudyError(f"pp {pp} does not divide the cluster's {world} ranks")
+        raise OptionError(f"pp {pp} does not divide the cluster's {world} ranks", "pp")
     per = world // pp
     bounds, at = [], 0
     for g in cluster.rank_groups():

@@ -26,7 +26,7 @@ from scalestudy.costmodel.params import param_breakdown, param_count, params_per
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s, zero3_gathers,
                                         zero3_reuse)
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.parallel_layout import check_sequence_parallel
@@ -905,6 +905,6 @@ def _checked_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, worklo
                             gpus_per_node=cluster.gpus_per_node if st.tp > 1 else 0, num_heads=model.num_heads,
                             num_layers=model.total_layers if st.pp > 1 else 0)
     if st.tp > 1 and model.kv_heads % st.tp:
-        raise ScalestudyError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}")
+        raise OptionError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}", "tp")
     check_sequence_parallel(st, workload.seq_len, target_length(model, workload))  # train/study's rule, one place
     return layout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 
 # Families whose blocks have a tensor-parallel plan (engine/parallel/tensor_parallel.py).
 TP_FAMILIES = ("llama", "gpt2", "t5", "mt5")
@@ -15,23 +15,24 @@ def needs_hybrid(strategy) -> bool:
 
 
 def check_parallel_layout(spec, strategy, world_size: int, dropout: float = 0.0) -> None:
-    """Raise ScalestudyError when `strategy`'s tp/pp cannot run `spec` on `world_size` ranks."""
+    """Raise ScalestudyError when `strategy`'s tp/pp cannot run `spec` on `world_size` ranks (OptionError naming the
+    keys tp, pp, virtual_stages: train renames them to the flags typed)."""
     tp, pp = strategy.tp, strategy.pp
     if not needs_hybrid(strategy):
         return
     if world_size % (tp * pp):
-        raise ScalestudyError(f"the mesh tp {tp} x pp {pp} does not divide the world size {world_size} "
-                              f"(--nproc x --nnodes)")
+        raise OptionError(f"the mesh tp {tp} x pp {pp} does not divide the world size {world_size} "
+                          f"(--nproc x --nnodes)", "tp", "pp")
     if tp > 1:
         if spec.family not in TP_FAMILIES:
             raise ScalestudyError(f"tensor parallelism has no plan for {spec.family} models; "
                                   f"use --tp 1 or a llama/gpt2/t5 model")
         if spec.num_heads % tp:
-            raise ScalestudyError(f"tp {tp} does not divide the {spec.num_heads} attention heads of {spec.name}")
+            raise OptionError(f"tp {tp} does not divide the {spec.num_heads} attention heads of {spec.name}", "tp")
         if spec.kv_heads % tp:
-            raise ScalestudyError(f"tp {tp} does not divide the {spec.kv_heads} key/value heads of {spec.name}")
+            raise OptionError(f"tp {tp} does not divide the {spec.kv_heads} key/value heads of {spec.name}", "tp")
         if spec.d_ff % tp:
-            raise ScalestudyError(f"tp {tp} does not divide the feed-forward width {spec.d_ff} of {spec.name}")
+            raise OptionError(f"tp {tp} does not divide the feed-forward width {spec.d_ff} of {spec.name}", "tp")
         if dropout > 0:  # replicated activations would need the same mask on every tp rank (Megatron's RNG tracker)
             raise ScalestudyError("dropout > 0 with tp > 1 is not supported here (tp ranks draw different masks): "
                                   "set model.dropout to 0")
@@ -40,8 +41,10 @@ def check_parallel_layout(spec, strategy, world_size: int, dropout: float = 0.0)
             raise ScalestudyError(f"pipeline parallelism has no stage split for {spec.family} models")
         layers = spec.total_layers
         if pp * strategy.virtual_stages > layers:
-            raise ScalestudyError(f"pp {pp} x virtual stages {strategy.virtual_stages} exceeds the {layers} layers "
-                                  f"of {spec.name}")
+            if strategy.virtual_stages == 1:  # the default: a user who did not set it reads of pp only
+                raise OptionError(f"pp {pp} exceeds the {layers} layers of {spec.name}", "pp")
+            raise OptionError(f"pp {pp} x virtual_stages {strategy.virtual_stages} exceeds the {layers} layers of "
+                              f"{spec.name}", "pp", "virtual_stages")
         strategy.stage_split(layers)  # raises on stage_layers that do not sum to the layers
     if strategy.engine == "deepspeed" or (strategy.engine == "ddp" and strategy.zero != 0):
         raise ScalestudyError(f"tp/pp > 1 run on FSDP2 (--engine fsdp --zero 2|3) or replication (--engine ddp "
@@ -53,11 +56,12 @@ def check_parallel_layout(spec, strategy, world_size: int, dropout: float = 0.0)
 def check_microbatches(strategy, grad_accum: int) -> None:
     """Pipeline schedules need at least one micro-batch per stage in flight (and whole rounds if interleaved)."""
     if strategy.pp > 1 and grad_accum < strategy.pp:
-        raise ScalestudyError(f"pp {strategy.pp} needs >= {strategy.pp} micro-batches per step, the layout gives "
-                              f"{grad_accum} (raise --global-batch or lower --micro-batch)")
+        raise OptionError(f"pp {strategy.pp} needs >= {strategy.pp} micro-batches per step, the layout gives "
+                          f"{grad_accum} (raise global_batch or lower micro_batch)", "pp", "global_batch",
+                          "micro_batch")
     if strategy.pp_schedule == "interleaved" and strategy.pp > 1 and grad_accum % strategy.pp:
-        raise ScalestudyError(f"the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by "
-                              f"pp {strategy.pp}")
+        raise OptionError(f"the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by "
+                          f"pp {strategy.pp}", "pp")
 
 
 def chunk_layer_counts(strategy, num_layers: int) -> list[int]:
@@ -76,7 +80,7 @@ def chunk_layer_counts(strategy, num_layers: int) -> list[int]:
 def check_sequence_parallel(strategy, seq_len: int, target_len: int) -> None:
     """Sequence parallelism splits every sequence evenly over the tp ranks."""
     if strategy.tp > 1 and strategy.sequence_parallel:
-        for name, n in (("--seq-len", seq_len), ("--target-len", target_len)):
+        for name, n in (("seq_len", seq_len), ("target_len", target_len)):
             if n % strategy.tp:
-                raise ScalestudyError(f"sequence parallelism splits sequences over tp {strategy.tp}: {name} {n} is "
-                                      f"not divisible (or pass --no-sequence-parallel)")
+                raise OptionError(f"sequence parallelism splits sequences over tp {strategy.tp}: {name} {n} is not "
+                                  f"divisible (or pass --no-sequence-parallel)", "tp", name)

@@ -736,24 +736,26 @@ class Layout:
 
 def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gpus_per_node: int = 0,
                    num_heads: int = 0, num_layers: int = 0) -> Layout:
-    """Check the degrees divide and return dp and gradient accumulation; raise ScalestudyError otherwise."""
+    """Check the degrees divide and return dp and gradient accumulation; raise ScalestudyError otherwise (OptionError
+    naming tp, pp, micro_batch, global_batch by their keys: a command renames them to the flags its user typed)."""
     if world_size < 1:
         raise ScalestudyError(f"world size must be >= 1, got {world_size}")
     model_par = strategy.tp * strategy.pp
     if world_size % model_par:
-        raise ScalestudyError(f"world size {world_size} is not divisible by tp*pp = {strategy.tp}*{strategy.pp}")
+        raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x pp {strategy.pp}", "tp",
+                          "pp")
     if gpus_per_node and strategy.tp > gpus_per_node:
-        raise ScalestudyError(f"tp {strategy.tp} exceeds {gpus_per_node} devices per node (tp stays inside a node)")
+        raise OptionError(f"tp {strategy.tp} exceeds {gpus_per_node} devices per node (tensor parallelism stays "
+                          "inside a node)", "tp")
     if gpus_per_node and gpus_per_node % strategy.tp:
-        raise ScalestudyError(f"tp {strategy.tp} does not divide {gpus_per_node} devices per node")
+        raise OptionError(f"tp {strategy.tp} does not divide {gpus_per_node} devices per node", "tp")
     if num_heads and num_heads % strategy.tp:
-        raise ScalestudyError(f"{num_heads} attention heads are not divisible by tp {strategy.tp}")
+        raise OptionError(f"{num_heads} attention heads are not divisible by tp {strategy.tp}", "tp")
     if num_layers:
         strategy.stage_split(num_layers)  # raises when the layers cannot be spread over the stages
     dp = world_size // model_par
     per_step = strategy.micro_batch * dp
     if global_batch % per_step:
-        raise ScalestudyError(
-            f"global batch {global_batch} is not divisible by micro-batch {strategy.micro_batch} x dp {dp}"
-        )
+        raise OptionError(f"global_batch {global_batch} is not divisible by micro_batch {strategy.micro_batch} x dp "
+                          f"{dp}", "global_batch", "micro_batch")
     return Layout(world_size=world_size, dp=dp, tp=strategy.tp, pp=strategy.pp, grad_accum=global_batch // per_step)
