@@ -328,12 +328,10 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # fused_cpu_adamw (torchtune's FSDP2 CPU offload steps torch's fused CPU AdamW) became Strategy.optimizer_loop
     # fused on 2026-12-03; document_masked_attention: torchtune's packed
     # samples run FlexAttention under a block-causal document mask, priced as causal attention over the whole pack
-    # flash_attn_v1_kernel: MosaicGPT's flash-attn 0.2.2 FlashMHA is FlashAttention-1, priced at the default (FA2) rate
-    # (attention_kernel has no fa1; docs/costmodel-validation.md, newsrc)
+    # flash_attn_v1_kernel (MosaicGPT's flash-attn 0.2.2 FlashMHA) became Strategy.attention_kernel fa1 on 2026-12-03
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline", "fsdp_grad_sync_last_microbatch",
-                      "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
-                      "flash_attn_v1_kernel"}
+                      "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -1001,6 +999,7 @@ def test_flashattn_rows_are_the_readme_table_and_its_configs():
         assert strategy.micro_batch == {768: 32, 1024: 32, 1536: 16, 2048: 8, 2560: 4}[model.d_model]
         assert (strategy.engine, strategy.zero) == ("ddp", 0 if model.d_model <= 1024 else 1)
         assert model.vocab_size == 50264 and model.vocab_size % 8 == 0 and strategy.recompute == "none"
+        assert (strategy.attention, strategy.attention_kernel) == ("flash", "fa1")  # the repo's FA1 at 4a6eaa9f
 
 
 # Nemotron-4 340B report Table 2: GPUs -> (data-parallel size, batch, iteration s, MFU %)
@@ -2428,6 +2427,6 @@ def test_mosaicgpt_rows_are_the_readme_tables():
         assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size) == (d, layers, heads, 50257)
         params = 12 * layers * d * d + 13 * layers * d + 2 * d + 50257 * d + int(seq) * d
         assert estimate(model, cluster, strategy, workload).params_total == params
-        assert (strategy.attention, strategy.kernels, strategy.cross_entropy, strategy.recompute_early_stop) == \
-            ("flash", "eager", "torch", "off")
-        assert strategy.grad_reduce == "engine" and r["unmodelled"] == ["flash_attn_v1_kernel"]  # MP Mode DEFAULT
+        assert (strategy.attention, strategy.attention_kernel, strategy.kernels, strategy.cross_entropy,
+                strategy.recompute_early_stop) == ("flash", "fa1", "eager", "torch", "off")
+        assert strategy.grad_reduce == "engine" and "unmodelled" not in r  # MP Mode DEFAULT; flash-attn 0.2.2

@@ -64,7 +64,8 @@ ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "
                                      "memory-efficient kernel for a HF T5, whose position bias is a float mask) | "
-                                     "fa2 | fa3 (FlashAttention-3, Hopper) | cudnn | mem-efficient; under --attention eager "
+                                     "fa1 (FlashAttention-1, flash-attn < 2.0) | fa2 | fa3 (FlashAttention-3, "
+                                     "Hopper) | cudnn | mem-efficient; under --attention eager "
                                      "on deepspeed/megatron: torch-softmax (Megatron's fused softmax skipped, PyTorch's "
                                      "fp32 softmax ran); cost model only.")
 OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",

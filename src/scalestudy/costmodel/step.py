@@ -39,6 +39,7 @@ from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_launches, bia
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import eager_block_bytes, gpt_score_bytes, t5_score_bytes
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
+from scalestudy.costmodel.flash_v1 import fa1_loop_bytes
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit,
                                        fused_linear_chunk_bytes, fused_linear_chunk_tokens, head_bias_bytes_per_logit,
                                        logit_elements, vocab_grad_bytes)
@@ -297,6 +298,10 @@ _CACHE: dict = {}
 # triangle too puts the 180 MosaicML H100 rows at +21% (LOSO 8.4 -> 14.5%, benchmarks/RESULTS.md 2026-12-02 gemmcurve).
 CAUSAL_EXECUTED_KERNELS = ("fa3", "cudnn")
 CAUSAL_TILE_ROWS = 128  # FA3's query tile for head dim 128 on Hopper
+# FlashAttention-1 (flash-attn < 2.0) runs its FLOPs at FA2's device rate -- the FA1 runs listed at seq <= 2K, where
+# its loop traffic does not bind, sit there (flashattn2022, pytorch2023sdpa) -- plus its key-block loop's HBM traffic
+# (costmodel/flash_v1.py), whichever takes longer.
+FA1, FA1_RATE_KERNEL = "fa1", "fa2"
 
 
 def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str, device: DeviceSpec | None = None) -> float:
@@ -416,13 +421,20 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         return hit[1]
     peak = device.peak(precision)
     dense_t = attn_t = dense_f = attn_f = 0.0
+    loop_fwd = loop_bwd = 0.0  # FA1's loop traffic beyond its FLOP time (flash_v1.py), forward and backward
     by_role = dict.fromkeys(TP_GEMM_ROLES, 0.0)
     for flops, dim, role, lead in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
-            sec = flops * executed_attention_share(model, seq_len, attention_kernel, device) / (
-                peak * attention_efficiency(device, dim, attention_kernel, cal)) * (
+            rate = FA1_RATE_KERNEL if attention_kernel == FA1 else attention_kernel
+            sec = flops * executed_attention_share(model, seq_len, rate, device) / (
+                peak * attention_efficiency(device, dim, rate, cal)) * (
                 flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
+            if attention_kernel == FA1 and device.kind != "cpu":  # lead: key length, head dim
+                loop_f, loop_b = (x / device.hbm_bytes_per_s for x in fa1_loop_bytes(
+                    flops, int(lead[0]), int(lead[1]), causal=not model.is_encoder_decoder))
+                loop_fwd += max(0.0, loop_f - sec)
+                loop_bwd += max(0.0, loop_b - attention_backward_factor(flash) * sec)
         else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
             sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead)
         if is_attn:
@@ -449,19 +461,19 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         soft_f, soft_b = torch_softmax_pass_s(model, device, ACT_BYTES[precision], tp, micro_batch, seq_len,
                                               target_len, cal.kernel_overhead_s)
         ew_fwd, ew_bwd = ew_fwd + soft_f, ew_bwd + soft_b  # a full recompute re-runs the forward's (below)
-    fwd = dense_t + attn_t + ew_fwd + fixed
+    fwd = dense_t + attn_t + loop_fwd + ew_fwd + fixed
     # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
-    bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + ew_bwd
+    bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + loop_bwd + ew_bwd
     hw = 3.0 * (dense_f + attn_f)
     if recompute == "full":
-        bwd += dense_t + attn_t + fixed + ew_fwd  # the forward again, its element-wise kernels too
+        bwd += dense_t + attn_t + loop_fwd + fixed + ew_fwd  # the forward again, its element-wise kernels too
         hw += dense_f + attn_f
         if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
                 bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk)
                 hw -= flops
     elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
-        bwd += attn_t + _selective_fixed_s(model, device, cal, kernels, flash)
+        bwd += attn_t + loop_fwd + _selective_fixed_s(model, device, cal, kernels, flash)
         hw += attn_f
     elif recompute == "op":  # the unsaved projections and the element-wise forward (costmodel/op_checkpoint.py)
         op_f = op_t = 0.0
