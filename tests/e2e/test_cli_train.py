@@ -111,10 +111,24 @@ def test_tiny_t5_learns_the_bundled_corpus(tmp_path, tokenizer):
     assert late < 7.5 and late < 0.5 * losses[0], (losses[0], late)
 
 
-def test_unknown_model_through_the_real_cli(tmp_path):
-    proc = scalestudy("train", "--model", "t5-nano", "--output", str(tmp_path / "run"), timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "unknown model 't5-nano'" in proc.stderr
+# `python -m scalestudy` in a process where importing torch fails: a refusal must not need torch (its import is
+# 2-15 s of a refusal's time; a newcomer's typo should be answered at once)
+WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'scalestudy'; "
+                 "runpy.run_module('scalestudy', run_name='__main__')")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "t5-nano"], "unknown model 't5-nano'"),
+    (["--model", "t5-tiny", "--resume"], "--resume: no complete checkpoint"),
+    (["--model", "t5-tiny", "--steps", "0"], "--steps must be >= 1"),
+], ids=["unknown-model", "nothing-to-resume", "steps-0"])
+def test_bad_input_is_refused_through_the_real_cli_before_torch_is_imported(tmp_path, args, message):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "train", *args, "--output", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0 and message in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
 
 
 def test_missing_corpus(tmp_path, capsys):

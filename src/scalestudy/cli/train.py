@@ -108,6 +108,10 @@ def train(
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}
     cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
+    if not print_launch and stage_layers != "auto":  # auto's split needs the device, known only through torch
+        from scalestudy.engine.launch import check_before_start
+
+        check_before_start(cfg)  # bad input refused before torch's import (2-15 s)
     cuda = _trains_on_gpu(device, gpus_per_node, print_launch)
     if cuda and not print_launch:
         _check_gpu_ranks(cfg.workload.nproc)

@@ -7,6 +7,7 @@
     models.py      randomly initialised HF models from a ModelSpec (same weights on every engine)
     hf_model.py    ModelSpec -> transformers config and model (mT5 heads kept untied)
     checkpoint.py  atomic checkpoints with data-stream position and RNG; exact resume
+    checkpoint_record.py  the `latest` pointer and meta.json, the launcher's --resume check (torch-free)
     metrics.py     metrics.jsonl, TensorBoard, progress, summary medians
     memory.py      bytes of the tensors a rank holds (CPU memory per rank), RSS beside it
     probe.py       peak FLOP/s for MFU (device entry on GPU, measured matmul on CPU)

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
+from scalestudy.engine.checkpoint_record import check_resumable
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
@@ -70,12 +71,11 @@ RUN_FILES = ("tokenizer.json", "tokenizer.meta.json", "tokens.npz", "data.json",
              "summary.json")
 
 
-def prepare_output(cfg: RunConfig) -> RunConfig:
-    """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' resolved config."""
-    import torch
-
-    cfg.validate(cuda=torch.cuda.is_available())
-    check_precision(cfg.strategy.precision, cuda=torch.cuda.is_available())  # bf16 on a CPU: only where measured fast
+def check_before_start(cfg: RunConfig) -> Path:
+    """The checks of a local run that need neither torch nor the device: the configuration, --nnodes, the output
+    directory and --resume. `scalestudy train` makes them before importing torch (2-15 s of a refusal's time
+    otherwise); nothing is written. Returns DIR."""
+    cfg.validate()
     if cfg.workload.nnodes != 1:
         raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
                               "--print-launch")
@@ -83,9 +83,19 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
-        from scalestudy.engine.checkpoint import check_resumable
-
         check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
+    return out
+
+
+def prepare_output(cfg: RunConfig) -> RunConfig:
+    """Validate, create DIR, prepare the data once (tokenizer -> DIR/tokenizer.json); the workers' resolved config."""
+    out = check_before_start(cfg)
+    import torch
+
+    cuda = torch.cuda.is_available()
+    check_precision(cfg.strategy.precision, cuda=cuda)  # bf16 on a CPU: only where measured fast
+    # before anything is written: a stale op build lock would make every rank wait forever (engine/op_builds.py)
+    check_build_locks(cfg.strategy.engine, cfg.strategy.offload_optimizer, cuda)
     tokenizer = cfg.data.tokenizer
     if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
         tokenizer = str(out / "tokenizer.json")
@@ -127,10 +137,6 @@ def run_local(cfg: RunConfig) -> dict:
     """Train on this machine with `workload.nproc` ranks; return DIR/summary.json as a dict."""
     import json
 
-    import torch
-
-    # before anything is written: a stale op build lock would make every rank wait forever (engine/op_builds.py)
-    check_build_locks(cfg.strategy.engine, cfg.strategy.offload_optimizer, torch.cuda.is_available())
     wcfg = prepare_output(cfg)
     out = Path(cfg.output.dir)
     config_path = out / CONFIG_NAME
