@@ -80,6 +80,7 @@ def test_pytorch_sdpa_blog_rows_are_nanogpt_at_the_named_commits():
         assert (strategy.engine, strategy.zero, strategy.precision, strategy.recompute, strategy.kernels) == \
             ("ddp", 0, "bf16", "none", "fused")
         assert strategy.attention == attention and get_device(rows[key]["device"]).memory_bytes > 80e9
+        assert strategy.attention_kernel == ("fa1" if attention == "flash" else "engine")  # torch 2.0's FA1 port
     for faster, percent in (("flash", 26.54), ("flash-vocab50304", 64.37)):  # the post's figures, +-0.5 ms rounding
         assert 143 / SDPA_BLOG[faster][0] - 1 == pytest.approx(percent / 100, abs=0.001)
 
@@ -1470,7 +1471,7 @@ def test_megatron_llama_rows_are_the_readme_tables_at_the_13b_script():
         model, cluster, strategy, workload = _setup(r)
         assert r["published"] == round(per_gpu * gpus) and cluster.world_size == gpus
         assert (strategy.tp, strategy.micro_batch, workload.global_batch) == (2, 4, 2048)
-        assert strategy.recompute == "selective"
+        assert strategy.recompute == "selective" and strategy.attention_kernel == "fa1"  # flash_attn_unpadded_func
         assert (strategy.engine, strategy.zero, strategy.overlap_grad_comm) == ("megatron", zero, zero == 2)
         assert float(r["cluster"]["inter_node_bytes_per_s"]) == pytest.approx(4 * 200e9 / 8 / 8 * 0.92)
         est = estimate(model, cluster, strategy, workload)
