@@ -39,7 +39,8 @@ def test_one_set_of_defaults_is_strategys_own_in_fp32():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("stepz: 3\n", "unknown training option(s): stepz"),
+    ("stepz: 3\n", "unknown training option(s): stepz (did you mean steps.); the options: attention, "),
+    ("files: [a.txt]\n", "unknown training option(s): files; the options: attention, "),
     ("steps: many\n", "steps must be an integer"),
     ("- a\n- b\n", "must hold a mapping"),
     ("workload: {stepz: 3}\n", "unknown key 'stepz' in run-config section workload"),
@@ -62,8 +63,12 @@ def test_bad_yaml_is_one_clear_error(tmp_path, text, message):
     ({"model": "gpt2-tiny"}, "decoder-only: use --objective causal"),
     ({"recompute": "selective"}, "use none or full"),
     ({"engine": "ddp", "offload_optimizer": "cpu"}, "optimizer offload needs DeepSpeed"),
-    ({"steps": 0}, "--steps must be >= 1"),
-    ({"warmup": -1}, "--warmup must be >= 0"),
+    ({"steps": 0}, "steps must be >= 1"),
+    ({"warmup": -1}, "warmup must be >= 0"),
+    ({"data": 5}, "data must be a list of paths, got 5"),  # the key written, not the field (files)
+    ({"output": 3}, "output must be a string, got 3"),
+    ({"lr": 2.0}, "lr must be in (0, 1], got 2"),
+    ({"min_lr_ratio": -1.0}, "min_lr_ratio must be within .0, 1., got -1"),
 ])
 def test_validation_errors(changes, message):
     with pytest.raises(ScalestudyError, match=message.replace("(", r"\(")):

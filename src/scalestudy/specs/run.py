@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
@@ -123,6 +123,7 @@ def _flat_keys() -> dict[str, tuple[str, str]]:
 
 
 FLAT_KEYS = _flat_keys()
+FLAT_NAMES = {place: key for key, place in FLAT_KEYS.items()}  # (section, field) -> the flat key a user writes
 SECTION_ONLY = {"strategy", *SECTIONS} - set(FLAT_KEYS)  # section names that are no flat option (workload, ...)
 
 
@@ -179,7 +180,7 @@ class RunConfig:
         options = {str(k).replace("-", "_"): v for k, v in options.items()}
         unknown = sorted(k for k in options if k not in FLAT_KEYS)
         if unknown:
-            raise ScalestudyError(f"unknown training option(s): {', '.join(unknown)}")
+            raise ScalestudyError(_unknown_keys_message(unknown))
         grouped: dict[str, dict] = {}
         for key, value in options.items():
             section, name = FLAT_KEYS[key]
@@ -193,7 +194,7 @@ class RunConfig:
                 except TypeError as exc:
                     raise ScalestudyError(f"bad strategy options: {exc}") from None
                 continue
-            changes[section] = dataclasses.replace(current, **_typed(type(current), values))
+            changes[section] = dataclasses.replace(current, **_typed(type(current), values, section))
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -284,42 +285,43 @@ class RunConfig:
         w, o, d = self.workload, self.optimizer, self.data
         for name in ("steps", "nproc", "nnodes", "seq_len"):
             if getattr(w, name) < 1:
-                raise ScalestudyError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(w, name)}")
+                raise OptionError(f"{name} must be >= 1, got {getattr(w, name)}", name)
         check_world_size(w.nnodes, w.nproc)
         for section, name in (("workload", "global_batch"), ("workload", "target_len"),
                               ("optimizer", "warmup_steps"), ("output", "timing_warmup"),
                               ("output", "save_every"), ("output", "crash_after_step")):
             value = getattr(getattr(self, section), name)
             if value < 0:
-                flag = "warmup" if name == "timing_warmup" else name.replace("_", "-")
-                raise ScalestudyError(f"--{flag} must be >= 0, got {value}")
+                key = FLAT_NAMES[section, name]
+                raise OptionError(f"{key} must be >= 0, got {value}", key)
         if d.objective not in OBJECTIVES:
             raise ScalestudyError(f"unknown objective {d.objective!r} (choose from {', '.join(OBJECTIVES)})")
         if o.decay not in DECAYS:
             raise ScalestudyError(f"unknown decay {o.decay!r} (choose from {', '.join(DECAYS)})")
         for name in ("lr", "min_lr_ratio", "weight_decay", "beta1", "beta2", "grad_clip"):
             if not math.isfinite(getattr(o, name)):  # nan passes every comparison below
-                raise ScalestudyError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(o, name)}")
-        if not 0 < o.lr <= MAX_LR or not 0 <= o.min_lr_ratio <= 1:
-            raise ScalestudyError(f"--lr must be in (0, {MAX_LR:g}] (AdamW moves each weight by up to ~lr per step) "
-                                  f"and min_lr_ratio within [0, 1], got lr {o.lr:g}, min_lr_ratio {o.min_lr_ratio:g}")
+                raise OptionError(f"{name} must be a finite number, got {getattr(o, name)}", name)
+        if not 0 < o.lr <= MAX_LR:  # AdamW moves each weight by up to ~lr per step
+            raise OptionError(f"lr must be in (0, {MAX_LR:g}], got {o.lr:g}", "lr")
+        if not 0 <= o.min_lr_ratio <= 1:
+            raise OptionError(f"min_lr_ratio must be within [0, 1], got {o.min_lr_ratio:g}", "min_lr_ratio")
         if o.lr * o.weight_decay >= 1:
             raise ScalestudyError(f"weight_decay {o.weight_decay:g} x lr {o.lr:g} must be below 1 (AdamW scales every "
                                   "weight by 1 - lr x weight_decay each step)")
         if d.lexicon is not None and d.objective != "knowledge":
             raise ScalestudyError(lexicon_message(d.objective))
         if not 0 <= o.grad_clip <= MAX_GRAD_CLIP:
-            raise ScalestudyError(f"--grad-clip must be within [0, {MAX_GRAD_CLIP:g}] (a gradient-norm threshold; 0: "
-                                  f"no clipping), got {o.grad_clip:g}")
+            raise OptionError(f"grad_clip must be within [0, {MAX_GRAD_CLIP:g}] (0: no clipping), got {o.grad_clip:g}",
+                              "grad_clip")
         if o.warmup_steps > MAX_WARMUP_STEPS:
-            raise ScalestudyError(f"--warmup-steps must be at most {MAX_WARMUP_STEPS:,} (steps of learning-rate ramp), "
-                                  f"got {o.warmup_steps:,}")
+            raise OptionError(f"warmup_steps must be at most {MAX_WARMUP_STEPS:,} (steps of learning-rate ramp), "
+                              f"got {o.warmup_steps:,}", "warmup_steps")
         _check_optimizer_and_model(self)
         if self.output.timing_warmup >= w.steps:
-            raise ScalestudyError(f"--warmup {self.output.timing_warmup} (timed steps excluded from the medians) "
-                                  f"must be below --steps {w.steps}")
+            raise OptionError(f"warmup {self.output.timing_warmup} (step times left out of the medians) must be "
+                              f"below steps {w.steps}", "warmup", "steps")
         if d.vocab_size < 1:
-            raise ScalestudyError(f"--vocab-size must be >= 1, got {d.vocab_size}")
+            raise OptionError(f"vocab_size must be >= 1, got {d.vocab_size}", "vocab_size")
         if not d.text_field.strip():
             raise ScalestudyError("--text-field must name the text field of JSONL/Parquet records, got ''")
         spec = self.model_spec()
@@ -594,33 +596,48 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _typed(cls: type, values: dict) -> dict:
-    """Check and coerce one section's values against its field types; one-line errors."""
+def _unknown_keys_message(unknown: list[str]) -> str:
+    """One line: the unknown keys, the nearest known one of each, and every key there is."""
+    import difflib
+
+    near = {k: difflib.get_close_matches(k, FLAT_KEYS, n=1) for k in unknown}
+    hints = "; ".join(f"did you mean {near[k][0]}?" for k in unknown if near[k])
+    return (f"unknown training option(s): {', '.join(unknown)}{f' ({hints})' if hints else ''}; the options: "
+            f"{', '.join(sorted(FLAT_KEYS))}")
+
+
+def _typed(cls: type, values: dict, section: str) -> dict:
+    """Check and coerce one section's values against its field types; one-line errors naming the flat key (data,
+    output: what the user wrote, not the field's name)."""
     out = {}
     types = {f.name: str(f.type) for f in fields(cls)}
     for name, value in values.items():
-        kind = types[name]
+        kind, key = types[name], FLAT_NAMES.get((section, name), name)
+
+        def refuse(what: str, shown: Any = value) -> OptionError:
+            return OptionError(f"{key} must be {what}, got {shown!r}", key)
+
         if kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ScalestudyError(f"option {name} must be an integer, got {value!r}")
+            raise refuse("an integer")
         if kind == "int" and not -2**63 <= value < 2**63:  # numpy/torch hold them as int64
-            raise ScalestudyError(f"option {name} must fit a 64-bit integer, got {value}")
+            raise refuse("a 64-bit integer")
         if kind == "float":
             if isinstance(value, bool):
-                raise ScalestudyError(f"option {name} must be a number, got {value!r}")
+                raise refuse("a number")
             try:  # YAML 1.1 reads `1e-3` (no dot) as a string
                 value = float(value)
             except (TypeError, ValueError):
-                raise ScalestudyError(f"option {name} must be a number, got {value!r}") from None
+                raise refuse("a number") from None
         if kind == "bool" and not isinstance(value, bool):
-            raise ScalestudyError(f"option {name} must be true or false, got {value!r}")
+            raise refuse("true or false")
         if kind == "str" and not isinstance(value, str):
-            raise ScalestudyError(f"option {name} must be a string, got {value!r}")
+            raise refuse("a string")
         if kind == "str | None" and value is not None and not isinstance(value, str):
-            raise ScalestudyError(f"option {name} must be a path, got {value!r}")
+            raise refuse("a path")
         if kind.startswith("tuple"):
             value = (value,) if isinstance(value, str) else value
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise ScalestudyError(f"option {name} must be a list of paths, got {value!r}")
+                raise refuse("a list of paths")
             value = tuple(value)
         out[name] = value
     return out
