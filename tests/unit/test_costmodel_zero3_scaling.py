@@ -315,3 +315,35 @@ def test_per_parameter_collectives_move_their_bytes_through_hbm_too():
     copies = (passes * gather_passes * z.gathered_elems * 2 + reduce_passes * psi * 2) / hbm
     assert slow - free == pytest.approx(copies, rel=1e-9) and slow_bytes == free_bytes  # not network bytes
     assert 1.0 < copies < 3.0  # GPT-3 175B: ~0.35 TB of fp16 parameters, ~9 passes at 2.0 TB/s
+
+
+def test_zero3_prefetch_batches_the_bucket_until_max_live_binds():
+    # partitioned_param_coordinator.py fetch_sub_module: one all-gather for a module not yet gathered, then one
+    # prefetch all-gather of the next trace entries while the batch holds < min(max_live - live, bucket) elements
+    from scalestudy.costmodel.zero3 import prefetch_collectives
+    trace = list(range(6))  # six modules of 3e7 partitioned elements, each used once, released after use
+    part = {k: 3e7 for k in trace}
+    released, next_at = [True] * 6, [6] * 6
+    # max_live far away: module 0 on demand, then batches of >= 5e7 (2 modules each) -> 1 + 3
+    assert prefetch_collectives(trace, part, released, next_at, 5e7, 1e9) == 4
+    # max_live = two modules: each fetch prefetches what the last release freed -> one all-gather per module
+    assert prefetch_collectives(trace, part, released, next_at, 5e7, 6e7) == 6
+    # no prefetch bucket: every module on demand
+    assert prefetch_collectives(trace, part, released, next_at, 0.0, 1e9) == 6
+
+
+def test_deepspeed_zero3_ring_latency_counts_the_coordinators_all_gathers():
+    # Llama-3-70B on 4 x 8 A100 (deepcompile2024's DeepSpeed rows): 7 Linear modules per block, each over the 5e7
+    # prefetch bucket, and 70e9 gathered elements per rank >> max_live 1e9: about one all-gather per module and
+    # pass (k / v, 8.4e6 elements each, share a batch) -- not the 4 per layer of a Megatron GPT block
+    from scalestudy.costmodel.zero3 import zero3_reuse
+    rows = {r["id"]: r for r in load()["throughput"]}
+    from scalestudy.costmodel.published import _setup
+    model, cluster, st, work = _setup(rows["deepcompile-llama3-70b-zero3-a100-32g-b1-s512"])
+    reuse = zero3_reuse(model, 1, "full", 1e9)
+    passes = 1 + reuse.backward_elems / reuse.forward_elems
+    assert 5.0 * 80 < reuse.collectives / passes < 7.0 * 80 + 2
+    # GPT-3 175B (Megatron's qkv, dense, fc1, fc2): about 4 per block and pass, the 4 per layer priced before
+    gpt = _setup(rows["ds-azure-175b-256g-s512"])[0]
+    g = zero3_reuse(gpt, 1, "full", 1e9)
+    assert 3.5 * 96 < g.collectives / (1 + g.backward_elems / g.forward_elems) < 4.5 * 96

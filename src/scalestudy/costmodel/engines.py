@@ -38,6 +38,7 @@ class EngineComm:
     zero3_upload_slowdown_one_gpu: float = 0.0  # the same with one GPU on the host
     param_persistence_threshold: int = 0  # ZeRO-3: tensors of at most this many elements stay whole (zero3.py)
     stage3_max_reuse_elems: float = 0.0  # ZeRO-3: gathered parameters reused within this distance stay gathered
+    stage3_max_live_elems: float = 0.0  # ZeRO-3: prefetch stops while this many elements are gathered or in flight
     list_rank_host_s: float = 0.0  # ZeRO-3 before DeepSpeed 0.5.5: host seconds per rank of each list collective
 
 
@@ -84,6 +85,7 @@ def engine_table() -> dict[str, EngineComm]:
             zero3_upload_slowdown_one_gpu=_at_least(row, engine, "zero3_upload_slowdown_one_gpu", 0.0),
             param_persistence_threshold=int(_at_least(row, engine, "param_persistence_threshold", 0.0)),
             stage3_max_reuse_elems=_at_least(row, engine, "stage3_max_reuse_elems", 0.0),
+            stage3_max_live_elems=_at_least(row, engine, "stage3_max_live_elems", 0.0),
             list_rank_host_s=_at_least(row, engine, "list_rank_host_s", 0.0))
     return out
 

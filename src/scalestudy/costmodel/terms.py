@@ -385,9 +385,17 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
     cpu = cluster.device.kind == "cpu"
     nlayers = shape.stage_layers
     elems, fetches = psi, nlayers * eng.collectives_per_layer
+    reuse = None
     if st.engine == "deepspeed" and shape.zero3 is not None:  # persistent small tensors are never gathered
         z = shape.zero3
         elems, fetches = z.gathered_elems, z.layer_fetches * eng.collectives_per_layer + z.other_fetches
+        if shape.model is not None and not cpu:
+            # stage3_max_reuse_distance: modules kept gathered from their forward to their backward are not gathered
+            # again (a small model's are all kept), a recompute's gathers are held into the backward; the prefetch
+            # batches them: the micro-batch's all-gathers, each with its ring latency (zero3.zero3_reuse)
+            reuse = zero3_reuse(shape.model, tp, st.recompute, eng.stage3_max_reuse_elems)
+            passes = 1.0 + reuse.backward_elems / max(1.0, z.gathered_elems)  # gather = one pass, as priced below
+            fetches = reuse.collectives / passes if reuse.collectives else fetches
     gather_bw, gather_lat = gather_parts(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
     grad_b = main_grad_bytes(st)  # FSDP: fp32 unless the run set its reduce dtype to the compute dtype
     reduce_bw, reduce_lat = gather_parts(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, nlayers)
@@ -401,10 +409,7 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         bwd_gathers += 1
     hook_passes = bwd_gathers  # the backward's module calls (and the recompute's) run the hooks, gathering or not
     tables_elems = 0.0
-    if st.engine == "deepspeed" and shape.zero3 is not None and shape.model is not None and not cpu:
-        # stage3_max_reuse_distance: modules kept gathered from their forward to their backward are not gathered
-        # again (a small model's are all kept), a recompute's gathers are held into the backward (zero3.zero3_reuse)
-        reuse = zero3_reuse(shape.model, tp, st.recompute, eng.stage3_max_reuse_elems)
+    if reuse is not None:  # DeepSpeed's reuse distance (above)
         bwd_gathers = reuse.backward_elems / max(1.0, z.gathered_elems)
         # the forward's table fetches: the input embedding first, with nothing before it; the later ones (positions,
         # a T5 decoder's embedding, the head) prefetched behind one Linear, a fraction of a table's gather

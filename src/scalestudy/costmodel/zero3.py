@@ -186,6 +186,8 @@ class Zero3Reuse:
     kept_elems: float  # partitioned elements still gathered when the backward starts (held from their forward use)
     restart_elems: float = 0.0  # tables the forward gathers after its first fetch (positions, a T5 decoder's shared
     # embedding after the encoder, the head -- tied: the embedding again): each prefetched behind one Linear only
+    collectives: float = 0.0  # coalesced all-gathers per micro-batch (prefetch batches and fetches on demand;
+    # zero3_reuse's prefetch walk)
 
 
 def _forward_modules(m: ModelSpec, tp: int) -> list[tuple[object, list[float], int]]:
@@ -217,6 +219,47 @@ def zero3_reuse(m: ModelSpec, tp: int, recompute: str, reuse_elems: float,
     return _zero3_reuse(m, tp, recompute == "full", reuse_elems, threshold)
 
 
+def prefetch_collectives(trace: list, part: dict, released: list[bool], next_at: list[int], bucket: float,
+                         max_live: float) -> int:
+    """Coalesced all-gathers DeepSpeed ZeRO-3 issues over one micro-batch's module `trace` once the trace is
+    complete (partitioned_param_coordinator.py fetch_sub_module / __all_gather_params_ at 00a31c99): a module whose
+    partitioned parameters (`part`: elements) are neither gathered nor in flight is fetched with one all-gather;
+    then, the trace's position moved past the module, one more all-gather prefetches the next parameters of the trace
+    not yet gathered, popping entries while the batch holds fewer than min(`max_live` - elements gathered or in
+    flight, `bucket`) elements (stage3_max_live_parameters, stage3_prefetch_bucket_size). After the module runs its
+    parameters are released when the reuse rule says so (`released`), unless the prefetch walk has already passed
+    their next use (`next_at`: __params_to_release keeps them). So a model whose gathered elements stay under
+    max_live is gathered in batches of the bucket, and once max_live binds each fetch prefetches about what the last
+    release freed: about one all-gather per module owning a partitioned tensor."""
+    end = len(trace)
+    held: dict = {}
+    live = 0.0
+    ahead = 0  # the next trace position the prefetch has not passed
+    count = 0
+    for i, key in enumerate(trace):
+        gathered = part[key]
+        if gathered and key not in held:
+            held[key] = gathered
+            live += gathered
+            count += 1
+        ahead = max(ahead, i + 1)
+        budget = min(max_live - live, bucket)
+        batch = 0.0
+        while ahead < end and batch < budget:
+            nxt = trace[ahead]
+            elems = part[nxt]
+            if elems and nxt not in held:
+                held[nxt] = elems
+                live += elems
+                batch += elems
+            ahead += 1
+        if batch:
+            count += 1
+        if released[i] and next_at[i] >= ahead and key in held:
+            live -= held.pop(key)
+    return count
+
+
 @lru_cache(maxsize=None)
 def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float,
                  threshold: int | None = None) -> Zero3Reuse:
@@ -229,9 +272,12 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
     about twice the elements after it in the forward are under the distance: the last blocks (and an untied head) of
     any model, every module of a model under ~reuse/2 elements per rank. A kept module is gathered once per
     micro-batch; the others again for the backward (and for the recompute). The trace ends with the backward, so
-    nothing is kept across micro-batches. `reuse_elems` <= 0: every module released after use."""
+    nothing is kept across micro-batches. `reuse_elems` <= 0: every module released after use. The prefetch walk
+    (prefetch_collectives) reads engines.yaml deepspeed stage3_prefetch_elems and stage3_max_live_elems (DeepSpeed's
+    defaults)."""
+    eng = engine_comm("deepspeed")
     if threshold is None:
-        threshold = engine_comm("deepspeed").param_persistence_threshold
+        threshold = eng.param_persistence_threshold
     fwd = _forward_modules(m, tp)
     numel, part = {}, {}  # a module's elements, its gathered ones (its tensors over the threshold)
     sums: dict = {}  # the same of each tensor list, once per list (_forward_modules shares a stack's)
@@ -278,7 +324,9 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
             backward_elems += gathered
         if released[i]:
             held.pop(key, None)
-    return Zero3Reuse(forward_elems, backward_elems, kept, restart)
+    collectives = prefetch_collectives(trace, part, released, next_at, eng.stage3_prefetch_elems,
+                                       eng.stage3_max_live_elems)
+    return Zero3Reuse(forward_elems, backward_elems, kept, restart, collectives)
 
 
 @lru_cache(maxsize=None)

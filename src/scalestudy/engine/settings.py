@@ -24,11 +24,11 @@ from scalestudy.specs.run import RunConfig
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 FILE_NAMES = {"deepspeed": "ds_config.json", "fsdp": "fsdp_config.json", "ddp": "ddp_config.json"}
 DS_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}  # DeepSpeed's names (communication / accumulation)
-# DeepSpeed ZeRO-3 limits the cost model has no term for, at DeepSpeed 0.19's defaults, explicit: no cap on live
-# gathered parameters below 1e9 (it bounds prefetch only; memory.zero3_gathered_elems holds the modules the reuse
-# distance keeps, under 1e9 by construction, plus the prefetch bucket)
-# and one optimizer sub-group below 1e9 parameters per rank (terms.optimizer_offload steps the partition at once).
-ZERO3_MAX_LIVE_PARAMETERS = 10**9
+# A DeepSpeed ZeRO-3 limit the cost model has no term for, at DeepSpeed 0.19's default, explicit: one optimizer
+# sub-group below 1e9 parameters per rank (terms.optimizer_offload steps the partition at once).
+# (stage3_max_live_parameters comes from engines.yaml stage3_max_live_elems: it bounds the prefetch, which
+# costmodel/zero3.py zero3_reuse walks; memory.zero3_gathered_elems holds the modules the reuse distance keeps, under
+# 1e9 by construction, plus the prefetch bucket.)
 ZERO3_SUB_GROUP_SIZE = 10**9
 
 
@@ -93,7 +93,7 @@ def deepspeed_zero(strategy, *, cuda: bool) -> dict:
         zero.update({"stage3_prefetch_bucket_size": int(eng.stage3_prefetch_elems),
                      "stage3_param_persistence_threshold": int(eng.param_persistence_threshold),
                      "stage3_max_reuse_distance": int(eng.stage3_max_reuse_elems),
-                     "stage3_max_live_parameters": ZERO3_MAX_LIVE_PARAMETERS,
+                     "stage3_max_live_parameters": int(eng.stage3_max_live_elems),
                      "sub_group_size": ZERO3_SUB_GROUP_SIZE})
     return zero
 
