@@ -387,5 +387,20 @@ def main(argv: list[str] | None = None) -> None:
     teardown_distributed()
 
 
+def exit_now() -> None:
+    """End a rank whose run is over without the interpreter's finalization: with torch, transformers and DeepSpeed
+    loaded it took a demo trial's ranks 7 s (ds-z3, 1 rank) and 13 s (2 ranks) at load 10-12 on 2 CPU cores, while
+    the launcher waited; skipping it, torchrun's launcher returned 0.55 s after the ranks' last line. Every file of
+    the run is written and closed by then; the exit handlers (temporary directories' finalizers among them) still
+    run."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    exit_now()
