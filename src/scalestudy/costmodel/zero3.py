@@ -231,32 +231,39 @@ def prefetch_collectives(trace: list, part: dict, released: list[bool], next_at:
     their next use (`next_at`: __params_to_release keeps them). So a model whose gathered elements stay under
     max_live is gathered in batches of the bucket, and once max_live binds each fetch prefetches about what the last
     release freed: about one all-gather per module owning a partitioned tensor."""
+    ids: dict = {}
+    slots = [ids.setdefault(key, len(ids)) for key in trace]  # each module's slot (hot path: lists, not dicts)
+    sizes = [part[key] for key in trace]
+    held = [False] * len(ids)
     end = len(trace)
-    held: dict = {}
     live = 0.0
     ahead = 0  # the next trace position the prefetch has not passed
     count = 0
-    for i, key in enumerate(trace):
-        gathered = part[key]
-        if gathered and key not in held:
-            held[key] = gathered
+    for i, slot, gathered, release, reuse_at in zip(range(end), slots, sizes, released, next_at):
+        if not gathered:  # persistent tensors only: the prefetch still runs (every module's hook fetches)
+            pass
+        elif not held[slot]:
+            held[slot] = True
             live += gathered
             count += 1
-        ahead = max(ahead, i + 1)
-        budget = min(max_live - live, bucket)
+        if ahead <= i:
+            ahead = i + 1
+        budget = max_live - live
+        if budget > bucket:
+            budget = bucket
         batch = 0.0
-        while ahead < end and batch < budget:
-            nxt = trace[ahead]
-            elems = part[nxt]
-            if elems and nxt not in held:
-                held[nxt] = elems
-                live += elems
+        while batch < budget and ahead < end:
+            elems = sizes[ahead]
+            if elems and not held[slots[ahead]]:
+                held[slots[ahead]] = True
                 batch += elems
             ahead += 1
         if batch:
+            live += batch
             count += 1
-        if released[i] and next_at[i] >= ahead and key in held:
-            live -= held.pop(key)
+        if gathered and release and reuse_at >= ahead and held[slot]:
+            held[slot] = False
+            live -= gathered
     return count
 
 
