@@ -330,9 +330,12 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # fused on 2026-12-03; document_masked_attention: torchtune's packed
     # samples run FlexAttention under a block-causal document mask, priced as causal attention over the whole pack
     # flash_attn_v1_kernel (MosaicGPT's flash-attn 0.2.2 FlashMHA) became Strategy.attention_kernel fa1 on 2026-12-03
+    # cpu_checkpointing: DeepSpeed's activation_checkpointing cpu_checkpointing (the ZeRO-Offload tutorial's 10B run)
+    # copies each layer's checkpoint to host memory and back; no Strategy option
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline", "fsdp_grad_sync_last_microbatch",
-                      "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention"}
+                      "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
+                      "cpu_checkpointing"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -480,7 +483,7 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
                                "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme", "narayanan2021t2",
-                               "bigscience2022layouts") or \
+                               "bigscience2022layouts", "deepspeed2020zerotut") or \
             r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
@@ -2463,3 +2466,39 @@ def test_flashattn2_rows_are_the_paper_table_converted():
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.precision) == ("ddp", 1, "none", "bf16")
         assert (strategy.attention, strategy.attention_kernel, strategy.cross_entropy) == ("flash", kernel, "fused")
         assert model.vocab_size == 50264 and d // model.num_heads == 128 and r["fit"] is False
+
+# deepspeed2020zerotut: DeepSpeed's ZeRO / ZeRO-Offload tutorials of 2020-09-10 (DeepSpeed 0.3.0, V100-SXM3 32GB,
+# DeepSpeedExamples Megatron-LM GPT-2): row -> (SamplesPerSec the training log prints, GPUs, batch per GPU, ZeRO
+# stage, optimizer offload)
+ZERO_TUTORIAL = {"dszt-gpt2-1.5b-z1-v100-8g": (11.664020446845, 8, 1, 1, "none"),
+                 "dszt-gpt2-10b-z2-v100-32g": (6.930641144266186, 32, 1, 2, "none"),
+                 "dszt-gpt2-10b-z2-offload-v100-1g": (0.38679924499474744, 1, 10, 2, "cpu")}
+HELD_OUT = HELD_OUT + ("deepspeed2020zerotut",)
+# reached at arrival (stored constants): 90.5 / 187.2%, every row over-predicted (+55.6% ZeRO-1 1.5B on 8 GPUs,
+# +187.2% ZeRO-2 10B on 32, +28.7% ZeRO-Offload 10B on 1); issue flags only +61.7 / +207.1 / +32.8%.
+# docs/costmodel-validation.md, newsrc3
+NEW_SOURCE_BOUNDS.update({"deepspeed2020zerotut": (1.00, 2.00)})
+
+
+def test_zero_tutorial_rows_are_the_training_logs():
+    """Every row is a tutorial's flags over the Megatron-LM GPT-2 launch script (seq 1024, checkpointing, fp16, the
+    GPT-2 vocabulary padded to 50,304) and its log's SamplesPerSec x 1024 tokens; 1.5B and 10B as the tutorials
+    name them; DeepSpeed 0.3.0's stage 1 reduce-scatters after the backward, stage 2 with overlap_comm reduces
+    during it, both check overflow and norm per gradient tensor; the offload row steps DeepSpeedCPUAdam on the host."""
+    rows = {r["id"]: r for r in _rows("throughput", "deepspeed2020zerotut")}
+    assert set(rows) == set(ZERO_TUTORIAL)
+    for key, (samples_per_s, gpus, mb, stage, offload) in ZERO_TUTORIAL.items():
+        r = rows[key]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(samples_per_s * 1024) and r["metric"] == "tokens_per_s" and r["fit"] is False
+        assert (cluster.world_size, strategy.micro_batch, workload.global_batch) == (gpus, mb, gpus * mb)
+        assert (strategy.engine, strategy.zero, strategy.offload_optimizer, strategy.recompute) == \
+            ("deepspeed", stage, offload, "full")
+        assert (workload.seq_len, model.vocab_size, r["precision"], r["device"]) == (1024, 50304, "fp16", "v100-32gb")
+        assert (strategy.attention, strategy.kernels, strategy.tp, strategy.pp) == ("eager", "eager", 1, 1)
+        assert strategy.optimizer_loop == ("engine" if offload == "cpu" else "deepspeed-serial")
+        assert strategy.overlap_grad_comm == (stage == 2)
+        size = estimate(model, cluster, strategy, workload).params_total / 1e9
+        assert size == pytest.approx(1.5 if "1.5b" in key else 10.0, rel=0.07)
+    assert _setup(rows["dszt-gpt2-1.5b-z1-v100-8g"])[2].zero1_all_reduce is False
+    assert rows["dszt-gpt2-10b-z2-offload-v100-1g"]["unmodelled"] == ["cpu_checkpointing"]
