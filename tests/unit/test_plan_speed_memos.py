@@ -3,7 +3,7 @@
 per distinct blocks of a split (priced_stage_bias_memory), ZeRO-3's reuse walk (zero3.zero3_reuse, cached once for
 the recomputes that walk the same trace), the software fills made once per layout's engine variant
 (space._filled_fields), a group's strategy checked once for every recompute (Strategy.with_recompute) and the
-collector paused during plan() (planner._gc_paused)."""
+collector paused during plan() (planner._gc_paused), its allocations left in the oldest generation after."""
 
 import gc
 import itertools
@@ -86,6 +86,24 @@ def test_plan_pauses_the_collector_only_while_it_runs():
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+def test_plan_leaves_what_it_allocated_in_the_oldest_generation():
+    """Back on, the collector does not scan the plan's allocations in a young-generation collection (tens of ms after
+    a large plan): they are in the oldest generation when plan() returns; a caller's frozen objects stay frozen."""
+    model, cluster = get_model("gpt2"), make_cluster("a100-40gb", nodes=1, gpus_per_node=8)
+    work = Workload(global_batch=64, seq_len=512)
+    gc.collect()  # generation counts at 0: the first collection after plan() is a young one
+    result = plan(model, cluster, work, Constraints(engines=("ddp",)))
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert id(result.candidates[0]) in oldest and id(result.candidates[-1].estimate) in oldest
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        plan(model, cluster, work, Constraints(engines=("ddp",)))
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_stage_masks_equal_each_stage_priced_on_its_own():
