@@ -257,6 +257,8 @@ BARE_DEVICE = ("name: bare\nmemory_bytes: 8.0e10\npeak_flops: {bf16: 1.0e15}\nma
 # Single-use input files, each wrong in one way: written into a case's workspace only when its command names
 # the file (`case_files`), so the shared workspace every case copies stays small.
 NEW_KEY_FILES = {
+    "model-gpt-heads-split.yaml": "family: gpt\nd_model: 770\nlayers: 2\nheads: 12\nvocab: 512\nseq: 128\n",
+    "model-llama-heads-split.yaml": "family: llama\nd_model: 100\nlayers: 2\nheads: 8\nvocab: 512\nd_ff: 256\n",
     "dev-family-unknown.yaml": BARE_DEVICE + "family: blackwell\n",  # how fast are its GEMMs?
     "dev-no-gemm.yaml": BARE_DEVICE,
     "cfg-stage-layers-int.yaml": "strategy: {stage_layers: 3}\n",
@@ -932,6 +934,18 @@ CASES: list[Case] = [
     C("plan-emit-corpus-empty", f"{PLAN} --emit e1 --data empty.txt", "is empty"),
     C("train-print-launch-corpus-not-utf8", f"{TRAIN} --print-launch --device cpu --data latin1.txt", "utf-8"),
     C("train-set-no-value", f"{TRAIN} --set lr=", "no value"),
+    # a model YAML whose heads do not split d_model (GPT-2 / Llama attention: d_model / heads per head) was priced
+    # with d_model // heads; a negative --target-len of a decoder-only model was ignored (exit 0)
+    C("estimate-model-yaml-gpt-heads-split", "estimate --model model-gpt-heads-split.yaml",
+      "model-gpt-heads-split.yaml: d_model 770 is not divisible by heads 12"),
+    C("plan-model-yaml-llama-heads-split", "plan --model model-llama-heads-split.yaml --global-batch 8 --seq-len 64",
+      "d_model 100 is not divisible by heads 8"),
+    C("estimate-target-len-negative-causal", "estimate --model gpt2-tiny --target-len -1",
+      "--target-len must be >= 0"),
+    C("plan-target-len-negative-causal", "plan --model gpt2-tiny --global-batch 8 --seq-len 128 --target-len -2",
+      "--target-len must be >= 0"),
+    C("train-target-len-negative-causal", "train --model gpt2-tiny --objective causal --target-len -1 --output OUT",
+      "--target-len must be >= 0"),
     # --set KEY=VALUE: one line naming the key as written and what it takes
     C("train-set-unknown-key", f"{TRAIN} --set learning_rate=1e-3", "learning_rate; the options: attention, "),
     C("train-set-key-misspelt", f"{TRAIN} --set weight_decy=0.1", "(did you mean weight_decay?)"),

@@ -589,6 +589,8 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
     if missing:
         raise ScalestudyError(f"{origin}: a {family} model needs {', '.join(missing)}")
     d, heads = m["d_model"], m["heads"]
+    if family != "t5" and d % heads:  # GPT-2's and Llama's attention split d_model into the heads (T5 states d_kv)
+        raise ScalestudyError(f"{origin}: d_model {d} is not divisible by heads {heads}")
     if family == "t5":
         return ModelSpec(name=name, family="t5", vocab_size=m["vocab"], d_model=d, num_layers=m["layers"],
                          num_decoder_layers=m["layers"], num_heads=heads, d_kv=m["d_kv"], d_ff=m["d_ff"],

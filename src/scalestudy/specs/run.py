@@ -559,6 +559,8 @@ def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) ->
 def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:
     """The decoder length of a run: 0 for causal models, `target_len` when given, else what T5 span corruption of
     `seq_len` needs (the data pipeline builds exactly that length)."""
+    if target_len < 0:  # refused for causal models too, which do not read it
+        raise OptionError(f"target_len must be >= 0 (0: what span corruption needs), got {target_len}", "target_len")
     if objective == "causal":
         return 0
     if target_len:
