@@ -261,10 +261,11 @@ def test_per_parameter_collectives_cost_grows_with_the_group_and_collapses_175b_
     per_collective = {n: ring_latency(n, 8, lk) + n * eng.list_rank_host_s for n in runs}
     assert per_collective[1536] == pytest.approx(2 * per_collective[768], rel=0.02)
     assert 0.008 < per_collective[1536] < 0.02  # 10.9 ms of NCCL ring steps + 1536 x 5.1 us of list work
-    # the current DeepSpeed (coalesced, prefetched, the default) on the same rows is 2-3x faster: what the issue
-    # flags alone predict for them, and why the rows say which DeepSpeed they ran
+    # the current DeepSpeed (coalesced, prefetched, the default) on the same rows is ~2x faster: what the issue
+    # flags alone predict for them, and why the rows say which DeepSpeed they ran (its ~5 reduce buckets per block
+    # at 1536 ranks pay ~11 ms of ring steps each: 1.96x at 1536)
     current = {n: _narayanan(n, "engine") for n in runs}
-    assert current[1536].step_s < 0.5 * runs[1536].step_s
+    assert current[1536].step_s < 0.55 * runs[1536].step_s
     assert current[384].step_s < runs[384].step_s
 
 
@@ -347,3 +348,17 @@ def test_deepspeed_zero3_ring_latency_counts_the_coordinators_all_gathers():
     gpt = _setup(rows["ds-azure-175b-256g-s512"])[0]
     g = zero3_reuse(gpt, 1, "full", 1e9)
     assert 3.5 * 96 < g.collectives / (1 + g.backward_elems / g.forward_elems) < 4.5 * 96
+
+
+def test_deepspeed_zero3_reduce_scatters_one_per_reduce_bucket():
+    # stage3.py: a gradient that would overflow a non-empty 5e8-element bucket flushes it (one reduce_scatter_coalesced
+    # per bucket). Llama-3-70B at tp 1, gradients in backward order: the untied head (1.05e9) alone; per block
+    # [down, up] (2 x 2.35e8) then [gate, o, v, k, q] + the next block's two norms (3.85e8); the embedding last
+    from scalestudy.costmodel.published import _setup
+    from scalestudy.costmodel.zero3 import reduce_scatter_buckets
+    rows = {r["id"]: r for r in load()["throughput"]}
+    llama = _setup(rows["deepcompile-llama3-70b-zero3-a100-32g-b1-s512"])[0]
+    assert reduce_scatter_buckets(llama, 1, 1, 80, 5e8) == 1 + 2 * 80 + 1
+    assert reduce_scatter_buckets(llama, 1, 1, 80, 0.0) == 80  # no bucket: one per block, as FSDP
+    # a bucket over the whole stage: one reduce-scatter
+    assert reduce_scatter_buckets(llama, 1, 1, 80, 1e12) == 1

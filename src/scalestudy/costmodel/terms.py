@@ -24,8 +24,8 @@ from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, 
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s, zero3_gathers,
-                                        zero3_reuse)
+from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s,
+                                        reduce_scatter_buckets, zero3_gathers, zero3_reuse)
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -398,7 +398,10 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
             fetches = reuse.collectives / passes if reuse.collectives else fetches
     gather_bw, gather_lat = gather_parts(elems * half, dp, per_node, lk, eff, eng.gather_rails, fetches)
     grad_b = main_grad_bytes(st)  # FSDP: fp32 unless the run set its reduce dtype to the compute dtype
-    reduce_bw, reduce_lat = gather_parts(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, nlayers)
+    reduces = nlayers  # FSDP: one reduce-scatter per unit; DeepSpeed: one per reduce bucket (zero3.py)
+    if reuse is not None:
+        reduces = reduce_scatter_buckets(shape.model, tp, st.pp, nlayers, eng.reduce_bucket_elems)
+    reduce_bw, reduce_lat = gather_parts(psi * grad_b, dp, per_node, lk, eff, eng.gather_rails, reduces)
     gather, reduce = gather_bw + gather_lat, reduce_bw + reduce_lat
     if cpu:  # gloo's all_gather / reduce_scatter at their measured rates for these message sizes
         gather *= cpu_collective_rate(cluster.device, "all_gather", elems * half / max(1, fetches))
