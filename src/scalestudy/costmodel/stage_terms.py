@@ -22,7 +22,7 @@ from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
                                                 megatron_bias_add_s)
 from scalestudy.costmodel.engines import engine_comm
-from scalestudy.costmodel.input_numbers import InputNumbers
+from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES, ComputeTimes, bucket_copy_s, optimizer_loop_s
@@ -213,7 +213,7 @@ def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> f
 _COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
     "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
 _COMM_NUMBERS = InputNumbers(itertools.count())
-_COMM: dict[tuple, tuple] = {}
+_COMM = IdMemo()
 
 
 def _comm_number(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float, grad_copy: float) -> int:
@@ -249,9 +249,8 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     else:
         key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct))
     hit = _COMM.get(key)
-    if hit is not None and hit[3] is shape and hit[4] is ct and hit[5] is cluster and hit[6] is dev \
-            and hit[7] is eng:
-        return hit[0], hit[1], hit[2]
+    if hit is not None:
+        return hit
     tp = lay.tp
     tp_mb = _stage_tp_comm(st, eng, ct, share, tp, cluster, interference) if tp > 1 else 0.0
     fwd, bwd = ct.forward * share, ct.backward * share
@@ -265,13 +264,10 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     else:
         dp_s, dp_total = _dp_comm(st, eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum,
                                   fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy, interference)
-    if len(_COMM) > 100_000:
-        _COMM.clear()
-    _COMM[key] = (tp_mb, dp_s, dp_total, shape, ct, cluster, dev, eng)
-    return tp_mb, dp_s, dp_total
+    return _COMM.put(key, (shape, ct, cluster, dev, eng), (tp_mb, dp_s, dp_total))
 
 
-_TP: dict[tuple, tuple] = {}
+_TP = IdMemo()
 
 
 def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, cluster: ClusterSpec,
@@ -285,13 +281,9 @@ def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, c
     key = (id(ct), id(eng), share, tp, lk, interference, st.recompute, st.recompute_early_stop, st.tp_comm_overlap,
            st.sequence_parallel, st.engine)
     hit = _TP.get(key)
-    if hit is not None and hit[1] is ct and hit[2] is eng:
-        return hit[0]
-    if len(_TP) > 100_000:
-        _TP.clear()
-    tp_s = _tp_comm(st, ct, share, tp, lk, interference)
-    _TP[key] = (tp_s, ct, eng)
-    return tp_s
+    if hit is not None:
+        return hit
+    return _TP.put(key, (ct, eng), _tp_comm(st, ct, share, tp, lk, interference))
 
 
 def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:
