@@ -11,7 +11,7 @@ from _torchrun import run_worker
 # and test_engine_resume.py (+resume: killed after step 3 and resumed, against the strategy's own losses).
 # DDP first: the baseline every other strategy must reproduce. The offload runs last: on a fresh machine they
 # JIT-compile DeepSpeed's CPU Adam first.
-TWO_RANK_STRATEGIES = ["ddp:0", "ddp:1", "fsdp:2", "fsdp:3+resume", "deepspeed:0", "deepspeed:1",
+TWO_RANK_STRATEGIES = ["ddp:0", "ddp:1+resume", "fsdp:2", "fsdp:3+resume", "deepspeed:0", "deepspeed:1",
                        "deepspeed:2+resume", "deepspeed:3+resume", "deepspeed:3:full", "deepspeed:2:offload",
                        "deepspeed:3:offload:params"]
 

@@ -3,8 +3,9 @@
 Usage (under torchrun): strategies_worker.py OUT STRATEGY... with STRATEGY `engine:zero[:extra...][+resume]`, e.g.
 `deepspeed:3`, `ddp:1`, `deepspeed:3:full` (activation checkpointing), `deepspeed:2:offload` (optimizer states and
 step on the CPU: DeepSpeed's CPU Adam), `deepspeed:3:offload:params` (parameters offloaded too).
-Each strategy trains STEPS steps from the same seed. `+resume` also runs it killed after step 3 (checkpoint at 3)
-and resumed: the uninterrupted curve to compare with is the strategy's own `losses` (the same configuration).
+Each strategy trains STEPS steps from the same seed. `+resume` also runs it killed after step 4 (its last checkpoint
+at step 3, so step 4 is trained again) and resumed: the uninterrupted curve to compare with is the strategy's own
+`losses` (the same configuration).
 OUT/tokenizer.json is used when present (rank 0 trains it into OUT otherwise).
 Rank 0 writes OUT/results.json: {strategy: {"losses": [...], "peak_mem_bytes": ..., "setup_param_bytes": ...,
 "engine_backend": ..., "calls": {collective: rank 0's calls over the run}, and with +resume "resumed": [...],
@@ -69,7 +70,7 @@ def main() -> None:
         if option == "resume":
             killed = cfg.output.dir + "-killed"
             try:
-                run_training(cfg.replace(output=killed, save_every=3, crash_after_step=3), ctx, prepared)
+                run_training(cfg.replace(output=killed, save_every=3, crash_after_step=4), ctx, prepared)
             except SimulatedCrash:
                 pass
             resumed = run_training(cfg.replace(output=killed, resume=True), ctx, prepared)

@@ -1,7 +1,10 @@
-"""Killed after step 3 and resumed from its checkpoint: the same losses as an uninterrupted run, per engine family
-(DeepSpeed's own checkpoints, FSDP2's sharded state dicts; DDP + ZeRO-1-like: tests/e2e/test_cli_train.py)."""
+"""Killed after step 4 and resumed from its checkpoint at step 3: the same losses as an uninterrupted run, per engine family
+(DeepSpeed's own checkpoints, FSDP2's sharded state dicts, DDP with ZeroRedundancyOptimizer's per-rank optimizer
+shards); through `scalestudy train` with real kills: tests/multiproc/test_faults.py."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -25,3 +28,24 @@ def test_deepspeed_resume_zero_2_and_3(two_rank_runs):
 
 def test_fsdp2_resume(two_rank_runs):
     assert_resumed_on_the_same_curve(two_rank_runs[1], ["fsdp:3"])
+
+
+def tensorboard_scalars(run_dir, tag: str) -> dict[int, float]:
+    """step -> value of one scalar as TensorBoard reads DIR/tb (all event files, purged steps dropped)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {e.step: e.value for e in acc.Scalars(tag)}
+
+
+def test_ddp_zero1_resume_continues_one_tensorboard_curve(two_rank_runs):
+    out, results = two_rank_runs
+    assert_resumed_on_the_same_curve(results, ["ddp:1"])
+    # one curve in TensorBoard: steps 1-3 from before the kill, 4-5 from the resumed run -- the killed run's own
+    # step 4 (past its checkpoint) purged, no step twice
+    steps = [json.loads(line)["step"] for line in (out / "ddp-1-killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5]  # metrics.jsonl alike
+    curve = tensorboard_scalars(out / "ddp-1-killed", "train/loss")
+    assert sorted(curve) == [1, 2, 3, 4, 5]
+    assert [curve[s] for s in range(1, 6)] == pytest.approx(results["ddp:1"]["losses"], rel=1e-5)
