@@ -83,3 +83,33 @@ def test_estimate_note_names_the_unaligned_gemms():
     found = {name: (a, f) for name, _, a, f in unaligned_gemms(tr8, get_device("v100-32gb"), "fp16", 4, 2048, 0,
                                                                  False, "deepspeed")}
     assert found == {"QKV": (4, 0.5), "attention output": (4, 0.5), "attention scores": (1, 0.5)}
+
+
+@pytest.mark.parametrize("dims, expected", [
+    ((1024, 100), 15.7 / 125.0),  # head dim 100 (DeepSpeed's 2020 1.5B GPT-2): CUDA cores, V100 fp32 / fp16 peaks
+    ((50257, 768), 15.7 / 125.0),  # an odd vocabulary: the same fallback, whatever the alignment
+    ((1024, 128), 1.0),  # aligned: Tensor Cores under cuBLAS 10 too
+])
+def test_cublas_10_runs_unaligned_fp16_gemms_without_tensor_cores(dims, expected):
+    v100 = get_device("v100-32gb")
+    assert gemm_fraction(v100, "fp16", *dims, cublas="10") == pytest.approx(expected)
+    assert gemm_fraction(v100, "fp16", *dims) == (1.0 if expected == 1.0 else 0.5)  # cuBLAS 11: the device table
+
+
+def test_cublas_10_slows_only_the_unaligned_attention_cores():
+    dev, gpt2 = get_device("v100-32gb"), get_model("gpt2")
+    hd100 = replace(gpt2, d_model=1600, num_heads=16, d_kv=100, d_ff=6400, vocab_size=50304)
+    kw = dict(precision="fp16", flash=False, micro_batch=1)
+    old, new = _times(hd100, dev, cublas="10", **kw), _times(hd100, dev, **kw)
+    assert old.forward > new.forward and old.linear == new.linear  # projections aligned: unchanged
+    assert old.head == new.head
+    aligned = replace(hd100, num_heads=25, d_kv=64)
+    assert _times(aligned, dev, cublas="10", **kw).forward == _times(aligned, dev, **kw).forward
+
+
+def test_an_unknown_cublas_version_is_refused_in_one_line():
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.strategy import Strategy
+
+    with pytest.raises(ScalestudyError, match=r"unknown cublas '9' \(choose from 11, 10\)"):
+        Strategy(engine="deepspeed", precision="fp16", cublas="9")

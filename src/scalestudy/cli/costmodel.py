@@ -247,7 +247,7 @@ def _alignment_note(est) -> str:
 
     st = est.strategy
     found = unaligned_gemms(est.model, est.cluster.device, st.precision, est.layout.tp, est.workload.seq_len,
-                            est.target_len, st.attention == "flash", st.engine)
+                            est.target_len, st.attention == "flash", st.engine, st.cublas)
     if not found:
         return ""
     parts = ", ".join(f"{name} {' x '.join(f'{x:g}' for x in dims)} ({a}-element) at {f:g}"

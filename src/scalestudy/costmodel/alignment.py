@@ -18,6 +18,12 @@ gcd(sequence, head_dim) (Megatron's Q/K/V are views into one [s, b, 3 x heads x 
 also misaligns the K and V base pointers). A fused flash kernel instead pads the head dimension to a multiple of 8
 (flash-attention flash_attn_interface.py: `if head_size_og % 8 != 0: q = pad(q, ...)`, k and v likewise): its
 time grows by padded / head_dim (`flash_head_dim_factor`).
+
+Before cuBLAS 11 (CUDA 10.x and older, Strategy.cublas "10") the same Table 1 gives "multiples of 8" as a
+requirement, not a preference: an fp16 GEMM with any leading dimension off the 8-element grid runs without Tensor
+Cores, on the CUDA cores at fp32 accumulate (PyTorch calls cublasGemmEx / cublasGemmStridedBatchedEx with an fp32
+compute type for half operands) -- the device's fp32 peak over its fp16 Tensor Core peak (V100: 15.7 / 125), the
+GEMM efficiency curve taken as it is (`no_tensor_core_fraction`).
 """
 
 from __future__ import annotations
@@ -44,10 +50,18 @@ def alignment(*dims: float, vector: int = 8) -> int:
     return 1 << (out.bit_length() - 1)  # gcd with a power of two is a power of two
 
 
-def gemm_fraction(device: DeviceSpec, precision: str, *dims: float) -> float:
+def no_tensor_core_fraction(device: DeviceSpec, precision: str) -> float:
+    """Fraction of the Tensor Core GEMM rate a 16-bit GEMM keeps on the CUDA cores (fp32 accumulate): the device's
+    fp32 peak over its `precision` peak; 1 where either peak is not stated."""
+    fp32, half = device.peak_flops.get("fp32"), device.peak_flops.get(precision)
+    return min(1.0, fp32 / half) if fp32 and half else 1.0
+
+
+def gemm_fraction(device: DeviceSpec, precision: str, *dims: float, cublas: str = "11") -> float:
     """Fraction of the aligned GEMM rate a GEMM whose leading dimensions are `dims` (its N and K) reaches on
     `device` in `precision`: 1 when they are multiples of one 16-byte vector, when the device states no
-    `unaligned_gemm_fraction`, or for a precision without an entry in VECTOR_ELEMENTS."""
+    `unaligned_gemm_fraction`, or for a precision without an entry in VECTOR_ELEMENTS. Under cuBLAS "10" an
+    unaligned GEMM runs without Tensor Cores (no_tensor_core_fraction; module docstring)."""
     vector = VECTOR_ELEMENTS.get(precision)
     table = device.unaligned_gemm_fraction
     if vector is None or not table:
@@ -55,6 +69,8 @@ def gemm_fraction(device: DeviceSpec, precision: str, *dims: float) -> float:
     a = alignment(*dims, vector=vector)
     if a >= vector:
         return 1.0
+    if cublas == "10":
+        return no_tensor_core_fraction(device, precision)
     return next((f for rows_a, f in table if rows_a == a), 1.0)
 
 
@@ -82,7 +98,7 @@ def pads_vocab(engine: str) -> bool:
 
 
 def unaligned_gemms(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, seq_len: int, target_len: int,
-                    flash: bool, engine: str) -> list[tuple[str, tuple[float, float], int, float]]:
+                    flash: bool, engine: str, cublas: str = "11") -> list[tuple[str, tuple[float, float], int, float]]:
     """(name, leading dims, alignment in elements, fraction of the aligned rate) of each GEMM kind of the run that
     is priced unaligned (step.compute_times applies the same rule per GEMM): for estimate's note."""
     i, d, kv = model.inner_dim, model.d_model, model.kv_heads * model.d_kv
@@ -96,7 +112,7 @@ def unaligned_gemms(model: ModelSpec, device: DeviceSpec, precision: str, tp: in
         kinds += [("attention scores", (length, model.d_kv)) for length in sorted(set(lengths))]
     out = []
     for name, dims in kinds:
-        frac = gemm_fraction(device, precision, *dims)
+        frac = gemm_fraction(device, precision, *dims, cublas=cublas)
         if frac < 1.0:
             out.append((name, dims, alignment(*dims, vector=VECTOR_ELEMENTS[precision]), frac))
     return out

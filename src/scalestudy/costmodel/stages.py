@@ -244,7 +244,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
-                          vocab_shards(st, tp))
+                          vocab_shards(st, tp), st.cublas)
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -302,7 +302,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
-                          vocab_shards(st, tp))
+                          vocab_shards(st, tp), st.cublas)
         share = sum(costs[start:start + n]) / total_cost
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \

@@ -342,17 +342,17 @@ def _selective_fixed_s(model: ModelSpec, device: DeviceSpec, cal: Calibration, k
 
 
 def _gemm_s(flops: float, peak: float, device: DeviceSpec, dim: float, cal: Calibration, precision: str, n: float,
-            k: float, aligned: bool = False) -> float:
+            k: float, aligned: bool = False, cublas: str = "11") -> float:
     """Seconds of a dense GEMM of `flops`: the device's GEMM curve at characteristic dimension `dim`, times the
-    fraction of the aligned rate its leading dimensions `n`, `k` reach (costmodel/alignment.py; 1 when `aligned`,
-    e.g. an LM head whose engine pads the vocabulary)."""
-    fraction = 1.0 if aligned else gemm_fraction(device, precision, n, k)
+    fraction of the aligned rate its leading dimensions `n`, `k` reach under the run's `cublas` (costmodel/
+    alignment.py; 1 when `aligned`, e.g. an LM head whose engine pads the vocabulary)."""
+    fraction = 1.0 if aligned else gemm_fraction(device, precision, n, k, cublas=cublas)
     return flops / (peak * matmul_efficiency(device, dim, cal) * fraction)
 
 
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, cal: Calibration, loss: str = "engine",
-            megatron_head: bool = False) -> tuple[float, float]:
+            megatron_head: bool = False, cublas: str = "11") -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
     forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
     section): the softmax / cross-entropy over every logit by the run's `loss` kernel (Strategy.cross_entropy) and
@@ -365,7 +365,7 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     gemm_tok = fused_linear_chunk_tokens(out_tok, model.vocab_size, model.d_model) if chunked else out_tok
     head_f = 2.0 * out_tok * model.d_model * model.vocab_size / tp
     head_t = _gemm_s(3.0 * head_f, peak, device, gemm_dim(gemm_tok, model.vocab_size / tp, model.d_model), cal,
-                     precision, model.vocab_size / tp, model.d_model, aligned=megatron_head)
+                     precision, model.vocab_size / tp, model.d_model, aligned=megatron_head, cublas=cublas)
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
     logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
@@ -404,7 +404,8 @@ def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, 
 def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
-                  loss: str = "engine", megatron_head: bool = False, head_tp: int = 0) -> ComputeTimes:
+                  loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
+                  cublas: str = "11") -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
@@ -412,10 +413,11 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     logits (Strategy.cross_entropy; _head_s); `megatron_head`: the engine is Megatron-LM / NeMo (alignment.pads_vocab),
     which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
     vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
-    is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp)."""
+    is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
+    `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py)."""
     head_tp = head_tp or tp
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head, head_tp)
+           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
@@ -436,7 +438,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                 loop_fwd += max(0.0, loop_f - sec)
                 loop_bwd += max(0.0, loop_b - attention_backward_factor(flash) * sec)
         else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
-            sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead)
+            sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead, cublas=cublas)
         if is_attn:
             attn_t += sec
             attn_f += flops
@@ -445,7 +447,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_f += flops
             by_role[role] += sec
     head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
-                             megatron_head)
+                             megatron_head, cublas)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
@@ -470,7 +472,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         hw += dense_f + attn_f
         if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
-                bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk)
+                bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk, cublas=cublas)
                 hw -= flops
     elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
         bwd += attn_t + loop_fwd + _selective_fixed_s(model, device, cal, kernels, flash)
@@ -479,7 +481,8 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         op_f = op_t = 0.0
         for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
             op_f += model.num_layers * flops
-            op_t += _gemm_s(model.num_layers * flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk)
+            op_t += _gemm_s(model.num_layers * flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk,
+                            cublas=cublas)
         bwd += op_t + ew_fwd
         hw += op_f
     tp_bytes, tp_ops = _tp_allreduces(model, precision, tp, micro_batch, seq_len, target_len, recompute)

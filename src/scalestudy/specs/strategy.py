@@ -155,6 +155,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      over a list of per-rank views -- in series with the compute, with host work per rank of the
                      group; costmodel/zero3.per_param_sync_comm_s) or "engine" (coalesced: the current DeepSpeed,
                      what `train` runs).
+- cublas:            the cuBLAS major version the run's torch build links, for 16-bit GEMMs whose leading dimensions
+                     are not multiples of 8 elements (costmodel/alignment.py; NVIDIA Matrix Multiplication Background
+                     User's Guide, Table 1): "11" (CUDA >= 11, 2020-06 on: Tensor Cores at a narrower load, the
+                     device's unaligned_gemm_fraction) or "10" (CUDA 10.x and older: no Tensor Cores for such a GEMM,
+                     the fp32 rate -- e.g. DeepSpeed 0.3.0's own image, CUDA 10.0 + torch 1.2). Cost model only.
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -234,6 +239,7 @@ OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatro
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16", "fused")  # costmodel/step.py
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
+CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
@@ -249,7 +255,7 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("grad_reduce", GRAD_REDUCES), ("recompute_early_stop", EARLY_STOPS), ("cross_entropy", CROSS_ENTROPIES),
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
             ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
-            ("zero3_fetch", ZERO3_FETCHES))
+            ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -290,6 +296,7 @@ class Strategy:
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
     zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
+    cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -474,6 +481,8 @@ class Strategy:
             parts.append(f"accum-{self.grad_accum_dtype}")
         if self.zero == 3 and self.zero3_fetch != "engine":
             parts.append(f"fetch-{self.zero3_fetch}")
+        if self.cublas != "11":
+            parts.append(f"cublas-{self.cublas}")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
