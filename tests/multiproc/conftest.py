@@ -8,7 +8,8 @@ import pytest
 from _torchrun import run_worker
 
 # Read by tests/multiproc/test_engine_equivalence.py (losses, counted memory, the settings each engine was handed)
-# and test_engine_resume.py (+resume: killed after step 3 and resumed, against the strategy's own losses).
+# and test_engine_resume.py (+resume: killed after step 4, resumed from its checkpoint at 3, against the strategy's own
+# losses).
 # DDP first: the baseline every other strategy must reproduce. The offload runs last: on a fresh machine they
 # JIT-compile DeepSpeed's CPU Adam first.
 TWO_RANK_STRATEGIES = ["ddp:0", "ddp:1+resume", "fsdp:2", "fsdp:3+resume", "deepspeed:0", "deepspeed:1",
