@@ -395,7 +395,10 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
         marked.append(shown)
     keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width,
                         rules=False)  # box=None
-    table = Table(title=escape(f"{kind}: {metric} [{group[0].unit}] - predicted vs published"), box=None,
+    from scalestudy.costmodel.published import METRIC_NAMES
+
+    name = METRIC_NAMES.get(metric, metric)  # the memory rows' metrics are words already
+    table = Table(title=escape(f"{kind}: {name} [{group[0].unit}] - predicted vs published"), box=None,
                   title_justify="left")
     for i in keep:
         table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=not columns[i].wrap,

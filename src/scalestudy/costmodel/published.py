@@ -68,6 +68,11 @@ _UNITS = {"hardware_tflops_per_device": "TFLOP/s/device (hardware FLOPs)",
           "model_tflops_per_device": "TFLOP/s/device (model FLOPs)", "mfu": "MFU (model FLOPs / peak)",
           "tokens_per_s": "tokens/s (global batch x seq / step)",
           "source_tokens_per_s": "tokens/s (global batch x encoder seq / step)"}
+# each throughput metric (the rows' `metric` key, validate --json's) in words, as validate's tables title it
+METRIC_NAMES = {"hardware_tflops_per_device": "hardware TFLOP/s per device",
+                "model_tflops_per_device": "model TFLOP/s per device", "mfu": "model FLOPs utilisation",
+                "tokens_per_s": "tokens per second, whole cluster",
+                "source_tokens_per_s": "input (encoder) tokens per second, whole cluster"}
 
 
 def _setup(r: dict):
