@@ -222,3 +222,23 @@ def test_kernels_flag_reaches_estimate_and_plan(capsys):
     for c in d["candidates"]:
         assert {f"--{k.replace('_', '-')}": v for k, v in c["strategy"].items() if f"--{k.replace('_', '-')}" in fixed
                 } == fixed
+
+
+def test_estimate_cublas_10_prices_unaligned_gemms_off_tensor_cores(capsys, tmp_path):
+    """--cublas 10: eager attention at head dim 100 (4-element aligned) runs at V100's fp32 / fp16 peak instead of
+    the device's cuBLAS 11 fraction; an aligned model does not move; a bad version is one line and a non-zero exit."""
+    def step(heads, *extra):
+        m = tmp_path / f"m{heads}.yaml"
+        m.write_text(f"d_model: 1600\nlayers: 4\nheads: {heads}\nvocab: 50304\nseq: 1024\n")
+        code, out, _ = _run(capsys, "estimate", "--model", str(m), "--gpu", "v100-32gb", "--nodes", "1",
+                            "--gpus-per-node", "1", "--precision", "fp16", "--attention", "eager",
+                            "--global-batch", "1", "--json", *extra)
+        assert code == 0
+        return json.loads(out)["time"]["step_s"]
+
+    assert step(16, "--cublas", "10") > 1.05 * step(16)  # head dim 100: the score / context GEMMs at 0.126
+    assert step(25, "--cublas", "10") == step(25)  # head dim 64: aligned
+    code, out, err = _run(capsys, "estimate", "--model", "gpt2", "--gpu", "v100-32gb", "--nodes", "1",
+                          "--gpus-per-node", "1", "--precision", "fp16", "--cublas", "9")
+    assert code != 0 and out == ""
+    assert "unknown --cublas '9' (choose from 11, 10)" in err and len(err.strip().splitlines()) == 1

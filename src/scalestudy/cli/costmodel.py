@@ -17,7 +17,7 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_ACCUM_
                                     OPTIMIZER_DTYPE,
                                     OPTIMIZER_LOOP,
                                     OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
-                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, flag_named_errors)
+                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, CUBLAS, flag_named_errors)
 
 GIB = float(1 << 30)
 
@@ -82,6 +82,7 @@ def estimate(
     lm_head: str = LM_HEAD,
     grad_accum_dtype: str = GRAD_ACCUM_DTYPE,
     zero3_fetch: str = ZERO3_FETCH,
+    cublas: str = CUBLAS,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -121,7 +122,7 @@ def estimate(
                         kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
                         cross_entropy=cross_entropy, attention_kernel=attention_kernel,
                         optimizer_dtype=optimizer_dtype, optimizer_loop=optimizer_loop, lm_head=lm_head,
-                        grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch)
+                        grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch, cublas=cublas)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}")

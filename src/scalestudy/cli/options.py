@@ -120,6 +120,11 @@ ZERO3_FETCH = typer.Option("engine", "--zero3-fetch",
                                 "(coalesced, the current DeepSpeed) | coalesced (>= 0.6: one flat all-gather per "
                                 "module, prefetched) | per-param-sync (before 0.5.5: one list all-gather per "
                                 "parameter after a device synchronize, in series with the compute); cost model only.")
+CUBLAS = typer.Option("11", "--cublas",
+                      help="The cuBLAS major version of the run's torch build: 11 (CUDA >= 11: unaligned fp16 "
+                           "GEMMs keep Tensor Cores at a narrower load) | 10 (CUDA 10.x and older: a GEMM with a "
+                           "dimension off the 8-element grid runs on the CUDA cores, at the fp32 peak); cost model "
+                           "only.")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
