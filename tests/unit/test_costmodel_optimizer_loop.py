@@ -138,3 +138,21 @@ def test_deepspeed_zero1_checks_each_gradient_tensor_of_its_partition_before_the
     assert serial.optimizer_s - flat.optimizer_s == pytest.approx(optimizer_loop_s(
         "deepspeed-serial", flat.params_per_device / 16, 37 + 1, "fp16", node.device, k))
     assert serial.compute_s == flat.compute_s
+
+
+def test_deepspeed_2020_stage1_checks_every_gradient_tensor_of_the_model():
+    """DeepSpeed 0.3.0 runtime/zero/stage1.py step(): CheckOverflow over every fp16 group and get_grad_norm over the
+    whole group before it frees the gradients it does not own -- the 580 tensors of GPT-2 1.5B on each of 8 ranks,
+    4 kernels + 2 host syncs and 20 B per parameter of the model, not its partition's 1/8 (deepspeed-serial)."""
+    model = published.row_model("dszt-gpt2-1.5b-z1-v100-8g",
+                                {"d_model": 1600, "layers": 48, "heads": 16, "vocab": 50304, "seq": 1024})
+    node, k = make_cluster("v100-32gb", 1, 8), stored().kernel_overhead_s
+    work = Workload(global_batch=8, seq_len=1024)
+    kw = dict(engine="deepspeed", zero=1, micro_batch=1, precision="fp16", attention="eager")
+    flat = estimate(model, node, Strategy(**kw), work)
+    whole = estimate(model, node, Strategy(**kw, optimizer_loop="deepspeed-stage1-whole"), work)
+    psi = flat.params_per_device  # ZeRO-1 holds every fp16 weight and gradient
+    assert whole.optimizer_s - flat.optimizer_s == pytest.approx(
+        580 * (4 + 2) * k + 20.0 * psi / node.device.hbm_bytes_per_s)
+    with pytest.raises(ScalestudyError, match="deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1"):
+        Strategy(engine="deepspeed", zero=2, optimizer_loop="deepspeed-stage1-whole")

@@ -2496,7 +2496,10 @@ def test_zero_tutorial_rows_are_the_training_logs():
             ("deepspeed", stage, offload, "full")
         assert (workload.seq_len, model.vocab_size, r["precision"], r["device"]) == (1024, 50304, "fp16", "v100-32gb")
         assert (strategy.attention, strategy.kernels, strategy.tp, strategy.pp) == ("eager", "eager", 1, 1)
-        assert strategy.optimizer_loop == ("engine" if offload == "cpu" else "deepspeed-serial")
+        # stage 1 is stage1.py (checks every tensor of the model), stage 2 stage2.py (the rank's partition)
+        assert strategy.optimizer_loop == ("engine" if offload == "cpu" else
+                                           "deepspeed-stage1-whole" if stage == 1 else "deepspeed-serial")
+        assert strategy.cublas == "10"  # DeepSpeed's 2020 image: CUDA 10.0, torch 1.2
         assert strategy.overlap_grad_comm == (stage == 2)
         size = estimate(model, cluster, strategy, workload).params_total / 1e9
         assert size == pytest.approx(1.5 if "1.5b" in key else 10.0, rel=0.07)

@@ -87,7 +87,9 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "torch 1.x: "
                                    "AdamW + clip + zero_grad, 10 kernels per tensor) | deepspeed-serial "
                                    "(DeepSpeed ZeRO-1/2 before v0.13.2: overflow sum + norm .item() per gradient "
-                                   "tensor of the rank's partition, 4 kernels + 2 host syncs) | fused (fsdp / "
+                                   "tensor of the rank's partition, 4 kernels + 2 host syncs) | "
+                                   "deepspeed-stage1-whole (DeepSpeed 0.3 ZeRO-1, stage1.py: the same checks over "
+                                   "every tensor of the model, --zero 1) | fused (fsdp / "
                                    "ddp: torch AdamW fused=True -- the engine's update on a GPU, torch's fused CPU "
                                    "kernel for an FSDP CPU-offloaded step instead of the single-tensor loop).")
 

@@ -341,8 +341,8 @@ def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -
     sharded = st.engine == "fsdp" or st.zero >= 1 or st.optimizer_loop == "deepspeed-bf16"  # BF16_Optimizer: 1/dp
     if st.engine == "deepspeed" and st.zero in (1, 2) and st.optimizer_loop == "deepspeed-serial":
         tensors = min(tensors, math.ceil(tensors / lay.dp) + 1)  # its 1/dp of the tensors + the one cut at its start
-    elif st.engine == "deepspeed" and st.zero >= 1:
-        tensors = 1
+    elif st.engine == "deepspeed" and st.zero >= 1 and st.optimizer_loop != "deepspeed-stage1-whole":
+        tensors = 1  # (deepspeed-stage1-whole checks every tensor of the stage)
     elif st.engine == "ddp" and st.zero == 1:
         tensors = math.ceil(tensors / lay.dp)
     local = psi / lay.dp if sharded else psi

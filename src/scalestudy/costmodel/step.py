@@ -112,6 +112,14 @@ OPTIMIZER_LOOPS = {
     # then `.item()` (cast r2 w8, norm r8; sync 2): 4 kernels, 2 syncs, 28 B beyond the flat update's 30.
     # Replaced by on-device reductions in #4974 (v0.13.2, norm) and #5115 (v0.13.3, overflow), 2024-02.
     "deepspeed-serial": ((4, 2), 58.0),
+    # DeepSpeed ZeRO-1 of runtime/zero/stage1.py (FP16_DeepSpeedZeroOptimizer_Stage1, read at v0.3.0 / 2dea61f2; the
+    # releases that route stage 1 through stage2.py are deepspeed-serial): step() runs CheckOverflow over every fp16
+    # group's parameters -- _has_inf_or_nan's `float(x.float().sum())` per gradient tensor of the WHOLE model, not the
+    # partition (cast r2 w4, sum r4; sync 1) -- then utils.get_grad_norm over the whole group, `p.grad.data.float()
+    # .norm(2)` then `.item()` per tensor (cast r2 w4, norm r4; sync 2), and only then frees the gradients it does not
+    # own: 4 kernels, 2 syncs per tensor of the stage and STAGE_LOOP_BYTES 20 per stage parameter; the flat fused
+    # step on the partition as the engine's (30).
+    "deepspeed-stage1-whole": ((4, 2), 30.0),
     # torch AdamW as it defaults on GPUs (foreach, not fused: optimizer._default_to_fused_or_foreach; adam.py
     # _multi_tensor_adam, read at torch 2.13): the passes of "per-tensor", each one foreach kernel over lists of
     # tensors (multi_tensor_apply launches per chunk of tensors, not per tensor: no per-tensor launches counted) --
@@ -141,7 +149,7 @@ OPTIMIZER_LOOPS = {
 # Bytes per parameter of the whole stage (not the rank's partition) a loop moves beside OPTIMIZER_LOOPS': BF16_Optimizer
 # reads every bf16 gradient for the norm (.float(): r2 w4, .norm: r4) and zeroes the flat bf16 gradient buffer after
 # the step (zero_grad -> clear_hp_grads: w2)
-STAGE_LOOP_BYTES = {"deepspeed-bf16": 12.0}
+STAGE_LOOP_BYTES = {"deepspeed-bf16": 12.0, "deepspeed-stage1-whole": 20.0}
 # The embedding gradient is a dense vocab x d tensor per lookup (torch embedding backward zero-fills it and
 # scatter-adds the tokens' rows), then accumulated into the fp32 main gradient: ~write 2 + read 2 + fp32 r/w 8.
 # (Per lookup, for the CPU pipeline terms of costmodel/cpu_parallel.py; the GPU head uses flops.vocab_grad_bytes.)

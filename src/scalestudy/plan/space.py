@@ -141,6 +141,10 @@ class Constraints:
         if self.zero3_fetch != "engine" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError(f"--zero3-fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers: "
                                   "it needs --engine deepspeed")
+        if self.optimizer_loop == "deepspeed-stage1-whole" and (set(self.engines) != {"deepspeed"} or
+                                                               set(self.zero) != {1}):
+            raise ScalestudyError("--optimizer-loop deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1 "
+                                  "optimizer: it needs --engine deepspeed --zero 1")
         if self.optimizer_loop == "deepspeed-serial" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError("--optimizer-loop deepspeed-serial describes DeepSpeed's ZeRO optimizer: it needs "
                                   "--engine deepspeed")

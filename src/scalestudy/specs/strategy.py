@@ -104,7 +104,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      transformers' AdamW plus clip_grad_norm_'s norm and scale and zero_grad's zero_ per tensor, no
                      host sync), "deepspeed-serial" (DeepSpeed ZeRO-1/2 v0.3-v0.13.1: a flat fused step after an
                      overflow sum and a norm per gradient tensor of the rank's partition, each read back to the
-                     host), "foreach" (torch AdamW's default on GPUs: the per-tensor passes as foreach kernels over
+                     host), "deepspeed-stage1-whole" (DeepSpeed ZeRO-1 of runtime/zero/stage1.py, v0.3.0: the
+                     same two checks over every gradient tensor of the model, not the partition), "foreach" (torch
+                     AdamW's default on GPUs: the per-tensor passes as foreach kernels over
                      lists of tensors, 80 B per parameter, no per-tensor launches) or "deepspeed-unfused"
                      (DeepSpeed ZeRO-0 in 16 bits around a client optimizer, FP16_UnfusedOptimizer: per tensor an
                      overflow check read back, a norm, the fp32 gradient copy, unscale and the copy back, around the
@@ -237,7 +239,8 @@ LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
-                   "deepspeed-serial", "foreach", "deepspeed-unfused", "deepspeed-bf16", "fused")  # costmodel/step.py
+                   "deepspeed-serial", "deepspeed-stage1-whole", "foreach", "deepspeed-unfused", "deepspeed-bf16",
+                   "fused")  # costmodel/step.py
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
@@ -337,6 +340,9 @@ class Strategy:
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
             raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                               f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
+        if self.optimizer_loop == "deepspeed-stage1-whole" and (self.engine, self.zero) != ("deepspeed", 1):
+            raise OptionError(f"optimizer_loop deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1 optimizer, "
+                              f"not {self.engine} zero {self.zero}", "optimizer_loop")
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
             raise OptionError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
                               f"overflow and norm checks), not {self.engine}", "optimizer_loop")
