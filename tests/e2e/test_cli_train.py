@@ -61,8 +61,9 @@ def test_two_rank_run_records_its_curves_and_resume_finishes_a_run_killed_before
     assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["strategy"]["zero"] == 1
     assert summary["warmup_steps_excluded"] == 2 and summary["measured_steps"] == 3
     assert summary["median_step_s"] > 0 and 0 < summary["median_mfu"] < 1
-    # each step's run-queue wait (its most-preempted rank's): within the step, and the median less it within the median
-    assert all(0 <= r["queued_s"] < r["step_s"] for r in rows)
+    # each step's run-queue wait (its most-preempted rank's; a peer's wait can overrun rank 0's step clock a little,
+    # so no per-step upper bound) and the median step less it within the median step
+    assert all(r["queued_s"] >= 0 for r in rows)
     assert 0 < summary["median_unqueued_step_s"] <= summary["median_step_s"]
     assert "measured fp32 matmul" in summary["mfu_peak_source"]
     assert summary["attn_implementation"] == "sdpa"  # Strategy.attention flash (the default), as built
