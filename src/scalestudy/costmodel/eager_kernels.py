@@ -173,6 +173,21 @@ def gpt_score_bytes(a: int) -> tuple[float, float]:
 # Kernels: the cast and masked_bias.to(dtype) forward, the two gradient casts backward. (transformers 4.12 drops
 # out before the cast, on fp32, and autocast's matmul casts: +4 B each way; counted as 4.13-4.35's order.)
 GPT_SCORE_AUTOCAST_BYTES = (12.0, 18.0)
+# HF OPTAttention in fp16 (transformers 4.2x modeling_opt.py, DeepSpeed-Chat's OPT runs; Strategy.attention_kernel
+# hf-fp32-softmax), beyond gpt_score_bytes(2), with the same kernel count: forward `+ attention_mask` (r2 w2),
+# `torch.max(.., finfo.min)` (r2 w2), `softmax(.., dtype=float32)` (ATen's half-to-float kernel: r2 w4),
+# `.to(float16)` (r4 w2), dropout (r2 w2 + 1) = 25 against the GPT-2 pattern's 21 (its scale on the scores is OPT's
+# on q); backward dropout (5), ToCopyBackward up to fp32 (r2 w4), the half-to-float softmax backward (grad and
+# output r4 + r4, w2), max's masked gradient (r2 + r2, w2) = 27 against 19.
+HF_FP32_SOFTMAX = "hf-fp32-softmax"
+HF_FP32_SOFTMAX_BYTES = (4.0, 8.0)
+
+
+def hf_fp32_softmax_pass_s(model, device, tp: int, micro_batch: int, seq_len: int) -> tuple[float, float]:
+    """(forward, backward) seconds HF_FP32_SOFTMAX_BYTES add to one micro-batch of a decoder-only model on one
+    tensor-parallel rank, all layers: b x heads/tp x s x s scores per layer at the device's memory rate."""
+    scores = micro_batch * model.num_heads / tp * model.num_layers * seq_len * seq_len
+    return tuple(scores * b / device.hbm_bytes_per_s for b in HF_FP32_SOFTMAX_BYTES)
 GPT_SCORE_AUTOCAST_KERNELS = (2, 2)
 
 

@@ -375,10 +375,13 @@ def eager_fp32_softmax(model: ModelSpec, st) -> bool:
     GPT2Model adds its padding mask in the fp32 parameters' dtype; gpt2eager, costmodel/eager_kernels.autocast_gpt_s).
     The dropout output, in the compute dtype, is what the score @ v matmul saves. Not Megatron's fused scale-mask
     softmax (engine megatron), nor DeepSpeed's fp16 GPT-2 or Megatron-LM 2019's FP16_Module (16-bit softmax). HF
-    OPT / BLOOM / Llama eager also softmax in fp32 under any engine; not keyed here (no published row runs them)."""
+    OPT / BLOOM / Llama eager also softmax in fp32 under any engine: keyed by attention_kernel hf-fp32-softmax (OPT,
+    dschat2023sft), the others not (no published row runs them)."""
     if st.attention == "flash" or st.engine == "megatron":
         return False
     if model.is_encoder_decoder:  # t5 / mt5
+        return True
+    if st.attention_kernel == "hf-fp32-softmax":
         return True
     return model.family == "gpt2" and st.engine == "ddp" and st.precision in ("bf16", "fp16")
 

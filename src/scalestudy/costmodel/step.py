@@ -45,6 +45,7 @@ from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy
                                        logit_elements, vocab_grad_bytes)
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
+from scalestudy.costmodel.eager_kernels import HF_FP32_SOFTMAX, hf_fp32_softmax_pass_s
 from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
@@ -471,6 +472,9 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         soft_f, soft_b = torch_softmax_pass_s(model, device, ACT_BYTES[precision], tp, micro_batch, seq_len,
                                               target_len, cal.kernel_overhead_s)
         ew_fwd, ew_bwd = ew_fwd + soft_f, ew_bwd + soft_b  # a full recompute re-runs the forward's (below)
+    if not flash and attention_kernel == HF_FP32_SOFTMAX and device.kind != "cpu" and not model.is_encoder_decoder:
+        soft_f, soft_b = hf_fp32_softmax_pass_s(model, device, tp, micro_batch, seq_len)  # HF OPT's score passes
+        ew_fwd, ew_bwd = ew_fwd + soft_f, ew_bwd + soft_b
     fwd = dense_t + attn_t + loop_fwd + ew_fwd + fixed
     # a flash kernel's backward recomputes the scores: 2.5x its forward FLOPs, eager attention 2x (flops.py)
     bwd = 2.0 * dense_t + fixed_bwd + attention_backward_factor(flash) * attn_t + loop_bwd + ew_bwd

@@ -129,6 +129,9 @@ class Constraints:
                 self.engines) <= {"deepspeed", "megatron"}):  # Strategy's own refusal, once, before the search
             raise ScalestudyError("--attention-kernel torch-softmax describes Megatron's eager attention: give "
                                   "--attention eager and --engine deepspeed and/or megatron")
+        if self.attention_kernel == "hf-fp32-softmax" and (self.attention != "eager" or self.precision != "fp16"):
+            raise ScalestudyError("--attention-kernel hf-fp32-softmax describes Hugging Face OPT's eager attention "
+                                  "in fp16: give --attention eager and --precision fp16")
         if self.tp_comm_overlap and not self.sequence_parallel and (not self.tp or max(self.tp) > 1):
             Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
         dtype_engines = {"megatron", "fsdp"}  # Strategy's rule: megatron's optimizer, or a bf16 model under fsdp

@@ -130,6 +130,8 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      attention (engines megatron / deepspeed, i.e. Megatron-LM and its forks): "torch-softmax" -- the
                      run's FusedScaleMaskSoftmax skipped its fused kernel for the scores' shape and ran PyTorch's fp32
                      softmax (costmodel/megatron_softmax.py: the rule, and BigScience's 2021-10..2022-03 code);
+                     "hf-fp32-softmax" (fp16 only) -- Hugging Face OPTAttention's mask add, clamp, half-to-float
+                     softmax and cast back (costmodel/eager_kernels.HF_FP32_SOFTMAX_BYTES, DeepSpeed-Chat's OPT);
                      otherwise unread under eager. `train` runs
                      "engine" for decoder-only models and "mem-efficient" for T5 / mT5 (specs/run.TRAIN_SOFTWARE).
 - lm_head:           how tensor parallelism splits the vocabulary -- the input embedding, the LM head GEMMs, the
@@ -234,7 +236,7 @@ GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
                    "torch")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
-ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax")
+ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
@@ -334,6 +336,9 @@ class Strategy:
             raise OptionError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
                               f"softmax fell back to PyTorch (costmodel/megatron_softmax.py), not attention "
                               f"{self.attention} on {self.engine}", "attention_kernel")
+        if self.attention_kernel == "hf-fp32-softmax" and (self.attention != "eager" or self.precision != "fp16"):
+            raise OptionError(f"attention_kernel hf-fp32-softmax describes Hugging Face OPT's eager attention in "
+                              f"fp16, not attention {self.attention} in {self.precision}", "attention_kernel")
         if self.zero3_fetch != "engine" and self.engine != "deepspeed":  # priced at zero 3 only (a DeepSpeed version)
             raise OptionError(f"zero3_fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers, "
                               f"not {self.engine}", "zero3_fetch")
