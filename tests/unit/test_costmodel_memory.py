@@ -321,7 +321,12 @@ def test_no_published_run_is_predicted_not_to_fit():
     # micro-batches): rank 1 holds 143 layer-micro-batches (Megatron's interleaved warm-up), 76.1 GB, beside Meta's
     # sharded gradients (engine megatron zero 2): 86.4 of 85.5 GB -- virtual_stages 7 stands in for Meta's 8
     # one-layer chunks (+1.0 GB) and params_per_device is the even split plus the embedding (+0.5 GB on rank 1)
-    assert refused <= {"nemo-gpt-5b-1n", "llama3-405b-8192g"}
+    # fa2paper-gpt3-2.7b-8k-*: the paper states no micro-batch or recompute; the repo's config for it
+    # (training/configs/experiment/pile/gpt3-2.7B-flash-8k.yaml) gives batch 4 on an 80 GB GPU with
+    # mlp_checkpoint_lvl 0 but inherits a gpt2xl-flash-8k.yaml the repo does not have, and 4 x 8192 x 2560 x 32
+    # layers at Korthikanti's 34 bytes is 91 GB of activations alone: the row's layout is a guess, not a memory check
+    unstated = {"fa2paper-gpt3-2.7b-8k-fa1", "fa2paper-gpt3-2.7b-8k-fa2"}
+    assert refused <= {"nemo-gpt-5b-1n", "llama3-405b-8192g"} | unstated
 
 
 def test_the_optimizer_step_is_a_peak_of_its_own():

@@ -143,6 +143,12 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
             # pinned host memory for either offload target (stage3.py: self.device = cpu when offload_optimizer;
             # v0.6.2 and 0.19 alike)
             host, g = host + g, 0.0
+        else:
+            # stages 1/2 never allocate grads_in_partition under cpu_offload: each reduced bucket is copied into the
+            # host fp32 partition (counted in `off`) and param.grad freed (stage_1_and_2.py copy_grads_in_partition,
+            # async_inplace_copy_grad_to_fp32_buffer_from_gpu, 0.3 to 0.19). Not counted: the pinned 16-bit host
+            # copy it keeps only under gradient accumulation (accumulated_grads_in_cpu).
+            g = 0.0
     if offload_params != "none":
         if offload_params == "cpu":
             host += w
