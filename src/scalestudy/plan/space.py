@@ -54,10 +54,10 @@ from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
-                                      EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_REDUCES, KERNELS, LM_HEADS, OFFLOADS,
-                                      OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES, ZERO3_FETCHES,
-                                      ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder, resolve_layout,
-                                      software_fill)
+                                      CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_REDUCES, KERNELS,
+                                      LM_HEADS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES,
+                                      ZERO3_FETCHES, ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder,
+                                      resolve_layout, software_fill)
 
 TRAINED = "train"  # the default of Constraints' TRAIN_KNOBS: price each candidate with the value train runs
 # Software options whose plan default is TRAINED (specs/run.train_software fills them per candidate); a value the user
@@ -102,6 +102,7 @@ class Constraints:
     lm_head: str = TRAINED  # "train": replicated (train's tp leaves the vocabulary whole on every rank)
     grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
     zero3_fetch: str = "engine"  # DeepSpeed's ZeRO-3 gather path: a statement about the user's DeepSpeed, not searched
+    cublas: str = "11"  # the cuBLAS major version of the user's torch build: a statement, not searched
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -114,7 +115,7 @@ class Constraints:
                               ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", (*OPTIMIZER_LOOPS, TRAINED)),
                               ("lm_head", (*LM_HEADS, TRAINED)),
                               ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED)),
-                              ("zero3_fetch", ZERO3_FETCHES)):
+                              ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -409,7 +410,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  overlap_param_gather=constraints.overlap_param_gather,
                  tp_comm_overlap=constraints.tp_comm_overlap, zero1_all_reduce=constraints.zero1_all_reduce,
                  grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
-                 optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch, **software)
+                 optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch,
+                 cublas=constraints.cublas, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))
