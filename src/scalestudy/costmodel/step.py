@@ -37,7 +37,8 @@ from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction
 from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_launches, bias_pass_bytes
 from scalestudy.costmodel.constants import Calibration
-from scalestudy.costmodel.eager_kernels import eager_block_bytes, gpt_score_bytes, t5_score_bytes
+from scalestudy.costmodel.eager_kernels import (HF_FP32_SOFTMAX, eager_block_bytes, gpt_score_bytes,
+                                              hf_fp32_softmax_pass_s, t5_score_bytes)
 from scalestudy.costmodel.efficiency import attention_efficiency, gemm_dim, matmul_efficiency
 from scalestudy.costmodel.flash_v1 import fa1_loop_bytes
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit,
@@ -45,7 +46,6 @@ from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy
                                        logit_elements, vocab_grad_bytes)
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
-from scalestudy.costmodel.eager_kernels import HF_FP32_SOFTMAX, hf_fp32_softmax_pass_s
 from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
