@@ -240,9 +240,8 @@ def prefetch_collectives(trace: list, part: dict, released: list[bool], next_at:
     ahead = 0  # the next trace position the prefetch has not passed
     count = 0
     for i, slot, gathered, release, reuse_at in zip(range(end), slots, sizes, released, next_at):
-        if not gathered:  # persistent tensors only: the prefetch still runs (every module's hook fetches)
-            pass
-        elif not held[slot]:
+        # a module of persistent tensors only (gathered 0) fetches nothing, but its hook still runs the prefetch
+        if gathered and not held[slot]:
             held[slot] = True
             live += gathered
             count += 1
