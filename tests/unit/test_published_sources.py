@@ -332,10 +332,11 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # flash_attn_v1_kernel (MosaicGPT's flash-attn 0.2.2 FlashMHA) became Strategy.attention_kernel fa1 on 2026-12-03
     # cpu_checkpointing: DeepSpeed's activation_checkpointing cpu_checkpointing (the ZeRO-Offload tutorial's 10B run)
     # copies each layer's checkpoint to host memory and back; no Strategy option
+    # tf32_matmul: FlagPerf's fp32 runs ran their GEMMs on TF32 tensor cores; precision fp32 is priced at the fp32 peak
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline", "fsdp_grad_sync_last_microbatch",
                       "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
-                      "cpu_checkpointing"}
+                      "cpu_checkpointing", "tf32_matmul"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -476,9 +477,12 @@ def test_ibm_fms_rows_are_the_readme_converted():
 
 def test_held_out_rows_state_their_precision_and_fp8_is_refused():
     """fp8 is not modelled: every held-out row says its precision (bf16; fp16 where the recipe says
-    --fp16: DeepSpeed on Azure, GPT-NeoX-20B), and an fp8 row is refused in one line instead of being predicted as
-    bf16."""
+    --fp16: DeepSpeed on Azure, GPT-NeoX-20B; fp32 where the run kept fp32 weights and compute: FlagPerf's fp32
+    cases), and an fp8 row is refused in one line instead of being predicted as bf16."""
     for r in _rows("throughput") + [m for m in _rows("memory") if "engine" in m]:
+        if r["source"] == "flagperf2023fp32":
+            assert r["precision"] == "fp32", r["id"]
+            continue
         fp16 = r["source"] in ("deepspeed2022azure", "gptneox2022", "bigscience2021tr1", "deepspeed2023rebase",
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
@@ -2525,3 +2529,42 @@ def test_dschat_sft_row_is_the_log():
     assert (strategy.attention, strategy.kernels, strategy.cross_entropy, strategy.optimizer_loop,
             strategy.overlap_grad_comm) == ("eager", "eager", "hf", "deepspeed-serial", False)
     assert estimate(model, cluster, strategy, workload).params_total / 1e9 == pytest.approx(1.3, rel=0.07)
+
+
+# ---- newsrc (2026-12-04): FlagPerf's fp32 PyTorch cases in the NGC 22.04 container, p_train samples/s of the whole job:
+# (case, nodes, GPUs per node) -> samples/s (T5-small at 1024 / 128 tokens, GPT-2 345M at 1024)
+FLAGPERF_FP32 = {("t5small", 1, 1): 111.5, ("t5small", 1, 8): 871.8, ("t5small", 2, 8): 1694.3,
+                 ("gpt2-345m", 1, 1): 14.2, ("gpt2-345m", 1, 8): 97.5, ("gpt2-345m", 2, 8): 156.5}
+HELD_OUT = HELD_OUT + ("flagperf2023fp32",)
+# reached at arrival (HEAD 6f61a75, stored constants): T5-small -59.9 / -59.3 / -58.1%, GPT-2 345M -67.4 / -65.5 /
+# -57.2% (issue flags only -58.0 / -57.4 / -56.2%, -67.0 / -62.4 / -53.4%): the model prices fp32 at the fp32 peak,
+# the runs' GEMMs ran on TF32 (unmodelled tf32_matmul). docs/costmodel-validation.md, newsrc
+NEW_SOURCE_BOUNDS.update({"flagperf2023fp32": (0.80, 0.88)})
+
+
+def test_flagperf_fp32_rows_are_the_readme_tables():
+    """samples/s x 1024 (T5: encoder tokens, metric source_tokens_per_s); 32 x 1024 / 128 padded T5 samples per GPU
+    through accelerate's DDP, 4 x 1024 GPT-2 samples per GPU with 8 accumulation steps on one GPU only; fp32 weights
+    and compute on A100 40GB, torch 1.12's per-tensor AdamW, no recomputation; the TF32 GEMMs named, not priced."""
+    rows = _rows("throughput", "flagperf2023fp32")
+    assert len(rows) == 6
+    for r in rows:
+        case, nodes, gpus = re.match(r"flagperf-(t5small|gpt2-345m)-fp32-a100-(\d)x(\d)$", r["id"]).groups()
+        nodes, gpus, t5 = int(nodes), int(gpus), case == "t5small"
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == round(FLAGPERF_FP32[(case, nodes, gpus)] * 1024) and r["fit"] is False
+        assert r["metric"] == ("source_tokens_per_s" if t5 else "tokens_per_s")
+        assert (cluster.world_size, r["device"], r["precision"]) == (nodes * gpus, "a100-40gb", "fp32")
+        assert (strategy.engine, strategy.zero, strategy.recompute, strategy.optimizer_loop, strategy.attention) == \
+            ("ddp", 0, "none", "per-tensor", "eager")
+        micro = 32 if t5 else 4
+        accumulation = 8 if not t5 and nodes * gpus == 1 else 1
+        assert (strategy.micro_batch, workload.global_batch) == (micro, micro * accumulation * nodes * gpus)
+        assert r["unmodelled"] == ["tf32_matmul"]
+        params = estimate(model, cluster, strategy, workload).params_total
+        if t5:  # Hugging Face t5-small: the README's '60 millions' parameters
+            assert (params, workload.seq_len, workload.target_len, model.vocab_size) == (60506624, 1024, 128, 32128)
+            assert (strategy.kernels, strategy.cross_entropy) == ("eager", "hf")
+        else:  # Megatron's GPT-2 345M, vocabulary padded to a multiple of 128
+            assert (workload.seq_len, model.vocab_size, model.d_model, model.num_layers) == (1024, 50304, 1024, 24)
+            assert params / 1e6 == pytest.approx(355, rel=0.01)
