@@ -181,12 +181,14 @@ class Invariant(NamedTuple):
 
 
 def _hf_t5_sdpa(p: dict) -> bool:
-    """A point whose flash attention resolves to SDPA's memory-efficient kernel (an HF T5: software_defaults)."""
+    """A point whose flash attention resolves to SDPA's memory-efficient kernel (an HF T5: software_defaults; a T5
+    on a device that runs no FlashAttention, whose engine default falls back to it: terms.attention_kernel)."""
     if p["kernel"] not in ("engine", "mem-efficient"):
         return False
     model = PRESETS[p["model"]]
     return p["kernel"] == "mem-efficient" or software_defaults(
-        p["engine"], model.is_encoder_decoder, p["tp"], p["pp"])["attention_kernel"] == "mem-efficient"
+        p["engine"], model.is_encoder_decoder, p["tp"], p["pp"])["attention_kernel"] == "mem-efficient" or (
+        model.is_encoder_decoder and bool(get_device(p["gpu"]).attention_kernel_fallback))
 
 
 def _all(p: dict) -> bool:

@@ -130,3 +130,42 @@ def test_the_16gb_board_is_the_32gb_board_with_half_the_memory():
     fits = {dev.name: estimate(run[0], ClusterSpec(device=dev, nodes=1, gpus_per_node=8), run[1], run[2]).fits
             for dev in (small, V100)}
     assert fits == {"v100-16gb": False, "v100-32gb": True}
+
+
+def test_flash_attention_on_a_v100_is_sdpa_memory_efficient_kernel():
+    """No FlashAttention kernel runs on sm70 (FA1: Turing / Ampere; FA2, cuDNN's: sm80+; FA3: Hopper): under
+    attention flash every engine's default prices SDPA's memory-efficient kernel at the V100 YAML's cap (0.40 of
+    peak, not the GEMM curve's ~0.67), the line estimate prints says so, and a run naming fa2 is refused in one line."""
+    from scalestudy.costmodel.efficiency import attention_efficiency
+    from scalestudy.costmodel.engine_software import engine_meanings
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.errors import OptionError
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.strategy import Strategy, Workload
+    assert attention_efficiency(V100, 4096.0, "mem-efficient") == pytest.approx(0.40)
+    assert attention_efficiency(get_device("a100-80gb"), 4096.0, "fa2") > 0.6  # the A100 curve, not capped at 0.4
+    model, work = get_model("gpt2-xl"), Workload(global_batch=16, seq_len=1024)
+    cluster = ClusterSpec(device=V100, nodes=1, gpus_per_node=8)
+    for engine, zero in (("deepspeed", 1), ("fsdp", 3), ("megatron", 1)):
+        steps = {k: estimate(model, cluster, Strategy(engine=engine, zero=zero, precision="fp16",
+                                                      attention_kernel=k), work).step_s
+                 for k in ("engine", "mem-efficient")}
+        assert steps["engine"] == steps["mem-efficient"], engine
+        assert engine_meanings(Strategy(engine=engine, zero=zero), V100)["attention_kernel"] == "mem-efficient"
+    # the same default on an A100 keeps the engine's kernel
+    assert engine_meanings(Strategy(engine="megatron", zero=1), get_device("a100-80gb"))["attention_kernel"] == "cudnn"
+    with pytest.raises(OptionError, match="attention kernel fa2 does not run on v100-32gb"):
+        estimate(model, cluster, Strategy(engine="deepspeed", zero=1, precision="fp16", attention_kernel="fa2"), work)
+    # under eager attention no fused kernel is used: nothing to refuse
+    estimate(model, cluster, Strategy(engine="deepspeed", zero=1, precision="fp16", attention="eager",
+                                      attention_kernel="fa2"), work)
+
+
+def test_bad_attention_kernel_fallbacks_are_refused():
+    base = {k: getattr(V100, k) for k in ("name", "memory_bytes", "peak_flops", "matmul_efficiency", "hbm_bytes_per_s",
+                                          "pcie_bytes_per_s", "intra_node_bytes_per_s", "intra_node_latency_s",
+                                          "inter_node_bytes_per_s", "inter_node_latency_s", "host_memory_bytes",
+                                          "cpu_adam_params_per_s", "family")}
+    for bad in ({"fa2": "fa1", "fa1": "mem-efficient"}, ["fa2"], {"fa2": 3}):
+        with pytest.raises(ScalestudyError, match="attention_kernel_fallback must map"):
+            _device_from_dict({**base, "attention_kernel_fallback": bad}, "test.yaml")

@@ -18,7 +18,7 @@ CASES = [
     (["--model", "llama-7b", "--gpu", "a100-80gb", "--seq-len", "131072", "--engine", "fsdp", "--zero", "3",
       "--recompute", "full", "--attention-kernel", "fa3"], "runs on Hopper GPUs"),
     (["--model", "llama-13b", "--gpu", "v100-32gb", "--gpus-per-node", "2", "--tp", "2", "--precision", "fp16",
-      "--seq-len", "131072", "--attention-kernel", "fa3"], "use --attention-kernel fa2, cudnn or engine"),
+      "--seq-len", "131072", "--attention-kernel", "fa3"], "use --attention-kernel mem-efficient or engine"),
     (["--model", "llama-7b", "--gpu", "h200", "--seq-len", "131072", "--engine", "fsdp", "--zero", "3",
       "--recompute", "full", "--attention-kernel", "fa3"], None),
     (["--model", "llama-7b", "--gpu", "a100-80gb", "--seq-len", "8192", "--attention", "eager",

@@ -168,7 +168,9 @@ def _print_estimate(est) -> None:
              else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
     title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
     console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
-    assumed = software_assumed(est.strategy, engine_meanings(est.strategy))
+    # the attention kernel a device runs in place of the engine's (terms.attention_kernel); per stage when mixed
+    assumed = software_assumed(est.strategy, engine_meanings(
+        est.strategy, None if est.cluster.heterogeneous else est.cluster.device))
     console.print(f"software assumed: {assumed}; a flag each, defaults by engine and model: "
                   "docs/estimate-schema.md 'Software defaults'")
     console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "

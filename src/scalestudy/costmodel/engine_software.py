@@ -28,14 +28,15 @@ def _optimizer(st: Strategy) -> str:
     return "fused update"
 
 
-def engine_meanings(st: Strategy) -> dict[str, str]:
+def engine_meanings(st: Strategy, device=None) -> dict[str, str]:
     """Field -> what its "engine" value is priced as, for the fields of `st` left at "engine" that the cost model
-    resolves (a resolved strategy: estimate's, whose kernels are already named)."""
+    resolves (a resolved strategy: estimate's, whose kernels are already named), on `device` (the attention kernel
+    it runs in place of one it cannot: terms.attention_kernel)."""
     meanings = {
         "cross_entropy": _LOSSES.get(loss_kernel(st), loss_kernel(st)),
         "optimizer_loop": _optimizer(st),
         "grad_reduce": "fp32" if main_grad_bytes(st) == 4 else st.precision,
-        "attention_kernel": attention_kernel(st),
+        "attention_kernel": attention_kernel(st, device),
         "recompute_early_stop": "on" if early_stop(st) else "off",
         "optimizer_dtype": "fp32",
         "lm_head": "sharded",  # strategy.vocab_shards: vocabulary-parallel on every engine

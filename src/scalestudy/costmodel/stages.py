@@ -175,8 +175,8 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
         if k == pp - 1 else 0.0
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
-    masks = priced_bias_memory(model, attention_kernel(st), st.attention == "flash", device, st.micro_batch, s, t, tp,
-                               st.recompute, (n_enc, n - n_enc), in_flight)
+    masks = priced_bias_memory(model, attention_kernel(st, device), st.attention == "flash", device, st.micro_batch,
+                               s, t, tp, st.recompute, (n_enc, n - n_enc), in_flight)
     return acts + head_or_recompute_bytes(head, working) + masks
 
 
@@ -243,8 +243,8 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
-                          vocab_shards(st, tp), st.cublas)
+                          st.kernels, attention_kernel(st, where.device), early_stop(st), loss_kernel(st),
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas)
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
@@ -301,8 +301,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         where, last_stage = placed[k], k == pp - 1
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st), early_stop(st), loss_kernel(st), pads_vocab(st.engine),
-                          vocab_shards(st, tp), st.cublas)
+                          st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas)
         share = sum(costs[start:start + n]) / total_cost
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \

@@ -54,10 +54,21 @@ class _Shape:
 _SHAPES: dict[tuple, tuple] = {}
 
 
-def attention_kernel(st: Strategy) -> str:
+def attention_kernel(st: Strategy, device=None) -> str:
     """The fused attention kernel under flash attention: the strategy's (a published run's software) or its
-    engine's (engines.yaml attention_kernel)."""
-    return engine_comm(st.engine).attention_kernel if st.attention_kernel == "engine" else st.attention_kernel
+    engine's (engines.yaml attention_kernel) -- on a `device` that cannot run the engine's kernel, the one its stack
+    runs instead (DeviceSpec.attention_kernel_fallback: on a V100 SDPA's memory-efficient kernel); a strategy that
+    names a kernel the device cannot run is refused in one line."""
+    if st.attention_kernel != "engine":
+        kernel = st.attention_kernel
+        if device is not None and st.attention == "flash" and kernel in device.attention_kernel_fallback:
+            raise OptionError(f"attention kernel {kernel} does not run on {device.name} (its YAML: "
+                              f"attention_kernel_fallback); use --attention-kernel "
+                              f"{device.attention_kernel_fallback[kernel]} or engine, or --attention eager",
+                              "attention_kernel")
+        return kernel
+    kernel = engine_comm(st.engine).attention_kernel
+    return device.attention_kernel_fallback.get(kernel, kernel) if device is not None else kernel
 
 
 _SHAPES_BY_FIELDS: dict[tuple, tuple] = {}
@@ -119,7 +130,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     and accumulations at one micro-batch share the first level."""
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    kernel = attention_kernel(st)
+    kernel = attention_kernel(st, dev)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),

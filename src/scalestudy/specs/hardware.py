@@ -85,6 +85,10 @@ class DeviceSpec:
     # of the dense peak at the default power limit}, published kernel benchmarks (see each YAML); a kernel not
     # listed runs at the GEMM curve (costmodel/efficiency.attention_efficiency)
     flash_attention_fraction: dict[str, float] = field(default_factory=dict)
+    # Fused attention kernels this device cannot run, each mapped to the kernel its stack runs in its place when the
+    # engine's default asks for it (terms.attention_kernel: PyTorch SDPA falls through its backends, flash ->
+    # memory-efficient -> math); a run that names one of them is refused. {} = every kernel runs (its rate above)
+    attention_kernel_fallback: dict[str, str] = field(default_factory=dict)
     # NVLink point-to-point meshes (no NVSwitch): {GPUs per node: [[links between GPU i and GPU j], ...]} (DGX-1's
     # hybrid cube mesh, 4-GPU SXM2 boards); intra_node_bytes_per_s is then the rate over all of a GPU's links. A node
     # size not listed is switched (NVSwitch): every group of its GPUs gets the full rate.
@@ -500,6 +504,12 @@ def _numbers(data: dict, origin: str) -> dict:
                                             for k, v in kernels.items()}
         if any(not 0 < f <= 1 for f in data["flash_attention_fraction"].values()):
             raise ScalestudyError(f"{origin}: flash_attention_fraction values are fractions of peak in (0, 1]")
+    if "attention_kernel_fallback" in data:
+        fallback = data["attention_kernel_fallback"]
+        if not isinstance(fallback, dict) or any(not isinstance(v, str) or v in fallback for v in fallback.values()):
+            raise ScalestudyError(f"{origin}: attention_kernel_fallback must map each kernel the device cannot run to "
+                                  f"one it runs (e.g. {{fa2: mem-efficient}})")
+        data["attention_kernel_fallback"] = {str(k): v for k, v in fallback.items()}
     if "unaligned_gemm_fraction" in data:  # [[alignment in elements (4, 2 or 1), fraction of the aligned rate], ...]
         rows = _rows(data["unaligned_gemm_fraction"], 2, "unaligned_gemm_fraction", origin)
         if any(a not in (1, 2, 4) or not 0 < f <= 1 for a, f in rows):
