@@ -13,11 +13,22 @@ from pathlib import Path
 WORKER = Path(__file__).with_name("strategies_worker.py")
 
 
+def copy_session_data(tokenizer: str, out: Path) -> None:
+    """The session's tokenizer and the bundled corpus's token stream it cached beside it (tests/conftest.py) into a
+    worker's OUT. The workers read the corpus with OUT as the data folder: tokens.npz's key is the corpus and the
+    tokenizer only (not the objective or lengths), so no rank tokenizes it again -- each rank tokenized it once per
+    model otherwise, ~1 CPU-s each, 37 times over the hybrid launches."""
+    shutil.copy(tokenizer, out / "tokenizer.json")
+    tokens = Path(tokenizer).with_name("tokens.npz")
+    if tokens.is_file():
+        shutil.copy(tokens, out / "tokens.npz")
+
+
 def run_worker(out: Path, strategies: list[str], *, tokenizer: str | None = None, nproc: int = 2,
                timeout: int = 900) -> dict:
     """Results of one torchrun launch training `strategies` one after the other (see strategies_worker.py)."""
     if tokenizer:
-        shutil.copy(tokenizer, out / "tokenizer.json")
+        copy_session_data(tokenizer, out)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            str(WORKER), str(out), *strategies]

@@ -81,8 +81,8 @@ def main() -> None:
     for item in layouts:
         cfg = layout_config(out, item)
         key = item.split(":")[0]
-        if key not in prepared:  # tokenizer (trained once by the test) and corpus read once per objective
-            prepared[key] = load_data(cfg, ctx, Path(cfg.output.dir))
+        if key not in prepared:  # once per objective; OUT's tokens.npz (the session's or rank 0's) read, not made
+            prepared[key] = load_data(cfg, ctx, out)
         source = [o[5:] for o in item.split(":") if o.startswith("from=")]
         if source:  # written under one layout, resumed under another
             dims, *opts = source[0].split("+")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from _torchrun import copy_session_data
 
 WORKER = Path(__file__).with_name("hybrid_worker.py")
 REL = 1e-4
@@ -36,7 +37,7 @@ def launch(out: Path, nproc: int, layouts: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, bundled_tokenizer) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("hybrid")
-    shutil.copy(bundled_tokenizer, out / "tokenizer.json")  # the session's; hybrid_worker.py trains one otherwise
+    copy_session_data(bundled_tokenizer, out)  # the session's; hybrid_worker.py trains one otherwise
     results = launch(out, 1, ["llama:single", "t5:single", "gpt2:single"])
     for name, r in results.items():
         assert len(r["losses"]) == 5 and r["losses"][-1] < r["losses"][0], name  # it trains
