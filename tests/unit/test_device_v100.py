@@ -72,8 +72,11 @@ def test_deepspeed_zero1_all_reduce_moves_one_and_a_half_times_the_ring_traffic(
 
 # Baidu DeepBench V100 training results (results/train/DeepBench_NV_V100.xlsx at 30c51150: DGX-1, CUDA 10.1.243,
 # cuBLAS fp16 inputs with fp32 accumulation): DeepBench's M x N x K (N = the token-like dimension) and TFLOP/s for
-# the NN and TN layouts, at transformer-like shapes.
+# the NN and TN layouts, at transformer-like shapes -- down to the small hidden sizes of GPT-2 / OPT-1.3B rows (M 512 /
+# 1024: TFLOP/s from the sheet's times, 2 M N K / time), where cuBLAS keeps 90-104 TFLOP/s on V100.
 DEEPBENCH_V100_FP16 = [
+    (512, 24000, 1530, 93.5, 89.5), (512, 24000, 2048, 100.7, 99.5), (1024, 24000, 1530, 96.2, 91.7),
+    (1024, 24000, 2048, 102.1, 103.8),
     (1760, 7000, 1760, 89.4, 94.1), (2048, 7000, 2048, 98.0, 99.0), (2560, 7000, 2560, 103.8, 96.5),
     (4096, 7000, 4096, 112.3, 109.4), (4608, 24000, 1536, 98.6, 93.3), (3072, 24000, 1024, 93.8, 89.7),
     (6144, 24000, 2048, 106.2, 104.8), (7680, 24000, 2560, 104.8, 95.7), (8448, 24000, 2816, 106.8, 102.3),
