@@ -233,9 +233,15 @@ def prefetch_collectives(trace: list, part: dict, released: list[bool], next_at:
     release freed: about one all-gather per module owning a partitioned tensor."""
     ids: dict = {}
     slots = [ids.setdefault(key, len(ids)) for key in trace]  # each module's slot (hot path: lists, not dicts)
-    sizes = [part[key] for key in trace]
-    held = [False] * len(ids)
-    end = len(trace)
+    return _prefetch_walk(slots, [part[key] for key in trace], len(ids), released, next_at, bucket, max_live)
+
+
+def _prefetch_walk(slots: list[int], sizes: list[float], modules: int, released: list[bool], next_at: list[int],
+                   bucket: float, max_live: float) -> int:
+    """prefetch_collectives over a trace of module numbers (`slots`, 0 .. `modules` - 1) and each entry's gathered
+    elements (`sizes`)."""
+    held = [False] * modules
+    end = len(slots)
     live = 0.0
     ahead = 0  # the next trace position the prefetch has not passed
     count = 0
@@ -285,53 +291,61 @@ def _zero3_reuse(m: ModelSpec, tp: int, full_recompute: bool, reuse_elems: float
     if threshold is None:
         threshold = eng.param_persistence_threshold
     fwd = _forward_modules(m, tp)
-    numel, part = {}, {}  # a module's elements, its gathered ones (its tensors over the threshold)
+    # each parameter key numbered once, the trace a list of these numbers: the walks below index lists by them
+    # (hashing a key tuple per trace entry and numbering the trace again for the prefetch walk were a third of a
+    # walk; a planner's first call walks every tp of a model, full recompute and not)
+    number: dict = {}
+    numel, part = [], []  # by number: a module's elements, its gathered ones (its tensors over the threshold)
     sums: dict = {}  # the same of each tensor list, once per list (_forward_modules shares a stack's)
     for key, ts, _ in fwd:
-        both = sums.get(id(ts))
-        if both is None:
-            both = sums[id(ts)] = (sum(ts), sum([x for x in ts if x > threshold]))
-        numel[key], part[key] = both
-    trace = [key for key, _, _ in fwd]  # the forward, then the backward in reverse, each block's recompute before it
-    for blk, run in groupby(reversed(fwd), key=itemgetter(2)):  # a block's modules are consecutive
-        keys = [key for key, _, _ in run]
+        if key not in number:
+            both = sums.get(id(ts))
+            if both is None:
+                both = sums[id(ts)] = (sum(ts), sum([x for x in ts if x > threshold]))
+            number[key] = len(numel)
+            numel.append(both[0])
+            part.append(both[1])
+    forward = [(number[key], blk) for key, _, blk in fwd]
+    trace = [n for n, _ in forward]  # the forward, then the backward in reverse, each block's recompute before it
+    for blk, run in groupby(reversed(forward), key=itemgetter(1)):  # a block's modules are consecutive
+        run = [n for n, _ in run]
         if blk >= 0 and full_recompute:
-            trace += reversed(keys)
-        trace += keys
+            trace += reversed(run)
+        trace += run
     end, forward_end = len(trace), len(fwd)
     before = list(accumulate(map(numel.__getitem__, trace), initial=0.0))  # elements traversed before module i
-    next_at, last = [end] * end, {}
+    next_at, last = [end] * end, [end] * len(numel)
     for i in range(end - 1, -1, -1):
-        key = trace[i]
-        next_at[i] = last.get(key, end)
-        last[key] = i
+        n = trace[i]
+        next_at[i] = last[n]
+        last[n] = i
     # released after module i: the coordinator reaches the module's next use j only when the modules between stay
     # under the distance
     released = [j == end or before[j] - after >= reuse_elems for j, after in zip(next_at, before[1:])]
-    held: dict = {}
+    held: dict = {}  # number -> gathered elements, in the order gathered (`kept` adds them up in that order)
     forward_elems = restart = 0.0
     for i in range(forward_end):
-        key = trace[i]
-        gathered = part[key]
-        if gathered and key not in held:
-            held[key] = gathered
+        n = trace[i]
+        gathered = part[n]
+        if gathered and n not in held:
+            held[n] = gathered
             forward_elems += gathered
-            if i and fwd[i][2] < 0:  # a table after the first (zero3.Zero3Reuse)
+            if i and forward[i][1] < 0:  # a table after the first (zero3.Zero3Reuse)
                 restart += gathered
         if released[i]:
-            held.pop(key, None)
+            held.pop(n, None)
     kept = sum(held.values())  # the backward starts: what the forward left gathered
     backward_elems = 0.0
     for i in range(forward_end, end):
-        key = trace[i]
-        gathered = part[key]
-        if gathered and key not in held:
-            held[key] = gathered
+        n = trace[i]
+        gathered = part[n]
+        if gathered and n not in held:
+            held[n] = gathered
             backward_elems += gathered
         if released[i]:
-            held.pop(key, None)
-    collectives = prefetch_collectives(trace, part, released, next_at, eng.stage3_prefetch_elems,
-                                       eng.stage3_max_live_elems)
+            held.pop(n, None)
+    collectives = _prefetch_walk(trace, [part[n] for n in trace], len(part), released, next_at,
+                                 eng.stage3_prefetch_elems, eng.stage3_max_live_elems)
     return Zero3Reuse(forward_elems, backward_elems, kept, restart, collectives)
 
 
