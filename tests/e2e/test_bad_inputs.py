@@ -492,6 +492,8 @@ CASES: list[Case] = [
     C("estimate-zero-7", f"{EST} --zero 7", "zero"),
     C("estimate-engine-foo", f"{EST} --engine foo", "foo"),
     C("estimate-tp-3", f"{EST} --tp 3", "tp"),
+    C("estimate-tp-not-whole-nodes", f"{EST} --nodes 3 --gpus-per-node 4 --tp 6",
+      "--tp 6 is not a multiple of 4 devices per node"),
     C("estimate-pp-0", f"{EST} --pp 0", "pp"),
     C("estimate-precision-fp8", f"{EST} --precision fp8", "fp8"),
     C("estimate-recompute-bogus", f"{EST} --recompute bogus", "bogus"),

@@ -89,6 +89,7 @@ def test_estimate_megatron_overlap_flags(capsys):
     (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"],
      "world size 6 is not divisible by --tp 4 x --pp 1"),
     (["--model", "gpt2", "--tp", "8"], "heads are not divisible by --tp 8"),
+    (["--model", "mt5-base", "--nodes", "3", "--tp", "12"], "--tp 12 is not a multiple of 8 devices per node"),
     (["--model", "mt5-base", "--micro-batch", "-1"], "--micro-batch must be an integer >= 1"),
     (["--model", "mt5-base", "--global-batch", "-8"], "global batch must be >= 1"),
     (["--model", "mt5-base", "--seq-len", "-5"], "sequence length must be >= 1"),

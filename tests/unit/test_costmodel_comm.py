@@ -120,6 +120,55 @@ def test_nothing_overlaps_on_cpu_ranks():
     assert z3.dp_comm_s > ddp.dp_comm_s  # ZeRO-3 moves 1.5x the bytes of an all-reduce, per micro-batch
 
 
+def _tp_across_nodes(tp: int, nodes: int, **st) -> "estimate":
+    strategy = Strategy(**{"engine": "deepspeed", "tp": tp, "sequence_parallel": False, **st})
+    return estimate(get_model("llama-7b"), make_cluster("a100-40gb", nodes=nodes, gpus_per_node=8), strategy,
+                    Workload(global_batch=4, seq_len=2048))
+
+
+def test_tensor_parallelism_over_two_whole_nodes_all_reduces_at_the_pooled_nic_rate():
+    # tp 16 on 8-GPU nodes: one flat ring per channel through 16 ranks, the 8 members of a node pooling their 8 NIC
+    # shares (min(NVLink 240, 8 x 23 GB/s) = 184 GB/s bus), 1 network hop + 14 NVLink hops (at least 3 x 2 us posts
+    # on these AMD hosts) per walk of the ring, each of the 2 x 32 sublayer outputs all-reduced in forward and backward
+    e = _tp_across_nodes(16, 2)
+    assert (e.layout.tp, e.layout.dp, e.layout.grad_accum) == (16, 1, 4)
+    c = make_cluster("a100-40gb", nodes=2, gpus_per_node=8)
+    nbytes = 2048 * 4096 * 2  # one micro-batch's sublayer output, bf16
+    bus = min(c.intra_bw, 8 * c.inter_bw)
+    assert bus == 184e9
+    latency = 14 * max(c.intra_latency, 3 * c.net_post_overhead) + 1 * c.inter_latency
+    per_op = 2 * 15 / 16 * nbytes / bus + 2 * latency
+    assert e.tp_comm_s == pytest.approx(4 * 2 * 2 * 32 * per_op)
+    # the same group inside one (16-GPU) node rides NVLink alone
+    inside = estimate(get_model("llama-7b"), make_cluster("a100-40gb", nodes=1, gpus_per_node=16),
+                      Strategy(engine="deepspeed", tp=16, sequence_parallel=False),
+                      Workload(global_batch=4, seq_len=2048))
+    assert inside.tp_comm_s == pytest.approx(4 * 2 * 2 * 32 * (2 * 15 / 16 * nbytes / c.intra_bw
+                                                                 + 2 * 15 * c.intra_latency))
+    assert e.tp_comm_s > 1.5 * inside.tp_comm_s  # NIC-bound bytes, the network hop and the slower posts
+
+
+def test_tp_comm_overlap_does_not_reach_a_tensor_parallel_group_that_spans_nodes():
+    # Transformer Engine's userbuffers overlap only a single-node tensor-parallel group (NVIDIA/TransformerEngine
+    # #1071): Megatron's default overlap (distributed optimizer, sequence parallel) leaves a 2-node group exposed
+    spanning = _tp_across_nodes(16, 2, engine="megatron", zero=1, sequence_parallel=True)
+    assert spanning.strategy.tp_comm_overlap
+    off = _tp_across_nodes(16, 2, engine="megatron", zero=1, sequence_parallel=True, tp_comm_overlap=False)
+    assert spanning.tp_comm_s == pytest.approx(off.tp_comm_s) and spanning.tp_comm_s > 0
+    inside = _tp_across_nodes(8, 2, engine="megatron", zero=1, sequence_parallel=True)
+    inside_off = _tp_across_nodes(8, 2, engine="megatron", zero=1, sequence_parallel=True, tp_comm_overlap=False)
+    assert inside.tp_comm_s < inside_off.tp_comm_s  # inside a node the overlap still hides some
+
+
+def test_a_tensor_parallel_group_fills_whole_nodes_or_stays_inside_one():
+    from scalestudy.errors import ScalestudyError
+
+    with pytest.raises(ScalestudyError, match=r"^tp 12 is not a multiple of 8 devices per node"):
+        _tp_across_nodes(12, 3)
+    with pytest.raises(ScalestudyError, match=r"^tp 6 does not divide 8 devices per node"):
+        _tp_across_nodes(6, 3)
+
+
 def test_ring_latency_pays_the_nic_only_where_the_ring_leaves_a_node():
     # NCCL's tuning model (src/graph/tuning.cc): a ring's n-1 steps add up; nNodes - 1 of them cross a NIC
     from scalestudy.costmodel.comm import links, ring_latency

@@ -79,6 +79,7 @@ def test_cpu_rejects_bf16():
 @pytest.mark.parametrize("kwargs,work,match", [
     ({"tp": 3}, None, "not divisible by tp 3 x pp 1"),
     ({"tp": 4, "gpn": 6, "nodes": 2}, Workload(48, 512, 114), "does not divide 6 devices per node"),
+    ({"tp": 12, "nodes": 3}, None, "tp 12 is not a multiple of 8 devices per node"),  # tp 16 on 2 nodes is priced
     ({"tp": 8, "model": "gpt2"}, Workload(64, 512), "heads are not divisible by tp"),
     ({"pp": 5}, None, "not divisible by tp 1 x pp 5"),
     ({"micro_batch": 3}, None, "global_batch 64 is not divisible"),

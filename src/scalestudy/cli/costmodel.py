@@ -51,7 +51,8 @@ def estimate(
                                                              "internlm (InternLM HybridZeroOptimizer, cost model "
                                                              "only: zero 1)"),
     zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (ddp: 0-1, fsdp: 2-3)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: a divisor of --gpus-per-node, or a multiple of "
+                           "it (the group fills tp / G whole nodes; its collectives priced over the NICs)."),
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel rank."),
     global_batch: Optional[int] = typer.Option(None, "--global-batch",

@@ -188,7 +188,8 @@ def plan(
     engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (deepspeed,fsdp,ddp; "
                                                     "the cost-model-only megatron, internlm only when named)."),
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated."),
-    tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees."),
+    tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees (the search keeps tp a divisor "
+                                     "of --gpus-per-node: inside a node; estimate prices tp over whole nodes)."),
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),

@@ -60,6 +60,18 @@ def links(cluster: ClusterSpec) -> tuple[float, float, float, float, float]:
     return hit[1]
 
 
+def tp_ranks_per_node(tp: int, cluster: ClusterSpec) -> int:
+    """Members of one tensor-parallel group on a node: all tp when the group sits inside a node, the node's
+    gpus_per_node when it spans tp / G whole nodes (specs.strategy.resolve_layout, tp_across_nodes).
+
+    Such a group's collectives run as any NCCL collective spanning nodes (bus_time, ring_latency): one flat ring
+    per channel through the tp ranks, NVLink hops inside a node, one NIC hop between nodes, the G members of a node
+    pooling their G NIC shares (the bus bandwidth nccl-tests measures across nodes: the node's NIC total), and
+    tp / G - 1 network-latency hops per walk of the ring: tp 16 over two 8 x A100 40GB nodes all-reduces its
+    activations at min(240, 8 x 23) = 184 GB/s of bus bandwidth (a100-40gb.yaml), not NVLink's 240."""
+    return min(tp, cluster.gpus_per_node)
+
+
 def tp_links(cluster: ClusterSpec, tp: int) -> tuple[float, float, float, float, float]:
     """links() for a tensor-parallel group: on an NVLink point-to-point mesh (V100 SXM2 boards, DGX-1) a group of tp
     consecutive ranks inside the node rides only the links among its members (DeviceSpec.nvlink_group_fraction)."""
@@ -237,7 +249,8 @@ def stage_boundary_time(nbytes: float, tp: int, sequence_parallel: bool, scatter
     if tp > 1 and sequence_parallel:
         return p2p_time(nbytes / tp, cross_node, cluster)
     if tp > 1 and scatter_gather:
-        return p2p_time(nbytes / tp, cross_node, cluster) + collective(1.0, nbytes, tp, tp, links(cluster))
+        return p2p_time(nbytes / tp, cross_node, cluster) + collective(1.0, nbytes, tp, tp_ranks_per_node(tp, cluster),
+                                                                        links(cluster))
     return p2p_time(nbytes, cross_node, cluster)
 
 

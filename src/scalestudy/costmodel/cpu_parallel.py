@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scalestudy.costmodel.comm import collective, p2p_time, spans_nodes
+from scalestudy.costmodel.comm import collective, p2p_time, spans_nodes, tp_ranks_per_node
 from scalestudy.costmodel.cpu_engine import engine_step_overhead
 from scalestudy.costmodel.memory import ACT_BYTES, boundary_bytes, loss_kernel
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, ComputeTimes, compute_times
@@ -101,9 +101,10 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
     counts = tp_layer_counts(model)
     ratio = dev.collective_time_ratio  # measured / alpha-beta time per gloo op (calibration), on the bytes term
     latency_only = (math.inf, lk[1], math.inf, lk[3], lk[4])
+    per_node = tp_ranks_per_node(tp, cluster)
 
     def bytes_term(volume: float, nbytes: float) -> float:
-        return collective(volume, nbytes, tp, tp, lk) - collective(volume, nbytes, tp, tp, latency_only)
+        return collective(volume, nbytes, tp, per_node, lk) - collective(volume, nbytes, tp, per_node, latency_only)
 
     measured = dev.engine_overhead_s.get(TP_COLLECTIVE)
 
@@ -111,7 +112,7 @@ def tp_costs(model, st, cluster, lk: tuple, tp: int, mb: int, s: int, t: int, pa
         if measured is not None:  # the measured DTensor collective, plus the bytes beyond its message
             extra = bytes_term(volume, nbytes) - bytes_term(volume, TP_COLLECTIVE_BYTES * volume / 2.0)
             return measured + ratio.get(op, 1.0) * max(0.0, extra)
-        return collective(volume, nbytes, tp, tp, latency_only) + ratio.get(op, 1.0) * bytes_term(volume, nbytes)
+        return collective(volume, nbytes, tp, per_node, latency_only) + ratio.get(op, 1.0) * bytes_term(volume, nbytes)
 
     ar = lambda n: timed("all_reduce", 2.0, n)  # noqa: E731
     ag = lambda n: timed("all_gather", 1.0, n)  # noqa: E731

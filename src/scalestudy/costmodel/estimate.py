@@ -3,8 +3,8 @@
 Pure arithmetic over cached per-model quantities, so a planner can evaluate tens of thousands of strategies per
 second. `Estimate.to_dict()` is the `scalestudy estimate --json` schema (docs/estimate-schema.md).
 
-Rank placement (Megatron-LM order): tensor-parallel ranks are adjacent inside a node, data-parallel next,
-pipeline stages outermost. One device type: the steady state runs at the slowest stage (stage_terms.price_stage
+Rank placement (Megatron-LM order): tensor-parallel ranks are adjacent inside a node (a tp that is a multiple of
+the node's devices fills tp / G whole nodes), data-parallel next, pipeline stages outermost. One device type: the steady state runs at the slowest stage (stage_terms.price_stage
 prices its terms, as stages.estimate_stages does stage by stage on mixed clusters); the fill and drain charge every
 stage its own slot (_pipeline_times), so both paths give the same step on one device type.
 """

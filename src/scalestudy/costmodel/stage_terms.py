@@ -16,7 +16,7 @@ import math
 import operator
 from typing import NamedTuple
 
-from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links
+from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links, tp_ranks_per_node
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
@@ -273,17 +273,18 @@ _TP = IdMemo()
 def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, cluster: ClusterSpec,
                    interference: float) -> float:
     """terms._tp_comm of a stage, memoised on what it reads: the compute times and the engine entry by identity
-    (kept to guard reuse), the share, tp and its links, the interference, and of the strategy the recompute, its
-    early stop, the tensor-parallel overlap, sequence parallelism and the engine. A layout's ZeRO stages share it,
-    which _stage_comm's memo keeps apart (its key holds every other strategy field): 3150 -> 892 priced in a
-    mt5-xxl 128 x 8 plan, 2786 -> 801 in a llama-7b one."""
+    (kept to guard reuse), the share, tp, its links and members per node, the interference, and of the strategy the
+    recompute, its early stop, the tensor-parallel overlap, sequence parallelism and the engine. A layout's ZeRO
+    stages share it, which _stage_comm's memo keeps apart (its key holds every other strategy field): 3150 -> 892
+    priced in a mt5-xxl 128 x 8 plan, 2786 -> 801 in a llama-7b one."""
     lk = tp_links(cluster, tp)
+    per_node = tp_ranks_per_node(tp, cluster)
     key = (id(ct), id(eng), share, tp, lk, interference, st.recompute, st.recompute_early_stop, st.tp_comm_overlap,
-           st.sequence_parallel, st.engine)
+           st.sequence_parallel, st.engine, per_node)
     hit = _TP.get(key)
     if hit is not None:
         return hit
-    return _TP.put(key, (ct, eng), _tp_comm(st, ct, share, tp, lk, interference))
+    return _TP.put(key, (ct, eng), _tp_comm(st, ct, share, tp, lk, interference, per_node))
 
 
 def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from scalestudy.costmodel.attention_bias import priced_bias_memory
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
-from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time
+from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
@@ -245,7 +245,8 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st, where.device), early_stop(st), loss_kernel(st),
                           pads_vocab(st.engine), vocab_shards(st, tp), st.cublas)
-        tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp, links(where.cluster)) if tp > 1 else 0.0
+        tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp_ranks_per_node(tp, where.cluster),
+                                        links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
         out.append((ct.forward + ct.backward + tp_all, fixed, ct.head))
     return out

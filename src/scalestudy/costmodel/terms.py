@@ -668,21 +668,26 @@ def _param_gather_exposed(gather: float, buckets: int, window: float, interferen
     return first + max(0.0, rest - window) + interference * min(window, rest)
 
 
-def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple, interference: float) -> float:
+def _tp_comm(st: Strategy, ct, share: float, tp: int, lk: tuple, interference: float, per_node: int) -> float:
     """Tensor-parallel communication seconds on the critical path per micro-batch, on a stage holding `share` of
     the layers: one all-reduce volume (all-gather + reduce-scatter under sequence parallelism) per sublayer and pass
     (ComputeTimes.tp_ops), exposed -- or with `Strategy.tp_comm_overlap` what the projection GEMMs next to each
     collective cannot hide (engines.yaml tp_comm_overlap: Transformer Engine userbuffers, _tp_overlap_exposed, or the
     torch engines' micro-pipeline TP, _micro_pipeline_exposed), or under sequence parallelism on an engine whose
     linear layers overlap their backward collectives (engines.yaml tp_async_backward) what the backward GEMMs cannot
-    hide (_sp_async_exposed). Plus what the recompute adds or skips (_recompute_tp_delta)."""
-    per_op = collective(2.0, ct.tp_bytes, tp, tp, lk)
+    hide (_sp_async_exposed). Plus what the recompute adds or skips (_recompute_tp_delta).
+
+    `per_node`: the group's members per node (comm.tp_ranks_per_node); a group spanning nodes (per_node < tp) rides
+    the NICs, and no tp_comm_overlap applies to it: Transformer Engine's userbuffers need the group inside one
+    NVLink domain ('only possible with single-node tensor-parallelism', NVIDIA/TransformerEngine#1071), as
+    PyTorch's micro-pipeline TP needs its symmetric memory -- so a run of it had the overlap off."""
+    per_op = collective(2.0, ct.tp_bytes, tp, per_node, lk)
     passes = 3 if st.recompute == "full" else 2  # as step.compute_times counts tp_ops
     delta = _recompute_tp_delta(st, ct, per_op)
     if ct.linear <= 0.0:
         return (ct.tp_ops * per_op + delta) * share
     gemm = ct.linear * passes / ct.tp_ops  # forward linear-GEMM seconds of one sublayer
-    if st.tp_comm_overlap and ct.tp_gemms:
+    if st.tp_comm_overlap and ct.tp_gemms and per_node >= tp:
         ov = tp_overlap()
         torch_tp = st.engine in ov.micro_pipeline_engines
         total = 0.0
@@ -904,8 +909,9 @@ _LAYOUTS: dict[tuple, tuple] = {}
 
 
 def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
-    """dp x tp x pp and gradient accumulation of `st` on `cluster` (tp inside a node, heads and layers divisible),
-    or a one-line error; grouped-query KV heads must divide by tp as well (each rank keeps whole KV heads)."""
+    """dp x tp x pp and gradient accumulation of `st` on `cluster` (tp divides a node or fills whole nodes, heads and
+    layers divisible), or a one-line error; grouped-query KV heads must divide by tp as well (each rank keeps whole
+    KV heads)."""
     # memo keyed by every input _checked_layout reads (a planner asks again for each engine of a layout)
     # (the workload by identity too: hashing the frozen dataclass was a third of a hit's time)
     key = (id(model), id(cluster), id(workload), st.tp, st.pp, st.micro_batch, st.virtual_stages, st.stage_layers,
@@ -923,7 +929,7 @@ def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload:
 def _checked_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload) -> Layout:
     layout = resolve_layout(st, cluster.world_size, workload.global_batch,
                             gpus_per_node=cluster.gpus_per_node if st.tp > 1 else 0, num_heads=model.num_heads,
-                            num_layers=model.total_layers if st.pp > 1 else 0)
+                            num_layers=model.total_layers if st.pp > 1 else 0, tp_across_nodes=True)
     if st.tp > 1 and model.kv_heads % st.tp:
         raise OptionError(f"{model.kv_heads} key/value heads are not divisible by tp {st.tp}", "tp")
     check_sequence_parallel(st, workload.seq_len, target_length(model, workload))  # train/study's rule, one place

@@ -757,19 +757,26 @@ class Layout:
 
 
 def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gpus_per_node: int = 0,
-                   num_heads: int = 0, num_layers: int = 0) -> Layout:
+                   num_heads: int = 0, num_layers: int = 0, tp_across_nodes: bool = False) -> Layout:
     """Check the degrees divide and return dp and gradient accumulation; raise ScalestudyError otherwise (OptionError
-    naming tp, pp, micro_batch, global_batch by their keys: a command renames them to the flags its user typed)."""
+    naming tp, pp, micro_batch, global_batch by their keys: a command renames them to the flags its user typed).
+
+    With `gpus_per_node`, tp divides it (the group inside one node); with `tp_across_nodes` (the cost model, which
+    prices such a group's collectives over the NICs) tp may also be a multiple of it: the group fills tp / G whole
+    nodes. `train` and `plan` keep tensor parallelism inside a node."""
     if world_size < 1:
         raise ScalestudyError(f"world size must be >= 1, got {world_size}")
     model_par = strategy.tp * strategy.pp
     if world_size % model_par:
         raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x pp {strategy.pp}", "tp",
                           "pp")
-    if gpus_per_node and strategy.tp > gpus_per_node:
+    if gpus_per_node and strategy.tp > gpus_per_node and not tp_across_nodes:
         raise OptionError(f"tp {strategy.tp} exceeds {gpus_per_node} devices per node (tensor parallelism stays "
                           "inside a node)", "tp")
-    if gpus_per_node and gpus_per_node % strategy.tp:
+    if gpus_per_node and strategy.tp > gpus_per_node and strategy.tp % gpus_per_node:
+        raise OptionError(f"tp {strategy.tp} is not a multiple of {gpus_per_node} devices per node (a tensor-parallel "
+                          "group spanning nodes fills whole nodes)", "tp")
+    if gpus_per_node and strategy.tp <= gpus_per_node and gpus_per_node % strategy.tp:
         raise OptionError(f"tp {strategy.tp} does not divide {gpus_per_node} devices per node", "tp")
     if num_heads and num_heads % strategy.tp:
         raise OptionError(f"{num_heads} attention heads are not divisible by tp {strategy.tp}", "tp")
