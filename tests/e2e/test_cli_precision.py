@@ -25,11 +25,12 @@ def _cache(tmp_path, measured: dict):
     return cache
 
 
-def _run(tmp_path, measured: dict) -> subprocess.CompletedProcess:
+def _run(tmp_path, measured: dict, tokenizer: str) -> subprocess.CompletedProcess:
     cache = _cache(tmp_path, measured)
     env = {**os.environ, "SCALESTUDY_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
-    return subprocess.run(TRAIN + ["--output", str(tmp_path / "run")], capture_output=True, text=True, env=env,
-                          timeout=300)
+    # the session's tokenizer (tests/conftest.py): the run trains no tokenizer of its own (~3 s), not under test here
+    return subprocess.run(TRAIN + ["--tokenizer", tokenizer, "--output", str(tmp_path / "run")], capture_output=True,
+                          text=True, env=env, timeout=300)
 
 
 def test_bf16_on_an_emulating_cpu_is_one_line_naming_the_measurement(tmp_path, capsys, monkeypatch):
@@ -44,8 +45,8 @@ def test_bf16_on_an_emulating_cpu_is_one_line_naming_the_measurement(tmp_path, c
 
 
 @pytest.mark.timeout(300)
-def test_bf16_trains_where_the_cpu_runs_it_fast(tmp_path):
-    res = _run(tmp_path, {"fp32": 88.0, "bf16": 74.0, "fp16": 1.3})
+def test_bf16_trains_where_the_cpu_runs_it_fast(tmp_path, bundled_tokenizer):
+    res = _run(tmp_path, {"fp32": 88.0, "bf16": 74.0, "fp16": 1.3}, bundled_tokenizer)
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["strategy"]["precision"] == "bf16" and summary["steps"] == 2
