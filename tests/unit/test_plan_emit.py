@@ -54,7 +54,7 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     settings_file = {"fsdp": "fsdp_config.json", "deepspeed": "ds_config.json", "ddp": "ddp_config.json"}[engine]
     assert set(paths) == {settings_file, "train_config.yaml", *SCRIPTS}
     cfg = RunConfig.from_yaml(paths["train_config.yaml"])
-    spec, strategy, workload, layout = cfg.validate(cuda=cuda)
+    spec, strategy, workload, layout = cfg.validate()
     # ... with the software train runs written in (specs/run.as_trained): checkpoint early stop, HF T5's eager
     # element-wise kernels and its own CrossEntropyLoss, torch AdamW's foreach step, SDPA's memory-efficient kernel
     # for T5's float position-bias mask, the vocabulary whole on every tp rank (lm_head replicated), DeepSpeed's
@@ -82,18 +82,18 @@ def test_trainable_names_what_train_cannot_run():
     def run(**strategy):
         return RunConfig.build("mt5-xxl", Strategy(micro_batch=4, **strategy), w, nproc=8, nnodes=4)
 
-    assert trainable(run(zero=2), cuda=True) is None
-    assert "tp/pp" in trainable(run(tp=2), cuda=True)
-    assert "selective" in trainable(run(recompute="selective"), cuda=True)
-    assert trainable(run(engine="fsdp", zero=3, tp=2), cuda=True) is None  # 4D parallelism runs on FSDP2
-    assert trainable(run(recompute="full", recompute_early_stop="on"), cuda=True) is None  # what train runs
-    assert "leave it engine or on" in trainable(run(recompute="full", recompute_early_stop="off"), cuda=True)
+    assert trainable(run(zero=2)) is None
+    assert "tp/pp" in trainable(run(tp=2))
+    assert "selective" in trainable(run(recompute="selective"))
+    assert trainable(run(engine="fsdp", zero=3, tp=2)) is None  # 4D parallelism runs on FSDP2
+    assert trainable(run(recompute="full", recompute_early_stop="on")) is None  # what train runs
+    assert "leave it engine or on" in trainable(run(recompute="full", recompute_early_stop="off"))
     # the software train runs is accepted; what it does not run is refused in one line
-    assert trainable(run(zero=2, kernels="eager", cross_entropy="hf"), cuda=True) is None
-    assert "leave it engine or eager" in trainable(run(zero=2, kernels="fused"), cuda=True)
-    assert "hf: T5 / mT5" in trainable(run(zero=2, cross_entropy="fused"), cuda=True)
-    assert trainable(run(zero=0, optimizer_loop="deepspeed-unfused"), cuda=True) is None  # FP16_UnfusedOptimizer
-    assert "deepspeed-unfused" in trainable(run(zero=0, optimizer_loop="foreach"), cuda=True)
+    assert trainable(run(zero=2, kernels="eager", cross_entropy="hf")) is None
+    assert "leave it engine or eager" in trainable(run(zero=2, kernels="fused"))
+    assert "hf: T5 / mT5" in trainable(run(zero=2, cross_entropy="fused"))
+    assert trainable(run(zero=0, optimizer_loop="deepspeed-unfused")) is None  # FP16_UnfusedOptimizer
+    assert "deepspeed-unfused" in trainable(run(zero=0, optimizer_loop="foreach"))
 
 
 def test_plan_prices_the_early_stop_train_runs_and_emits_it(tmp_path, capsys):

@@ -72,7 +72,7 @@ def test_bad_yaml_is_one_clear_error(tmp_path, text, message):
 ])
 def test_validation_errors(changes, message):
     with pytest.raises(ScalestudyError, match=message.replace("(", r"\(")):
-        RunConfig().replace(**changes).validate(cuda=False)
+        RunConfig().replace(**changes).validate()
 
 
 def test_derived_values_resolve_in_one_place():

@@ -131,7 +131,7 @@ def train(
         # The scripts follow the run's device (as `plan --emit` follows the cluster's): GPU nodes get
         # --gpus-per-node and NCCL; CPU nodes get gloo ranks, one thread each, and CPUs instead of GPUs from Slurm.
         run = cfg.replace(output=str(Path(cfg.output.dir).resolve())).with_absolute_paths()
-        run.validate(cuda=cuda)
+        run.validate()
         for path in emit(cfg.output.dir, run, cuda=cuda, origin="`scalestudy train --print-launch`").values():
             print(f"# ---- {path}")
             print(path.read_text(encoding="utf-8"), end="")

@@ -184,7 +184,7 @@ def run_training(cfg: RunConfig, ctx: DistContext, prepared=None) -> dict:
     from scalestudy.engine.probe import peak_flops
 
     cuda = ctx.device.type == "cuda"
-    spec, strategy, workload, layout = cfg.validate(cuda=cuda)
+    spec, strategy, workload, layout = cfg.validate()
     check_precision(strategy.precision, cuda=cuda)  # also when started by torchrun directly, without the launcher
     if layout.world_size != ctx.world_size:
         raise ScalestudyError(f"strategy expects world size {layout.world_size} (--nproc x --nnodes) but "

@@ -23,10 +23,10 @@ from scalestudy.launch.commands import CONFIG_NAME, launch_scripts
 from scalestudy.specs.run import RunConfig, as_trained
 
 
-def trainable(run: RunConfig, *, cuda: bool) -> str | None:
+def trainable(run: RunConfig) -> str | None:
     """None when `scalestudy train` accepts this run, else its one-line reason (e.g. no tensor parallelism)."""
     try:
-        run.validate(cuda=cuda)
+        run.validate()
     except ScalestudyError as exc:
         return str(exc)
     return None
@@ -115,7 +115,7 @@ def emit_best_runnable(out_dir: str | Path, model: str, cluster, result, **optio
     for rank, c in enumerate(result.candidates, 1):
         run = RunConfig.build(model, c.strategy, result.workload, nproc=cluster.gpus_per_node, nnodes=c.nodes,
                               **options).with_absolute_paths()
-        reason = trainable(run, cuda=cuda)
+        reason = trainable(run)
         if reason is None:
             chosen = (rank, c, run)
             break

@@ -373,11 +373,10 @@ def local_candidates(model: ModelSpec, device: DeviceSpec, nproc: int, workload:
 
     cluster = ClusterSpec(device=device, nodes=1, gpus_per_node=nproc, name=device.name)
     feasible, _ = evaluate(model, cluster, workload, constraints, estimate)
-    cuda = device.kind != "cpu"
     out = []
     for c in feasible:
         run = trial_run_config(model, c.strategy, workload, nproc)
-        if trainable(run, cuda=cuda) is None:
+        if trainable(run) is None:
             out.append(c)
     if not out:
         raise ScalestudyError(f"no strategy for {model.name} on {nproc} rank(s) both fits and is runnable here")

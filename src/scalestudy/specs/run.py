@@ -280,7 +280,7 @@ class RunConfig:
         return resolve_layout(self.strategy, self.world_size, self.to_workload().global_batch)
 
     # ---- validation --------------------------------------------------------------------------------------
-    def validate(self, *, cuda: bool = False) -> tuple[ModelSpec, Strategy, Workload, Layout]:
+    def validate(self) -> tuple[ModelSpec, Strategy, Workload, Layout]:
         """Check everything checkable before any process starts; one-line ScalestudyError otherwise."""
         w, o, d = self.workload, self.optimizer, self.data
         for name in ("steps", "nproc", "nnodes", "seq_len"):
