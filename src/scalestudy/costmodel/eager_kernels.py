@@ -21,6 +21,8 @@ tp, h too under sequence parallelism.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 FP32 = 4
 ACT_16BIT = 2  # bytes of a bf16 / fp16 activation
 
@@ -286,6 +288,7 @@ def _gelu_new_autocast() -> tuple[float, float]:
     return 70.0, 112.0
 
 
+@lru_cache(maxsize=None)  # a function of the FFN's name: a planner asks for every engine-ddp T5 strategy
 def ffn_autocast_bytes(ffn: str) -> tuple[tuple[float, float], tuple[int, int]]:
     """((forward, backward) bytes, (forward, backward) kernels) per d_ff-wide element that autocast over fp32
     weights adds to HF T5's FFN beyond the 16-bit chain t5_block counts (T5DenseGatedActDense / T5DenseActDense,
@@ -328,6 +331,7 @@ def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: in
     return cast_bytes / device.hbm_bytes_per_s + kernels_launched * kernel_s
 
 
+@lru_cache(maxsize=None)  # a function of the FFN's name: a planner asks for every engine-ddp GPT-2 strategy
 def gpt_ffn_autocast_bytes(ffn: str) -> tuple[tuple[float, float], tuple[int, int]]:
     """((forward, backward) bytes, (forward, backward) kernels) per d_ff-wide element that autocast over fp32 weights
     adds to HF GPT2MLP (`c_proj(act(c_fc(x)))`, then dropout on c_proj's 16-bit output) beyond the 16-bit count of
