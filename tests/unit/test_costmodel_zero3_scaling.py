@@ -263,9 +263,10 @@ def test_per_parameter_collectives_cost_grows_with_the_group_and_collapses_175b_
     assert 0.008 < per_collective[1536] < 0.02  # 10.9 ms of NCCL ring steps + 1536 x 5.1 us of list work
     # the current DeepSpeed (coalesced, prefetched, the default) on the same rows is ~2x faster: what the issue
     # flags alone predict for them, and why the rows say which DeepSpeed they ran (its ~5 reduce buckets per block
-    # at 1536 ranks pay ~11 ms of ring steps each: 1.96x at 1536)
+    # at 1536 ranks pay ~11 ms of ring steps each; its own per-rank Python loops -- reduce_scatter_coalesced's
+    # slices, the all-gather wait's narrows -- cost it back some: 1.67x at 1536)
     current = {n: _narayanan(n, "engine") for n in runs}
-    assert current[1536].step_s < 0.55 * runs[1536].step_s
+    assert current[1536].step_s < 0.65 * runs[1536].step_s
     assert current[384].step_s < runs[384].step_s
 
 

@@ -40,6 +40,9 @@ class EngineComm:
     stage3_max_reuse_elems: float = 0.0  # ZeRO-3: gathered parameters reused within this distance stay gathered
     stage3_max_live_elems: float = 0.0  # ZeRO-3: prefetch stops while this many elements are gathered or in flight
     list_rank_host_s: float = 0.0  # ZeRO-3 before DeepSpeed 0.5.5: host seconds per rank of each list collective
+    rs_interleave_host_s: float = 0.0  # ZeRO-3 reduce_scatter_coalesced: host seconds per rank and bucket tensor
+    rs_divisible_host_s: float = 0.0  # the same per rank of a one-tensor bucket the ranks divide
+    gather_wait_host_s: float = 0.0  # ZeRO-3 all-gather wait: host seconds per rank and gathered parameter
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +89,10 @@ def engine_table() -> dict[str, EngineComm]:
             param_persistence_threshold=int(_at_least(row, engine, "param_persistence_threshold", 0.0)),
             stage3_max_reuse_elems=_at_least(row, engine, "stage3_max_reuse_elems", 0.0),
             stage3_max_live_elems=_at_least(row, engine, "stage3_max_live_elems", 0.0),
-            list_rank_host_s=_at_least(row, engine, "list_rank_host_s", 0.0))
+            list_rank_host_s=_at_least(row, engine, "list_rank_host_s", 0.0),
+            rs_interleave_host_s=_at_least(row, engine, "rs_interleave_host_s", 0.0),
+            rs_divisible_host_s=_at_least(row, engine, "rs_divisible_host_s", 0.0),
+            gather_wait_host_s=_at_least(row, engine, "gather_wait_host_s", 0.0))
     return out
 
 

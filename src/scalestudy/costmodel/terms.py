@@ -25,7 +25,7 @@ from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s,
-                                        reduce_scatter_buckets, zero3_gathers, zero3_reuse)
+                                        reduce_scatter_buckets, reduce_scatter_rank_items, zero3_gathers, zero3_reuse)
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -386,6 +386,10 @@ class ShardedDP(NamedTuple):
     slow: float  # the device's compute_slowdown_under_comm
 
 
+# ranks of the run engines.yaml fetch_host_s was measured on (its hooks' per-rank loops ran over that many ranks)
+FETCH_HOST_RANKS = 2
+
+
 def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int,
                      tp: int) -> ShardedDP:
     """_sharded_dp_comm's collectives and schedule choices (ShardedDP): they read the recompute but no micro-batch
@@ -445,6 +449,17 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         launch_f, launch_b = shape.launches  # the same host thread dispatches the pass's kernels
         host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1) + launch_f
         host_b = hook_host_s(shape.zero3, eng.fetch_host_s, hook_passes) + launch_b
+        if st.zero3_fetch != "per-param-sync" and reuse is not None and dp > 1:
+            # the current DeepSpeed's per-rank Python loops on the same thread (zero3.py): each waited all-gather
+            # split per rank into its parameters, the reduce buckets' per-rank slices, interleave and views
+            share_b = reuse.backward_elems / max(1.0, z.gathered_elems)
+            waits = z.partitioned_tensors + reuse.collectives / (1.0 + share_b)  # per rank, the forward's
+            ranks = max(0, dp - FETCH_HOST_RANKS)  # fetch_host_s holds the waits' loops over its 2 ranks
+            host_f += ranks * waits * eng.gather_wait_host_s
+            host_b += ranks * waits * share_b * eng.gather_wait_host_s
+            interleaved, divisible = reduce_scatter_rank_items(shape.model, tp, st.pp, nlayers,
+                                                               eng.reduce_bucket_elems, dp)
+            host_b += interleaved * eng.rs_interleave_host_s + divisible * eng.rs_divisible_host_s
     sync = None
     if st.engine == "deepspeed" and st.zero3_fetch == "per-param-sync" and shape.zero3 is not None and not cpu:
         # DeepSpeed before 0.5.5: every collective after a device-wide synchronize, in series (zero3.py)

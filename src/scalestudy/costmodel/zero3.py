@@ -406,6 +406,51 @@ def reduce_scatter_buckets(m: ModelSpec, tp: int, pp: int, stage_layers: int, bu
     return max(1, count + (1 if filled else 0))
 
 
+@lru_cache(maxsize=None)
+def reduce_scatter_rank_items(m: ModelSpec, tp: int, pp: int, stage_layers: int, bucket_elems: float,
+                              dp: int) -> tuple[float, float]:
+    """Per-rank host items of DeepSpeed ZeRO-3's reduce-scatters in one micro-batch on the busiest stage, as
+    (interleaved, divisible): comm/coalesced_collectives.py reduce_scatter_coalesced (0.9.5-0.19.8; stage3.py
+    __avg_scatter_grads calls it for every reduce bucket) builds one Python slice per rank of every gradient of the
+    bucket, then -- unless the bucket is ONE tensor whose elements the `dp` ranks divide -- appends every (rank,
+    tensor) chunk to a list, rank-major, and torch.cat's it; and it always splits the flat buffer into `dp` views
+    (torch.chunk). So a bucket of n tensors costs dp x n interleaved items, a divisible one-tensor bucket dp
+    divisible items. Buckets as reduce_scatter_buckets forms them (backward order, `bucket_elems`)."""
+    if dp <= 1:
+        return 0.0, 0.0
+    enc, dec = _block_tensors(m, False, tp), _block_tensors(m, True, tp)
+    n_enc = m.num_layers if m.is_encoder_decoder else 0
+    n_dec = m.num_decoder_layers if m.is_encoder_decoder else m.num_layers
+    share = stage_layers / max(1, n_enc + n_dec)
+    order: list[float] = []
+    pc = param_breakdown(m)
+    if pp == 1 and pc.lm_head:
+        order.append(pc.lm_head / tp)
+    order += list(reversed(dec)) * round(n_dec * share) + list(reversed(enc)) * round(n_enc * share)
+    if pp == 1:
+        order.append(m.vocab_size * m.d_model / tp)
+    interleaved = divisible = 0.0
+    bucket: list[float] = []
+
+    def flush() -> None:
+        nonlocal interleaved, divisible
+        if len(bucket) == 1 and round(bucket[0]) % dp == 0:
+            divisible += dp
+        elif bucket:
+            interleaved += dp * len(bucket)
+        bucket.clear()
+
+    filled = 0.0
+    for elems in order:
+        if bucket and (bucket_elems <= 0 or filled + elems > bucket_elems):
+            flush()
+            filled = 0.0
+        bucket.append(elems)
+        filled += elems
+    flush()
+    return interleaved, divisible
+
+
 # HBM passes per byte of DeepSpeed's per-parameter ZeRO-3 collectives before 0.5.5 (partition_parameters.py at
 # 0d4a54a04), beside the network transfer: a gather allocates the whole parameter with torch.zeros (a write of every
 # byte) and PyTorch's list all_gather (ProcessGroupNCCL::allgather, torch 1.8) gathers into its own flat buffer, then
