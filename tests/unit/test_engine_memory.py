@@ -70,8 +70,10 @@ def test_resume_reads_checkpoints_written_before_a_strategy_field_existed(tmp_pa
     (good / "meta.json").write_text(json.dumps({"step": 3, "world_size": 2, "strategy": older}))
     (root / "latest").write_text(json.dumps({"dir": good.name, "step": 3}))
     assert checkpoint.check_resumable(tmp_path, 5, 2, now) == 3  # the missing fields take their defaults
-    with pytest.raises(ScalestudyError, match="differs"):
-        checkpoint.check_resumable(tmp_path, 5, 2, {**now, "micro_batch": 2})
+    with pytest.raises(ScalestudyError) as err:  # only the keys that differ, not the ~30-key dict
+        checkpoint.check_resumable(tmp_path, 5, 2, {**now, "micro_batch": 2, "zero": 1})
+    assert str(err.value) == ("--resume: checkpoint strategy differs from this run's: micro_batch: checkpoint 1 vs "
+                              "this run 2; zero: checkpoint 0 vs this run 1")
 
 
 def test_worker_failures_become_one_line_reasons(tmp_path):

@@ -75,14 +75,23 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, mode
         raise ScalestudyError(f"--resume: checkpoint was written by {saved['world_size']} ranks, this run has "
                               f"{world_size} (engine shards are per rank; FSDP and tp/pp checkpoints reshard)")
     elif _with_defaults(saved.get("strategy")) != strategy:
-        raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
-                              f"{strategy}")
+        raise ScalestudyError(f"--resume: checkpoint strategy differs from this run's: "
+                              f"{strategy_differences(_with_defaults(saved.get('strategy')), strategy)}")
     # A run killed after its last checkpoint but before its summary is finished by --resume (no step is left to
     # train: the summary is written from the recorded metrics); a finished run is left as it is.
     if int(saved["step"]) > steps or int(saved["step"]) == steps and (out / "summary.json").exists():
         raise ScalestudyError(f"--resume: the checkpoint is at step {saved['step']}; raise --steps above it to "
                               "continue")
     return int(saved["step"])
+
+
+def strategy_differences(saved, strategy: dict) -> str:
+    """Only the keys that differ, 'key: checkpoint X vs this run Y' (the whole ~30-key dict hid them)."""
+    if not isinstance(saved, dict):
+        return f"the checkpoint records no strategy ({saved!r})"
+    missing = "(not set)"
+    return "; ".join(f"{k}: checkpoint {saved.get(k, missing)} vs this run {strategy.get(k, missing)}"
+                     for k in sorted(set(saved) | set(strategy)) if saved.get(k, missing) != strategy.get(k, missing))
 
 
 def loads_any_layout(saved: dict, strategy: dict) -> bool:
