@@ -487,7 +487,8 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
                                "dsautotune2021hf",
                                "glm130b2022", "megatron2019",
                                "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme", "narayanan2021t2",
-                               "bigscience2022layouts", "deepspeed2020zerotut", "dschat2023sft") or \
+                               "bigscience2022layouts", "deepspeed2020zerotut", "dschat2023sft",
+                               "deepspeed2023ds4sci") or \
             r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
@@ -2568,3 +2569,37 @@ def test_flagperf_fp32_rows_are_the_readme_tables():
         else:  # Megatron's GPT-2 345M, vocabulary padded to a multiple of 128
             assert (workload.seq_len, model.vocab_size, model.d_model, model.num_layers) == (1024, 50304, 1024, 24)
             assert params / 1e6 == pytest.approx(355, rel=0.01)
+
+
+# ---- tpx (2026-12-04): DeepSpeed4Science's long-sequence GPT 30B, tensor parallel 32 over 4 DGX A100-40GB nodes
+# (Megatron-DeepSpeed cc3a94c6 README, 'New Megatron-DeepSpeed' column): sequence length (k tokens) -> TFLOPS per GPU
+DS4SCI_TFLOPS = {2: 68, 4: 80, 8: 86, 16: 92, 32: 100, 64: 106, 128: 119, 256: 94}
+HELD_OUT = HELD_OUT + ("deepspeed2023ds4sci",)
+# reached at arrival (HEAD d33ffa5 + tensor parallelism over whole nodes, stored constants): -48.2 / -34.9 / -18.7 /
+# -4.5 / +6.6 / +19.6 / +23.0 / +72.8% from 2K to 256K: too slow at short context (ring latency and tp-32's thin
+# GEMMs), too fast at long context (the attention core). docs/costmodel-validation.md, tpx
+NEW_SOURCE_BOUNDS.update({"deepspeed2023ds4sci": (0.37, 0.95)})
+
+
+def test_ds4sci_rows_are_the_readme_table_through_throughput_calculator():
+    """tokens/s = TFLOPS x 1e12 x 32 / (96 L h^2 (1 + s/6h + V/16Lh)) (Megatron-DeepSpeed throughput_calculator, factor 4
+    under --checkpoint-activations, vocabulary 50,257 padded to a multiple of 128 x 32); the GPT 30B script's layout:
+    tp 32 over 4 nodes of 8, micro-batch 1, global batch 2, ZeRO 0, fp16, full recompute, sequence parallel."""
+    rows = _rows("throughput", "deepspeed2023ds4sci")
+    assert sorted(int(re.search(r"-s(\d+)k$", r["id"]).group(1)) for r in rows) == sorted(DS4SCI_TFLOPS)
+    layers, hidden, vocab = 64, 6144, 53248
+    assert vocab == -(-50257 // (128 * 32)) * 128 * 32
+    for r in rows:
+        k = int(re.search(r"-s(\d+)k$", r["id"]).group(1))
+        model, cluster, strategy, workload = _setup(r)
+        s = 1024 * k
+        flops_per_token = 96 * layers * hidden**2 * (1 + s / (6 * hidden) + vocab / (16 * layers * hidden))
+        assert r["published"] == round(DS4SCI_TFLOPS[k] * 1e12 * 32 / flops_per_token) and r["fit"] is False
+        assert (cluster.nodes, cluster.gpus_per_node, r["device"], r["precision"]) == (4, 8, "a100-40gb", "fp16")
+        assert (strategy.tp, strategy.pp, strategy.micro_batch, workload.global_batch, workload.seq_len) == \
+            (32, 1, 1, 2, s)
+        assert (strategy.engine, strategy.zero, strategy.recompute, strategy.sequence_parallel, strategy.attention) == \
+            ("deepspeed", 0, "full", True, "flash")
+        assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size) == (hidden, layers, 64, vocab)
+        e = estimate(model, cluster, strategy, workload)
+        assert e.layout.dp == 1 and e.layout.grad_accum == 2 and e.tp_comm_s > 0  # the group spans the 4 nodes
