@@ -165,6 +165,32 @@ def test_cache_reuses_tokenizer_and_tokens(corpus, tmp_path, monkeypatch):
     assert prepare(by_path, tmp_path, write=False).fingerprint == first.fingerprint
 
 
+def test_a_tokenizer_from_an_earlier_run_brings_its_token_stream(corpus, tmp_path, monkeypatch):
+    # --tokenizer runs/a/tokenizer.json (a study's trials, runs sharing one tokenizer): run a's tokens.npz, made from
+    # the same corpus and tokenizer, is read instead of encoding the corpus again, and kept in the new run's folder
+    first = prepare(config(corpus, "span"), tmp_path / "a", write=True)
+    by_path = config(corpus, "causal", tokenizer=str(tmp_path / "a" / "tokenizer.json"))
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("should have read runs/a/tokens.npz")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "_encode", no_encoding)
+        second = prepare(by_path, tmp_path / "b", write=True)
+    np.testing.assert_array_equal(second.tokens, first.tokens)
+    assert (tmp_path / "b" / "tokens.npz").is_file()
+    # another corpus with that tokenizer: the stream beside it is not this corpus's, so it is encoded
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(read_corpus(bundled.corpus_path())[30:40]) + "\n", encoding="utf-8")
+    encoded = []
+    monkeypatch.setattr(pipeline, "_encode", lambda *a, **k: encoded.append(1) or pipeline_encode(*a, **k))
+    third = prepare(DataConfig(**{**by_path.to_dict(), "paths": [str(other)]}), tmp_path / "c", write=True)
+    assert encoded == [1] and len(third.tokens) != len(first.tokens)
+
+
+pipeline_encode = pipeline._encode
+
+
 def test_target_len_option(corpus, prepared, tokenizer_path, tmp_path):
     p = prepared["span"]
     longer = prepare(config(corpus, "span", target_len=24, tokenizer=tokenizer_path), tmp_path / "a", write=True)

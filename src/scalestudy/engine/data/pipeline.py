@@ -239,21 +239,35 @@ def _encode(cfg: DataConfig, docs: list[str], tok: Tokenizer) -> tuple[np.ndarra
     return pack(ids, EOS_ID), (pack_flags(flags) if matcher is not None else None)
 
 
+def _cached_tokens(path: Path | None, key: str, knowledge: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(tokens, flags) of the token cache at `path` when it holds `key`; None when absent, unreadable or other."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            if str(data["key"]) == key:
+                return data["tokens"], (data["flags"] if knowledge else None)
+    except (OSError, ValueError, KeyError):
+        pass  # unreadable or older cache: rebuild
+    return None
+
+
 def _tokenize(cfg: DataConfig, docs: list[str], tok: Tokenizer, corpus_hash: str, out: Path | None, write: bool
               ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Token stream (and knowledge flags), cached in out/tokens.npz under a key of everything they depend on."""
+    """Token stream (and knowledge flags), cached in out/tokens.npz under a key of everything they depend on; a
+    tokenizer given by path also finds the tokens.npz saved beside it (read only, used when the key matches)."""
     knowledge = cfg.objective == "knowledge"
     key = _sha(corpus_hash, fingerprint_tokenizer(tok), str(knowledge), *(_lexicon(cfg) if knowledge else []),
                str(FORMAT_VERSION))
     cache = out / "tokens.npz" if out is not None else None
-    if cache is not None and cache.is_file():
-        try:
-            with np.load(cache) as data:
-                if str(data["key"]) == key:
-                    return data["tokens"], (data["flags"] if knowledge else None)
-        except (OSError, ValueError, KeyError):
-            pass  # unreadable or older cache: rebuild
-    tokens, flags = _encode(cfg, docs, tok)
+    cached = _cached_tokens(cache, key, knowledge)
+    if cached is not None:
+        return cached
+    # A tokenizer taken from an earlier run's folder (--tokenizer runs/a/tokenizer.json, a study's shared one): that
+    # run's token stream, when it was made from this corpus and tokenizer (the same key), instead of encoding again.
+    beside = Path(cfg.tokenizer).with_name("tokens.npz") if cfg.tokenizer else None
+    found = _cached_tokens(beside, key, knowledge) if beside is not None and beside != cache else None
+    tokens, flags = found if found is not None else _encode(cfg, docs, tok)
     if write and cache is not None:
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
