@@ -84,6 +84,17 @@ def test_estimate_megatron_overlap_flags(capsys):
     assert parts[1]["compute_s"] == parts[0]["compute_s"]
 
 
+def test_tensor_parallelism_over_whole_nodes_is_priced_not_refused(capsys):
+    # tp 16 on two 8-GPU nodes: one tensor-parallel group over both nodes, its collectives over the NICs
+    args = ["--model", "llama-7b", "--nodes", "2", "--seq-len", "2048", "--global-batch", "8", "--json"]
+    code, out, err = _run(capsys, "estimate", *args, "--tp", "16")
+    spans = json.loads(out)
+    assert code == 0 and not err and (spans["layout"]["tp"], spans["layout"]["dp"]) == (16, 1)
+    code, out, _ = _run(capsys, "estimate", *args, "--tp", "8")
+    inside = json.loads(out)
+    assert code == 0 and spans["time"]["parts"]["tp_comm_s"] > inside["time"]["parts"]["tp_comm_s"] > 0
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--model", "mt5-huge"], "unknown model"),
     (["--model", "mt5-base", "--nodes", "3", "--gpus-per-node", "2", "--tp", "4"],

@@ -252,3 +252,16 @@ def test_estimate_names_what_engine_knobs_are_priced_as(strategy, shown, monkeyp
     line = " ".join(out.split("software assumed: ", 1)[1].split("layout:", 1)[0].split())  # rich's wraps undone
     for part in shown:
         assert part in line
+
+
+def test_tensor_parallelism_spans_whole_nodes_only_where_the_caller_prices_it():
+    # train / study / the plan search keep a tensor-parallel group inside a node; the cost model (tp_across_nodes)
+    # takes a multiple of the devices per node, and neither boundary admits a tp that splits a node unevenly
+    with pytest.raises(ScalestudyError, match=r"^tp 16 exceeds 8 devices per node"):
+        resolve_layout(Strategy(tp=16), 32, 2, gpus_per_node=8)
+    lay = resolve_layout(Strategy(tp=16), 32, 2, gpus_per_node=8, tp_across_nodes=True)
+    assert (lay.tp, lay.dp, lay.grad_accum) == (16, 2, 1)
+    with pytest.raises(ScalestudyError, match=r"^tp 12 is not a multiple of 8 devices per node"):
+        resolve_layout(Strategy(tp=12), 24, 2, gpus_per_node=8, tp_across_nodes=True)
+    with pytest.raises(ScalestudyError, match=r"^tp 3 does not divide 8 devices per node"):
+        resolve_layout(Strategy(tp=3), 24, 8, gpus_per_node=8, tp_across_nodes=True)
