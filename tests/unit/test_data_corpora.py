@@ -48,6 +48,9 @@ def test_parquet_column_and_missing_column(tmp_path):
 def test_errors_are_one_line_and_name_the_problem(tmp_path):
     with pytest.raises(ScalestudyError, match="corpus file not found: .*nope.txt"):
         read_corpus(str(tmp_path / "nope.txt"))
+    (tmp_path / "shards").mkdir()  # a folder is named as one, with what --data takes
+    with pytest.raises(ScalestudyError, match=r"corpus .*shards is a directory: --data takes corpus files \(\.txt, "):
+        read_corpus(str(tmp_path / "shards"))
     (tmp_path / "x.csv").write_text("a,b\n")
     with pytest.raises(ScalestudyError, match=r"unknown corpus extension for .*x\.csv"):
         read_corpus(str(tmp_path / "x.csv"))

@@ -54,6 +54,9 @@ def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_fie
     named += [(flag, p) for flag, p in (("--tokenizer", tokenizer), ("--lexicon", lexicon)) if p]
     for flag, path in named:
         path = str(Path(path).absolute())
+        if Path(path).is_dir():
+            raise ScalestudyError(f"{flag} {path} is a directory: {flag} takes a file"
+                                  f"{' (repeat --data for several corpus files)' if flag == '--data' else ''}")
         if not Path(path).is_file():
             raise ScalestudyError(f"{flag} {path}: no such file (the emitted config names it by this path)")
         if flag == "--data":

@@ -137,6 +137,9 @@ def read_corpus(spec: str, text_field: str = "text", max_docs: int = 0) -> list[
     if spec.startswith("hf:"):
         docs = read_hf(spec, text_field, max_docs)
     else:
+        if Path(spec).is_dir():  # a folder of shards is a common guess: name what is accepted instead
+            raise ScalestudyError(f"corpus {spec} is a directory: --data takes corpus files "
+                                  f"({', '.join(EXTENSIONS)}; repeat --data for several) or hf:NAME[:CONFIG]")
         kind = _kind(spec)
         if not Path(spec).is_file():
             raise ScalestudyError(f"corpus file not found: {spec}")
