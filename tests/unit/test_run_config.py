@@ -39,8 +39,9 @@ def test_one_set_of_defaults_is_strategys_own_in_fp32():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("stepz: 3\n", "unknown training option(s): stepz (did you mean steps.); the options: attention, "),
-    ("files: [a.txt]\n", "unknown training option(s): files; the options: attention, "),
+    ("stepz: 3\n", "unknown training option(s): stepz (did you mean steps.); every option: docs/run-options.md$"),
+    ("files: [a.txt]\n", "unknown training option(s): files; every option: docs/run-options.md$"),
+    ("a1: 1\na2: 1\na3: 1\na4: 1\na5: 1\n", "option(s): a1, a2, a3, and 2 more; every option: "),
     ("steps: many\n", "steps must be an integer"),
     ("- a\n- b\n", "must hold a mapping"),
     ("workload: {stepz: 3}\n", "unknown key 'stepz' in run-config section workload"),
@@ -152,3 +153,25 @@ def test_as_trained_writes_the_software_train_runs(model, strategy, kernels, los
     assert got.recompute_early_stop == ("engine" if strategy.engine == "megatron" else "on")
     if strategy.engine != "megatron" and strategy.kernels != "fused":
         check_cost_model_only(got, spec)  # no refusal of its own software
+
+
+def test_run_options_doc_lists_every_flat_key_outside_strategy_with_its_place_and_default():
+    """The page the unknown-option error points to: one row per flat key outside the strategy (whose fields are
+    estimate's flags), with its YAML place and its default."""
+    from pathlib import Path
+
+    from scalestudy.specs.run import FLAT_KEYS, RUN_OPTIONS_DOC
+
+    text = (Path(__file__).parents[2] / RUN_OPTIONS_DOC).read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:4]]
+            for line in text.splitlines() if line.startswith("| ") and not line.startswith("| key ")}
+    defaults = RunConfig()
+    expected = {}
+    for key, (section, name) in FLAT_KEYS.items():
+        if section == "strategy":
+            continue
+        value = getattr(getattr(defaults, section), name)
+        shown = ("[]" if value == () else "null" if value is None else str(value).lower() if isinstance(value, bool)
+                 else str(value))
+        expected[key] = [f"{section}.{name}", shown]
+    assert rows == expected

@@ -87,7 +87,8 @@ def train(
                                                            "--nproc)."),
     set_options: Optional[list[str]] = typer.Option(None, "--set", help="Any other run option as KEY=VALUE "
                                                                        "(repeatable; YAML value): weight_decay=0.1, "
-                                                                       "beta2=0.95, dropout=0.1, attention=eager, ..."),
+                                                                       "beta2=0.95, dropout=0.1, attention=eager, ... "
+                                                                       "(every key: docs/run-options.md)"),
 ) -> None:
     """Train a model with one Strategy; writes DIR/metrics.jsonl, DIR/tb, DIR/checkpoints and DIR/summary.json."""
     from scalestudy.errors import ScalestudyError

@@ -58,8 +58,8 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE
 from scalestudy.specs.model import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
-from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RunConfig, as_trained, check_cost_model_only,
-                                  cost_model_option_message, train_runs)
+from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RUN_OPTIONS_DOC, RunConfig, as_trained,
+                                  check_cost_model_only, cost_model_option_message, train_runs)
 from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
 from scalestudy.yamlfile import read_yaml
 
@@ -381,7 +381,8 @@ def _train_options(raw: Any, where: str) -> str:
         raise ScalestudyError(f"{where}: train_options may not set {', '.join(clash)} (use the study's axes)")
     unknown = set(raw) - set(FLAT_KEYS)
     if unknown:
-        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(unknown))}")
+        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(unknown))} (every option: "
+                              f"{RUN_OPTIONS_DOC})")
     return json.dumps(raw, sort_keys=True)
 
 
