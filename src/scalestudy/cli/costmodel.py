@@ -17,7 +17,8 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_ACCUM_
                                     OPTIMIZER_DTYPE,
                                     OPTIMIZER_LOOP,
                                     OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
-                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, CUBLAS, flag_named_errors)
+                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, CUBLAS, TF32,
+                                    flag_named_errors)
 
 GIB = float(1 << 30)
 
@@ -84,6 +85,7 @@ def estimate(
     grad_accum_dtype: str = GRAD_ACCUM_DTYPE,
     zero3_fetch: str = ZERO3_FETCH,
     cublas: str = CUBLAS,
+    tf32: bool = TF32,
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -123,7 +125,8 @@ def estimate(
                         kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
                         cross_entropy=cross_entropy, attention_kernel=attention_kernel,
                         optimizer_dtype=optimizer_dtype, optimizer_loop=optimizer_loop, lm_head=lm_head,
-                        grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch, cublas=cublas)
+                        grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch, cublas=cublas,
+                        tf32=tf32)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}")
@@ -240,9 +243,24 @@ def _print_estimate(est) -> None:
         t.add_row("device-hours", f"{tm['device_hours']:,.1f}")
     console.print(t)
     console.print(f"[dim]FLOPs convention: {d['flops']['convention']}. Peak: "
-                  f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {est.strategy.precision}"
+                  f"{d['cluster']['peak_flops_per_device'] / 1e12:g} TFLOP/s dense {_tf32_note(est)}"
                   f"{' (mean over the ranks)' if est.cluster.heterogeneous else ''}{_power_note(est)}"
                   f"{_alignment_note(est)}.[/]")
+
+
+def _tf32_note(est) -> str:
+    """The precision the peak is of, and why --tf32 changed nothing where it cannot act (torch ignores the flag
+    outside fp32 matmuls and on GPUs without TF32 Tensor Cores)."""
+    st = est.strategy
+    if not st.tf32:
+        return st.precision
+    if st.precision != "fp32":
+        return f"{st.precision} (--tf32 has no effect: the matmuls run in {st.precision})"
+    lacking = sorted({g.effective.name for g in est.cluster.rank_groups() if "tf32" not in g.effective.peak_flops})
+    if lacking:
+        return (f"fp32 (--tf32 has no effect on {', '.join(lacking)}: no TF32 Tensor Cores, its fp32 matmuls run at "
+                f"the fp32 peak)")
+    return "tf32 (fp32 matmuls on TF32 Tensor Cores, --tf32)"
 
 
 def _alignment_note(est) -> str:

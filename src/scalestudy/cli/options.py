@@ -128,6 +128,13 @@ CUBLAS = typer.Option("11", "--cublas",
                            "GEMMs keep Tensor Cores at a narrower load) | 10 (CUDA 10.x and older: a GEMM with a "
                            "dimension off the 8-element grid runs on the CUDA cores, at the fp32 peak); cost model "
                            "only.")
+TF32 = typer.Option(False, "--tf32/--no-tf32",
+                    help="Precision fp32: the matmuls run on TF32 Tensor Cores, priced at the device's TF32 peak "
+                         "(A100 156, H100/H200 494 TFLOP/s dense; element-wise work stays fp32; no effect on a "
+                         "V100, which has no TF32, nor in bf16/fp16). Default off: what scalestudy's train gets "
+                         "(torch >= 1.12 defaults allow_tf32 to False and train does not set it); on for torch "
+                         "1.7-1.11, allow_tf32=True, or NVIDIA's NGC PyTorch containers "
+                         "(TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1). Cost model only.")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "

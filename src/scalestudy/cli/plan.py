@@ -17,7 +17,7 @@ from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTY
                                     PLAN_LM_HEAD,
                                     PLAN_OPTIMIZER_LOOP,
                                     PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
-                                    ZERO3_FETCH, CUBLAS,
+                                    ZERO3_FETCH, CUBLAS, TF32,
                                     cli_cluster, flag_named_errors, parse_speeds, print_stages)
 from scalestudy.errors import ScalestudyError
 
@@ -240,6 +240,7 @@ def plan(
     grad_accum_dtype: str = PLAN_GRAD_ACCUM_DTYPE,
     zero3_fetch: str = ZERO3_FETCH,
     cublas: str = CUBLAS,
+    tf32: bool = TF32,
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -311,7 +312,7 @@ def plan(
                                        "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
                                        "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop,
                                        "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype,
-                                       "zero3_fetch": zero3_fetch, "cublas": cublas})
+                                       "zero3_fetch": zero3_fetch, "cublas": cublas, "tf32": tf32})
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

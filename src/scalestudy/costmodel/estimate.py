@@ -20,6 +20,7 @@ from scalestudy.costmodel.constants import Calibration, stored
 from scalestudy.costmodel.cpu_parallel import hybrid_times
 from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import memory_with_activations, rank_memory, rank_states, stage_in_flight
+from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
                                               sharded_dp_in_slot, stage_fixed)
@@ -172,7 +173,7 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     st, dev = strategy, cluster.device
     cal = calibration or stored()
     layout = model_layout(model, cluster, st, workload)
-    peak = dev.peak(st.precision)
+    peak = dev.peak(peak_precision(st.precision, tf32_matmul=st.tf32, peaks=dev.peak_flops))  # MFU's (mfu.py)
     tp, pp, ga = layout.tp, layout.pp, layout.grad_accum
     if pp > 1 and st.pp_schedule == "interleaved" and ga % pp:
         raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "

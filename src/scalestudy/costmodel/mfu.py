@@ -5,9 +5,11 @@
 - model FLOPs: `scalestudy.costmodel.flops.training_flops(..., recompute="none")` (FLOPS_CONVENTION below);
   recomputation is work, not progress, so it is left out (hardware FLOPs utilisation, HFU, counts it);
 - peak: the device's dense (no sparsity) peak for the precision the matmuls actually run in: bf16 / fp16 on
-  tensor cores; fp32 at the fp32 peak, because PyTorch leaves TF32 matmuls off unless the run turns them on
-  (`torch.backends.cuda.matmul.allow_tf32`); the TF32 peak only when it does. Dividing true-fp32 work by the TF32
-  peak would understate MFU 8x on an A100 (156 vs 19.5 TFLOP/s).
+  tensor cores; fp32 at the fp32 peak, because PyTorch >= 1.12 leaves TF32 matmuls off unless the run turns them on
+  (`torch.backends.cuda.matmul.allow_tf32`, Strategy.tf32); the TF32 peak only when it does and the device has TF32
+  Tensor Cores (Ampere on; a V100 runs fp32 at its fp32 peak whatever the flag). Dividing true-fp32 work by the TF32
+  peak would understate MFU 8x on an A100 (156 vs 19.5 TFLOP/s). The step-time model prices the GEMMs at the same
+  peak (costmodel/step.compute_times).
 On CPU the peak is a measured fp32 matmul rate (engine/probe.py; hardware profiles from `calibrate`).
 """
 
@@ -20,9 +22,12 @@ MFU_CONVENTION = (f"MFU = model FLOPs per optimizer step / (devices x dense peak
                   f"run in x seconds per step); {FLOPS_CONVENTION}")
 
 
-def peak_precision(precision: str, *, tf32_matmul: bool = False) -> str:
-    """The `peak_flops` entry of a device that a run in `precision` is measured against."""
-    return "tf32" if precision == "fp32" and tf32_matmul else precision
+def peak_precision(precision: str, *, tf32_matmul: bool = False, peaks=None) -> str:
+    """The `peak_flops` entry of a device that a run in `precision` is measured against: "tf32" for fp32 matmuls
+    with TF32 allowed, unless the device's `peaks` (its peak_flops, when given) state no TF32 rate -- a GPU without
+    TF32 Tensor Cores ignores the flag."""
+    tf32 = precision == "fp32" and tf32_matmul and (peaks is None or "tf32" in peaks)
+    return "tf32" if tf32 else precision
 
 
 def flops_utilization(flops_per_step: float, step_s: float, devices: int, peak_flops_per_device: float) -> float:

@@ -46,6 +46,7 @@ from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradien
                                          gqa_native, head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
                                          loss_kernel, rank_memory, recompute_working_bytes, stage_in_flight)
 from scalestudy.costmodel.kernel_counts import sublayers
+from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.costmodel.stage_terms import price_stage, setting, sharded_dp_in_slot
@@ -244,7 +245,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st, where.device), early_stop(st), loss_kernel(st),
-                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas)
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32)
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp_ranks_per_node(tp, where.cluster),
                                         links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
@@ -303,7 +304,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
-                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas)
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32)
         share = sum(costs[start:start + n]) / total_cost
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
@@ -329,7 +330,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     tightest = min(stages, key=lambda x: x.capacity_bytes - x.memory.total)
     slots = sum(x.slot_s for x in stages)
     step = pipeline_seconds(stages, ga, virtual)
-    ranks = [(g.effective.peak(prec), g.ranks) for g in cluster.rank_groups()]
+    ranks = [(g.effective.peak(peak_precision(prec, tf32_matmul=st.tf32, peaks=g.effective.peak_flops)), g.ranks)
+             for g in cluster.rank_groups()]
     peak = sum(p * r for p, r in ranks) / sum(r for _, r in ranks)  # per device, averaged over the ranks
     return Estimate(
         model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,

@@ -47,6 +47,7 @@ from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
+from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
@@ -359,16 +360,24 @@ def _gemm_s(flops: float, peak: float, device: DeviceSpec, dim: float, cal: Cali
     return flops / (peak * matmul_efficiency(device, dim, cal) * fraction)
 
 
+def _matmul_peak(device: DeviceSpec, precision: str, tf32: bool) -> float:
+    """FLOP/s peak the GEMMs of a `precision` run are priced at: fp32 matmuls with TF32 allowed (Strategy.tf32) run
+    on the TF32 Tensor Cores where the device has them (mfu.peak_precision; NVIDIA A100 datasheet: 156 TFLOP/s TF32
+    dense against 19.5 fp32) -- the same peak MFU divides by."""
+    return device.peak(peak_precision(precision, tf32_matmul=tf32, peaks=device.peak_flops))
+
+
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, cal: Calibration, loss: str = "engine",
-            megatron_head: bool = False, cublas: str = "11") -> tuple[float, float]:
+            megatron_head: bool = False, cublas: str = "11", tf32: bool = False) -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
     forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
     section): the softmax / cross-entropy over every logit by the run's `loss` kernel (Strategy.cross_entropy) and
     the dense gradients of the V x d weights. Liger's fused linear cross-entropy runs the GEMMs per token chunk:
     each at the chunk's GEMM efficiency, and no faster than its re-reads of the weight and its gradient
-    (flops.fused_linear_chunk_bytes) allow -- a roofline, those bytes stream inside the GEMM kernels."""
-    peak = device.peak(precision)
+    (flops.fused_linear_chunk_bytes) allow -- a roofline, those bytes stream inside the GEMM kernels. `tf32`:
+    Strategy.tf32 (the GEMM peak, _matmul_peak)."""
+    peak = _matmul_peak(device, precision, tf32)
     out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     chunked = loss == "fused-linear" and device.kind != "cpu"
     gemm_tok = fused_linear_chunk_tokens(out_tok, model.vocab_size, model.d_model) if chunked else out_tok
@@ -414,7 +423,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
                   loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
-                  cublas: str = "11") -> ComputeTimes:
+                  cublas: str = "11", tf32: bool = False) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
@@ -423,14 +432,15 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
     vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
     is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
-    `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py)."""
+    `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py); `tf32`:
+    Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`)."""
     head_tp = head_tp or tp
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas)
+           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
-    peak = device.peak(precision)
+    peak = _matmul_peak(device, precision, tf32)
     dense_t = attn_t = dense_f = attn_f = 0.0
     loop_fwd = loop_bwd = 0.0  # FA1's loop traffic beyond its FLOP time (flash_v1.py), forward and backward
     by_role = dict.fromkeys(TP_GEMM_ROLES, 0.0)
@@ -456,7 +466,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             dense_f += flops
             by_role[role] += sec
     head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
-                             megatron_head, cublas)
+                             megatron_head, cublas, tf32)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(

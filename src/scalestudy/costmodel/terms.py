@@ -101,7 +101,7 @@ def _shape_fields(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal)
     reuse)."""
     return (id(model), id(dev), id(cal), st.precision, tp, pp, s, t, st.recompute, flash, sp, split, st.kernels,
             st.engine, st.attention, st.attention_kernel, st.recompute_early_stop, st.cross_entropy, st.lm_head,
-            st.cublas)
+            st.cublas, st.tf32)
 
 
 # negative, so (number, micro-batch, in_flight) never equals a full key of _shape's (its first item an id, >= 0)
@@ -134,7 +134,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
-           eager_fp32_softmax(model, st), vocab_shards(st, tp), st.cublas)
+           eager_fp32_softmax(model, st), vocab_shards(st, tp), st.cublas, st.tf32)
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
@@ -155,7 +155,7 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     return (params_per_device(model, tp, pp, vocab_shards(st, tp)), param_count(model),
             compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas),
+                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32),
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),

@@ -48,7 +48,8 @@ def peak_flops(device: torch.device, precision: str) -> tuple[float, str]:
         for needle, entry in GPU_NAMES:
             if needle in gpu:
                 spec = get_device(entry)
-                key = peak_precision(precision, tf32_matmul=torch.backends.cuda.matmul.allow_tf32)
+                key = peak_precision(precision, tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+                                     peaks=spec.peak_flops)
                 return spec.peak(key), f"device entry {entry} ({key} dense peak)"
         return float("nan"), f"unknown GPU {gpu!r}: no peak, MFU not computed"
     flops = measure_matmul_flops(dtype=DTYPES[precision])

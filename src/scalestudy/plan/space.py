@@ -103,6 +103,7 @@ class Constraints:
     grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
     zero3_fetch: str = "engine"  # DeepSpeed's ZeRO-3 gather path: a statement about the user's DeepSpeed, not searched
     cublas: str = "11"  # the cuBLAS major version of the user's torch build: a statement, not searched
+    tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (the user's torch / container): a statement, not searched
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -411,7 +412,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  tp_comm_overlap=constraints.tp_comm_overlap, zero1_all_reduce=constraints.zero1_all_reduce,
                  grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
                  optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch,
-                 cublas=constraints.cublas, **software)
+                 cublas=constraints.cublas, tf32=constraints.tf32, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))

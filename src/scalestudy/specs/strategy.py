@@ -164,6 +164,14 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      User's Guide, Table 1): "11" (CUDA >= 11, 2020-06 on: Tensor Cores at a narrower load, the
                      device's unaligned_gemm_fraction) or "10" (CUDA 10.x and older: no Tensor Cores for such a GEMM,
                      the fp32 rate -- e.g. DeepSpeed 0.3.0's own image, CUDA 10.0 + torch 1.2). Cost model only.
+- tf32:              whether a precision fp32 run's matmuls run on TF32 Tensor Cores (costmodel/mfu.peak_precision:
+                     the device's `tf32` peak where it states one -- A100, H100, H200 -- with the same GEMM efficiency
+                     curve; element-wise traffic stays 4-byte fp32; no effect in bf16 / fp16, nor on a device without
+                     TF32 such as a V100, where torch's flag does nothing either). False = what scalestudy's `train`
+                     gets: it never sets torch.backends.cuda.matmul.allow_tf32, and torch >= 1.12 defaults it off
+                     ('highest' float32 matmul precision). True for torch 1.7-1.11's default, a run that sets
+                     allow_tf32 / set_float32_matmul_precision('high'), or NVIDIA's NGC PyTorch containers, whose
+                     image sets TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (TF32 on whatever the flag says).
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -302,6 +310,7 @@ class Strategy:
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
     zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
+    tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -363,7 +372,7 @@ class Strategy:
                               f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
                               f"{self.precision} pp {self.pp}", "optimizer_loop")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
-                     "zero1_all_reduce"):
+                     "zero1_all_reduce", "tf32"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(f"{name} must be true or false, got {getattr(self, name)!r}", name)
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
@@ -494,6 +503,8 @@ class Strategy:
             parts.append(f"fetch-{self.zero3_fetch}")
         if self.cublas != "11":
             parts.append(f"cublas-{self.cublas}")
+        if self.tf32 and self.precision == "fp32":
+            parts.append("tf32")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -698,6 +709,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"grad_accum_dtype {s.grad_accum_dtype}")
     if (s.engine, s.zero) == ("deepspeed", 3) and s.zero3_fetch != "engine":
         parts.append(f"zero3_fetch {s.zero3_fetch}")
+    if s.precision == "fp32":
+        parts.append(f"tf32 {str(s.tf32).lower()}")
     meanings = meanings or {}
     return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
                      for name, part in ((part.split(" ", 1)[0], part) for part in parts))
