@@ -124,6 +124,7 @@ def _flat_keys() -> dict[str, tuple[str, str]]:
 
 FLAT_KEYS = _flat_keys()
 FLAT_NAMES = {place: key for key, place in FLAT_KEYS.items()}  # (section, field) -> the flat key a user writes
+RUN_OPTIONS_DOC = "docs/run-options.md"  # every flat key in a table (tests/unit/test_run_config.py checks it)
 SECTION_ONLY = {"strategy", *SECTIONS} - set(FLAT_KEYS)  # section names that are no flat option (workload, ...)
 
 
@@ -600,13 +601,15 @@ def _plain(value: Any) -> Any:
 
 
 def _unknown_keys_message(unknown: list[str]) -> str:
-    """One line: the unknown keys, the nearest known one of each, and every key there is."""
+    """One short line: the unknown keys (the first three), the nearest known one of each, and where every key is
+    listed (the ~60 names inline made a 750-character line)."""
     import difflib
 
-    near = {k: difflib.get_close_matches(k, FLAT_KEYS, n=1) for k in unknown}
-    hints = "; ".join(f"did you mean {near[k][0]}?" for k in unknown if near[k])
-    return (f"unknown training option(s): {', '.join(unknown)}{f' ({hints})' if hints else ''}; the options: "
-            f"{', '.join(sorted(FLAT_KEYS))}")
+    shown = unknown[:3] + ([f"and {len(unknown) - 3} more"] if len(unknown) > 3 else [])
+    near = {k: difflib.get_close_matches(k, FLAT_KEYS, n=1) for k in unknown[:3]}
+    hints = "; ".join(f"did you mean {near[k][0]}?" for k in unknown[:3] if near[k])
+    return (f"unknown training option(s): {', '.join(shown)}{f' ({hints})' if hints else ''}; every option: "
+            f"{RUN_OPTIONS_DOC}")
 
 
 def _typed(cls: type, values: dict, section: str) -> dict:
