@@ -150,6 +150,36 @@ def test_profile_times_the_step_apart_from_the_micro_batches(monkeypatch):
     assert out["ddp-1/step"] == pytest.approx((0.15 - 0.11 + 0.05 - 0.02) / sublayers)
 
 
+def test_engine_terms_carry_the_fits_miss_at_the_timed_shape(monkeypatch):
+    """engine/cpu_profile.fit_miss: the plain-step fit misses t5-tiny's own step (mb 2, accumulation 1 and 2) by
+    what the plain rounds timed beyond its price, per micro-batch; the one-rank engine terms (timed against plain
+    PyTorch at that shape) carry that miss, so the model gives back the engine's timed step there, at either
+    accumulation, instead of the fit's plain step plus the engine's extra (the demo's 1-rank trials run that shape)."""
+    from scalestudy.engine import cpu_profile as measure
+
+    dev = replace(get_device("local-cpu"), step_overhead_s=0.004, microstep_overhead_s=0.003, layer_overhead_s=3e-4)
+    spec, st = get_model("t5-tiny"), Strategy(engine="ddp", zero=0, precision="fp32", micro_batch=2)
+    one = ClusterSpec(device=dev, nodes=1, gpus_per_node=1)
+    fitted = [estimate(spec, one, st, Workload(2 * acc, 64, 16)).step_s for acc in (1, 2)]
+    timed = (fitted[0] + 0.006, fitted[1] + 0.012)  # plain PyTorch at that shape: 6 ms per micro-batch above the fit
+    assert measure.fit_miss(dev, timed) == pytest.approx(0.006)
+    # a miss that is not linear in the micro-batches: the least-squares line through 0 over accumulation 1 and 2
+    assert measure.fit_miss(dev, (fitted[0] + 0.010, fitted[1] + 0.010)) == pytest.approx((0.010 + 2 * 0.010) / 5)
+    plain = (timed[1] - timed[0], 2 * timed[0] - timed[1])  # plain PyTorch's micro-batch and step, timed beside
+    inner, last, update = plain[0] + 0.03, plain[0] + 0.05, plain[1] + 0.02  # the engine's, timed at that shape
+    monkeypatch.setattr(measure, "ENGINES", (("ddp", 0),))
+    monkeypatch.setattr(measure, "time_steps", lambda *a, **k: plain)
+    monkeypatch.setattr(measure, "time_engine", lambda *a, **k: (inner, last, update))
+    terms = measure.engine_overheads(miss=measure.fit_miss(dev, timed))
+    priced = ClusterSpec(device=replace(dev, engine_overhead_s=terms), nodes=1, gpus_per_node=1)
+    assert estimate(spec, priced, st, Workload(4, 64, 16)).step_s == pytest.approx(inner + last + update, rel=1e-9)
+    assert estimate(spec, priced, st, Workload(2, 64, 16)).step_s == pytest.approx(last + update, rel=1e-9)
+    # without the miss the model prices the fit's plain step plus the engine's extra: 12 ms short here
+    unmissed = ClusterSpec(device=replace(dev, engine_overhead_s=measure.engine_overheads()), nodes=1,
+                           gpus_per_node=1)
+    assert estimate(spec, unmissed, st, Workload(4, 64, 16)).step_s == pytest.approx(inner + last + update - 0.012)
+
+
 def test_measured_memory_rates_price_the_cpu_optimizer_step():
     """A CPU profile's copy curve and optimizer rows (costmodel/cpu_memory.py): bandwidth interpolated in log2 size
     and clamped; the trainer's clip + AdamW step = parameters at the rate of a step that size + a measured cost per

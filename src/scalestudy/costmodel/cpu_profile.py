@@ -40,7 +40,7 @@ def _cpu_model() -> str:
 
 
 # Raise when engine/cpu_profile.py measures or fits differently: profiles cached by an older version are re-measured.
-PROFILE_FORMAT = 14  # 3: tensor/pipeline-parallel overheads;
+PROFILE_FORMAT = 15  # 3: tensor/pipeline-parallel overheads;
 #                    5: + a DTensor collective timed on nproc ranks (parallel_profile.py);
 #                    6: + copy bandwidth vs buffer size and the optimizer step vs parameters and tensors (microbench.py);
 #                    7: + gloo collective ratios by message size (calibrate.collective_ratio_curves);
@@ -56,6 +56,8 @@ PROFILE_FORMAT = 14  # 3: tensor/pipeline-parallel overheads;
 #                       interleaved repeats, the profile's quality in its note (ProfileQuality)
 #                   14: measured with glibc's malloc thresholds pinned, as the CPU ranks run (host_allocator.py):
 #                       ZeRO-3's step no longer faults its ~13 MB buffers in again as often as the process's history says
+#                   15: each engine's one-rank terms carry what the plain-step fit misses per micro-batch of
+#                       t5-tiny's own step at the engines' shape (engine/cpu_profile.fit_miss), timed in the plain rounds
 
 
 def machine_key() -> str:
