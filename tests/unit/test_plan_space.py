@@ -3,7 +3,7 @@
 import pytest
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.plan.space import Constraints, divisors, enumerate_space, engine_variants
+from scalestudy.plan.space import Constraints, divisors, engine_variants, enumerate_space, model_parallel_degrees
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Workload, resolve_layout
@@ -112,3 +112,12 @@ def test_bad_constraints_raise_clear_errors():
         Constraints(zero=(4,))
     with pytest.raises(ScalestudyError, match="max nodes"):
         Constraints(max_nodes=0)
+
+
+def test_a_fixed_tp_over_whole_nodes_is_planned_as_estimate_prices_it():
+    """The search keeps tp inside a node; a --tp the user fixes that fills whole nodes is taken (tp 16 on two
+    8-GPU nodes), one that does not is still left out."""
+    mt5, cluster = get_model("mt5-xxl"), make_cluster("a100-80gb", 2, 8)
+    assert max(tp for tp, _ in model_parallel_degrees(mt5, cluster, 16, Constraints())) == 8
+    assert {tp for tp, _ in model_parallel_degrees(mt5, cluster, 16, Constraints(tp=(16,)))} == {16}
+    assert list(model_parallel_degrees(mt5, cluster, 16, Constraints(tp=(12,)))) == []

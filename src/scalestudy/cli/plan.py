@@ -189,7 +189,8 @@ def plan(
                                                     "the cost-model-only megatron, internlm only when named)."),
     zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated."),
     tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees (the search keeps tp a divisor "
-                                     "of --gpus-per-node: inside a node; estimate prices tp over whole nodes)."),
+                                     "of --gpus-per-node: inside a node; a multiple of it named here is priced "
+                                     "over whole nodes, as estimate prices it)."),
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),

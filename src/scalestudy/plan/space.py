@@ -329,9 +329,11 @@ def engine_variants(constraints: Constraints) -> list[tuple[str, int, str, str]]
 
 def model_parallel_degrees(model: ModelSpec, cluster: ClusterSpec, world: int, constraints: Constraints
                            ) -> Iterator[tuple[int, int]]:
-    """(tp, pp) pairs valid for the model on `world` devices: tp inside a node, heads % tp, pp <= layers."""
+    """(tp, pp) pairs valid for the model on `world` devices: tp inside a node, heads % tp, pp <= layers. A tp the
+    user fixes that fills whole nodes (a multiple of the devices per node) is taken as estimate prices it."""
     layers = pipeline_layers(model)
-    for tp in divisors(cluster.gpus_per_node):
+    node = cluster.gpus_per_node
+    for tp in (*divisors(node), *sorted(t for t in constraints.tp if t > node and t % node == 0)):
         if constraints.tp and tp not in constraints.tp:
             continue
         if model.num_heads % tp or model.kv_heads % tp or world % tp:  # grouped-query K/V heads split too
@@ -419,7 +421,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
         if not degrees:  # said in plan's 'no strategy fits' line (as estimate names the rule)
             key = (f"no tp/pp of the constraints fits {model.name} on {world} devices (tp divides the "
                    f"{model.num_heads} heads, the {model.kv_heads} key/value heads and the {cluster.gpus_per_node} "
-                   f"devices per node; pp at most the {layers} layers)")
+                   f"devices per node, or a --tp you fix fills whole nodes; pp at most the {layers} layers)")
             stats.skipped[key] = stats.skipped.get(key, 0) + 1
         for tp, pp in degrees:
             dp = world // (tp * pp)
@@ -477,7 +479,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                                                   "virtual_stages": v})
                             layout = resolve_layout(strategy, world, workload.global_batch,
                                                     gpus_per_node=cluster.gpus_per_node, num_heads=model.num_heads,
-                                                    num_layers=layers)
+                                                    num_layers=layers, tp_across_nodes=True)  # a user-fixed tp only
                             point = _point(strategy, nodes, layout.dp, layout.grad_accum)
                             checked[(sched, v)] = point
                             group.append(point)
