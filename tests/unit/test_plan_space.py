@@ -110,7 +110,7 @@ def test_bad_constraints_raise_clear_errors():
         Constraints(recompute=("partial",))
     with pytest.raises(ScalestudyError, match="zero stage"):
         Constraints(zero=(4,))
-    with pytest.raises(ScalestudyError, match="max nodes"):
+    with pytest.raises(ScalestudyError, match="max_nodes must be >= 1, got 0"):
         Constraints(max_nodes=0)
 
 

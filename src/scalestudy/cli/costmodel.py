@@ -132,7 +132,7 @@ def estimate(
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}")
         global_batch = micro_batch * clus.world_size // (tp * pp)
     if seq_len < 1:
-        raise ScalestudyError(f"sequence length must be >= 1, got {seq_len}")
+        raise ScalestudyError(f"--seq-len must be >= 1, got {seq_len}")
     from scalestudy.specs.run import resolve_target_len
 
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as dataclass_fields
 
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
@@ -160,7 +160,7 @@ class Constraints:
             if z not in (0, 1, 2, 3):
                 raise ScalestudyError(f"zero stage must be 0-3, got {z}")
         if self.max_nodes is not None and self.max_nodes < 1:
-            raise ScalestudyError(f"max nodes must be >= 1, got {self.max_nodes}")
+            raise OptionError(f"max_nodes must be >= 1, got {self.max_nodes}", "max_nodes")
 
     def node_counts(self, cluster: ClusterSpec) -> list[int]:
         """Exactly the cluster's nodes (capped by max_nodes), or, when vary_nodes, every count up to 16 and then

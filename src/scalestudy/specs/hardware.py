@@ -711,6 +711,8 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
             value = _num(data[key], key, str(path))
             if value != int(value):
                 raise ScalestudyError(f"{path}: {key} must be a whole number, got {data[key]!r}")
+            if value < 1:
+                raise ScalestudyError(f"{path}: {key} must be >= 1, got {data[key]!r}")
             data[key] = int(value)
     if not isinstance(data.get("name", ""), str):
         raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
@@ -723,4 +725,7 @@ def make_cluster(gpu: str = "a100-40gb", nodes: int = 1, gpus_per_node: int = 8,
         if not cluster_file.strip():  # '' is not "no cluster file": --gpu/--nodes would be used unasked
             raise ScalestudyError(f"--cluster needs a cluster YAML file name, got {cluster_file!r}")
         return load_cluster(cluster_file)
+    for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):  # the flag typed, not the field
+        if value < 1:
+            raise ScalestudyError(f"{flag} must be >= 1, got {value}")
     return ClusterSpec(device=get_device(gpu), nodes=nodes, gpus_per_node=gpus_per_node, name=gpu)

@@ -740,12 +740,12 @@ class Workload:
     train_tokens: float = 0.0  # optional: tokens to train, for time-to-train and device-hours
 
     def __post_init__(self) -> None:
-        if self.global_batch < 1:
-            raise ScalestudyError(f"global batch must be >= 1, got {self.global_batch}")
+        if self.global_batch < 1:  # OptionError: a command names its flag (--global-batch), a spec its key
+            raise OptionError(f"global_batch must be >= 1, got {self.global_batch}", "global_batch")
         if self.seq_len < 1:
-            raise ScalestudyError(f"sequence length must be >= 1, got {self.seq_len}")
+            raise OptionError(f"seq_len must be >= 1, got {self.seq_len}", "seq_len")
         if self.target_len < 0:
-            raise ScalestudyError(f"target length must not be negative, got {self.target_len}")
+            raise OptionError(f"target_len must not be negative, got {self.target_len}", "target_len")
         if not 0 <= self.train_tokens < float("inf"):  # also refuses nan (every comparison with it is false)
             raise ScalestudyError(f"--train-tokens must be a finite number >= 0, got {self.train_tokens}")
         if self.tokens_per_step >= 2**63:  # token counts and ids are int64 in the engines and numpy
