@@ -88,6 +88,8 @@ def estimate_argv(r: dict, folder) -> list[str]:
             "--tp", str(r.get("tp", 1)), "--pp", str(r.get("pp", 1)), "--micro-batch", str(r["micro_batch"]),
             "--global-batch", str(r["global_batch"]), "--seq-len", str(m["seq"]), "--recompute", r["recompute"],
             "--precision", r.get("precision", "bf16")]
+    if r.get("cp", 1) > 1:  # context parallelism: a degree of the layout, as tp and pp
+        argv += ["--cp", str(r["cp"])]
     if m.get("target"):
         argv += ["--target-len", str(m["target"])]
     software = dict(r.get("software", {}))

@@ -55,6 +55,9 @@ def estimate(
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: a divisor of --gpus-per-node, or a multiple of "
                            "it (the group fills tp / G whole nodes; its collectives priced over the NICs)."),
     pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
+    cp: int = typer.Option(1, "--cp", help="Context-parallel degree: each sequence split over cp ranks, attention "
+                           "as a ring (engines megatron, fsdp; --seq-len divisible by 2 x cp); world = tp x cp x pp "
+                           "x dp. Cost model only."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel rank."),
     global_batch: Optional[int] = typer.Option(None, "--global-batch",
                                                help="Sequences per optimizer step (default: micro-batch x dp)."),
@@ -115,7 +118,7 @@ def estimate(
 
         precision = default_precision(clus)
     auto = stage_layers == "auto"
-    strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, micro_batch=micro_batch, recompute=recompute,
+    strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, cp=cp, micro_batch=micro_batch, recompute=recompute,
                         precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
                         attention=attention, sequence_parallel=sequence_parallel,
                         overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
@@ -128,9 +131,10 @@ def estimate(
                         grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch, cublas=cublas,
                         tf32=tf32)
     if global_batch is None:
-        if tp < 1 or pp < 1 or clus.world_size % (tp * pp):
-            raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}")
-        global_batch = micro_batch * clus.world_size // (tp * pp)
+        if tp < 1 or pp < 1 or clus.world_size % (tp * pp * cp):
+            raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}"
+                                  + (f" x --cp {cp}" if cp > 1 else ""))
+        global_batch = micro_batch * clus.world_size // (tp * pp * cp)
     if seq_len < 1:
         raise ScalestudyError(f"--seq-len must be >= 1, got {seq_len}")
     from scalestudy.specs.run import resolve_target_len

@@ -99,7 +99,8 @@ def build_constraints(*, engine, zero, tp, pp, micro_batch, recompute, offload, 
 
 
 SHORT = {"compute_s": "comp", "pipeline_bubble_s": "bubble", "tp_comm_s": "tp", "pp_comm_s": "pp",
-         "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl", "framework_s": "fw"}
+         "dp_comm_exposed_s": "dp", "optimizer_s": "opt", "offload_s": "offl", "framework_s": "fw",
+         "cp_comm_exposed_s": "cp"}
 
 
 def _breakdown(estimate) -> str:
@@ -192,6 +193,9 @@ def plan(
                                      "of --gpus-per-node: inside a node; a multiple of it named here is priced "
                                      "over whole nodes, as estimate prices it)."),
     pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
+    cp: int = typer.Option(1, "--cp", help="Context-parallel degree of every candidate, held fixed, not searched "
+                           "(each sequence split over cp ranks: engines megatron, fsdp; --seq-len divisible by 2 x "
+                           "cp); default 1, no context parallelism. Cost model only."),
     micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
     recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),
     offload: Optional[str] = typer.Option(None, "--offload-optimizer", help="Optimizer offload, comma-separated "
@@ -314,6 +318,10 @@ def plan(
                                        "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop,
                                        "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype,
                                        "zero3_fetch": zero3_fetch, "cublas": cublas, "tf32": tf32})
+    if cp != 1:  # a statement about the run, held fixed (Constraints.cp)
+        import dataclasses
+
+        cons = dataclasses.replace(cons, cp=cp)
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "

@@ -24,6 +24,7 @@ STEP_TERM_NAMES = {
     "tp_comm_s": "exposed tensor-parallel communication",
     "pp_comm_s": "exposed pipeline-parallel communication",
     "dp_comm_exposed_s": "exposed data-parallel communication",
+    "cp_comm_exposed_s": "exposed context-parallel ring sends",
     "optimizer_s": "optimizer",
     "offload_s": "offload",
     "framework_s": "framework (measured CPU)",
@@ -93,6 +94,7 @@ class Estimate:
     tokens_per_step: int
     peak_flops: float
     stages: tuple = ()  # clusters mixing devices: per pipeline stage (costmodel/stages.py, StageEstimate)
+    cp_comm_s: float = 0.0  # context parallelism's exposed ring sends per step (costmodel/context_parallel.py)
 
     @property
     def per_device_bytes(self) -> float:
@@ -110,7 +112,8 @@ class Estimate:
     def allocator_cache_bytes(self) -> float:
         """The caching allocator's reserved-but-free bytes at the peak (memory.allocator_cache_bytes)."""
         st = self.strategy
-        return allocator_cache_bytes(self.model, st, st.micro_batch, self.workload.seq_len, self.target_len,
+        return allocator_cache_bytes(self.model, st, st.micro_batch, self.workload.seq_len // self.layout.cp,
+                                     self.target_len,
                                      self.layout.tp, self.layout.pp, self.params_per_device, self.cluster.device,
                                      self.memory.transient)
 
@@ -156,7 +159,8 @@ class Estimate:
         """{`time.parts` key: seconds per optimizer step}; STEP_TERM_NAMES names each key for printing."""
         return {"compute_s": self.compute_s, "pipeline_bubble_s": self.bubble_s, "tp_comm_s": self.tp_comm_s,
                 "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_comm_s, "optimizer_s": self.optimizer_s,
-                "offload_s": self.offload_s, "framework_s": self.framework_s}
+                "offload_s": self.offload_s, "framework_s": self.framework_s,
+                **({"cp_comm_exposed_s": self.cp_comm_s} if self.layout.cp > 1 else {})}
 
     def to_dict(self) -> dict:
         c, m, lay = self.cluster, self.memory, self.layout
@@ -173,7 +177,8 @@ class Estimate:
                          "target_len": self.target_len if self.model.is_encoder_decoder else 0,
                          "tokens_per_step": self.tokens_per_step, "train_tokens": self.workload.train_tokens},
             "layout": {"world_size": lay.world_size, "dp": lay.dp, "tp": lay.tp, "pp": lay.pp,
-                       "grad_accum": lay.grad_accum, "micro_batch": self.strategy.micro_batch},
+                       "grad_accum": lay.grad_accum, "micro_batch": self.strategy.micro_batch,
+                       **({"cp": lay.cp} if lay.cp > 1 else {})},
             "memory": {
                 "per_device_bytes": m.total,
                 "tensor_peak_bytes": m.tensor_peak,

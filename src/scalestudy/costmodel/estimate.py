@@ -166,6 +166,11 @@ def _resolved(strategy: Strategy, model: ModelSpec, group: MicroBatchGroup) -> S
 
 def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options: CostOptions,
               calibration: Calibration | None, only_fitting: bool, group: MicroBatchGroup | None) -> Estimate | None:
+    if strategy.cp > 1:  # context parallelism: a rank of dp x cp at seq_len / cp, plus the attention ring
+        from scalestudy.costmodel.context_parallel import estimate_context_parallel
+
+        return estimate_context_parallel(_estimate, model, cluster, strategy, workload, options, calibration,
+                                         only_fitting)
     # "engine" kernels / a HF T5's loss: the software assumed
     strategy = resolve_software(strategy, model) if group is None else _resolved(strategy, model, group)
     if cluster.groups:  # ranks of different devices or speeds: stage by stage, bound by the slowest

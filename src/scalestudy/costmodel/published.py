@@ -89,7 +89,8 @@ def _setup(r: dict):
                               f"...) to values, got {sorted(unknown) if unknown else software!r}")
     try:
         strategy = Strategy(engine=r["engine"], zero=int(r.get("zero", 0)), tp=int(r.get("tp", 1)),
-                            pp=int(r.get("pp", 1)), micro_batch=int(r["micro_batch"]), recompute=r["recompute"],
+                            pp=int(r.get("pp", 1)), cp=int(r.get("cp", 1)), micro_batch=int(r["micro_batch"]),
+                            recompute=r["recompute"],
                             precision=r.get("precision", "bf16"), **software)
     except ScalestudyError as exc:  # which row of the table says so
         raise ScalestudyError(f"published row {r['id']}: {exc}") from None

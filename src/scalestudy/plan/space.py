@@ -53,7 +53,8 @@ from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
-from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, COST_MODEL_ENGINES, CROSS_ENTROPIES,
+from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PARALLEL_ENGINES, COST_MODEL_ENGINES,
+                                      CROSS_ENTROPIES,
                                       CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_REDUCES, KERNELS,
                                       LM_HEADS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES,
                                       ZERO3_FETCHES, ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder,
@@ -102,6 +103,7 @@ class Constraints:
     lm_head: str = TRAINED  # "train": replicated (train's tp leaves the vocabulary whole on every rank)
     grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
     zero3_fetch: str = "engine"  # DeepSpeed's ZeRO-3 gather path: a statement about the user's DeepSpeed, not searched
+    cp: int = 1  # context-parallel degree (Strategy.cp): held fixed, not searched (plan --cp)
     cublas: str = "11"  # the cuBLAS major version of the user's torch build: a statement, not searched
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (the user's torch / container): a statement, not searched
 
@@ -423,8 +425,13 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                    f"{model.num_heads} heads, the {model.kv_heads} key/value heads and the {cluster.gpus_per_node} "
                    f"devices per node, or a --tp you fix fills whole nodes; pp at most the {layers} layers)")
             stats.skipped[key] = stats.skipped.get(key, 0) + 1
+        cp = constraints.cp
         for tp, pp in degrees:
-            dp = world // (tp * pp)
+            if world % (tp * pp * cp):
+                key = f"world size not divisible by tp x pp x cp {cp}"
+                stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                continue
+            dp = world // (tp * pp * cp)
             if workload.global_batch % dp:
                 stats.skipped["global batch not divisible by dp"] = stats.skipped.get(
                     "global batch not divisible by dp", 0) + 1
@@ -435,7 +442,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 key = "no allowed micro-batch divides the global batch / data-parallel degree"
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
                 continue
-            sp = constraints.sequence_parallel and not any(n % tp for n in lengths)  # SP where tp splits the lengths
+            # SP where tp splits the lengths (a rank's share of each sequence under context parallelism)
+            sp = constraints.sequence_parallel and not any((n // cp) % tp for n in lengths)
             if constraints.tp_comm_overlap and tp > 1 and not sp:  # the overlap needs SP (Strategy refuses it)
                 key = "tp_comm_overlap needs sequence parallelism: the sequence lengths do not divide by tp"
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
@@ -446,13 +454,17 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                 stats.skipped[key] = stats.skipped.get(key, 0) + 1
                 continue
             for engine, zero, off_opt, off_par in variants:
+                if cp > 1 and engine not in CONTEXT_PARALLEL_ENGINES:
+                    key = f"context parallelism (cp {cp}) runs on engines {', '.join(CONTEXT_PARALLEL_ENGINES)} only"
+                    stats.skipped[key] = stats.skipped.get(key, 0) + 1
+                    continue
                 if pp > 1 and engine == "deepspeed" and zero >= 2:
                     # DeepSpeed pipeline engine supports ZeRO 0-1 only (Strategy enforces this too)
                     key = "pipeline parallelism is incompatible with DeepSpeed ZeRO stage 2/3"
                     stats.skipped[key] = stats.skipped.get(key, 0) + 1
                     continue
                 common = _filled_fields(dict(engine=engine, zero=zero, offload_optimizer=off_opt,
-                                             offload_params=off_par, tp=tp, pp=pp, sequence_parallel=sp,
+                                             offload_params=off_par, tp=tp, pp=pp, cp=cp, sequence_parallel=sp,
                                              stage_layers=constraints.stage_layers if pp > 1 else (), **fixed),
                                         model, named, hf_kind)
                 # (schedule, virtual stages) -> the first point of its group at the first recompute: a later

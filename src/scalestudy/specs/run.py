@@ -553,6 +553,9 @@ def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) ->
     if strategy.engine in COST_MODEL_ENGINES:
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
+    if strategy.cp > 1:  # a layout degree, not a software option: train's engines have no sequence split
+        raise OptionError(f"cp {strategy.cp}: context parallelism is a cost-model option (Megatron-Core / NeMo, "
+                          "torchtitan runs); train's engines do not split sequences: leave cp at 1", "cp")
     for name in COST_MODEL_OPTIONS:
         if not train_runs(name, getattr(strategy, name), model, vars(strategy)):
             raise ScalestudyError(cost_model_option_message(name))

@@ -20,6 +20,12 @@ Engine x zero semantics:
 Execution options (defaults = what scalestudy's engines do; published runs set what their software did):
 - attention:         "flash" (FlashAttention / SDPA, no stored probabilities) or "eager" (materialised softmax).
 - sequence_parallel: Megatron sequence parallelism when tp > 1 (Korthikanti et al. 2022).
+- cp:                context parallelism degree (default 1): every sequence split over cp ranks, each holding
+                     seq_len / cp of its tokens (Megatron-Core / NeMo `context_parallel_size`, torchtitan's
+                     `context_parallel_degree`); attention runs as a ring over the cp ranks
+                     (costmodel/context_parallel.py). world = tp x cp x pp x dp; engines megatron and fsdp only;
+                     flash attention only (Transformer Engine's / torch SDPA's fused kernels); seq_len divisible by
+                     2 x cp (the load-balanced causal split into 2 x cp chunks). Cost model only (`train` refuses it).
 - overlap_grad_comm: data-parallel gradient reduction overlaps the backward pass (bucketed), or runs after it.
                    DeepSpeed with pp > 1 runs it after the pipeline either way (its PipelineEngine).
 - overlap_param_gather: the post-step parameter all-gather of ZeRO-1/2 (deepspeed zero 1-2, megatron zero 1) runs
@@ -122,9 +128,7 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa1" (FlashAttention-1, flash-attn < 2.0 and its FlashMHA: FA2's rate, bounded by its key-block
-                     loop's fp32 traffic, costmodel/flash_v1.py), "fa2", "triton" (flash-attn 0.2-1.0's Triton
-                     kernel, Megatron-DeepSpeed's --use-flash-attn-triton, llm-foundry's attn_impl triton: FA2's rate
-                     on its head dimension padded to a power of two, alignment.triton_flash_head_dim_factor),
+                     loop's fp32 traffic, costmodel/flash_v1.py), "fa2",
                      "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3),
                      "cudnn" or "mem-efficient" (PyTorch SDPA's memory-efficient CUTLASS kernel, which SDPA takes when
                      an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
@@ -240,14 +244,14 @@ ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what
 COST_MODEL_ENGINES = {"megatron": (0, 1, 2), "internlm": (1,)}  # engines of published runs the cost model describes;
 # `train` refuses them (internlm: InternLM's HybridZeroOptimizer, zero1 over the data-parallel group)
 ATTENTIONS = ("flash", "eager")
+CONTEXT_PARALLEL_ENGINES = ("megatron", "fsdp")  # Megatron-Core / NeMo context_parallel_size, torchtitan's CP
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("engine", "fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
                    "torch")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
-ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax",
-                     "triton")
+ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
@@ -290,6 +294,7 @@ class Strategy:
     offload_params: Offload = "none"
     tp: int = 1
     pp: int = 1
+    cp: int = 1  # context parallelism: each sequence split over cp ranks (module docstring; cost model only)
     micro_batch: int = 1
     recompute: Recompute = "none"
     precision: Precision = "bf16"
@@ -390,6 +395,7 @@ class Strategy:
                               "tp_comm_overlap", "sequence_parallel")
         self._check_offload()
         self._check_pipeline()
+        self._check_context()
         if self.pp > 1 and self.engine == "deepspeed" and self.zero >= 2:
             raise ScalestudyError("pipeline parallelism is incompatible with ZeRO stage 2/3 (DeepSpeed allows 0-1)")
 
@@ -434,6 +440,20 @@ class Strategy:
                 raise OptionError(f"every pipeline stage needs at least {self.virtual_stages} layer(s) "
                                   f"(stage_layers {','.join(map(str, self.stage_layers))})", "stage_layers")
 
+    def _check_context(self) -> None:
+        """Context parallelism: a whole degree, on the engines whose software has it, under fused attention."""
+        if not isinstance(self.cp, int) or isinstance(self.cp, bool) or not 1 <= self.cp < 2**63:
+            raise OptionError(f"cp must be an integer >= 1, got {self.cp!r}", "cp")
+        if self.cp == 1:
+            return
+        if self.engine not in CONTEXT_PARALLEL_ENGINES:
+            raise OptionError(f"cp {self.cp}: context parallelism runs on engine megatron (Megatron-Core >= 0.5 / "
+                              f"NeMo) or fsdp (torchtitan), not {self.engine}", "cp", "engine")
+        if self.attention != "flash":
+            raise OptionError(f"cp {self.cp}: context parallelism's ring attention runs the fused attention kernels "
+                              f"only (Transformer Engine, torch SDPA), not attention {self.attention}", "cp",
+                              "attention")
+
     def stage_split(self, num_layers: int) -> tuple[int, ...]:
         """Layers held by each pipeline stage: `stage_layers`, or an even split with the remainder on the first
         stages (e.g. 30 layers over pp 4 -> 8, 8, 7, 7). Raises ScalestudyError when the counts cannot work."""
@@ -459,7 +479,9 @@ class Strategy:
         if self.offload_params != "none":
             base += f"+param{self.offload_params}"
         rc = "" if self.recompute == "none" else f" rc-{self.recompute}"
-        return f"{base} tp{self.tp} pp{self.pp} mb{self.micro_batch}{rc} {self.precision}{self._options_label()}"
+        cp = f" cp{self.cp}" if self.cp > 1 else ""
+        return (f"{base} tp{self.tp}{cp} pp{self.pp} mb{self.micro_batch}{rc} {self.precision}"
+                f"{self._options_label()}")
 
     def _options_label(self) -> str:
         """Non-default execution options only, so default strategies keep their short label."""
@@ -521,6 +543,8 @@ class Strategy:
         # most of `plan --json --top 0`, two calls per candidate)
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["stage_layers"] = list(self.stage_layers)  # JSON/YAML have lists, not tuples
+        if data["cp"] == 1:  # named only where set: a record without context parallelism reads as before it existed
+            del data["cp"]
         return data
 
     def unresolved_dict(self) -> dict:
@@ -770,6 +794,7 @@ class Layout:
     tp: int
     pp: int
     grad_accum: int
+    cp: int = 1  # context-parallel ranks sharing each sequence (Strategy.cp); world = tp x cp x pp x dp
 
 
 def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gpus_per_node: int = 0,
@@ -782,8 +807,11 @@ def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gp
     nodes. `train` and `plan` keep tensor parallelism inside a node."""
     if world_size < 1:
         raise ScalestudyError(f"world size must be >= 1, got {world_size}")
-    model_par = strategy.tp * strategy.pp
+    model_par = strategy.tp * strategy.pp * strategy.cp
     if world_size % model_par:
+        if strategy.cp > 1:
+            raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x cp {strategy.cp} x pp "
+                              f"{strategy.pp}", "tp", "cp", "pp")
         raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x pp {strategy.pp}", "tp",
                           "pp")
     if gpus_per_node and strategy.tp > gpus_per_node and not tp_across_nodes:
@@ -803,4 +831,5 @@ def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gp
     if global_batch % per_step:
         raise OptionError(f"global_batch {global_batch} is not divisible by micro_batch {strategy.micro_batch} x dp "
                           f"{dp}", "global_batch", "micro_batch")
-    return Layout(world_size=world_size, dp=dp, tp=strategy.tp, pp=strategy.pp, grad_accum=global_batch // per_step)
+    return Layout(world_size=world_size, dp=dp, tp=strategy.tp, pp=strategy.pp, grad_accum=global_batch // per_step,
+                  cp=strategy.cp)
