@@ -65,7 +65,8 @@ ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "
                                      "memory-efficient kernel for a HF T5, whose position bias is a float mask) | "
                                      "fa1 (FlashAttention-1, flash-attn < 2.0) | fa2 | fa3 (FlashAttention-3, "
-                                     "Hopper) | cudnn | mem-efficient; under --attention eager "
+                                     "Hopper) | cudnn | mem-efficient | triton (flash-attn < 2.0's Triton kernel: "
+                                     "FA2's rate, head dim padded to a power of two); under --attention eager "
                                      "on deepspeed/megatron: torch-softmax (Megatron's fused softmax skipped, PyTorch's "
                                      "fp32 softmax ran); hf-fp32-softmax (--attention eager, fp16: Hugging Face "
                                      "OPT's mask add, clamp, fp32 softmax and cast back); cost model only.")

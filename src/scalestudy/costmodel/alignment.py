@@ -80,6 +80,15 @@ def flash_head_dim_factor(head_dim: int) -> float:
     return padded / head_dim
 
 
+def triton_flash_head_dim_factor(head_dim: int) -> float:
+    """Time of the Triton FlashAttention core (attention_kernel "triton") over that at `head_dim`: its kernels tile
+    the head dimension as one block of the next power of two, at least 16 (flash-attn's flash_attn_triton.py,
+    _flash_attn_forward / _flash_attn_backward: BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16), the columns past
+    d masked to zero but multiplied): head dim 96 runs 128 columns, 4/3 of the work; 64 and 128 run as they are."""
+    padded = max(16, 1 << max(0, math.ceil(math.log2(max(1, head_dim)))))
+    return padded / head_dim
+
+
 # Engines that pad the vocabulary themselves, by the multiple they pad to per tensor-parallel rank: Megatron-LM
 # (and NeMo, Megatron-DeepSpeed, which inherit it) pads to --make-vocab-size-divisible-by (default 128) x tp
 # (megatron/training/tokenizer `_vocab_size_with_padding`: "Pad vocab size so it is divisible by model parallel size

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalestudy.costmodel import cpu_memory
-from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction
+from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction, triton_flash_head_dim_factor
 from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_launches, bias_pass_bytes
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.eager_kernels import (HF_FP32_SOFTMAX, eager_block_bytes, gpt_score_bytes,
@@ -312,6 +312,11 @@ CAUSAL_TILE_ROWS = 128  # FA3's query tile for head dim 128 on Hopper
 # its loop traffic does not bind, sit there (flashattn2022, pytorch2023sdpa) -- plus its key-block loop's HBM traffic
 # (costmodel/flash_v1.py), whichever takes longer.
 FA1, FA1_RATE_KERNEL = "fa1", "fa2"
+# The Triton FlashAttention (flash-attn 0.2-1.0's flash_attn_triton.py; llm-foundry's attn_impl triton is a copy of
+# it) runs at FA2's device rate on the model's FLOP count -- llm-foundry's Triton rows (mosaicml2023, mosaicml2023ext,
+# head dim 64 / 128, 512-65K tokens) are priced so -- on its head dimension padded to a power of two
+# (alignment.triton_flash_head_dim_factor).
+TRITON, TRITON_RATE_KERNEL = "triton", "fa2"
 
 
 def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str, device: DeviceSpec | None = None) -> float:
@@ -447,9 +452,10 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     for flops, dim, role, lead in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
-            rate = FA1_RATE_KERNEL if attention_kernel == FA1 else attention_kernel
+            rate = {FA1: FA1_RATE_KERNEL, TRITON: TRITON_RATE_KERNEL}.get(attention_kernel, attention_kernel)
             sec = flops * executed_attention_share(model, seq_len, rate, device) / (
                 peak * attention_efficiency(device, dim, rate, cal)) * (
+                triton_flash_head_dim_factor(int(lead[1])) if attention_kernel == TRITON else
                 flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
             if attention_kernel == FA1 and device.kind != "cpu":  # lead: key length, head dim
                 loop_f, loop_b = (x / device.hbm_bytes_per_s for x in fa1_loop_bytes(

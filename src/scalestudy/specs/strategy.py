@@ -128,7 +128,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa1" (FlashAttention-1, flash-attn < 2.0 and its FlashMHA: FA2's rate, bounded by its key-block
-                     loop's fp32 traffic, costmodel/flash_v1.py), "fa2",
+                     loop's fp32 traffic, costmodel/flash_v1.py), "fa2", "triton" (flash-attn 0.2-1.0's Triton
+                     kernel, Megatron-DeepSpeed's --use-flash-attn-triton, llm-foundry's attn_impl triton: FA2's rate
+                     on its head dimension padded to a power of two, alignment.triton_flash_head_dim_factor),
                      "fa3" (FlashAttention-3 on Hopper, e.g. HF attn_implementation flash_attention_3),
                      "cudnn" or "mem-efficient" (PyTorch SDPA's memory-efficient CUTLASS kernel, which SDPA takes when
                      an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
@@ -251,7 +253,8 @@ GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
                    "torch")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
-ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax")
+ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax",
+                     "triton")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
