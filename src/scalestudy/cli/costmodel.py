@@ -13,12 +13,7 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (ATTENTION_KERNEL, CROSS_ENTROPY, GRAD_ACCUM_DTYPE, GRAD_REDUCE, KERNELS, LM_HEAD,
-                                    OPTIMIZER_DTYPE,
-                                    OPTIMIZER_LOOP,
-                                    OVERLAP_GRAD_COMM, OVERLAP_PARAM_GATHER, RECOMPUTE_EARLY_STOP, ZERO1_ALL_REDUCE,
-                                    SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO3_FETCH, CUBLAS, TF32,
-                                    flag_named_errors)
+from scalestudy.cli.options import SOFTWARE_OPTIONS, flag_named_errors, software_options
 
 GIB = float(1 << 30)
 
@@ -39,6 +34,7 @@ def _duration(seconds: float | None) -> str:
 
 @app.command()
 @flag_named_errors()
+@software_options(SOFTWARE_OPTIONS)
 def estimate(
     model: str = typer.Option(..., "--model", help="Preset name (see `scalestudy presets`), a config.json path, or a "
                                                    "model YAML of shape keys (docs/estimate-schema.md)."),
@@ -72,23 +68,7 @@ def estimate(
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
     offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
     attention: str = typer.Option("flash", "--attention", help="flash (no stored probabilities) | eager."),
-    sequence_parallel: bool = SEQUENCE_PARALLEL,
-    overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
-    overlap_param_gather: Optional[bool] = OVERLAP_PARAM_GATHER,
-    tp_comm_overlap: Optional[bool] = TP_COMM_OVERLAP,
-    zero1_all_reduce: Optional[bool] = ZERO1_ALL_REDUCE,
-    kernels: str = KERNELS,
-    grad_reduce: str = GRAD_REDUCE,
-    recompute_early_stop: str = RECOMPUTE_EARLY_STOP,
-    cross_entropy: str = CROSS_ENTROPY,
-    attention_kernel: str = ATTENTION_KERNEL,
-    optimizer_dtype: str = OPTIMIZER_DTYPE,
-    optimizer_loop: str = OPTIMIZER_LOOP,
-    lm_head: str = LM_HEAD,
-    grad_accum_dtype: str = GRAD_ACCUM_DTYPE,
-    zero3_fetch: str = ZERO3_FETCH,
-    cublas: str = CUBLAS,
-    tf32: bool = TF32,
+    software: Optional[dict] = None,  # one flag each, declared once for estimate and plan: SOFTWARE_OPTIONS
     pp_schedule: str = typer.Option("1f1b", "--pp-schedule", help="1f1b | gpipe | interleaved (with --pp > 1)."),
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per device (interleaved, >= 2)."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers",
@@ -120,16 +100,8 @@ def estimate(
     auto = stage_layers == "auto"
     strategy = Strategy(engine=engine, zero=zero, tp=tp, pp=pp, cp=cp, micro_batch=micro_batch, recompute=recompute,
                         precision=precision, offload_optimizer=offload_optimizer, offload_params=offload_params,
-                        attention=attention, sequence_parallel=sequence_parallel,
-                        overlap_grad_comm=overlap_grad_comm, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
-                        stage_layers=() if auto else parse_stage_layers(stage_layers),
-                        overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                        zero1_all_reduce=zero1_all_reduce,
-                        kernels=kernels, grad_reduce=grad_reduce, recompute_early_stop=recompute_early_stop,
-                        cross_entropy=cross_entropy, attention_kernel=attention_kernel,
-                        optimizer_dtype=optimizer_dtype, optimizer_loop=optimizer_loop, lm_head=lm_head,
-                        grad_accum_dtype=grad_accum_dtype, zero3_fetch=zero3_fetch, cublas=cublas,
-                        tf32=tf32)
+                        attention=attention, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
+                        stage_layers=() if auto else parse_stage_layers(stage_layers), **software)
     if global_batch is None:
         if tp < 1 or pp < 1 or clus.world_size % (tp * pp * cp):
             raise ScalestudyError(f"world size {clus.world_size} is not divisible by --tp {tp} x --pp {pp}"

@@ -144,6 +144,47 @@ TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     "parallelism at tp > 1 and --overlap-grad-comm (NVIDIA's Megatron-Core recipes), "
                                     "off otherwise.")
 
+# The software a run states, one flag each, in the order --help lists them: declared once for `estimate` and `plan`
+# (software_options), so that an option added here reaches both commands. plan's defaults are what `train` runs.
+SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_grad_comm": (bool, OVERLAP_GRAD_COMM),
+                    "overlap_param_gather": (Optional[bool], OVERLAP_PARAM_GATHER),
+                    "tp_comm_overlap": (Optional[bool], TP_COMM_OVERLAP),
+                    "zero1_all_reduce": (Optional[bool], ZERO1_ALL_REDUCE), "kernels": (str, KERNELS),
+                    "grad_reduce": (str, GRAD_REDUCE), "recompute_early_stop": (str, RECOMPUTE_EARLY_STOP),
+                    "cross_entropy": (str, CROSS_ENTROPY), "attention_kernel": (str, ATTENTION_KERNEL),
+                    "optimizer_dtype": (str, OPTIMIZER_DTYPE), "optimizer_loop": (str, OPTIMIZER_LOOP),
+                    "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
+                    "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS), "tf32": (bool, TF32)}
+PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
+                         "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
+                         "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),
+                         "lm_head": (str, PLAN_LM_HEAD), "grad_accum_dtype": (str, PLAN_GRAD_ACCUM_DTYPE)}
+
+
+def software_options(options: dict):
+    """Decorator of a command with a `software` parameter: typer sees one option per entry of `options` (name:
+    (type, typer.Option)) in its place; the command receives their values as the one dict `software`."""
+    import functools
+    import inspect
+
+    def decorate(command):
+        signature = inspect.signature(command)
+        params = []
+        for param in signature.parameters.values():
+            if param.name == "software":
+                params += [inspect.Parameter(name, param.kind, default=option, annotation=kind)
+                           for name, (kind, option) in options.items()]
+            else:
+                params.append(param)
+
+        @functools.wraps(command)
+        def run(**given):
+            software = {name: given.pop(name) for name in options}
+            return command(**given, software=software)
+        run.__signature__ = signature.replace(parameters=params)
+        return run
+    return decorate
+
 
 def flag_named_errors(reads_keys: bool = False):
     """Decorator of a command whose user types flags: an error naming options by their field names (OptionError:

@@ -12,13 +12,8 @@ from typing import Optional
 import typer
 
 from scalestudy.cli import app
-from scalestudy.cli.options import (ATTENTION_KERNEL, GRAD_REDUCE, OPTIMIZER_DTYPE, OVERLAP_GRAD_COMM,
-                                    OVERLAP_PARAM_GATHER, PLAN_CROSS_ENTROPY, PLAN_GRAD_ACCUM_DTYPE, PLAN_KERNELS,
-                                    PLAN_LM_HEAD,
-                                    PLAN_OPTIMIZER_LOOP,
-                                    PLAN_RECOMPUTE_EARLY_STOP, SEQUENCE_PARALLEL, TP_COMM_OVERLAP, ZERO1_ALL_REDUCE,
-                                    ZERO3_FETCH, CUBLAS, TF32,
-                                    cli_cluster, flag_named_errors, parse_speeds, print_stages)
+from scalestudy.cli.options import (PLAN_SOFTWARE_OPTIONS, cli_cluster, flag_named_errors, parse_speeds,
+                                    print_stages, software_options)
 from scalestudy.errors import ScalestudyError
 
 GIB = 2**30
@@ -173,6 +168,7 @@ def print_plan(result, cluster, top: int) -> None:
 
 @app.command()
 @flag_named_errors()
+@software_options(PLAN_SOFTWARE_OPTIONS)
 def plan(
     model: str = typer.Option(..., help="Model preset, config.json path or model YAML (shape keys)."),
     gpu: str = typer.Option("a100-40gb", help="Device name or a hardware profile YAML (e.g. from `calibrate`)."),
@@ -229,23 +225,7 @@ def plan(
                                                "pipeline stage's ranks, e.g. 2,1 (searches pp = their count; "
                                                "layers split by speed and memory)."),
     attention: str = typer.Option("flash", "--attention", help="flash | eager (kept fixed, not searched)."),
-    sequence_parallel: bool = SEQUENCE_PARALLEL,
-    overlap_grad_comm: bool = OVERLAP_GRAD_COMM,
-    overlap_param_gather: Optional[bool] = OVERLAP_PARAM_GATHER,
-    tp_comm_overlap: Optional[bool] = TP_COMM_OVERLAP,
-    zero1_all_reduce: Optional[bool] = ZERO1_ALL_REDUCE,
-    kernels: str = PLAN_KERNELS,
-    grad_reduce: str = GRAD_REDUCE,
-    recompute_early_stop: str = PLAN_RECOMPUTE_EARLY_STOP,
-    cross_entropy: str = PLAN_CROSS_ENTROPY,
-    attention_kernel: str = ATTENTION_KERNEL,
-    optimizer_dtype: str = OPTIMIZER_DTYPE,
-    optimizer_loop: str = PLAN_OPTIMIZER_LOOP,
-    lm_head: str = PLAN_LM_HEAD,
-    grad_accum_dtype: str = PLAN_GRAD_ACCUM_DTYPE,
-    zero3_fetch: str = ZERO3_FETCH,
-    cublas: str = CUBLAS,
-    tf32: bool = TF32,
+    software: Optional[dict] = None,  # one flag each, declared once for estimate and plan: SOFTWARE_OPTIONS
 ) -> None:
     """Rank every parallelism strategy with the cost model; show the best, the Pareto front, and why."""
     offload = offload if offload is not None else offload_old  # '' given is an (empty) value, refused below
@@ -308,16 +288,7 @@ def plan(
                              offload=offload, offload_params=offload_params, precision=prec, max_nodes=max_nodes,
                              vary_nodes=max_nodes is not None, pp_schedule=pp_schedule, virtual_stages=virtual_stages,
                              stage_layers=stage_layers,
-                             software={"attention": attention, "sequence_parallel": sequence_parallel,
-                                       "overlap_grad_comm": overlap_grad_comm,
-                                       "overlap_param_gather": overlap_param_gather,
-                                       "tp_comm_overlap": tp_comm_overlap, "zero1_all_reduce": zero1_all_reduce,
-                                       "kernels": kernels,
-                                       "grad_reduce": grad_reduce, "recompute_early_stop": recompute_early_stop,
-                                       "cross_entropy": cross_entropy, "attention_kernel": attention_kernel,
-                                       "optimizer_dtype": optimizer_dtype, "optimizer_loop": optimizer_loop,
-                                       "lm_head": lm_head, "grad_accum_dtype": grad_accum_dtype,
-                                       "zero3_fetch": zero3_fetch, "cublas": cublas, "tf32": tf32})
+                             software={"attention": attention, **software})
     if cp != 1:  # a statement about the run, held fixed (Constraints.cp)
         import dataclasses
 

@@ -1,0 +1,33 @@
+"""estimate and plan take the run's software options from one declaration (cli/options.SOFTWARE_OPTIONS), so an
+option added there reaches both commands (plan --cublas was once missed until a parity test failed)."""
+
+from __future__ import annotations
+
+import inspect
+
+from scalestudy.cli.costmodel import estimate
+from scalestudy.cli.options import PLAN_SOFTWARE_OPTIONS, SOFTWARE_OPTIONS
+from scalestudy.cli.plan import plan
+from scalestudy.specs.strategy import Strategy
+
+# Strategy fields that are the layout or a per-command choice, not one of the shared software statements:
+# each command declares these itself (plan searches most of them).
+SHAPE_FIELDS = {"engine", "zero", "tp", "pp", "cp", "micro_batch", "recompute", "precision", "offload_optimizer",
+                "offload_params", "attention", "pp_schedule", "virtual_stages", "stage_layers"}
+
+
+def _flags(command) -> dict[str, tuple[str, ...]]:
+    return {name: tuple(p.default.param_decls) for name, p in inspect.signature(command).parameters.items()
+            if hasattr(p.default, "param_decls")}
+
+
+def test_every_software_field_of_strategy_is_one_shared_option():
+    assert set(Strategy.__dataclass_fields__) - SHAPE_FIELDS == set(SOFTWARE_OPTIONS)
+    assert list(PLAN_SOFTWARE_OPTIONS) == list(SOFTWARE_OPTIONS)  # plan overrides defaults only, in the same order
+
+
+def test_estimate_and_plan_both_take_every_shared_option_under_the_same_flag():
+    est, pln = _flags(estimate), _flags(plan)
+    for name, (_, option) in SOFTWARE_OPTIONS.items():
+        assert est[name] == pln[name] == tuple(option.param_decls), name
+    assert "software" not in est and "software" not in pln  # the placeholder is replaced, not a flag
