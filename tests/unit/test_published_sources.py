@@ -957,8 +957,8 @@ def test_llama3_rows_are_table_4_converted_with_palm_flops():
     """tokens/s = TFLOPs/GPU x GPUs / (6 N + 6 L h s): PaLM's model FLOPs (causal attention), N with both untied
     embeddings; 16M tokens per step = DP x batch per DP x 8,192; 126 layers as 7 + 14 x 8 + 7."""
     rows = _rows("throughput", "llama3herd2024")
-    assert len(rows) == len(LLAMA3_405B)
-    for r in rows:
+    assert len(rows) == len(LLAMA3_405B) + 1  # + the CP 16 row (test_context_parallel_rows_are_their_tables)
+    for r in (r for r in rows if r.get("cp", 1) == 1):
         model, cluster, strategy, workload = _setup(r)
         dp, per_dp, tflops = LLAMA3_405B[cluster.world_size]
         m = r["model"]
@@ -2606,3 +2606,38 @@ def test_ds4sci_rows_are_the_readme_table_through_throughput_calculator():
         assert (model.d_model, model.num_layers, model.num_heads, model.vocab_size) == (hidden, layers, 64, vocab)
         e = estimate(model, cluster, strategy, workload)
         assert e.layout.dp == 1 and e.layout.grad_accum == 2 and e.tp_comm_s > 0  # the group spans the 4 nodes
+
+
+HELD_OUT = HELD_OUT + ("dgxc2025aprllama31",)
+# dgxc-benchmarking v25.04 (741c8860) llama3.1/README.md, BF16 tables: size -> {GPUs: (step s, tokens/s)}; layouts
+# from its layout tables: (tp, pp, virtual stages, GBS per GPU or by GPUs), CP 2 and MBS 1 throughout
+DGXC_LLAMA31 = {"8b": {8: (12.27, 85459), 16: (12.3, 170500), 32: (12.32, 340447), 64: (12.33, 680341),
+                       128: (12.33, 1360683)},
+                "70b": {64: (14.66, 71526), 128: (14.67, 142955), 256: (14.68, 285716), 512: (14.67, 571821),
+                        1024: (14.65, 1145202), 2048: (14.66, 2288843)},
+                "405b": {512: (19.78, 106024), 1024: (19.84, 211406), 2048: (19.87, 422175)}}
+DGXC_LLAMA31_LAYOUT = {"8b": (1, 1, 1), "70b": (4, 4, 5), "405b": (8, 8, 8)}
+
+
+def test_context_parallel_rows_are_their_tables():
+    """The CP rows hold what their tables state -- dgxc Llama 3.1: CP 2, the layout table's TP / PP / VP, tokens/s =
+    8192 x GBS / step; Llama 3 Table 4's CP 16 row: 380 TFLOPs/GPU x 16,384 GPUs / (6 N + 6 L h s) at s = 131,072 --
+    and stay near their predictions at arrival (context parallelism priced, nothing tuned): dgxc 8B -10.0..-10.2%,
+    70B -4.4..-4.9%, 405B +0.5..+0.7% (mean 5.7%); Llama 3 CP 16 -1.4%."""
+    rows = _rows("throughput", "dgxc2025aprllama31")
+    assert len(rows) == sum(len(v) for v in DGXC_LLAMA31.values())
+    for r in rows:
+        size = r["id"].split("-")[2]
+        gpus = r["nodes"] * r["gpus_per_node"]
+        step, tps = DGXC_LLAMA31[size][gpus]
+        tp, pp, vp = DGXC_LLAMA31_LAYOUT[size]
+        assert (r["cp"], r["tp"], r["pp"], r["micro_batch"]) == (2, tp, pp, 1)
+        assert r["software"].get("virtual_stages", 1) == vp
+        assert r["published"] == tps and abs(8192 * r["global_batch"] / step / tps - 1) < 0.002, r["id"]
+    errs = _errors("dgxc2025aprllama31")
+    assert sum(abs(e) for e in errs.values()) / len(errs) < 0.07 and max(abs(e) for e in errs.values()) < 0.11
+    (cp16,) = [r for r in _rows("throughput", "llama3herd2024") if r.get("cp", 1) > 1]
+    flops_per_token = 6 * 405.85e9 + 6 * 126 * 16384 * 131072
+    assert (cp16["cp"], cp16["model"]["seq"]) == (16, 131072)
+    assert cp16["published"] == round(380e12 * 16384 / flops_per_token)
+    assert abs(_errors("llama3herd2024")[cp16["id"]]) < 0.03
