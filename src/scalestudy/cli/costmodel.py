@@ -153,7 +153,8 @@ def _print_estimate(est) -> None:
         est.strategy, None if est.cluster.heterogeneous else est.cluster.device))
     console.print(f"software assumed: {assumed}; a flag each, defaults by engine and model: "
                   "docs/estimate-schema.md 'Software defaults'")
-    console.print(f"layout: dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
+    cp = f" x cp {lay['cp']}" if "cp" in lay else ""  # context parallelism, only where set
+    console.print(f"layout: dp {lay['dp']} x tp {lay['tp']}{cp} x pp {lay['pp']}, micro-batch {lay['micro_batch']}, "
                   f"grad accumulation {lay['grad_accum']}, global batch {d['workload']['global_batch']} sequences "
                   f"({d['workload']['tokens_per_step']:,} tokens/step"
                   f"{', encoder + decoder' if est.model.is_encoder_decoder else ''})")
