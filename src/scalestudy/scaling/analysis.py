@@ -106,8 +106,8 @@ def check_target(target_params=None, target_tokens=None, budget_flops=None) -> N
         raise ScalestudyError("give either --target-params/--target-tokens or --budget-flops, not both")
     if budget_flops is None and (target_params is None) != (target_tokens is None):
         raise ScalestudyError("a target needs both --target-params N and --target-tokens D")
-    for label, v in (("target params", target_params), ("target tokens", target_tokens),
-                     ("budget flops", budget_flops)):
+    for label, v in (("--target-params", target_params), ("--target-tokens", target_tokens),
+                     ("--budget-flops", budget_flops)):
         if v is not None and not (np.isfinite(v) and v > 0):
             raise ScalestudyError(f"{label} must be a positive number, got {v:g}")
 
@@ -170,12 +170,12 @@ def analyze(source, law: str = "chinchilla", *, target_params: float | None = No
     cost model).
     """
     if not 0 < level < 1:
-        raise ScalestudyError(f"confidence level must be in (0, 1), got {level}")
+        raise ScalestudyError(f"--level (the intervals' confidence level) must be in (0, 1), got {level}")
     if n_boot > MAX_BOOTSTRAP:
         raise ScalestudyError(f"--bootstrap {n_boot}: at most {MAX_BOOTSTRAP:,} replicates (each is a full refit, "
                               "~10 ms: 10^5 take ~15 min, and 10^3-10^4 already pin the percentile intervals to ~1%)")
     if isinstance(flops_per_param_token, (int, float)) and not 0 < flops_per_param_token < float("inf"):
-        raise ScalestudyError(f"FLOPs per parameter per token must be a positive finite number, got "
+        raise ScalestudyError(f"--flops-per-param-token (k in C = k N D) must be a positive finite number, got "
                               f"{flops_per_param_token:g}")
     check_target(target_params, target_tokens, budget_flops)
     if target_params is not None and isinstance(flops_per_param_token, (int, float)):
