@@ -37,7 +37,7 @@ def default_estimator() -> Estimator:
     return estimate
 
 
-@dataclass
+@dataclass(slots=True)  # one per feasible strategy, kept to the ranking: no per-instance __dict__
 class Candidate:
     """A feasible strategy and its estimate (an `Estimate`: .fits .step_s .tokens_per_s .mfu .per_device_bytes)."""
 
@@ -56,7 +56,7 @@ class Candidate:
     signature: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.__dict__.update(_fields(self.point, self.estimate, self.device_memory_bytes, self.train_tokens))
+        _fill(self, self.point, self.estimate, self.device_memory_bytes, self.train_tokens)
 
     @property
     def strategy(self) -> Strategy:
@@ -89,21 +89,26 @@ class Candidate:
 
 def _candidate(point: Point, estimate: Any, device_memory_bytes: int, train_tokens: float) -> Candidate:
     """Candidate(point, estimate, device_memory_bytes, train_tokens), built as its __init__ and __post_init__ build
-    it, its fields written at once (the planner builds one per feasible strategy)."""
+    it (the planner builds one per feasible strategy)."""
     candidate = object.__new__(Candidate)
-    candidate.__dict__.update(_fields(point, estimate, device_memory_bytes, train_tokens))
+    _fill(candidate, point, estimate, device_memory_bytes, train_tokens)
     return candidate
 
 
-def _fields(point: Point, estimate: Any, device_memory_bytes: int, train_tokens: float) -> dict:
-    """Every field of the Candidate of these four, its init=False ones read once (Candidate.__post_init__ and
-    _candidate write them)."""
+def _fill(candidate: Candidate, point: Point, estimate: Any, device_memory_bytes: int, train_tokens: float) -> None:
+    """Write every field of the Candidate of these four, its init=False ones read once (Candidate.__post_init__ and
+    _candidate call it)."""
     per_device = estimate.per_device_bytes
     strategy = point.strategy
-    return {"point": point, "estimate": estimate, "device_memory_bytes": device_memory_bytes,
-            "train_tokens": train_tokens, "per_device_bytes": per_device,
-            "headroom_bytes": int(device_memory_bytes - per_device), "tokens_per_s": estimate.tokens_per_s,
-            "world_size": point.dp * strategy.tp * strategy.pp, "signature": _signature_but_step(point, per_device)}
+    candidate.point = point
+    candidate.estimate = estimate
+    candidate.device_memory_bytes = device_memory_bytes
+    candidate.train_tokens = train_tokens
+    candidate.headroom_bytes = int(device_memory_bytes - per_device)
+    candidate.per_device_bytes = per_device
+    candidate.tokens_per_s = estimate.tokens_per_s
+    candidate.world_size = point.dp * strategy.tp * strategy.pp
+    candidate.signature = _signature_but_step(point, per_device)
 
 
 @dataclass
