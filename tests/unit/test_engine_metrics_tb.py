@@ -55,3 +55,9 @@ def test_unqueued_step_is_the_median_of_each_step_less_its_wait():
     assert summary["median_step_s"] == 0.55
     assert summary["median_unqueued_step_s"] == 0.5
     assert metrics.summarize([{"step_s": 0.5}], warmup=0)["median_unqueued_step_s"] is None
+
+
+def test_a_wait_longer_than_its_step_takes_the_step_not_more():
+    # another rank's wait window can outlast this rank's step clock: a step never counts below zero
+    rows = [{"step_s": 0.5, "queued_s": 0.7}, {"step_s": 0.4, "queued_s": 0.9}, {"step_s": 1.0, "queued_s": 0.2}]
+    assert metrics.summarize(rows, warmup=0)["median_unqueued_step_s"] == 0.0

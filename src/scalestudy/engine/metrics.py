@@ -149,8 +149,9 @@ def summarize(rows: list[dict], warmup: int) -> dict:
         "measured_steps": len(measured),
         "median_step_s": median(measured, "step_s"),
         # each step less its `queued_s` (run-queue wait of the most-preempted rank): the step on a machine to itself,
-        # the convention of the CPU profile the cost model predicts with (engine/cpu_wait.py); None before it was kept
-        "median_unqueued_step_s": median([{"s": r["step_s"] - r["queued_s"]} for r in measured
+        # the convention of the CPU profile the cost model predicts with (engine/cpu_wait.py); None before it was kept.
+        # The wait is clipped to the step: the most-preempted rank's window can start before this rank's clock does
+        "median_unqueued_step_s": median([{"s": r["step_s"] - min(r["queued_s"], r["step_s"])} for r in measured
                                           if isinstance(r.get("queued_s"), (int, float))], "s"),
         "median_tokens_per_s": median(measured, "tokens_per_s"),
         "median_samples_per_s": median(measured, "samples_per_s"),
