@@ -152,3 +152,14 @@ def test_estimate_refuses_cp_on_deepspeed_in_one_line(capsys, tmp_path):
               "--seq-len", "4096"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--cp" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_layout_memo_tells_cp_apart():
+    """terms.model_layout's memo is keyed by the strategy fields its layout reads: cp 2 halves dp on the same
+    model, cluster and workload objects (a cp 1 layout for a cp 2 strategy was returned from the memo)."""
+    from scalestudy.costmodel.terms import model_layout
+
+    model, cluster, work = _model(), _cluster(), Workload(global_batch=16, seq_len=16384)
+    one = model_layout(model, cluster, Strategy(engine="megatron", zero=1, tp=2), work)
+    two = model_layout(model, cluster, Strategy(engine="megatron", zero=1, tp=2, cp=2), work)
+    assert (one.dp, two.dp) == (8, 4)

@@ -929,8 +929,8 @@ def model_layout(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload:
     KV heads)."""
     # memo keyed by every input _checked_layout reads (a planner asks again for each engine of a layout)
     # (the workload by identity too: hashing the frozen dataclass was a third of a hit's time)
-    key = (id(model), id(cluster), id(workload), st.tp, st.pp, st.micro_batch, st.virtual_stages, st.stage_layers,
-           st.sequence_parallel)
+    key = (id(model), id(cluster), id(workload), st.tp, st.pp, st.cp, st.micro_batch, st.virtual_stages,
+           st.stage_layers, st.sequence_parallel)
     hit = _LAYOUTS.get(key)
     if hit is not None and hit[0] is model and hit[1] is cluster and hit[3] is workload:
         return hit[2]
