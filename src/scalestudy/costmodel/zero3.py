@@ -376,16 +376,10 @@ def interleaved_grad_elems(m: ModelSpec, tp: int, pp: int, stage_layers: int, ps
 
 
 @lru_cache(maxsize=None)
-def reduce_scatter_buckets(m: ModelSpec, tp: int, pp: int, stage_layers: int, bucket_elems: float) -> int:
-    """Reduce-scatters per micro-batch of DeepSpeed ZeRO-3's gradients on the busiest stage (`stage_layers` blocks):
-    one per reduce bucket (stage3.py reduce_independent_p_g_buckets_and_remove_grads, 0.9.5-0.19.8: a gradient
-    that would overflow a non-empty bucket of `bucket_elems` elements -- reduce_bucket_size -- flushes it first;
-    __avg_scatter_grads -> reduce_scatter_coalesced issues ONE reduce-scatter per bucket), gradients arriving in
-    backward order (the untied head first, the blocks last to first, the input embedding last), persistent tensors'
-    too. Each pays the ring latency; a tensor over the bucket is a bucket of its own (Megatron GPT-3 175B: qkv,
-    dense, fc1, fc2 -> 4 per block at the default 5e8)."""
-    if bucket_elems <= 0:
-        return max(1, stage_layers)
+def gradient_order(m: ModelSpec, tp: int, pp: int, stage_layers: int) -> tuple[float, ...]:
+    """Elements per rank of each gradient of the busiest stage's `stage_layers` blocks in the order DeepSpeed ZeRO-3's
+    backward hands them to its reduce buckets: the untied head first (pp 1), the blocks last to first, the input
+    embedding last (pp 1)."""
     enc, dec = _block_tensors(m, False, tp), _block_tensors(m, True, tp)
     n_enc = m.num_layers if m.is_encoder_decoder else 0
     n_dec = m.num_decoder_layers if m.is_encoder_decoder else m.num_layers
@@ -397,6 +391,21 @@ def reduce_scatter_buckets(m: ModelSpec, tp: int, pp: int, stage_layers: int, bu
     order += list(reversed(dec)) * round(n_dec * share) + list(reversed(enc)) * round(n_enc * share)
     if pp == 1:
         order.append(m.vocab_size * m.d_model / tp)
+    return tuple(order)
+
+
+@lru_cache(maxsize=None)
+def reduce_scatter_buckets(m: ModelSpec, tp: int, pp: int, stage_layers: int, bucket_elems: float) -> int:
+    """Reduce-scatters per micro-batch of DeepSpeed ZeRO-3's gradients on the busiest stage (`stage_layers` blocks):
+    one per reduce bucket (stage3.py reduce_independent_p_g_buckets_and_remove_grads, 0.9.5-0.19.8: a gradient
+    that would overflow a non-empty bucket of `bucket_elems` elements -- reduce_bucket_size -- flushes it first;
+    __avg_scatter_grads -> reduce_scatter_coalesced issues ONE reduce-scatter per bucket), gradients arriving in
+    backward order (the untied head first, the blocks last to first, the input embedding last), persistent tensors'
+    too. Each pays the ring latency; a tensor over the bucket is a bucket of its own (Megatron GPT-3 175B: qkv,
+    dense, fc1, fc2 -> 4 per block at the default 5e8)."""
+    if bucket_elems <= 0:
+        return max(1, stage_layers)
+    order = gradient_order(m, tp, pp, stage_layers)
     count, filled = 0, 0.0
     for elems in order:
         if filled and filled + elems > bucket_elems:
@@ -418,17 +427,7 @@ def reduce_scatter_rank_items(m: ModelSpec, tp: int, pp: int, stage_layers: int,
     divisible items. Buckets as reduce_scatter_buckets forms them (backward order, `bucket_elems`)."""
     if dp <= 1:
         return 0.0, 0.0
-    enc, dec = _block_tensors(m, False, tp), _block_tensors(m, True, tp)
-    n_enc = m.num_layers if m.is_encoder_decoder else 0
-    n_dec = m.num_decoder_layers if m.is_encoder_decoder else m.num_layers
-    share = stage_layers / max(1, n_enc + n_dec)
-    order: list[float] = []
-    pc = param_breakdown(m)
-    if pp == 1 and pc.lm_head:
-        order.append(pc.lm_head / tp)
-    order += list(reversed(dec)) * round(n_dec * share) + list(reversed(enc)) * round(n_enc * share)
-    if pp == 1:
-        order.append(m.vocab_size * m.d_model / tp)
+    order = gradient_order(m, tp, pp, stage_layers)
     interleaved = divisible = 0.0
     bucket: list[float] = []
 
