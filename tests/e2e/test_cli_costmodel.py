@@ -255,3 +255,16 @@ def test_estimate_cublas_10_prices_unaligned_gemms_off_tensor_cores(capsys, tmp_
                           "--gpus-per-node", "1", "--precision", "fp16", "--cublas", "9")
     assert code != 0 and out == ""
     assert "unknown --cublas '9' (choose from 11, 10)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_mixed_cluster_names_the_attention_kernel_each_device_runs(capsys):
+    """A100 stages run the engine's FlashAttention-2, V100 stages SDPA's memory-efficient kernel (v100-32gb.yaml
+    attention_kernel_fallback): the 'software assumed' line names both, not only the engine's fa2."""
+    from pathlib import Path
+
+    cluster = Path(__file__).parents[2] / "examples" / "cluster-a100-v100.yaml"
+    code, out, _ = _run(capsys, "estimate", "--model", "gpt2-xl", "--cluster", str(cluster), "--pp", "2", "--zero",
+                        "1", "--global-batch", "64", "--seq-len", "1024", "--stage-layers", "auto")
+    assert code == 0
+    assumed = " ".join(out.split("software assumed:")[1].split("docs/estimate-schema.md")[0].split())
+    assert "attention_kernel engine (fa2 on a100-80gb, mem-efficient on v100-32gb)" in assumed

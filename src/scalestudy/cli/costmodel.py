@@ -132,13 +132,26 @@ def estimate(
     _print_estimate(est)
 
 
+def _engine_meanings(est) -> dict[str, str]:
+    """engine_meanings on the run's device; on a mixed cluster the attention kernel each device type runs in place
+    of the engine's (terms.attention_kernel: a V100 stage runs SDPA's memory-efficient kernel), named per device
+    where they differ."""
+    from scalestudy.costmodel.engine_software import engine_meanings
+
+    by_device = {g.device.name: engine_meanings(est.strategy, g.device) for g in est.cluster.rank_groups()}
+    meanings = next(iter(by_device.values()))
+    kernels = {name: m["attention_kernel"] for name, m in by_device.items() if "attention_kernel" in m}
+    if len(set(kernels.values())) > 1:
+        meanings = {**meanings, "attention_kernel": ", ".join(f"{k} on {name}" for name, k in kernels.items())}
+    return meanings
+
+
 def _print_estimate(est) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from scalestudy.costmodel.breakdown import STEP_TERM_NAMES
-    from scalestudy.costmodel.engine_software import engine_meanings
     from scalestudy.specs.strategy import software_assumed
 
     d = est.to_dict()
@@ -148,9 +161,7 @@ def _print_estimate(est) -> None:
              else f"{d['cluster']['world_size']} x {d['cluster']['device']}")
     title = f"{d['model']} ({d['params_total'] / 1e9:.3f} B params) on {where} - {est.strategy.label}"
     console.print(f"[bold]{escape(title)}[/]")  # model and device names are data: "[" is text
-    # the attention kernel a device runs in place of the engine's (terms.attention_kernel); per stage when mixed
-    assumed = software_assumed(est.strategy, engine_meanings(
-        est.strategy, None if est.cluster.heterogeneous else est.cluster.device))
+    assumed = software_assumed(est.strategy, _engine_meanings(est))
     console.print(f"software assumed: {assumed}; a flag each, defaults by engine and model: "
                   "docs/estimate-schema.md 'Software defaults'")
     cp = f" x cp {lay['cp']}" if "cp" in lay else ""  # context parallelism, only where set
