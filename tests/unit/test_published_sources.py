@@ -2641,3 +2641,47 @@ def test_context_parallel_rows_are_their_tables():
     assert (cp16["cp"], cp16["model"]["seq"]) == (16, 131072)
     assert cp16["published"] == round(380e12 * 16384 / flops_per_token)
     assert abs(_errors("llama3herd2024")[cp16["id"]]) < 0.03
+
+
+HELD_OUT = HELD_OUT + ("dgxc2024llama31",)
+# dgxc-benchmarking v24.11.1 (35a9aec0) llama3.1/README_<size>.md, 'Llama 3.1 <size> 24.09 BF16' tables: row id ->
+# (step s, tokens/s, layers, tp, pp, virtual stages, GBS); CP 2 and MBS 1 throughout; the 405B proxies run 7 / 21 / 42
+# of its layers (configure.sh). The 96-GPU step cell reads '8.7  5' (8.75 s, as its throughput says).
+DGXC2411_LLAMA31 = {
+    "8b-cp2-8g": (12.91, 81222, 32, 1, 1, 1, 128), "8b-cp2-16g": (13.00, 161319, 32, 1, 1, 1, 256),
+    "8b-cp2-32g": (13.05, 321403, 32, 1, 1, 1, 512), "8b-cp2-64g": (13.08, 641331, 32, 1, 1, 1, 1024),
+    "8b-cp2-128g": (13.10, 1280704, 32, 1, 1, 1, 2048),
+    "70b-cp2-64g": (14.72, 71235, 80, 4, 4, 5, 128), "70b-cp2-128g": (14.73, 142373, 80, 4, 4, 5, 256),
+    "70b-cp2-256g": (14.8, 283399, 80, 4, 4, 5, 512), "70b-cp2-512g": (14.89, 563372, 80, 4, 4, 5, 1024),
+    "70b-cp2-1024g": (14.92, 1124478, 80, 4, 4, 5, 2048), "70b-cp2-2048g": (14.98, 2248957, 80, 4, 4, 5, 4096),
+    "405b-7l-cp2-32g": (8.85, 116632, 7, 8, 1, 1, 126), "405b-21l-cp2-96g": (8.75, 117965, 21, 8, 3, 7, 126),
+    "405b-42l-cp2-192g": (16.93, 121936, 42, 8, 3, 7, 252), "405b-cp2-576g": (17.20, 120022, 126, 8, 9, 7, 252),
+    "405b-cp2-1152g": (17.52, 235660, 126, 8, 9, 7, 504), "405b-cp2-2304g": (17.62, 468646, 126, 8, 9, 7, 1008)}
+# reached at arrival (stored constants, nothing tuned): 3.2% mean, 5.5% max -- 8B -4.5..-5.5%, 70B -3.1..-4.0%, 405B
+# -2.4..+2.1% (the 7-layer proxy +2.1%); issue flags alone the same within 0.2 points. docs/costmodel-validation.md, nextsrc
+NEW_SOURCE_BOUNDS.update({"dgxc2024llama31": (0.05, 0.08)})
+
+
+def test_dgxc_2411_llama31_rows_are_the_24_09_tables():
+    """tokens/s = 8192 x GBS / step as the READMEs state; the recipe yamls' layouts (CP 2, MBS 1, no recompute) and
+    shapes: 405B with the yaml's 16 query groups and, on mock data, the GPT-2 BPE vocabulary padded to 128 x TP 8
+    (51,200); 8B / 70B the Llama 3 tokenizer's 128,256 padded to 128 x TP (128,512 at TP 4)."""
+    rows = _rows("throughput", "dgxc2024llama31")
+    assert sorted(r["id"] for r in rows) == sorted("dgxc2411-llama31-" + k for k in DGXC2411_LLAMA31)
+    for r in rows:
+        step, tps, layers, tp, pp, vp, gbs = DGXC2411_LLAMA31[r["id"].removeprefix("dgxc2411-llama31-")]
+        model, cluster, strategy, workload = _setup(r)
+        # the 70B 2048-GPU column's throughput (2,248,957) is 8192 x 4096 / 14.92 s, the step of its 1024-GPU column,
+        # not of its own 14.98 s (0.4% apart): published keeps the table's tokens/s, as for every other row
+        slack = 0.005 if r["id"].endswith("70b-cp2-2048g") else 0.002
+        assert r["published"] == tps and abs(8192 * gbs / step / tps - 1) < slack and r["fit"] is False, r["id"]
+        assert (strategy.tp, strategy.pp, strategy.cp, strategy.micro_batch, workload.global_batch) == \
+            (tp, pp, 2, 1, gbs)
+        assert r["software"].get("virtual_stages", 1) == vp and strategy.recompute == "none"
+        assert (strategy.engine, strategy.zero, strategy.sequence_parallel) == ("megatron", 1, tp > 1)
+        assert (model.num_layers, workload.seq_len, r["device"], r["precision"]) == (layers, 8192, "h100-80gb", "bf16")
+        vocab = 51200 if "405b" in r["id"] else -(-128256 // (128 * tp)) * 128 * tp
+        assert model.vocab_size == vocab and model.vocab_size % (128 * tp) == 0
+    errs = _errors("dgxc2024llama31")
+    mean, worst = NEW_SOURCE_BOUNDS["dgxc2024llama31"]
+    assert sum(abs(e) for e in errs.values()) / len(errs) < mean and max(abs(e) for e in errs.values()) < worst
