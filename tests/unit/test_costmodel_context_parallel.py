@@ -144,6 +144,9 @@ def test_estimate_and_plan_take_cp(capsys, tmp_path):
     assert exc.value.code == 0
     best = json.loads(capsys.readouterr().out)["candidates"][0]
     assert " cp2 " in best["label"] and best["estimate"]["layout"]["cp"] == 2  # held fixed, not searched
+    # the 16 devices a candidate occupies (device-hours count them): dp 4 x tp 2 x cp 2, not dp x tp
+    assert best["layout"]["world_size"] == 16 and best["layout"]["cp"] == 2
+    assert best["device_hours"] == pytest.approx(16 * best["time_to_train_s"] / 3600)
 
 
 def test_estimate_refuses_cp_on_deepspeed_in_one_line(capsys, tmp_path):

@@ -78,8 +78,9 @@ class Candidate:
         return self.world_size * self.time_to_train_s / 3600.0
 
     def layout_dict(self) -> dict:
+        cp = self.strategy.cp  # named only where set, as estimate's layout names it
         return {"nodes": self.nodes, "world_size": self.world_size, "dp": self.point.dp, "tp": self.strategy.tp,
-                "pp": self.strategy.pp, "grad_accum": self.point.grad_accum}
+                "pp": self.strategy.pp, "grad_accum": self.point.grad_accum, **({"cp": cp} if cp > 1 else {})}
 
     def to_dict(self) -> dict:
         return {"strategy": self.strategy.to_dict(), "layout": self.layout_dict(), "label": self.strategy.label,
@@ -107,7 +108,7 @@ def _fill(candidate: Candidate, point: Point, estimate: Any, device_memory_bytes
     candidate.headroom_bytes = int(device_memory_bytes - per_device)
     candidate.per_device_bytes = per_device
     candidate.tokens_per_s = estimate.tokens_per_s
-    candidate.world_size = point.dp * strategy.tp * strategy.pp
+    candidate.world_size = point.dp * strategy.tp * strategy.pp * strategy.cp
     candidate.signature = _signature_but_step(point, per_device)
 
 
