@@ -72,6 +72,21 @@ def test_attention_per_rank_is_the_sequence_attention_over_cp():
     assert est.tokens_per_step == whole.tokens_per_step == 16 * 16384
 
 
+def test_a_ring_block_runs_the_kernel_the_step_prices():
+    """The ring's blocks are priced by the step's own attention-core rule (step.flash_core_s): the Triton kernel at
+    FA2's rate on its head dimension padded to a power of two -- head dim 96 runs 128 columns, 4/3 of fa2's time --
+    and 128 as it is."""
+    cl, cal = _cluster(), stored()
+    for d_model, heads, factor in ((3072, 32, 4 / 3), (4096, 32, 1.0)):  # head dim 96, 128
+        model = from_shape("llama-shape", {**LLAMA, "d_model": d_model, "heads": heads, "kv_heads": heads,
+                                           "seq": 16384}, "test")
+        peak = cl.device.peak("bf16")
+        fa2, triton = (block_attention_s(model, cl.device, Strategy(engine="megatron", zero=1, cp=2,
+                                                                    attention_kernel=k), 1, 1, 8192, peak, cal)
+                       for k in ("fa2", "triton"))
+        assert triton == pytest.approx(factor * fa2, rel=1e-12)
+
+
 def test_ring_send_bytes_formula():
     """One forward step's send, one layer: K and V of the local tokens, the K/V heads a tp rank holds (8 / tp 2 = 4
     of d_kv 128), bf16: 2 x mb x seq/cp x 4 x 128 x 2 bytes; at tp 16 the 8 heads are replicated, one per rank."""

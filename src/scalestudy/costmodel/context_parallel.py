@@ -28,14 +28,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalestudy.costmodel.alignment import flash_head_dim_factor
 from scalestudy.costmodel.comm import p2p_time
 from scalestudy.costmodel.constants import Calibration, stored
-from scalestudy.costmodel.efficiency import attention_efficiency
 from scalestudy.costmodel.flops import attention_backward_factor, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import ACT_BYTES
 from scalestudy.costmodel.op_checkpoint import early_stop
-from scalestudy.costmodel.step import FA1, FA1_RATE_KERNEL, _layer_gemms, executed_attention_share
+from scalestudy.costmodel.step import _layer_gemms, flash_core_s
 from scalestudy.costmodel.terms import attention_kernel
 from scalestudy.errors import OptionError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
@@ -69,17 +67,10 @@ def ring_send_bytes(model: ModelSpec, micro_batch: int, seq_len: int, cp: int, t
 def block_attention_s(model: ModelSpec, device: DeviceSpec, st: Strategy, tp: int, micro_batch: int, local_seq: int,
                       peak: float, cal: Calibration) -> float:
     """Forward seconds of one causal attention block at `local_seq` tokens, one micro-batch, all layers: the fused
-    kernel's rate on its counted FLOPs, as step.compute_times prices the attention core (the same rate, causal
-    share and head-dim factor)."""
+    kernel's attention core as step.compute_times prices it (step.flash_core_s)."""
     kernel = attention_kernel(st, device)
-    rate = FA1_RATE_KERNEL if kernel == FA1 else kernel
-    seconds = 0.0
-    for flops, dim, role, lead in _layer_gemms(model, micro_batch, local_seq, 0, tp):
-        if role == "core":
-            seconds += flops * executed_attention_share(model, local_seq, rate, device) / (
-                peak * attention_efficiency(device, dim, rate, cal)) * (
-                flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
-    return seconds
+    return sum(flash_core_s(model, device, kernel, flops, dim, lead, local_seq, peak, cal)
+               for flops, dim, role, lead in _layer_gemms(model, micro_batch, local_seq, 0, tp) if role == "core")
 
 
 def ring_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, tp: int, micro_batch: int, seq_len: int,

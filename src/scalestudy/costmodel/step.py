@@ -317,6 +317,7 @@ FA1, FA1_RATE_KERNEL = "fa1", "fa2"
 # head dim 64 / 128, 512-65K tokens) are priced so -- on its head dimension padded to a power of two
 # (alignment.triton_flash_head_dim_factor).
 TRITON, TRITON_RATE_KERNEL = "triton", "fa2"
+RATE_KERNELS = {FA1: FA1_RATE_KERNEL, TRITON: TRITON_RATE_KERNEL}  # the kernel whose device rate each is priced at
 
 
 def executed_attention_share(model: ModelSpec, seq_len: int, kernel: str, device: DeviceSpec | None = None) -> float:
@@ -363,6 +364,20 @@ def _gemm_s(flops: float, peak: float, device: DeviceSpec, dim: float, cal: Cali
     alignment.py; 1 when `aligned`, e.g. an LM head whose engine pads the vocabulary)."""
     fraction = 1.0 if aligned else gemm_fraction(device, precision, n, k, cublas=cublas)
     return flops / (peak * matmul_efficiency(device, dim, cal) * fraction)
+
+
+def flash_core_s(model: ModelSpec, device: DeviceSpec, kernel: str, flops: float, dim: float, lead: tuple,
+                 seq_len: int, peak: float, cal: Calibration) -> float:
+    """Seconds of an attention core (scores and attention-over-values, `flops` counted on the full square; `lead`:
+    key length, head dim) run by the fused `kernel` at `seq_len`: the tiles it executes (executed_attention_share) at
+    the rate of the kernel it is priced as (RATE_KERNELS; efficiency.attention_efficiency), times its head-dimension
+    padding (the Triton kernel's power of two, alignment.triton_flash_head_dim_factor; the others' tiles on
+    devices that price alignment, flash_head_dim_factor). FA1's key-block loop traffic is compute_times' own."""
+    rate = RATE_KERNELS.get(kernel, kernel)
+    padding = (triton_flash_head_dim_factor(int(lead[1])) if kernel == TRITON else
+               flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
+    return flops * executed_attention_share(model, seq_len, rate, device) / (
+        peak * attention_efficiency(device, dim, rate, cal)) * padding
 
 
 def _matmul_peak(device: DeviceSpec, precision: str, tf32: bool) -> float:
@@ -452,11 +467,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     for flops, dim, role, lead in _layer_gemms(model, micro_batch, seq_len, target_len, tp):
         is_attn = role == "core"
         if is_attn and flash:  # a fused kernel, not two batched GEMMs (an eager softmax's bytes are elementwise_bytes')
-            rate = {FA1: FA1_RATE_KERNEL, TRITON: TRITON_RATE_KERNEL}.get(attention_kernel, attention_kernel)
-            sec = flops * executed_attention_share(model, seq_len, rate, device) / (
-                peak * attention_efficiency(device, dim, rate, cal)) * (
-                triton_flash_head_dim_factor(int(lead[1])) if attention_kernel == TRITON else
-                flash_head_dim_factor(lead[1]) if device.unaligned_gemm_fraction else 1.0)
+            sec = flash_core_s(model, device, attention_kernel, flops, dim, lead, seq_len, peak, cal)
             if attention_kernel == FA1 and device.kind != "cpu":  # lead: key length, head dim
                 loop_f, loop_b = (x / device.hbm_bytes_per_s for x in fa1_loop_bytes(
                     flops, int(lead[0]), int(lead[1]), causal=not model.is_encoder_decoder))
