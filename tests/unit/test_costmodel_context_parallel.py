@@ -124,6 +124,11 @@ def test_sequence_and_world_must_split():
         _estimate(4, seq=16388)
     with pytest.raises(ScalestudyError, match=r"tp 2 x cp 3 x pp 1"):
         resolve_layout(Strategy(engine="megatron", zero=1, tp=2, cp=3), 16, 16)
+    with pytest.raises(ScalestudyError, match=r"tp 2 x cp 3 x pp 1"):  # estimate says it too, not its inner run's
+        _estimate(3, seq=16386)
+    # the global batch the user gave over the user's dp (16 / (2 x 2) = 4), not the inner run's 12 over dp 8
+    with pytest.raises(ScalestudyError, match=r"global_batch 6 is not divisible by micro_batch 1 x dp 4"):
+        _estimate(2, batch=6)
 
 
 def test_train_refuses_cp():

@@ -38,7 +38,7 @@ from scalestudy.costmodel.terms import attention_kernel
 from scalestudy.errors import OptionError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Layout, Strategy, Workload
+from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout
 
 # the causal sequence's split: 2 x cp chunks, two per rank (Megatron-Core's get_batch_on_this_cp_rank)
 CHUNKS_PER_RANK = 2
@@ -102,10 +102,8 @@ def estimate_context_parallel(inner, model: ModelSpec, cluster: ClusterSpec, st:
     are the whole sequences'. None where `only_fitting` and it does not fit."""
     cp, s = st.cp, workload.seq_len
     check_sequence(model, st, s)
-    world = cluster.world_size
-    if world % (st.tp * st.pp * cp):
-        raise OptionError(f"world size {world} is not divisible by tp {st.tp} x cp {cp} x pp {st.pp}", "tp", "cp",
-                          "pp")
+    # the user's layout first: the inner run's (global batch x cp over dp x cp ranks) would name numbers not typed
+    resolve_layout(st, cluster.world_size, workload.global_batch)
     local = Workload(global_batch=workload.global_batch * cp, seq_len=s // cp, train_tokens=workload.train_tokens)
     est = inner(model, cluster, replace(st, cp=1), local, options, calibration, only_fitting, None)
     if est is None:
