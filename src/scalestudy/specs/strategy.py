@@ -812,11 +812,9 @@ def resolve_layout(strategy: Strategy, world_size: int, global_batch: int, *, gp
         raise ScalestudyError(f"world size must be >= 1, got {world_size}")
     model_par = strategy.tp * strategy.pp * strategy.cp
     if world_size % model_par:
-        if strategy.cp > 1:
-            raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x cp {strategy.cp} x pp "
-                              f"{strategy.pp}", "tp", "cp", "pp")
-        raise OptionError(f"world size {world_size} is not divisible by tp {strategy.tp} x pp {strategy.pp}", "tp",
-                          "pp")
+        named = ("tp", "cp", "pp") if strategy.cp > 1 else ("tp", "pp")  # cp only where set
+        raise OptionError(f"world size {world_size} is not divisible by "
+                          f"{' x '.join(f'{k} {getattr(strategy, k)}' for k in named)}", *named)
     if gpus_per_node and strategy.tp > gpus_per_node and not tp_across_nodes:
         raise OptionError(f"tp {strategy.tp} exceeds {gpus_per_node} devices per node (tensor parallelism stays "
                           "inside a node)", "tp")
