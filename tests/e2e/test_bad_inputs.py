@@ -523,6 +523,8 @@ CASES: list[Case] = [
     C("plan-zero-letters", f"{PLAN} --zero x", "--zero"),
     C("plan-tp-letters", f"{PLAN} --tp abc", "--tp"),
     C("plan-max-nodes-0", f"{PLAN} --max-nodes 0", "--max-nodes must be >= 1, got 0"),
+    C("plan-cp-0", f"{PLAN} --cp 0", "--cp must be an integer >= 1, got 0"),
+    C("plan-cp-negative", f"{PLAN} --cp -2", "--cp must be an integer >= 1, got -2"),
     C("plan-nodes-0", f"{PLAN} --nodes 0", "--nodes must be >= 1, got 0"),
     C("estimate-cluster-nodes-0", f"{EST} --cluster cluster-nodes-0.yaml", "cluster-nodes-0.yaml: nodes must be >= 1"),
     C("plan-train-steps-0", f"{PLAN} --emit emitted --train-steps 0", "steps"),

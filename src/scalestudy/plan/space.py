@@ -138,6 +138,8 @@ class Constraints:
                                   "in fp16: give --attention eager and --precision fp16")
         if self.tp_comm_overlap and not self.sequence_parallel and (not self.tp or max(self.tp) > 1):
             Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
+        if self.cp != 1:  # a whole degree >= 1 (every candidate's world splits by it): Strategy's one-line refusal
+            Strategy(engine="megatron", cp=self.cp)
         dtype_engines = {"megatron", "fsdp"}  # Strategy's rule: megatron's optimizer, or a bf16 model under fsdp
         if self.optimizer_dtype != "engine" and not (self.engines and set(self.engines) <= dtype_engines):
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer "
