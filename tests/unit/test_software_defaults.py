@@ -2,7 +2,9 @@
 
 import itertools
 
-from scalestudy.specs.strategy import COST_MODEL_ENGINES, ENGINES, software_defaults, software_fill
+from scalestudy.costmodel.engine_software import engine_meanings
+from scalestudy.specs.hardware import get_device
+from scalestudy.specs.strategy import COST_MODEL_ENGINES, ENGINES, Strategy, software_defaults, software_fill
 
 
 def _reference_fill(fields: dict, encoder_decoder: bool, kind: str) -> dict:
@@ -46,3 +48,17 @@ def test_a_llama_on_deepspeed_is_hugging_faces_without_tp_or_pp_and_megatron_dee
     for change in ({"engine": "fsdp"}, {"engine": "ddp"}, {"engine": "megatron"}, {"engine": "megatron", "tp": 2}):
         assert software_fill({**fields, **change}, False, "llama") == {"kernels": "fused"}
     assert software_fill(fields, False, "") == software_fill({**fields, "tp": 2}, False, "") == {"kernels": "fused"}
+
+
+def test_on_hopper_the_sdpa_engines_price_fa2_and_megatron_cudnn():
+    """The fused attention kernel an "engine" default prices on H100 / H200 (engines.yaml attention_kernel, no device
+    fallback there): FA2 for ddp / fsdp / deepspeed -- SDPA's flash backend or the flash-attn package, what their
+    published Hopper runs ran; a current torch's cuDNN preference is a run's --attention-kernel cudnn
+    (docs/costmodel-validation.md, defaults2 and the fourth defaults pass: cuDNN as the default took issue-flags-only
+    11.63 -> 13.94%) -- and cuDNN for megatron, whose Transformer Engine prefers FusedAttention over FlashAttention
+    (FA3 included) on sm >= 90. FA3 is no engine's default (opt-in in torch, transformers and TE alike)."""
+    for name in ("h100-80gb", "h200"):
+        device = get_device(name)
+        for engine, zero in (("ddp", 0), ("fsdp", 3), ("deepspeed", 2)):
+            assert engine_meanings(Strategy(engine=engine, zero=zero), device)["attention_kernel"] == "fa2", engine
+        assert engine_meanings(Strategy(engine="megatron", zero=1), device)["attention_kernel"] == "cudnn"
