@@ -147,6 +147,9 @@ OPTIMIZER_LOOPS = {
     # tensors reading p, g, m, v and writing p, m, v once, 28 B in fp32): the engine's fused update on a GPU, nothing
     # added here; what it changes is a CPU-offloaded step's host time (terms.host_adam_slowdown, FSDP's CPU offload)
     "fused": ((0, 0), 28.0),
+    # DeepSpeed's CPU-Adam (DeepSpeedCPUAdam) as FSDP's host optimizer under CPU offload (fairseq --optimizer
+    # cpu_adam): a host step only, its rate the device YAML's cpu_adam_params_per_s (terms.host_adam_slowdown)
+    "cpu-adam": ((0, 0), 30.0),
 }
 # Bytes per parameter of the whole stage (not the rank's partition) a loop moves beside OPTIMIZER_LOOPS': BF16_Optimizer
 # reads every bf16 gradient for the norm (.float(): r2 w4, .norm: r4) and zeroes the flat bf16 gradient buffer after

@@ -121,7 +121,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      1/dp flat fp32 partition, its gradient cast to fp32 and the bf16 copy back) or "fused" (fsdp /
                      ddp: torch AdamW fused=True -- on a GPU the engine's fused update; under FSDP's CPU offload the
                      host step runs torch's fused CPU kernel (torch >= 2.4; torchtune's offload recipes) instead of
-                     the single-tensor loop torch picks for host tensors: terms.host_adam_slowdown).
+                     the single-tensor loop torch picks for host tensors: terms.host_adam_slowdown) or "cpu-adam"
+                     (fsdp with CPU offload: DeepSpeed's CPU-Adam, DeepSpeedCPUAdam, steps the host shards -- fairseq's
+                     --optimizer cpu_adam under its fully_sharded backend -- at the device YAML's
+                     cpu_adam_params_per_s, not torch AdamW's host rate).
                      `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "deepspeed-bf16" on a
                      DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam):
                      specs/run.TRAIN_SOFTWARE, deepspeed_optimizer_wrapper.
@@ -260,7 +263,7 @@ GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumu
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "deepspeed-stage1-whole", "foreach", "deepspeed-unfused", "deepspeed-bf16",
-                   "fused")  # costmodel/step.py
+                   "fused", "cpu-adam")  # costmodel/step.py
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
@@ -374,6 +377,10 @@ class Strategy:
         if self.optimizer_loop == "fused" and self.engine not in ("fsdp", "ddp"):
             raise OptionError(f"optimizer_loop fused describes torch AdamW(fused=True) on the torch-native "
                               f"engines (fsdp, ddp), not {self.engine}", "optimizer_loop")
+        if self.optimizer_loop == "cpu-adam" and (self.engine, self.offload_optimizer) != ("fsdp", "cpu"):
+            raise OptionError(f"optimizer_loop cpu-adam describes DeepSpeed's CPU-Adam stepping FSDP's CPU-offloaded "
+                              f"shards, not {self.engine} with offload_optimizer {self.offload_optimizer} (DeepSpeed's "
+                              f"own offload steps with it already)", "optimizer_loop")
         if self.optimizer_loop == "deepspeed-unfused" and (self.engine, self.zero) != ("deepspeed", 0):
             raise OptionError(f"optimizer_loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
                               f"FP16_UnfusedOptimizer, not {self.engine} zero {self.zero}", "optimizer_loop")
