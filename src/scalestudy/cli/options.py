@@ -93,7 +93,9 @@ OPTIMIZER_LOOP = typer.Option("engine", "--optimizer-loop",
                                    "deepspeed-stage1-whole (DeepSpeed 0.3 ZeRO-1, stage1.py: the same checks over "
                                    "every tensor of the model, --zero 1) | fused (fsdp / "
                                    "ddp: torch AdamW fused=True -- the engine's update on a GPU, torch's fused CPU "
-                                   "kernel for an FSDP CPU-offloaded step instead of the single-tensor loop).")
+                                   "kernel for an FSDP CPU-offloaded step instead of the single-tensor loop) | "
+                                   "cpu-adam (fsdp with --offload-optimizer cpu: DeepSpeed's CPU-Adam steps the "
+                                   "host shards, fairseq's --optimizer cpu_adam).")
 
 
 def _plan_default_train(option, what: str):
