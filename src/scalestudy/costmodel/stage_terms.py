@@ -115,8 +115,8 @@ def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Sha
     """price_stage's terms, for a stage holding `share` of the blocks, that read no micro-batch quantity of `cfg`
     (the micro-batch, gradient accumulation, compute times, activations): the collectives' memo number of their
     other inputs, the data-parallel collectives (terms.dp_collectives), ZeRO-3's gradient interleave and, with
-    nothing offloaded, the optimizer step -- terms.optimizer_offload reads the accumulation and the backward time
-    only to price offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every
+    nothing offloaded, the optimizer step -- terms.optimizer_offload reads the accumulation only to price
+    offload traffic, _optimizer_loop_s neither (`shape`: its parameters and tensors, the same at every
     micro-batch). `like`: stage_fixed of this stage under another recompute, whose optimizer step, interleave and
     bucketed collectives are this one's (none reads the recompute; ZeRO-3 / FSDP's do).
     tests/unit/test_plan_speed_group.py checks a group priced so against each strategy alone."""
@@ -129,7 +129,7 @@ def stage_fixed(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, shape: _Sha
                           collectives)
     optimizer = None
     if st.offload_optimizer == "none" and st.offload_params == "none":
-        optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, 0.0)
+        optimizer = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors)
     grad_copy = _zero3_interleave_s(cfg, dev, shape)
     return StageFixed(_comm_number(cfg, dev, cluster, share, grad_copy), optimizer, grad_copy,
                       _dp_collectives(cfg, cluster, shape))
@@ -166,7 +166,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs,
                                         collectives)
     if optimizer is None:
-        opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors, ct.backward * share)
+        opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors)
     else:
         opt_s, offload_s = optimizer
     if mem is None:
@@ -175,13 +175,13 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
                                    _framework_s(cfg, dev, sublayers), mem))
 
 
-def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float, zero3_tensors: int,
-                 backward_s: float) -> tuple[float, float]:
-    """(optimizer, offload) seconds per step of a stage with `psi` parameters in `zero3_tensors` tensors, whose
-    micro-batch backward takes `backward_s`: terms.optimizer_offload + an unfused loop's (_optimizer_loop_s)."""
+def _optimizer_s(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, psi: float,
+                 zero3_tensors: int) -> tuple[float, float]:
+    """(optimizer, offload) seconds per step of a stage with `psi` parameters in `zero3_tensors` tensors:
+    terms.optimizer_offload + an unfused loop's (_optimizer_loop_s)."""
     lay = cfg.layout
     opt_s, offload_s = optimizer_offload(cfg.st, cfg.eng, psi, lay.dp, lay.grad_accum, dev, cluster.gpus_per_node,
-                                         zero3_tensors, backward_s)
+                                         zero3_tensors)
     opt_s += _optimizer_loop_s(cfg, dev, zero3_tensors, psi) + _bucket_copy_s(cfg, dev, zero3_tensors, psi)
     return opt_s, offload_s
 

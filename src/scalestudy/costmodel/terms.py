@@ -856,11 +856,11 @@ def host_adam_slowdown(st: Strategy, eng) -> float:
 # engines.yaml host_adam_slowdown, unbound_ranks_host_adam_slowdown, zero3_upload_slowdown(_one_gpu), with their sources.
 
 
-def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int, tensors: int = 0,
-                      backward_s: float = 0.0) -> tuple[float, float]:
+def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, ranks_per_node: int,
+                      tensors: int = 0) -> tuple[float, float]:
     """(optimizer, offload) seconds per step for `psi` parameters in `tensors` tensors per model-parallel rank (a
     stage's own on a mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the
-    PCIe traffic offloading implies (exposed beyond `backward_s`, one micro-batch's backward, where it rides it).
+    PCIe traffic offloading implies, in series with the passes (none of it hidden behind the backward).
     CPU ranks with a measured profile: the trainer's clip + torch AdamW at the measured rates (cpu_memory.py).
     The engine's measured host slowdowns are `eng`'s (engines.yaml)."""
     prec = st.precision
@@ -882,11 +882,16 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
                                                           ranks_per_node, eng)
             opt_s *= 1.0 + host_share
         else:
-            # DeepSpeed ZeRO-1/2 offload: each gradient partition is cast to fp32 on the device and copied to pinned
-            # host memory (non_blocking) as the last micro-batch's backward reduces it, so it hides behind that
-            # backward; the updated parameters go up (cast on the host) after CPU Adam, in series
-            grads_down = local * 4.0 / dev.pcie_bytes_per_s
-            offload_s = max(0.0, grads_down - backward_s) + local * half / dev.pcie_bytes_per_s
+            # DeepSpeed ZeRO-1/2 offload: the last micro-batch's bucket reductions cast each gradient of the rank's
+            # partition to fp32 and copy it to host memory (4 B per parameter), not hidden by the backward:
+            # stage_1_and_2.py reduce_ipg_grads (v0.19.8; stage2.py the same from v0.3.0) runs, per parameter of
+            # a reduced bucket on one stream, the norm, update_offload_overflow_tracker's `if ... and
+            # self._has_inf_or_nan(grad.data)` (its truth value read back to the host; v0.3.0 `float(x.float()
+            # .sum())`), then the non_blocking copy -- each read waits for the previous parameter's copy, and the
+            # host, inside the backward's hook, launches no compute meanwhile; without overlap_comm (the default
+            # below stage 3) the copies are on the compute stream itself ("copy_grad_stream is disabled because of
+            # race with reduce. This hurts perf", ibid.). The updated parameters go up after CPU Adam, in series.
+            offload_s = local * (4.0 + half) / dev.pcie_bytes_per_s
             opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie)
