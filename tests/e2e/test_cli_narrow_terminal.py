@@ -132,3 +132,26 @@ def test_calibrate_summary_wraps_at_spaces(capsys, monkeypatch):
     for phrase in ("peak matmul GFLOP/s per rank (bf16 312000.00", "GB/s per rank one direction", "us per hop",
                    "M params/s per node"):
         assert phrase in text
+
+
+def test_demo_findings_wrap_under_their_bullets(capsys, monkeypatch, tmp_path):
+    """The demo's closing findings were printed as '  - ' + the finding, wrapped by Rich back to column 0: in an
+    80-column terminal each bullet's later lines started under the bullets, not beside them."""
+    from types import SimpleNamespace
+
+    import scalestudy.report.render
+    import scalestudy.study.demo
+
+    finding = ("ZeRO-2 is 44% faster than ZeRO-3 at 1 rank for t5-tiny (0.291 vs 0.419 s/step), and at 2 ranks "
+               "for t5-tiny ds-z0 is the fastest (0.181 s/step) and ds-z3 the slowest (0.428 s/step).")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(scalestudy.study.demo, "run_demo", lambda *a, **k: SimpleNamespace(counts={"OK": 10}))
+    monkeypatch.setattr(scalestudy.report.render, "write_report", lambda out: {
+        "findings": [finding], "html": tmp_path / "report.html", "md": tmp_path / "report.md", "plots_dir": tmp_path})
+    code, out, _ = run_cli(capsys, ["demo", "--output", str(tmp_path / "demo")])
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  - ZeRO-2"))
+    bullet = lines[first:first + 3]
+    assert code == 0 and all(len(line) <= 80 for line in bullet)
+    assert all(line.startswith("    ") for line in bullet[1:])
+    assert " ".join(line.strip() for line in bullet) == f"- {finding}"
