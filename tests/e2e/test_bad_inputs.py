@@ -1,9 +1,10 @@
 """Every bad input over every command: exit 2, one stderr line naming the problem, no traceback, no file touched.
 
-Table-driven and in-process (`scalestudy.cli.main(argv)`), so ~200 cases take seconds. Each case runs in its own
-copy of a workspace of bad files (malformed YAML, corrupt/foreign/column-less stores, an existing file where a
-directory is wanted, immutable directories, ...); the workspace is snapshotted before and after (path, size, mode,
-content hash) and must be unchanged. Starting any process (subprocess, torchrun worker, fork) fails the case:
+Table-driven and in-process (`scalestudy.cli.main(argv)`), so ~200 cases take seconds. The cases run one after the
+other in one copy of a workspace of bad files (malformed YAML, corrupt/foreign/column-less stores, an existing file
+where a directory is wanted, immutable directories, ...), each with its own files added; the workspace is
+snapshotted before and after (path, size, mode, content hash) and must be unchanged, and a case that changed it
+leaves the next case a fresh copy. Starting any process (subprocess, torchrun worker, fork) fails the case:
 validation must happen before anything starts.
 """
 
@@ -17,8 +18,10 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,16 +176,72 @@ def _chattr(flag: str, *paths: Path) -> bool:
     return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
 
 
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Path -> (kind, mode, size, content hash) of everything under root."""
+_DIGESTS: dict[tuple, str] = {}  # (path, inode, size, mtime, ctime) -> content hash (_digest)
+
+
+def _digest(path: str, st: os.stat_result) -> str:
+    """sha256 of the file's content, read again only when its inode, size, mtime or ctime moved: every write moves
+    mtime and ctime, and ctime cannot be set back from user space. A hash read within a second of the file's last
+    change is not kept: a write in the same coarse clock tick would leave the stamps as they were."""
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if time.time_ns() - st.st_ctime_ns > 1_000_000_000:
+        _DIGESTS[key] = digest
+    return digest
+
+
+def snapshot(root: Path, _rel: str = "") -> dict[str, tuple]:
+    """Path -> (kind, mode, size, content hash) of everything under root: kind "d" for a folder or a link to one,
+    mode and size of the entry itself (not followed), the hash of regular files only."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
-            out[str(p.relative_to(root))] = ("d" if p.is_dir() else "f", st.st_mode, st.st_size, digest)
+    try:
+        with os.scandir(os.path.join(root, _rel)) as it:
+            entries = list(it)
+    except OSError:  # as os.walk: a folder that cannot be listed is left out
+        return out
+    for entry in entries:
+        st, rel = entry.stat(follow_symlinks=False), _rel + entry.name
+        is_dir = os.path.isdir(entry.path) if stat.S_ISLNK(st.st_mode) else stat.S_ISDIR(st.st_mode)
+        digest = _digest(entry.path, st) if stat.S_ISREG(st.st_mode) else ""
+        out[rel] = ("d" if is_dir else "f", st.st_mode, st.st_size, digest)
+        if stat.S_ISDIR(st.st_mode):
+            out.update(snapshot(root, rel + os.sep))
     return out
+
+
+class Workspace:
+    """One copy of the template that the table's cases run in, one after the other (a copy per case wrote ~70 files
+    for each of ~650 cases: most of this file's time). A case adds its own files, runs, is checked against its
+    own before-snapshot, then `restore` removes what it added; a workspace the case changed, or one not back to
+    the template's snapshot, is replaced by a fresh copy, so no case sees another's leftovers."""
+
+    def __init__(self, template: Path, path: Path):
+        self.template, self.path = template, path
+        self.fresh()
+
+    def fresh(self) -> None:
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        shutil.copytree(self.template, self.path)
+        self.baseline = snapshot(self.path)
+
+    def restore(self, after: dict[str, tuple]) -> None:
+        if any(after.get(rel) != entry for rel, entry in self.baseline.items()):
+            return self.fresh()
+        try:
+            for rel in sorted(after.keys() - self.baseline.keys(), reverse=True):  # a folder's files before it
+                p = self.path / rel
+                if p.is_symlink() or not p.is_dir():
+                    p.unlink()
+                else:
+                    p.rmdir()
+        except OSError:
+            return self.fresh()
+        if snapshot(self.path) != self.baseline:
+            self.fresh()
 
 
 @dataclass
@@ -1142,10 +1201,13 @@ def test_case_count_and_unique_ids():
     assert len({c.id for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
-    ws = tmp_path / "ws"
-    shutil.copytree(template, ws)
+@pytest.fixture(scope="module")
+def workspace(template, tmp_path_factory) -> Workspace:
+    return Workspace(template, tmp_path_factory.mktemp("bad-inputs") / "ws")
+
+
+def _run_case(case: Case, ws: Path, monkeypatch) -> tuple[dict, Result]:
+    """The case's own files made in ws, its command run there: (ws's snapshot before, result)."""
     for rel, text in case_files(case.argv).items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
@@ -1169,8 +1231,19 @@ def test_bad_input(case: Case, template: Path, tmp_path: Path, monkeypatch):
         res = run_cli(list(case.argv))
     finally:
         monkeypatch.undo()
-        _chattr("-i", *(ws / r for r in case.immutable))
-    after = snapshot(ws)
+    return before, res
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_bad_input(case: Case, workspace: Workspace, monkeypatch):
+    ws = workspace.path
+    try:
+        before, res = _run_case(case, ws, monkeypatch)
+    finally:  # whatever happened, the next case starts from the template's workspace (chattr: only where needed)
+        if case.immutable:
+            _chattr("-i", *(ws / r for r in case.immutable))
+        after = snapshot(ws)
+        workspace.restore(after)
     lines = [line for line in res.err.splitlines() if line.strip()]
     shown = f"exit {res.code}\nstderr:\n{res.err[-2000:]}\nstdout:\n{res.out[-1000:]}"
     assert "Traceback" not in res.err + res.out, shown
