@@ -468,6 +468,16 @@ NEW_KEY_FILES = {
     "cfg-strategy-zero-bool.yaml": "strategy: {zero: true}\n",
     "cluster-alias-bomb.yaml": "".join(f"{a}: &{a} [{', '.join([f'*{b}' if b else 'x'] * 9)}]\n" for a, b in zip(
         "abcdefgh", ["", *"abcdefg"])) + "device: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n",  # 9^9 values
+    # 2026-12-04: another tool's name for an option, in each YAML a user writes (near_keys: one did-you-mean rule)
+    "cfg-strategy-learning-rate.yaml": "strategy: {engine: ddp, learning_rate: 0.1}\n",
+    "cfg-workload-learning-rate.yaml": "workload: {seq_len: 32, learning_rate: 0.1}\n",
+    "cfg-optimizer-learning-rate.yaml": "optimizer: {learning_rate: 0.1}\n",
+    "cfg-flat-learning-rate.yaml": "learning_rate: 0.1\n",
+    "cluster-learning-rate.yaml": "device: a100-80gb\nnodes: 1\ngpus_per_node: 8\nlearning_rate: 3.0e-4\n",
+    "cluster-num-nodes.yaml": "device: a100-80gb\nnum_nodes: 2\ngpus_per_node: 8\n",
+    "model-num-layers.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\nnum_layers: 3\n",
+    "dev-hbm-misspelt.yaml": BARE_DEVICE.replace("hbm_bytes_per_s", "hbm_bytes_per_sec"),
+    "spec-learning-rate.yaml": GOOD_SPEC + "learning_rate: 0.1\n",
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
@@ -684,7 +694,7 @@ CASES: list[Case] = [
     C("tune-memory-limit-nan", f"{TUNE} --memory-limit-gib nan", "memory-limit"),
     C("study-run-spec-megatron", "study run spec-megatron.yaml -o s", "megatron"),
     C("study-run-train-option-unknown", "study run spec-train-option-unknown.yaml -o s",
-      "unknown train option(s) learning_rate (every option: docs/run-options.md)"),
+      "unknown train option(s) learning_rate (did you mean lr?) (every option: docs/run-options.md)"),
     C("study-run-spec-stage-layers-str", "study run spec-stage-layers-str.yaml -o s", "stage_layers"),
     C("study-run-spec-attention-bad", "study run spec-attention-bad.yaml -o s", "sparse"),
     C("study-run-spec-virtual-stages-float", "study run spec-virtual-stages-float.yaml -o s", "virtual_stages"),
@@ -1017,7 +1027,8 @@ CASES: list[Case] = [
     C("train-target-len-negative-causal", "train --model gpt2-tiny --objective causal --target-len -1 --output OUT",
       "--target-len must be >= 0"),
     # --set KEY=VALUE: one line naming the key as written and what it takes
-    C("train-set-unknown-key", f"{TRAIN} --set learning_rate=1e-3", "learning_rate; every option: docs/run-options.md"),
+    C("train-set-unknown-key", f"{TRAIN} --set learning_rate=1e-3",
+      "learning_rate (did you mean lr?); every option: docs/run-options.md"),
     C("train-set-key-misspelt", f"{TRAIN} --set weight_decy=0.1", "(did you mean weight_decay?)"),
     C("train-set-data-number", f"{TRAIN} --set data=5", "error: data must be a list of paths, got 5"),
     C("train-set-seed-fraction", f"{TRAIN} --set seed=1.5", "error: seed must be an integer, got 1.5"),
@@ -1193,6 +1204,20 @@ CASES: list[Case] = [
     C("train-data-name-not-utf8", f"{TRAIN} --data caf\udce9.txt", "not UTF-8"),
     C("plan-emit-into-a-run", f"{PLAN} --emit run", "already holds a run"),  # replaced the run's config
     C("train-print-launch-into-a-run", f"{TRAIN.replace('OUT', 'run')} --print-launch --device cpu", "--resume"),
+    # 2026-12-04: unknown keys, each YAML a user writes: the nearest known key (near_keys), another tool's name too
+    C("train-config-strategy-learning-rate", f"{TRAIN} --config cfg-strategy-learning-rate.yaml",
+      "did you mean lr, in section optimizer?"),
+    C("train-config-workload-learning-rate", f"{TRAIN} --config cfg-workload-learning-rate.yaml",
+      "did you mean lr, in section optimizer?"),
+    C("train-config-optimizer-learning-rate", f"{TRAIN} --config cfg-optimizer-learning-rate.yaml",
+      "(did you mean lr?)"),
+    C("train-config-flat-learning-rate", f"{TRAIN} --config cfg-flat-learning-rate.yaml", "(did you mean lr?)"),
+    C("estimate-cluster-learning-rate", f"{EST} --cluster cluster-learning-rate.yaml",
+      "learning_rate as lr: a training option"),
+    C("estimate-cluster-num-nodes", f"{EST} --cluster cluster-num-nodes.yaml", "(did you mean nodes?)"),
+    C("estimate-model-num-layers", "estimate --model model-num-layers.yaml", "(did you mean layers?)"),
+    C("estimate-device-field-misspelt", f"{EST} --gpu dev-hbm-misspelt.yaml", "(did you mean hbm_bytes_per_s?)"),
+    C("study-spec-learning-rate", "study run spec-learning-rate.yaml -o s", "(did you mean lr?)"),
 ]
 
 

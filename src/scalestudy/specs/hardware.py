@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.specs.near_keys import did_you_mean
 from scalestudy.yamlfile import read_yaml
 
 # yaml.safe_load's loader with libyaml's C parser where PyYAML has it: the same SafeConstructor builds the same
@@ -324,7 +325,8 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
     known = {f.name for f in fields(DeviceSpec)}
     unknown = set(data) - known
     if unknown:
-        raise ScalestudyError(f"{origin}: unknown device field(s) {', '.join(sorted(unknown))}")
+        raise ScalestudyError(f"{origin}: unknown device field(s) {', '.join(sorted(unknown))}"
+                              f"{did_you_mean(unknown, known)}")
     missing = [f.name for f in fields(DeviceSpec)
                if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
     if missing:
@@ -647,8 +649,8 @@ def _load_groups(data: dict, path: Path) -> ClusterSpec:
             raise ScalestudyError(f"{where}: needs a mapping with 'device' and 'nodes', got {g!r}")
         unknown = set(g) - set(GROUP_KEYS)
         if unknown:
-            raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: "
-                                  f"{', '.join(GROUP_KEYS)})")
+            raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}"
+                                  f"{did_you_mean(unknown, GROUP_KEYS)} (known: {', '.join(GROUP_KEYS)})")
         device = _device_ref(g["device"], where, path.parent)
         nodes = _count(g["nodes"], "nodes", where)
         if "gpus_per_node" in g:
@@ -697,7 +699,9 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     known = {f.name for f in fields(ClusterSpec)} - {"device", "groups"}
     unknown = set(data) - known
     if unknown:
-        raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(map(str, unknown)))}"
+                              f"{did_you_mean(unknown, known | {'device', 'groups'}) or _run_option_hint(unknown)}"
+                              f" (known: device or groups, {', '.join(sorted(known))})")
     for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s",
                 "net_post_overhead_s", "power_limit_w"):
         if data.get(key) is not None:
@@ -717,6 +721,17 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     if not isinstance(data.get("name", ""), str):
         raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
+
+
+def _run_option_hint(unknown) -> str:
+    """A training option written into a cluster file (learning_rate, steps): where it goes instead."""
+    from scalestudy.specs.near_keys import nearest
+    from scalestudy.specs.run import FLAT_KEYS
+
+    near = {k: nearest(k, FLAT_KEYS) for k in sorted(map(str, unknown))}
+    named = [f"{k} as {v}" if k != v else k for k, v in near.items() if v]
+    return (f" ({', '.join(named)}: a training option of a run config (`scalestudy train --config`), not of a "
+            "cluster file)") if named else ""
 
 
 def make_cluster(gpu: str = "a100-40gb", nodes: int = 1, gpus_per_node: int = 8, cluster_file: str | None = None

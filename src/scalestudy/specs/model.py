@@ -570,8 +570,11 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
     (relu, gated-gelu, ...), tied. Bad keys or values: one line naming `origin`."""
     unknown = set(m) - set(SHAPE_KEYS)
     if unknown:
-        raise ScalestudyError(f"{origin}: unknown model key(s) {', '.join(sorted(map(str, unknown)))} (shape keys: "
-                              f"{', '.join(SHAPE_KEYS)}; the decoder length of a T5 run is --target-len)")
+        from scalestudy.specs.near_keys import did_you_mean
+
+        raise ScalestudyError(f"{origin}: unknown model key(s) {', '.join(sorted(map(str, unknown)))}"
+                              f"{did_you_mean(unknown, SHAPE_KEYS)} (shape keys: {', '.join(SHAPE_KEYS)}; the "
+                              "decoder length of a T5 run is --target-len)")
     for key in _SHAPE_COUNTS:
         value = m.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)

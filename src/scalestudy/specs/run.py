@@ -592,7 +592,14 @@ def _flat_name(section: str, key: str) -> str:
     for flat, (sec, name) in FLAT_KEYS.items():
         if sec == section and name == key:
             return flat
-    raise ScalestudyError(f"unknown key {key!r} in run-config section {section}")
+    from scalestudy.specs.near_keys import nearest
+
+    # the nearest key of this section, else of any section (learning_rate under strategy: lr, in optimizer)
+    near = nearest(key, [n for sec, n in FLAT_KEYS.values() if sec == section])
+    other = None if near else nearest(key, FLAT_KEYS)
+    hint = (f" (did you mean {near}?)" if near else
+            f" (did you mean {FLAT_KEYS[other][1]}, in section {FLAT_KEYS[other][0]}?)" if other else "")
+    raise ScalestudyError(f"unknown key {key!r} in run-config section {section}{hint}")
 
 
 def _plain(value: Any) -> Any:
@@ -604,15 +611,13 @@ def _plain(value: Any) -> Any:
 
 
 def _unknown_keys_message(unknown: list[str]) -> str:
-    """One short line: the unknown keys (the first three), the nearest known one of each, and where every key is
-    listed (the ~60 names inline made a 750-character line)."""
-    import difflib
+    """One short line: the unknown keys (the first three), the nearest known one of each (near_keys), and where
+    every key is listed (the ~60 names inline made a 750-character line)."""
+    from scalestudy.specs.near_keys import did_you_mean
 
     shown = unknown[:3] + ([f"and {len(unknown) - 3} more"] if len(unknown) > 3 else [])
-    near = {k: difflib.get_close_matches(k, FLAT_KEYS, n=1) for k in unknown[:3]}
-    hints = "; ".join(f"did you mean {near[k][0]}?" for k in unknown[:3] if near[k])
-    return (f"unknown training option(s): {', '.join(shown)}{f' ({hints})' if hints else ''}; every option: "
-            f"{RUN_OPTIONS_DOC}")
+    return f"unknown training option(s): {', '.join(shown)}{did_you_mean(unknown, FLAT_KEYS)}; every option: " \
+           f"{RUN_OPTIONS_DOC}"
 
 
 def _typed(cls: type, values: dict, section: str) -> dict:

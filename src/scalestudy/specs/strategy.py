@@ -575,7 +575,10 @@ class Strategy:
     def from_dict(cls, data: dict) -> Strategy:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ScalestudyError(f"unknown strategy field(s): {', '.join(sorted(unknown))}")
+            from scalestudy.specs.near_keys import did_you_mean
+
+            raise ScalestudyError(f"unknown strategy field(s): {', '.join(sorted(map(str, unknown)))}"
+                                  f"{did_you_mean(unknown, cls.__dataclass_fields__)}")
         return cls(**data)
 
     def replace(self, **changes) -> Strategy:

@@ -57,6 +57,7 @@ from typing import Any
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE
 from scalestudy.specs.model import get_model
+from scalestudy.specs.near_keys import did_you_mean
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RUN_OPTIONS_DOC, RunConfig, as_trained,
                                   check_cost_model_only, cost_model_option_message, train_runs)
@@ -307,7 +308,8 @@ def _expand(mapping: dict, schema: dict[str, tuple[type, Any]], where: str) -> l
     """Cartesian product of one mapping's values (scalars are one-element lists)."""
     for key in mapping:
         if key not in schema:
-            raise ScalestudyError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(schema))})")
+            raise ScalestudyError(f"{where}: unknown key {key!r}{did_you_mean([key], schema)} (known: "
+                                  f"{', '.join(sorted(schema))})")
     keys = list(mapping)
     lists = [_as_list(k, mapping[k], schema[k][0], where) for k in keys]
     return [dict(zip(keys, combo)) for combo in itertools.product(*lists)]
@@ -381,8 +383,8 @@ def _train_options(raw: Any, where: str) -> str:
         raise ScalestudyError(f"{where}: train_options may not set {', '.join(clash)} (use the study's axes)")
     unknown = set(raw) - set(FLAT_KEYS)
     if unknown:
-        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(unknown))} (every option: "
-                              f"{RUN_OPTIONS_DOC})")
+        raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(map(str, unknown)))}"
+                              f"{did_you_mean(unknown, FLAT_KEYS)} (every option: {RUN_OPTIONS_DOC})")
     return json.dumps(raw, sort_keys=True)
 
 
@@ -454,8 +456,9 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     schema = {**AXES, **CONTROL}
     unknown = set(raw) - set(schema) - STUDY_KEYS
     if unknown:
-        raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
-                              f"(axes: {', '.join(AXES)}; see scalestudy.study.spec)")
+        raise ScalestudyError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}"
+                              f"{did_you_mean(unknown, {*schema, *STUDY_KEYS})} (axes: {', '.join(AXES)}; see "
+                              "scalestudy.study.spec)")
     base = {k: raw[k] for k in schema if k in raw}
     strategies = [{}] if raw.get("strategies") in (None, []) else raw["strategies"]
     if not isinstance(strategies, list) or not all(isinstance(s, dict) for s in strategies):
