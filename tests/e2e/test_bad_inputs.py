@@ -1218,6 +1218,8 @@ CASES: list[Case] = [
     C("estimate-model-num-layers", "estimate --model model-num-layers.yaml", "(did you mean layers?)"),
     C("estimate-device-field-misspelt", f"{EST} --gpu dev-hbm-misspelt.yaml", "(did you mean hbm_bytes_per_s?)"),
     C("study-spec-learning-rate", "study run spec-learning-rate.yaml -o s", "(did you mean lr?)"),
+    C("estimate-triton-attention-on-v100", f"{EST} --gpu v100-32gb --attention-kernel triton",
+      "compute capability 7.0"),  # priced at FlashAttention-2's rate on a V100
 ]
 
 

@@ -62,7 +62,8 @@ def attention_kernel(st: Strategy, device=None) -> str:
     if st.attention_kernel != "engine":
         kernel = st.attention_kernel
         if device is not None and st.attention == "flash" and kernel in device.attention_kernel_fallback:
-            raise OptionError(f"attention kernel {kernel} does not run on {device.name} (its YAML: "
+            cap = f"compute capability {device.compute_capability}; " if device.compute_capability else ""
+            raise OptionError(f"attention kernel {kernel} does not run on {device.name} ({cap}its YAML: "
                               f"attention_kernel_fallback); use --attention-kernel "
                               f"{device.attention_kernel_fallback[kernel]} or engine, or --attention eager",
                               "attention_kernel")

@@ -90,6 +90,9 @@ class DeviceSpec:
     # engine's default asks for it (terms.attention_kernel: PyTorch SDPA falls through its backends, flash ->
     # memory-efficient -> math); a run that names one of them is refused. {} = every kernel runs (its rate above)
     attention_kernel_fallback: dict[str, str] = field(default_factory=dict)
+    # CUDA compute capability ("7.0"), named where a kernel is refused for it (attention_kernel_fallback); "" = not
+    # stated
+    compute_capability: str = ""
     # NVLink point-to-point meshes (no NVSwitch): {GPUs per node: [[links between GPU i and GPU j], ...]} (DGX-1's
     # hybrid cube mesh, 4-GPU SXM2 boards); intra_node_bytes_per_s is then the rate over all of a GPU's links. A node
     # size not listed is switched (NVSwitch): every group of its GPUs gets the full rate.
@@ -521,7 +524,7 @@ def _numbers(data: dict, origin: str) -> dict:
     _check_power(data, origin)
     if data.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ScalestudyError(f"{origin}: kind must be gpu or cpu, got {data['kind']!r}")
-    for name in ("name", "source", "family"):
+    for name in ("name", "source", "family", "compute_capability"):
         if name in data and not isinstance(data[name], str):
             raise ScalestudyError(f"{origin}: {name} must be a string, got {data[name]!r}")
     return data
