@@ -1218,8 +1218,25 @@ CASES: list[Case] = [
     C("estimate-model-num-layers", "estimate --model model-num-layers.yaml", "(did you mean layers?)"),
     C("estimate-device-field-misspelt", f"{EST} --gpu dev-hbm-misspelt.yaml", "(did you mean hbm_bytes_per_s?)"),
     C("study-spec-learning-rate", "study run spec-learning-rate.yaml -o s", "(did you mean lr?)"),
+    # 2026-12-04: options accepted and then ignored, or emitted for a `train` that refuses them
+    C("plan-emit-cp", f"{PLAN} --cp 2 --emit newdir-parent/e", "drop --emit or --cp"),  # wrote nothing, after a search
+    C("estimate-tp-comm-overlap-across-nodes", f"{EST} --nodes 2 --gpus-per-node 4 --engine megatron --zero 1 --tp 8 "
+      "--tp-comm-overlap", "--tp 8 spans 2 nodes of 4"),  # priced without the overlap it asked for
+    C("plan-tp-comm-overlap-across-nodes", f"{PLAN} --nodes 2 --gpus-per-node 4 --engine megatron --tp 8 "
+      "--tp-comm-overlap", "--tp 8 spans 2 nodes of 4"),
     C("estimate-triton-attention-on-v100", f"{EST} --gpu v100-32gb --attention-kernel triton",
       "compute capability 7.0"),  # priced at FlashAttention-2's rate on a V100
+    C("plan-fa2-attention-on-v100", f"{PLAN} --gpu v100-16gb --attention-kernel fa2", "compute capability 7.0"),
+    C("estimate-fused-kernel-under-eager", f"{EST} --attention eager --attention-kernel fa2",
+      "--attention eager runs none"),  # the kernel was read under flash only
+    C("estimate-target-len-decoder-only", "estimate --model gpt2 --target-len 128", "gpt2 is decoder-only"),
+    C("plan-target-len-decoder-only", "plan --model gpt2-tiny --global-batch 8 --seq-len 128 --target-len 32",
+      "gpt2-tiny is decoder-only"),
+    C("tune-target-len-decoder-only", TUNE.replace("t5-tiny", "gpt2-tiny") + " --target-len 8", "decoder-only"),
+    C("train-target-len-causal", f"{TRAIN.replace('t5-tiny', 'gpt2-tiny')} --objective causal",
+      "drop --target-len"),  # resolved to 0, dropped
+    C("estimate-stage-speeds-one-stage", f"{EST} --stage-speeds 2", "two or more"),  # relative to itself: 1.0
+    C("plan-stage-speeds-one-stage", f"{PLAN} --stage-speeds 0.5", "two or more"),
 ]
 
 

@@ -147,3 +147,23 @@ def test_mixed_cluster_plan_emits_uneven_stage_layers_that_train_runs(tmp_path, 
     summary = json.loads(_run_two_nodes(emit_dir, tmp_path, "mixed-2-nodes").read_text())
     assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["steps"] == 2
     assert summary["strategy"]["stage_layers"] == layers and summary["strategy"]["pp"] == 2
+
+
+def test_emitted_cross_node_tp_trains_across_two_nodes(tmp_path, capsys, tokenizer):
+    """A tensor-parallel group that spans nodes (--tp 2 on one-rank nodes: plan prices it over the NICs, as estimate
+    does) is emitted as a run `train` accepts: the two-node script trains it with tp 2 over both "nodes"."""
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(LLAMA_4_LAYERS))
+    emit_dir = tmp_path / "emit"
+    try:
+        main(["plan", "--model", str(tmp_path / "llama"), "--gpu", "local-cpu", "--nodes", "2", "--gpus-per-node", "1",
+              "--seq-len", "32", "--global-batch", "2", "--micro-batch", "2", "--tp", "2", "--pp", "1",
+              "--engine", "fsdp", "--train-steps", "2", "--tokenizer", tokenizer, "--emit", str(emit_dir), "--json"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    capsys.readouterr()
+    plan = json.loads((emit_dir / "plan.json").read_text())
+    assert plan["strategy"]["tp"] == 2 and plan["cluster"]["nodes"] == 2
+    summary = json.loads(_run_two_nodes(emit_dir, tmp_path, "cross-node-tp").read_text())
+    assert summary["status"] == "ok" and summary["world_size"] == 2 and summary["steps"] == 2
+    assert summary["strategy"]["tp"] == 2 and summary["dp"] == 1

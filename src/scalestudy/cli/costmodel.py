@@ -86,13 +86,17 @@ def estimate(
     from scalestudy.specs.model import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
-    from scalestudy.cli.options import cli_cluster, parse_speeds, parse_stage_layers
+    from scalestudy.cli.options import (check_attention_kernel_runs, check_target_len, check_tp_comm_overlap,
+                                        cli_cluster, parse_speeds, parse_stage_layers)
 
     spec = get_model(model)
+    check_target_len(spec, target_len)
     speeds = parse_speeds(stage_speeds)
     if speeds and len(speeds) != pp:
         raise ScalestudyError(f"--stage-speeds takes one speed per pipeline stage (--pp {pp}), got {len(speeds)}")
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
+    check_tp_comm_overlap(software["tp_comm_overlap"], (tp,), clus)
+    check_attention_kernel_runs(attention, software["attention_kernel"], clus)
     if precision is None:  # as plan: bf16 where every device has it, else fp16 (V100), fp32 on CPUs
         from scalestudy.plan.planner import default_precision
 
@@ -143,6 +147,10 @@ def _engine_meanings(est) -> dict[str, str]:
     kernels = {name: m["attention_kernel"] for name, m in by_device.items() if "attention_kernel" in m}
     if len(set(kernels.values())) > 1:
         meanings = {**meanings, "attention_kernel": ", ".join(f"{k} on {name}" for name, k in kernels.items())}
+    st, per_node = est.strategy, est.cluster.gpus_per_node
+    if st.tp_comm_overlap and st.tp > per_node:  # the engine's default on, priced off (terms._tp_comm)
+        meanings = {**meanings, "tp_comm_overlap": f"priced off: tp {st.tp} spans nodes of {per_node}, and TP "
+                                                   "overlap needs the group inside one"}
     return meanings
 
 

@@ -141,10 +141,10 @@ TF32 = typer.Option(False, "--tf32/--no-tf32",
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
-                                    "enable_async_tensor_parallel; needs sequence parallelism; cost model only). "
-                                    "Unset: the engine's default -- on for --engine megatron --zero 1 with sequence "
-                                    "parallelism at tp > 1 and --overlap-grad-comm (NVIDIA's Megatron-Core recipes), "
-                                    "off otherwise.")
+                                    "enable_async_tensor_parallel; needs sequence parallelism and --tp within a node; "
+                                    "cost model only). Unset: the engine's default -- on for --engine megatron "
+                                    "--zero 1 with sequence parallelism at tp > 1 and --overlap-grad-comm (NVIDIA's "
+                                    "Megatron-Core recipes), off otherwise.")
 
 # The software a run states, one flag each, in the order --help lists them: declared once for `estimate` and `plan`
 # (software_options), so that an option added here reaches both commands. plan's defaults are what `train` runs.
@@ -261,7 +261,17 @@ def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
         raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {text!r}") from None
     if any(not 0 < v < float("inf") for v in speeds):
         raise ScalestudyError(f"--stage-speeds must be positive numbers, got {text!r}")
+    if len(speeds) < 2:  # relative to the fastest stage: one stage is its own reference, and nothing would change
+        raise ScalestudyError(f"--stage-speeds gives each pipeline stage's speed relative to the others (two or more, "
+                              f"e.g. 2,1), got {text!r}")
     return speeds
+
+
+def check_target_len(spec, target_len: Optional[int]) -> None:
+    """--target-len of a decoder-only model would be dropped (its decoder length is 0, resolve_target_len): refused."""
+    if target_len is not None and target_len > 0 and not spec.is_encoder_decoder:  # < 0: resolve_target_len says
+        raise ScalestudyError(f"--target-len is the decoder length of an encoder-decoder model; {spec.name} is "
+                              f"decoder-only (its sequence is --seq-len): drop --target-len")
 
 
 def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional[str],
@@ -287,6 +297,43 @@ def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional
     else:
         clus = measured_cluster(clus, log=log)  # local-cpu: this machine, measured
     return with_stage_speeds(clus, stage_speeds)
+
+
+def check_tp_comm_overlap(overlap: Optional[bool], tps: tuple[int, ...], cluster) -> None:
+    """An explicit --tp-comm-overlap with a tensor-parallel group spanning nodes is refused: the cost model prices no
+    overlap there (terms._tp_comm: Transformer Engine's userbuffers need the group inside one NVLink domain,
+    PyTorch's async TP its symmetric memory), so the figure would silently not be what was asked for."""
+    spanning = [tp for tp in tps if tp > cluster.gpus_per_node]
+    if overlap and spanning:
+        tp = spanning[0]
+        raise ScalestudyError(f"--tp-comm-overlap overlaps tensor-parallel collectives inside one node (Transformer "
+                              f"Engine userbuffers, PyTorch async TP's symmetric memory): --tp {tp} spans "
+                              f"{-(-tp // cluster.gpus_per_node)} nodes of {cluster.gpus_per_node} devices, where no "
+                              f"run overlaps them -- drop --tp-comm-overlap or keep --tp within a node")
+
+
+# The kernels --attention-kernel names for --attention flash (the others, torch-softmax and hf-fp32-softmax,
+# describe eager attention; Strategy checks those)
+FLASH_KERNELS = ("fa1", "fa2", "fa3", "cudnn", "mem-efficient", "triton")
+
+
+def check_attention_kernel_runs(attention: str, kernel: str, cluster) -> None:
+    """--attention-kernel as typed to estimate or plan: a fused kernel under --attention eager (which runs none: the
+    cost model reads the kernel under flash only) is refused rather than ignored; one named for a device that cannot
+    run it (a V100: no FlashAttention family) in the cost model's own line (terms.attention_kernel), before a plan's
+    search rather than as every candidate rejected."""
+    if attention != "flash":
+        if kernel in FLASH_KERNELS:
+            raise ScalestudyError(f"--attention-kernel {kernel} is a fused kernel of --attention flash; --attention "
+                                  f"{attention} runs none (set --attention flash, or leave --attention-kernel at "
+                                  f"engine)")
+        return
+    from scalestudy.costmodel.terms import attention_kernel
+    from scalestudy.specs.strategy import Strategy
+
+    for g in cluster.rank_groups():
+        if kernel in g.device.attention_kernel_fallback:
+            attention_kernel(Strategy(engine="ddp", attention="flash", attention_kernel=kernel), g.device)
 
 
 def print_stages(est, console=None) -> None:

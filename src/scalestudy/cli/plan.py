@@ -264,6 +264,9 @@ def plan(
             raise ScalestudyError(f"--stage-speeds gives {len(speeds)} stage(s) but --pp is {pp}")
         pp = str(len(speeds))
     spec = get_model(model)
+    from scalestudy.cli.options import check_target_len
+
+    check_target_len(spec, target_len)
     run_objective = train_objective or ("span" if spec.is_encoder_decoder else "causal")
     if lexicon is not None and run_objective != "knowledge":  # train would refuse every emitted run for it
         from scalestudy.specs.run import lexicon_message
@@ -293,6 +296,19 @@ def plan(
         import dataclasses
 
         cons = dataclasses.replace(cons, cp=cp)
+        if emit_dir is not None:  # every candidate would split its sequences: none is a run train can start
+            from scalestudy.specs.run import check_cost_model_only
+            from scalestudy.specs.strategy import Strategy
+
+            try:
+                check_cost_model_only(Strategy(engine="fsdp", zero=3, cp=cp))
+            except ScalestudyError as exc:
+                raise ScalestudyError(f"--emit writes a run for `scalestudy train`, which would refuse every "
+                                      f"candidate of --cp {cp} ({exc}): drop --emit or --cp") from None
+    from scalestudy.cli.options import check_attention_kernel_runs, check_tp_comm_overlap
+
+    check_tp_comm_overlap(software["tp_comm_overlap"], cons.tp, clus)
+    check_attention_kernel_runs(attention, software["attention_kernel"], clus)
     if virtual_stages is not None and max(cons.virtual_stages) * 2 > spec.total_layers:
         # interleaving needs pp >= 2 stages of virtual_stages layers each: a larger value could only be skipped
         raise ScalestudyError(f"--virtual-stages {max(cons.virtual_stages)} exceeds what {spec.name}'s "
@@ -440,6 +456,9 @@ def tune(
     from scalestudy.specs.strategy import Workload
 
     spec = get_model(model)
+    from scalestudy.cli.options import check_target_len
+
+    check_target_len(spec, target_len)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)
     _check_tune_counts(budget_s, trial_timeout_s, max_trials=max_trials, screen=screen, contenders=contenders)

@@ -109,6 +109,11 @@ def train(
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}
     cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
+    # a decoder-only model's causal run resolves it to 0: dropped (a T5 is refused for causal by validate)
+    if target_len is not None and target_len > 0 and cfg.data.objective == "causal" and \
+            not cfg.model_spec().is_encoder_decoder:
+        raise ScalestudyError(f"--target-len {target_len} is the decoder length of the span and knowledge objectives; "
+                              "--objective causal trains a decoder-only sequence of --seq-len: drop --target-len")
     if not print_launch and stage_layers != "auto":  # auto's split needs the device, known only through torch
         from scalestudy.engine.launch import check_before_start
 
