@@ -181,7 +181,7 @@ def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, ca
     folder.mkdir(parents=True)
     hf = {k: v for k, v in to_hf_config(PRESETS["t5-tiny"]).items() if k != "_name_or_path"}
     (folder / "config.json").write_text(json.dumps(hf))
-    (tmp_path / "corpus.txt").write_text("some text\n")
+    (tmp_path / "corpus.jsonl").write_text('{"body": "some text"}\n')  # records: --text-field picks their field
     from scalestudy.engine.data.bundled import corpus_path
     from scalestudy.engine.data.corpora import read_corpus
     from scalestudy.engine.data.tokenizer import save_tokenizer, train_tokenizer
@@ -192,14 +192,14 @@ def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, ca
     monkeypatch.chdir(tmp_path)  # relative paths on the command line, absolute ones in the emitted config
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model", "models/my-t5/config.json", "--gpu", "a100-80gb", "--gpus-per-node", "8",
-              "--global-batch", "64", "--seq-len", "128", "--engine", "fsdp", "--data", "corpus.txt",
+              "--global-batch", "64", "--seq-len", "128", "--engine", "fsdp", "--data", "corpus.jsonl",
               "--tokenizer", "tok.json", "--text-field", "body", "--emit", "out"])
     assert exc.value.code in (0, None)
     capsys.readouterr()
     cfg = RunConfig.from_yaml(tmp_path / "out" / "train_config.yaml")
     # The model's path is carried; its display name is the config's folder, never "config".
     assert cfg.model.source == str(folder / "config.json") and cfg.display_name == "my-t5"
-    assert cfg.data.files == (str(tmp_path / "corpus.txt"),) and cfg.data.tokenizer == str(tmp_path / "tok.json")
+    assert cfg.data.files == (str(tmp_path / "corpus.jsonl"),) and cfg.data.tokenizer == str(tmp_path / "tok.json")
     assert cfg.data.text_field == "body" and cfg.workload.target_len == 29  # span need of 128 tokens
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["model"] == "my-t5"
     assert cfg.output.dir.startswith("runs/my-t5-fsdp")

@@ -255,6 +255,9 @@ def plan(
         from scalestudy.plan.emit import check_input_files
 
         check_input_files(data, tokenizer, lexicon, text_field)  # before the search, not after it
+        from scalestudy.specs.run import DataSection, check_data_fields
+
+        check_data_fields(data, text_field or DataSection.text_field, tokenizer, vocab_size or DataSection.vocab_size)
     speeds = parse_speeds(stage_speeds)
     if speeds:
         if max_nodes is not None or objective in ("cost", "min-nodes"):

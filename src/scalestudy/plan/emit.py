@@ -47,6 +47,9 @@ def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_fie
     from scalestudy.engine.data.corpora import check_hf_spec, read_corpus
     from scalestudy.engine.data.knowledge import load_lexicon
     from scalestudy.engine.data.tokenizer import load_tokenizer
+    from scalestudy.specs.run import DataSection, check_data_fields
+
+    check_data_fields(data, text_field or DataSection.text_field, None, DataSection.vocab_size)
 
     for spec in [f for f in data or () if f.startswith("hf:")]:
         check_hf_spec(spec)  # the written form only: the nodes reach the dataset

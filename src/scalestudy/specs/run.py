@@ -325,6 +325,7 @@ class RunConfig:
             raise OptionError(f"vocab_size must be >= 1, got {d.vocab_size}", "vocab_size")
         if not d.text_field.strip():
             raise ScalestudyError("--text-field must name the text field of JSONL/Parquet records, got ''")
+        check_data_fields(d.files, d.text_field, d.tokenizer, d.vocab_size)
         spec = self.model_spec()
         strategy = self.strategy
         # The trained tokenizer's ids index the model's embedding (a small corpus may learn fewer than the default)
@@ -559,6 +560,23 @@ def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) ->
     for name in COST_MODEL_OPTIONS:
         if not train_runs(name, getattr(strategy, name), model, vars(strategy)):
             raise ScalestudyError(cost_model_option_message(name))
+
+
+# Corpora whose records have named fields (engine/data/corpora.py): what --text-field picks from
+FIELD_CORPORA = (".jsonl", ".jsonl.gz", ".parquet")
+
+
+def check_data_fields(files, text_field: str, tokenizer: str | None, vocab_size: int) -> None:
+    """Data options that would be dropped: a text field for corpora without fields (plain text, the bundled corpus),
+    a vocabulary size for a tokenizer given ready-made (only a tokenizer trained on the data takes it)."""
+    if text_field != DataSection.text_field and not any(
+            str(f).startswith("hf:") or str(f).endswith(FIELD_CORPORA) for f in files or ()):
+        raise OptionError(f"text_field {text_field} names the field of JSONL / Parquet records or of a hf: dataset; "
+                          f"{'the corpus ' + ', '.join(map(str, files)) if files else 'the bundled corpus'} has "
+                          "none (plain text: one document per line)", "text_field")
+    if tokenizer is not None and vocab_size != DataSection.vocab_size:
+        raise OptionError(f"vocab_size {vocab_size} sizes the vocabulary train learns from the data; tokenizer "
+                          f"{tokenizer} is given ready-made: drop one", "vocab_size", "tokenizer")
 
 
 def resolve_target_len(objective: str, seq_len: int, target_len: int = 0) -> int:
