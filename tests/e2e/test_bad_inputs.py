@@ -1237,6 +1237,7 @@ CASES: list[Case] = [
       "drop --target-len"),  # resolved to 0, dropped
     C("estimate-stage-speeds-one-stage", f"{EST} --stage-speeds 2", "two or more"),  # relative to itself: 1.0
     C("plan-stage-speeds-one-stage", f"{PLAN} --stage-speeds 0.5", "two or more"),
+    C("plan-max-nodes-beyond-cluster", f"{PLAN} --max-nodes 4", "exceeds the cluster's 1 node"),  # capped at 1
     C("plan-emit-text-field-plain-corpus", f"{PLAN} --emit newdir-parent/e --text-field body",
       "bundled corpus has none"),  # before the search
     C("train-text-field-plain-corpus", f"{TRAIN} --data corpus.txt --text-field body", "has none"),  # lines, no fields

@@ -199,7 +199,8 @@ def plan(
     offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
     offload_params: Optional[str] = typer.Option(None, help="Parameter offload: none | cpu | nvme | any."),
     precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 (default: bf16 where supported)."),
-    max_nodes: Optional[int] = typer.Option(None, help="Use at most this many nodes; the node count is searched."),
+    max_nodes: Optional[int] = typer.Option(None, help="Use at most this many of the cluster's nodes (<= --nodes); "
+                                                       "the node count is searched."),
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
     emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
     train_steps: Optional[int] = typer.Option(None, help="With --emit: optimizer steps written into the emitted "
@@ -276,6 +277,9 @@ def plan(
 
         raise ScalestudyError(lexicon_message(run_objective, "--train-objective"))
     clus = cli_cluster(gpu, nodes, gpus_per_node, cluster, speeds)
+    if max_nodes is not None and max_nodes > clus.nodes:  # Constraints.node_counts caps it at the cluster's nodes
+        raise ScalestudyError(f"--max-nodes {max_nodes} exceeds the cluster's {clus.nodes} node(s): plan searches "
+                              f"node counts up to the nodes it has (--nodes, or the --cluster file's)")
     if stage_layers == "auto":  # estimate's resource-aware split: what plan runs on a mixed-speed cluster anyway
         if not clus.heterogeneous and not speeds:
             raise ScalestudyError("--stage-layers auto needs a cluster mixing devices (--cluster with groups) or "
