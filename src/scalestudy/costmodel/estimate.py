@@ -61,7 +61,7 @@ class MicroBatchGroup:
     (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy raises as it does there."""
 
     __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stage", "variant",
-                 "shape_group")
+                 "shape_group", "peak")
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None,
@@ -72,6 +72,7 @@ class MicroBatchGroup:
         self.stage = None  # stage_terms.StageFixed of the slowest stage, once priced
         self.variant = None  # _Variant of its strategies, once looked up (_variant)
         self.shape_group = None  # terms.shape_group of its strategies, once numbered
+        self.peak = None  # the MFU peak of its strategies (their device, precision and tf32), once read
 
     def __call__(self, strategy: Strategy) -> Estimate | None:
         return _estimate(self.model, self.cluster, strategy, self.workload, self.options, self.calibration, True,
@@ -178,7 +179,11 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     st, dev = strategy, cluster.device
     cal = calibration or stored()
     layout = model_layout(model, cluster, st, workload)
-    peak = dev.peak(peak_precision(st.precision, tf32_matmul=st.tf32, peaks=dev.peak_flops))  # MFU's (mfu.py)
+    peak = group.peak if group is not None else None
+    if peak is None:
+        peak = dev.peak(peak_precision(st.precision, tf32_matmul=st.tf32, peaks=dev.peak_flops))  # MFU's (mfu.py)
+        if group is not None:
+            group.peak = peak
     tp, pp, ga = layout.tp, layout.pp, layout.grad_accum
     if pp > 1 and st.pp_schedule == "interleaved" and ga % pp:
         raise ScalestudyError(f"the interleaved schedule needs the micro-batches per step ({ga}) to be a multiple "

@@ -603,7 +603,24 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     return max(busiest, stored[-1] * in_flight[-1] + masks[-1] + head_or_recompute_bytes(logits, working))
 
 
-def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float, encoder: float) -> list[float]:
+_STAGE_STORED: dict[tuple, tuple] = {}
+
+
+def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float, encoder: float) -> tuple[float, ...]:
+    """_stage_stored_bytes_of, memoised (the model by identity, kept to guard reuse): a planner asks again for each
+    schedule and accumulation of a pipeline depth, which none of its inputs holds."""
+    key = (id(model), layers, total, encoder)
+    hit = _STAGE_STORED.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_STAGE_STORED) > 100_000:
+        _STAGE_STORED.clear()
+    stored = tuple(_stage_stored_bytes_of(model, layers, total, encoder))
+    _STAGE_STORED[key] = (model, stored)
+    return stored
+
+
+def _stage_stored_bytes_of(model: ModelSpec, layers: tuple[int, ...], total: float, encoder: float) -> list[float]:
     """Each pipeline stage's stored activations of one micro-batch: its own blocks' -- a T5's encoder stack comes
     first, its blocks at the encoder length, the decoder's at the target length (as stages.stage_activations: the
     per-stage path), so the encoder's stages hold more than the average block; evenly per block for one kind of
@@ -621,13 +638,35 @@ def _stage_stored_bytes(model: ModelSpec, layers: tuple[int, ...], total: float,
     return out
 
 
+_STORED: dict[tuple, tuple] = {}
+
+
 def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                            tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
                            fused_glu: bool, eager_gelu: bool, fp32_scores: bool,
                            eager_norms: bool = False, head_tp: int = 0) -> tuple[float, float, float, float]:
     """(stored activations of every block, the encoder blocks' part of them, a block's backward working set, the
     loss's buffers) of one micro-batch on one rank without pipeline parallelism (`activation_bytes` spreads them
-    over the stages)."""
+    over the stages). Memoised on its inputs, the model by identity (kept to guard reuse): a planner asks again
+    for each pipeline depth, schedule and accumulation, which none of them enters."""
+    key = (id(model), micro_batch, seq_len, target_len, precision, tp, recompute, flash, sp, cross_entropy, kv_native,
+           fused_glu, eager_gelu, fp32_scores, eager_norms, head_tp)
+    hit = _STORED.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_STORED) > 100_000:
+        _STORED.clear()
+    parts = _stored_working_logits_of(model, micro_batch, seq_len, target_len, precision, tp, recompute, flash, sp,
+                                      cross_entropy, kv_native, fused_glu, eager_gelu, fp32_scores, eager_norms,
+                                      head_tp)
+    _STORED[key] = (model, parts)
+    return parts
+
+
+def _stored_working_logits_of(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
+                              tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
+                              fused_glu: bool, eager_gelu: bool, fp32_scores: bool, eager_norms: bool,
+                              head_tp: int) -> tuple[float, float, float, float]:
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
                                 eager_gelu, fp32_scores, eager_norms)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)

@@ -268,6 +268,24 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
 
 
 _TP = IdMemo()
+_TP_GROUPS: dict[tuple, tuple] = {}  # (id(cluster), tp) -> _tp_group(cluster, tp)
+_TP_LINKS: dict[tuple, int] = {}  # (tp_links, tp_ranks_per_node) -> its number
+_TP_LINK_NUMBERS = itertools.count()
+
+
+def _tp_group(cluster: ClusterSpec, tp: int) -> tuple:
+    """(the cluster, tp_links, tp_ranks_per_node, the number of those two) of a tensor-parallel group of tp ranks on
+    `cluster`, registered in _TP_GROUPS (the cluster kept to guard reuse): _stage_tp_comm looks them up once per
+    cluster and degree, and keys its memo by their number (equal numbers, equal links; hashing the links' NCCL
+    protocol table on every call was most of a lookup's time)."""
+    lk, per_node = tp_links(cluster, tp), tp_ranks_per_node(tp, cluster)
+    number = _TP_LINKS.get((lk, per_node))
+    if number is None:
+        number = _TP_LINKS[(lk, per_node)] = next(_TP_LINK_NUMBERS)
+    if len(_TP_GROUPS) > 4096:
+        _TP_GROUPS.clear()
+    group = _TP_GROUPS[(id(cluster), tp)] = (cluster, lk, per_node, number)
+    return group
 
 
 def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, cluster: ClusterSpec,
@@ -277,10 +295,12 @@ def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, c
     recompute, its early stop, the tensor-parallel overlap, sequence parallelism and the engine. A layout's ZeRO
     stages share it, which _stage_comm's memo keeps apart (its key holds every other strategy field): 3150 -> 892
     priced in a mt5-xxl 128 x 8 plan, 2786 -> 801 in a llama-7b one."""
-    lk = tp_links(cluster, tp)
-    per_node = tp_ranks_per_node(tp, cluster)
-    key = (id(ct), id(eng), share, tp, lk, interference, st.recompute, st.recompute_early_stop, st.tp_comm_overlap,
-           st.sequence_parallel, st.engine, per_node)
+    group = _TP_GROUPS.get((id(cluster), tp))
+    if group is None or group[0] is not cluster:
+        group = _tp_group(cluster, tp)
+    _, lk, per_node, links_number = group
+    key = (id(ct), id(eng), share, tp, links_number, interference, st.recompute, st.recompute_early_stop,
+           st.tp_comm_overlap, st.sequence_parallel, st.engine)
     hit = _TP.get(key)
     if hit is not None:
         return hit

@@ -442,27 +442,23 @@ def _tp_allreduces(model: ModelSpec, precision: str, tp: int, micro_batch: int, 
     return total * passes / tp_ops, tp_ops
 
 
-def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
-                  target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
-                  kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
-                  loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
-                  cublas: str = "11", tf32: bool = False) -> ComputeTimes:
-    """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
-    Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
-    under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
-    before each block's FFN output projection (op_checkpoint.early_stop); `loss` the cross-entropy kernel over the
-    logits (Strategy.cross_entropy; _head_s); `megatron_head`: the engine is Megatron-LM / NeMo (alignment.pads_vocab),
-    which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
-    vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
-    is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
-    `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py); `tf32`:
-    Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`)."""
-    head_tp = head_tp or tp
-    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is device and hit[2] is cal:
-        return hit[1]
+_PASSES: dict = {}
+
+
+def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
+            target_len: int, flash: bool, sp: bool, cal: Calibration, kernels: str, attention_kernel: str, loss: str,
+            megatron_head: bool, head_tp: int, cublas: str, tf32: bool) -> tuple:
+    """compute_times' terms no recompute enters, in its order: (GEMM peak, the layers' dense and attention-core
+    seconds and FLOPs, FA1's forward and backward loop traffic, the dense seconds by TP_GEMM_ROLES, the LM head's
+    seconds and FLOPs, the element-wise forward and backward seconds, the kernels' fixed forward and backward
+    seconds) -- a micro-batch's recompute variants (full, selective, none: three compute_times a planner asks for)
+    share them, priced once (memoised on every input but the recompute and its early stop; the objects by
+    identity, kept to guard reuse)."""
+    key = (id(model), id(device), precision, tp, micro_batch, seq_len, target_len, flash, sp, id(cal), kernels,
+           attention_kernel, loss, megatron_head, head_tp, cublas, tf32)
+    hit = _PASSES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is device and hit[2] is cal:
+        return hit[3]
     peak = _matmul_peak(device, precision, tf32)
     dense_t = attn_t = dense_f = attn_f = 0.0
     loop_fwd = loop_bwd = 0.0  # FA1's loop traffic beyond its FLOP time (flash_v1.py), forward and backward
@@ -487,11 +483,44 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
             by_role[role] += sec
     head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
                              megatron_head, cublas, tf32)
-    le = model.num_layers if model.is_encoder_decoder else 0
-    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
         model, micro_batch, seq_len, target_len, precision, flash, tp, sp, kernels))
     fixed, fixed_bwd = _fixed_block_s(model, device, cal, kernels, flash)
+    if len(_PASSES) > 100_000:
+        _PASSES.clear()
+    passes = (peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd, ew_bwd,
+              fixed, fixed_bwd)
+    _PASSES[key] = (model, device, cal, passes)
+    return passes
+
+
+def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
+                  target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
+                  kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
+                  loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
+                  cublas: str = "11", tf32: bool = False) -> ComputeTimes:
+    """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
+    Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
+    under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
+    before each block's FFN output projection (op_checkpoint.early_stop); `loss` the cross-entropy kernel over the
+    logits (Strategy.cross_entropy; _head_s); `megatron_head`: the engine is Megatron-LM / NeMo (alignment.pads_vocab),
+    which pads the vocabulary to an aligned width, so the LM-head GEMMs run aligned whatever the model's
+    vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
+    is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
+    `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py); `tf32`:
+    Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`)."""
+    head_tp = head_tp or tp
+    key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
+           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is device and hit[2] is cal:
+        return hit[1]
+    passes = _passes(model, device, precision, tp, micro_batch, seq_len, target_len, flash, sp, cal, kernels,
+                     attention_kernel, loss, megatron_head, head_tp, cublas, tf32)
+    peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd, ew_bwd, fixed, \
+        fixed_bwd = passes
+    le = model.num_layers if model.is_encoder_decoder else 0
+    ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
     if flash and attention_kernel in BIAS_KERNELS and device.kind != "cpu":  # T5's bias as a float mask (GPU SDPA)
         bias_f, bias_b = (x / device.hbm_bytes_per_s for x in bias_pass_bytes(
             model, micro_batch, seq_len, target_len, tp, recompute))
