@@ -213,3 +213,32 @@ def test_a_layouts_zero_stages_share_one_tensor_parallel_price():
     for s, expected in zip(strategies, warm):
         activation_cache_clear()
         assert estimate(model, cluster, s, work).to_dict() == expected, s.label
+
+
+def test_recompute_and_pipeline_shared_terms_equal_a_fresh_evaluation():
+    """compute_times' recompute-free passes (step._passes), a micro-batch's stored activations (memory.
+    _stored_working_logits) and their split over the stages (memory._stage_stored_bytes) are memoised on fewer inputs
+    than their callers: a strategy priced after its recompute, pipeline and schedule siblings (memo hits) equals it
+    priced with every cache empty, and the siblings do hit."""
+    from scalestudy.costmodel import memory, step
+
+    cluster = make_cluster("a100-40gb", nodes=2, gpus_per_node=8)
+    cases = [(get_model("mt5-small"), Workload(global_batch=64, seq_len=512, target_len=114)),
+             (get_model("gpt2"), Workload(global_batch=64, seq_len=1024))]
+    for model, work in cases:
+        strategies = []
+        for engine, zero, pp, sched, rc, sp, kernels, mb in itertools.product(
+                ("megatron", "fsdp"), (0, 1, 2), (1, 2, 4), ("1f1b", "gpipe"), ("none", "selective", "full"),
+                (True, False), ("engine", "eager"), (1, 2)):
+            try:
+                strategies.append(Strategy(engine=engine, zero=zero, tp=2, pp=pp, pp_schedule=sched, recompute=rc,
+                                           sequence_parallel=sp, kernels=kernels, micro_batch=mb))
+            except ScalestudyError:
+                pass
+        activation_cache_clear()
+        warm = [estimate(model, cluster, s, work).to_dict() for s in strategies]
+        assert 0 < len(step._PASSES) < len(step._CACHE)
+        assert 0 < len(memory._STORED) < len(strategies) and 0 < len(memory._STAGE_STORED) < len(strategies)
+        for s, expected in zip(strategies[::7], warm[::7]):
+            activation_cache_clear()
+            assert estimate(model, cluster, s, work).to_dict() == expected, s.label
