@@ -245,3 +245,25 @@ def test_this_process_run_queue_wait_and_the_runnable_count_are_read():
     assert waited is not None and waited >= 0.0
     assert process_wait_s(os.getpid()) >= waited  # it only grows
     assert runnable_threads() >= 1  # the reader itself runs
+
+
+def test_a_remeasurement_leaves_the_study_plan_whole(tmp_path, monkeypatch):
+    """run_study records the spec it runs as the study's plan (the store's trial_ids): a re-measurement's one-trial
+    spec made the demo's report say '10 of 1 planned trials finished'."""
+    from scalestudy.study.runner import open_study
+
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    spec = parse_spec(dict(DEMO_SPEC), "demo")
+    open_study(spec, tmp_path).close()
+    _store_with(tmp_path, spec)
+    ws2 = [i for i, t in enumerate(spec.trials) if t.world_size == 2]
+    runs, record = _rerun(tmp_path, 0.05)
+
+    def run(sub):  # as run_study: the spec it was given becomes the plan, then the trial runs
+        open_study(sub, tmp_path).close()
+        record(sub)
+
+    meter = FakeMeter({10.0 * ws2[0]: 1.5}, later=0.0)
+    assert remeasure_disturbed(spec, tmp_path, meter, run=run) == [spec.trials[ws2[0]].label] == runs
+    with Store(tmp_path) as store:
+        assert store.get_meta("trial_ids") == [t.trial_id for t in spec.trials]

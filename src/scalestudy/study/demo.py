@@ -189,6 +189,8 @@ def remeasure_disturbed(spec, output: Path, meter, *, console=None, budget_s: fl
         old_metrics = [json.loads(m["data"]) for m in steps[trial.trial_id]]
         run(replace(spec, trials=(trial,)))
         with Store(output) as store:
+            # run_study recorded its one-trial spec as the study's plan (trial_ids): the plan is still every trial
+            store.set_meta("trial_ids", [t.trial_id for t in spec.trials])
             new = {r["trial_id"]: r for r in store.trials()}.get(trial.trial_id, {})
             after = disturbance(new, meter, store.metrics(trial.trial_id))
             if after is None or after >= before:  # failed, unknown or no calmer: the first measurement stands
