@@ -22,7 +22,7 @@ CASES = [
     (["--model", "llama-7b", "--gpu", "h200", "--seq-len", "131072", "--engine", "fsdp", "--zero", "3",
       "--recompute", "full", "--attention-kernel", "fa3"], None),
     (["--model", "llama-7b", "--gpu", "a100-80gb", "--seq-len", "8192", "--attention", "eager",
-      "--attention-kernel", "fa3"], None),  # no fused kernel under eager attention: the kernel is not used
+      "--attention-kernel", "fa3"], "is a fused kernel of --attention flash"),  # eager runs no fused kernel
 ]
 
 

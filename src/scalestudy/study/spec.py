@@ -330,8 +330,8 @@ def _no_effect(point: dict) -> str:
     return ""
 
 
-def _validate(point: dict) -> str:
-    """Empty string if the trial is runnable, else the reason it is not."""
+def _validate(point: dict, data: list[str]) -> str:
+    """Empty string if the trial is runnable on the study's `data`, else the reason it is not."""
     try:
         trial = Trial(**point)
         check_cost_model_only(trial.strategy)  # engine megatron: the cost model's, not train's
@@ -343,7 +343,7 @@ def _validate(point: dict) -> str:
         layout = resolve_layout(trial.strategy, trial.world_size, trial.global_batch)
         check_microbatches(trial.strategy, layout.grad_accum)
         check_sequence_parallel(trial.strategy, workload.seq_len, workload.target_len)
-        trial.run_config(output="trial").validate()  # the options a trial's `train` would refuse (e.g. train_options)
+        trial.run_config(data=data, output="trial").validate()  # the options a trial's `train` would refuse (e.g. train_options)
     except ScalestudyError as exc:
         return str(exc)
     if _no_effect(point):
@@ -488,12 +488,16 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
             for g in _expand(extra, schema, f"{where}: include[{i}]"):
                 points.append({**defaults, **firsts, **g})
 
+    data = raw.get("data") or []
+    data = [data] if isinstance(data, str) else data
+    if not isinstance(data, list) or not all(isinstance(d, str) and d for d in data):
+        raise ScalestudyError(f"{where}: data must be a corpus path (or hf:NAME) or a list of them, got {data!r}")
     options = _train_options(raw.get("train_options"), where)
     trials: dict[str, Trial] = {}
     skipped: list[str] = []
     for point in points:
         point["train_options"] = options
-        reason = _validate(point)
+        reason = _validate(point, data)
         if reason:
             skipped.append(f"{_describe(point)}: {reason}")
             continue
@@ -513,10 +517,6 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
                               f"unknown {bad}")
     _check_slurm(slurm, where)
     _check_slurm_gpus(slurm, trials.values(), where)
-    data = raw.get("data") or []
-    data = [data] if isinstance(data, str) else data
-    if not isinstance(data, list) or not all(isinstance(d, str) and d for d in data):
-        raise ScalestudyError(f"{where}: data must be a corpus path (or hf:NAME) or a list of them, got {data!r}")
     extra_args = raw.get("extra_args") or []
     try:
         if not isinstance(extra_args, (str, list)) or any(isinstance(a, (dict, list)) for a in extra_args):
