@@ -114,6 +114,22 @@ def test_run_config_settings_launcher_and_emit_import_without_torch():
     assert res.returncode == 0, res.stderr
 
 
+def test_a_cluster_file_names_a_training_option_without_reading_the_run_config(tmp_path):
+    """run.py imports the cluster reader (its world-size limit): the reader's hint for `learning_rate` comes from
+    the option table (run_options.py), so run.py is never imported back -- an import circle otherwise."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text("device: a100-80gb\nnodes: 1\ngpus_per_node: 8\nlearning_rate: 3.0e-4\n")
+    code = ("import sys; from scalestudy.specs.hardware import load_cluster\n"
+            f"try:\n    load_cluster({str(path)!r})\nexcept Exception as e:\n    print(e)\n"
+            "assert 'scalestudy.specs.run' not in sys.modules, 'the cluster reader imported the run config'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "(learning_rate as lr: a training option of a run config" in res.stdout
+
+
 def test_paths_in_a_config_file_are_taken_from_its_folder_flags_from_the_cwd(tmp_path, monkeypatch):
     (tmp_path / "cfg").mkdir()
     path = tmp_path / "cfg" / "run.yaml"

@@ -21,6 +21,7 @@ import yaml
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.near_keys import did_you_mean
+from scalestudy.specs.run_options import training_option_hint
 from scalestudy.yamlfile import read_yaml
 
 # yaml.safe_load's loader with libyaml's C parser where PyYAML has it: the same SafeConstructor builds the same
@@ -702,8 +703,8 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     known = {f.name for f in fields(ClusterSpec)} - {"device", "groups"}
     unknown = set(data) - known
     if unknown:
-        raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(map(str, unknown)))}"
-                              f"{did_you_mean(unknown, known | {'device', 'groups'}) or _run_option_hint(unknown)}"
+        hint = did_you_mean(unknown, known | {'device', 'groups'}) or training_option_hint(unknown, "a cluster file")
+        raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(map(str, unknown)))}{hint}"
                               f" (known: device or groups, {', '.join(sorted(known))})")
     for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s",
                 "net_post_overhead_s", "power_limit_w"):
@@ -724,17 +725,6 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
     if not isinstance(data.get("name", ""), str):
         raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
-
-
-def _run_option_hint(unknown) -> str:
-    """A training option written into a cluster file (learning_rate, steps): where it goes instead."""
-    from scalestudy.specs.near_keys import nearest
-    from scalestudy.specs.run import FLAT_KEYS
-
-    near = {k: nearest(k, FLAT_KEYS) for k in sorted(map(str, unknown))}
-    named = [f"{k} as {v}" if k != v else k for k, v in near.items() if v]
-    return (f" ({', '.join(named)}: a training option of a run config (`scalestudy train --config`), not of a "
-            "cluster file)") if named else ""
 
 
 def make_cluster(gpu: str = "a100-40gb", nodes: int = 1, gpus_per_node: int = 8, cluster_file: str | None = None

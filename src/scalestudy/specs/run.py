@@ -16,7 +16,7 @@ Derived values are resolved in one place, `RunConfig.resolved()`:
   causal models have none (0). `estimate`, `plan` and `train` all default --target-len this way.
 - global_batch 0 = micro_batch x data-parallel degree (no gradient accumulation).
 Flat option names (`lr`, `engine`, `seq_len`, `output`, ...: the `train` flags) map onto the sections through
-`FLAT_KEYS`; `train --config` also reads the older flat YAML files that way.
+`FLAT_KEYS` (run_options.py, with the sections); `train --config` also reads the older flat YAML files that way.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
+from scalestudy.specs.run_options import (FLAT_KEYS, FLAT_NAMES, RUN_OPTIONS_DOC, SECTION_ONLY, SECTIONS, DataSection,
+                                          ModelSection, OptimizerSection, OutputSection, WorkloadSection)
 from scalestudy.specs.strategy import (COST_MODEL_ENGINES, LM_HEADS, TRAIN_VALUES, Layout, Strategy, Workload,
                                       resolve_layout, zero1_all_reduce_default)
 from scalestudy.yamlfile import read_yaml
@@ -49,84 +51,9 @@ MAX_WARMUP_STEPS = 1_000_000
 # a gradient-norm threshold (published runs clip at 0.3-5); 1e6 keeps any real setting, above it clipping never acts
 MAX_GRAD_CLIP = 1.0e6
 
-
-@dataclass(frozen=True)
-class ModelSection:
-    source: str = "t5-tiny"  # preset name or a Hugging Face config.json path
-    dropout: float = 0.0  # T5 v1.1 / mT5 pre-training used none; also keeps engines bit-comparable
-
-
-@dataclass(frozen=True)
-class WorkloadSection:
-    seq_len: int = 128  # encoder (or decoder-only) length in tokens
-    target_len: int = 0  # decoder length of span/knowledge objectives; 0 -> what span corruption of seq_len needs
-    global_batch: int = 0  # sequences per optimizer step; 0 -> micro_batch x dp (no accumulation)
-    nproc: int = 1  # ranks per node
-    nnodes: int = 1
-    steps: int = 100  # optimizer steps in total (resumed ones included)
-
-
-@dataclass(frozen=True)
-class OptimizerSection:
-    """AdamW, linear warm-up, then decay to min_lr_ratio x lr at the last step."""
-
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    decay: str = "cosine"
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    grad_clip: float = 1.0  # 0 disables clipping
-    seed: int = 1234  # weights and data order
-
-
-@dataclass(frozen=True)
-class DataSection:
-    objective: str = "span"  # span, knowledge (encoder-decoder) or causal (decoder-only)
-    files: tuple[str, ...] = ()  # empty -> the bundled corpus
-    text_field: str = "text"
-    lexicon: str | None = None
-    tokenizer: str | None = None  # tokenizer.json; trained on the corpus when None
-    vocab_size: int = 8192
-
-
-@dataclass(frozen=True)
-class OutputSection:
-    dir: str = "runs/train"
-    resume: bool = False
-    save_every: int = 0  # 0 -> only the final checkpoint
-    timing_warmup: int = 2  # measured steps excluded from the summary medians
-    progress: bool = True
-    crash_after_step: int = 0  # tests only: die hard right after this step (after its checkpoint)
-
-
 # The one default strategy of a run: Strategy's own defaults, in fp32 (the one precision every device runs at full
 # speed: most CPUs emulate bf16; engine/cpu_precision.py measures it).
 DEFAULT_STRATEGY = Strategy(precision="fp32")
-
-SECTIONS: dict[str, type] = {"model": ModelSection, "workload": WorkloadSection, "optimizer": OptimizerSection,
-                             "data": DataSection, "output": OutputSection}
-
-
-def _flat_keys() -> dict[str, tuple[str, str]]:
-    """Flat option name (train flag) -> (section, field). Strategy fields keep their names, so new ones flow."""
-    keys = {name: ("strategy", name) for name in Strategy.__dataclass_fields__}
-    for section, cls in SECTIONS.items():
-        for f in fields(cls):
-            keys.setdefault(f.name, (section, f.name))
-    keys.update({"model": ("model", "source"), "data": ("data", "files"), "output": ("output", "dir"),
-                 "warmup": ("output", "timing_warmup")})
-    for renamed in ("source", "files", "dir", "timing_warmup"):
-        keys.pop(renamed, None)
-    return keys
-
-
-FLAT_KEYS = _flat_keys()
-FLAT_NAMES = {place: key for key, place in FLAT_KEYS.items()}  # (section, field) -> the flat key a user writes
-RUN_OPTIONS_DOC = "docs/run-options.md"  # every flat key in a table (tests/unit/test_run_config.py checks it)
-SECTION_ONLY = {"strategy", *SECTIONS} - set(FLAT_KEYS)  # section names that are no flat option (workload, ...)
 
 
 @dataclass(frozen=True)
