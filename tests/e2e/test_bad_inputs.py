@@ -647,6 +647,14 @@ CASES: list[Case] = [
     C("estimate-grad-accum-dtype-fsdp", f"{EST} --engine fsdp --zero 3 --grad-accum-dtype fp32",
       "describes DeepSpeed's data_types.grad_accum_dtype"),
     C("plan-grad-accum-dtype-without-deepspeed", f"{PLAN} --grad-accum-dtype fp32", "--engine deepspeed"),
+    # the flags to add, not the first candidate's strategy (it named 'deepspeed with offload_optimizer none')
+    C("plan-optimizer-loop-cpu-adam-bare", f"{PLAN} --optimizer-loop cpu-adam",
+      "it needs --engine fsdp --offload-optimizer cpu"),
+    C("plan-optimizer-loop-cpu-adam-no-offload", f"{PLAN} --engine fsdp --optimizer-loop cpu-adam",
+      "it needs --engine fsdp --offload-optimizer cpu"),
+    C("plan-optimizer-loop-fused-bare", f"{PLAN} --optimizer-loop fused", "it needs --engine fsdp and/or ddp"),
+    C("plan-optimizer-loop-deepspeed-bf16-bare", f"{PLAN} --optimizer-loop deepspeed-bf16",
+      "--zero 0 --precision bf16 and --pp 2 or more"),
     C("train-grad-accum-dtype-fp32", f"{TRAIN} --set grad_accum_dtype=fp32", "grad_accum_dtype"),
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),

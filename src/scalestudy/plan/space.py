@@ -160,6 +160,19 @@ class Constraints:
         if self.optimizer_loop == "deepspeed-unfused" and (set(self.engines) != {"deepspeed"} or set(self.zero) != {0}):
             raise ScalestudyError("--optimizer-loop deepspeed-unfused describes DeepSpeed ZeRO-0's "
                                   "FP16_UnfusedOptimizer: it needs --engine deepspeed --zero 0")
+        # checked on the flags, not left to the first candidate's Strategy: that names an engine the user never typed
+        if self.optimizer_loop == "cpu-adam" and (set(self.engines) != {"fsdp"} or
+                                                  set(self.offload_optimizer) != {"cpu"}):
+            raise ScalestudyError("--optimizer-loop cpu-adam describes DeepSpeed's CPU-Adam stepping FSDP's "
+                                  "CPU-offloaded shards: it needs --engine fsdp --offload-optimizer cpu")
+        if self.optimizer_loop == "fused" and not (self.engines and set(self.engines) <= {"fsdp", "ddp"}):
+            raise ScalestudyError("--optimizer-loop fused describes torch AdamW(fused=True) on the torch-native "
+                                  "engines: it needs --engine fsdp and/or ddp")
+        if self.optimizer_loop == "deepspeed-bf16" and (set(self.engines) != {"deepspeed"} or set(self.zero) != {0}
+                                                        or self.precision != "bf16" or not self.pp or min(self.pp) < 2):
+            raise ScalestudyError("--optimizer-loop deepspeed-bf16 describes the BF16_Optimizer of a DeepSpeed bf16 "
+                                  "pipeline at ZeRO-0: it needs --engine deepspeed --zero 0 --precision bf16 and "
+                                  "--pp 2 or more")
         for z in self.zero:
             if z not in (0, 1, 2, 3):
                 raise ScalestudyError(f"zero stage must be 0-3, got {z}")
