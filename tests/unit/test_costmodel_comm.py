@@ -158,6 +158,10 @@ def test_tp_comm_overlap_does_not_reach_a_tensor_parallel_group_that_spans_nodes
     inside = _tp_across_nodes(8, 2, engine="megatron", zero=1, sequence_parallel=True)
     inside_off = _tp_across_nodes(8, 2, engine="megatron", zero=1, sequence_parallel=True, tp_comm_overlap=False)
     assert inside.tp_comm_s < inside_off.tp_comm_s  # inside a node the overlap still hides some
+    # estimate --json says what was priced: off across nodes (it said the engine default's true), on inside one
+    assert spanning.to_dict()["strategy"]["tp_comm_overlap"] is False
+    assert inside.to_dict()["strategy"]["tp_comm_overlap"] is True
+    assert spanning.to_dict()["strategy"] == off.to_dict()["strategy"]
 
 
 def test_a_tensor_parallel_group_fills_whole_nodes_or_stays_inside_one():

@@ -140,6 +140,7 @@ def _engine_meanings(est) -> dict[str, str]:
     """engine_meanings on the run's device; on a mixed cluster the attention kernel each device type runs in place
     of the engine's (terms.attention_kernel: a V100 stage runs SDPA's memory-efficient kernel), named per device
     where they differ."""
+    from scalestudy.costmodel.comm import tp_overlap_priced
     from scalestudy.costmodel.engine_software import engine_meanings
 
     by_device = {g.device.name: engine_meanings(est.strategy, g.device) for g in est.cluster.rank_groups()}
@@ -148,7 +149,7 @@ def _engine_meanings(est) -> dict[str, str]:
     if len(set(kernels.values())) > 1:
         meanings = {**meanings, "attention_kernel": ", ".join(f"{k} on {name}" for name, k in kernels.items())}
     st, per_node = est.strategy, est.cluster.gpus_per_node
-    if st.tp_comm_overlap and st.tp > per_node:  # the engine's default on, priced off (terms._tp_comm)
+    if st.tp_comm_overlap and not tp_overlap_priced(st.tp_comm_overlap, st.tp, est.cluster):  # default on, priced off
         meanings = {**meanings, "tp_comm_overlap": f"priced off: tp {st.tp} spans nodes of {per_node}, and TP "
                                                    "overlap needs the group inside one"}
     return meanings

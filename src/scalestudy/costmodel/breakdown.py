@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalestudy.costmodel.comm import tp_overlap_priced
 from scalestudy.costmodel.memory import Memory, allocator_cache_bytes, device_total_bytes, reserved_bytes
 from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
 from scalestudy.costmodel.options import CostOptions
@@ -162,6 +163,13 @@ class Estimate:
                 "offload_s": self.offload_s, "framework_s": self.framework_s,
                 **({"cp_comm_exposed_s": self.cp_comm_s} if self.layout.cp > 1 else {})}
 
+    def priced_strategy(self) -> dict:
+        """Strategy.to_dict() as the model priced it: tp_comm_overlap false for a tp group spanning nodes, where no
+        overlap is priced (comm.tp_overlap_priced) -- the engine's default had it on, and the JSON said so."""
+        out = self.strategy.to_dict()
+        out["tp_comm_overlap"] = tp_overlap_priced(self.strategy.tp_comm_overlap, self.strategy.tp, self.cluster)
+        return out
+
     def to_dict(self) -> dict:
         c, m, lay = self.cluster, self.memory, self.layout
         out = {
@@ -172,7 +180,7 @@ class Estimate:
             "cluster": {"device": c.device.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node,
                         "world_size": c.world_size, "intra_node_bytes_per_s": c.intra_bw,
                         "inter_node_bytes_per_s": c.inter_bw, "peak_flops_per_device": self.peak_flops},
-            "strategy": self.strategy.to_dict(),
+            "strategy": self.priced_strategy(),
             "workload": {"global_batch": self.workload.global_batch, "seq_len": self.workload.seq_len,
                          "target_len": self.target_len if self.model.is_encoder_decoder else 0,
                          "tokens_per_step": self.tokens_per_step, "train_tokens": self.workload.train_tokens},

@@ -72,6 +72,13 @@ def tp_ranks_per_node(tp: int, cluster: ClusterSpec) -> int:
     return min(tp, cluster.gpus_per_node)
 
 
+def tp_overlap_priced(tp_comm_overlap: bool, tp: int, cluster: ClusterSpec) -> bool:
+    """Whether a strategy's tp_comm_overlap is priced as on: only for a tensor-parallel group inside one node
+    (terms._tp_comm: Transformer Engine's userbuffers and PyTorch's async TP need it there), so a megatron zero 1 tp
+    spanning nodes, whose engine default turns it on, is priced without it."""
+    return bool(tp_comm_overlap) and tp_ranks_per_node(tp, cluster) >= tp
+
+
 def tp_links(cluster: ClusterSpec, tp: int) -> tuple[float, float, float, float, float]:
     """links() for a tensor-parallel group: on an NVLink point-to-point mesh (V100 SXM2 boards, DGX-1) a group of tp
     consecutive ranks inside the node rides only the links among its members (DeviceSpec.nvlink_group_fraction)."""
