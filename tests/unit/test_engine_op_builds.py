@@ -82,11 +82,11 @@ def test_the_cpu_profile_says_it_compiles_an_op_another_environment_built(tmp_pa
     _cached_build(tmp_path, "deepspeed_shm_comm", ["/other/clone/.venv/lib/" + os.path.basename(d) for d in here])
     logs = []
     cpu_profile.measure_profile(tmp_path / "p.yaml", log=logs.append)
-    assert "(~3 min after compiling DeepSpeed's deepspeed_shm_comm for this Python environment; cached in" in logs[0]
+    assert "(~5 min after compiling DeepSpeed's deepspeed_shm_comm for this Python environment; cached in" in logs[0]
     _cached_build(tmp_path, "deepspeed_shm_comm", here)
     logs.clear()
     cpu_profile.measure_profile(tmp_path / "p.yaml", log=logs.append)
-    assert "measuring this CPU once for the cost model (~2 min; cached in" in logs[0]
+    assert "measuring this CPU once for the cost model (~4 min; cached in" in logs[0]
 
 
 def test_the_cpu_profile_times_deepspeed_with_the_trials_op_cache(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ estimate).
 framework-overhead terms, which dominate small models (issue 11: the demo's predicted step times were off by a
 median 68%). The first prediction for `local-cpu` therefore measures this machine once (engine/cpu_profile.py:
 micro-benchmarks on 2 ranks, timed plain-PyTorch training steps, each engine timed on 1 and on 2 ranks through
-scalestudy's backends; ~1.5-2 min on an idle 2-core machine) and caches the profile in
+scalestudy's backends; ~4 min on a 2-core machine, PROFILE_MINUTES) and caches the profile in
 $SCALESTUDY_CACHE_DIR (default ~/.cache/scalestudy)/cpu_profile-<machine key>.yaml; later predictions read it.
 SCALESTUDY_CPU_PROFILE=static keeps the static file (no measurement). Torch-free: the measuring runs in a
 subprocess.
@@ -285,6 +285,11 @@ def _measure_again(path: Path, first: ProfileQuality, timeout_s: float, ops, log
         again.unlink(missing_ok=True)
 
 
+# What the profile is said to take before it starts (README.md and docs/estimate-schema.md say the same): its own header
+# timed 215 s on a 2-core machine at load average 1.8 (2026-12-04) and 233 s at 2.4 (2026-12-03), engines on 1 and 2
+# ranks most of it; each DeepSpeed op it compiles first adds ~1 min. (It said ~2 min, the time of an older profile.)
+PROFILE_MINUTES = 4
+
 # How long one measurement may run before it counts as hung (a stale op-build lock, a dead rank): ~2-5 min on a quiet
 # machine, but 903-1026 s at load average 4-7 (2026-12-02) and 1432 s at load 9-10 (2026-12-03, benchmarks/RESULTS.md),
 # where a 600 s limit failed the demo after ten minutes of measuring.
@@ -304,7 +309,8 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEOUT_
         # another venv's build in the cache, which torch recompiles) is said here or the minutes pass silently
         pending = [op for op in PROFILE_OPS if not built_for_this_environment(op)]
         build = f" after compiling DeepSpeed's {' and '.join(pending)} for this Python environment" if pending else ""
-        log(f"measuring this CPU once for the cost model (~{2 + len(pending)} min{build}; cached in {path})...")
+        log(f"measuring this CPU once for the cost model (~{PROFILE_MINUTES + len(pending)} min{build}; cached in "
+            f"{path})...")
     _run_profile(path, 1, timeout_s, PROFILE_OPS)
     first = profile_quality(path)
     if first is None or first.noise() <= 1.0:
@@ -328,7 +334,7 @@ def remeasure_if_noisy(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEO
         return
     if log:
         log(f"this machine's cached CPU profile was measured under load ({quality.why()}); the machine is quiet "
-            "now: measuring it again (~2 min)...")
+            f"now: measuring it again (~{PROFILE_MINUTES} min)...")
     _measure_again(path, quality, timeout_s, PROFILE_OPS, log)
 
 
