@@ -29,14 +29,17 @@ def _forward(device, tf32: bool) -> tuple[float, float]:
 
 def test_tf32_prices_fp32_gemms_at_the_tf32_peak_and_leaves_the_rest():
     """A100 datasheet: 156 TFLOP/s TF32 dense, 19.5 fp32 -- the dense GEMMs take 19.5 / 156 of their fp32 time; the
-    forward's non-GEMM seconds (element-wise bytes at 4 B per element, launches) are those of fp32, read off a copy
-    of the device whose TF32 GEMMs take no time."""
+    forward's non-GEMM seconds (element-wise bytes at 4 B per element, launches, the eager attention GEMMs' fp32
+    score traffic: step.eager_core_bytes) are those of fp32, read off copies of the device whose GEMMs take no time.
+    At the TF32 rate the two score GEMMs (2 x 64 FLOPs per 4-byte score) are bound by that traffic, so the forward
+    is the rest plus its dense GEMMs."""
     a100 = get_device("a100-40gb")
     off, on = _forward(a100, False), _forward(a100, True)
     assert on[1] == pytest.approx(off[1] * 19.5 / 156.0, rel=1e-12)
-    instant = dataclasses.replace(a100, peak_flops={**a100.peak_flops, "tf32": 1e40})
-    rest = _forward(instant, True)[0]  # every GEMM (projections, eager attention's two, LM head) ~0 s
-    assert rest > 0 and on[0] - rest == pytest.approx((off[0] - rest) * 19.5 / 156.0, rel=1e-9)
+    instant = dataclasses.replace(a100, peak_flops={**a100.peak_flops, "tf32": 1e40, "fp32": 1e40})
+    rest = _forward(instant, True)[0]  # every GEMM (projections, eager attention's two) ~0 s but the score traffic
+    assert rest > 0 and _forward(instant, False)[0] == pytest.approx(rest, rel=1e-12)
+    assert on[0] - rest == pytest.approx(on[1], rel=1e-9)
 
 
 def test_tf32_on_an_h100_uses_its_tf32_peak_and_mfu_divides_by_it():

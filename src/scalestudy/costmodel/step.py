@@ -383,6 +383,19 @@ def flash_core_s(model: ModelSpec, device: DeviceSpec, kernel: str, flops: float
         peak * attention_efficiency(device, dim, rate, cal)) * padding
 
 
+def eager_core_bytes(flops: float, head_dim: float, precision: str) -> float:
+    """HBM bytes of an eager attention core's two batched GEMMs (scores = Q K^T, context = P V) of `flops` (both
+    GEMMs, counted as step._layer_gemms does: 2 x head_dim FLOPs per score each): the first writes every score, the
+    second reads every probability, in the run's activation dtype. With a head dimension of 64-128 a score costs
+    2 x head_dim FLOPs against `a` bytes -- 64 FLOP/B for 16-bit scores at d 64, below an A100's ~126 at the GEMM
+    curve's rate (312 TFLOP/s x 0.63 / 1.555 TB/s) -- so the GEMMs stream the score matrix at HBM speed rather than
+    run at the GEMM curve (the roofline, Williams et al., CACM 2009). The backward's four GEMMs each touch the scores
+    once too (dP, dV; dQ, dK read dS): twice the forward's bytes, as attention_backward_factor's 2x the forward time.
+    The Q, K, V and context operands (b x s x head_dim each) are a head_dim / s share of this and not counted."""
+    scores = flops / (4.0 * head_dim)  # per GEMM
+    return 2.0 * scores * ACT_BYTES[precision]
+
+
 def _matmul_peak(device: DeviceSpec, precision: str, tf32: bool) -> float:
     """FLOP/s peak the GEMMs of a `precision` run are priced at: fp32 matmuls with TF32 allowed (Strategy.tf32) run
     on the TF32 Tensor Cores where the device has them (mfu.peak_precision; NVIDIA A100 datasheet: 156 TFLOP/s TF32
@@ -474,6 +487,8 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
                 loop_bwd += max(0.0, loop_b - attention_backward_factor(flash) * sec)
         else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
             sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead, cublas=cublas)
+            if is_attn and device.kind != "cpu":  # an eager core no faster than its score traffic (eager_core_bytes)
+                sec = max(sec, eager_core_bytes(flops, lead[1], precision) / device.hbm_bytes_per_s)
         if is_attn:
             attn_t += sec
             attn_f += flops
