@@ -20,8 +20,8 @@ from scalestudy.engine.checkpoint_record import check_resumable
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
-from scalestudy.specs.run import RunConfig
-from scalestudy.errors import ScalestudyError
+from scalestudy.specs.run import DataSection, RunConfig, trained_vocab_size
+from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.outputs import check_output_dir
 
 
@@ -84,7 +84,22 @@ def check_before_start(cfg: RunConfig) -> Path:
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
         check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
+        _check_resumed_vocab(cfg, out)
     return out
+
+
+def _check_resumed_vocab(cfg: RunConfig, out: Path) -> None:
+    """--resume without --tokenizer continues with DIR/tokenizer.json (prepare_output): another --vocab-size than the
+    one it was trained at would be refused by every rank, after DIR's config was rewritten and its summary dropped."""
+    own = out / "tokenizer.json"
+    vocab = cfg.data.vocab_size
+    if cfg.data.tokenizer is not None or not own.is_file():
+        return
+    trained = trained_vocab_size(str(own))
+    if vocab != DataSection.vocab_size and trained != vocab:  # the rule the ranks apply (check_data_fields)
+        raise OptionError(f"--resume continues with {own}{f', trained at vocab_size {trained}' if trained else ''}: "
+                          f"vocab_size {vocab} would change nothing -- drop it (or train anew into another output "
+                          "directory)", "vocab_size")
 
 
 def prepare_output(cfg: RunConfig) -> RunConfig:
@@ -98,7 +113,7 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     check_build_locks(cfg.strategy.engine, cfg.strategy.offload_optimizer, cuda)
     tokenizer = cfg.data.tokenizer
     if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
-        tokenizer = str(out / "tokenizer.json")
+        tokenizer = str((out / "tokenizer.json").resolve())
     created = _first_missing(out)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -111,7 +126,8 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     failures = out / ".failures"
     for stale in failures.glob("*.txt") if failures.is_dir() else []:
         stale.unlink()
-    return cfg.resolved().replace(tokenizer=tokenizer or str(out / "tokenizer.json"))
+    # absolute: DIR/train_config.yaml is read again by --config, which takes relative paths from DIR itself
+    return cfg.resolved().replace(tokenizer=tokenizer or str((out / "tokenizer.json").resolve()))
 
 
 def _first_missing(path: Path) -> Path | None:

@@ -502,12 +502,12 @@ def check_data_fields(files, text_field: str, tokenizer: str | None, vocab_size:
         raise OptionError(f"text_field {text_field} names the field of JSONL / Parquet records or of a hf: dataset; "
                           f"{'the corpus ' + ', '.join(map(str, files)) if files else 'the bundled corpus'} has "
                           "none (plain text: one document per line)", "text_field")
-    if tokenizer is not None and vocab_size != DataSection.vocab_size and _trained_size(tokenizer) != vocab_size:
+    if tokenizer is not None and vocab_size != DataSection.vocab_size and trained_vocab_size(tokenizer) != vocab_size:
         raise OptionError(f"vocab_size {vocab_size} sizes the vocabulary train learns from the data; tokenizer "
                           f"{tokenizer} is given ready-made: drop one", "vocab_size", "tokenizer")
 
 
-def _trained_size(tokenizer: str) -> int | None:
+def trained_vocab_size(tokenizer: str) -> int | None:
     """The vocabulary size train trained `tokenizer` with (its tokenizer.meta.json), None for one made elsewhere:
     the run's own tokenizer, handed to its ranks and to a resume, keeps the vocab_size it was trained at."""
     meta = Path(tokenizer).with_name("tokenizer.meta.json")
