@@ -67,9 +67,9 @@ ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                      "fa1 (FlashAttention-1, flash-attn < 2.0) | fa2 | fa3 (FlashAttention-3, "
                                      "Hopper) | cudnn | mem-efficient | triton (flash-attn < 2.0's Triton kernel: "
                                      "FA2's rate, head dim padded to a power of two); under --attention eager "
-                                     "on deepspeed/megatron: torch-softmax (Megatron's fused softmax skipped, PyTorch's "
-                                     "fp32 softmax ran); hf-fp32-softmax (--attention eager, fp16: Hugging Face "
-                                     "OPT's mask add, clamp, fp32 softmax and cast back); cost model only.")
+                                     "on deepspeed/megatron/ddp: torch-softmax (Megatron's fused softmax skipped, "
+                                     "PyTorch's fp32 softmax ran); hf-fp32-softmax (--attention eager, fp16: Hugging "
+                                     "Face OPT's mask add, clamp, fp32 softmax and cast back); cost model only.")
 OPTIMIZER_DTYPE = typer.Option("engine", "--optimizer-dtype",
                                help="Optimizer state dtype of engine megatron / fsdp: engine (fp32 master weights "
                                     "and Adam moments) | bf16 (megatron: NeMo distributed_fused_adam dtype bf16, 6 "

@@ -66,15 +66,29 @@ def torch_softmax_extra_bytes(act_bytes: int) -> tuple[float, float]:
     `* scale` (r 4, w 4), `masked_fill_` (r 4, w 4; the bool (1, 1, s, s) mask is read from cache), Softmax (r 4,
     w 4), `.half()` / `.bfloat16()` (r 4, w a). Backward (autograd's formulas): the cast's gradient up to fp32
     (r a, w 4), softmax_backward (r 8, w 4), masked_fill's `grad.masked_fill(mask, 0)` (r 4, w 4), the scale's
-    (r 4, w 4), the cast back (r 4, w a)."""
+    (r 4, w 4), the cast back (r 4, w a). fp32 scores (a fp32 run: input_in_float16 False) skip both casts --
+    forward_torch_softmax casts only 16-bit input -- leaving the scale, the mask and the softmax."""
     a = act_bytes
-    fallback_forward = (a + 4) + 8 + 8 + 8 + (4 + a)
-    fallback_backward = (a + 4) + 12 + 8 + 8 + (4 + a)
+    cast = (a + 4) if _casts(a) else 0  # each cast, either way
+    fallback_forward = cast + 8 + 8 + 8 + cast
+    fallback_backward = cast + 12 + 8 + 8 + cast
     return float(fallback_forward - 2 * a), float(fallback_backward - 3 * a)
 
 
-# Kernels the fallback launches beyond the fused one, (forward, backward): five each way instead of one
+def _casts(act_bytes: int) -> bool:
+    """Whether the fallback casts the scores to fp32 and back: only 16-bit scores are cast (fused_softmax.py
+    `if self.input_in_float16 and self.softmax_in_fp32`)."""
+    return act_bytes < 4
+
+
+# Kernels the fallback launches beyond the fused one, (forward, backward): five each way instead of one; three
+# for fp32 scores, which skip the two casts (torch_softmax_extra_kernels)
 TORCH_SOFTMAX_EXTRA_KERNELS = (4, 4)
+
+
+def torch_softmax_extra_kernels(act_bytes: int) -> tuple[int, int]:
+    """(forward, backward) launches the fallback adds per attention beyond the fused kernel's one."""
+    return TORCH_SOFTMAX_EXTRA_KERNELS if _casts(act_bytes) else (2, 2)
 
 
 def torch_softmax_pass_s(model, device, act_bytes: int, tp: int, micro_batch: int, seq_len: int, target_len: int,
@@ -91,6 +105,6 @@ def torch_softmax_pass_s(model, device, act_bytes: int, tp: int, micro_batch: in
     else:
         scores, attentions = heads * model.num_layers * seq_len * seq_len, model.num_layers
     extra_f, extra_b = torch_softmax_extra_bytes(act_bytes)
-    launch_f, launch_b = (k * attentions * kernel_s for k in TORCH_SOFTMAX_EXTRA_KERNELS)
+    launch_f, launch_b = (k * attentions * kernel_s for k in torch_softmax_extra_kernels(act_bytes))
     return (scores * extra_f / device.hbm_bytes_per_s + launch_f,
             scores * extra_b / device.hbm_bytes_per_s + launch_b)

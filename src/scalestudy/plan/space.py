@@ -130,9 +130,9 @@ class Constraints:
                                       f"only, when named: {', '.join(COST_MODEL_ENGINES)})")
         check_choice("optimizer_dtype", self.optimizer_dtype, OPTIMIZER_DTYPES)
         if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or not self.engines or not set(
-                self.engines) <= {"deepspeed", "megatron"}):  # Strategy's own refusal, once, before the search
+                self.engines) <= {"deepspeed", "megatron", "ddp"}):  # Strategy's own refusal, once, before the search
             raise ScalestudyError("--attention-kernel torch-softmax describes Megatron's eager attention: give "
-                                  "--attention eager and --engine deepspeed and/or megatron")
+                                  "--attention eager and --engine deepspeed, megatron and/or ddp")
         if self.attention_kernel == "hf-fp32-softmax" and (self.attention != "eager" or self.precision != "fp16"):
             raise ScalestudyError("--attention-kernel hf-fp32-softmax describes Hugging Face OPT's eager attention "
                                   "in fp16: give --attention eager and --precision fp16")

@@ -138,9 +138,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      "cudnn" or "mem-efficient" (PyTorch SDPA's memory-efficient CUTLASS kernel, which SDPA takes when
                      an attention mask is given: Hugging Face T5 under sdpa passes its relative position bias as a
                      float mask, costmodel/attention_bias.py, which also prices the bias tensors). Under eager
-                     attention (engines megatron / deepspeed, i.e. Megatron-LM and its forks): "torch-softmax" -- the
-                     run's FusedScaleMaskSoftmax skipped its fused kernel for the scores' shape and ran PyTorch's fp32
-                     softmax (costmodel/megatron_softmax.py: the rule, and BigScience's 2021-10..2022-03 code);
+                     attention (engines megatron / deepspeed, i.e. Megatron-LM and its forks, or ddp running a copy
+                     of Megatron's model code, e.g. FlagPerf's gpt2-pytorch): "torch-softmax" -- the run's
+                     FusedScaleMaskSoftmax skipped its fused kernel for the scores' shape, or their dtype (fp32 scores
+                     never take it), and ran PyTorch's fp32 softmax (costmodel/megatron_softmax.py: the rule, and
+                     BigScience's 2021-10..2022-03 code);
                      "hf-fp32-softmax" (fp16 only) -- Hugging Face OPTAttention's mask add, clamp, half-to-float
                      softmax and cast back (costmodel/eager_kernels.HF_FP32_SOFTMAX_BYTES, DeepSpeed-Chat's OPT);
                      otherwise unread under eager. `train` runs
@@ -355,7 +357,7 @@ class Strategy:
                               f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
                               f"not {self.engine}", "optimizer_dtype")
         if self.attention_kernel == "torch-softmax" and (self.attention != "eager" or self.engine not in (
-                "deepspeed", "megatron")):
+                "deepspeed", "megatron", "ddp")):
             raise OptionError(f"attention_kernel torch-softmax describes Megatron's eager attention whose fused "
                               f"softmax fell back to PyTorch (costmodel/megatron_softmax.py), not attention "
                               f"{self.attention} on {self.engine}", "attention_kernel")
