@@ -325,8 +325,11 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     ZeRO-0/1/2 and DDP: the gradient reduction overlaps the backward (every micro-batch's for ZeRO-2, the last
     one's otherwise) when overlap_grad_comm -- never under DeepSpeed's pipeline engine, which reduces after the
     pipeline drains (_deepspeed_pipeline_reduces_after); the post-step weight all-gather of ZeRO-1/2 is exposed.
+    dp 1: nothing to communicate, but DeepSpeed ZeRO-3's hooks still run (_zero3_hooks_alone).
     """
     if dp <= 1:
+        if _zero3_hooks_alone(st, shape, cluster):
+            return _sharded_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
         return (0.0, 0.0), (0.0, 0.0)
     gloo = None  # DeepSpeed / FSDP as their code runs on gloo ranks (costmodel/cpu_collectives.py): CPU devices only
     if cluster.device.kind == "cpu":
@@ -337,6 +340,15 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
     if st.engine == "fsdp" or st.zero == 3:
         return _sharded_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
     return _bucketed_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+
+
+def _zero3_hooks_alone(st: Strategy, shape: _Shape, cluster: ClusterSpec) -> bool:
+    """Whether a single data-parallel GPU rank still pays DeepSpeed ZeRO-3's module hooks: stage 3 has no world-size-1
+    path (0.19.8: DeepSpeedZeroOptimizer_Stage3 and parameter_offload.py's hooks on every module whatever the
+    group size; partition_parameters.py all-gathers a one-rank group), so each pass lasts at least its hooks' host
+    time (zero3.hook_host_s), with no bytes to move (gather_parts prices none at one rank). CPU ranks: their
+    measured engine hooks (cpu_engine.engine_hooks_s)."""
+    return st.engine == "deepspeed" and st.zero == 3 and shape.zero3 is not None and cluster.device.kind != "cpu"
 
 
 def fsdp_regathers_after_recompute(st: Strategy) -> bool:
