@@ -829,6 +829,8 @@ CASES: list[Case] = [
     C("train-offload-nvme", f"{TRAIN} --engine deepspeed --zero 2 --offload-optimizer nvme", "nvme"),
     C("train-recompute-selective", f"{TRAIN} --recompute selective", "selective"),
     C("train-vocab-size-1", f"{TRAIN} --vocab-size 1", "vocab"),
+    # below the tokenizer's floor: plan --emit wrote the run (train refused it once training its tokenizer started)
+    C("plan-emit-vocab-size-300", f"{PLAN} --emit e1 --vocab-size 300", "error: --vocab-size must be at least 512"),
     C("train-data-missing", f"{TRAIN} --data nowhere.txt", "nowhere.txt"),
     C("train-data-empty", f"{TRAIN} --data empty.txt", "empty.txt"),
     C("train-data-binary", f"{TRAIN} --data binary.bin", "binary.bin"),

@@ -33,7 +33,7 @@ from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
 from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run_options import (FLAT_KEYS, FLAT_NAMES, RUN_OPTIONS_DOC, SECTION_ONLY, SECTIONS, DataSection,
-                                          ModelSection, OptimizerSection, OutputSection, WorkloadSection)
+                                          MIN_VOCAB_SIZE, ModelSection, OptimizerSection, OutputSection, WorkloadSection)
 from scalestudy.specs.strategy import (COST_MODEL_ENGINES, LM_HEADS, TRAIN_VALUES, Layout, Strategy, Workload,
                                       resolve_layout, zero1_all_reduce_default)
 from scalestudy.yamlfile import read_yaml
@@ -496,7 +496,11 @@ FIELD_CORPORA = (".jsonl", ".jsonl.gz", ".parquet")
 
 def check_data_fields(files, text_field: str, tokenizer: str | None, vocab_size: int) -> None:
     """Data options that would be dropped: a text field for corpora without fields (plain text, the bundled corpus),
-    a vocabulary size for a tokenizer given ready-made (only a tokenizer trained on the data takes it)."""
+    a vocabulary size for a tokenizer given ready-made (only a tokenizer trained on the data takes it); and one too
+    small for the tokenizer train would learn, refused here rather than once its training started."""
+    if tokenizer is None and vocab_size < MIN_VOCAB_SIZE:
+        raise OptionError(f"vocab_size must be at least {MIN_VOCAB_SIZE} (3 specials, 100 sentinels, pieces), got "
+                          f"{vocab_size}", "vocab_size")
     if text_field != DataSection.text_field and not any(
             str(f).startswith("hf:") or str(f).endswith(FIELD_CORPORA) for f in files or ()):
         raise OptionError(f"text_field {text_field} names the field of JSONL / Parquet records or of a hf: dataset; "

@@ -46,6 +46,11 @@ class OptimizerSection:
     seed: int = 1234  # weights and data order
 
 
+# The smallest vocabulary train learns a tokenizer at (engine/data/tokenizer.py): 3 specials and T5's 100 sentinels,
+# the rest pieces
+MIN_VOCAB_SIZE = 512
+
+
 @dataclass(frozen=True)
 class DataSection:
     objective: str = "span"  # span, knowledge (encoder-decoder) or causal (decoder-only)

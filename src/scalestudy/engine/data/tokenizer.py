@@ -24,6 +24,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.specs.run_options import MIN_VOCAB_SIZE
 from scalestudy.atomicfile import write_text_atomic
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
@@ -39,8 +40,9 @@ def sentinel_id(i: int, vocab_size: int) -> int:
 
 
 def _check_vocab_size(vocab_size: int) -> None:
-    if vocab_size < 512:
-        raise ScalestudyError(f"vocab_size must be at least 512 (3 specials, 100 sentinels, pieces), got {vocab_size}")
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ScalestudyError(f"vocab_size must be at least {MIN_VOCAB_SIZE} (3 specials, 100 sentinels, pieces), got "
+                              f"{vocab_size}")
 
 
 def _metaspace():
