@@ -1,11 +1,13 @@
 """Host AdamW step time: torch's CPU AdamW paths against DeepSpeed's CPU-Adam, on the same host, threads and tensors.
 
 Why: engine fsdp prices a CPU-offloaded optimizer step as DeepSpeed CPU-Adam time (the device YAML's
-cpu_adam_params_per_s) x engines.yaml host_adam_slowdown. That factor depends on which torch AdamW the run asks for:
+cpu_adam_params_per_s) x a factor that depends on which torch AdamW steps the host shards (terms.host_adam_slowdown):
 the default on host tensors is the single-tensor loop (torch.optim.adamw picks foreach only for CUDA-like devices),
-while torchtune's FSDP offload recipes pass fused=True (torch's fused CPU kernel, torch >= 2.4) and, with
-`dtype: bf16`, keep parameters, gradients and both moments in bf16. This script times each of them per step and
-prints them side by side as multiples of DeepSpeed CPU-Adam's time (costmodel/step.HOST_ADAM_SLOWDOWN reads them).
+while torchtune's FSDP offload recipes, torchtitan's default and `train --engine fsdp` (engines.yaml fsdp
+host_optimizer) pass fused=True (torch's fused CPU kernel, torch >= 2.4); torchtune with `dtype: bf16` keeps
+parameters, gradients and both moments in bf16. This script times each of them per step and
+prints them side by side as multiples of DeepSpeed CPU-Adam's time, next to the multiple the cost model prices
+(terms.host_adam_slowdown), marking the one `train --engine fsdp` steps under CPU offload.
 
 Tensors: one Llama decoder layer's shard per rank (FSDP2 shards every parameter on dim 0): q / k / v / o, gate / up /
 down and two norms of a d_model x d_ff x kv model over `--shards` ranks, repeated `--layers` times, so each step
@@ -82,6 +84,25 @@ def optimizers(shapes: list[tuple[int, ...]]) -> dict:
     return built
 
 
+def priced() -> dict:
+    """name -> the host-step time the cost model prices / DeepSpeed CPU-Adam's (terms.host_adam_slowdown on an fsdp
+    CPU-offload strategy with that optimizer_loop / optimizer_dtype), and the name `train --engine fsdp` steps on a
+    GPU host (engine/settings.host_adamw: engines.yaml fsdp host_optimizer)."""
+    from scalestudy.costmodel.engines import engine_comm
+    from scalestudy.costmodel.terms import host_adam_slowdown
+    from scalestudy.specs.strategy import Strategy
+
+    eng = engine_comm("fsdp")
+    ask = {"deepspeed-cpu-adam fp32": ("cpu-adam", "engine"), "torch single-tensor fp32": ("per-tensor", "engine"),
+           "torch foreach fp32": ("foreach", "engine"), "torch fused fp32": ("fused", "engine"),
+           "torch single-tensor bf16": ("per-tensor", "bf16"), "torch fused bf16": ("fused", "bf16")}
+    out = {name: host_adam_slowdown(Strategy(engine="fsdp", zero=3, offload_optimizer="cpu", offload_params="cpu",
+                                             optimizer_loop=loop, optimizer_dtype=dtype), eng)
+           for name, (loop, dtype) in ask.items()}
+    trained = {"fused": "torch fused fp32", "single-tensor": "torch single-tensor fp32"}[eng.host_optimizer]
+    return out, trained
+
+
 def timed_step(opt) -> float:
     start = time.perf_counter()
     opt.step()
@@ -99,11 +120,13 @@ def main() -> None:
     ref = times["deepspeed-cpu-adam fp32"]
     print(f"torch {torch.__version__}, {ARGS.threads} thread(s), {len(shapes)} tensors, {elems / 1e6:.1f}M parameters"
           f" per step, median of {ARGS.rounds} interleaved rounds")
-    print(f"{'optimizer':28s} {'ms/step':>9s} {'Mparam/s':>9s} {'x DeepSpeed CPU-Adam':>21s}")
+    model, trained = priced()
+    print(f"{'optimizer':28s} {'ms/step':>9s} {'Mparam/s':>9s} {'x DeepSpeed CPU-Adam':>21s} {'priced':>7s}")
     for name, ts in times.items():
         ratio = statistics.median(t / r for t, r in zip(ts, ref))
         med = statistics.median(ts)
-        print(f"{name:28s} {med * 1e3:9.1f} {elems / med / 1e6:9.1f} {ratio:21.2f}")
+        mark = "  <- train --engine fsdp, CPU offload (engines.yaml fsdp host_optimizer)" if name == trained else ""
+        print(f"{name:28s} {med * 1e3:9.1f} {elems / med / 1e6:9.1f} {ratio:21.2f} {model[name]:7.2f}{mark}")
     single = statistics.median(a / b for a, b in zip(times["torch single-tensor fp32"], times["torch fused fp32"]))
     print(f"single-tensor / fused, fp32: {single:.2f}")
 

@@ -1,7 +1,8 @@
-"""FSDP's CPU-offloaded optimizer step on a GPU host (terms.optimizer_offload / host_adam_slowdown): torch's
-single-tensor AdamW by default (engines.yaml fsdp host_adam_slowdown 6.4 x DeepSpeed CPU-Adam's time), torch's fused
-CPU AdamW when the run asks for it (optimizer_loop fused: 28 B per fp32 parameter against CPU-Adam's 30, at the
-same memory-bound host rate; benchmarks/bench_cpu_adamw.py measured 0.93 on one thread)."""
+"""FSDP's CPU-offloaded optimizer step on a GPU host (terms.optimizer_offload / host_adam_slowdown): the engine's
+host optimizer by default (engines.yaml fsdp host_optimizer fused: torch's fused CPU AdamW, 28 B per fp32 parameter
+against CPU-Adam's 30, at the same memory-bound host rate; benchmarks/bench_cpu_adamw.py measured 0.93 on one
+thread), which `train` steps too (engine/settings.host_adamw); a torch loop the run names (per-tensor, foreach) at
+torch's single-tensor rate (engines.yaml fsdp host_adam_slowdown 6.4 x DeepSpeed CPU-Adam's time)."""
 
 import pytest
 
@@ -26,10 +27,31 @@ def _host_step_s(**software) -> float:
 def test_fused_host_adamw_is_its_bytes_over_cpu_adams():
     dev = get_device("a100-80gb")
     cpu_adam_s = 7.0e10 / dev.cpu_adam_params_per_s  # 8 ranks x 7e10 / 8 parameters, one host
-    assert _host_step_s() == pytest.approx(6.4 * cpu_adam_s)  # torch's single-tensor loop on host tensors
+    assert _host_step_s(optimizer_loop="per-tensor") == pytest.approx(6.4 * cpu_adam_s)  # torch's single-tensor loop
     assert _host_step_s(optimizer_loop="fused") == pytest.approx(28.0 / 30.0 * cpu_adam_s)
+    assert _host_step_s() == pytest.approx(28.0 / 30.0 * cpu_adam_s)  # the engine's own: fused
+    assert _host_step_s(optimizer_loop="cpu-adam") == pytest.approx(cpu_adam_s)
     assert HOST_FUSED_ADAMW_BYTES == {"engine": 28.0, "bf16": 14.0}
-    assert host_adam_slowdown(Strategy(**OFFLOAD), engine_comm("fsdp")) == 6.4
+    assert host_adam_slowdown(Strategy(**OFFLOAD, optimizer_loop="foreach"), engine_comm("fsdp")) == 6.4
+
+
+def test_train_steps_the_host_optimizer_the_cost_model_prices():
+    """One rule: engines.yaml fsdp host_optimizer is what terms.host_adam_slowdown prices for optimizer_loop engine
+    and what train hands torch AdamW under CPU offload on a GPU host (fused=True); gloo ranks and on-device steps keep
+    torch's default (the CPU profile measured it; foreach on the device)."""
+    from scalestudy.engine.settings import fsdp_settings
+    from scalestudy.specs.run import RunConfig
+
+    host = engine_comm("fsdp").host_optimizer
+    assert host == "fused"
+    run = RunConfig(strategy=Strategy(**OFFLOAD))
+    params = fsdp_settings(run, cuda=True)["optimizer"]["params"]
+    assert params["fused"] is (host == "fused")
+    assert "fused" not in fsdp_settings(run, cuda=False)["optimizer"]["params"]
+    on_device = RunConfig(strategy=Strategy(engine="fsdp", zero=3, micro_batch=2))
+    assert "fused" not in fsdp_settings(on_device, cuda=True)["optimizer"]["params"]
+    deepspeed = Strategy(engine="deepspeed", zero=3, micro_batch=1, offload_optimizer="cpu")
+    assert host_adam_slowdown(deepspeed, engine_comm("deepspeed")) == 1.0  # its CPU-Adam, the device YAML's rate
 
 
 def test_fused_moves_nothing_on_the_gpu_step():

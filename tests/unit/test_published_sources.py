@@ -2796,16 +2796,19 @@ def test_fairseq_fsdp_offload_rows_are_the_readme_runs():
 
 
 def test_cpu_adam_prices_fsdp_host_step_at_the_cpu_adam_rate():
-    """optimizer_loop cpu-adam: the host step of FSDP's CPU offload at the device's CPU-Adam rate, not torch AdamW's
-    (engines.yaml host_adam_slowdown); refused where no FSDP host step exists."""
+    """optimizer_loop cpu-adam: the host step of FSDP's CPU offload at the device's CPU-Adam rate, not torch's
+    single-tensor AdamW's (engines.yaml host_adam_slowdown) nor its fused one's (the engine's default, 28 of CPU-Adam's
+    30 B per fp32 parameter); refused where no FSDP host step exists."""
     from dataclasses import replace
     from scalestudy.costmodel.engines import engine_table
     from scalestudy.errors import OptionError
     (r,) = [r for r in _rows("throughput", "fairseq2021fsdp") if r["gpus_per_node"] == 8]
     model, cluster, strategy, workload = _setup(r)
     cpu_adam = estimate(model, cluster, strategy, workload).optimizer_s
-    torch_adamw = estimate(model, cluster, replace(strategy, optimizer_loop="engine"), workload).optimizer_s
+    torch_adamw = estimate(model, cluster, replace(strategy, optimizer_loop="per-tensor"), workload).optimizer_s
     assert torch_adamw / cpu_adam == pytest.approx(engine_table()["fsdp"].host_adam_slowdown)
+    fused = estimate(model, cluster, replace(strategy, optimizer_loop="engine"), workload).optimizer_s
+    assert fused / cpu_adam == pytest.approx(28.0 / 30.0)
     assert cpu_adam == pytest.approx(13_110_855_680 / cluster.device.cpu_adam_params_per_s)  # 8 shards, one host
     for engine, zero, offload in (("deepspeed", 3, "cpu"), ("fsdp", 3, "none")):
         with pytest.raises(OptionError, match="cpu-adam"):

@@ -13,6 +13,11 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import SAFE_LOADER
 
 
+# What steps an engine's CPU-offloaded shards (engines.yaml host_optimizer): DeepSpeed's CPU-Adam, torch's fused CPU
+# AdamW, torch's single-tensor AdamW, or nothing (the engine never steps on the host)
+HOST_OPTIMIZERS = ("cpu-adam", "fused", "single-tensor", "none")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineComm:
     collective_efficiency: float
@@ -32,6 +37,7 @@ class EngineComm:
     attention_kernel: str = "fa2"  # the fused attention kernel under flash attention (efficiency.attention_efficiency)
     fetch_host_s: float = 0.0  # host seconds per ZeRO-3 module fetch hook (DeepSpeed; zero3.hook_host_s)
     # CPU-offloaded optimizer step (terms.optimizer_offload), measured slowdowns of the engine's host code:
+    host_optimizer: str = "none"  # what steps its offloaded shards: HOST_OPTIMIZERS (terms.host_adam_slowdown)
     host_adam_slowdown: float = 1.0  # its host Adam / DeepSpeed CPU-Adam (device YAML cpu_adam_params_per_s)
     unbound_ranks_host_adam_slowdown: float = 1.0  # several ranks per host, cores not bound to ranks
     zero3_upload_slowdown: float = 0.0  # ZeRO-3 pageable upload of the updated partition / a pinned fp32 copy
@@ -63,6 +69,8 @@ def engine_table() -> dict[str, EngineComm]:
             continue
         if set(row) != names:
             raise ScalestudyError(f"engines.yaml: {engine} needs exactly {', '.join(sorted(names))}")
+        if row["host_optimizer"] not in HOST_OPTIMIZERS:
+            raise ScalestudyError(f"engines.yaml: {engine}.host_optimizer must be one of {', '.join(HOST_OPTIMIZERS)}")
         if row["attention_kernel"] not in ("fa2", "cudnn"):
             raise ScalestudyError(f"engines.yaml: {engine}.attention_kernel must be fa2 or cudnn")
         for key in ("gather_rails", "grad_rails"):
@@ -82,6 +90,7 @@ def engine_table() -> dict[str, EngineComm]:
             grad_all_reduce=bool(row["grad_all_reduce"]),
             param_broadcast_per_owner=bool(row["param_broadcast_per_owner"]),
             attention_kernel=str(row["attention_kernel"]), fetch_host_s=float(row["fetch_host_s"]),
+            host_optimizer=row["host_optimizer"],
             host_adam_slowdown=_at_least(row, engine, "host_adam_slowdown", 1.0),
             unbound_ranks_host_adam_slowdown=_at_least(row, engine, "unbound_ranks_host_adam_slowdown", 1.0),
             zero3_upload_slowdown=_at_least(row, engine, "zero3_upload_slowdown", 0.0),

@@ -856,12 +856,14 @@ FSDP_SHARD_BYTES = {"engine": 4.0, "bf16": 2.0}
 
 def host_adam_slowdown(st: Strategy, eng) -> float:
     """The host optimizer's time per parameter over DeepSpeed CPU-Adam's (the device YAML's cpu_adam_params_per_s) on
-    a GPU host: torch's fused CPU AdamW when an FSDP / DDP run asks for it (optimizer_loop fused), CPU-Adam itself
-    when an FSDP run steps with it (cpu-adam: fairseq's cpu_adam), else the engine's measured host slowdown
-    (engines.yaml host_adam_slowdown: FSDP's single-tensor torch AdamW, whatever the dtype)."""
-    if st.optimizer_loop == "fused":
+    a GPU host. optimizer_loop "engine" steps with the engine's own (engines.yaml host_optimizer: FSDP's torch fused
+    CPU AdamW, what `train` runs; DeepSpeed's CPU-Adam); a run that names one: torch's fused CPU AdamW (fused),
+    CPU-Adam (cpu-adam: fairseq's cpu_adam on FSDP), else a torch loop tensor by tensor at the engine's measured host
+    slowdown (engines.yaml host_adam_slowdown: FSDP's single-tensor torch AdamW, whatever the dtype)."""
+    loop = eng.host_optimizer if st.optimizer_loop == "engine" else st.optimizer_loop
+    if loop == "fused":
         return HOST_FUSED_ADAMW_BYTES[st.optimizer_dtype] / OPTIMIZER_BYTES["bf16"]
-    if st.optimizer_loop == "cpu-adam":
+    if loop == "cpu-adam":
         return 1.0
     return eng.host_adam_slowdown
 # The measured slowdowns of the engines' host code -- ZeRO-3's pageable upload (DeepSpeed PR #5301), unbound ranks

@@ -19,6 +19,7 @@ them knob by knob against engines.yaml and the installed DeepSpeed's own config 
 from __future__ import annotations
 
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.errors import ScalestudyError
 from scalestudy.specs.run import RunConfig
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -131,11 +132,26 @@ def fsdp_settings(run: RunConfig, *, cuda: bool = True) -> dict:
         # whole model's unsharded gradients per rank between micro-batches (set_requires_gradient_sync(False)).
         "gradient_sync": "every_micro_batch",
         "gradient_clipping": run.optimizer.grad_clip,
-        "optimizer": {"type": "torch.optim.AdamW", "params": adamw_params(run)},
+        "optimizer": {"type": "torch.optim.AdamW", "params": {**adamw_params(run), **host_adamw(strategy, cuda)}},
     }
     if strategy.precision == "bf16":  # bf16 compute and all-gathers, fp32 gradient reduction and master weights
         settings["mixed_precision"] = {"param_dtype": DTYPES["bf16"], "reduce_dtype": DTYPES["fp32"]}
     return settings
+
+
+def host_adamw(strategy, cuda: bool) -> dict:
+    """torch AdamW's implementation argument for FSDP's host step: under CPU offload on a GPU host the one engines.yaml
+    fsdp host_optimizer names, which terms.host_adam_slowdown prices ("fused": AdamW(fused=True), torch's fused CPU
+    kernel; torch otherwise runs host tensors through its single-tensor loop, ~5.7x slower: benchmarks/
+    bench_cpu_adamw.py). {} on the device (torch's foreach default there: optimizer_loop foreach) and on gloo ranks,
+    whose host step the CPU profile prices at its measured rate of torch's default AdamW (microbench.bench_adam)."""
+    if strategy.offload_optimizer == "none" or not cuda:
+        return {}
+    host = engine_comm("fsdp").host_optimizer
+    if host not in ("fused", "single-tensor"):  # DeepSpeed's CPU-Adam under FSDP (fairseq) is cost-model only
+        raise ScalestudyError(f"engines.yaml: fsdp.host_optimizer {host!r} is not a torch AdamW; train steps FSDP's "
+                              f"host shards with torch AdamW (fused or single-tensor)")
+    return {"fused": host == "fused"}
 
 
 def ddp_settings(run: RunConfig) -> dict:

@@ -100,7 +100,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      CPU offload 2-byte shard copies and a 14-byte fused host step (costmodel/terms.py).
                      Cost model only: `train` runs "engine".
 - optimizer_loop:    how the optimizer step launches its kernels (costmodel/step.optimizer_loop_s): "engine" (fused /
-                     multi-tensor: apex / DeepSpeed FusedAdam, torch AdamW foreach or fused, the default), "per-tensor"
+                     multi-tensor: apex / DeepSpeed FusedAdam, torch AdamW foreach or fused, the default; under CPU
+                     offload the engine's host optimizer, costmodel/engines.yaml host_optimizer: DeepSpeed's CPU-Adam,
+                     FSDP's torch fused CPU AdamW), "per-tensor"
                      (a Python loop, one kernel per op per parameter tensor: torch AdamW foreach=False, transformers'
                      AdamW: HF Trainer optim adamw_hf on torch 2.x), "per-tensor-rms" (nanoT5's AdamWScale: per
                      tensor also the RMS step scale, read back to the host twice), "per-tensor-fp16" (2019 fp16 master
@@ -126,7 +128,8 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      --optimizer cpu_adam under its fully_sharded backend -- at the device YAML's
                      cpu_adam_params_per_s, not torch AdamW's host rate).
                      `train` runs "foreach" ("deepspeed-unfused" on DeepSpeed ZeRO-0 in 16 bits, "deepspeed-bf16" on a
-                     DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam):
+                     DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam,
+                     on a GPU host FSDP's torch AdamW(fused=True), engine/settings.host_adamw):
                      specs/run.TRAIN_SOFTWARE, deepspeed_optimizer_wrapper.
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
