@@ -83,7 +83,7 @@ def test_bf16_model_halves_the_host_step_bytes_the_shard_copies_and_the_states()
                              dev, 8)
     assert bf16[0] == pytest.approx(14.0 / 30.0 * cpu_adam_s)
     assert bf16[1] == pytest.approx(fp32[1] / 2)  # (2 gathers + 1 reduce-scatter) x 2 B instead of 4
-    assert fp32[1] == pytest.approx(3 * 4.0 * psi / 8 / dev.pcie_bytes_per_s)
+    assert fp32[1] == pytest.approx(3 * 4.0 * psi / 8 / dev.host_link_bytes_per_s(8))  # a GPU pair per host link
     assert model_states(psi, 8, "fsdp", 3, "bf16", "cpu", "cpu", optimizer_dtype="bf16")[3] == pytest.approx(8 * psi / 8)
     assert model_states(psi, 8, "fsdp", 3, "bf16", "cpu", "cpu")[3] == pytest.approx(16 * psi / 8)
     assert model_states(psi, 8, "fsdp", 3, "bf16", optimizer_dtype="bf16")[:3] == pytest.approx(

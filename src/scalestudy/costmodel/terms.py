@@ -875,13 +875,15 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
                       tensors: int = 0) -> tuple[float, float]:
     """(optimizer, offload) seconds per step for `psi` parameters in `tensors` tensors per model-parallel rank (a
     stage's own on a mixed cluster): the Adam update on the device at HBM speed or on the host (CPU Adam), and the
-    PCIe traffic offloading implies, in series with the passes (none of it hidden behind the backward).
+    PCIe traffic offloading implies, in series with the passes (none of it hidden behind the backward), every GPU
+    of the node copying at once over its share of the host link (device YAML gpus_per_host_link).
     CPU ranks with a measured profile: the trainer's clip + torch AdamW at the measured rates (cpu_memory.py).
     The engine's measured host slowdowns are `eng`'s (engines.yaml)."""
     prec = st.precision
     half = 4 if prec == "fp32" else 2
     local = psi / dp if (st.engine == "fsdp" or st.zero >= 1) else psi
     offload_s = 0.0
+    link = dev.host_link_bytes_per_s(ranks_per_node)  # data-parallel ranks copy in lockstep
     if st.offload_optimizer != "none":
         opt_s = local * ranks_per_node / dev.cpu_adam_params_per_s
         if dev.kind != "cpu":  # CPU profiles measure their ranks and their torch AdamW
@@ -891,9 +893,9 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             # CPUOffloadPolicy: every gather copies the host shard to the device, every reduce-scatter copies the
             # gradient shard back (per micro-batch); the Adam step runs on the host
             gathers = 1 if st.zero == 2 else (3 if regathers_on_recompute(st, eng) else 2)
-            offload_s = ga * (gathers + 1) * FSDP_SHARD_BYTES[st.optimizer_dtype] * local / dev.pcie_bytes_per_s
+            offload_s = ga * (gathers + 1) * FSDP_SHARD_BYTES[st.optimizer_dtype] * local / link
         elif st.zero == 3:
-            offload_s, host_share = _zero3_offload_copies(local, dev.pcie_bytes_per_s, st.offload_params != "none",
+            offload_s, host_share = _zero3_offload_copies(local, link, st.offload_params != "none",
                                                           ranks_per_node, eng)
             opt_s *= 1.0 + host_share
         else:
@@ -906,7 +908,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             # host, inside the backward's hook, launches no compute meanwhile; without overlap_comm (the default
             # below stage 3) the copies are on the compute stream itself ("copy_grad_stream is disabled because of
             # race with reduce. This hurts perf", ibid.). The updated parameters go up after CPU Adam, in series.
-            offload_s = local * (4.0 + half) / dev.pcie_bytes_per_s
+            offload_s = local * (4.0 + half) / link
             opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie)
@@ -915,7 +917,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     else:
         opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
     if st.offload_params != "none" and st.engine == "deepspeed":
-        bw = dev.pcie_bytes_per_s * (dev.nvme_fraction_of_pcie if st.offload_params == "nvme" else 1.0)
+        bw = dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie if st.offload_params == "nvme" else link
         offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward
     return opt_s, offload_s
 
@@ -923,7 +925,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
 def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool,
                           ranks_per_node: int, eng) -> tuple[float, float]:
     """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
-    parameters per rank; every rank's copies run at once, each over its own PCIe link.
+    parameters per rank; every rank's copies run at once, each at `pcie_bytes_per_s` (its share of the host link).
 
     Down: each gradient partition is cast to fp32 on the device and copied to pinned host memory, 4 B/parameter,
     none of it behind the backward. Up to 0.19.4 partition_grads copies each parameter's partition with a blocking

@@ -107,6 +107,10 @@ class DeviceSpec:
     # compute runs while a collective overlaps it (Lee et al. 2025, measured on A100 and H100: 18.9% on average)
     nvme_fraction_of_pcie: float = 0.25
     compute_slowdown_under_comm: float = 0.189
+    # GPUs whose host copies share one PCIe link to the host CPU (a PCIe switch with one x16 uplink per GPU pair on
+    # DGX-1 / DGX A100): when every GPU of a node offloads at once, each gets pcie_bytes_per_s / this many
+    # (DeviceSpec.host_link_bytes_per_s); 1 = a link of its own
+    gpus_per_host_link: int = 1
     # Seconds the node's host CPU takes to post one network step of an NCCL collective (NCCL src/graph/tuning.cc
     # getNetOverhead, since 2.18.1: 1 us on Intel x86 hosts, 2 us on AMD x86 hosts, 1 us otherwise): every step of
     # a ring that spans nodes, NVLink steps included, lasts at least 3 of them (comm.ring_latency)
@@ -119,6 +123,11 @@ class DeviceSpec:
         if precision not in self.peak_flops:
             raise ScalestudyError(f"device {self.name} does not support {precision} (has {', '.join(self.peak_flops)})")
         return self.peak_flops[precision]
+
+    def host_link_bytes_per_s(self, gpus_per_node: int) -> float:
+        """Host <-> device bytes/s each GPU gets when all `gpus_per_node` GPUs of a node copy at once (offload
+        traffic: data-parallel ranks copy in lockstep): the GPUs behind one host link share it."""
+        return self.pcie_bytes_per_s / max(1, min(self.gpus_per_host_link, gpus_per_node))
 
     def nvlink_group_fraction(self, size: int, gpus_per_node: int) -> float:
         """Share of intra_node_bytes_per_s a collective among `size` consecutive local ranks gets (the tensor-parallel
@@ -452,6 +461,12 @@ def _numbers(data: dict, origin: str) -> dict:
     if "nvme_fraction_of_pcie" in data and not 0 < data["nvme_fraction_of_pcie"] <= 16:
         raise ScalestudyError(f"{origin}: nvme_fraction_of_pcie must be in (0, 16] (NVMe bandwidth / "
                               f"pcie_bytes_per_s), got {data['nvme_fraction_of_pcie']!r}")
+    if "gpus_per_host_link" in data:
+        share = _num(data["gpus_per_host_link"], "gpus_per_host_link", origin)
+        if share != int(share) or not 1 <= share <= 64:
+            raise ScalestudyError(f"{origin}: gpus_per_host_link must be a whole number in [1, 64] (GPUs sharing one "
+                                  f"PCIe link to the host), got {data['gpus_per_host_link']!r}")
+        data["gpus_per_host_link"] = int(share)
     if "compute_slowdown_under_comm" in data and not 0 <= data["compute_slowdown_under_comm"] <= 10:
         raise ScalestudyError(f"{origin}: compute_slowdown_under_comm must be in [0, 10] (0.189 = compute 18.9% "
                               f"slower beside a collective), got {data['compute_slowdown_under_comm']!r}")
