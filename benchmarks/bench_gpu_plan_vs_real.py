@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import time
@@ -88,6 +90,27 @@ def estimate(gpu: str, s: dict) -> dict:
     return json.loads(proc.stdout)
 
 
+def stopped_run(entry: dict) -> tuple[dict, str] | None:
+    """(summary-like dict, "first-last") of a run the time limit stopped: the median of the step times it printed after
+    its --warmup steps (train's own "step N/M ... X s/step" lines, kept in the tail) and its configuration read from
+    its argv (one GPU, no accumulation, the strategy defaults train takes); None if it printed no such step."""
+    argv = entry["argv"]
+    opt = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    warmup = int(opt.get("--warmup", 0))
+    times = {int(n): float(t) for n, t in re.findall(r"step (\d+)/\d+ .*? ([\d.]+) s/step", entry["tail"])}
+    kept = sorted(n for n in times if n > warmup)
+    if not kept:
+        return None
+    mb = int(opt["--micro-batch"])
+    strategy = {"engine": opt["--engine"], "zero": int(opt.get("--zero", 0)), "micro_batch": mb,
+                "precision": opt.get("--precision", "bf16"), "recompute": opt.get("--recompute", "none"),
+                "attention": opt.get("--attention", "flash")}
+    s = {"strategy": strategy, "model": opt["--model"], "world_size": 1, "global_batch": mb,
+         "seq_len": int(opt["--seq-len"]), "target_len": 0, "model_spec": {},
+         "median_step_s": statistics.median(times[n] for n in kept)}
+    return s, f"{kept[0]}-{kept[-1]}"
+
+
 def compare(record: Path) -> None:
     data = json.loads(record.read_text())
     gpu = data["gpu"]
@@ -100,7 +123,15 @@ def compare(record: Path) -> None:
     for name, entry in data["runs"].items():
         s = entry["summary"]
         if not s:
-            print(f"{name:26s} failed: rc={entry['rc']}: {entry['tail'].strip().splitlines()[-1:]}")
+            cut = stopped_run(entry)
+            if cut is None:
+                print(f"{name:26s} failed: rc={entry['rc']}: {entry['tail'].strip().splitlines()[-1:]}")
+                continue
+            s, steps = cut
+            pred = estimate(gpu, s)["time"]["step_s"]
+            step = s["median_step_s"]
+            print(f"{name:26s} {step:8.4f} {pred:8.4f} {step / pred:6.2f}  (stopped by the time limit: median of "
+                  f"its printed steps {steps}; no peak memory)")
             continue
         e = estimate(gpu, s)
         step, pred = s["median_step_s"], e["time"]["step_s"]
