@@ -103,7 +103,7 @@ def _deepspeed_ops_root() -> str:
     return os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/torch_extensions"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def deepspeed_rank_env():
     """The environment of one gloo rank of a real in-process DeepSpeed probe on CPU, as env(rank, world, port); the
     test is skipped where that is not cheap: DeepSpeed's CPU comm backend JIT-builds its shm op on first use (~1 min),

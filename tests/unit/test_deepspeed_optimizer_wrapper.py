@@ -101,53 +101,18 @@ def test_estimate_of_a_bf16_pipeline_prices_the_partitioned_step():
     assert bf16.compute_s == fused.compute_s
 
 
-# Built in a child process (deepspeed.initialize wants its own process group): gloo, one rank, the DeepSpeed config
-# engine/settings.deepspeed_config writes for `train`, torch AdamW as the client optimizer, a two-Linear model plain
-# (DeepSpeedEngine) or as a one-stage PipelineModule (PipelineEngine: pipeline_parallelism). fp16 is not checked:
-# DeepSpeed's CPU accelerator refuses it ("Type fp16 is not supported on your device").
-_PROBE = r'''
-import json, logging, os, sys
-import torch, deepspeed
-from deepspeed.pipe import PipelineModule
-from scalestudy.engine.settings import deepspeed_config
-from scalestudy.specs.run import RunConfig
-from scalestudy.specs.strategy import Strategy, Workload
-deepspeed.utils.logger.setLevel(logging.ERROR)
-deepspeed.init_distributed(dist_backend="gloo")
-out = {}
-for precision, zero, pipe in json.loads(sys.argv[1]):
-    run = RunConfig.build("gpt2-tiny", Strategy(engine="deepspeed", zero=zero, precision=precision),
-                          Workload(global_batch=2, seq_len=8), nproc=1, nnodes=1)
-    config = deepspeed_config(run, cuda=False)
-    layers = [torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)]
-    model = PipelineModule(layers, num_stages=1, loss_fn=torch.nn.MSELoss()) if pipe else torch.nn.Sequential(*layers)
-    engine, *_ = deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config)
-    out[f"{precision} {zero} {int(pipe)}"] = type(engine.optimizer).__name__
-print("CLASSES " + json.dumps(out))
-'''
 # deepspeed_optimizer_wrapper's names -> DeepSpeed's classes
 _CLASSES = {"bf16": "BF16_Optimizer", "fp16-unfused": "FP16_UnfusedOptimizer", "zero": "DeepSpeedZeroOptimizer",
             "client": "AdamW"}
 
 
-@pytest.mark.slow  # ~13 CPU-s in the child (torch + DeepSpeed imports, 3 engines); 48-55 s wall at load 6-8
-def test_deepspeed_builds_the_optimizer_the_rule_names(deepspeed_rank_env):
+# The session's one real DeepSpeed launch (tests/unit/_deepspeed_probe.py), shared with test_grad_accum_dtype
+@pytest.mark.slow
+def test_deepspeed_builds_the_optimizer_the_rule_names(deepspeed_probe):
     """The real thing, where DeepSpeed's CPU comm op is already built (else skipped: its build takes ~1 min)."""
-    import json
-    import socket
-    import subprocess
-    import sys
+    from _deepspeed_probe import CLASS_CASES
 
-    cases = [("bf16", 0, False), ("bf16", 0, True), ("bf16", 1, True)]  # the bf16 pipeline's rule and its neighbours
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = deepspeed_rank_env(0, 1, port)
-    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], env=env, capture_output=True, text=True,
-                          timeout=240)
-    line = [x for x in done.stdout.splitlines() if x.startswith("CLASSES ")]
-    assert done.returncode == 0 and line, done.stderr[-2000:]
-    got = json.loads(line[0].split(" ", 1)[1])
-    for precision, zero, pipe in cases:
+    got = deepspeed_probe["classes"]
+    for precision, zero, pipe in CLASS_CASES:
         rule = deepspeed_optimizer_wrapper(_fields(precision, zero, 2 if pipe else 1))
         assert got[f"{precision} {zero} {int(pipe)}"] == _CLASSES[rule], (precision, zero, pipe)

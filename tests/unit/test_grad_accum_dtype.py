@@ -3,11 +3,6 @@ accumulation dtype (costmodel/memory.py deepspeed_bf16_wrapper / deepspeed_accum
 (compute: engine/settings.deepspeed_config's data_types.grad_accum_dtype) and what published rows keep (engine =
 fp32). The slow test measures the tensors a real DeepSpeed engine holds on 2 gloo ranks."""
 
-import json
-import socket
-import subprocess
-import sys
-
 import pytest
 
 from scalestudy.costmodel.estimate import estimate
@@ -123,98 +118,17 @@ def test_estimate_gpt2_xl_zero1_drops_the_accumulator():
                                                                      old.activations)
 
 
-# Built in child processes (deepspeed.initialize wants its own process group): 2 gloo ranks, the DeepSpeed config
-# engine/settings.deepspeed_config writes for `train` (grad_accum_dtype = the compute dtype; "fp32" overrides it, the
-# published runs' setting), torch AdamW as the client optimizer, four bf16 Linear layers plain (DeepSpeedEngine) or as
-# a one-stage PipelineModule (PipelineEngine). Tensor bytes by role at the wrapper's step() entry of the second step
-# (after the last micro-batch's backward) and after it (Adam's moments exist): the parameters, their .grad, the
-# wrapper's accumulation buffer (BF16_Optimizer fp32_groups_gradients_flat), its fp32 master partition
-# (fp32_groups_flat_partition / single_partition_of_fp32_groups / FP16_UnfusedOptimizer fp32_groups) and the client
-# optimizer's state. CPU: no allocator peak, the tensors themselves.
-_PROBE = r'''
-import gc, json, logging, os, sys
-import torch, deepspeed
-from deepspeed.pipe import PipelineModule
-from scalestudy.engine.settings import deepspeed_config
-from scalestudy.specs.run import RunConfig
-from scalestudy.specs.strategy import Strategy, Workload
-deepspeed.utils.logger.setLevel(logging.ERROR)
-deepspeed.init_distributed(dist_backend="gloo")
-world, GA = int(os.environ["WORLD_SIZE"]), 2
-
-def roles(engine):
-    opt, out, seen = engine.optimizer, {}, set()
-    params = list(engine.module.parameters())
-    masters = list(getattr(opt, "fp32_groups_flat_partition", [])) + list(
-        getattr(opt, "single_partition_of_fp32_groups", []))
-    for group in getattr(opt, "fp32_groups", None) or []:
-        masters += list(group)
-    state = [v for s in engine.basic_optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.numel() > 1]
-    for role, tensors in (("weights", params), ("grads", [p.grad for p in params]),
-                          ("accumulator", getattr(opt, "fp32_groups_gradients_flat", [])),
-                          ("optimizer", masters + state)):
-        for t in tensors:
-            if t is None or not t.untyped_storage().nbytes() or t.untyped_storage().data_ptr() in seen:
-                continue
-            seen.add(t.untyped_storage().data_ptr())
-            out[role] = out.get(role, 0) + t.untyped_storage().nbytes()
-    return out
-
-res = {}
-for zero, pipe, accum in json.loads(sys.argv[1]):
-    run = RunConfig.build("gpt2-tiny", Strategy(engine="deepspeed", zero=zero, precision="bf16"),
-                          Workload(global_batch=2 * GA * world, seq_len=8), nproc=world, nnodes=1)
-    config = deepspeed_config(run, cuda=False)
-    if accum == "fp32":
-        config["data_types"] = {"grad_accum_dtype": "fp32"}
-    torch.manual_seed(0)
-    layers = [torch.nn.Linear(256, 256) for _ in range(4)]
-    model = PipelineModule(layers, num_stages=1, loss_fn=torch.nn.MSELoss()) if pipe else torch.nn.Sequential(*layers)
-    psi = sum(p.numel() for p in model.parameters())
-    engine, *_ = deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config)
-    snaps, step = {}, [0]
-    inner = engine.optimizer.step
-    def stepped(*a, **k):
-        if step[0] == 1:
-            snaps["backward"] = roles(engine)
-        return inner(*a, **k)
-    engine.optimizer.step = stepped
-    x, y = torch.randn(2, 256, dtype=torch.bfloat16), torch.randn(2, 256, dtype=torch.bfloat16)
-    for step[0] in range(2):
-        if pipe:
-            engine.train_batch(iter([(x, y)] * 4 * GA))
-        else:
-            for _ in range(GA):
-                engine.backward(torch.nn.functional.mse_loss(engine(x), y))
-                engine.step()
-    snaps["after"] = roles(engine)
-    res[f"{zero} {int(pipe)} {accum}"] = {"psi": psi, "wrapper": type(engine.optimizer).__name__, **snaps}
-    del engine, model, layers
-    gc.collect()
-if int(os.environ["RANK"]) == 0:
-    print("MEASURED " + json.dumps(res))
-'''
-
-
 _CLASSES = {"bf16": "BF16_Optimizer", "unfused": "FP16_UnfusedOptimizer", "zero": "DeepSpeedZeroOptimizer"}
 
 
-@pytest.mark.slow  # 2 gloo ranks, torch + DeepSpeed imports, 3 engines each: 15 s wall at load 1.7 (2 cores)
-def test_deepspeed_holds_what_the_model_prices(deepspeed_rank_env):
-    cases = [(0, True, "compute"), (1, False, "compute"), (1, False, "fp32")]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = deepspeed_rank_env(rank, 2, port)
-        procs.append(subprocess.Popen([sys.executable, "-c", _PROBE, json.dumps(cases)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=300) for p in procs]
-    line = [x for x in outs[0][0].splitlines() if x.startswith("MEASURED ")]
-    assert all(p.returncode == 0 for p in procs) and line, outs[0][1][-2000:] + outs[1][1][-2000:]
-    got = json.loads(line[0].split(" ", 1)[1])
-    for zero, pipe, accum in cases:
+# The session's one real DeepSpeed launch (tests/unit/_deepspeed_probe.py: 2 gloo ranks, what they measure), shared
+# with test_deepspeed_optimizer_wrapper
+@pytest.mark.slow
+def test_deepspeed_holds_what_the_model_prices(deepspeed_probe):
+    from _deepspeed_probe import BYTE_CASES
+
+    got = deepspeed_probe["bytes"]
+    for zero, pipe, accum in BYTE_CASES:
         m = got[f"{zero} {int(pipe)} {accum}"]
         psi, pp = m["psi"], 2 if pipe else 1
         assert m["wrapper"] == _CLASSES[deepspeed_bf16_wrapper("deepspeed", zero, "bf16", pp, accum)]
