@@ -1,4 +1,6 @@
-"""The sweep runner end to end (CLI subprocesses): kill -9 and resume, OOM / TIMEOUT / FAILED outcomes.
+"""The sweep runner end to end: kill -9 and resume, OOM / TIMEOUT / FAILED outcomes. The killed runner and one sweep
+are real CLI processes (exit status, stderr); the resumes, status and export run in this process through the same
+entry point (cli.main), each a fresh `scalestudy` start saved.
 
 Cheap trials use the spec's general `command_template` (any command that follows the training contract); the
 real `scalestudy train` trials are in test_study_train.py.
@@ -66,7 +68,7 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         con.close()
 
 
-def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
+def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path, capsys, monkeypatch):
     spec = _write_spec(tmp_path, """
         name: killme
         model: t5-tiny
@@ -102,9 +104,10 @@ def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
     assert running is not None and 2 <= len(before) < 6, f"expected a mid-sweep kill, got {len(before)} finished"
     assert (running,) not in before  # killed mid-trial, half its metrics written
 
-    again = _cli("study", "run", str(spec), "-o", str(out), "--no-progress")
-    assert again.returncode == 0, again.stderr
-    assert f"{len(before)} already finished" in again.stdout
+    monkeypatch.setenv("COLUMNS", "200")
+    code, again, err = run_cli(capsys, ["study", "run", str(spec), "-o", str(out), "--no-progress"])
+    assert code == 0, err
+    assert f"{len(before)} already finished" in again
     rows = _rows(db, "SELECT trial_id, status FROM trials")
     assert len(rows) == 6 and len({r[0] for r in rows}) == 6
     assert {r[1] for r in rows} == {"OK"}
@@ -117,17 +120,17 @@ def test_sigkill_mid_sweep_then_resume_runs_every_trial_exactly_once(tmp_path):
     assert attempts == {r[0]: 2 if r[0] == running else 1 for r in rows}
     assert alive_in(out) == []
 
-    third = _cli("study", "run", str(spec), "-o", str(out), "--no-progress")
-    assert "6 already finished, 0 run now" in third.stdout
+    third = run_cli(capsys, ["study", "run", str(spec), "-o", str(out), "--no-progress"])[1]
+    assert "6 already finished, 0 run now" in third
     assert len(_rows(db, "SELECT * FROM trials")) == 6
 
-    exported = _cli("study", "export", str(out), "-o", str(tmp_path / "trials.csv"))
-    assert exported.returncode == 0, exported.stderr
+    code, _, err = run_cli(capsys, ["study", "export", str(out), "-o", str(tmp_path / "trials.csv")])
+    assert code == 0, err
     lines = (tmp_path / "trials.csv").read_text().splitlines()
     assert len(lines) == 7 and lines[0].startswith("trial_id,study,status")
 
 
-def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
+def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path, capsys, monkeypatch):
     spec = _write_spec(tmp_path, """
         name: outcomes
         model: t5-tiny
@@ -156,14 +159,15 @@ def test_oom_hang_and_failure_are_recorded_while_the_sweep_completes(tmp_path):
     assert rows[(3, 3)][0] == "FAILED" and "world size does not match" in rows[(3, 3)][1]
     assert alive_in(out) == []
 
-    status = _cli("study", "status", str(out))
-    assert status.returncode == 0
+    monkeypatch.setenv("COLUMNS", "200")
+    code, status, _ = run_cli(capsys, ["study", "status", str(out)])
+    assert code == 0
     for word in ("OOM", "TIMEOUT", "FAILED"):
-        assert word in status.stdout
+        assert word in status
 
     # --retry re-runs only the named outcome, replacing its row (never a duplicate)
-    again = _cli("study", "run", str(spec), "-o", str(out), "--no-progress", "--retry", "FAILED")
-    assert "4 already finished, 1 run now" in again.stdout
+    again = run_cli(capsys, ["study", "run", str(spec), "-o", str(out), "--no-progress", "--retry", "FAILED"])[1]
+    assert "4 already finished, 1 run now" in again
     assert len(_rows(out / "study.sqlite", "SELECT * FROM trials")) == 5
 
 
