@@ -74,13 +74,29 @@ def run(out: Path, gpu: str, names: list[str], timeout_s: float) -> None:
         print(f"{name:26s} rc={rc} wall {wall:6.1f} s  median step {step:.4f} s", flush=True)
 
 
+def trained_options(s: dict) -> list[str]:
+    """estimate's options naming the software train ran (specs/run.train_software: torch AdamW's foreach loop,
+    DeepSpeed's compute-dtype accumulation, checkpoint early stop, the model's own loss, SDPA's kernel for T5's bias),
+    as plan prices train's runs (as_trained): estimate's defaults are the published runs' software, not train's."""
+    from scalestudy.specs.model import get_model
+    from scalestudy.specs.run import train_software
+
+    st = s["strategy"]
+    fields = {"engine": st["engine"], "zero": st["zero"], "tp": st.get("tp", 1), "pp": st.get("pp", 1),
+              "precision": st["precision"], "offload_optimizer": st.get("offload_optimizer", "none"),
+              "attention": st["attention"]}
+    return [arg for name, value in train_software(fields, get_model(s["model"])).items()
+            for arg in (f"--{name.replace('_', '-')}", str(value))]
+
+
 def estimate(gpu: str, s: dict) -> dict:
     """The cost model's estimate of one recorded run (its strategy, workload and model; one GPU)."""
     st = s["strategy"]
     argv = ["--model", s["model"], "--gpu", gpu, "--nodes", "1", "--gpus-per-node", str(s["world_size"]),
             "--engine", st["engine"], "--zero", str(st["zero"]), "--micro-batch", str(st["micro_batch"]),
             "--global-batch", str(s["global_batch"]), "--seq-len", str(s["seq_len"]), "--precision",
-            st["precision"], "--recompute", st["recompute"], "--attention", st["attention"], "--json"]
+            st["precision"], "--recompute", st["recompute"], "--attention", st["attention"], "--json",
+            *trained_options(s)]
     if s["target_len"] and s["model_spec"].get("num_decoder_layers"):
         argv += ["--target-len", str(s["target_len"])]
     proc = subprocess.run([sys.executable, "-m", "scalestudy", "estimate", *argv], capture_output=True, text=True,
