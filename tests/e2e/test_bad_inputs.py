@@ -478,6 +478,19 @@ NEW_KEY_FILES = {
     "model-num-layers.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\nnum_layers: 3\n",
     "dev-hbm-misspelt.yaml": BARE_DEVICE.replace("hbm_bytes_per_s", "hbm_bytes_per_sec"),
     "spec-learning-rate.yaml": GOOD_SPEC + "learning_rate: 0.1\n",
+    # 2026-12-04, fuzz: a falsy value of the wrong type read as "not given"; a section that is a list
+    "spec-include-mapping.yaml": GOOD_SPEC + "include: {}\n",
+    "spec-include-zero.yaml": GOOD_SPEC + "include: 0\n",
+    "spec-env-list.yaml": GOOD_SPEC + "env: []\n",
+    "spec-env-text.yaml": GOOD_SPEC + "env: ''\n",
+    "spec-train-options-list.yaml": GOOD_SPEC + "train_options: []\n",
+    "spec-data-zero.yaml": GOOD_SPEC + "data: 0\n",
+    "spec-data-blank.yaml": GOOD_SPEC + "data: ''\n",
+    "spec-slurm-list.yaml": GOOD_SPEC + "executor: slurm\nslurm: []\n",
+    "spec-extra-args-zero.yaml": GOOD_SPEC + "extra_args: 0\n",
+    "spec-description-list.yaml": GOOD_SPEC + "description: []\n",
+    "spec-slurm-time-text.yaml": GOOD_SPEC + "executor: slurm\nslurm: {time: two hours}\n",
+    "cfg-section-list.yaml": "model: []\nstrategy: {engine: ddp}\n",
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
@@ -1253,6 +1266,19 @@ CASES: list[Case] = [
     C("train-text-field-plain-corpus", f"{TRAIN} --data corpus.txt --text-field body", "has none"),  # lines, no fields
     C("train-vocab-size-with-tokenizer", f"{TRAIN} --tokenizer garbage-tokenizer.json --vocab-size 500",
       "given ready-made"),  # only a tokenizer trained on the data takes it
+    # 2026-12-04, fuzz: each ran the study as if the key were absent (a falsy value was read as "not given")
+    C("study-spec-include-mapping", "study run spec-include-mapping.yaml -o s", "include must be a list"),
+    C("study-spec-include-zero", "study run spec-include-zero.yaml -o s", "include must be a list"),
+    C("study-spec-env-list", "study run spec-env-list.yaml -o s", "env must be a mapping"),
+    C("study-spec-env-text", "study run spec-env-text.yaml -o s", "env must be a mapping"),
+    C("study-spec-train-options-list", "study run spec-train-options-list.yaml -o s", "train_options must be a mapping"),
+    C("study-spec-data-zero", "study run spec-data-zero.yaml -o s", "data must be a corpus path"),
+    C("study-spec-data-blank", "study run spec-data-blank.yaml -o s", "data must be a corpus path"),
+    C("study-spec-slurm-list", "study run spec-slurm-list.yaml -o s", "slurm must be a mapping"),
+    C("study-spec-extra-args-zero", "study run spec-extra-args-zero.yaml -o s", "extra_args must be"),
+    C("study-spec-description-list", "study run spec-description-list.yaml -o s", "description must be text"),
+    C("study-spec-slurm-time-text", "study run spec-slurm-time-text.yaml -o s --dry-run", "no slurm time limit"),
+    C("train-config-section-list", f"{TRAIN} --config cfg-section-list.yaml", "section model must be a mapping"),
 ]
 
 

@@ -81,7 +81,8 @@ class RunConfig:
                                   f"(sections: model, strategy, workload, optimizer, data, output)")
         parts = {}
         for name in ("strategy", *SECTIONS):
-            value = raw.get(name) or {}
+            value = raw.get(name)
+            value = {} if value is None else value  # `model: []` is a list where a mapping goes, not an empty section
             if not isinstance(value, dict):
                 raise ScalestudyError(f"run-config section {name} must be a mapping, got {value!r}")
             parts[name] = value

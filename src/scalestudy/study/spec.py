@@ -374,10 +374,12 @@ _OWN_OPTIONS = set(AXES) | {"nnodes", "output", "resume", "progress", "crash_aft
 
 
 def _train_options(raw: Any, where: str) -> str:
-    if not raw:
+    if raw is None:
         return ""
     if not isinstance(raw, dict):
-        raise ScalestudyError(f"{where}: train_options must be a mapping of `scalestudy train` options")
+        raise ScalestudyError(f"{where}: train_options must be a mapping of `scalestudy train` options, got {raw!r}")
+    if not raw:
+        return ""
     clash = sorted(set(raw) & _OWN_OPTIONS)
     if clash:
         raise ScalestudyError(f"{where}: train_options may not set {', '.join(clash)} (use the study's axes)")
@@ -386,6 +388,13 @@ def _train_options(raw: Any, where: str) -> str:
         raise ScalestudyError(f"{where}: unknown train option(s) {', '.join(sorted(map(str, unknown)))}"
                               f"{did_you_mean(unknown, FLAT_KEYS)} (every option: {RUN_OPTIONS_DOC})")
     return json.dumps(raw, sort_keys=True)
+
+
+def _given(raw: dict, key: str, empty: Any) -> Any:
+    """raw[key], or `empty` where the key is absent or left blank (`env:`). Another falsy value (`env: []`,
+    `include: 0`) is kept: it is a value of the wrong type, for the check that follows to refuse."""
+    value = raw.get(key)
+    return empty if value is None else value
 
 
 def _study_field(raw: dict, key: str, tp: type, default: Any, where: str) -> Any:
@@ -465,7 +474,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         raise ScalestudyError(f"{where}: strategies must be a list of mappings")
     strategies = [_without_cost_model_options(s, f"{where}: strategies[{i}]") for i, s in enumerate(strategies)]
     strategy_schema = {k: AXES[k] for k in STRATEGY_KEYS}
-    include = raw.get("include") or []
+    include = _given(raw, "include", [])
     if not isinstance(include, list) or not all(isinstance(s, dict) for s in include):
         raise ScalestudyError(f"{where}: include must be a list of mappings")
     include = [_without_cost_model_options(s, f"{where}: include[{i}]") for i, s in enumerate(include)]
@@ -488,7 +497,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
             for g in _expand(extra, schema, f"{where}: include[{i}]"):
                 points.append({**defaults, **firsts, **g})
 
-    data = raw.get("data") or []
+    data = _given(raw, "data", [])
     data = [data] if isinstance(data, str) else data
     if not isinstance(data, list) or not all(isinstance(d, str) and d for d in data):
         raise ScalestudyError(f"{where}: data must be a corpus path (or hf:NAME) or a list of them, got {data!r}")
@@ -510,14 +519,14 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     executor = _study_field(raw, "executor", str, "local", where)
     if executor not in EXECUTORS:
         raise ScalestudyError(f"{where}: executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    slurm = raw.get("slurm") or {}
+    slurm = _given(raw, "slurm", {})
     if not isinstance(slurm, dict) or set(slurm) - SLURM_KEYS:
         bad = sorted(set(slurm) - SLURM_KEYS) if isinstance(slurm, dict) else slurm
         raise ScalestudyError(f"{where}: slurm must be a mapping with keys {', '.join(sorted(SLURM_KEYS))}; "
                               f"unknown {bad}")
     _check_slurm(slurm, where)
     _check_slurm_gpus(slurm, trials.values(), where)
-    extra_args = raw.get("extra_args") or []
+    extra_args = _given(raw, "extra_args", [])
     try:
         if not isinstance(extra_args, (str, list)) or any(isinstance(a, (dict, list)) for a in extra_args):
             raise TypeError("not a list of arguments")
@@ -528,7 +537,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
     for key in ("skip_unfit", "keep_checkpoints"):
         if not isinstance(raw.get(key, False), bool):
             raise ScalestudyError(f"{where}: {key} must be true or false, got {raw[key]!r}")
-    env = raw.get("env") or {}
+    env = _given(raw, "env", {})
     if not isinstance(env, dict):
         raise ScalestudyError(f"{where}: env must be a mapping of variable names to values")
     for key, value in env.items():  # exported in trial scripts and processes: names and plain values only
@@ -553,7 +562,7 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         name = "study"
     if not isinstance(name, (str, int)) or isinstance(name, bool) or not str(name).strip():
         raise ScalestudyError(f"{where}: name must be text (non-empty), got {name!r}")
-    if not isinstance(raw.get("description") or "", str):
+    if not isinstance(_given(raw, "description", ""), str):
         raise ScalestudyError(f"{where}: description must be text, got {raw['description']!r}")
     template = _study_field(raw, "command_template", str, "", where)
     for trial in trials.values() if template else ():  # every placeholder fills now, before anything is written
@@ -599,6 +608,8 @@ def fill_command_template(template: str, values: dict, where: str = "study spec"
     return command
 
 
+# sbatch --time's formats (sbatch(1), "Acceptable time formats"; Slurm's time_str2mins also takes UNLIMITED/INFINITE)
+SLURM_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|unlimited|infinite", re.IGNORECASE)
 _SLURM_TYPES = {"partition": str, "account": str, "time": str, "qos": str, "constraint": str, "gpus_per_node": int,
                 "cpus_per_task": int, "poll_s": float, "lost_grace_s": float, "setup": list, "sbatch_args": list}
 
@@ -617,6 +628,10 @@ def _check_slurm(slurm: dict, where: str) -> None:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
         else:
             ok = isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value)
+        if ok and key == "time" and not SLURM_TIME.fullmatch(value):
+            raise ScalestudyError(f"{where}: slurm.time {value!r} is no Slurm time limit (minutes, minutes:seconds, "
+                                  "hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds "
+                                  "or UNLIMITED): sbatch would refuse every trial's job")
         if not ok:
             want = {str: "one line of text", int: f"a whole number in [1, {top}]" if kind is int else "",
                     float: "a number of seconds >= 0", list: "a list of lines"}[kind]
