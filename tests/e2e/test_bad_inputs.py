@@ -669,6 +669,11 @@ CASES: list[Case] = [
     C("plan-optimizer-loop-deepspeed-bf16-bare", f"{PLAN} --optimizer-loop deepspeed-bf16",
       "--zero 0 --precision bf16 and --pp 2 or more"),
     C("train-grad-accum-dtype-fp32", f"{TRAIN} --set grad_accum_dtype=fp32", "grad_accum_dtype"),
+    C("estimate-grad-buckets-unknown", f"{EST} --engine ddp --grad-buckets shared", "unknown --grad-buckets"),
+    C("estimate-grad-buckets-fsdp", f"{EST} --engine fsdp --zero 3 --grad-buckets view",
+      "describes PyTorch DDP's gradient_as_bucket_view"),
+    C("plan-grad-buckets-without-ddp", f"{PLAN} --grad-buckets copy", "--engine ddp"),
+    C("train-grad-buckets-copy", f"{TRAIN} --set engine=ddp --set grad_buckets=copy", "or view, what train's DDP sets"),
     # ---- the newer surfaces, fuzzed (--set used to be overridden by every unset flag; tune made its output dir) -
     C("train-set-precision-fp8", f"{TRAIN} --set precision=fp8", "fp8"),
     C("train-set-micro-batch-0", f"{TRAIN} --set micro_batch=0", "micro_batch"),

@@ -96,7 +96,8 @@ def estimate_argv(r: dict, folder) -> list[str]:
     # choices plan searches unless told: stated, as a paper states them
     software.setdefault("offload_optimizer", "none")
     software.setdefault("offload_params", "none")
-    for knob in ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head"):  # space.TRAIN_KNOBS:
+    for knob in ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head",
+                 "grad_buckets"):  # space.TRAIN_KNOBS:
         software.setdefault(knob, "engine")  # plan's own default is what `train` runs
     if r.get("pp", 1) > 1:
         software.setdefault("pp_schedule", "1f1b")

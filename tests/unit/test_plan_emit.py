@@ -60,6 +60,8 @@ def test_emit_writes_what_train_reads_and_clean_scripts(tmp_path, engine, zero, 
     # for T5's float position-bias mask, the vocabulary whole on every tp rank (lm_head replicated), DeepSpeed's
     # gradients accumulated in the compute dtype (grad_accum_dtype compute, its data_types.grad_accum_dtype)
     accum = {"grad_accum_dtype": "compute"} if engine == "deepspeed" else {}
+    if engine == "ddp":  # DDP's gradients as views into its buckets (gradient_as_bucket_view)
+        accum["grad_buckets"] = "view"
     assert strategy == s.replace(recompute_early_stop="on", kernels="eager", cross_entropy="hf",
                                  optimizer_loop="foreach", attention_kernel="mem-efficient", lm_head="replicated",
                                  **accum)

@@ -121,6 +121,13 @@ GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
                                      "(BF16_Optimizer's fp32 accumulator at ZeRO 0/1, 4 B per parameter) | compute "
                                      "(bf16: no fp32 accumulator, what scalestudy's train sets); cost model only.")
 PLAN_GRAD_ACCUM_DTYPE = _plan_default_train(GRAD_ACCUM_DTYPE, "compute on deepspeed")
+GRAD_BUCKETS = typer.Option("engine", "--grad-buckets",
+                            help="How PyTorch DDP holds its gradient buckets (gradient_as_bucket_view; engine ddp): "
+                                 "engine (copy, torch's default and the published runs') | copy (the buckets, 4 B per "
+                                 "parameter, beside the gradients) | view (the gradients are views into the buckets: "
+                                 "no copy when one micro-batch makes the step; what scalestudy's train sets); cost "
+                                 "model only.")
+PLAN_GRAD_BUCKETS = _plan_default_train(GRAD_BUCKETS, "view on ddp without tp/pp")
 ZERO3_FETCH = typer.Option("engine", "--zero3-fetch",
                            help="How DeepSpeed ZeRO-3 gathers its parameters (engine deepspeed, zero 3): engine "
                                 "(coalesced, the current DeepSpeed) | coalesced (>= 0.6: one flat all-gather per "
@@ -156,11 +163,13 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "cross_entropy": (str, CROSS_ENTROPY), "attention_kernel": (str, ATTENTION_KERNEL),
                     "optimizer_dtype": (str, OPTIMIZER_DTYPE), "optimizer_loop": (str, OPTIMIZER_LOOP),
                     "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
-                    "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS), "tf32": (bool, TF32)}
+                    "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
+                    "tf32": (bool, TF32)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),
-                         "lm_head": (str, PLAN_LM_HEAD), "grad_accum_dtype": (str, PLAN_GRAD_ACCUM_DTYPE)}
+                         "lm_head": (str, PLAN_LM_HEAD), "grad_accum_dtype": (str, PLAN_GRAD_ACCUM_DTYPE),
+                         "grad_buckets": (str, PLAN_GRAD_BUCKETS)}
 
 
 def software_options(options: dict):

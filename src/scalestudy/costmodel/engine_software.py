@@ -41,5 +41,6 @@ def engine_meanings(st: Strategy, device=None) -> dict[str, str]:
         "optimizer_dtype": "fp32",
         "lm_head": "sharded",  # strategy.vocab_shards: vocabulary-parallel on every engine
         "grad_accum_dtype": "fp32",  # memory.deepspeed_bf16_wrapper: an fp32 accumulator at ZeRO 0 / 1
+        "grad_buckets": "copy",  # memory.ddp_bucket_copy_bytes: torch's gradient_as_bucket_view False
     }
     return {name: value for name, value in meanings.items() if getattr(st, name) == "engine"}

@@ -87,7 +87,8 @@ class _Variant:
     __slots__ = ("fixed", "setting", "states", "stage")
 
     def __init__(self) -> None:
-        self.fixed = self.setting = self.states = self.stage = None
+        self.fixed = self.setting = self.stage = None
+        self.states = {}  # memory.rank_states by whether the accumulation is 1 (DDP's bucket views differ)
 
 
 # Strategy fields but the micro-batch and the recompute: a _Variant's key in MicroBatchGroup.shared
@@ -214,11 +215,12 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     ct = shape.compute
     mem = None
     if only_fitting and variant is not None:  # the activation-free terms (no micro-batch or recompute enters them)
-        if variant.states is None:
-            variant.states = rank_states(model, st, shape.psi, layout.dp, tp, dev, options)
-        mem = memory_with_activations(variant.states, shape.activations)
+        states = variant.states.get(ga == 1)
+        if states is None:
+            states = variant.states[ga == 1] = rank_states(model, st, shape.psi, layout.dp, tp, dev, options, ga)
+        mem = memory_with_activations(states, shape.activations)
     elif only_fitting:  # price_stage's memory, priced first: the time terms only where it fits
-        mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options)
+        mem = rank_memory(model, st, shape.psi, layout.dp, tp, shape.activations, dev, options, ga)
     if only_fitting and not (mem.total <= capacity and mem.host_bytes <= host_capacity):
         return None
 

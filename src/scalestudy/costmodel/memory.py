@@ -195,9 +195,9 @@ def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
 
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,
                  offload_optimizer: str, options: CostOptions, overlap_grad_comm: bool = True, pp: int = 1,
-                 grad_accum_dtype: str = "engine") -> float:
+                 grad_accum_dtype: str = "engine", grad_buckets: str = "engine", grad_accum: int = 1) -> float:
     """Communication buckets, gathered-parameter working sets (implementation defaults, see CostOptions) and
-    DeepSpeed's gradient accumulator (`deepspeed_accumulator_bytes`)."""
+    DeepSpeed's gradient accumulator (`deepspeed_accumulator_bytes`); DDP's buckets by `ddp_bucket_copy_bytes`."""
     half = ACT_BYTES[precision]
     if engine == "megatron":
         # zero 0/1: reduce-scatter / all-gather in place in the gradient and parameter buffers; zero 2 (Megatron-FSDP
@@ -208,7 +208,7 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
         # synchronized before the next); no fp32 gradient accumulation buffer (engines.yaml internlm)
         return half * min(engine_comm("internlm").reduce_bucket_elems, psi)
     if engine == "ddp":
-        return 4.0 * psi  # gradient buckets are copies of the gradients (gradient_as_bucket_view=False)
+        return ddp_bucket_copy_bytes(psi, grad_buckets, grad_accum)
     if engine == "fsdp":
         # two layers gathered (current + prefetched) and one layer's unsharded gradient for reduce-scatter, and the
         # root unit's parameters, gathered from its forward to the end of the backward (`fsdp_root_gathered_bytes`)
@@ -224,6 +224,19 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
+
+
+def ddp_bucket_copy_bytes(psi: float, grad_buckets: str, grad_accum: int) -> float:
+    """Bytes of DDP's fp32 gradient buckets beside the .grad tensors through the backward (Strategy.grad_buckets).
+    gradient_as_bucket_view False (torch's default, "engine" / "copy"): the buckets are a second copy, 4 psi. True
+    ("view", train's): Reducer::mark_variable_ready_dense copies a fresh .grad into its bucket and points .grad at the
+    bucket view (torch/csrc/distributed/c10d/reducer.cpp, torch 1.7 .. 2.x) -- but train zeroes with set_to_none, so
+    each step's .grad tensors start fresh, and under no_sync (every micro-batch but the step's last) the reducer is
+    idle: with accumulation the fresh .grad tensors sit beside the buckets from the first micro-batch into the last
+    one's backward, 4 psi again; with one micro-batch only the buckets exist, 0. Measured through train's DDPBackend on
+    a 1-rank gloo t5-tiny (tests/unit/test_ddp_grad_buckets.py): 1 gradient storage at accumulation 1, one per
+    parameter after a no_sync micro-batch."""
+    return 0.0 if grad_buckets == "view" and grad_accum == 1 else 4.0 * psi
 
 
 def deepspeed_bf16_wrapper(engine: str, zero: int, precision: str, pp: int, grad_accum_dtype: str = "engine") -> str:
@@ -459,10 +472,10 @@ def boundary_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len:
 
 
 def rank_memory(model: ModelSpec, st, psi: float, dp: int, tp: int, activations: float, device,
-                options: CostOptions) -> Memory:
+                options: CostOptions, grad_accum: int) -> Memory:
     """Bytes on one rank that holds `psi` parameters before ZeRO/FSDP sharding and `activations` bytes of
     activations: its model states (sharded over `dp`, or offloaded), the engine's buffers and the process overhead."""
-    return memory_with_activations(rank_states(model, st, psi, dp, tp, device, options), activations)
+    return memory_with_activations(rank_states(model, st, psi, dp, tp, device, options, grad_accum), activations)
 
 
 def memory_with_activations(states: tuple, activations: float) -> Memory:
@@ -476,16 +489,18 @@ def memory_with_activations(states: tuple, activations: float) -> Memory:
 _RANK_STATES: dict[tuple, tuple] = {}
 
 
-def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions) -> tuple:
+def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, options: CostOptions,
+                grad_accum: int) -> tuple:
     """(weights, grads, optimizer, host, nvme, buffers, step temporaries, overhead) bytes of rank_memory -- what
     does not depend on the activations -- memoised by every argument its functions take and the engines.yaml entry
     buffer_bytes reads (the model, device, options and that entry by identity, guarded by the stored references:
-    a test may swap the entry): a plan's micro-batches of one strategy share them. A new input of model_states /
+    a test may swap the entry): a plan's micro-batches of one strategy share them (but DDP's bucket views, which
+    differ with and without accumulation: `grad_accum` enters as whether it is 1). A new input of model_states /
     buffer_bytes / step_temporary_bytes belongs in the key."""
     eng = engine_table().get(st.engine)
     key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
            st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
-           st.optimizer_loop, st.pp, st.grad_accum_dtype)
+           st.optimizer_loop, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1)
     hit = _RANK_STATES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
@@ -495,11 +510,11 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
                                        st.offload_params, st.grad_reduce, st.optimizer_dtype, st.pp,
                                        st.grad_accum_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
-                       st.overlap_grad_comm, st.pp, st.grad_accum_dtype)
+                       st.overlap_grad_comm, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach
-                             st.optimizer_loop, st.pp)
+                             st.optimizer_loop, st.pp, st.grad_buckets)
     states = (w, g, o, host, nvme, buf, step, overhead_bytes(device))
     _RANK_STATES[key] = (model, device, options, states, eng)
     return states
@@ -526,7 +541,7 @@ def deepspeed_fp16_optimizer(engine: str, zero: int, precision: str, pp: int) ->
 
 
 def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision: str, foreach: bool = True,
-                         loop: str = "engine", pp: int = 1) -> float:
+                         loop: str = "engine", pp: int = 1, grad_buckets: str = "engine") -> float:
     """What the optimizer step holds beside the model states (the step runs on the device; offloaded steps run on the
     host). DeepSpeed's FP16_Optimizer (fp16, ZeRO 0 -- the engine wraps a fused Adam in it: runtime/fp16/
     fused_optimizer.py step(), v0.9.5 .. 0.19 alike; bf16, ZeRO 0, outside a pipeline too since DeepSpeed's
@@ -540,7 +555,9 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     adamw_torch: foreach by default on CUDA; `foreach` False: a CPU rank's per-tensor loop), allocates one fp32
     temporary of its parameters' size (_multi_tensor_adam: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`):
     4 psi / dp under FSDP or ZeroRedundancyOptimizer, 4 psi under DDP, whose gradient buckets
-    (gradient_as_bucket_view False) also stay allocated through the step. Others step in place on flat or sharded fp32 buffers already counted
+    (gradient_as_bucket_view False) also stay allocated through the step -- with it True (grad_buckets "view") the
+    step's .grad tensors are the buckets (ddp_bucket_copy_bytes), nothing beside them. Others step in place on flat or
+    sharded fp32 buffers already counted
     (BF16_Optimizer and ZeRO 1-3 with DeepSpeed's fused Adam, Megatron's distributed optimizer). DeepSpeed given
     torch's AdamW as a client optimizer (`loop` foreach: scalestudy's `train`) holds its foreach temporary over the
     rank's flat partition, 4 psi / dp; at ZeRO-0 in 16 bits FP16_UnfusedOptimizer (`loop` deepspeed-unfused) makes a
@@ -558,7 +575,7 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     if engine == "fsdp":
         return temporary
     if engine == "ddp":
-        return 4.0 * psi + temporary
+        return (0.0 if grad_buckets == "view" else 4.0 * psi) + temporary
     return 0.0
 
 

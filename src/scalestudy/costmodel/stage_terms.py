@@ -170,7 +170,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     else:
         opt_s, offload_s = optimizer
     if mem is None:
-        mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options)
+        mem = rank_memory(cfg.model, st, shape.psi, lay.dp, tp, shape.activations, dev, cfg.options, lay.grad_accum)
     return _NEW_TUPLE(StageTerms, (compute, tp_mb, pp_mb, dp_s, dp_total, opt_s, offload_s,
                                    _framework_s(cfg, dev, sublayers), mem))
 
@@ -194,10 +194,12 @@ def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> f
     overlap_comm or inside the pipeline engine's ReduceGrads (terms._deepspeed_pipeline_reduces_after); not the bf16
     pipeline's BF16_Optimizer, which reduces one flat fp32 buffer (terms._deepspeed_bf16_pipeline), nor ZeRO-2/3
     (contiguous buckets / reduce-scatter). PyTorch DDP (engine ddp, with or without ZeroRedundancyOptimizer) at dp > 1:
-    its copy of every bucket back to the gradients (step.DDP_COPY_BACK_PASSES); a single process is not wrapped."""
+    its copy of every bucket back to the gradients (step.DDP_COPY_BACK_PASSES), none where the gradients are views
+    into the buckets (grad_buckets "view": reducer.cpp finalize_bucket_dense only re-points them); a single process is
+    not wrapped."""
     st = cfg.st
     if st.engine == "ddp":
-        if cfg.layout.dp <= 1:
+        if cfg.layout.dp <= 1 or st.grad_buckets == "view":
             return 0.0
         return bucket_copy_s(psi, tensors, main_grad_bytes(st), dev, cfg.cal.kernel_overhead_s, DDP_COPY_BACK_PASSES)
     if st.engine != "deepspeed" or st.zero > 1 or _deepspeed_bf16_pipeline(st):

@@ -154,7 +154,7 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n, device)
     return rank_memory(model, st, stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp)), dp, tp, acts,
-                       device, options)
+                       device, options, ga)
 
 
 def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int, s: int, t: int, k: int, start: int,

@@ -32,10 +32,11 @@ so points the memory bound prunes cost nothing). The interleaved schedule is not
 Execution options the user fixes rather than searches (`Constraints.attention`, `sequence_parallel`,
 `overlap_grad_comm`, `stage_layers`, and the cost-model-only `overlap_param_gather`, `tp_comm_overlap`,
 `zero1_all_reduce`, `kernels`, `grad_reduce`, `recompute_early_stop`, `cross_entropy`, `attention_kernel`,
-`optimizer_dtype`, `optimizer_loop`, `lm_head`, `grad_accum_dtype`) are carried into every Strategy --
-`recompute_early_stop`, `kernels`, `cross_entropy`, `optimizer_loop`, `lm_head` and `grad_accum_dtype` left at "train"
-as the value `train` runs on train's engines (early stop on, eager kernels, the model's own loss, torch AdamW's foreach
-step, the vocabulary whole on every tp rank, DeepSpeed's gradients accumulated in the compute dtype:
+`optimizer_dtype`, `optimizer_loop`, `lm_head`, `grad_accum_dtype`, `grad_buckets`) are carried into every Strategy --
+`recompute_early_stop`, `kernels`, `cross_entropy`, `optimizer_loop`, `lm_head`, `grad_accum_dtype` and `grad_buckets`
+left at "train" as the value `train` runs on train's engines (early stop on, eager kernels, the model's own loss, torch
+AdamW's foreach step, the vocabulary whole on every tp rank, DeepSpeed's gradients accumulated in the compute dtype,
+DDP's gradients as views into its buckets:
 specs/run.as_trained), so a candidate is priced as
 the run its emitted config makes, and a value the user names (a published run's software, "engine" included) as
 given; sequence parallelism only
@@ -55,15 +56,17 @@ from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PARALLEL_ENGINES, COST_MODEL_ENGINES,
                                       CROSS_ENTROPIES,
-                                      CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_REDUCES, KERNELS,
-                                      LM_HEADS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES, RECOMPUTES,
+                                      CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_BUCKETS, GRAD_REDUCES,
+                                      KERNELS, LM_HEADS, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS, PP_SCHEDULES,
+                                      RECOMPUTES,
                                       ZERO3_FETCHES, ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder,
                                       resolve_layout, software_fill)
 
 TRAINED = "train"  # the default of Constraints' TRAIN_KNOBS: price each candidate with the value train runs
 # Software options whose plan default is TRAINED (specs/run.train_software fills them per candidate); a value the user
 # names -- "engine" too: a published run typed into plan -- is priced as given
-TRAIN_KNOBS = ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head", "grad_accum_dtype")
+TRAIN_KNOBS = ("recompute_early_stop", "kernels", "cross_entropy", "optimizer_loop", "lm_head", "grad_accum_dtype",
+               "grad_buckets")
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class Constraints:
     optimizer_loop: str = TRAINED
     lm_head: str = TRAINED  # "train": replicated (train's tp leaves the vocabulary whole on every rank)
     grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
+    grad_buckets: str = TRAINED  # "train": view on ddp without tp / pp (train's gradient_as_bucket_view)
     zero3_fetch: str = "engine"  # DeepSpeed's ZeRO-3 gather path: a statement about the user's DeepSpeed, not searched
     cp: int = 1  # context-parallel degree (Strategy.cp): held fixed, not searched (plan --cp)
     cublas: str = "11"  # the cuBLAS major version of the user's torch build: a statement, not searched
@@ -118,6 +122,7 @@ class Constraints:
                               ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", (*OPTIMIZER_LOOPS, TRAINED)),
                               ("lm_head", (*LM_HEADS, TRAINED)),
                               ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED)),
+                              ("grad_buckets", (*GRAD_BUCKETS, TRAINED)),
                               ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
@@ -147,6 +152,9 @@ class Constraints:
         if self.grad_accum_dtype not in ("engine", TRAINED) and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError(f"--grad-accum-dtype {self.grad_accum_dtype} describes DeepSpeed's "
                                   "data_types.grad_accum_dtype: it needs --engine deepspeed")
+        if self.grad_buckets not in ("engine", TRAINED) and set(self.engines) != {"ddp"}:
+            raise ScalestudyError(f"--grad-buckets {self.grad_buckets} describes PyTorch DDP's "
+                                  "gradient_as_bucket_view: it needs --engine ddp")
         if self.zero3_fetch != "engine" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError(f"--zero3-fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers: "
                                   "it needs --engine deepspeed")

@@ -331,6 +331,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "attention_kernel": "published software's fused attention kernel",
                       "lm_head": "published software's vocabulary-parallel LM head",
                       "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation",
+                      "grad_buckets": "PyTorch DDP's gradient buckets beside the gradients, torch's default",
                       "zero3_fetch": "DeepSpeed before 0.5.5's per-parameter ZeRO-3 gathers",
                       "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default"}
 
@@ -363,6 +364,9 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
 # - grad_accum_dtype "compute" on deepspeed: engine/settings.deepspeed_config sets data_types.grad_accum_dtype to the
 #   compute dtype, so a bf16 run keeps no fp32 gradient accumulator (costmodel/memory.deepspeed_bf16_wrapper: ZeRO 1-2
 #   on DeepSpeedZeroOptimizer, ZeRO-0 on FP16_UnfusedOptimizer or, in a pipeline, BF16_Optimizer with a bf16 buffer);
+# - grad_buckets "view" on ddp without tp / pp: engine/settings.ddp_settings wraps the model in DistributedDataParallel
+#   with gradient_as_bucket_view=True, so after the reduction the .grad tensors are views into DDP's buckets
+#   (costmodel/memory.ddp_bucket_copy_bytes; tp / pp runs take the hybrid backend, no DDP);
 # - left at their defaults, as train runs them: grad_reduce "engine"
 #   (engine/settings.py), the Megatron-only switches off.
 # plan, tune and study price train's runs with these values (as_trained) and write them into the configs they emit,
@@ -413,6 +417,8 @@ def train_software(fields: dict, model: ModelSpec | None) -> dict:
     trained = {**TRAIN_SOFTWARE, "cross_entropy": "hf" if hf_loss else "torch", "optimizer_loop": loop}
     if engine == "deepspeed":  # data_types.grad_accum_dtype = the compute dtype (engine/settings.deepspeed_config)
         trained["grad_accum_dtype"] = "compute"
+    if engine == "ddp" and fields["tp"] == 1 and fields["pp"] == 1:  # gradient_as_bucket_view (engine/settings.py)
+        trained["grad_buckets"] = "view"
     if model is not None and model.is_encoder_decoder and fields["attention"] == "flash":
         trained["attention_kernel"] = "mem-efficient"  # HF T5's float position-bias mask (comment above)
     return trained
@@ -473,6 +479,8 @@ def cost_model_option_message(name: str) -> str:
         runs += " or mem-efficient, what train runs for T5 / mT5 under attention flash (SDPA with its position bias)"
     elif name == "grad_accum_dtype":
         runs += " or compute, what train's DeepSpeed runs accumulate in (data_types.grad_accum_dtype)"
+    elif name == "grad_buckets":
+        runs += " or view, what train's DDP sets (gradient_as_bucket_view)"
     elif name in TRAIN_SOFTWARE:
         runs += f" or {TRAIN_SOFTWARE[name]} (what train runs)"
     return f"{name} is a cost-model option ({COST_MODEL_OPTIONS[name]}); train's engines do not run it: leave it {runs}"

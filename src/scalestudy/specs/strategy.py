@@ -168,6 +168,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      the bf16 gradients / partition) or "engine" (fp32, as the published DeepSpeed bf16 runs
                      accumulated). Only bf16 runs differ (costmodel/memory.py deepspeed_bf16_wrapper; DeepSpeed 0.19.8
                      engine._do_optimizer_sanity_check, bf16_optimizer.py, zero/stage_1_and_2.py).
+- grad_buckets:      how PyTorch DistributedDataParallel holds its gradient buckets (gradient_as_bucket_view; engine
+                     ddp only, cost model only): "copy" (False, torch's default: the flat buckets, 4 B per parameter,
+                     beside the .grad tensors, copied back into them after the all-reduce), "view" (True, what `train`
+                     sets: the .grad tensors are views into the buckets -- no second copy when one micro-batch makes the
+                     step; with accumulation train's no_sync micro-batches still form fresh .grad tensors beside the
+                     buckets, costmodel/memory.ddp_bucket_copy_bytes) or "engine" (copy, as the published DDP runs).
 - zero3_fetch:       how DeepSpeed ZeRO-3 gathers its parameters (engine deepspeed, priced at zero 3; cost model only):
                      "coalesced" (DeepSpeed >= 0.6: one coalesced all-gather into a flat buffer per module fetch,
                      prefetched on its own stream), "per-param-sync" (DeepSpeed before 0.5.5, c0eeb69df #1188: one
@@ -265,6 +271,7 @@ ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "t
                      "triton")
 LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
+GRAD_BUCKETS = ("engine", "copy", "view")  # DDP's gradient_as_bucket_view False / True (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "deepspeed-stage1-whole", "foreach", "deepspeed-unfused", "deepspeed-bf16",
@@ -277,7 +284,7 @@ EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early st
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
                 "optimizer_loop": ("foreach", "deepspeed-unfused", "deepspeed-bf16"),
                 "attention_kernel": ("mem-efficient",),
-                "lm_head": ("replicated",), "grad_accum_dtype": ("compute",)}
+                "lm_head": ("replicated",), "grad_accum_dtype": ("compute",), "grad_buckets": ("view",)}
 
 
 # Strategy's fields that take one of a list of names, and the list
@@ -286,7 +293,7 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("grad_reduce", GRAD_REDUCES), ("recompute_early_stop", EARLY_STOPS), ("cross_entropy", CROSS_ENTROPIES),
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
             ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
-            ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS))
+            ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -327,6 +334,7 @@ class Strategy:
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
+    grad_buckets: str = "engine"  # DDP's gradient_as_bucket_view (cost model only, module docstring)
     zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
@@ -373,6 +381,9 @@ class Strategy:
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
             raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                               f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
+        if self.grad_buckets != "engine" and self.engine != "ddp":
+            raise OptionError(f"grad_buckets {self.grad_buckets} describes PyTorch DDP's gradient_as_bucket_view, "
+                              f"not {self.engine}", "grad_buckets")
         if self.optimizer_loop == "deepspeed-stage1-whole" and (self.engine, self.zero) != ("deepspeed", 1):
             raise OptionError(f"optimizer_loop deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1 optimizer, "
                               f"not {self.engine} zero {self.zero}", "optimizer_loop")
@@ -539,6 +550,8 @@ class Strategy:
             parts.append(f"head-{self.lm_head}")
         if self.precision == "bf16" and self._names("grad_accum_dtype"):
             parts.append(f"accum-{self.grad_accum_dtype}")
+        if self.tp * self.pp == 1 and self._names("grad_buckets"):
+            parts.append(f"grads-{self.grad_buckets}")
         if self.zero == 3 and self.zero3_fetch != "engine":
             parts.append(f"fetch-{self.zero3_fetch}")
         if self.cublas != "11":
@@ -752,6 +765,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"optimizer_dtype {s.optimizer_dtype}")
     if (s.engine, s.precision) == ("deepspeed", "bf16"):
         parts.append(f"grad_accum_dtype {s.grad_accum_dtype}")
+    if s.engine == "ddp" and s.tp * s.pp == 1:
+        parts.append(f"grad_buckets {s.grad_buckets}")
     if (s.engine, s.zero) == ("deepspeed", 3) and s.zero3_fetch != "engine":
         parts.append(f"zero3_fetch {s.zero3_fetch}")
     if s.precision == "fp32":
