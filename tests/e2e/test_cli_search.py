@@ -4,9 +4,6 @@ trials really run as processes, pruned ones are killed, finished ones land in th
 feed `scalestudy fit`. (The real `scalestudy train` version is benchmarks/bench_scaling_e2e.py.)"""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -29,14 +26,8 @@ with open(os.path.join(a.output, "summary.json"), "w") as fh:
 '''
 
 
-def _cli(*args, cwd=None):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "scalestudy", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=cwd)
-
-
 @pytest.mark.slow
-def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path, capsys):
+def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path, capsys, monkeypatch):
     trainer = tmp_path / "trainer.py"
     trainer.write_text(TRAINER)
     spec = {
@@ -51,10 +42,12 @@ def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path, capsys):
     spec_path.write_text(yaml.safe_dump(spec))
     elsewhere = tmp_path / "elsewhere"  # relative spec and --output, from a cwd that is not the spec's folder
     elsewhere.mkdir()
-    proc = _cli("search", "../search.yaml", "--output", "out", "--json", cwd=elsewhere)
+    monkeypatch.chdir(elsewhere)  # the search in this process (cli.main): its trials are the real processes here
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    code, stdout, stderr = run_cli(capsys, ["search", "../search.yaml", "--output", "out", "--json"])
     out = elsewhere / "out"
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    assert code == 0, stderr
+    result = json.loads(stdout)
     assert [m["model"] for m in result["models"]] == ["t5-tiny", "t5-mini"]
     pruned = sum(m["trials"].get("pruned", 0) for m in result["models"])
     complete = sum(m["trials"].get("complete", 0) for m in result["models"])
