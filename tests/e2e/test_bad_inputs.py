@@ -491,6 +491,8 @@ NEW_KEY_FILES = {
     "spec-description-list.yaml": GOOD_SPEC + "description: []\n",
     "spec-slurm-time-text.yaml": GOOD_SPEC + "executor: slurm\nslurm: {time: two hours}\n",
     "cfg-section-list.yaml": "model: []\nstrategy: {engine: ddp}\n",
+    "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
+        f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
@@ -1284,6 +1286,7 @@ CASES: list[Case] = [
     C("study-spec-description-list", "study run spec-description-list.yaml -o s", "description must be text"),
     C("study-spec-slurm-time-text", "study run spec-slurm-time-text.yaml -o s --dry-run", "no slurm time limit"),
     C("train-config-section-list", f"{TRAIN} --config cfg-section-list.yaml", "section model must be a mapping"),
+    C("fit-csv-column-twice", "fit runs-loss-twice.csv", "column 'loss' appears 2 times"),  # fit the last, silently
 ]
 
 

@@ -56,6 +56,20 @@ def test_fit_json_and_plot(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_fit_reads_a_spreadsheet_csv_with_a_byte_order_mark(tmp_path, capsys):
+    """Excel's "CSV UTF-8" starts with a BOM: it stuck to the first column's name ('\\ufeffloss': missing column)."""
+    src = _chinchilla_csv(tmp_path / "runs.csv")
+    lines = src.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    order = [header.index("loss")] + [i for i in range(len(header)) if header[i] != "loss"]  # loss first
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + "".join(",".join(line.rstrip("\r\n").split(",")[i] for i in order) + "\n"
+                                             for line in lines).encode())
+    code, out, err = run_cli(capsys, ["fit", str(bom), "--law", "compute", "--bootstrap", "2", "--json"])
+    assert code in (0, None), err
+    assert json.loads(out)["n_runs"] == 16
+
+
 def test_fit_table_output_compute_law(tmp_path, capsys):
     src = _chinchilla_csv(tmp_path / "runs.csv")
     try:

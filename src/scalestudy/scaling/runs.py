@@ -119,11 +119,17 @@ def runs_from_rows(rows: list[dict], source: str = "rows") -> Runs:
 
 
 def read_csv(path: Path) -> Runs:
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+    try:  # utf-8-sig: a spreadsheet's CSV starts with a byte-order mark, which would stick to the first column's name
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            names = [n.strip() for n in reader.fieldnames or []]  # None for an empty file
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ScalestudyError(f"cannot read {path}: {exc}") from None
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # DictReader keeps the last of a name's columns: the fit would read one of them silently
+        raise ScalestudyError(f"{path}: column {twice[0]!r} appears {names.count(twice[0])} times in the header: "
+                              "keep one")
     return runs_from_rows(rows, source=str(path))
 
 
