@@ -116,3 +116,23 @@ def test_train_ddp_gradients_are_bucket_views_after_the_reduction():
     finally:
         if created:
             dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("args, key, value", [
+    (["--engine", "ddp", "--set", "grad_buckets=view"], "grad_buckets", "view"),  # valid for the flag's engine
+    (["--pp", "2", "--nproc", "2", "--global-batch", "8", "--engine", "ddp", "--set", "pp_schedule=gpipe"],
+     "pp_schedule", "gpipe"),  # was refused as needing --pp >= 2
+])
+def test_train_checks_a_set_key_within_the_flags_given(tmp_path, args, key, value):
+    """train's --set values are checked against the run the flags make, not the default run (engine deepspeed, pp 1):
+    `--engine ddp --set grad_buckets=view` was refused as 'not deepspeed'."""
+    import yaml
+
+    from scalestudy.cli import main
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", "t5-tiny", "--seq-len", "32", "--target-len", "8", "--steps", "4", "--output",
+              str(out), "--print-launch", "--device", "cpu", *args])
+    assert exc.value.code in (0, None)
+    assert yaml.safe_load((out / "train_config.yaml").read_text())["strategy"][key] == value

@@ -108,7 +108,10 @@ def train(
     }
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}
-    cfg = RunConfig.merged(str(config) if config else None, {**_set_options(set_options or []), **given})
+    options, path = _set_options(set_options or []), str(config) if config else None
+    if {k.replace("-", "_") for k in options} & given.keys():  # a --set key a flag overrides is still checked
+        RunConfig.merged(path, {**given, **options})
+    cfg = RunConfig.merged(path, {**options, **given})
     # a decoder-only model's causal run resolves it to 0: dropped (a T5 is refused for causal by validate)
     if target_len is not None and target_len > 0 and cfg.data.objective == "causal" and \
             not cfg.model_spec().is_encoder_decoder:
@@ -312,7 +315,4 @@ def _set_options(items: list[str]) -> dict:
             raise ScalestudyError(f"--set {key.strip()}: cannot read {value!r}") from None
         if options[key.strip()] is None:  # `--set lr=` would silently keep the default
             raise ScalestudyError(f"--set {item!r} gives {key.strip()} no value")
-    from scalestudy.specs.run import RunConfig
-
-    RunConfig().with_flat(options)  # names and types checked even where a flag given explicitly overrides them
     return options
