@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -86,7 +85,7 @@ def test_array_task_runs_under_bash_and_is_collected(tmp_path):
         assert collect(tmp_path, store, spec) == 0  # never twice
 
 
-def test_without_sbatch_only_dry_run_works(tmp_path, monkeypatch):
+def test_without_sbatch_only_dry_run_works(tmp_path, monkeypatch, capsys):
     import scalestudy.study.slurm as slurm
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: None)  # a machine without Slurm (CI installs one)
@@ -94,13 +93,16 @@ def test_without_sbatch_only_dry_run_works(tmp_path, monkeypatch):
     with pytest.raises(ScalestudyError, match="sbatch not found.*--dry-run"):
         run_study(spec, tmp_path / "s", progress=False)
     monkeypatch.undo()
-    res = subprocess.run([sys.executable, "-m", "scalestudy", "study", "run",
-                          str(Path(__file__).parents[2] / "examples" / "study-cluster-mt5.yaml"), "-o",
-                          str(tmp_path / "d"), "--dry-run"], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.count("#SBATCH --array=") == 4 and "srun --kill-on-bad-exit=1 torchrun" in res.stdout
-    assert "filtered (cost model: does not fit) mt5-xxl" in res.stdout
+    monkeypatch.setenv("COLUMNS", "200")  # through the CLI in this process (cli.main), as the user types it
+    from scalestudy.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["study", "run", str(Path(__file__).parents[2] / "examples" / "study-cluster-mt5.yaml"), "-o",
+              str(tmp_path / "d"), "--dry-run"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    assert out.count("#SBATCH --array=") == 4 and "srun --kill-on-bad-exit=1 torchrun" in out
+    assert "filtered (cost model: does not fit) mt5-xxl" in out
 
 
 def test_multi_node_trials_need_slurm(tmp_path):
