@@ -8,8 +8,10 @@ from scalestudy.engine.data.tokenizer import (
     fingerprint_tokenizer,
     load_tokenizer,
     save_tokenizer,
+    MAX_TRAINING_WORD,
     sentinel_id,
     train_tokenizer,
+    training_text,
 )
 from scalestudy.errors import ScalestudyError
 
@@ -58,3 +60,15 @@ def test_errors(docs, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ScalestudyError, match="cannot load tokenizer"):
         load_tokenizer(tmp_path / "bad.json")
+
+
+def test_training_cuts_only_runs_no_language_has(docs):
+    """BPE training time grows with the square of a word's length (a 1 MB line of DNA: half an hour); a run of
+    letters and digits longer than MAX_TRAINING_WORD is cut for training, natural text is trained as it is."""
+    assert all(training_text(doc) == doc for doc in docs)
+    dna = "ACGT" * 25_000
+    pieces = training_text(f"chromosome: {dna}.").split(" ")
+    assert pieces[0] == "chromosome:" and "".join(pieces[1:]) == dna + "."
+    assert max(map(len, pieces)) == MAX_TRAINING_WORD
+    with pytest.raises(ScalestudyError, match="corpus too small to learn"):  # not half an hour of training first
+        train_tokenizer([dna], 1000, "unigram")

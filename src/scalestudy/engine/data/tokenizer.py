@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,6 +33,11 @@ PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 NUM_SENTINELS = 100
 KINDS = ("unigram", "bpe")
 EM_ITERATIONS = 2  # hard-EM re-estimations of the unigram log-probabilities; the second changes little
+# tokenizers' BpeTrainer takes time quadratic in a word's length (huggingface/tokenizers#497: 100k characters without
+# a space or punctuation, e.g. DNA, took 20 s, a 1 MB line half an hour). Such runs are cut into pieces of
+# this many characters for training only; no word of a natural language comes near it.
+MAX_TRAINING_WORD = 256
+_LONG_RUN = re.compile(rf"(\w{{{MAX_TRAINING_WORD}}})(?=\w)")  # letters, digits: what stays one word
 
 
 def sentinel_id(i: int, vocab_size: int) -> int:
@@ -67,11 +73,16 @@ def _train_bpe(docs: Sequence[str], n_base: int, byte_level: bool) -> Tokenizer:
     alphabet = pre_tokenizers.ByteLevel.alphabet() if byte_level else []
     trainer = trainers.BpeTrainer(vocab_size=n_base, special_tokens=[PAD, EOS, UNK], initial_alphabet=alphabet,
                                   show_progress=False)
-    tok.train_from_iterator(docs, trainer, length=len(docs))
+    tok.train_from_iterator((training_text(doc) for doc in docs), trainer, length=len(docs))
     got = tok.get_vocab_size()
     if got < n_base:
         raise ScalestudyError(f"corpus too small to learn {n_base} tokens (learned {got}): lower vocab_size")
     return tok
+
+
+def training_text(doc: str) -> str:
+    """`doc` as the BPE trainer sees it: a run of letters and digits longer than MAX_TRAINING_WORD is cut there."""
+    return _LONG_RUN.sub(r"\1 ", doc)
 
 
 def _word_counts(tok: Tokenizer, docs: Iterable[str]) -> Counter:
