@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
-from scalestudy.costmodel.attention_bias import priced_bias_memory, priced_stage_bias_memory
+from scalestudy.costmodel.attention_bias import _stage_blocks, priced_bias_memory, priced_stage_bias_memory
+from scalestudy.costmodel.autocast_memory import t5_cast_bytes, weight_cast_bytes
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -116,12 +117,16 @@ def shape_group(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal) -
     return _SHAPE_GROUPS.number(_shape_fields(model, dev, st, tp, pp, s, t, flash, sp, split, cal), model, dev, cal)
 
 
-def _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split) -> tuple[float, ...]:
+def _stage_masks(model, kernel, flash, dev, st: Strategy, mb, s, t, tp, recompute, in_flight, split
+                 ) -> tuple[float, ...]:
     """Each pipeline stage's T5 position-bias mask bytes (attention_bias.priced_bias_memory of its encoder and
-    decoder blocks, the encoder stack first, as stages.stage_activations); () at pp 1 (added whole)."""
+    decoder blocks, the encoder stack first, as stages.stage_activations), + HF T5's casts under autocast for its
+    in-flight micro-batches (autocast_memory.t5_cast_bytes); () at pp 1 (added whole)."""
     if len(split) < 2 or not model.is_encoder_decoder or sum(split) != model.total_layers:
         return ()
-    return priced_stage_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute, split, in_flight)
+    masks = priced_stage_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute, split, in_flight)
+    return tuple(m + f * t5_cast_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, recompute, blocks)
+                 for m, f, blocks in zip(masks, in_flight, _stage_blocks(model.num_layers, split)))
 
 
 def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
@@ -174,9 +179,18 @@ def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, s
                             loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
                             eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st),
                             eager_rms_norms(model, st.kernels),
-                            _stage_masks(model, kernel, flash, dev, mb, s, t, tp, recompute, in_flight, split),
-                            vocab_shards(st, tp)) + (
-        priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute) if pp == 1 else 0.0)
+                            _stage_masks(model, kernel, flash, dev, st, mb, s, t, tp, recompute, in_flight, split),
+                            vocab_shards(st, tp)) + (_whole_extras(model, kernel, flash, dev, st, tp, s, t) if pp == 1
+                                                     else 0.0)
+
+
+def _whole_extras(model, kernel, flash, dev, st: Strategy, tp, s, t) -> float:
+    """What a rank without pipeline parallelism holds beside memory.activation_bytes: a T5's position-bias masks,
+    autocast's weight copies and HF T5's own casts under autocast (costmodel/autocast_memory.py)."""
+    mb, recompute, params = st.micro_batch, st.recompute, params_per_device(model, tp, 1, vocab_shards(st, tp))
+    return (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute)
+            + weight_cast_bytes(model, st.engine, st.precision, st.kernels, params, tp)
+            + t5_cast_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, recompute))
 
 
 def _root_elems(model: ModelSpec, tp: int) -> int:
