@@ -23,6 +23,14 @@ def test_txt_one_document_per_nonblank_line(tmp_path):
     assert read_corpus(str(gz), max_docs=2) == ["first doc", "second doc"]
 
 
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    """Windows editors start UTF-8 files with a BOM: JSONL refused its first line, .txt kept it in the first document."""
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + b'{"text": "first"}\n{"text": "second"}\n')
+    assert read_corpus(str(tmp_path / "bom.jsonl")) == ["first", "second"]
+    (tmp_path / "bom.txt.gz").write_bytes(gzip.compress(b"\xef\xbb\xbffirst doc\n\xef\xbb\xbfsecond\n"))
+    assert read_corpus(str(tmp_path / "bom.txt.gz")) == ["first doc", "\ufeffsecond"]  # only the file's start
+
+
 def test_jsonl_field_and_errors(tmp_path):
     path = tmp_path / "a.jsonl"
     path.write_text(json.dumps({"body": "hello"}) + "\n\n" + json.dumps({"body": "world", "x": 1}) + "\n")

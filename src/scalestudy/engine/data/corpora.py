@@ -35,8 +35,8 @@ def _lines(path: str):
     try:
         with opener(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
-                try:
-                    yield number, raw.decode("utf-8")
+                try:  # utf-8-sig on the first line: a byte-order mark (Windows editors) is no text, nor JSON
+                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
                     raise ScalestudyError(f"{path} line {number} is not valid UTF-8 ({exc.reason} at byte {exc.start})"
                                           ) from None
