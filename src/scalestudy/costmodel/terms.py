@@ -851,6 +851,27 @@ def _reduction_exposed(window: float, comm: float, tail: float, interference: fl
 # fp16 on the host before going up (6 B; ZeRO-1/2 into a pinned bit16 buffer, stage_1_and_2.py; ZeRO-3 through
 # torch's copy_, which converts on the CPU for CPU->GPU copies, Copy.cu)
 HOST_PASSES_SHARE_OF_CPU_ADAM = (8.0 + 6.0) / 30.0
+# Where those bytes live. With offload_optimizer pin_memory (both stages' default in DeepSpeed's examples), the fp32
+# master partition, its fp32 gradient partition and the 16-bit upload buffer are pinned -- get_accelerator()
+# .pin_memory -> tensor.pin_memory() -> torch's CachingHostAllocator -> cudaHostAlloc, which page-locks, so
+# allocates, every page at the call from the calling thread: under Linux's default (local) memory policy all of a
+# rank's pinned buffers sit on the one NUMA node its main thread ran on. The Adam moments are not pinned
+# (DeepSpeedCPUAdam.step: torch.zeros_like, first touched by torch's parallel fill over its threads' nodes).
+# `deepspeed --bind_cores_to_rank` adds `numactl -m` only when a rank's cores lie in one node (deepspeed/utils/
+# numa.py get_numactl_cmd, read at edaa7221): a DGX A100 rank of 2 (64 cores over 4 NPS4 nodes) keeps the default.
+# Pinned bytes per parameter: CPU-Adam's fp32 parameter read + write and gradient read (12 of its ~30 B) and every
+# host pass beside it (unscale in place on the gradient, the cast from the fp32 partition).
+PINNED_SHARE_OF_CPU_ADAM = 12.0 / 30.0
+
+
+def numa_pinned_slowdown(dev, ranks_per_node: int, host_share: float) -> float:
+    """How much longer a DeepSpeed host step (CPU Adam + `host_share` of its time in host passes) takes than at the
+    whole host's memory bandwidth (the device YAML's cpu_adam_params_per_s) when the ranks' pinned buffers sit on
+    fewer NUMA nodes than the host has (device YAML host_numa_nodes): each rank's pinned traffic is served by its one
+    node, 1/host_numa_nodes of the host's bandwidth, the rest by every node. 1 once every node serves a rank."""
+    nodes = dev.host_numa_nodes
+    pinned = (PINNED_SHARE_OF_CPU_ADAM + host_share) / (1.0 + host_share)
+    return max(1.0, pinned * nodes / min(max(1, ranks_per_node), nodes))
 # torch's fused CPU AdamW (AdamW(fused=True) on host tensors, torch >= 2.4; the kernel of
 # aten/src/ATen/native/cpu/FusedAdamKernel.cpp) reads param, grad, exp_avg, exp_avg_sq and writes param and both
 # moments once per element: 28 B per fp32 parameter, 14 B when all four are bf16 (Strategy.optimizer_dtype bf16 on
@@ -911,7 +932,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, link, st.offload_params != "none",
                                                           ranks_per_node, eng)
-            opt_s *= 1.0 + host_share
+            opt_s *= (1.0 + host_share) * numa_pinned_slowdown(dev, ranks_per_node, host_share)
         else:
             # DeepSpeed ZeRO-1/2 offload: the last micro-batch's bucket reductions cast each gradient of the rank's
             # partition to fp32 and copy it to host memory (4 B per parameter), not hidden by the backward:
@@ -923,7 +944,8 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             # below stage 3) the copies are on the compute stream itself ("copy_grad_stream is disabled because of
             # race with reduce. This hurts perf", ibid.). The updated parameters go up after CPU Adam, in series.
             offload_s = local * (4.0 + half) / link
-            opt_s *= 1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM
+            opt_s *= (1.0 + HOST_PASSES_SHARE_OF_CPU_ADAM) * \
+                numa_pinned_slowdown(dev, ranks_per_node, HOST_PASSES_SHARE_OF_CPU_ADAM)
         if st.offload_optimizer == "nvme":
             offload_s += 2 * 16.0 * local / (dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie)
     elif cpu_memory.measured(dev) and tensors:

@@ -111,6 +111,9 @@ class DeviceSpec:
     # DGX-1 / DGX A100): when every GPU of a node offloads at once, each gets pcie_bytes_per_s / this many
     # (DeviceSpec.host_link_bytes_per_s); 1 = a link of its own
     gpus_per_host_link: int = 1
+    # NUMA nodes of the host's memory (sockets x nodes per socket): a rank's pinned host buffers sit on one of them
+    # (terms.numa_pinned_slowdown); 1 = the host's bandwidth serves every buffer
+    host_numa_nodes: int = 1
     # Seconds the node's host CPU takes to post one network step of an NCCL collective (NCCL src/graph/tuning.cc
     # getNetOverhead, since 2.18.1: 1 us on Intel x86 hosts, 2 us on AMD x86 hosts, 1 us otherwise): every step of
     # a ring that spans nodes, NVLink steps included, lasts at least 3 of them (comm.ring_latency)
@@ -467,6 +470,12 @@ def _numbers(data: dict, origin: str) -> dict:
             raise ScalestudyError(f"{origin}: gpus_per_host_link must be a whole number in [1, 64] (GPUs sharing one "
                                   f"PCIe link to the host), got {data['gpus_per_host_link']!r}")
         data["gpus_per_host_link"] = int(share)
+    if "host_numa_nodes" in data:
+        nodes = _num(data["host_numa_nodes"], "host_numa_nodes", origin)
+        if nodes != int(nodes) or not 1 <= nodes <= 64:
+            raise ScalestudyError(f"{origin}: host_numa_nodes must be a whole number in [1, 64] (NUMA nodes of the "
+                                  f"host's memory), got {data['host_numa_nodes']!r}")
+        data["host_numa_nodes"] = int(nodes)
     if "compute_slowdown_under_comm" in data and not 0 <= data["compute_slowdown_under_comm"] <= 10:
         raise ScalestudyError(f"{origin}: compute_slowdown_under_comm must be in [0, 10] (0.189 = compute 18.9% "
                               f"slower beside a collective), got {data['compute_slowdown_under_comm']!r}")
