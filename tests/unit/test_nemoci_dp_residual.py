@@ -49,8 +49,9 @@ def test_tp2_residual_is_per_micro_batch_not_per_rank(container):
     series = [_residual_s(f"{container}-t5-3b-tp2pp1-{n}n") for n in (1, 4, 5, 20)]
     assert [dp for dp, _, _ in series] == [4, 16, 20, 80] and [m for _, m, _ in series] == [20, 5, 4, 1]
     intercept, slope = _line([(m, r) for _, m, r in series])
-    # reached: intercept +0.004 / -0.014 s, slope 5.6 / 6.9 ms per micro-batch (~1% of the 0.50 s slot)
-    assert abs(intercept) < 0.03 and 0.0 < slope < 0.012, (intercept, slope)
+    # reached: intercept +0.004 / -0.014 s, slope -0.2 / +1.0 ms per micro-batch (5.6 / 6.9 before e69068a priced
+    # the eager attention cores at their score traffic); within ~2% of the 0.50 s slot either way
+    assert abs(intercept) < 0.03 and abs(slope) < 0.012, (intercept, slope)
     left = [r - (intercept + slope * m) for _, m, r in series]
     # reached: 0.019 / 0.022 s at most. A missing k s per data-parallel rank would leave 76 k between dp 4 and 80
     # beside the line, so k < ~0.5 ms.
