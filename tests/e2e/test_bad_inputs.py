@@ -514,6 +514,11 @@ CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{no
                 GOOD_META.replace('"strategy": {}', '"strategy": [1]')))
 
 
+# Run directories whose checkpoint records are sound and one of its files is not: {name: (file, content)}
+DAMAGED_CHECKPOINTS = {"ckpt-state-cut": ("ddp_state.pt", "PK\x03\x04 cut short by a full disk"),
+                       "ckpt-stream-garbage": ("stream-rank0.json", '{"position": ')}
+
+
 def case_files(argv: tuple[str, ...]) -> dict[str, str]:
     """The single-use files (NEW_KEY_FILES, CHECKPOINTS run directories) the command names, {path: text}."""
     named = set(argv)
@@ -522,6 +527,12 @@ def case_files(argv: tuple[str, ...]) -> dict[str, str]:
         if name in named:
             files.update({f"{name}/metrics.jsonl": '{"step": 1, "loss": 5.0}\n', f"{name}/checkpoints/latest": pointer,
                           f"{name}/checkpoints/step-00000003/meta.json": meta})
+    for name, (file, content) in DAMAGED_CHECKPOINTS.items():
+        if name in named:
+            files.update({f"{name}/metrics.jsonl": '{"step": 1, "loss": 5.0}\n',
+                          f"{name}/checkpoints/latest": '{"dir": "step-00000003", "step": 3}',
+                          f"{name}/checkpoints/step-00000003/meta.json": GOOD_META,
+                          f"{name}/checkpoints/step-00000003/{file}": content})
     return files
 
 
@@ -876,6 +887,9 @@ CASES: list[Case] = [
     *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume",
         "no complete checkpoint" if "latest" in name else "holds model t5-mini" if "model" in name else "checkpoint")
       for name, _, _ in CHECKPOINTS],
+    # a file cut short: torch.load's traceback in the rank, after the run's summary was dropped
+    *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume", f"{file} is damaged")
+      for name, (file, _) in DAMAGED_CHECKPOINTS.items()],
     # ---- study run --------------------------------------------------------------------------------------------
     C("study-run-spec-missing", "study run nowhere.yaml -o s", "nowhere.yaml"),
     C("study-run-spec-malformed", "study run malformed.yaml -o s", "invalid yaml"),

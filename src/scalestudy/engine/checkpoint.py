@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -90,12 +91,26 @@ def restore(out: Path, backend, stream, meta: dict) -> int:
     if saved.get("strategy") != meta.get("strategy"):
         raise ScalestudyError(f"--resume: checkpoint strategy {saved.get('strategy')} differs from this run's "
                               f"{meta.get('strategy')}")
-    rank = dist.get_rank()
-    backend.load(path)
-    stream.load_state_dict(json.loads((path / f"stream-rank{rank}.json").read_text(encoding="utf-8")))
-    set_rng_state(torch.load(path / f"rng-rank{rank}.pt", weights_only=False))
+    _load_files(path, backend, stream, dist.get_rank())
     dist.barrier()
     return int(saved["step"])
+
+
+def _load_files(path: Path, backend, stream, own: int) -> None:
+    """The engine state, rank `own`'s data position and RNG from checkpoint `path`. A file cut short or replaced
+    (a copy interrupted, a full disk) fails inside torch.load / json with a traceback: one line naming it instead."""
+    try:
+        backend.load(path)
+        stream.load_state_dict(json.loads((path / f"stream-rank{own}.json").read_text(encoding="utf-8")))
+        set_rng_state(torch.load(path / f"rng-rank{own}.pt", weights_only=False))
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        from scalestudy.engine.train import is_out_of_memory  # the worker's module (it imports this one)
+
+        if is_out_of_memory(exc):  # the worker reports it as OOM (exit 3)
+            raise
+        why = (str(exc).splitlines() or [""])[0][:160]
+        raise ScalestudyError(f"--resume: cannot load checkpoint {path} ({type(exc).__name__}: {why}): a damaged "
+                              "or incomplete copy; restore it, or train from scratch in a new --output") from None
 
 
 def _restore_any_layout(path: Path, saved: dict, backend, stream) -> int:
@@ -103,8 +118,6 @@ def _restore_any_layout(path: Path, saved: dict, backend, stream) -> int:
     every rank takes rank 0's (the global data position is the same on every rank; RNG only feeds dropout)."""
     rank = dist.get_rank()
     own = rank if saved["world_size"] == dist.get_world_size() else 0
-    backend.load(path)
-    stream.load_state_dict(json.loads((path / f"stream-rank{own}.json").read_text(encoding="utf-8")))
-    set_rng_state(torch.load(path / f"rng-rank{own}.pt", weights_only=False))
+    _load_files(path, backend, stream, own)
     dist.barrier()
     return int(saved["step"])

@@ -5,6 +5,7 @@ before it imports torch (~2-15 s); engine/checkpoint.py writes and loads the che
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
@@ -67,6 +68,7 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, mode
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
     saved = read_meta(path)
+    check_files_whole(path)
     if model is not None and saved.get("model") not in (None, model):  # weights of another shape: refuse here
         raise ScalestudyError(f"--resume: checkpoint holds model {saved.get('model')}, this run trains {model}")
     if loads_any_layout(saved, strategy):  # resharded on load: any world size and tp/pp/dp layout
@@ -83,6 +85,22 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, mode
         raise ScalestudyError(f"--resume: the checkpoint is at step {saved['step']}; raise --steps above it to "
                               "continue")
     return int(saved["step"])
+
+
+def check_files_whole(path: Path) -> None:
+    """Each torch file of checkpoint `path` opens as the zip archive torch.save writes, each JSON parses: a copy cut
+    short is refused here, before the workers start and DIR's summary is dropped (torch.load's failure was a
+    traceback in every rank). Reads the archives' directories, not their data."""
+    for file in sorted(path.rglob("*")):
+        try:
+            if file.suffix == ".pt":
+                with zipfile.ZipFile(file):
+                    pass
+            elif file.suffix == ".json":
+                json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise ScalestudyError(f"--resume: checkpoint file {file} is damaged ({type(exc).__name__}: {exc}): "
+                                  "restore the checkpoint, or train from scratch in a new --output") from None
 
 
 def strategy_differences(saved, strategy: dict) -> str:
