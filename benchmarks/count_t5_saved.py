@@ -8,14 +8,15 @@ forward saved it first (or "outside": embeddings, final norms, head and loss) an
 states), autocast's cached weight casts (alive until the autocast region exits) and activations.
 
     .venv/bin/python benchmarks/count_t5_saved.py [--model t5-large] [--layers 2] [--micro-batch 1]
-        [--seq-len 512] [--target-len 114] [--path autocast|bf16-weights|fp32] [--ops]
+        [--seq-len 512] [--target-len 114] [--path autocast|bf16-weights|fp32] [--device cpu|cuda] [--ops]
 
 Paths: autocast -- torch.autocast(bf16) over fp32 weights (train's ddp and its recompute runs; FSDP2's
 MixedPrecisionPolicy instead casts the weights themselves to bf16 with no autocast, which is the bf16-weights path
 as far as activations go); bf16-weights -- the module in bf16, no autocast (DeepSpeed bf16); fp32.
 On a CPU the SDPA call takes the math backend whenever the mask requires grad, so the attention core's saved tensors
 are CPU-specific: --ops lists them by autograd node, and the script reports the attention core apart (the CUDA
-memory-efficient kernel saves q, k, v, the bias, its output and the logsumexp instead).
+memory-efficient kernel saves q, k, v, the bias, its output and the logsumexp instead). --device cuda runs the
+same count on a GPU (its autocast lists and SDPA backends), and prints torch.cuda.max_memory_allocated beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from scalestudy.engine.models import build_model
 from scalestudy.specs.model import get_model
 
-CORE_NODES = ("ScaledDotProduct", "Softmax", "Bmm", "Baddbmm", "Where")  # SDPA and its CPU math decomposition
+CORE_NODES = ("ScaledDotProduct", "SafeSoftmax", "Softmax", "Bmm", "Baddbmm", "Where")  # SDPA and its CPU math decomposition
 
 
 def _block_names(model) -> dict:
@@ -114,7 +115,7 @@ def classify(model, saved: dict, nodes: dict) -> dict:
         if ptr in params:
             kinds[ptr] = "param"
         elif len(shape) == 2 and dtype in (torch.bfloat16, torch.float16) and nbytes // 2 in sizes \
-                and shape[0] * shape[1] == nbytes // 2 and by <= {"MmBackward0", "EmbeddingBackward0", "TBackward0"}:
+                and shape[0] * shape[1] == nbytes // 2 and by <= {"MmBackward0", "AddmmBackward0", "TBackward0"}:
             kinds[ptr] = "weight-cast"
         elif by and all(n.startswith(CORE_NODES) for n in by):
             kinds[ptr] = "core"
@@ -123,9 +124,9 @@ def classify(model, saved: dict, nodes: dict) -> dict:
     return kinds
 
 
-def _path(path: str, model):
+def _path(path: str, model, device: str):
     if path == "autocast":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device, dtype=torch.bfloat16)
     if path == "bf16-weights":
         model.to(torch.bfloat16)
     import contextlib
@@ -141,20 +142,23 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--target-len", type=int, default=114)
     p.add_argument("--path", choices=("autocast", "bf16-weights", "fp32"), default="autocast")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--ops", action="store_true", help="list every saved storage of the first blocks")
     a = p.parse_args()
     spec = dataclasses.replace(get_model(a.model), num_layers=a.layers, num_decoder_layers=a.layers)
-    model = build_model(spec, seed=0, dropout=0.0)
-    ctx = _path(a.path, model)
+    model = build_model(spec, seed=0, dropout=0.0).to(a.device)
+    ctx = _path(a.path, model, a.device)
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, spec.vocab_size, (a.micro_batch, a.seq_len), generator=g)
-    labels = torch.randint(3, spec.vocab_size, (a.micro_batch, a.target_len), generator=g)
+    ids = torch.randint(3, spec.vocab_size, (a.micro_batch, a.seq_len), generator=g).to(a.device)
+    labels = torch.randint(3, spec.vocab_size, (a.micro_batch, a.target_len), generator=g).to(a.device)
     if not spec.is_encoder_decoder:  # causal LM: the labels are the inputs, no decoder stream
         labels, a.target_len = ids, a.seq_len
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
     saved, nodes = count(model, inputs, ctx)
     kinds = classify(model, saved, nodes)
     report(a, spec, saved, nodes, kinds)
+    if a.device == "cuda":
+        print(f"  max_memory_allocated {torch.cuda.max_memory_allocated() / 1e6:.1f} MB (weights included)")
 
 
 def report(a, spec, saved: dict, nodes: dict, kinds: dict) -> None:
