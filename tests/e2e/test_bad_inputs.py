@@ -491,6 +491,9 @@ NEW_KEY_FILES = {
     "spec-description-list.yaml": GOOD_SPEC + "description: []\n",
     "spec-slurm-time-text.yaml": GOOD_SPEC + "executor: slurm\nslurm: {time: two hours}\n",
     "cfg-section-list.yaml": "model: []\nstrategy: {engine: ddp}\n",
+    "model-family-list.yaml": "family: [gpt]\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\n",
+    "model-d-model-blank.yaml": "family: gpt\nd_model:\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\n",
+    "model-seq-blank.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq:\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1300,6 +1303,9 @@ CASES: list[Case] = [
     C("study-spec-description-list", "study run spec-description-list.yaml -o s", "description must be text"),
     C("study-spec-slurm-time-text", "study run spec-slurm-time-text.yaml -o s --dry-run", "no slurm time limit"),
     C("train-config-section-list", f"{TRAIN} --config cfg-section-list.yaml", "section model must be a mapping"),
+    C("estimate-model-family-list", "estimate --model model-family-list.yaml", "family must be gpt, llama or t5"),
+    C("estimate-model-d-model-blank", "estimate --model model-d-model-blank.yaml", "a gpt model needs d_model"),
+    C("plan-model-seq-blank", "plan --model model-seq-blank.yaml --global-batch 8 --seq-len 32", "needs seq"),
     C("fit-csv-column-twice", "fit runs-loss-twice.csv", "column 'loss' appears 2 times"),  # fit the last, silently
 ]
 

@@ -575,6 +575,7 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
         raise ScalestudyError(f"{origin}: unknown model key(s) {', '.join(sorted(map(str, unknown)))}"
                               f"{did_you_mean(unknown, SHAPE_KEYS)} (shape keys: {', '.join(SHAPE_KEYS)}; the "
                               "decoder length of a T5 run is --target-len)")
+    m = {k: v for k, v in m.items() if v is not None}  # a key left blank (`seq:`) is not given: a need or default
     for key in _SHAPE_COUNTS:
         value = m.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
@@ -585,7 +586,8 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
     if tied is not None and not isinstance(tied, bool):
         raise ScalestudyError(f"{origin}: tied must be true or false, got {tied!r}")
     need = {"gpt": ("d_model", "layers", "heads", "vocab", "seq"), "llama": ("d_model", "layers", "heads", "vocab",
-            "d_ff"), "t5": ("d_model", "layers", "heads", "vocab", "d_kv", "d_ff", "ffn")}.get(family)
+            "d_ff"), "t5": ("d_model", "layers", "heads", "vocab", "d_kv", "d_ff", "ffn")}.get(family) \
+        if isinstance(family, str) else None  # a list or mapping: no family name (unhashable: a TypeError)
     if need is None:
         raise ScalestudyError(f"{origin}: family must be gpt, llama or t5, got {family!r}")
     missing = [k for k in need if k not in m]
