@@ -494,6 +494,7 @@ NEW_KEY_FILES = {
     "model-family-list.yaml": "family: [gpt]\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\n",
     "model-d-model-blank.yaml": "family: gpt\nd_model:\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\n",
     "model-seq-blank.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq:\n",
+    "cfg-config-json-type-list.json": '{"model_type": ["gpt2"], "n_embd": 64, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1306,6 +1307,8 @@ CASES: list[Case] = [
     C("estimate-model-family-list", "estimate --model model-family-list.yaml", "family must be gpt, llama or t5"),
     C("estimate-model-d-model-blank", "estimate --model model-d-model-blank.yaml", "a gpt model needs d_model"),
     C("plan-model-seq-blank", "plan --model model-seq-blank.yaml --global-batch 8 --seq-len 32", "needs seq"),
+    C("estimate-config-json-model-type-list", "estimate --model cfg-config-json-type-list.json",
+      "model_type must be text"),
     C("fit-csv-column-twice", "fit runs-loss-twice.csv", "column 'loss' appears 2 times"),  # fit the last, silently
 ]
 

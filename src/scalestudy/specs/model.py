@@ -202,6 +202,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise ScalestudyError(f"model config {path} must hold a JSON object")
     kind = cfg.get("model_type")
+    if kind is not None and not isinstance(kind, str):  # a list or mapping: unhashable in the readers' lookups
+        raise ScalestudyError(f"model config {path}: model_type must be text (t5, gpt2, llama, ...), got {kind!r}")
     # The display name: the config's own, else its folder's (a file named config.json says nothing).
     name = cfg.get("_name_or_path") or (path.resolve().parent.name if path.stem == "config" else path.stem)
     if not isinstance(name, str):
