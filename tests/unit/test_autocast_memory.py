@@ -111,3 +111,22 @@ def test_residual_stream_is_fp32_under_autocast():
     h = SPEC.d_model
     wider = 2 * h * (SPEC.num_layers * MB * S + SPEC.num_decoder_layers * MB * T)
     assert t5_cast_bytes(SPEC, "ddp", "bf16", "eager", MB, S, T, "full") == wider + 4 * h * (MB * T + MB * S)
+
+
+def test_projection_casts_priced_in_time_are_the_counted_ones(counts):
+    """eager_kernels.T5_AUTOCAST_CASTS: the casts of fp32 inputs one encoder / decoder block's projections save (wo's
+    re-cast is ffn_autocast_bytes'; o reads the attention's bf16 output, no cast)."""
+    from scalestudy.costmodel.eager_kernels import T5_AUTOCAST_CASTS
+
+    (model, saved, by_mod), _ = counts
+
+    def casts(block, names):
+        lins = [m for n, m in block.named_modules() if n.split(".")[-1] in names]
+        return len({p for m in lins for p in by_mod[m] if saved[p].dtype == torch.bfloat16
+                    and saved[p].shape[0] in (MB * S, MB * T) and saved[p].dim() == 2})
+
+    enc, dec = model.encoder.block[0], model.decoder.block[0]
+    assert casts(enc, ("q", "k", "v", "wi")) == T5_AUTOCAST_CASTS["encoder"][0]
+    assert casts(dec.layer[0], ("q", "k", "v")) + casts(dec.layer[1], ("q",)) + casts(dec.layer[2], ("wi",)) \
+        == T5_AUTOCAST_CASTS["decoder"][0]
+    assert casts(dec.layer[1], ("k", "v")) == T5_AUTOCAST_CASTS["cross"][0]

@@ -331,6 +331,40 @@ def autocast_ffn_cast_s(model, engine: str, precision: str, kernels: str, tp: in
     return cast_bytes / device.hbm_bytes_per_s + kernels_launched * kernel_s
 
 
+# HF T5's projections under autocast over fp32 weights, beyond the 16-bit chain t5_block counts (counted with
+# saved_tensors_hooks, costmodel/autocast_memory.py): T5LayerNorm returns fp32 and autocast's F.linear casts its input
+# afresh for every projection (r4 w2, 6 B per element each pass: the cast forward, ToCopyBackward's r2 w4 back), and
+# autograd sums the casts' gradients of one fp32 tensor in fp32 (r4 r4 w4, 6 B more than a 16-bit add). Per token
+# and d_model element: an encoder block casts its normed input for q, k, v and wi (4 casts, 2 fp32 sums), a decoder
+# block for q, k, v, cross-attention's q and wi (5, 2); every decoder block's cross-attention k and v cast the fp32
+# encoder output again (2 per encoder token, 2 fp32 sums into its gradient). ((forward, backward) bytes, kernels).
+T5_AUTOCAST_CASTS = {"encoder": (4, 2), "decoder": (5, 2), "cross": (2, 2)}  # (casts, fp32 gradient sums)
+
+
+def _t5_casts(kind: str) -> tuple[tuple[float, float], int]:
+    casts, sums = T5_AUTOCAST_CASTS[kind]
+    c = _cast(ACT_16BIT)
+    return (casts * c, casts * c + sums * (3 * FP32 - 3 * ACT_16BIT)), casts
+
+
+def autocast_t5_cast_s(model, engine: str, precision: str, kernels: str, tp: int, micro_batch: int, seq_len: int,
+                       target_len: int, device, kernel_s: float) -> float:
+    """Seconds per micro-batch, all blocks on one tensor-parallel rank, of HF T5's projection casts under autocast
+    over fp32 weights (T5_AUTOCAST_CASTS; the engines, kernels and devices of autocast_ffn_cast_s), memory-bound,
+    + one kernel per cast each pass (`kernel_s`)."""
+    if (not model.is_encoder_decoder or kernels == "fused" or engine != "ddp" or precision not in ("bf16", "fp16")
+            or device.kind == "cpu"):
+        return 0.0
+    le, ld, h = model.num_layers, model.num_decoder_layers, model.d_model
+    seconds = 0.0
+    for kind, tokens_x_layers, layers in (("encoder", le * seq_len, le), ("decoder", ld * target_len, ld),
+                                          ("cross", ld * seq_len, ld)):
+        (fwd, bwd), casts = _t5_casts(kind)
+        seconds += (fwd + bwd) * micro_batch * tokens_x_layers * h / device.hbm_bytes_per_s
+        seconds += 2 * casts * layers * kernel_s
+    return seconds
+
+
 @lru_cache(maxsize=None)  # a function of the FFN's name: a planner asks for every engine-ddp GPT-2 strategy
 def gpt_ffn_autocast_bytes(ffn: str) -> tuple[tuple[float, float], tuple[int, int]]:
     """((forward, backward) bytes, (forward, backward) kernels) per d_ff-wide element that autocast over fp32 weights

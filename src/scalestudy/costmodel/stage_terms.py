@@ -20,7 +20,7 @@ from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, t
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
-                                                megatron_bias_add_s)
+                                                autocast_t5_cast_s, megatron_bias_add_s)
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
@@ -323,8 +323,8 @@ def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:
 
 def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
     """torch.autocast over fp32 parameters (engine ddp in 16 bits), per micro-batch: the weight casts and gradient
-    copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip, or HF GPT-2's fp32 gelu_new
-    chain and eager scores, on its share of the blocks."""
+    copies of the stage's `psi` parameters, + HF T5's FFN output (wo) cast round trip and projection casts, or HF
+    GPT-2's fp32 gelu_new chain and eager scores, on its share of the blocks."""
     st, tp = cfg.st, cfg.layout.tp
     if st.engine != "ddp":  # torch.autocast runs under engine ddp only: each of the three is 0 (their first test)
         return 0.0
@@ -332,7 +332,9 @@ def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> floa
         cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch, cfg.seq_len, cfg.target_len, dev,
         cfg.cal.kernel_overhead_s) + autocast_gpt_s(cfg.model, st.engine, st.precision, st.kernels,
                                                     st.attention == "flash", tp, st.micro_batch, cfg.seq_len, dev,
-                                                    cfg.cal.kernel_overhead_s))
+                                                    cfg.cal.kernel_overhead_s) + autocast_t5_cast_s(
+        cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch, cfg.seq_len, cfg.target_len, dev,
+        cfg.cal.kernel_overhead_s))
 
 
 def _zero3_interleave_s(cfg: Setting, dev: DeviceSpec, shape: _Shape) -> float:
