@@ -1307,6 +1307,9 @@ CASES: list[Case] = [
     C("estimate-model-family-list", "estimate --model model-family-list.yaml", "family must be gpt, llama or t5"),
     C("estimate-model-d-model-blank", "estimate --model model-d-model-blank.yaml", "a gpt model needs d_model"),
     C("plan-model-seq-blank", "plan --model model-seq-blank.yaml --global-batch 8 --seq-len 32", "needs seq"),
+    C("study-run-no-wait-local", "study run good.yaml -o s --no-wait", "use it with --executor slurm"),  # ignored
+    C("study-run-concurrency-slurm", "study run good.yaml -o s --executor slurm --dry-run --concurrency 2",
+      "drop --concurrency"),  # Slurm's array ran as without it
     C("estimate-config-json-model-type-list", "estimate --model cfg-config-json-type-list.json",
       "model_type must be text"),
     C("fit-csv-column-twice", "fit runs-loss-twice.csv", "column 'loss' appears 2 times"),  # fit the last, silently

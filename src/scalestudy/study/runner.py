@@ -127,6 +127,13 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
         raise ScalestudyError(f"--executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
     if concurrency is not None and concurrency < 1:
         raise ScalestudyError(f"--concurrency must be >= 1, got {concurrency}")
+    # Slurm-only switches given for local trials did nothing: the sweep ran (and waited) as without them
+    if not wait and kind != "slurm":
+        raise ScalestudyError("--no-wait returns once Slurm jobs are submitted: use it with --executor slurm (local "
+                              "trials run in this process's children)")
+    if concurrency is not None and kind == "slurm":
+        raise ScalestudyError("--concurrency sets how many local trials run at once; Slurm schedules its jobs itself: "
+                              "drop --concurrency or use --executor local")
     check_study_dir(out, spec.name)
     missing = [d for d in spec.data if kind == "local" and not d.startswith("hf:") and not Path(d).is_file()]
     if missing:  # every trial would fail on it
