@@ -130,3 +130,32 @@ def test_projection_casts_priced_in_time_are_the_counted_ones(counts):
     assert casts(dec.layer[0], ("q", "k", "v")) + casts(dec.layer[1], ("q",)) + casts(dec.layer[2], ("wi",)) \
         == T5_AUTOCAST_CASTS["decoder"][0]
     assert casts(dec.layer[1], ("k", "v")) == T5_AUTOCAST_CASTS["cross"][0]
+
+
+def test_gelu_new_fp32_chain_saves_what_gelu_cast_bytes_adds(monkeypatch):
+    """gelu_new under CUDA autocast: `pow` is on CUDA's fp32 list (not CPU's), emulated here by casting pow's input
+    to fp32 as autocast would; every op after it then runs in fp32. Saved per d_ff element: 14 B in the activation,
+    + the bf16 cast the next matmul saves = 16, against the 5 x 2 B activation_parts counts."""
+    from transformers.activations import NewGELUActivation
+
+    from scalestudy.costmodel.autocast_memory import GELU_NEW_EXTRA, gelu_cast_bytes
+
+    real_pow = torch.pow
+    monkeypatch.setattr(torch, "pow", lambda x, e: real_pow(x.float(), e))
+    x = torch.randn(64, 80, dtype=torch.bfloat16, requires_grad=True)
+    saved = {}
+
+    def pack(t):
+        saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = NewGELUActivation()(x)
+    assert y.dtype == torch.float32
+    per_element = (sum(saved.values()) + 2 * x.numel()) / x.numel()  # + the next matmul's bf16 cast of y
+    assert per_element == 16 == 10 + GELU_NEW_EXTRA[False]
+    gpt = ModelSpec(name="g", family="gpt2", vocab_size=64, d_model=48, num_layers=3, num_decoder_layers=0,
+                    num_heads=4, d_kv=12, d_ff=80, ffn="gelu_new", tie_word_embeddings=True)
+    assert gelu_cast_bytes(gpt, "ddp", "bf16", "eager", 2, 32, 0, 1, "none") == 6 * 2 * 32 * 3 * 80
+    assert gelu_cast_bytes(gpt, "ddp", "bf16", "eager", 2, 32, 0, 1, "full") == 0.0
+    assert gelu_cast_bytes(SPEC, "ddp", "bf16", "eager", 2, 32, 8, 1, "none") == 0.0  # relu

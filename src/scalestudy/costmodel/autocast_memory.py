@@ -16,6 +16,12 @@ Counted with torch.autograd.graph.saved_tensors_hooks, storages deduplicated (be
   projection -- self-attention's q, k and v each save their own bf16 copy (2 beyond the one counted), and every
   decoder block's cross-attention k and v cast the fp32 encoder output again (2 copies per encoder token per
   decoder block; with 16-bit weights the encoder output is one 16-bit tensor all blocks share).
+- HF's gelu_new (GPT-2; T5 v1.1 / mT5's gated-gelu), `0.5 * x * (1 + tanh(c * (x + 0.044715 * pow(x, 3))))`, read
+  in transformers activations.py: on CUDA `pow` is on autocast's fp32 list (autocast_mode.cpp KERNEL_CUDA(pow,
+  fp32); CPU's lists lack it, so the CPU count cannot show it), so pow saves an fp32 copy of x (4 B), tanh its fp32
+  output (4), the final product its operands 0.5 * x (2) and the fp32 1 + tanh (4), and the next matmul a bf16 cast
+  of the fp32 product (2): 16 B per d_ff element where activation_parts counts 5 tensors of 2 (10); gated, the
+  gate product also saves the fp32 GELU output and the bf16 linear half (6), wo its cast (2): 22 against 14.
 The rest of the block matches memory.activation_parts' count: the norms' fp32 input and normed output (8 B, as
 _eager_t5_norm_bytes + the input), the FFN's activation output and wo's re-cast of its `.to(wo.weight.dtype)`
 copy (the 2 tensors of width d_ff).
@@ -60,3 +66,23 @@ def t5_cast_bytes(model: ModelSpec, engine: str, precision: str, kernels: str, m
         wider = 4 - CAST_BYTES  # fp32 residual stream vs the 16-bit input activation_parts keeps
         return wider * h * (le * s + ld * t) + max(enc if le else 0.0, dec if ld else 0.0)
     return le * enc + ld * dec
+
+
+GELU_NEW_EXTRA = {False: 16 - 10, True: 22 - 14}  # B per d_ff element and token, by gated (module docstring)
+
+
+def gelu_cast_bytes(model: ModelSpec, engine: str, precision: str, kernels: str, micro_batch: int, seq_len: int,
+                    target_len: int, tp: int, recompute: str, blocks: tuple[int, int] | None = None) -> float:
+    """Bytes gelu_new's fp32 chain under CUDA autocast adds to activation_parts' count for one micro-batch of the
+    (encoder, decoder) `blocks` (all by default; a decoder-only model's blocks are its decoder), d_ff split over
+    `tp` (module docstring). 0 under full recompute (a block's inputs only) and for other activations. Priced
+    without pipeline parallelism only (terms._whole_extras, stages.stage_activations at pp 1)."""
+    act = "gelu_new" if model.ffn == "gated-gelu" else model.ffn.removeprefix("gated-")  # T5Config's mapping
+    if act != "gelu_new" or recompute == "full" or not autocast_weights(engine, precision, kernels):
+        return 0.0
+    if model.is_encoder_decoder:
+        le, ld = blocks or (model.num_layers, model.num_decoder_layers)
+        tokens = micro_batch * (le * seq_len + ld * target_len)
+    else:
+        tokens = micro_batch * seq_len * (blocks[1] if blocks else model.num_layers)
+    return GELU_NEW_EXTRA[model.gated_ffn] * tokens * model.d_ff / tp
