@@ -1410,6 +1410,21 @@ def test_edge_but_valid_inputs_give_finite_results(cmd, template, tmp_path, monk
     assert values and all(math.isfinite(v) and v >= 0 for v in values), [v for v in values if not v >= 0]
 
 
+@pytest.mark.parametrize("argv", [f"{EST} --cublas 10", f"{TRAIN} --set cublas=11 --print-launch --device cpu",
+                                  "study run spec-cublas-number.yaml -o s --executor slurm --dry-run"],
+                         ids=["estimate", "train-set", "study-train-options"])
+def test_cublas_given_as_a_number_is_the_version(argv, template, tmp_path, monkeypatch):
+    """YAML and --set read an unquoted 11 as a number: it was 'unknown cublas 11 (choose from 11, 10)'."""
+    import shlex
+
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "spec-cublas-number.yaml").write_text(GOOD_SPEC + "train_options: {cublas: 11}\n")
+    monkeypatch.chdir(ws)
+    res = run_cli(shlex.split(argv))
+    assert res.code in (0, None), res.err[-2000:]
+
+
 def test_plan_on_a_mixed_cluster_at_pp_1_prints_no_empty_split(template, tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     shutil.copytree(template, ws)

@@ -352,6 +352,8 @@ class Strategy:
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
             object.__setattr__(self, "recompute_early_stop", "on" if self.recompute_early_stop else "off")
+        if isinstance(self.cublas, int) and not isinstance(self.cublas, bool):  # YAML / --set read cublas=11 as 11
+            object.__setattr__(self, "cublas", str(self.cublas))  # ("unknown cublas 11 (choose from 11, 10)")
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
         if stages is None:
             raise OptionError(f"unknown engine {self.engine!r} (choose from "
