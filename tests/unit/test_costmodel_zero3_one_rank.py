@@ -31,7 +31,9 @@ def test_one_rank_zero3_pays_its_hooks():
 
 def test_one_rank_zero3_hooks_hide_behind_long_passes():
     # the hooks are host time beside the GPU's: once a pass's device time exceeds them, one rank moves nothing and
-    # waits on nothing -- the step is about ZeRO-2's
-    z3, z2 = _one_gpu(3, 256), _one_gpu(2, 256)
+    # waits on nothing -- the step is about ZeRO-2's. In the backward the decoder's hooks run before the encoder's
+    # device work (zero3.launch_order_s), so they hide only behind the decoder's own: at micro-batch 256 the step
+    # is still 1.2% over ZeRO-2's, at 512 not
+    z3, z2 = _one_gpu(3, 512), _one_gpu(2, 512)
     assert z3.dp_comm_s == 0.0
     assert z3.step_s < 1.01 * z2.step_s

@@ -25,8 +25,9 @@ from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, 
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
-from scalestudy.costmodel.zero3 import (Zero3Gathers, hook_host_s, pass_launch_s, per_param_sync_comm_s,
-                                        reduce_scatter_buckets, reduce_scatter_rank_items, zero3_gathers, zero3_reuse)
+from scalestudy.costmodel.zero3 import (StackOrder, Zero3Gathers, hook_host_s, launch_order_s, pass_launch_s,
+                                        per_param_sync_comm_s, reduce_scatter_buckets, reduce_scatter_rank_items,
+                                        stack_order, zero3_gathers, zero3_reuse)
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
@@ -50,6 +51,7 @@ class _Shape:
     root_elems: int = 0  # parameters outside the blocks on a rank (embeddings, untied head, final norms; pp 1)
     launches: tuple[float, float] = (0.0, 0.0)  # host seconds of the stage's kernel launches per pass (GPU; zero3.py)
     model: object = None  # the ModelSpec (pp 1: DeepSpeed ZeRO-3's reuse distance walks its module trace, zero3.py)
+    stacks: StackOrder | None = None  # an encoder-decoder's two stacks in pass order (GPU, pp 1; zero3.stack_order)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -168,7 +170,9 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
             _root_elems(model, tp) if pp == 1 else 0,
             (0.0, 0.0) if dev.kind == "cpu" else pass_launch_s(model, st.kernels, flash, cal.kernel_overhead_s,
                                                                 max(split), recompute),
-            model if pp == 1 else None)
+            model if pp == 1 else None,
+            stack_order(model, st.kernels, flash, cal.kernel_overhead_s, recompute, s, t)
+            if pp == 1 and dev.kind != "cpu" else None)
 
 
 def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, kernel) -> float:
@@ -412,6 +416,8 @@ class ShardedDP(NamedTuple):
     gathered_elems: float  # DeepSpeed's gathered elements (tables_elems' denominator)
     regathers: bool  # FSDP under a reentrant full recompute: a gather issued when the recompute ends
     slow: float  # the device's compute_slowdown_under_comm
+    first_host: tuple[float, float]  # host_f / host_b of the pass's first stack (encoder-decoder; else 0)
+    second_share: tuple[float, float]  # the pass's second stack's share of its device time (zero3.launch_order_s)
 
 
 # ranks of the run engines.yaml fetch_host_s was measured on (its hooks' per-rank loops ran over that many ranks)
@@ -473,6 +479,7 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
         last = min(1.0, max(eng.reduce_bucket_elems, shape.embed_elems) / psi)
         ends, ends_bw = (0.0, reduce * last), (0.0, reduce_bw * last)
     host_f = host_b = 0.0  # DeepSpeed's fetch hooks on the host thread: a pass runs no faster than they do
+    first_host, second_share = (0.0, 0.0), (0.0, 0.0)
     if st.engine == "deepspeed" and shape.zero3 is not None and eng.fetch_host_s:
         launch_f, launch_b = shape.launches  # the same host thread dispatches the pass's kernels
         host_f = hook_host_s(shape.zero3, eng.fetch_host_s, 1) + launch_f
@@ -488,6 +495,9 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
             interleaved, divisible = reduce_scatter_rank_items(shape.model, tp, st.pp, nlayers,
                                                                eng.reduce_bucket_elems, dp)
             host_b += interleaved * eng.rs_interleave_host_s + divisible * eng.rs_divisible_host_s
+        if shape.stacks is not None:
+            first_host, second_share = _stack_host(shape.stacks, shape.zero3, eng.fetch_host_s, hook_passes,
+                                                   shape.launches, host_f, host_b)
     sync = None
     if st.engine == "deepspeed" and st.zero3_fetch == "per-param-sync" and shape.zero3 is not None and not cpu:
         # DeepSpeed before 0.5.5: every collective after a device-wide synchronize, in series (zero3.py)
@@ -497,13 +507,30 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
                                   cpu or eng.prefetch_layers < 1, st.engine == "deepspeed" and not st.overlap_grad_comm,
                                   bwd_gathers, nlayers, fsdp_ends, tables_elems,
                                   z.gathered_elems if tables_elems else 1.0, fsdp_reentrant,
-                                  cluster.device.compute_slowdown_under_comm))
+                                  cluster.device.compute_slowdown_under_comm, first_host, second_share))
+
+
+def _stack_host(o: StackOrder, z: Zero3Gathers, fetch_host_s: float, hook_passes: float,
+                launches: tuple[float, float], host_f: float, host_b: float) -> tuple[tuple, tuple]:
+    """(first_host, second_share) of ShardedDP for an encoder-decoder on one rank: the host seconds of each pass's
+    first stack -- the forward's encoder, the backward's decoder -- as their share of the pass's hooks and launches
+    (the per-rank loops beside them shared alike), and the other stack's share of the pass's device time."""
+    whole_f = z.hook_calls * fetch_host_s + launches[0]
+    whole_b = z.hook_calls * fetch_host_s * hook_passes + launches[1]
+    enc_f = o.encoder_calls * fetch_host_s + o.encoder_launch[0]
+    dec_b = o.decoder_calls * fetch_host_s * hook_passes + o.decoder_launch[1]
+    first = (host_f * min(1.0, enc_f / whole_f) if whole_f > 0 else 0.0,
+             host_b * min(1.0, dec_b / whole_b) if whole_b > 0 else 0.0)
+    return first, (1.0 - o.encoder_share, o.encoder_share)
 
 
 def _sharded_overlap(z: ShardedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
     """((exposed, total), (bytes_exposed, bytes_total)) of _sharded_dp_comm: `z`'s collectives overlapped with a
     micro-batch's forward `fwd` and backward `bwd` seconds, `ga` micro-batches per step."""
-    fwd_w, bwd_w = max(fwd, z.host_f), max(bwd, z.host_b)
+    # a pass lasts at least its hooks' host time, and, the device running only what the host has launched, an
+    # encoder-decoder's first stack's host time plus the second's device time (zero3.launch_order_s)
+    fwd_w = launch_order_s(fwd, z.host_f, z.first_host[0], z.second_share[0])
+    bwd_w = launch_order_s(bwd, z.host_b, z.first_host[1], z.second_share[1])
     if z.sync is not None:
         per_mb, per_mb_bw = z.sync
         host = (fwd_w - fwd) + (bwd_w - bwd)

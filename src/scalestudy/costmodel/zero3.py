@@ -31,13 +31,14 @@ backward) that engines.yaml's fetch_host_s was measured over, within 5%.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import accumulate, groupby
 from operator import itemgetter
 
 from scalestudy.costmodel.comm import gather_parts
 from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.flops import forward_flops
 from scalestudy.costmodel.kernel_counts import model_block_kernels
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.specs.model import ModelSpec
@@ -175,6 +176,65 @@ def pass_launch_s(m: ModelSpec, kernels: str, flash: bool, kernel_overhead_s: fl
     fwd = kernel_overhead_s * (le * enc_f + ld * dec_f) * share
     bwd = kernel_overhead_s * (le * enc_b + ld * dec_b) * share
     return fwd, bwd + (fwd if recompute == "full" else 0.0)
+
+
+@dataclass(frozen=True)
+class StackOrder:
+    """An encoder-decoder's two stacks on one rank (pp 1) in the order each pass runs them: the forward the encoder
+    first, the backward (with a full recompute's forwards) the decoder first (stack_order)."""
+
+    encoder_share: float  # the encoder blocks' share of the blocks' device time (their share of the forward FLOPs)
+    encoder_calls: float  # hooked module calls per forward in the encoder (its blocks, its half of the root modules)
+    decoder_calls: float  # the same in the decoder
+    encoder_launch: tuple[float, float]  # host seconds of the encoder blocks' kernel launches (forward, backward)
+    decoder_launch: tuple[float, float]
+
+
+@lru_cache(maxsize=None)
+def stack_order(m: ModelSpec, kernels: str, flash: bool, kernel_overhead_s: float, recompute: str, seq_len: int,
+                target_len: int) -> StackOrder | None:
+    """The host / device split of a T5's two stacks for launch_order_s (None: not an encoder-decoder). Device time by
+    each stack's forward FLOPs (an encoder block runs over seq_len, a decoder block over target_len with
+    cross-attention: at 512 / 114 the encoder holds most of the FLOPs, the decoder most of the hooked module calls);
+    hook calls by _block_hook_calls, the root modules' (_root_hook_calls) split evenly; launches as pass_launch_s."""
+    if not m.is_encoder_decoder:
+        return None
+    (enc_f, enc_b), (dec_f, dec_b) = model_block_kernels(m, kernels, flash)
+    le, ld = m.num_layers, m.num_decoder_layers
+    whole = forward_flops(m, seq_len, target_len).layers
+    # FLOPs are linear in the decoder's layer count (stages.layer_costs): one more decoder layer costs `per_decoder`
+    per_decoder = forward_flops(replace(m, num_decoder_layers=ld + 1), seq_len, target_len).layers - whole
+    share = max(0.0, min(1.0, (whole - per_decoder * ld) / whole)) if whole > 0 else 0.5
+    root = _root_hook_calls(m) / 2
+    again = recompute == "full"  # a full recompute runs each block's forward again in the backward
+
+    def launch(layers: int, f: float, b: float) -> tuple[float, float]:
+        fwd = kernel_overhead_s * layers * f
+        return fwd, kernel_overhead_s * layers * b + (fwd if again else 0.0)
+
+    return StackOrder(share, le * _block_hook_calls(m, False) + root, ld * _block_hook_calls(m, True) + root,
+                      launch(le, enc_f, enc_b), launch(ld, dec_f, dec_b))
+
+
+def launch_order_s(device_s: float, host_s: float, first_host_s: float, second_share: float) -> float:
+    """Seconds of one pass over two stacks run in order, one host thread launching every kernel with the hooks in
+    between (`host_s`; `first_host_s` of it in the first stack) and the device running them (`device_s`;
+    `second_share` of it in the second stack).
+
+    DeepSpeed does not put the hooks in series with the compute: 0.8.0 and 0.19.8 alike, with overlap_comm (stage
+    3's default) the host blocks only on the fetch events of the all-gather stream (at most 2 outstanding, then
+    event.synchronize(): partitioned_param_coordinator.py fetch_sub_module), the reduce events of the
+    reduce-and-partition stream (stage3.py __reduce_and_partition_ipg_grads, max_param_reduce_events 2: a few
+    buckets behind the backward) and once per micro-batch at independent_gradient_partition_epilogue; 0.19.8's
+    one-rank NoGatherCoalescedHandle.wait synchronizes the all-gather stream, which holds no copy there. So the host
+    runs ahead of the device (as far as CUDA's ~1000 queued launches per stream: NVIDIA developer forum, 'CUDA
+    stream are blocked when launch lots of kernels (>1000)'), and the pass lasts the larger of
+    its host and device times -- but the device can run only what the host has launched: at least the first
+    stack's host time plus the second's device time (the flow shop of two machines in series, each stack uniform
+    inside). A T5's forward runs its device-heavy stack first (the encoder, over seq_len), the decoder's extra
+    module calls over target_len after, hidden; its backward runs the decoder first, whose hooks the encoder's
+    device work after them cannot hide."""
+    return max(device_s, host_s, first_host_s + second_share * device_s)
 
 
 @dataclass(frozen=True)
