@@ -73,3 +73,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise BadKey(f"key {key!r} (line {key_node.start_mark.line + 1}) is not a name (quote it if "
                                    "it is one)")
         return super().construct_mapping(node, deep=deep)
+
+
+def _no_base_60(kind: str):
+    """YAML 1.1 reads 1:30 as the base-60 number 90 (steps: 1:30 ran 90 steps, nodes: 1:0 asked for 60 nodes):
+    no value of these files is written so, a time or a ratio typed unquoted is; refused with its line."""
+    base = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{kind}"]
+
+    def construct(loader, node):
+        value = base(loader, node)
+        if ":" in str(node.value):
+            raise BadKey(f"value {node.value} (line {node.start_mark.line + 1}) reads as the base-60 number {value} "
+                         f"in YAML 1.1: quote it if it is text (\"{node.value}\"), else write the number")
+        return value
+
+    _UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{kind}", construct)
+
+
+_no_base_60("int")
+_no_base_60("float")

@@ -495,6 +495,8 @@ NEW_KEY_FILES = {
     "model-d-model-blank.yaml": "family: gpt\nd_model:\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\n",
     "model-seq-blank.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq:\n",
     "cfg-config-json-type-list.json": '{"model_type": ["gpt2"], "n_embd": 64, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
+    "cluster-nodes-base-60.yaml": "device: a100-80gb\nnodes: 1:0\ngpus_per_node: 8\n",  # YAML 1.1: 60 nodes
+    "spec-steps-base-60.yaml": GOOD_SPEC.replace("steps: 4", "steps: 1:30"),  # 90 steps
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1307,6 +1309,8 @@ CASES: list[Case] = [
     C("estimate-model-family-list", "estimate --model model-family-list.yaml", "family must be gpt, llama or t5"),
     C("estimate-model-d-model-blank", "estimate --model model-d-model-blank.yaml", "a gpt model needs d_model"),
     C("plan-model-seq-blank", "plan --model model-seq-blank.yaml --global-batch 8 --seq-len 32", "needs seq"),
+    C("estimate-cluster-nodes-base-60", f"{EST} --cluster cluster-nodes-base-60.yaml", "base-60 number 60"),
+    C("study-spec-steps-base-60", "study run spec-steps-base-60.yaml -o s", "value 1:30 (line 9)"),
     C("study-run-no-wait-local", "study run good.yaml -o s --no-wait", "use it with --executor slurm"),  # ignored
     C("study-run-concurrency-slurm", "study run good.yaml -o s --executor slurm --dry-run --concurrency 2",
       "drop --concurrency"),  # Slurm's array ran as without it
