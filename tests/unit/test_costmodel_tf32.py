@@ -73,7 +73,8 @@ ARGS = ["--model", "gpt2-medium", "--gpu", "a100-40gb", "--nodes", "1", "--gpus-
         "--zero", "0", "--tp", "1", "--pp", "1", "--micro-batch", "4", "--global-batch", "32", "--seq-len", "1024",
         "--precision", "fp32", "--attention", "eager", "--recompute", "none", "--offload-optimizer", "none",
         "--offload-params", "none", "--kernels", "engine", "--cross-entropy", "engine", "--optimizer-loop", "engine",
-        "--lm-head", "engine", "--recompute-early-stop", "engine", "--json"]  # plan: the software stated, as a row's
+        "--lm-head", "engine", "--recompute-early-stop", "engine", "--grad-buckets", "engine",
+        "--json"]  # plan: the software stated, as a row's
 
 
 def _tokens(argv, capsys) -> float:
