@@ -1,5 +1,6 @@
 """FSDP under a reentrant full recompute gathers every block twice in the backward, once exposed (engines.yaml
-regather_on_recompute, terms._sharded_dp_comm)."""
+regather_on_recompute, terms._sharded_dp_comm); DeepSpeed's recompute gathers are held into the backward by the reuse
+distance (zero3.zero3_reuse)."""
 
 import dataclasses
 
@@ -52,3 +53,28 @@ def test_fsdp_cpu_offload_copies_the_regathered_shard_up_again():
     # without a recompute nothing is gathered again, whatever the checkpoint flag says
     plain = dataclasses.replace(offloaded, recompute="none")
     assert estimate(model, cluster, plain, work).offload_s == pytest.approx(nested.offload_s)
+
+
+def test_deepspeed_recompute_gather_is_held_into_the_backward_by_the_span_after_it_in_its_block():
+    # DeepSpeed ZeRO-3 under a full recompute: each block's recompute runs just before its backward, so a module's
+    # recompute gather is held into the backward when the elements after it in its block, twice (the rest of the
+    # recompute, then the backward back to it), stay under stage3_max_reuse_distance (__params_to_release; the same
+    # rule in v0.4.0's _keep_for_later). GPT-3 175B at tp 1 (a 1.8e9 block: qkv 4.5e8, dense 1.5e8, fc1 / fc2
+    # 6.0e8): at the 1e9 default only fc2 is held, so the backward gathers (2 (qkv + dense + fc1) + fc2) / block =
+    # 5/3 of every block; the Megatron-DeepSpeed Azure recipes' 3e9, or tp 8 (2.3e8 per rank), hold every module
+    from scalestudy.costmodel.zero3 import zero3_reuse
+
+    model = _setup(_row("narayanan-zero3-175b-384"))[0]
+    h = model.d_model
+    qkv, dense, fc = 3 * h * h + 3 * h, h * h + h, 4 * h * h + 4 * h
+    blocks = model.num_layers * (qkv + dense + 2 * fc)
+    default = zero3_reuse(model, 1, "full", 1e9)
+    assert default.backward_elems / blocks == pytest.approx((2 * (qkv + dense + fc) + fc) / (qkv + dense + 2 * fc),
+                                                            rel=0.01)
+    for tp, reuse in ((1, 3e9), (8, 1e9)):
+        held = zero3_reuse(model, tp, "full", reuse)
+        assert held.backward_elems == pytest.approx(held.forward_elems - held.kept_elems)
+        assert held.backward_elems < 0.62 * default.backward_elems / tp
+    # without the recompute the backward gathers each released module once: the distance changes only the tail
+    plain = zero3_reuse(model, 1, "none", 1e9)
+    assert plain.backward_elems == pytest.approx(plain.forward_elems - plain.kept_elems)
