@@ -32,3 +32,12 @@ class OptionError(ScalestudyError):
             if option in names:
                 message = re.sub(rf"(?<![\w.-]){re.escape(option)}(?![\w-])", lambda _: names[option], message)
         return message
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is a device or host allocation failure (the training worker reports it as OOM, exit status 3;
+    a checkpoint load that fails for memory is such a failure, not a damaged file)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text

@@ -80,7 +80,8 @@ def test_worker_failures_become_one_line_reasons(tmp_path):
     from types import SimpleNamespace
 
     from scalestudy.engine.launch import failure_reason
-    from scalestudy.engine.train import is_out_of_memory, report_failure
+    from scalestudy.engine.train import report_failure
+    from scalestudy.errors import is_out_of_memory
 
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 GB"))
     assert is_out_of_memory(MemoryError())

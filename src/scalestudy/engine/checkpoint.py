@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import ScalestudyError, is_out_of_memory
 from scalestudy.atomicfile import write_text_atomic
 # the records' side, torch-free (the launcher checks --resume before importing torch); named here for the engine
 from scalestudy.engine.checkpoint_record import (LATEST, check_resumable, checkpoint_root, latest,  # noqa: F401
@@ -104,8 +104,6 @@ def _load_files(path: Path, backend, stream, own: int) -> None:
         stream.load_state_dict(json.loads((path / f"stream-rank{own}.json").read_text(encoding="utf-8")))
         set_rng_state(torch.load(path / f"rng-rank{own}.pt", weights_only=False))
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
-        from scalestudy.engine.train import is_out_of_memory  # the worker's module (it imports this one)
-
         if is_out_of_memory(exc):  # the worker reports it as OOM (exit 3)
             raise
         why = (str(exc).splitlines() or [""])[0][:160]

@@ -23,7 +23,7 @@ from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.engine.cpu_wait import wait_s
 from scalestudy.engine.op_builds import announcement, pending_builds
 from scalestudy.specs.run import RunConfig
-from scalestudy.errors import ScalestudyError
+from scalestudy.errors import ScalestudyError, is_out_of_memory
 from scalestudy.launch.parent_death import die_with_parent
 
 FAILURE_DIR = ".failures"
@@ -330,13 +330,6 @@ def train_step(cfg, ctx, backend, stream, layout, workload, flops, peak, cuda, m
         "mem_bytes_per_rank": [int(c) for c in counted],
         "wall_time": time.time(),  # step end (seconds since the epoch): intervals include the loop's own overhead
     }
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
 
 
 def report_failure(out: Path, rank: int, message: str) -> None:
