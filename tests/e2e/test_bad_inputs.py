@@ -466,6 +466,7 @@ NEW_KEY_FILES = {
     # 2026-12-02, badinput session
     "cfg-config-json-huge.json": '{"model_type": "gpt2", "n_embd": 1e300, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
     "cfg-strategy-zero-bool.yaml": "strategy: {zero: true}\n",
+    "cfg-resume-true.yaml": "output: {resume: true}\n",  # as a resumed run's DIR/train_config.yaml records it
     "cluster-alias-bomb.yaml": "".join(f"{a}: &{a} [{', '.join([f'*{b}' if b else 'x'] * 9)}]\n" for a, b in zip(
         "abcdefgh", ["", *"abcdefg"])) + "device: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n",  # 9^9 values
     # 2026-12-04: another tool's name for an option, in each YAML a user writes (near_keys: one did-you-mean rule)
@@ -1231,6 +1232,7 @@ CASES: list[Case] = [
     C("estimate-model-read-error", "estimate --model /proc/self/mem", "input/output error"),
     C("estimate-config-json-count-1e300", "estimate --model cfg-config-json-huge.json", "at most 2147483647"),
     C("train-config-strategy-zero-bool", f"{TRAIN} --config cfg-strategy-zero-bool.yaml", "not True"),
+    C("train-config-says-resume", f"{TRAIN} --config cfg-resume-true.yaml", "--set resume=false starts a new run"),
     C("estimate-cluster-empty-name", f"{EST} --cluster ''", "--cluster needs"),
     C("tune-profile-empty-name", f"{TUNE} --profile ''", "--profile needs"),
     C("study-run-executor-empty", "study run good.yaml -o s --executor ''", "--executor needs"),

@@ -120,7 +120,15 @@ def train(
     if not print_launch and stage_layers != "auto":  # auto's split needs the device, known only through torch
         from scalestudy.engine.launch import check_before_start
 
-        check_before_start(cfg)  # bad input refused before torch's import (2-15 s)
+        try:
+            check_before_start(cfg)  # bad input refused before torch's import (2-15 s)
+        except ScalestudyError as exc:
+            # a resumed run's DIR/train_config.yaml records resume: true -- reused as --config for a new run, the
+            # refusal names a --resume the user never typed
+            if config is not None and not resume and cfg.output.resume and str(exc).startswith("--resume"):
+                exc.args = (f"{exc} (resume: true comes from --config {config}; --set resume=false starts a new "
+                            "run)",)
+            raise
     cuda = _trains_on_gpu(device, gpus_per_node, print_launch)
     if cuda and not print_launch:
         _check_gpu_ranks(cfg.workload.nproc)
