@@ -70,8 +70,11 @@ def test_array_task_runs_under_bash_and_is_collected(tmp_path):
     (fake / "srun").write_text("#!/bin/sh\necho \"$@\"\necho 'torch.OutOfMemoryError: CUDA out of memory.'\nexit 1\n")
     for f in fake.iterdir():
         f.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "777",
-           "SLURM_JOB_NODELIST": "node001", "SLURM_NNODES": "1"}
+    # a job's own environment: no MASTER_ADDR / MASTER_PORT (the script honours a user's; an in-process single-rank
+    # test earlier in the session may have left them in os.environ: engine/single_rank.py)
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    env.update({"PATH": f"{fake}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "777",
+                "SLURM_JOB_NODELIST": "node001", "SLURM_NNODES": "1"})
     res = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True)
     assert res.returncode == 1
     tdir = tmp_path / "trials" / members[0].trial_id
