@@ -464,18 +464,14 @@ def _numbers(data: dict, origin: str) -> dict:
     if "nvme_fraction_of_pcie" in data and not 0 < data["nvme_fraction_of_pcie"] <= 16:
         raise ScalestudyError(f"{origin}: nvme_fraction_of_pcie must be in (0, 16] (NVMe bandwidth / "
                               f"pcie_bytes_per_s), got {data['nvme_fraction_of_pcie']!r}")
-    if "gpus_per_host_link" in data:
-        share = _num(data["gpus_per_host_link"], "gpus_per_host_link", origin)
-        if share != int(share) or not 1 <= share <= 64:
-            raise ScalestudyError(f"{origin}: gpus_per_host_link must be a whole number in [1, 64] (GPUs sharing one "
-                                  f"PCIe link to the host), got {data['gpus_per_host_link']!r}")
-        data["gpus_per_host_link"] = int(share)
-    if "host_numa_nodes" in data:
-        nodes = _num(data["host_numa_nodes"], "host_numa_nodes", origin)
-        if nodes != int(nodes) or not 1 <= nodes <= 64:
-            raise ScalestudyError(f"{origin}: host_numa_nodes must be a whole number in [1, 64] (NUMA nodes of the "
-                                  f"host's memory), got {data['host_numa_nodes']!r}")
-        data["host_numa_nodes"] = int(nodes)
+    for name, meaning in (("gpus_per_host_link", "GPUs sharing one PCIe link to the host"),
+                          ("host_numa_nodes", "NUMA nodes of the host's memory")):
+        if name in data:
+            count = _num(data[name], name, origin)
+            if count != int(count) or not 1 <= count <= 64:
+                raise ScalestudyError(f"{origin}: {name} must be a whole number in [1, 64] ({meaning}), "
+                                      f"got {data[name]!r}")
+            data[name] = int(count)
     if "compute_slowdown_under_comm" in data and not 0 <= data["compute_slowdown_under_comm"] <= 10:
         raise ScalestudyError(f"{origin}: compute_slowdown_under_comm must be in [0, 10] (0.189 = compute 18.9% "
                               f"slower beside a collective), got {data['compute_slowdown_under_comm']!r}")
