@@ -86,3 +86,13 @@ def gelu_cast_bytes(model: ModelSpec, engine: str, precision: str, kernels: str,
     else:
         tokens = micro_batch * seq_len * (blocks[1] if blocks else model.num_layers)
     return GELU_NEW_EXTRA[model.gated_ffn] * tokens * model.d_ff / tp
+
+
+def autocast_rank_bytes(model: ModelSpec, engine: str, precision: str, kernels: str, micro_batch: int, seq_len: int,
+                        target_len: int, tp: int, recompute: str, params: float) -> float:
+    """All autocast adds on a rank without pipeline parallelism (all blocks, one micro-batch in flight) holding
+    `params` weights: their cached 16-bit copies, HF T5's casts and gelu_new's fp32 chain (terms._whole_extras and
+    stages.stage_activations at pp 1 alike)."""
+    return (weight_cast_bytes(model, engine, precision, kernels, params, tp)
+            + t5_cast_bytes(model, engine, precision, kernels, micro_batch, seq_len, target_len, recompute)
+            + gelu_cast_bytes(model, engine, precision, kernels, micro_batch, seq_len, target_len, tp, recompute))

@@ -35,7 +35,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalestudy.costmodel.attention_bias import priced_bias_memory
-from scalestudy.costmodel.autocast_memory import gelu_cast_bytes, t5_cast_bytes, weight_cast_bytes
+from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, t5_cast_bytes
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
@@ -179,14 +179,14 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
         model, st.micro_batch, s, t, prec, tp, sp)
     masks = priced_bias_memory(model, attention_kernel(st, device), st.attention == "flash", device, st.micro_batch,
                                s, t, tp, st.recompute, (n_enc, n - n_enc), in_flight)
-    # autocast over fp32 weights (costmodel/autocast_memory.py): HF T5's casts per in-flight micro-batch, and the
-    # weight copies and gelu_new's fp32 chain of a rank without pipeline parallelism (as terms._whole_extras)
-    casts = in_flight * t5_cast_bytes(model, st.engine, prec, st.kernels, st.micro_batch, s, t, st.recompute,
-                                      (n_enc, n - n_enc))
+    # autocast over fp32 weights (costmodel/autocast_memory.py): HF T5's casts per in-flight micro-batch of a
+    # pipeline stage's blocks; without pipeline parallelism also the weight copies and gelu_new's fp32 chain
     if pp == 1:
-        params = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp))
-        casts += weight_cast_bytes(model, st.engine, prec, st.kernels, params, tp) + gelu_cast_bytes(
-            model, st.engine, prec, st.kernels, st.micro_batch, s, t, tp, st.recompute, (n_enc, n - n_enc))
+        casts = autocast_rank_bytes(model, st.engine, prec, st.kernels, st.micro_batch, s, t, tp, st.recompute,
+                                    stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp)))
+    else:
+        casts = in_flight * t5_cast_bytes(model, st.engine, prec, st.kernels, st.micro_batch, s, t, st.recompute,
+                                          (n_enc, n - n_enc))
     return acts + head_or_recompute_bytes(head, working) + masks + casts
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.attention_bias import _stage_blocks, priced_bias_memory, priced_stage_bias_memory
-from scalestudy.costmodel.autocast_memory import gelu_cast_bytes, t5_cast_bytes, weight_cast_bytes
+from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, t5_cast_bytes
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -193,9 +193,7 @@ def _whole_extras(model, kernel, flash, dev, st: Strategy, tp, s, t) -> float:
     autocast's weight copies and HF T5's own casts under autocast (costmodel/autocast_memory.py)."""
     mb, recompute, params = st.micro_batch, st.recompute, params_per_device(model, tp, 1, vocab_shards(st, tp))
     return (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute)
-            + weight_cast_bytes(model, st.engine, st.precision, st.kernels, params, tp)
-            + t5_cast_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, recompute)
-            + gelu_cast_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, tp, recompute))
+            + autocast_rank_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, tp, recompute, params))
 
 
 def _root_elems(model: ModelSpec, tp: int) -> int:
