@@ -20,7 +20,7 @@ from scalestudy.engine.checkpoint_record import check_resumable
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
-from scalestudy.specs.run import DataSection, RunConfig, trained_vocab_size
+from scalestudy.specs.run import RunConfig, drops_vocab_size, trained_vocab_size
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.outputs import check_output_dir
 
@@ -95,8 +95,8 @@ def _check_resumed_vocab(cfg: RunConfig, out: Path) -> None:
     vocab = cfg.data.vocab_size
     if cfg.data.tokenizer is not None or not own.is_file():
         return
-    trained = trained_vocab_size(str(own))
-    if vocab != DataSection.vocab_size and trained != vocab:  # the rule the ranks apply (check_data_fields)
+    if drops_vocab_size(str(own), vocab):  # the rule the ranks apply (check_data_fields)
+        trained = trained_vocab_size(str(own))
         raise OptionError(f"--resume continues with {own}{f', trained at vocab_size {trained}' if trained else ''}: "
                           f"vocab_size {vocab} would change nothing -- drop it (or train anew into another output "
                           "directory)", "vocab_size")

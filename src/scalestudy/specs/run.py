@@ -515,9 +515,15 @@ def check_data_fields(files, text_field: str, tokenizer: str | None, vocab_size:
         raise OptionError(f"text_field {text_field} names the field of JSONL / Parquet records or of a hf: dataset; "
                           f"{'the corpus ' + ', '.join(map(str, files)) if files else 'the bundled corpus'} has "
                           "none (plain text: one document per line)", "text_field")
-    if tokenizer is not None and vocab_size != DataSection.vocab_size and trained_vocab_size(tokenizer) != vocab_size:
+    if tokenizer is not None and drops_vocab_size(tokenizer, vocab_size):
         raise OptionError(f"vocab_size {vocab_size} sizes the vocabulary train learns from the data; tokenizer "
                           f"{tokenizer} is given ready-made: drop one", "vocab_size", "tokenizer")
+
+
+def drops_vocab_size(tokenizer: str, vocab_size: int) -> bool:
+    """Whether a run that reads the ready-made `tokenizer` would drop its `vocab_size`: one other than the default,
+    unless train trained that tokenizer at exactly that size (trained_vocab_size)."""
+    return vocab_size != DataSection.vocab_size and trained_vocab_size(tokenizer) != vocab_size
 
 
 def trained_vocab_size(tokenizer: str) -> int | None:
