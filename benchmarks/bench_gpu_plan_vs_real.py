@@ -46,8 +46,17 @@ RUNS = {
 COMMON = ["--precision", "bf16", "--steps", "14", "--warmup", "4", "--warmup-steps", "2", "--no-progress"]
 
 
+def _refuse(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2, nothing written."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def run(out: Path, gpu: str, names: list[str], timeout_s: float) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _refuse(f"--out {out}: {exc.strerror}")
     record = out / "gpu_runs.json"
     results = json.loads(record.read_text()) if record.is_file() else {"gpu": gpu, "runs": {}}
     tokenizer: str | None = None
@@ -128,8 +137,11 @@ def stopped_run(entry: dict) -> tuple[dict, str] | None:
 
 
 def compare(record: Path) -> None:
-    data = json.loads(record.read_text())
-    gpu = data["gpu"]
+    try:
+        data = json.loads(record.read_text())
+        gpu, _ = data["gpu"], data["runs"].items()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        _refuse(f"{record}: not a record `run` wrote ({type(exc).__name__}: {exc})")
     if data.get("note"):
         print(data["note"])
     print(f"measured on {gpu} (one GPU, bf16) / cost model; step = median seconds per optimizer step after the "
@@ -161,7 +173,8 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--gpu", default="h200", help="device data name the compare phase predicts with")
-    r.add_argument("--only", nargs="*", default=list(RUNS), help="run names (default: all)")
+    r.add_argument("--only", nargs="*", default=list(RUNS), choices=list(RUNS), metavar="NAME",
+                   help=f"run names (default: all): {', '.join(RUNS)}")
     r.add_argument("--timeout-s", type=float, default=150.0, help="per run")
     c = sub.add_parser("compare")
     c.add_argument("record", type=Path)
