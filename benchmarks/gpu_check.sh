@@ -21,4 +21,4 @@ cp /tmp/gpu/gpu_runs.json "$OUT/" 2>/dev/null
 timeout "${CAL_S:-60}" python3 -m scalestudy calibrate --nproc 1 --base h200 --name h200-measured --output /tmp/cal \
   > "$OUT/cal.txt" 2>&1
 cp /tmp/cal/microbench.json /tmp/cal/hardware_profile.yaml "$OUT/" 2>/dev/null
-echo done
+echo "gpu check finished"
