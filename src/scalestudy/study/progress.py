@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Column
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from scalestudy.study.store import STATUSES
 
@@ -29,6 +29,28 @@ def describe(row: dict) -> str:
     return text + f"  wall {row['wall_s']:.1f} s"
 
 
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60:d}:{minutes % 60:02d}:{secs:02d}"
+
+
+class EtaColumn(ProgressColumn):
+    """Time left at the sweep's mean pace: (elapsed at the last finished trial / trials finished) x trials left, less
+    the time the running trial has had since. Rich's TimeRemainingColumn divides by the speed over its last 30 s
+    (speed_estimate_period), which holds at most one finished trial once trials take longer than that -- the demo's
+    take 19-46 s on 2 cores, a cluster's minutes -- so it showed -:--:-- for the whole sweep."""
+
+    def render(self, task) -> Text:
+        style = "progress.remaining"
+        if task.finished:
+            return Text(_clock(0), style=style)
+        done_at = task.fields.get("done_at")
+        if not task.completed or done_at is None or task.total is None or task.elapsed is None:
+            return Text("-:--:--", style=style)
+        left = done_at / task.completed * (task.total - task.completed) - (task.elapsed - done_at)
+        return Text(_clock(max(0.0, left)), style=style)
+
+
 class SweepProgress:
     """Context manager; `finished(row)` after each trial."""
 
@@ -42,11 +64,11 @@ class SweepProgress:
         self.progress = Progress(
             TextColumn("[bold]trials", **whole), BarColumn(bar_width=10 if self.console.width < 120 else 40),
             MofNCompleteColumn(**whole), TextColumn("elapsed", **whole), TimeElapsedColumn(**whole),
-            TextColumn("ETA", **whole), TimeRemainingColumn(**whole),
+            TextColumn("ETA", **whole), EtaColumn(table_column=Column(no_wrap=True)),
             TextColumn("{task.fields[info]}", table_column=Column(ratio=1, overflow="fold")), expand=True,
             console=self.console, disable=not enabled, transient=False,
         )
-        self.task = self.progress.add_task("trials", total=total, info=self._info(""))
+        self.task = self.progress.add_task("trials", total=total, info=self._info(""), done_at=None)
 
     def _info(self, running: str) -> str:
         counts = " ".join(f"{s} {n}" for s, n in self.counts.items())
@@ -67,4 +89,5 @@ class SweepProgress:
         self.done += 1
         self.counts[row["status"]] += 1
         self.progress.console.print(describe(row), highlight=False, soft_wrap=True)  # one line per trial, in logs too
-        self.progress.update(self.task, advance=1, info=self._info(", ".join(running)))
+        elapsed = self.progress.tasks[0].elapsed  # when this trial finished (the one task): EtaColumn's pace
+        self.progress.update(self.task, advance=1, info=self._info(", ".join(running)), done_at=elapsed)
