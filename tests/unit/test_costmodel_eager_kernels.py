@@ -191,3 +191,61 @@ def test_megatron_2019_adds_each_linear_bias_as_its_own_kernel(engine, kernels, 
         seconds = megatron_bias_add_s(model, engine, "fp16", kernels, tp, b, s, recompute, dev,
                                       stored().kernel_overhead_s, sp)
         assert with_adds - without == pytest.approx(seconds)
+
+
+def test_layer_norm_under_autocast_moves_its_casts_and_fp32_passes():
+    """nn.LayerNorm under torch.autocast on a 16-bit input (Strategy.norm_dtype fp32): forward cast up r2 w4, norm
+    r4 w4, the next linear's cast down r4 w2 = 20 B against the 16-bit norm's 4; backward cast up 6, fp32 dx r4 r4 w4
+    and gamma/beta r4 r4, cast down 6 = 32 against 10. Nothing in fp32, where the norm is fp32 anyway."""
+    from scalestudy.costmodel.eager_kernels import layer_norm_autocast_bytes
+
+    assert layer_norm_autocast_bytes(2) == (16.0, 22.0)
+    assert layer_norm_autocast_bytes(4) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("norm_dtype,kernels,precision,model_name,recompute,expected", [
+    ("fp32", "eager", "bf16", "gpt2-xl", "full", True),
+    ("fp32", "eager", "fp16", "gpt2", "none", True),
+    ("compute", "eager", "bf16", "gpt2-xl", "full", False),  # a 16-bit module without autocast, or LPLayerNorm
+    ("engine", "eager", "bf16", "gpt2-xl", "full", False),
+    ("fp32", "fused", "bf16", "gpt2-xl", "full", False),  # one fused / compiled norm kernel either way
+    ("fp32", "eager", "fp32", "gpt2-xl", "full", False),  # no casts, the norm is fp32 already
+    ("fp32", "eager", "bf16", "llama-7b", "full", False),  # eager RMSNorm is counted in fp32 already
+    ("fp32", "eager", "bf16", "t5-base", "full", False),
+])
+def test_autocast_layer_norms_are_priced_once_per_norm_and_pass(norm_dtype, kernels, precision, model_name,
+                                                                recompute, expected):
+    """Two LayerNorms per GPT block and the final one; a full recompute runs the blocks' forward norms twice; and the
+    per-stage compute carries exactly this (stage_terms.price_stage)."""
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.eager_kernels import autocast_layer_norm_s
+
+    model, dev, b, s = get_model(model_name), get_device("a100-80gb"), 4, 2048
+    seconds = autocast_layer_norm_s(model, norm_dtype, precision, kernels, 1, b, s, recompute, dev, 1e-5)
+    assert (seconds > 0) is expected
+    if not expected:
+        return
+    passes = 2 if recompute == "full" else 1
+    fwd, bwd = 2 * model.num_layers * passes + 1, 2 * model.num_layers + 1
+    moved = b * s * model.d_model * (16 * fwd + 22 * bwd)
+    assert seconds == pytest.approx(moved / dev.hbm_bytes_per_s + 4 * (fwd + bwd) * 1e-5)
+    cluster, work = make_cluster("a100-80gb", 1, 8), Workload(global_batch=8 * b, seq_len=s)
+    st = Strategy(engine="fsdp", zero=3, micro_batch=b, recompute=recompute, precision=precision, kernels=kernels,
+                  norm_dtype=norm_dtype)
+    priced = estimate_module.estimate(model, cluster, st, work).compute_s
+    real = stage_terms.autocast_layer_norm_s
+    try:
+        stage_terms.autocast_layer_norm_s = lambda *args: 0.0
+        without = estimate_module.estimate(model, cluster, st, work).compute_s
+    finally:
+        stage_terms.autocast_layer_norm_s = real
+    expected_s = autocast_layer_norm_s(model, norm_dtype, precision, kernels, 1, b, s, recompute, dev,
+                                       stored().kernel_overhead_s)
+    assert priced - without == pytest.approx(expected_s)
+
+
+def test_norm_dtype_is_one_of_its_names():
+    from scalestudy.errors import ScalestudyError
+
+    with pytest.raises(ScalestudyError, match="norm_dtype"):
+        Strategy(engine="fsdp", zero=3, norm_dtype="bf16")

@@ -138,6 +138,12 @@ CUBLAS = typer.Option("11", "--cublas",
                            "GEMMs keep Tensor Cores at a narrower load) | 10 (CUDA 10.x and older: a GEMM with a "
                            "dimension off the 8-element grid runs on the CUDA cores, at the fp32 peak); cost model "
                            "only.")
+NORM_DTYPE = typer.Option("engine", "--norm-dtype",
+                          help="The dtype a GPT block's LayerNorms run in under eager kernels: engine (compute) | "
+                               "compute (the 16-bit activations: a bf16 / fp16 module without autocast, or a "
+                               "low-precision LayerNorm) | fp32 (torch.autocast over 16-bit weights, e.g. Composer "
+                               "amp_bf16 under FSDP mixed precision: the input cast up, the norm in fp32 and the next "
+                               "linear's cast back, each its own kernel); cost model only.")
 TF32 = typer.Option(False, "--tf32/--no-tf32",
                     help="Precision fp32: the matmuls run on TF32 Tensor Cores, priced at the device's TF32 peak "
                          "(A100 156, H100/H200 494 TFLOP/s dense; element-wise work stays fp32; no effect on a "
@@ -164,7 +170,7 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "optimizer_dtype": (str, OPTIMIZER_DTYPE), "optimizer_loop": (str, OPTIMIZER_LOOP),
                     "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
-                    "tf32": (bool, TF32)}
+                    "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),
@@ -291,9 +297,10 @@ def cli_cluster(gpu: str, nodes: int, gpus_per_node: int, cluster_file: Optional
 
     from scalestudy.costmodel.cpu_profile import measured_cluster
     from scalestudy.specs.hardware import ClusterSpec, make_cluster, with_stage_speeds
+    from scalestudy.wrapped import say
 
     def log(msg):
-        print(msg, file=sys.stderr, flush=True)
+        say(msg, sys.stderr)  # wrapped at spaces on a terminal (it cut the profile's notes mid-word)
 
     clus = make_cluster(gpu, nodes, gpus_per_node, cluster_file)
     if clus.groups:

@@ -147,6 +147,49 @@ def megatron_bias_add_s(model, engine: str, precision: str, kernels: str, tp: in
     return model.num_layers * per_layer
 
 
+# nn.LayerNorm under torch.autocast over 16-bit weights and a 16-bit residual stream (Strategy.norm_dtype "fp32":
+# Composer's amp_bf16 under FSDP mixed precision, param_dtype bf16). `layer_norm` is on autocast's fp32 list (PyTorch
+# AMP op reference, "CUDA Ops that can autocast to float32"; autocast_mode.cpp KERNEL_CUDA(layer_norm, fp32)), so
+# the 16-bit input, weight and bias are cast up, the norm runs and returns fp32, and the next linear's autocast casts
+# that output back down -- each its own kernel. Composer's own account (mosaicml/composer PR #1525, 2022-09-13,
+# introducing LowPrecisionLayerNorm): torch's LayerNorm "does not run in FP16/BF16 while autocast is on", the reason
+# Apex's FusedLayerNorm and then LPLayerNorm (autocast disabled, the norm in 16 bits) were faster; PyTorch's ngimel
+# (huggingface/pytorch-image-models PR #1340, 2022-07-16): "layer_norm is force-cast to fp32 by amp ... perf
+# difference with force casting of course will be huge in eager". Bytes per normalised element beyond gpt2_block's
+# 16-bit norm (r a w a forward; dx r 2a w a + gamma/beta r 2a backward):
+# - forward: cast up (r a w 4), the fp32 norm (r4 w4), the linear's cast down (r4 w a): 2 casts + 8 against 2a;
+# - backward: the linear's 16-bit input gradient cast up (ToCopyBackward r a w 4), layer_norm_backward in fp32 (dx
+#   r4 r4 w4, gamma/beta r4 r4: 20), the input cast's gradient back down (r4 w a): 2 casts + 20 against 5a.
+# Kernels per norm: forward the input, weight and bias casts and the linear's cast (4); backward their 4 gradients.
+LN_AUTOCAST_KERNELS = (4, 4)
+
+
+def layer_norm_autocast_bytes(a: int) -> tuple[float, float]:
+    """(forward, backward) bytes per element an autocast fp32 LayerNorm adds to a 16-bit one (above); 0 in fp32."""
+    c = _cast(a)
+    return float(2 * c + 8 - 2 * a), float(2 * c + 20 - 5 * a)
+
+
+def autocast_layer_norm_s(model, norm_dtype: str, precision: str, kernels: str, tp: int, micro_batch: int,
+                          seq_len: int, recompute: str, device, kernel_s: float, sp: bool = False) -> float:
+    """Seconds per micro-batch, all layers on one tensor-parallel rank, that Strategy.norm_dtype "fp32" adds to a GPT
+    block's two LayerNorms and the final one (LN_AUTOCAST_KERNELS, layer_norm_autocast_bytes), memory-bound, + their
+    kernels (`kernel_s` each, calibration kernel_overhead_s); a full (or op-level) recompute runs the blocks'
+    forward norms twice. 0 for fused kernels (a fused / compiled norm is one kernel either way), fp32 runs, RMSNorm
+    layouts (Llama, T5: the eager count already runs them in fp32), CPU devices. `sp`: sequence parallelism, whose
+    norms run on d_model / tp."""
+    if (norm_dtype != "fp32" or kernels == "fused" or precision == "fp32" or model.is_encoder_decoder
+            or model.family == "llama" or device.kind == "cpu"):
+        return 0.0
+    fwd_b, bwd_b = layer_norm_autocast_bytes(FP32 if precision == "fp32" else ACT_16BIT)
+    passes = 2.0 if recompute in ("full", "op") else 1.0
+    fwd_norms, bwd_norms = 2.0 * model.num_layers * passes + 1.0, 2.0 * model.num_layers + 1.0
+    h = model.d_model / (tp if sp else 1)
+    moved = micro_batch * seq_len * h * (fwd_norms * fwd_b + bwd_norms * bwd_b)
+    launches = fwd_norms * LN_AUTOCAST_KERNELS[0] + bwd_norms * LN_AUTOCAST_KERNELS[1]
+    return moved / device.hbm_bytes_per_s + launches * kernel_s
+
+
 def gpt_score_bytes(a: int) -> tuple[float, float]:
     """(forward, backward) bytes per attention-score element of a GPT block's eager attention in the model's own
     dtype (`a` bytes; fp16 weights as DeepSpeed / Megatron hold them, or fp32), counted per op:

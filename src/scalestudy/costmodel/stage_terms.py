@@ -19,8 +19,8 @@ from typing import NamedTuple
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links, tp_ranks_per_node
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
-from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_param_s,
-                                                autocast_t5_cast_s, megatron_bias_add_s)
+from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_layer_norm_s,
+                                                autocast_param_s, autocast_t5_cast_s, megatron_bias_add_s)
 from scalestudy.costmodel.engines import engine_comm
 from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
@@ -158,7 +158,10 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     tp, pp = lay.tp, lay.pp
     bias_adds = share * megatron_bias_add_s(cfg.model, st.engine, st.precision, st.kernels, tp, st.micro_batch,
                                             cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s, cfg.sp)
-    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + grad_copy
+    norm_casts = share * autocast_layer_norm_s(cfg.model, st.norm_dtype, st.precision, st.kernels, tp,
+                                               st.micro_batch, cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s,
+                                               cfg.sp)
+    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + norm_casts + grad_copy
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           cfg.eng.pipeline_scatter_gather, cfg.cross_node,

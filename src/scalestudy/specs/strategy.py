@@ -194,6 +194,14 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      ('highest' float32 matmul precision). True for torch 1.7-1.11's default, a run that sets
                      allow_tf32 / set_float32_matmul_precision('high'), or NVIDIA's NGC PyTorch containers, whose
                      image sets TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (TF32 on whatever the flag says).
+- norm_dtype:        the dtype a GPT block's nn.LayerNorm runs in under eager kernels (costmodel/eager_kernels.py
+                     autocast_layer_norm_s): "compute" (the activations' 16 bits: a module held in bf16 / fp16 without
+                     torch.autocast -- DeepSpeed, Megatron, scalestudy's own FSDP -- or a low-precision LayerNorm,
+                     Composer's LPLayerNorm) or "fp32" (torch.autocast over 16-bit weights, e.g. Composer's amp_bf16
+                     under FSDP mixed precision: layer_norm is on autocast's fp32 list, so its 16-bit input is cast up,
+                     normalised and returned in fp32 and the next linear casts it back, each its own kernel forward
+                     and backward); "engine" = compute. No effect in fp32, on fused kernels (one kernel either way),
+                     or on RMSNorm layouts (Llama, T5: their eager norm already runs in fp32). Cost model only.
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -277,6 +285,7 @@ OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", 
                    "deepspeed-serial", "deepspeed-stage1-whole", "foreach", "deepspeed-unfused", "deepspeed-bf16",
                    "fused", "cpu-adam")  # costmodel/step.py
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
+NORM_DTYPES = ("engine", "compute", "fp32")  # the dtype eager LayerNorms run in (costmodel/eager_kernels.py)
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
@@ -293,7 +302,8 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("grad_reduce", GRAD_REDUCES), ("recompute_early_stop", EARLY_STOPS), ("cross_entropy", CROSS_ENTROPIES),
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
             ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
-            ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS))
+            ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
+            ("norm_dtype", NORM_DTYPES))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -337,6 +347,7 @@ class Strategy:
     grad_buckets: str = "engine"  # DDP's gradient_as_bucket_view (cost model only, module docstring)
     zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
+    norm_dtype: str = "engine"  # dtype eager LayerNorms run in: autocast's fp32 or the compute dtype (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
 
     def __post_init__(self) -> None:
@@ -558,6 +569,8 @@ class Strategy:
             parts.append(f"fetch-{self.zero3_fetch}")
         if self.cublas != "11":
             parts.append(f"cublas-{self.cublas}")
+        if self.norm_dtype == "fp32" and self.precision != "fp32":
+            parts.append("norm-fp32")
         if self.tf32 and self.precision == "fp32":
             parts.append("tf32")
         return "".join(" " + p for p in parts)
