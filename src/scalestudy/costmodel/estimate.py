@@ -22,6 +22,7 @@ from scalestudy.costmodel.flops import target_length
 from scalestudy.costmodel.memory import memory_with_activations, rank_memory, rank_states, stage_in_flight
 from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
+from scalestudy.costmodel.pipeline_fill import hidden_after_slowest_s
 from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
                                               sharded_dp_in_slot, stage_fixed)
 from scalestudy.costmodel.stages import estimate_stages, layer_costs
@@ -244,8 +245,10 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     else:  # estimate_if_fits: it fits (else it returned above); price_stage returns the memory it was given
         fits = True
 
-    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid,
-                                                                   _other_slots_s(stage, blocks, busiest, pp),
+    other_slots = _other_slots_s(stage, blocks, busiest, pp)
+    if pp > 1 and st.pp_schedule == "1f1b" and folds is None and hybrid is None:
+        other_slots = _one_f_one_b_others_s(stage, blocks, busiest, pp, shares, ct, ga, other_slots)
+    compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid, other_slots,
                                                                    tied_sync_s)
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
     if pp > 1 and sharded_dp_in_slot(st, dev):  # FSDP's exposure is in every stage's slot: fill and drain too
@@ -281,7 +284,9 @@ def _pipeline_times(st: Strategy, layout, stage: StageTerms, hybrid, other_slots
     the step is sum_k slot_k + (m - 1) x max_k slot_k (stages.pipeline_seconds, Narayanan et al. 2021 Sec. 2.2 with
     stages of unequal time): a stage lighter than the slowest (no LM head, fewer blocks) adds only its own slot.
     Charging every stage the slowest's slot made head-heavy pipelines (GPT-2 124M pp 4: a 6.7 ms last stage beside
-    3.9 ms ones) up to 1.3x slow at few micro-batches."""
+    3.9 ms ones) up to 1.3x slow at few micro-batches. Under 1F1B the stages after a slowest stage that is not the
+    last (T5's encoder-first split) count only where its warm-up and cool-down do not hide them
+    (_one_f_one_b_others_s, pipeline_fill)."""
     ga = layout.grad_accum
     compute_s, tp_s, pp_s = ga * stage.compute_s, ga * stage.tp_comm_s, ga * stage.pp_comm_s
     bubble_s = other_slots / (st.virtual_stages if st.pp_schedule == "interleaved" else 1)
@@ -364,6 +369,29 @@ def _stage_blocks_s(ct, split: tuple[int, ...], shares: tuple[float, ...],
         tail += head_fold
         total += rest_fold + head_fold
     return _NEW_TUPLE(_Blocks, (busy, busiest, total) if busy >= tail else (tail, last, total))
+
+
+def _one_f_one_b_others_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int, shares: tuple[float, ...],
+                          ct, ga: int, others: float) -> float:
+    """_other_slots_s under 1F1B when the slowest stage is not the last (an encoder stage of an encoder-first T5
+    split): the stages before it once, those after it only where its own warm-up forwards and cool-down backwards
+    do not cover them (pipeline_fill.hidden_after_slowest_s); `others` (every other stage once) otherwise. The
+    stages' slots as _other_slots_s derives them from their shares: blocks + the per-share terms, the LM head on
+    the last."""
+    if blocks.share != busiest or ga < pp:  # the last stage (its head) is the slowest, or fewer micro-batches
+        return others
+    k = pp - 1
+    while shares[k] < busiest:  # the last of the busiest stages
+        k -= 1
+    if k == pp - 1:
+        return others
+    passes = ct.forward + ct.backward
+    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / busiest
+    after = (passes + per_share) * sum(shares[k + 1:]) + ct.head
+    sends = (pp - 1) * stage.pp_comm_s
+    before = others - sends - after
+    slot = stage.compute_s + stage.tp_comm_s
+    return before + hidden_after_slowest_s(after, slot, ct.forward / passes, pp - 1 - k) + sends
 
 
 def _other_slots_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int) -> float:

@@ -12,11 +12,13 @@ weighted by their FLOPs) -- on its device d_k, per micro-batch:
              + 2 point-to-point sends of the stage boundary (pp > 1; 2 v under the interleaved schedule)
     pipeline = sum_k slot_k + (m - 1) x max_k slot_k      (1F1B and GPipe with m micro-batches per step: every
                micro-batch passes every stage once, fill and drain, then one per slowest-stage interval;
-               interleaved with v model chunks per device: the fill and drain (sum_k slot_k - max_k slot_k) / v)
+               interleaved with v model chunks per device: the fill and drain (sum_k slot_k - max_k slot_k) / v;
+               1F1B with the slowest stage k before lighter ones -- a T5 split encoder-first -- the stages after k
+               only where k's warm-up forwards and cool-down backwards do not hide them: pipeline_fill)
     step = pipeline + max_k (exposed dp comm_k + optimizer_k + offload_k + framework_k)  (each stage reduces and
            updates its own parameters after the drain; the step ends with the slowest) -- a tied embedding's
            first/last-stage gradient all-reduce (terms._tied_embedding_sync) adds to those two stages' tails
-Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = (sum_k slot_k - max_k slot_k) / v.
+Reported as estimate terms: compute/tp/pp = m x the slowest stage's, bubble = the fill and drain above.
 Memory of stage k: model states, buffers and optimizer of its own parameters (its blocks; + the embedding on the
 first, + the LM head on the last stage), activations of its blocks for min(pp - k, m) micro-batches in flight
 (1F1B; GPipe: m; interleaved: memory.stage_in_flight), + the logits on the last stage. Interleaved, device k runs
@@ -50,10 +52,11 @@ from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count
+from scalestudy.costmodel.pipeline_fill import fill_drain_s
 from scalestudy.costmodel.stage_terms import price_stage, setting, sharded_dp_in_slot
 from scalestudy.costmodel.step import compute_times
-from scalestudy.costmodel.terms import (_shape, _tied_embedding_sync, attention_kernel, hp_grad_accumulation_s,
-                                        model_layout)
+from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _tied_embedding_sync,
+                                        attention_kernel, hp_grad_accumulation_s, model_layout)
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
@@ -272,12 +275,14 @@ def _tied_sync(model: ModelSpec, st: Strategy, cluster: ClusterSpec, placed, tp:
     return max(_tied_embedding_sync(model, st, tp, cross, placed[k].cluster) for k in (0, pp - 1))
 
 
-def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int, virtual: int = 1
-                     ) -> float:
+def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], micro_batches: int, virtual: int = 1,
+                     forward_share: float | None = None) -> float:
     """The step bound by the slowest stage (module docstring): the other stages' slots once (/ v model chunks per
-    device, interleaved) + m x the slowest slot + the slowest tail."""
+    device, interleaved; under 1F1B -- `forward_share` of a slot given -- the stages after the slowest only where its
+    warm-up and cool-down do not hide them, pipeline_fill.fill_drain_s) + m x the slowest slot + the slowest tail."""
     slots = [x.slot_s for x in stages]
-    return (sum(slots) - max(slots)) / virtual + micro_batches * max(slots) + max(x.tail_s for x in stages)
+    fill = fill_drain_s(slots, forward_share if virtual == 1 else None, micro_batches)
+    return fill / virtual + micro_batches * max(slots) + max(x.tail_s for x in stages)
 
 
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
@@ -307,7 +312,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     tied = _tied_sync(model, st, cluster, placed, tp, dp)
     flights = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)  # micro-batches each rank holds
     cfg = setting(model, cluster, st, layout, s, t, cal, options)
-    out, start = [], 0
+    out, start, forward_shares = [], 0, []
     for k, n in enumerate(split):
         where, last_stage = placed[k], k == pp - 1
         dev = where.device
@@ -315,6 +320,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
                           st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
                           pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32)
         share = sum(costs[start:start + n]) / total_cost
+        forward_shares.append(ct.forward / (ct.forward + ct.backward))
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
             + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
@@ -337,8 +343,13 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     slowest = max(stages, key=lambda x: x.slot_s)
     last = max(stages, key=lambda x: x.tail_s)
     tightest = min(stages, key=lambda x: x.capacity_bytes - x.memory.total)
-    slots = sum(x.slot_s for x in stages)
-    step = pipeline_seconds(stages, ga, virtual)
+    # 1F1B: the forward share of the slowest stage's passes (pipeline_fill; DeepSpeed's pipeline folds: not applied,
+    # as estimate() does not)
+    forward_share = None
+    if pp > 1 and st.pp_schedule == "1f1b" and not _deepspeed_pipeline_accumulates(st):
+        top = max(x.slot_s for x in stages)
+        forward_share = forward_shares[max(i for i, x in enumerate(stages) if x.slot_s >= top)]
+    step = pipeline_seconds(stages, ga, virtual, forward_share)
     ranks = [(g.effective.peak(peak_precision(prec, tf32_matmul=st.tf32, peaks=g.effective.peak_flops)), g.ranks)
              for g in cluster.rank_groups()]
     peak = sum(p * r for p, r in ranks) / sum(r for _, r in ranks)  # per device, averaged over the ranks
@@ -346,7 +357,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
         params_total=params_total, params_per_device=max(x.params for x in stages), memory=tightest.memory,
         capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
-        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=(slots - slowest.slot_s) / virtual,
+        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=fill_drain_s([x.slot_s for x in stages], forward_share if virtual == 1 else None, ga) / virtual,
         tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s + last.tied_sync_s,
         dp_comm_s=ga * slowest.dp_slot_s if slowest.dp_slot_s else last.dp_comm_s,
         dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
