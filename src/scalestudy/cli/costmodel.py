@@ -434,21 +434,23 @@ def presets() -> None:
     from rich.table import Table
 
     from scalestudy.costmodel.params import param_count
-    from scalestudy.specs.model import PRESETS
+    from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS
 
     t = Table(title="Model presets (params: Transformers' count, tied tensors once)", box=None)
     for col in ("name", "params", "layers", "d_model", "heads", "d_ff", "vocab", "head"):
         t.add_column(col, justify="left" if col in ("name", "head") else "right", no_wrap=True)
     for name, s in PRESETS.items():
         layers = f"{s.num_layers}+{s.num_decoder_layers}" if s.is_encoder_decoder else str(s.num_layers)
-        t.add_row(name, f"{param_count(s):,}", layers, str(s.d_model), str(s.num_heads), str(s.d_ff),
+        cost_only = "*" if s.hf_type in COST_MODEL_TYPES else ""
+        t.add_row(name + cost_only, f"{param_count(s):,}", layers, str(s.d_model), str(s.num_heads), str(s.d_ff),
                   str(s.vocab_size), "tied" if s.tie_word_embeddings else "untied")
     console = Console()
     console.print(t)
     console.print("params = parameter count (Transformers' model, a tied embedding / LM head counted once); layers = "
                   "encoder + decoder blocks (one number: decoder-only); d_model, d_ff = hidden and feed-forward "
                   "widths; heads = attention heads; vocab = vocabulary size (tokens); head = LM head tied to the "
-                  "input embedding or not", highlight=False)
+                  "input embedding or not; * = cost model only (estimate, plan; train builds none), params as the "
+                  "cost model prices its block (specs/model.py says what it leaves out)", highlight=False)
 
 
 @app.command()

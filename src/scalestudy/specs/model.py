@@ -35,6 +35,7 @@ FALCON = "falcon"
 # Cost model only, like Falcon: `train` builds none of them.
 HF_DENSE_TYPES = ("opt", "bloom", "mpt", "gpt_neox", "gptj", "gemma", "gemma2", "umt5")
 COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES)
+PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON)  # the cost-model-only types presets use (to_hf_config)
 # Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
              "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
@@ -122,11 +123,13 @@ class ModelSpec:
 
 
 def _t5(name: str, d_model: int, d_kv: int, d_ff: int, heads: int, layers: int, *, v1_1: bool = False,
-        vocab: int = 32128) -> ModelSpec:
-    # Original T5: ReLU FFN and a head tied to the input embedding. T5 v1.1 / mT5: gated-GELU, untied head.
+        vocab: int = 32128, ffn: str = "") -> ModelSpec:
+    # Original T5: ReLU FFN and a head tied to the input embedding. T5 v1.1 / mT5: gated-GELU (UL2: `ffn`
+    # gated-silu), untied head.
     return ModelSpec(
         name=name, family="t5", vocab_size=vocab, d_model=d_model, num_layers=layers, num_decoder_layers=layers,
-        num_heads=heads, d_kv=d_kv, d_ff=d_ff, ffn="gated-gelu" if v1_1 else "relu", tie_word_embeddings=not v1_1,
+        num_heads=heads, d_kv=d_kv, d_ff=d_ff, ffn=ffn or ("gated-gelu" if v1_1 else "relu"),
+        tie_word_embeddings=not v1_1,
     )
 
 
@@ -155,6 +158,55 @@ def _llama(name: str, d_model: int, d_ff: int, layers: int, heads: int, kv_heads
     )
 
 
+# Megatron-LM pads the GPT-2 BPE vocabulary (50,257) to a multiple of 128 x tensor-parallel size 8: 51,200
+# (Narayanan et al. 2021 Sec. 5, Shoeybi et al. 2019; --make-vocab-size-divisible-by 128). The GPT-3-shape presets
+# take the padded 51,200: every published throughput figure of these shapes was measured with a padded embedding
+# (costmodel/published.yaml narayanan2021, narayanan2021t2, megatron2021readme, korthikanti2022, smith2022 say
+# vocab 51200), so `--model gpt3-175b` predicts what those rows predict. The 943 padding rows are <0.01% of the
+# 175B (0.6% of the 125M); a run with the unpadded 50,257 (or NeMo's 50,688) is a model YAML with its `vocab`.
+MEGATRON_GPT_VOCAB = 51200
+
+
+def _gpt3(name: str, d_model: int, layers: int, heads: int, positions: int = 2048) -> ModelSpec:
+    """A GPT-3-style decoder as published rows write it (specs.model.from_shape, family gpt): GELU FFN of 4 d_model
+    (one kernel: Megatron's fused bias-GeLU), learned positions of the 2,048-token context, tied head."""
+    return ModelSpec(
+        name=name, family="gpt2", vocab_size=MEGATRON_GPT_VOCAB, d_model=d_model, num_layers=layers, num_heads=heads,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=True,
+        max_position_embeddings=positions,
+    )
+
+
+def _opt(name: str, d_model: int, layers: int, heads: int) -> ModelSpec:
+    """OPT (Zhang et al. 2022): the gpt2 block with a ReLU FFN of 4 d_model, vocabulary 50,272, 2,048 learned
+    positions + OPT's offset of 2, tied head; as `_opt` reads facebook/opt-* config.json. Cost model only."""
+    return ModelSpec(
+        name=name, family="gpt2", vocab_size=50272, d_model=d_model, num_layers=layers, num_heads=heads,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="relu", tie_word_embeddings=True,
+        max_position_embeddings=2048 + 2, hf_type="opt",
+    )
+
+
+def _alibi_gpt(name: str, kind: str, d_model: int, layers: int, heads: int, vocab: int) -> ModelSpec:
+    """BLOOM / MPT: the gpt2 block (GELU FFN of 4 d_model, tied head) with ALiBi, so no position table; as `_bloom`
+    / `_mpt` read their config.json. Cost model only."""
+    return ModelSpec(
+        name=name, family="gpt2", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=True, max_position_embeddings=0,
+        hf_type=kind,
+    )
+
+
+def _falcon_preset(name: str, d_model: int, layers: int, heads: int, kv_heads: int) -> ModelSpec:
+    """Falcon (tiiuae/falcon-*): rotary, kv_heads K/V heads, non-gated GELU FFN of 4 d_model, no biases, tied
+    head, vocabulary 65,024, 2,048-token context; as `_falcon` reads its config.json. Cost model only."""
+    return ModelSpec(
+        name=name, family="llama", vocab_size=65024, d_model=d_model, num_layers=layers, num_heads=heads,
+        num_kv_heads=kv_heads, d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=True,
+        max_position_embeddings=2048, hf_type=FALCON,
+    )
+
+
 # Hyperparameters from the published Hugging Face configs (google/mt5-*, t5-*, google/t5-v1_1-xxl, gpt2*,
 # Llama 1 7B/13B, Llama 2 70B). Tiny presets (vocabulary 8192, our bundled tokenizer) are CPU proxies.
 PRESETS: dict[str, ModelSpec] = {
@@ -178,6 +230,68 @@ PRESETS: dict[str, ModelSpec] = {
         _llama("llama-7b", 4096, 11008, 32, 32),
         _llama("llama-13b", 5120, 13824, 40, 40),
         _llama("llama-70b", 8192, 28672, 80, 64, kv_heads=8, positions=4096),
+        # GPT-3 (Brown et al. 2020, Table 2.1: n_layers, d_model, n_heads, n_ctx 2048), vocabulary Megatron's 51,200
+        # (MEGATRON_GPT_VOCAB). Two cells of the table do not multiply out and are taken as Megatron-LM / NeMo's
+        # GPT-3 configs take them: XL's "24 heads of d_head 128" at d_model 2048 -> 16 heads of 128; 13B's d_model
+        # "5140" with 40 heads of 128 -> 5120.
+        _gpt3("gpt3-125m", 768, 12, 12),
+        _gpt3("gpt3-350m", 1024, 24, 16),
+        _gpt3("gpt3-760m", 1536, 24, 16),
+        _gpt3("gpt3-1.3b", 2048, 24, 16),
+        _gpt3("gpt3-2.7b", 2560, 32, 32),
+        _gpt3("gpt3-6.7b", 4096, 32, 32),
+        _gpt3("gpt3-13b", 5120, 40, 40),
+        _gpt3("gpt3-175b", 12288, 96, 96),
+        # MT-NLG 530B (Smith et al. 2022, Sec. 3.1 / Table 1 of Narayanan et al. 2021): 105 layers, hidden 20480,
+        # 128 heads, seq 2048, Megatron's vocabulary 51,200
+        _gpt3("mt-nlg-530b", 20480, 105, 128),
+        # BLOOM (BigScience 2022, bigscience/bloom config.json): 70 layers, hidden 14336, 112 heads, ALiBi,
+        # vocabulary 250,880 (250,680 padded); its embedding LayerNorm (2 d) is not counted. Cost model only.
+        _alibi_gpt("bloom-176b", "bloom", 14336, 70, 112, 250880),
+        # OPT (Zhang et al. 2022, Table 1: layers, heads, d_model). OPT-350M is left out: its 512-wide embedding
+        # projected to d_model 1024 (word_embed_proj_dim) is not modelled. Cost model only.
+        _opt("opt-125m", 768, 12, 12),
+        _opt("opt-1.3b", 2048, 24, 32),
+        _opt("opt-2.7b", 2560, 32, 32),
+        _opt("opt-6.7b", 4096, 32, 32),
+        _opt("opt-13b", 5120, 40, 40),
+        _opt("opt-30b", 7168, 48, 56),
+        _opt("opt-66b", 9216, 64, 72),
+        _opt("opt-175b", 12288, 96, 96),
+        # Llama 2 (Touvron et al. 2023b, Table 1 + meta-llama/Llama-2-*-hf config.json): context 4096; the 70B has
+        # grouped-query attention (8 K/V heads). llama-70b above is the same 70B.
+        _llama("llama2-7b", 4096, 11008, 32, 32, positions=4096),
+        _llama("llama2-13b", 5120, 13824, 40, 40, positions=4096),
+        _llama("llama2-70b", 8192, 28672, 80, 64, kv_heads=8, positions=4096),
+        # Llama 3 (Llama Team 2024, 'The Llama 3 Herd of Models' Table 3: layers, model / FFN dimension, heads,
+        # 8 K/V heads), vocabulary 128,256 as meta-llama/Meta-Llama-3* config.json (the table's "128,000" + 256
+        # special tokens), pre-training context 8192
+        _llama("llama3-8b", 4096, 14336, 32, 32, kv_heads=8, vocab=128256, positions=8192),
+        _llama("llama3-70b", 8192, 28672, 80, 64, kv_heads=8, vocab=128256, positions=8192),
+        _llama("llama3-405b", 16384, 53248, 126, 128, kv_heads=8, vocab=128256, positions=8192),
+        # MPT (MosaicML 2023, mosaicml/mpt-7b and mpt-30b config.json: d_model, n_layers, n_heads, expansion_ratio
+        # 4, vocabulary 50,432, ALiBi, no_bias: its biases, < 0.1% of the weights, are counted). Cost model only.
+        _alibi_gpt("mpt-7b", "mpt", 4096, 32, 32, 50432),
+        _alibi_gpt("mpt-30b", "mpt", 7168, 48, 64, 50432),
+        # Falcon (Almazrouei et al. 2023; tiiuae/falcon-7b: 32 layers, hidden 4544, 71 heads, multi-query;
+        # falcon-40b: 60 layers, hidden 8192, 128 heads, 8 K/V groups). Parallel attention + MLP priced as the
+        # sequential block. Cost model only.
+        _falcon_preset("falcon-7b", 4544, 32, 71, 1),
+        _falcon_preset("falcon-40b", 8192, 60, 128, 8),
+        # T5 v1.1 (google/t5-v1_1-* config.json) and Flan-T5 (Chung et al. 2022; google/flan-t5-*, the same
+        # architectures): gated-GELU, untied head, vocabulary 32,128
+        _t5("t5-v1_1-small", 512, 64, 1024, 6, 8, v1_1=True),
+        _t5("t5-v1_1-base", 768, 64, 2048, 12, 12, v1_1=True),
+        _t5("t5-v1_1-large", 1024, 64, 2816, 16, 24, v1_1=True),
+        _t5("t5-v1_1-xl", 2048, 64, 5120, 32, 24, v1_1=True),
+        _t5("flan-t5-small", 512, 64, 1024, 6, 8, v1_1=True),
+        _t5("flan-t5-base", 768, 64, 2048, 12, 12, v1_1=True),
+        _t5("flan-t5-large", 1024, 64, 2816, 16, 24, v1_1=True),
+        _t5("flan-t5-xl", 2048, 64, 5120, 32, 24, v1_1=True),
+        _t5("flan-t5-xxl", 4096, 64, 10240, 64, 24, v1_1=True),
+        # UL2 20B (Tay et al. 2022; google/ul2 config.json): 32 + 32 layers, d_model 4096, 16 heads of d_kv 256,
+        # gated-SiLU FFN of 16384, untied head, vocabulary 32,128
+        _t5("ul2-20b", 4096, 256, 16384, 16, 32, v1_1=True, ffn="gated-silu"),
         # CPU proxies: a family of tiny T5 v1.1-style models for tests, demos and scaling-law studies.
         _t5("t5-tiny", 128, 32, 512, 4, 2, v1_1=True, vocab=8192),
         _t5("t5-mini", 256, 32, 1024, 8, 4, v1_1=True, vocab=8192),
@@ -554,8 +668,11 @@ def get_model(name_or_path: str) -> ModelSpec:
         path = path / "config.json"
     if path.suffix == ".json" or path.exists():
         return from_hf_config(path)
-    raise ScalestudyError(f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}), a config.json or a "
-                          "model YAML path")
+    import difflib
+
+    near = difflib.get_close_matches(name_or_path, PRESETS, n=1)  # a misspelt preset: gpt3-175 -> gpt3-175b
+    raise ScalestudyError(f"unknown model {name_or_path!r}{f' (did you mean {near[0]}?)' if near else ''}: use a "
+                          "preset (`scalestudy presets` lists them), a config.json or a model YAML path")
 
 
 # The shape keys of a model YAML / a published row's `model:` (seq: the positions a GPT learns, = the run's length)
@@ -629,6 +746,8 @@ def to_hf_config(spec: ModelSpec) -> dict:
             "tie_word_embeddings": spec.tie_word_embeddings, "decoder_start_token_id": 0, "pad_token_id": 0,
             "eos_token_id": 1,
         }
+    if spec.hf_type in PRESET_COST_MODEL_TYPES:
+        return _cost_model_hf_config(spec)
     if spec.family == "gpt2":
         return {
             "model_type": "gpt2", "vocab_size": spec.vocab_size, "n_embd": spec.d_model, "n_layer": spec.num_layers,
@@ -646,3 +765,24 @@ def to_hf_config(spec: ModelSpec) -> dict:
     if spec.hf_type == NEMOTRON:
         fields["hidden_act"] = "relu2"
     return fields
+
+
+def _cost_model_hf_config(spec: ModelSpec) -> dict:
+    """The config.json of a cost-model-only preset's architecture (PRESET_COST_MODEL_TYPES) in its own model_type,
+    so that it reads back (`from_hf_config`) as the same spec; `train` builds none of them."""
+    common = {"vocab_size": spec.vocab_size, "tie_word_embeddings": spec.tie_word_embeddings}
+    if spec.hf_type == "opt":  # OPTLearnedPositionalEmbedding holds max_position_embeddings + 2 rows
+        return {"model_type": "opt", "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
+                "num_attention_heads": spec.num_heads, "ffn_dim": spec.d_ff, "activation_function": spec.ffn,
+                "max_position_embeddings": spec.max_position_embeddings - 2, **common}
+    if spec.hf_type == "bloom":
+        return {"model_type": "bloom", "hidden_size": spec.d_model, "n_layer": spec.num_layers,
+                "n_head": spec.num_heads, **common}
+    if spec.hf_type == "mpt":  # ALiBi (no position table) unless the spec has learned positions
+        return {"model_type": "mpt", "d_model": spec.d_model, "n_layers": spec.num_layers, "n_heads": spec.num_heads,
+                "expansion_ratio": spec.d_ff // spec.d_model, "max_seq_len": spec.max_position_embeddings or 2048,
+                "attn_config": {"alibi": not spec.max_position_embeddings}, **common}
+    return {"model_type": FALCON, "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
+            "num_attention_heads": spec.num_heads, "new_decoder_architecture": True, "num_kv_heads": spec.kv_heads,
+            "ffn_hidden_size": spec.d_ff, "max_position_embeddings": spec.max_position_embeddings,
+            "bias": spec.attention_bias == "all", **common}
