@@ -83,7 +83,8 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     spec = parse_spec(demo_spec(output), "demo spec")
     console.print(f"scalestudy demo: {len(spec.trials)} real training runs (t5-tiny, DeepSpeed ZeRO 0-3 and FSDP, "
                   f"1-2 CPU ranks) into {output}/study.sqlite. The first DeepSpeed run on a fresh machine compiles "
-                  "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False, soft_wrap=True)
+                  "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False,
+                  soft_wrap=not console.is_terminal)  # a terminal cut it mid-word ("fre|sh"); logs keep one line
     from scalestudy.machine_load import OthersMeter
 
     with OthersMeter() as meter:
@@ -166,7 +167,8 @@ def remeasure_disturbed(spec, output: Path, meter, *, console=None, budget_s: fl
     from scalestudy.study.store import Store
 
     run = run or (lambda sub: run_study(sub, output, retry=("OK",), progress=False, console=console))
-    say = (lambda msg: console.print(msg, highlight=False, soft_wrap=True)) if console else (lambda msg: None)
+    say = (lambda msg: console.print(msg, highlight=False, soft_wrap=not console.is_terminal)) if console else \
+        (lambda msg: None)
     with Store(output) as store:
         rows = {r["trial_id"]: r for r in store.trials()}
         steps = {t: store.metrics(t) for t in rows}

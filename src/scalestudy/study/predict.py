@@ -9,6 +9,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.flops import training_flops
 from scalestudy.costmodel.params import param_count
 from scalestudy.errors import ScalestudyError
+from scalestudy.wrapped import say
 from scalestudy.specs.hardware import make_cluster
 from scalestudy.specs.model import get_model
 
@@ -17,7 +18,7 @@ def cluster_for(trial, device: str):
     """Local CPU trials: one node of `nproc` ranks of this machine's measured CPU profile (measured once, cached:
     costmodel/cpu_profile.py); clusters: nodes x GPUs."""
     return measured_cluster(make_cluster(device, trial.nodes, trial.nproc),
-                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
+                            log=lambda msg: say(msg, sys.stderr))
 
 
 def predict(trial, device: str) -> dict:

@@ -88,6 +88,7 @@ class SweepProgress:
     def finished(self, row: dict, running: list[str]) -> None:
         self.done += 1
         self.counts[row["status"]] += 1
-        self.progress.console.print(describe(row), highlight=False, soft_wrap=True)  # one line per trial, in logs too
+        # one line per trial in logs; a terminal's lines wrap at spaces (it cut them mid-word: "1.95e+|03")
+        self.progress.console.print(describe(row), highlight=False, soft_wrap=not self.progress.console.is_terminal)
         elapsed = self.progress.tasks[0].elapsed  # when this trial finished (the one task): EtaColumn's pace
         self.progress.update(self.task, advance=1, info=self._info(", ".join(running)), done_at=elapsed)

@@ -58,6 +58,7 @@ from scalestudy.engine.data.tokenizer import (
 )
 from scalestudy.errors import ScalestudyError
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.wrapped import say
 
 OBJECTIVES = ("span", "knowledge", "causal")
 LABEL_PAD = -100
@@ -186,12 +187,12 @@ def _tokenizer(cfg: DataConfig, docs: list[str], corpus_hash: str, out_dir: Path
             return load_tokenizer(cached)
     mb = sum(len(d) for d in docs) / 1e6
     # A long start-up is announced, not silent: a large corpus takes minutes (1-4 s per MB of text on one core)
-    print(f"training a {cfg.vocab_size}-token {cfg.tokenizer_kind} tokenizer on {len(docs):,} documents "
-          f"({mb:.1f} MB of text, roughly 1-4 s per MB; once per corpus and vocabulary"
-          + (f", kept in {cached})..." if write and cached else ")..."), flush=True)
+    say(f"training a {cfg.vocab_size}-token {cfg.tokenizer_kind} tokenizer on {len(docs):,} documents "
+        f"({mb:.1f} MB of text, roughly 1-4 s per MB; once per corpus and vocabulary"
+        + (f", kept in {cached})..." if write and cached else ")..."))
     t0 = time.perf_counter()
     tok = train_tokenizer(docs, cfg.vocab_size, cfg.tokenizer_kind)
-    print(f"tokenizer trained in {time.perf_counter() - t0:.1f} s", flush=True)
+    say(f"tokenizer trained in {time.perf_counter() - t0:.1f} s")
     if write and cached:
         save_tokenizer(tok, cached)
         _write_json(meta, {"key": key, "vocab_size": cfg.vocab_size, "kind": cfg.tokenizer_kind})
