@@ -97,7 +97,7 @@ def _fake_profiles(monkeypatch, qualities, quiet=True):
     calls = []
     monkeypatch.setattr(cpu_profile, "_machine_quiet", lambda max_wait_s: quiet)
 
-    def run(path, attempt, timeout_s, ops):
+    def run(path, attempt, timeout_s, ops, log=None):
         q = qualities[len(calls)]
         calls.append((Path(path), attempt))
         save_profile(replace(get_device("local-cpu"), step_overhead_s=0.01 * len(calls)), path,
@@ -133,7 +133,7 @@ def test_a_failed_second_measurement_keeps_the_first(tmp_path, monkeypatch):
     calls = _fake_profiles(monkeypatch, [ProfileQuality(0.45, 0.02, 3)])
     first = cpu_profile._run_profile
 
-    def run(p, attempt, timeout_s, ops):
+    def run(p, attempt, timeout_s, ops, log=None):
         if attempt == 2:
             Path(p).write_text("half a profi", encoding="utf-8")  # killed mid-way
             raise cpu_profile.ScalestudyError("CPU profile measurement failed (exit -9): killed")
@@ -199,3 +199,46 @@ def test_a_cached_noisy_profile_is_used_with_one_warning(tmp_path, monkeypatch):
     assert cpu_profile.local_cpu_profile(log=logs.append).step_overhead_s == 0.02
     assert cpu_profile.local_cpu_profile(log=logs.append).step_overhead_s == 0.02
     assert len(logs) == 1 and "50%" in logs[0] and str(path) in logs[0]
+
+
+def _fake_child(monkeypatch, script: str) -> None:
+    """_run_profile's subprocess replaced by `script` (python -c), given the profile's path as argv[1]."""
+    popen = subprocess.Popen
+
+    def run(cmd, **kw):
+        return popen([sys.executable, "-c", script, cmd[cmd.index("--output") + 1]], **kw)
+
+    monkeypatch.setattr(cpu_profile.subprocess, "Popen", run)
+
+
+def test_the_measurement_says_how_far_it_got(tmp_path, monkeypatch):
+    """~5 min of measuring passed in silence (its output is captured): each part it starts is shown as it starts,
+    with the time so far; the rest of its output is not."""
+    mark = cpu_profile.PROGRESS_MARK
+    _fake_child(monkeypatch, f"import sys; print('{mark} 1/2 micro-benchmarks', file=sys.stderr); "
+                             f"print('[INFO] DeepSpeed chatter'); print('{mark}   ddp ZeRO-0', file=sys.stderr); "
+                             "open(sys.argv[1], 'w').write('x')")
+    logs = []
+    cpu_profile._run_profile(tmp_path / "p.yaml", 1, 60.0, (), logs.append)
+    assert [line.split(" s  ", 1)[1] for line in logs] == ["1/2 micro-benchmarks", "  ddp ZeRO-0"]
+    assert all(line.split(" s  ")[0].strip().isdigit() for line in logs)  # the time so far
+
+
+def test_a_failed_measurement_says_its_last_line(tmp_path, monkeypatch):
+    _fake_child(monkeypatch, f"import sys; print('{cpu_profile.PROGRESS_MARK} micro-benchmarks', file=sys.stderr); "
+                             "print('some output'); raise SystemExit('RuntimeError: no gloo')")
+    with pytest.raises(cpu_profile.ScalestudyError, match=r"failed \(exit 1\): RuntimeError: no gloo$"):
+        cpu_profile._run_profile(tmp_path / "p.yaml", 1, 60.0, ())
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_each_part_of_the_measurement_is_announced_once(capsys):
+    from scalestudy.costmodel.cpu_profile import PROGRESS_MARK
+    from scalestudy.engine.cpu_profile import Phases
+
+    phases = Phases(total=2)
+    for name in ("micro-benchmarks", "plain steps", "plain steps"):
+        with phases(name):
+            pass
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"{PROGRESS_MARK} 1/2 micro-benchmarks", f"{PROGRESS_MARK} 2/2 plain steps"]

@@ -53,12 +53,14 @@ def test_the_users_own_thresholds_win():
 def test_the_cpu_profile_is_measured_with_the_pinned_thresholds(tmp_path, monkeypatch):
     seen = {}
 
+    popen = subprocess.Popen
+
     def run(cmd, env, **kw):
         seen.update(env)
-        return subprocess.CompletedProcess(cmd, 1, "", "boom")
+        return popen([sys.executable, "-c", "raise SystemExit('boom')"], **kw)
 
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in host_allocator.ALLOCATOR_ENV})
-    monkeypatch.setattr(cpu_profile.subprocess, "run", run)
+    monkeypatch.setattr(cpu_profile.subprocess, "Popen", run)
     with pytest.raises(ScalestudyError):
         cpu_profile._run_profile(tmp_path / "p.yaml", 1, 10.0, ())
     assert {k: seen[k] for k in host_allocator.ALLOCATOR_ENV} == host_allocator.ALLOCATOR_ENV

@@ -222,22 +222,48 @@ def profile_quality(path: Path) -> ProfileQuality | None:
     return ProfileQuality.parse(head) if head.startswith("#") else None
 
 
-def _run_profile(path: Path, attempt: int, timeout_s: float, ops) -> None:
+# engine/cpu_profile.py starts each line that says how far it got with this; _run_profile shows those lines (with
+# the time so far) and keeps the rest of its output for a failure's message. (~5 min passed in silence before.)
+PROGRESS_MARK = "scalestudy-cpu-profile:"
+
+
+def _run_profile(path: Path, attempt: int, timeout_s: float, ops, log=None) -> None:
+    import threading
+    import time
+
     from scalestudy.op_locks import lock_hint
 
     from scalestudy.host_allocator import pinned_allocator_env
 
     # glibc's malloc thresholds pinned as the CPU ranks have them (engine/launch.py worker_env): the timed steps'
     # page faults then do not depend on what the profile's process timed before them (scalestudy/host_allocator.py)
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **pinned_allocator_env())
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **pinned_allocator_env(),
+               PYTHONUNBUFFERED="1")  # stdout in order with stderr: a failure's last line is its traceback's
     cmd = [sys.executable, "-m", "scalestudy.engine.cpu_profile", "--output", str(path), "--attempt", str(attempt)]
+    start, last = time.monotonic(), []
+    # one pipe for both streams, read by one thread: a child that fills the unread one of two pipes would block
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def pump() -> None:
+        for line in proc.stdout:
+            if line.startswith(PROGRESS_MARK):
+                if log:
+                    log(f"  {time.monotonic() - start:4.0f} s  {line[len(PROGRESS_MARK) + 1:].rstrip()}")
+            elif line.strip():
+                last[:] = [line.strip()]
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         raise ScalestudyError(f"CPU profile measurement timed out after {timeout_s:.0f} s{lock_hint(ops)}") from None
+    finally:
+        reader.join(timeout=5.0)
     if proc.returncode != 0 or not path.is_file():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ScalestudyError(f"CPU profile measurement failed (exit {proc.returncode}): {tail[0]}")
+        raise ScalestudyError(f"CPU profile measurement failed (exit {proc.returncode}): {(last or ['no output'])[0]}")
 
 
 # A profile is measured again only once the machine has gone quiet (other processes busy on at most QUIET_CORES cores
@@ -269,7 +295,7 @@ def _measure_again(path: Path, first: ProfileQuality, timeout_s: float, ops, log
     attempt = first.attempt + 1
     again = path.with_name(f"{path.stem}.attempt{attempt}-{os.getpid()}.yaml")
     try:
-        _run_profile(again, attempt, timeout_s, ops)
+        _run_profile(again, attempt, timeout_s, ops, log)
         second = profile_quality(again)
         if second is not None and second.noise() < first.noise():
             os.replace(again, path)
@@ -311,7 +337,7 @@ def measure_profile(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEOUT_
         build = f" after compiling DeepSpeed's {' and '.join(pending)} for this Python environment" if pending else ""
         log(f"measuring this CPU once for the cost model (~{PROFILE_MINUTES + len(pending)} min{build}; cached in "
             f"{path})...")
-    _run_profile(path, 1, timeout_s, PROFILE_OPS)
+    _run_profile(path, 1, timeout_s, PROFILE_OPS, log)
     first = profile_quality(path)
     if first is None or first.noise() <= 1.0:
         return path

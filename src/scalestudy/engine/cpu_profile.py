@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from pathlib import Path
 import torch
 
 from scalestudy.costmodel.cpu_engine import PER_STEP
+from scalestudy.costmodel.cpu_profile import PROGRESS_MARK
 from scalestudy.engine.cpu_wait import Meter, clock, peer_wait, wait_s
 from scalestudy.engine.op_builds import extensions_dir, pin_ninja
 from scalestudy.engine.single_rank import init_single_rank_group
@@ -205,6 +207,7 @@ def engine_overheads(log=print, meter: Meter | None = None, miss: float = 0.0) -
         # plain PyTorch right beside the engine, alternating, three times each, the best of each: the same machine
         # load for both, and a load burst during one timing does not become an engine cost
         plain, timed = [], []
+        announce(f"  {engine} ZeRO-{zero}, beside plain PyTorch")
         try:
             for _ in range(3):
                 plain.append(time_steps(spec, micro_batch, accum, phases=True, meter=meter))
@@ -285,15 +288,24 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0, meter: Me
     return out
 
 
+def announce(text: str) -> None:
+    """A progress line for the parent (costmodel/cpu_profile._run_profile shows it; the rest of the output is kept
+    for a failure's message): the measurement takes minutes, which passed in silence."""
+    print(f"{PROGRESS_MARK} {text}", file=sys.stderr, flush=True)
+
+
 class Phases:
     """Wall seconds per named part of the measurement (`with phases("name"):`), written into the profile's note:
-    where a fresh machine's first prediction spends its time."""
+    where a fresh machine's first prediction spends its time. Each part is announced as it starts (k of `total`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: int = 0) -> None:
         self.seconds: dict[str, float] = {}
+        self.total = total
 
     @contextmanager
     def __call__(self, name: str):
+        if name not in self.seconds:
+            announce(f"{len(self.seconds) + 1}/{self.total} {name}" if self.total else name)
         t0 = time.perf_counter()
         try:
             yield
@@ -324,7 +336,7 @@ def measure(output: Path, nproc: int = 2, attempt: int = 1) -> Path:
 
     t0 = time.perf_counter()
     load = os.getloadavg()[0]
-    phases = Phases()
+    phases = Phases(total=6 if nproc > 1 else 4)  # the `with phases(...)` blocks below
     bench, one, many = Meter(), Meter(), Meter()  # run-queue share of the micro-benchmarks, 1-rank, n-rank timings
     with tempfile.TemporaryDirectory() as tmp, phases("micro-benchmarks"):
         meas = launch(str(Path(tmp) / "microbench.json"), nproc, quick=True)
