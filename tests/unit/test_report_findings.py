@@ -241,3 +241,21 @@ def test_step_time_error_against_the_steps_less_their_run_queue_wait(tmp_path):
     # a store of trials without the measure (older versions) says nothing about it
     build_store(tmp_path / "old").close()
     assert "run-queue wait" not in "\n".join(findings(load(tmp_path / "old")))
+
+
+def test_report_shows_the_step_time_less_run_queue_wait(tmp_path):
+    """The findings state the step-time error against wall-clock steps and against the steps less their run-queue
+    wait (the like-for-like one on a busy machine); the table and the scatter showed the first only."""
+    import sqlite3
+
+    build_store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "study.sqlite") as conn:
+        conn.execute("UPDATE trials SET summary_json = json_object('median_unqueued_step_s', step_s / 2) "
+                     "WHERE status = 'OK'")
+    paths = write_report(tmp_path)
+    md = paths["md"].read_text()
+    assert "| s/step (median) | s/step less run-queue wait |" in md
+    assert "| 0.4 | 0.2 |" in md  # ds-z2 on 1 rank: 0.40 s wall clock, half of it waiting
+    alts = re.findall(r'<img alt="([^"]+)"', paths["html"].read_text())
+    # predicted 1.1 x wall clock = 2.2 x the unqueued step: +120%
+    assert any("median error 10%; less run-queue wait 120% over 5 trials" in a for a in alts)

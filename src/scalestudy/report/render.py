@@ -36,6 +36,7 @@ for _name in ("step_time.png", "throughput.png", "scaling_efficiency.png"):
 COLUMNS = (
     ("model", "model", "{}"), ("strategy", "strategy", "{}"), ("world_size", "ranks", "{}"),
     ("global_batch", "global batch (seq)", "{}"), ("step_s", "s/step (median)", "{:.3g}"),
+    ("unqueued_step_s", "s/step less run-queue wait", "{:.3g}"),  # what a CPU profile's prediction stands for
     ("tokens_per_s", "tokens/s", "{:,.0f}"), ("mfu", "MFU (%)", "pct"),
     ("peak_mem_bytes", "peak mem/rank (MiB)", "mib"), ("pred_step_s", "predicted s/step", "{:.3g}"),
     ("pred_mem_bytes", "predicted mem/rank (MiB)", "mib"), ("loss", "final loss (nats/token)", "{:.3f}"),
