@@ -14,7 +14,7 @@ def read_yaml(path: str | Path, what: str) -> Any:
     """The loaded YAML document ({} for an empty file); `what` names the file in errors ("study spec")."""
     path = Path(path)
     if not path.is_file():
-        raise ScalestudyError(f"{what} not found: {path}")
+        raise ScalestudyError(f"{what} not found: {path}{repo_hint(path)}")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except BadKey as exc:
@@ -31,6 +31,15 @@ def read_yaml(path: str | Path, what: str) -> Any:
         raise ScalestudyError(f"{what} {path}: its aliases (*name) expand to more than {MAX_VALUES:,} values: no "
                               "configuration is that large")
     return {} if data is None else data
+
+
+def repo_hint(path: Path) -> str:
+    """' (...)' when a relative path that is missing here names a file of this source checkout (the README's
+    `examples/...`, which are relative to the repository root, typed in another directory); '' otherwise."""
+    root = Path(__file__).resolve().parents[2]  # src/scalestudy/yamlfile.py -> the checkout holding src/
+    if path.is_absolute() or not (root / "src" / "scalestudy").is_dir() or not (root / path).exists():
+        return ""
+    return f" in {Path.cwd()} (the repository's is {root / path}: the README's paths are relative to its root)"
 
 
 # A configuration holds hundreds of values. YAML aliases share one object, so a few lines of `&a [*a, *a, ...]`

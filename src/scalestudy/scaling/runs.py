@@ -160,7 +160,9 @@ def load_runs(source: str | Path | list[dict] | Runs) -> Runs:
     if path.is_dir():
         return read_study(path)
     if not path.exists():
-        raise ScalestudyError(f"no such file or study directory: {path}")
+        from scalestudy.yamlfile import repo_hint
+
+        raise ScalestudyError(f"no such file or study directory: {path}{repo_hint(path)}")
     if path.suffix.lower() != ".csv":
         raise ScalestudyError(f"{path}: expected a runs .csv file or a study directory")
     return read_csv(path)
