@@ -45,3 +45,34 @@ def test_fp32_counts_as_tf32_only_when_tf32_matmuls_are_on(on_a100):
 def test_the_convention_names_numerator_and_denominator():
     assert "model FLOPs per optimizer step" in MFU_CONVENTION and "dense peak" in MFU_CONVENTION
     assert "no recomputation" in MFU_CONVENTION and "encoder and decoder" in MFU_CONVENTION
+
+
+def test_a_cpu_run_divides_by_its_machines_profile_peak_as_the_prediction_does(tmp_path, monkeypatch):
+    """On CPU the peak was timed at each run's start, under whatever load the machine had: the demo's trials at load
+    5-7 divided by 21-47 GFLOP/s (MFU 15.8% for a 0.48 s step beside 20.6% for a 0.164 s one of the same work). With
+    a cached profile of this machine, the run divides by the profile's peak, as the prediction for it does."""
+    from dataclasses import replace
+
+    from scalestudy.costmodel.calibrate import save_profile
+    from scalestudy.costmodel.cpu_profile import measured_cluster, profile_path
+    from scalestudy.specs.hardware import get_device
+
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "measured")
+    monkeypatch.setattr(probe, "measure_matmul_flops", lambda **kw: pytest.fail("timed under the run's own load"))
+    save_profile(replace(get_device("local-cpu"), peak_flops={"fp32": 80e9}), profile_path(), "per-machine CPU profile")
+    peak, source = probe.peak_flops(types.SimpleNamespace(type="cpu"), "fp32")
+    assert peak == 80e9 and "measured fp32 matmul peak of this CPU's profile (80.0 GFLOP/s per rank" in source
+    model, workload = get_model("t5-tiny"), Workload(global_batch=4, seq_len=64, target_len=16)
+    est = estimate(model, measured_cluster(make_cluster("local-cpu", 1, 1)), Strategy(engine="ddp", precision="fp32"),
+                   workload)
+    assert est.peak_flops == peak
+
+
+def test_without_a_cached_profile_a_cpu_run_times_its_peak(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALESTUDY_CPU_PROFILE", "measured")
+    monkeypatch.setattr(probe, "measure_matmul_flops", lambda **kw: 20e9)
+    peak, source = probe.peak_flops(types.SimpleNamespace(type="cpu"), "fp32")
+    assert peak == 20e9 and source.startswith("measured fp32 matmul on this CPU rank (20.0 GFLOP/s")
+    assert list(tmp_path.iterdir()) == []  # nothing measured or cached by a run
