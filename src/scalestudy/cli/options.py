@@ -128,6 +128,12 @@ GRAD_BUCKETS = typer.Option("engine", "--grad-buckets",
                                  "no copy when one micro-batch makes the step; what scalestudy's train sets); cost "
                                  "model only.")
 PLAN_GRAD_BUCKETS = _plan_default_train(GRAD_BUCKETS, "view on ddp without tp/pp")
+PIPELINE_SCATTER_GATHER = typer.Option(
+    "engine", "--pipeline-scatter-gather",
+    help="How a pipeline stage boundary replicated over the tp ranks (tp > 1, no sequence parallelism) is sent: "
+         "engine (the engine's: megatron / deepspeed split it) | on (1/tp per rank, all-gathered on the receiving "
+         "stage: Megatron-LM since April 2021, DeepSpeed's pipeline) | off (the whole tensor from every tp rank: "
+         "Megatron-LM main before April 2021); cost model only.")
 ZERO3_FETCH = typer.Option("engine", "--zero3-fetch",
                            help="How DeepSpeed ZeRO-3 gathers its parameters (engine deepspeed, zero 3): engine "
                                 "(coalesced, the current DeepSpeed) | coalesced (>= 0.6: one flat all-gather per "
@@ -170,7 +176,8 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "optimizer_dtype": (str, OPTIMIZER_DTYPE), "optimizer_loop": (str, OPTIMIZER_LOOP),
                     "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
-                    "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE)}
+                    "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE),
+                    "pipeline_scatter_gather": (str, PIPELINE_SCATTER_GATHER)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),

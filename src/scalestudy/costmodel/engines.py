@@ -117,6 +117,15 @@ def engine_comm(engine: str) -> EngineComm:
     return engine_table()[engine]
 
 
+def scatters_stage_boundary(st, eng: EngineComm) -> bool:
+    """Whether a tp-replicated pipeline stage boundary goes 1/tp per rank, all-gathered on the receiving stage
+    (comm.stage_boundary_time): the run's Strategy.pipeline_scatter_gather ("on" / "off": a statement about its
+    software, e.g. Megatron-LM before April 2021 sends whole tensors), else the engine's (engines.yaml)."""
+    if st.pipeline_scatter_gather == "engine":
+        return eng.pipeline_scatter_gather
+    return st.pipeline_scatter_gather == "on"
+
+
 @dataclass(frozen=True, slots=True)
 class TPOverlap:
     """Overlap of tensor-parallel collectives with their GEMMs (engines.yaml tp_comm_overlap): Transformer Engine

@@ -21,7 +21,7 @@ from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
 from scalestudy.costmodel.eager_kernels import (autocast_ffn_cast_s, autocast_gpt_s, autocast_layer_norm_s,
                                                 autocast_param_s, autocast_t5_cast_s, megatron_bias_add_s)
-from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.engines import engine_comm, scatters_stage_boundary
 from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
@@ -164,7 +164,7 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + norm_casts + grad_copy
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
-                                                          cfg.eng.pipeline_scatter_gather, cfg.cross_node,
+                                                          scatters_stage_boundary(st, cfg.eng), cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
     tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs,
                                         collectives)

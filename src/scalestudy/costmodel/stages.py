@@ -42,7 +42,7 @@ from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
 from scalestudy.costmodel.constants import stored
-from scalestudy.costmodel.engines import engine_comm
+from scalestudy.costmodel.engines import engine_comm, scatters_stage_boundary
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes,
                                          eager_composed_gelu, eager_fp32_softmax, eager_rms_norms, fused_swiglu,
@@ -252,7 +252,7 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     flash, sp = st.attention == "flash", st.sequence_parallel and tp > 1
     boundary = boundary_bytes(model, st.micro_batch, s, t, prec)
     cross = spans_nodes(tp * dp, cluster)
-    gather = engine_comm(st.engine).pipeline_scatter_gather
+    gather = scatters_stage_boundary(st, engine_comm(st.engine))
     out = []
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,

@@ -59,7 +59,7 @@ from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PA
                                       CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_BUCKETS, GRAD_REDUCES,
                                       KERNELS, LM_HEADS, NORM_DTYPES, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES,
-                                      RECOMPUTES,
+                                      RECOMPUTES, SCATTER_GATHERS,
                                       ZERO3_FETCHES, ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder,
                                       resolve_layout, software_fill)
 
@@ -112,6 +112,7 @@ class Constraints:
     cublas: str = "11"  # the cuBLAS major version of the user's torch build: a statement, not searched
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (the user's torch / container): a statement, not searched
     norm_dtype: str = "engine"  # the dtype eager LayerNorms run in (autocast's fp32 or not): a statement, not searched
+    pipeline_scatter_gather: str = "engine"  # the pipeline send layout of the user's software: a statement
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -126,7 +127,7 @@ class Constraints:
                               ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED)),
                               ("grad_buckets", (*GRAD_BUCKETS, TRAINED)),
                               ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
-                              ("norm_dtype", NORM_DTYPES)):
+                              ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -450,7 +451,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  tp_comm_overlap=constraints.tp_comm_overlap, zero1_all_reduce=constraints.zero1_all_reduce,
                  grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
                  optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch,
-                 cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype, **software)
+                 cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype,
+                 pipeline_scatter_gather=constraints.pipeline_scatter_gather, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))

@@ -333,6 +333,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation",
                       "grad_buckets": "PyTorch DDP's gradient buckets beside the gradients, torch's default",
                       "zero3_fetch": "DeepSpeed before 0.5.5's per-parameter ZeRO-3 gathers",
+                      "pipeline_scatter_gather": "Megatron-LM / DeepSpeed pipeline sends split over the tp ranks, "
+                                                 "or Megatron-LM before April 2021's whole-tensor sends",
                       "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default"}
 
 
@@ -440,7 +442,7 @@ def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | 
     if name == "lm_head" and fields is not None and fields["tp"] == 1:  # no tp: one vocabulary, however split
         return value in LM_HEADS
     default = _train_default(name)
-    if isinstance(value, bool) and name == "recompute_early_stop":  # YAML reads an unquoted on / off as true / false
+    if isinstance(value, bool) and name in ("recompute_early_stop", "pipeline_scatter_gather"):  # YAML: on -> true
         value = "on" if value else "off"
     if type(value) is type(default) and value == default:
         return True

@@ -181,6 +181,13 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      over a list of per-rank views -- in series with the compute, with host work per rank of the
                      group; costmodel/zero3.per_param_sync_comm_s) or "engine" (coalesced: the current DeepSpeed,
                      what `train` runs).
+- pipeline_scatter_gather: how a pipeline stage boundary replicated over the tensor-parallel ranks (no sequence
+                     parallelism, tp > 1) is sent (cost model only; costmodel/comm.stage_boundary_time): "on" (each tp
+                     rank sends 1/tp of it and the receiving stage all-gathers the pieces over NVLink -- Megatron-LM's
+                     scatter/gather, Narayanan et al. 2021 Sec. 4.1, DeepSpeed's PartitionedTensor sends), "off" (every
+                     tp rank sends the whole tensor -- Megatron-LM main before its April 2021 release, e.g. 8aa4619f's
+                     training.py communicate() isends the full (seq, micro-batch, hidden) tensor; scalestudy's own
+                     pipeline) or "engine" (engines.yaml pipeline_scatter_gather of the engine).
 - cublas:            the cuBLAS major version the run's torch build links, for 16-bit GEMMs whose leading dimensions
                      are not multiples of 8 elements (costmodel/alignment.py; NVIDIA Matrix Multiplication Background
                      User's Guide, Table 1): "11" (CUDA >= 11, 2020-06 on: Tensor Cores at a narrower load, the
@@ -288,6 +295,7 @@ ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's 
 NORM_DTYPES = ("engine", "compute", "fp32")  # the dtype eager LayerNorms run in (costmodel/eager_kernels.py)
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
+SCATTER_GATHERS = ("engine", "on", "off")  # tp-replicated pipeline sends split over the tp ranks (comm.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
@@ -303,7 +311,7 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
             ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
             ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
-            ("norm_dtype", NORM_DTYPES))
+            ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -346,6 +354,7 @@ class Strategy:
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
     grad_buckets: str = "engine"  # DDP's gradient_as_bucket_view (cost model only, module docstring)
     zero3_fetch: str = "engine"  # DeepSpeed ZeRO-3's parameter gather path (cost model only, module docstring)
+    pipeline_scatter_gather: str = "engine"  # tp-replicated stage boundary sent 1/tp per rank (cost model only)
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
     norm_dtype: str = "engine"  # dtype eager LayerNorms run in: autocast's fp32 or the compute dtype (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
@@ -363,6 +372,8 @@ class Strategy:
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
         if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
             object.__setattr__(self, "recompute_early_stop", "on" if self.recompute_early_stop else "off")
+        if isinstance(self.pipeline_scatter_gather, bool):  # the same YAML reading
+            object.__setattr__(self, "pipeline_scatter_gather", "on" if self.pipeline_scatter_gather else "off")
         if isinstance(self.cublas, int) and not isinstance(self.cublas, bool):  # YAML / --set read cublas=11 as 11
             object.__setattr__(self, "cublas", str(self.cublas))  # ("unknown cublas 11 (choose from 11, 10)")
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
@@ -567,6 +578,8 @@ class Strategy:
             parts.append(f"grads-{self.grad_buckets}")
         if self.zero == 3 and self.zero3_fetch != "engine":
             parts.append(f"fetch-{self.zero3_fetch}")
+        if self.pp > 1 and self.tp > 1 and self.pipeline_scatter_gather != "engine":
+            parts.append(f"pp-scatter-gather-{self.pipeline_scatter_gather}")
         if self.cublas != "11":
             parts.append(f"cublas-{self.cublas}")
         if self.norm_dtype == "fp32" and self.precision != "fp32":
@@ -784,6 +797,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"grad_buckets {s.grad_buckets}")
     if (s.engine, s.zero) == ("deepspeed", 3) and s.zero3_fetch != "engine":
         parts.append(f"zero3_fetch {s.zero3_fetch}")
+    if s.pp > 1 and s.tp > 1 and s.pipeline_scatter_gather != "engine":
+        parts.append(f"pipeline_scatter_gather {s.pipeline_scatter_gather}")
     if s.precision == "fp32":
         parts.append(f"tf32 {str(s.tf32).lower()}")
     meanings = meanings or {}
