@@ -259,3 +259,18 @@ def test_report_shows_the_step_time_less_run_queue_wait(tmp_path):
     alts = re.findall(r'<img alt="([^"]+)"', paths["html"].read_text())
     # predicted 1.1 x wall clock = 2.2 x the unqueued step: +120%
     assert any("median error 10%; less run-queue wait 120% over 5 trials" in a for a in alts)
+
+
+def test_the_report_command_names_each_file_on_its_own_line(tmp_path, monkeypatch, capsys):
+    """On one line the three paths ran past 80 columns and the terminal cut one mid-name ('/tmp/nc_zlH|5/...')."""
+    from scalestudy.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    build_store(tmp_path).close()
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path)])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"report: {tmp_path / 'report.html'} (HTML)"
+    assert lines[1].strip() == f"{tmp_path / 'report.md'} (Markdown)"
+    assert lines[2].strip() == f"6 plots in {tmp_path / 'plots'}"

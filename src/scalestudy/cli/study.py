@@ -165,8 +165,8 @@ def report(directory: Path = typer.Argument(..., help="Study directory (holding 
     from scalestudy.report.render import write_report
 
     paths = write_report(directory)
-    console.print(f"report: {paths['html']} (HTML), {paths['md']} (Markdown), {len(paths['plots'])} plots in "
-                  f"{paths['plots_dir']}", highlight=False, soft_wrap=True, markup=False)  # paths stay whole
+    console.print(f"report: {paths['html']} (HTML)\n        {paths['md']} (Markdown)\n        {len(paths['plots'])} "
+                  f"plots in {paths['plots_dir']}", highlight=False, soft_wrap=True, markup=False)  # a path a line, whole
     for gap in paths["gaps"]:  # a store whose rows lack fields: what the report could not show (also in it)
         console.print(f"note: {escape(gap)}", highlight=False, soft_wrap=True)
 
@@ -195,5 +195,6 @@ def demo(
         # a hanging indent: wrapped by Rich, a finding's later lines started at column 0, under the bullets
         console.print(textwrap.fill(line, console.width, initial_indent="  - ", subsequent_indent="    ",
                                     break_on_hyphens=False), highlight=False, markup=False, soft_wrap=True)
-    console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown), plots in "
+    # one path a line: three on two lines ran past 80 columns, where the terminal cut the plots' path mid-name
+    console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown)\n        plots: "
                   f"{paths['plots_dir'].resolve()}/", highlight=False, soft_wrap=True, markup=False)
