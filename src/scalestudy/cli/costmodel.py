@@ -6,6 +6,7 @@ which `scalestudy.cli.main` prints on one line with exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Optional
@@ -299,12 +300,18 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
     from scalestudy.costmodel.published import (fit, fit_rows, issue_flags_only, leave_one_source_out, load, summary,
                                                 validation_rows)
 
-    rows = validation_rows()
-    summ = summary(rows)
-    loso = leave_one_source_out()
-    held_out = {r["id"]: r for r in loso["rows"]}
-    refitted = fit(fit_rows()).values() if refit else None
-    defaults = issue_flags_only()
+    # 20-60 s on a shared 2-core machine (a refit of the constants per source) before the first line: a terminal is
+    # told what it is waiting for (on stderr, gone when done); files and pipes get only the tables
+    err = Console(stderr=True)
+    busy = err.status("validate: predicting the published rows, then each source held out...") if err.is_terminal \
+        else contextlib.nullcontext()
+    with busy:
+        rows = validation_rows()
+        summ = summary(rows)
+        loso = leave_one_source_out()
+        held_out = {r["id"]: r for r in loso["rows"]}
+        refitted = fit(fit_rows()).values() if refit else None
+        defaults = issue_flags_only()
     if as_json:
         print(json.dumps({"headline": {"leave_one_source_out_mean_abs_error": loso["mean_abs_error"],
                                        "leave_one_source_out_max_abs_error": loso["max_abs_error"],
