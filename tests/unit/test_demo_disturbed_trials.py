@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,12 @@ def test_a_remeasurement_leaves_the_study_plan_whole(tmp_path, monkeypatch):
     assert remeasure_disturbed(spec, tmp_path, meter, run=run) == [spec.trials[ws2[0]].label] == runs
     with Store(tmp_path) as store:
         assert store.get_meta("trial_ids") == [t.trial_id for t in spec.trials]
+
+
+def test_a_resumed_demo_says_how_many_trials_it_keeps(tmp_path):
+    """Re-running the demo into its directory resumes: it announced '10 real training runs' and then ran none."""
+    spec = parse_spec(demo.demo_spec(tmp_path), "demo spec")
+    assert demo._finished(spec, tmp_path) == 0  # a fresh directory: no store yet, none created
+    assert not (tmp_path / "study.sqlite").exists()
+    _store_with(tmp_path, replace(spec, trials=spec.trials[:3]))
+    assert demo._finished(spec, tmp_path) == 3

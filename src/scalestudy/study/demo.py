@@ -81,8 +81,10 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     # before the trials, not beside them; a cached profile measured under load measured again if it is quiet now
     local_cpu_profile(log=lambda msg: console.print(msg, highlight=False), remeasure_noisy=True)
     spec = parse_spec(demo_spec(output), "demo spec")
-    console.print(f"scalestudy demo: {len(spec.trials)} real training runs (t5-tiny, DeepSpeed ZeRO 0-3 and FSDP, "
-                  f"1-2 CPU ranks) into {output}/study.sqlite. The first DeepSpeed run on a fresh machine compiles "
+    kept = _finished(spec, output)
+    resumed = f" ({kept} of them finished before: kept, not run again)" if kept else ""
+    console.print(f"scalestudy demo: {len(spec.trials)} real training runs{resumed} (t5-tiny, DeepSpeed ZeRO 0-3 and "
+                  f"FSDP, 1-2 CPU ranks) into {output}/study.sqlite. The first DeepSpeed run on a fresh machine compiles "
                   "a C++ op (~1 min, cached in ~/.cache/torch_extensions).", highlight=False,
                   soft_wrap=not console.is_terminal)  # a terminal cut it mid-word ("fre|sh"); logs keep one line
     from scalestudy.machine_load import OthersMeter
@@ -91,6 +93,17 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
         result = run_study(spec, output, progress=progress, console=console)
         remeasure_disturbed(spec, output, meter, console=console)
     return result
+
+
+def _finished(spec, output: Path) -> int:
+    """How many of the demo's trials a re-run finds finished in `output` (it resumes: they are not run again)."""
+    from scalestudy.study.runner import pending_trials
+    from scalestudy.study.store import Store
+
+    if not (output / "study.sqlite").is_file():
+        return 0
+    with Store(output, create=False) as store:
+        return pending_trials(spec, store)[1]
 
 
 # Others may keep this many cores busy beyond those the trial's ranks leave free (e.g. a shell, the sampler itself)
