@@ -109,7 +109,8 @@ def test_eager_elementwise_bytes_are_the_counted_kernels():
     a torchtitan Llama block: forward 84h + 24(i+kv) + 10f (two fp32 RMSNorms of 36h, two residual adds of 6h, rotary
     20 per q/k element, repeat_kv's copies 4(i+kv), SiLU and gate 10f), backward 196h + 24(i+kv) + 18f (norms 92h
     each); torchtitan's Triton RMSNorm moves 4h / 6h instead; in fp32 the casts vanish. step.compute_times charges
-    them at the device's HBM bandwidth (forward, backward, and the forward again under full recompute); the default
+    them at a fraction of the device's HBM bandwidth (forward, backward, and the forward again under full recompute;
+    calibration elementwise_hbm_fraction); the default
     (fused) is what the model charged before, and tensor parallelism shards i, kv, f (and h under sp)."""
     from scalestudy.costmodel.constants import stored
     from scalestudy.costmodel.eager_kernels import eager_block_bytes, rms_norm_eager
@@ -137,8 +138,11 @@ def test_eager_elementwise_bytes_are_the_counted_kernels():
     fused_b = elementwise_bytes(m, 2, 8192, 0, "bf16", True, 1, False, "fused")
     tokens_layers = 2 * 8192 * 32
     assert fused_b[0] == pytest.approx(tokens_layers * 2 * (8 * h + 8 * i + 8 * f))  # 2 passes of the stored acts
-    fwd_extra = (tokens_layers * (84 * h + 24 * (i + kv) + 10 * f) - fused_b[0]) / dev.hbm_bytes_per_s
-    bwd_extra = (tokens_layers * (196 * h + 24 * (i + kv) + 18 * f) - fused_b[1]) / dev.hbm_bytes_per_s
+    # eager's bytes counted per kernel move at calibration elementwise_hbm_fraction of the HBM rate, the fused
+    # footprint rule's at the rate itself
+    rate = dev.hbm_bytes_per_s * cal.elementwise_hbm_fraction
+    fwd_extra = tokens_layers * (84 * h + 24 * (i + kv) + 10 * f) / rate - fused_b[0] / dev.hbm_bytes_per_s
+    bwd_extra = tokens_layers * (196 * h + 24 * (i + kv) + 18 * f) / rate - fused_b[1] / dev.hbm_bytes_per_s
     # + the launches eager runs beyond fused (kernel_counts.py x calibration.kernel_overhead_s)
     (fk_f, fk_b), (ek_f, ek_b) = model_block_kernels(m, "fused", True)[1], model_block_kernels(m, "eager", True)[1]
     fwd_extra += 32 * (ek_f - fk_f) * cal.kernel_overhead_s
@@ -176,7 +180,8 @@ def test_flash_backward_and_checkpoint_early_stop():
     attn = layers * 4 * mb * s * s * d / (peak * attention_efficiency(dev, gemm_dim(s, s, d // 32), "fa2", cal))
     for flash, extra in ((True, 0.5 * attn), (False, 0.0)):
         ct = compute_times(m, dev, "bf16", 1, mb, s, 0, "none", flash, False, cal)
-        ew_f, ew_b = (x / dev.hbm_bytes_per_s for x in elementwise_bytes(m, mb, s, 0, "bf16", flash, 1, False, "fused"))
+        rate = dev.hbm_bytes_per_s * cal.elementwise_hbm_fraction  # a GPT block's fused kernels, counted per kernel
+        ew_f, ew_b = (x / rate for x in elementwise_bytes(m, mb, s, 0, "bf16", flash, 1, False, "fused"))
         k_f, k_b = model_block_kernels(m, "fused", flash)[1]  # + the launches (kernel_counts.py)
         launches = layers * (k_b - 2 * k_f) * cal.kernel_overhead_s
         assert ct.backward - 2 * ct.forward == pytest.approx(extra + ew_b - 2 * ew_f + launches, rel=1e-9)

@@ -23,6 +23,8 @@ class Calibration:
     half_dim: float  # GEMM dimension at which half of that is reached (costmodel/efficiency.py)
     kernel_overhead_s: float  # device time of one kernel a transformer block launches (costmodel/kernel_counts.py)
     overlap_interference: float
+    # fraction of the datasheet HBM rate an element-wise kernel counted per kernel moves its bytes at (not fitted)
+    elementwise_hbm_fraction: float = 1.0
     fitted_on: tuple[str, ...] = ()
 
     def values(self) -> dict[str, float]:
@@ -34,7 +36,7 @@ class Calibration:
         return Calibration(gemm_share=values["gemm.share"], half_dim=values["gemm.half_dim"],
                            kernel_overhead_s=values["kernel_overhead_s"],
                            overlap_interference=self.overlap_interference,
-                           fitted_on=fitted_on)
+                           elementwise_hbm_fraction=self.elementwise_hbm_fraction, fitted_on=fitted_on)
 
 
 @lru_cache(maxsize=1)
@@ -45,4 +47,5 @@ def stored() -> Calibration:
     return Calibration(gemm_share=float(data["gemm"]["share"]), half_dim=float(data["gemm"]["half_dim"]),
                        kernel_overhead_s=float(data["kernel_overhead_s"]),
                        overlap_interference=float(data["overlap_interference"]),
+                       elementwise_hbm_fraction=float(data["elementwise_hbm_fraction"]),
                        fitted_on=tuple(data.get("fitted_on", ())))

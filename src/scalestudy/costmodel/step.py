@@ -44,6 +44,7 @@ from scalestudy.costmodel.flash_v1 import fa1_loop_bytes
 from scalestudy.costmodel.flops import (attention_backward_factor, cross_entropy_bytes_per_logit,
                                        fused_linear_chunk_bytes, fused_linear_chunk_tokens, head_bias_bytes_per_logit,
                                        logit_elements, vocab_grad_bytes)
+from scalestudy.costmodel.fused_kernels import gpt_block_fused
 from scalestudy.costmodel.kernel_counts import attention_core_kernels, model_block_kernels, sublayers
 from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activation_bytes
 from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
@@ -259,17 +260,30 @@ def _layer_gemms(model: ModelSpec, b: int, s: int, t: int, tp: int):
 TP_GEMM_ROLES = ("attn_gather", "attn_scatter", "ffn_gather", "ffn_scatter")
 
 
+def counted_per_kernel(model: ModelSpec, kernels: str) -> bool:
+    """Whether elementwise_bytes counts the path's bytes kernel by kernel (eager paths, fused GPT blocks), moved at
+    calibration elementwise_hbm_fraction of the HBM peak, or by the footprint rule (the other fused paths)."""
+    return kernels != "fused" or model.family == "gpt2"
+
+
 def elementwise_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                       flash: bool, tp: int, sp: bool, kernels: str) -> tuple[float, float]:
     """(forward, backward) bytes of the memory-bound element-wise kernels of one micro-batch, all layers, on one
     tensor-parallel rank. Fused kernels: the activation footprint (no recomputation, this tp/sp layout), each byte
-    written and read once per pass (ELEMENTWISE_PASSES). Eager kernels: counted per kernel from the model's code
-    (costmodel/eager_kernels.py) per token, plus an eager attention's score bytes: counted per op for HF T5
-    (t5_score_bytes) and GPT blocks (HF GPT2Attention, Megatron-LM 2019: gpt_score_bytes), as in the fused count
-    for Llama layouts."""
+    written and read once per pass (ELEMENTWISE_PASSES), but GPT blocks, counted per fused kernel
+    (costmodel/fused_kernels.py; their materialised scores stay on the footprint rule). Eager kernels: counted per
+    kernel from the model's code (costmodel/eager_kernels.py) per token, plus an eager attention's score bytes:
+    counted per op for HF T5 (t5_score_bytes) and GPT blocks (HF GPT2Attention, Megatron-LM 2019: gpt_score_bytes),
+    as in the fused count for Llama layouts."""
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash)
     le = model.num_layers if model.is_encoder_decoder else 0
     ld = model.num_decoder_layers if model.is_encoder_decoder else model.num_layers
+    if kernels == "fused" and model.family == "gpt2":
+        h = model.d_model / tp if sp else float(model.d_model)
+        blk_f, blk_b = gpt_block_fused(h, model.d_ff / tp, ACT_BYTES[precision], model.gated_ffn)
+        soft = ld * dec[2] / tp * (ELEMENTWISE_PASSES / 2)
+        tokens = ld * micro_batch * seq_len
+        return tokens * blk_f + soft, tokens * blk_b + soft
     if kernels == "fused":
         act = le * layer_activation_bytes(enc, tp, sp, "none") + ld * layer_activation_bytes(dec, tp, sp, "none")
         return act * (ELEMENTWISE_PASSES / 2), act * (ELEMENTWISE_PASSES / 2)
@@ -503,7 +517,9 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
             by_role[role] += sec
     head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
                              megatron_head, cublas, tf32)
-    ew_fwd, ew_bwd = (x / device.hbm_bytes_per_s for x in elementwise_bytes(
+    ew_rate = device.hbm_bytes_per_s * (
+        cal.elementwise_hbm_fraction if counted_per_kernel(model, kernels) and device.kind != "cpu" else 1.0)
+    ew_fwd, ew_bwd = (x / ew_rate for x in elementwise_bytes(
         model, micro_batch, seq_len, target_len, precision, flash, tp, sp, kernels))
     fixed, fixed_bwd = _fixed_block_s(model, device, cal, kernels, flash)
     if len(_PASSES) > 100_000:
