@@ -396,7 +396,7 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
     from rich.markup import escape
     from rich.table import Table
 
-    from scalestudy.cli.terminal import Column, fit_columns
+    from scalestudy.cli.terminal import Column, fit_columns, table_width
 
     held = kind == "throughput"  # the headline: with held-out rows, the in-sample columns go before them
     columns = [Column("row", "left"), Column("configuration", "left", wrap=True, drop=1), Column("published"),
@@ -419,16 +419,22 @@ def _validation_table(kind: str, metric: str, group: list, held_out: dict, width
         for index, colour in zip((4, 6), colours):
             shown[index] = f"[{colour}]{shown[index]}[/]"
         marked.append(shown)
-    keep = fit_columns(columns, [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain], width,
-                        rules=False)  # box=None
+    sized = [[c if i != 1 else " " * 20 for i, c in enumerate(r)] for r in plain]
+    keep = fit_columns(columns, sized, width, rules=False)  # box=None
+    # ids longer than the terminal leaves beside the numbers fold onto a second line (Rich would cut the numbers)
+    row_width = max(len(columns[0].header), *(len(r[0]) for r in plain))
+    row_room = width - (table_width(columns, sized, keep, rules=False) - row_width)
     from scalestudy.costmodel.published import METRIC_NAMES
 
     name = METRIC_NAMES.get(metric, metric)  # the memory rows' metrics are words already
     table = Table(title=escape(f"{kind}: {name} [{group[0].unit}] - predicted vs published"), box=None,
                   title_justify="left")
+    fold_ids = row_room < row_width
     for i in keep:
-        table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=not columns[i].wrap,
-                         overflow="fold", min_width=20 if columns[i].wrap else None)
+        folds = i == 0 and fold_ids
+        table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=not (columns[i].wrap or folds),
+                         overflow="fold", min_width=20 if columns[i].wrap else None,
+                         max_width=max(12, row_room) if folds else None)
     for r in marked:
         table.add_row(*(r[i] for i in keep))
     return table, [c.header for i, c in enumerate(columns) if i not in keep]

@@ -45,7 +45,7 @@ def terminal_console():
     return Console(width=terminal_width())
 
 
-def _needed(columns: list[Column], rows: list[list[str]], keep: list[int], rules: bool = True) -> int:
+def table_width(columns: list[Column], rows: list[list[str]], keep: list[int], rules: bool = True) -> int:
     """Width of a Rich table (heavy-head box, or box=None with `rules` False; padding 1) showing columns `keep` with
     no cell or header wrapped (columns are dropped before prose is wrapped; only what still does not fit wraps)."""
     total = len(keep) + 1 if rules else 0  # vertical rules
@@ -58,7 +58,7 @@ def fit_columns(columns: list[Column], rows: list[list[str]], width: int, rules:
     """Indices of the columns to show: all, minus droppable ones (highest `drop` first) until the table fits."""
     keep = list(range(len(columns)))
     for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
-        if _needed(columns, rows, keep, rules) <= width:
+        if table_width(columns, rows, keep, rules) <= width:
             break
         keep.remove(i)
     return keep
