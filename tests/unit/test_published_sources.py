@@ -31,7 +31,8 @@ TORCHTITAN_TPS = {"tt-llama2-13b-a100-64": 2162, "tt-llama2-70b-a100-64": 353, "
                   "tt-llama3-8b-h100-8-sacop-compile": 6667, "tt-llama3-8b-h100-128-sacop-compile": 6514}
 # torchtitan model sizes (billions of parameters, untied head) and measured peak reserved memory (GiB)
 TORCHTITAN_SIZE = {"llama2-13b": 13.0, "llama2-70b": 69.0, "llama3-70b": 70.6, "llama3-8b": 8.0}
-TORCHTITAN_GIB = {"tt-llama3-8b-h100-8-memory": 82.4, "tt-llama3-8b-h100-128-memory": 67.0}
+TORCHTITAN_GIB = {"tt-llama3-8b-h100-8-memory": 82.4, "tt-llama3-8b-h100-128-memory": 67.0,
+                  "tt-llama3-8b-h100-8-compile-memory": 77.0, "tt-llama3-8b-h100-128-compile-memory": 62.0}
 # BigScience chronicles-prequel.md 'Rebalancing layers' (2022-02-28): (hidden, layers, tp, pp, mbs, heads) -> (GB, s/it)
 PREQUEL = {(14336, 70, 8, 12, 2, 64): (40, 121.63), (14336, 70, 4, 12, 2, 64): (59, 102.03),
            (14336, 70, 4, 12, 2, 112): (59, 104.50), (14336, 70, 4, 12, 4, 64): (73, 102.27),
@@ -1340,6 +1341,30 @@ def test_kempnerforge_rows_are_the_mfu_report_at_the_scripts_batches():
         est = estimate(model, cluster, strategy, workload)
         assert est.params_total / 1e9 == pytest.approx(KFORGE_SIZE[size], abs=0.01) and est.fits
 
+
+# KempnerForge MFU report's Mem/GPU column (GiB: metrics/memory.py peak_gb = max_memory_allocated / 1024**3 at 01b461a)
+KFORGE_MEM_GIB = {2: 62.4, 4: 61.1, 6: 45.9, 7: 32.7, 8: 88.5, 9: 45.1, 10: 29.4, 11: 39.2, 12: 27.6, 13: 36.3, 14: 93.2}
+
+
+def test_kempnerforge_memory_rows_are_the_report_at_its_throughput_rows_configs():
+    """Each measured row is its experiment's throughput row (model, layout, batch, kernels) with the report's
+    Mem/GPU in GB, read as max_memory_allocated over the whole run: the whole bf16 model on the device before
+    fully_shard without TP (whole_model_load), bf16 optimizer state (model.to(bf16) before sharding); what the
+    model cannot express is listed per row."""
+    data = load()
+    base = {int(r["id"].split("-")[1]): r for r in _rows("throughput", "kempnerforge2026")}
+    rows = {int(r["id"].split("-")[1]): r for r in _rows("memory", "kempnerforge2026")}
+    assert set(rows) == set(KFORGE_MEM_GIB)
+    for n, r in rows.items():
+        b = base[n]
+        assert r["id"] == b["id"] + "-memory" and r["measured"] and r["measured_as"] == "allocated"
+        assert r["published_gb"] == pytest.approx(KFORGE_MEM_GIB[n] * 2**30 / 1e9, abs=0.01)
+        assert all(r.get(k) == b.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "micro_batch",
+                                                  "global_batch", "recompute", "engine", "zero", "precision"))
+        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16"}
+        assert bool(r.get("whole_model_load")) == ("tp" not in r)
+        assert "fsdp_grad_sync_last_microbatch" in r["unmodelled"]
+        assert memory_row(r, data["sources"]).check == "measured"
 
 # KempnerForge weak scaling (benchmarks/weak_scaling_160gpu README, e9f91892; code 3ad9d9a): (model, GPUs) -> (tok/s,
 # Step s) at TP 4 x FSDP GPUs/4, 4 accumulation steps; the 70B 8-GPU point is left out (the model does not fit it)
