@@ -498,6 +498,20 @@ NEW_KEY_FILES = {
     "cfg-config-json-type-list.json": '{"model_type": ["gpt2"], "n_embd": 64, "n_layer": 2, "n_head": 2, "vocab_size": 99}',
     "cluster-nodes-base-60.yaml": "device: a100-80gb\nnodes: 1:0\ngpus_per_node: 8\n",  # YAML 1.1: 60 nodes
     "spec-steps-base-60.yaml": GOOD_SPEC.replace("steps: 4", "steps: 1:30"),  # 90 steps
+    # 2026-12-04, fuzz round 3: model config.json / model YAML, cluster YAML numbers
+    "cfg-config-json-deep.json": "[" * 3000 + "]" * 3000,  # json's decoder recursed: RecursionError
+    "cfg-config-json-mpt-ffn-text.json": '{"model_type": "mpt", "d_model": 64, "n_layers": 2, "n_heads": 4, '
+                                         '"vocab_size": 99, "ffn_config": "mptmlp"}',
+    "cfg-config-json-gpt2-experts.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, '
+                                         '"vocab_size": 99, "num_experts": 8}',  # priced dense, silently
+    "cfg-config-json-layers-2-22.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 4194304, "n_head": 2, '
+                                        '"vocab_size": 99}',  # ZeRO-3's module trace: MemoryError (plan: hours)
+    "cfg-config-json-name-100k.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, '
+                                      '"vocab_size": 99, "_name_or_path": "' + "x" * 100_000 + '"}',  # 160 s to print
+    "cluster-group-nodes-inf.yaml": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: .inf}\n",
+    "cluster-nodes-400-digits.yaml": f"device: a100-80gb\nnodes: 1{'0' * 400}\ngpus_per_node: 8\n",
+    "spec-lr-400-digits.yaml": GOOD_SPEC + f"lr: 1{'0' * 400}\n",
+    "cfg-beta1-400-digits.yaml": f"optimizer: {{beta1: 1{'0' * 400}}}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1319,6 +1333,23 @@ CASES: list[Case] = [
     C("estimate-config-json-model-type-list", "estimate --model cfg-config-json-type-list.json",
       "model_type must be text"),
     C("fit-csv-column-twice", "fit runs-loss-twice.csv", "column 'loss' appears 2 times"),  # fit the last, silently
+    # 2026-12-04, fuzz round 3: model config.json / model YAML, cluster YAML numbers
+    C("estimate-config-json-nested-deep", "estimate --model cfg-config-json-deep.json", "nested too deeply"),
+    C("estimate-config-json-mpt-ffn-config-text", "estimate --model cfg-config-json-mpt-ffn-text.json",
+      "ffn_config must be a mapping"),  # AttributeError
+    C("estimate-config-json-gpt2-experts", "estimate --model cfg-config-json-gpt2-experts.json", "mixture of experts"),
+    C("estimate-config-json-layers-2-22", "estimate --model cfg-config-json-layers-2-22.json --engine deepspeed "
+      "--zero 3", "4,194,304 layers in one stack: at most 10,000"),
+    C("estimate-config-json-name-100k", "estimate --model cfg-config-json-name-100k.json",
+      "_name_or_path must be text of at most 4096 characters"),
+    C("estimate-cluster-group-nodes-inf", f"{EST} --cluster cluster-group-nodes-inf.yaml",
+      "nodes must be a whole number >= 1, got inf"),  # OverflowError from int(inf)
+    C("estimate-cluster-nodes-400-digits", f"{EST} --cluster cluster-nodes-400-digits.yaml",
+      "nodes must be a finite number, got an integer of 401 digits"),  # OverflowError from float()
+    C("study-spec-lr-400-digits", "study run spec-lr-400-digits.yaml -o s",
+      "lr must be a finite number, got an integer of 401 digits"),  # OverflowError from math.isfinite
+    C("train-config-beta1-400-digits", f"{TRAIN} --config cfg-beta1-400-digits.yaml",
+      "beta1 must be a finite number, got an integer of 401 digits"),  # OverflowError from float()
 ]
 
 

@@ -49,6 +49,10 @@ def test_encoder_decoder_k_and_errors():
         compute_optimal({**COEF, "alpha": 0.0}, 1e22)
     with pytest.raises(ScalestudyError, match="positive"):
         compute_optimal(COEF, 0.0)
+    # the smallest positive budget: C / k underflowed to 0 and math.log(0) raised (fit --budget-flops 4.9e-324)
+    tiny = compute_optimal(COEF, 5e-324)
+    assert 0 < tiny["params"] < 1 and 0 < tiny["tokens"] < 1  # N D = C / k, in logs (the product underflows)
+    assert math.log(tiny["params"]) + math.log(tiny["tokens"]) == pytest.approx(math.log(5e-324) - math.log(6.0))
 
 
 def test_wild_bootstrap_coefficients_give_exact_or_saturated_values():

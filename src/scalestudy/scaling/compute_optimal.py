@@ -44,7 +44,7 @@ def compute_optimal(coef: dict, budget_flops: float, k: float = KAPLAN_K) -> dic
         raise ScalestudyError(f"compute budget must be positive FLOPs, got {budget_flops:g}")
     al, be = coef["alpha"], coef["beta"]
     log_g = log_allocation_constant(coef)
-    log_c = math.log(budget_flops / k)
+    log_c = math.log(budget_flops) - math.log(k)  # not log(C / k): a tiny C over k underflows to 0
     log_n = log_g + log_c * be / (al + be)
     log_d = log_c * al / (al + be) - log_g
     loss = coef["E"] + _exp(math.log(coef["A"]) - al * log_n) + _exp(math.log(coef["B"]) - be * log_d)

@@ -418,6 +418,9 @@ def _num(value, name: str, origin: str) -> float:
         out = float(value)
     except (TypeError, ValueError):
         raise ScalestudyError(f"{origin}: {name} must be a number, got {value!r}") from None
+    except OverflowError:  # a YAML integer of hundreds of digits: beyond any float
+        raise ScalestudyError(f"{origin}: {name} must be a finite number, got an integer of {len(str(value))} "
+                              "digits") from None
     if not math.isfinite(out):
         raise ScalestudyError(f"{origin}: {name} must be a finite number, got {value!r}")
     if out < 0:
@@ -647,7 +650,9 @@ def _device_ref(value, origin: str, folder: Path | None = None) -> DeviceSpec:
 
 
 def _count(value, name: str, origin: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+    # .inf / .nan first: int() of them raises (OverflowError, ValueError) instead of comparing
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (isinstance(value, float) and not math.isfinite(value)) or value != int(value) or value < 1:
         raise ScalestudyError(f"{origin}: {name} must be a whole number >= 1, got {value!r}")
     return int(value)
 

@@ -313,6 +313,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ScalestudyError(f"model config {path} is not valid JSON: {exc}") from None
+    except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
+        raise ScalestudyError(f"model config {path}: nested too deeply to be a model config") from None
     if not isinstance(cfg, dict):
         raise ScalestudyError(f"model config {path} must hold a JSON object")
     kind = cfg.get("model_type")
@@ -320,8 +322,10 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         raise ScalestudyError(f"model config {path}: model_type must be text (t5, gpt2, llama, ...), got {kind!r}")
     # The display name: the config's own, else its folder's (a file named config.json says nothing).
     name = cfg.get("_name_or_path") or (path.resolve().parent.name if path.stem == "config" else path.stem)
-    if not isinstance(name, str):
-        raise ScalestudyError(f"model config {path}: _name_or_path must be text, got {name!r}")
+    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:  # a hub id or a path; printed in every table title
+        raise ScalestudyError(f"model config {path}: _name_or_path must be text of at most {MAX_NAME_CHARS} "
+                              f"characters (a hub id or a path), got {_shown(name)}")
+    _refuse_moe(cfg, kind, path)  # before any reader: a T5 or GPT-2 config with experts is no dense model either
     source = str(path.resolve())
     try:
         if kind in ("t5", "mt5"):
@@ -350,7 +354,6 @@ def from_hf_config(path: str | Path) -> ModelSpec:
                 tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                 max_position_embeddings=_int(cfg, "n_positions", path, 1024), source=source,
             )
-        _refuse_moe(cfg, kind, path)
         if kind == FALCON:
             return _falcon(cfg, path, name, source)
         if kind in _COST_MODEL_READERS:
@@ -439,8 +442,11 @@ def _mpt(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
     """MPT (llm-foundry MPTConfig / Transformers MptConfig): d_model, n_layers, n_heads, GELU FFN of expansion_ratio
     x d_model, tied; ALiBi (attn_config.alibi, Transformers' default) has no position table, else learned_pos_emb
     has max_seq_len rows. no_bias (MPT-7B/30B) drops the biases the gpt2 block counts (< 0.1% of the weights)."""
-    attn = cfg.get("attn_config") or {}
-    ffn_type = (cfg.get("ffn_config") or {}).get("ffn_type", "mptmlp")
+    attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
+    if not isinstance(ffn, dict):
+        raise ScalestudyError(f"model config {path}: ffn_config must be a mapping (e.g. {{\"ffn_type\": \"mptmlp\"}}), "
+                              f"got {ffn!r}")
+    ffn_type = ffn.get("ffn_type", "mptmlp")
     if not isinstance(attn, dict) or attn.get("attn_type", "multihead_attention") != "multihead_attention" or \
             ffn_type not in ("mptmlp", "te_ln_mlp"):
         raise ScalestudyError(f"model config {path}: an mpt model with attn_type "
@@ -572,6 +578,13 @@ def _flag(cfg: dict, key: str, default: bool, path: Path) -> bool:
 # A count of a model (layers, heads, widths, vocabulary, positions) beyond a 32-bit index is a typo: the cost
 # model's FLOP and byte products of such counts leave floating point (an int too large for a float).
 MAX_MODEL_COUNT = 2**31 - 1
+MAX_NAME_CHARS = 4096  # a model's display name (a hub id or a path: PATH_MAX on Linux)
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """repr(value), cut to `limit` characters: an error line names a bad value, not all of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
@@ -663,16 +676,32 @@ def get_model(name_or_path: str) -> ModelSpec:
         shape = read_yaml(path, "model file")
         if not isinstance(shape, dict):
             raise ScalestudyError(f"model file {path}: needs a mapping of shape keys ({', '.join(SHAPE_KEYS)})")
-        return replace(from_shape(path.stem, shape, f"model file {path}"), source=str(path.resolve()))
+        return _depth_checked(replace(from_shape(path.stem, shape, f"model file {path}"),
+                                      source=str(path.resolve())), f"model file {path}")
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" or path.exists():
-        return from_hf_config(path)
+        return _depth_checked(from_hf_config(path), f"model config {path}")
     import difflib
 
     near = difflib.get_close_matches(name_or_path, PRESETS, n=1)  # a misspelt preset: gpt3-175 -> gpt3-175b
     raise ScalestudyError(f"unknown model {name_or_path!r}{f' (did you mean {near[0]}?)' if near else ''}: use a "
                           "preset (`scalestudy presets` lists them), a config.json or a model YAML path")
+
+
+# Layers of one stack (encoder, decoder) of a model a user gives. The deepest published Transformer has 1,000 (Wang
+# et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers"); the cost model walks a stack layer by layer (ZeRO-3's
+# module trace, pipeline stage splits), so a count of millions -- a typo -- ran for hours or out of memory.
+MAX_LAYERS = 10_000
+
+
+def _depth_checked(spec: ModelSpec, origin: str) -> ModelSpec:
+    """`spec`, or one line when a stack is deeper than MAX_LAYERS."""
+    layers = max(spec.num_layers, spec.num_decoder_layers)
+    if layers > MAX_LAYERS:
+        raise ScalestudyError(f"{origin}: {layers:,} layers in one stack: at most {MAX_LAYERS:,} (the deepest "
+                              "published Transformer has 1,000: DeepNet, Wang et al. 2022)")
+    return spec
 
 
 # The shape keys of a model YAML / a published row's `model:` (seq: the positions a GPT learns, = the run's length)

@@ -619,6 +619,9 @@ def _typed(cls: type, values: dict, section: str) -> dict:
                 value = float(value)
             except (TypeError, ValueError):
                 raise refuse("a number") from None
+            except OverflowError:  # an integer of hundreds of digits: beyond any float
+                raise OptionError(f"{key} must be a finite number, got an integer of {len(str(value))} digits",
+                                  key) from None
         if kind == "bool" and not isinstance(value, bool):
             raise refuse("true or false")
         if kind == "str" and not isinstance(value, str):

@@ -277,6 +277,8 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
             pass
     if not ok:
         raise ScalestudyError(f"{where}: {key} must be {_type_name(tp)} (or a list of them), got {value!r}")
+    if tp is float and isinstance(value, int) and not -1e308 < value < 1e308:  # float() of it overflows
+        raise ScalestudyError(f"{where}: {key} must be a finite number, got an integer of {len(str(value))} digits")
     if tp is float and not math.isfinite(value):
         raise ScalestudyError(f"{where}: {key} must be a finite number, got {value!r}")
     return float(value) if tp is float else value
