@@ -1368,6 +1368,29 @@ def test_kempnerforge_memory_rows_are_the_report_at_its_throughput_rows_configs(
         assert "fsdp_grad_sync_last_microbatch" in r["unmodelled"]
         assert memory_row(r, data["sources"]).check == "measured"
 
+# KempnerForge config validation report (5d3e7232): Mem/GPU (GiB, max_memory_allocated of rank 0) and the KempnerPulse
+# nvidia-smi reading of 7b_32gpu_fsdp's GPU 0 (MiB)
+KFORGE_CFG_MEM_GIB = {"kforge-cfg-7b-h200-4g-fsdp4": 81.0, "kforge-cfg-7b-h200-32g-fsdp32": 51.3,
+                      "kforge-cfg-7b-h200-12g-tp4-fsdp3": 30.4, "kforge-pp-13b-h200-32g-tp4-pp2-fsdp4": 24.0,
+                      "kforge-pp-29b-h200-32g-tp4-pp2-fsdp4": 32.8, "kforge-pp-70b-h200-32g-tp4-pp4-fsdp2": 51.0}
+
+
+def test_kempnerforge_config_validation_memory_rows_are_the_report():
+    base = {r["id"]: r for r in _rows("throughput", "kempnerforge2026cfg") + _rows("throughput", "kempnerforge2026pp")}
+    rows = _rows("memory", "kempnerforge2026cfg") + _rows("memory", "kempnerforge2026pp")
+    assert {r["id"] for r in rows} == {k + "-memory" for k in KFORGE_CFG_MEM_GIB} | {
+        "kforge-cfg-7b-h200-32g-fsdp32-smi-memory"}
+    for r in rows:
+        b = base[r["id"].removesuffix("-memory").removesuffix("-smi")]
+        smi = r["id"].endswith("-smi-memory")
+        assert r["measured_as"] == ("device" if smi else "allocated")
+        gb = 73302 * 2**20 / 1e9 if smi else KFORGE_CFG_MEM_GIB[b["id"]] * 2**30 / 1e9
+        assert r["published_gb"] == pytest.approx(gb, abs=0.01)
+        assert all(r.get(k) == b.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "pp",
+                                                  "micro_batch", "global_batch", "recompute", "engine", "zero"))
+        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16"}
+        assert bool(r.get("whole_model_load")) == ("tp" not in r and "pp" not in r and not smi)
+
 # KempnerForge weak scaling (benchmarks/weak_scaling_160gpu README, e9f91892; code 3ad9d9a): (model, GPUs) -> (tok/s,
 # Step s) at TP 4 x FSDP GPUs/4, 4 accumulation steps; the 70B 8-GPU point is left out (the model does not fit it)
 KFORGE_WEAK = {("13b", 8): (29860, 4.39), ("13b", 32): (110373, 4.75), ("13b", 64): (216507, 4.84),
