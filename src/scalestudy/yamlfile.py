@@ -101,3 +101,17 @@ def _no_base_60(kind: str):
 
 _no_base_60("int")
 _no_base_60("float")
+
+
+def read_yaml_value(text: str, what: str) -> Any:
+    """One YAML value typed on a command line (`train --set KEY=VALUE`), read by the files' rules: a base-60 number
+    (`steps=1:30` ran 90 steps), a key given twice or an alias bomb is one line naming `what`."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except BadKey as exc:
+        raise ScalestudyError(f"{what}: {exc}") from None
+    except (yaml.YAMLError, RecursionError):
+        raise ScalestudyError(f"{what}: cannot read {text!r} as a YAML value") from None
+    if _expanded_size(data, {}) > MAX_VALUES:
+        raise ScalestudyError(f"{what}: its aliases (*name) expand to more than {MAX_VALUES:,} values")
+    return data

@@ -1350,6 +1350,8 @@ CASES: list[Case] = [
       "lr must be a finite number, got an integer of 401 digits"),  # OverflowError from math.isfinite
     C("train-config-beta1-400-digits", f"{TRAIN} --config cfg-beta1-400-digits.yaml",
       "beta1 must be a finite number, got an integer of 401 digits"),  # OverflowError from float()
+    C("train-set-steps-base-60", f"{TRAIN} --set steps=1:30", "--set steps: value 1:30 (line 1) reads as the base-60 "
+      "number 90"),  # --set read values with yaml.safe_load: 90 steps, not the files' rules
 ]
 
 

@@ -308,19 +308,15 @@ def _print_summary(s: dict, output: str) -> None:
 
 def _set_options(items: list[str]) -> dict:
     """`--set KEY=VALUE` pairs as flat run options (values read as YAML scalars: 0.1, true, [1, 2])."""
-    import yaml
-
     from scalestudy.errors import ScalestudyError
+    from scalestudy.yamlfile import read_yaml_value
 
     options = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ScalestudyError(f"--set takes KEY=VALUE, got {item!r}")
-        try:
-            options[key.strip()] = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError:
-            raise ScalestudyError(f"--set {key.strip()}: cannot read {value!r}") from None
+        options[key.strip()] = read_yaml_value(value, f"--set {key.strip()}") if value.strip() else None
         if options[key.strip()] is None:  # `--set lr=` would silently keep the default
             raise ScalestudyError(f"--set {item!r} gives {key.strip()} no value")
     return options
