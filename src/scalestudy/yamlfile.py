@@ -115,3 +115,12 @@ def read_yaml_value(text: str, what: str) -> Any:
     if _expanded_size(data, {}) > MAX_VALUES:
         raise ScalestudyError(f"{what}: its aliases (*name) expand to more than {MAX_VALUES:,} values")
     return data
+
+
+def number_from_text(text: str) -> float:
+    """float(text) for a number YAML 1.1 leaves as text (`1e-3`, `312.0e12`: no dot or no exponent sign), ASCII
+    only: Python's float() also reads other scripts' digits ('١٢' -> 12.0, fullwidth '８' -> 8.0), which the
+    command line's numeric options refuse. ValueError otherwise, as float()."""
+    if not text.isascii():
+        raise ValueError(f"not an ASCII number: {text!r}")
+    return float(text)

@@ -512,6 +512,8 @@ NEW_KEY_FILES = {
     "cluster-nodes-400-digits.yaml": f"device: a100-80gb\nnodes: 1{'0' * 400}\ngpus_per_node: 8\n",
     "spec-lr-400-digits.yaml": GOOD_SPEC + f"lr: 1{'0' * 400}\n",
     "cfg-beta1-400-digits.yaml": f"optimizer: {{beta1: 1{'0' * 400}}}\n",
+    "cfg-eps-arabic-digits.yaml": "optimizer: {eps: '\u0661\u0662'}\n",  # float('١٢') is 12.0
+    "search-lr-400-digits.yaml": SEARCH_SPEC.replace("low: 1.0e-4", f"low: 1{'0' * 400}"),
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1352,6 +1354,9 @@ CASES: list[Case] = [
       "beta1 must be a finite number, got an integer of 401 digits"),  # OverflowError from float()
     C("train-set-steps-base-60", f"{TRAIN} --set steps=1:30", "--set steps: value 1:30 (line 1) reads as the base-60 "
       "number 90"),  # --set read values with yaml.safe_load: 90 steps, not the files' rules
+    C("train-config-eps-arabic-digits", f"{TRAIN} --config cfg-eps-arabic-digits.yaml",
+      "eps must be a number, got '\u0661\u0662'"),  # read as 12 where --lr \u0661\u0662 is refused
+    C("search-lr-low-400-digits", "search search-lr-400-digits.yaml -o sr", "search.space.lr must be"),  # OverflowError
 ]
 
 

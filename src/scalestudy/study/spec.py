@@ -62,7 +62,7 @@ from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_
 from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RUN_OPTIONS_DOC, RunConfig, as_trained,
                                   check_cost_model_only, cost_model_option_message, train_runs)
 from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
-from scalestudy.yamlfile import read_yaml
+from scalestudy.yamlfile import number_from_text, read_yaml
 
 # Training parameters of one trial (they define its identity), with their type and default.
 _RUN = RunConfig()  # the one set of run defaults; a study grid differs only where short CPU trials need it
@@ -272,7 +272,7 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
         tp is float and isinstance(value, int) and not isinstance(value, bool))
     if tp is float and isinstance(value, str):
         try:  # YAML reads `1e-3` (no dot) as a string
-            value, ok = float(value), True
+            value, ok = number_from_text(value), True
         except ValueError:
             pass
     if not ok:
