@@ -1357,6 +1357,7 @@ CASES: list[Case] = [
     C("train-config-eps-arabic-digits", f"{TRAIN} --config cfg-eps-arabic-digits.yaml",
       "eps must be a number, got '\u0661\u0662'"),  # read as 12 where --lr \u0661\u0662 is refused
     C("search-lr-low-400-digits", "search search-lr-400-digits.yaml -o sr", "search.space.lr must be"),  # OverflowError
+    C("train-set-model-overridden", f"{TRAIN} --set model=t5-gigantic", "t5-gigantic"),  # --model wins: was unchecked
 ]
 
 

@@ -110,7 +110,7 @@ def train(
     given = {k: v for k, v in flags.items() if v is not None}
     options, path = _set_options(set_options or []), str(config) if config else None
     if {k.replace("-", "_") for k in options} & given.keys():  # a --set key a flag overrides is still checked
-        RunConfig.merged(path, {**given, **options})
+        RunConfig.merged(path, {**given, **options}).model_spec()  # its model too: resolved only when read
     cfg = RunConfig.merged(path, {**options, **given})
     # a decoder-only model's causal run resolves it to 0: dropped (a T5 is refused for causal by validate)
     if target_len is not None and target_len > 0 and cfg.data.objective == "causal" and \
