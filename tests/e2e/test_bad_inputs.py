@@ -1358,6 +1358,8 @@ CASES: list[Case] = [
       "eps must be a number, got '\u0661\u0662'"),  # read as 12 where --lr \u0661\u0662 is refused
     C("search-lr-low-400-digits", "search search-lr-400-digits.yaml -o sr", "search.space.lr must be"),  # OverflowError
     C("train-set-model-overridden", f"{TRAIN} --set model=t5-gigantic", "t5-gigantic"),  # --model wins: was unchecked
+    C("env-cache-dir-under-proc-tune", TUNE.replace(" --profile profile.yaml", ""), "cannot create /proc/x",
+      env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),  # left an empty --output
 ]
 
 
