@@ -10,6 +10,9 @@ import yaml
 from scalestudy.errors import ScalestudyError
 
 
+TOO_MANY_DIGITS = "a number with more than 4,300 digits (Python's int limit): no setting is that large"
+
+
 def read_yaml(path: str | Path, what: str) -> Any:
     """The loaded YAML document ({} for an empty file); `what` names the file in errors ("study spec")."""
     path = Path(path)
@@ -27,6 +30,8 @@ def read_yaml(path: str | Path, what: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise ScalestudyError(f"{what} {path}: invalid YAML{at}: {str(exc).splitlines()[0]}") from None
+    except ValueError:  # Python reads at most 4,300 digits into an int: no setting has that many
+        raise ScalestudyError(f"{what} {path}: {TOO_MANY_DIGITS}") from None
     if _expanded_size(data, {}) > MAX_VALUES:
         raise ScalestudyError(f"{what} {path}: its aliases (*name) expand to more than {MAX_VALUES:,} values: no "
                               "configuration is that large")
@@ -112,6 +117,8 @@ def read_yaml_value(text: str, what: str) -> Any:
         raise ScalestudyError(f"{what}: {exc}") from None
     except (yaml.YAMLError, RecursionError):
         raise ScalestudyError(f"{what}: cannot read {text!r} as a YAML value") from None
+    except ValueError:
+        raise ScalestudyError(f"{what}: {TOO_MANY_DIGITS}") from None
     if _expanded_size(data, {}) > MAX_VALUES:
         raise ScalestudyError(f"{what}: its aliases (*name) expand to more than {MAX_VALUES:,} values")
     return data

@@ -514,6 +514,11 @@ NEW_KEY_FILES = {
     "cfg-beta1-400-digits.yaml": f"optimizer: {{beta1: 1{'0' * 400}}}\n",
     "cfg-eps-arabic-digits.yaml": "optimizer: {eps: '\u0661\u0662'}\n",  # float('١٢') is 12.0
     "search-lr-400-digits.yaml": SEARCH_SPEC.replace("low: 1.0e-4", f"low: 1{'0' * 400}"),
+    # past Python's 4,300-digit int limit the parsers themselves raise ValueError (a traceback before any check)
+    "cluster-nodes-5000-digits.yaml": f"device: a100-80gb\nnodes: 1{'0' * 5000}\ngpus_per_node: 8\n",
+    "model-d-model-5000-digits.yaml": f"family: gpt2\nd_model: 1{'0' * 5000}\nlayers: 2\nheads: 2\nvocab: 99\n",
+    "cfg-config-json-layers-5000-digits.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 1' + "0" * 5000 +
+                                               ', "n_head": 2, "vocab_size": 99}',
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1358,6 +1363,11 @@ CASES: list[Case] = [
       "eps must be a number, got '\u0661\u0662'"),  # read as 12 where --lr \u0661\u0662 is refused
     C("search-lr-low-400-digits", "search search-lr-400-digits.yaml -o sr", "search.space.lr must be"),  # OverflowError
     C("train-set-model-overridden", f"{TRAIN} --set model=t5-gigantic", "t5-gigantic"),  # --model wins: was unchecked
+    C("estimate-cluster-nodes-5000-digits", f"{EST} --cluster cluster-nodes-5000-digits.yaml", "more than 4,300 digits"),
+    C("estimate-model-yaml-5000-digits", "estimate --model model-d-model-5000-digits.yaml", "more than 4,300 digits"),
+    C("estimate-config-json-5000-digits", "estimate --model cfg-config-json-layers-5000-digits.json",
+      "more than 4,300 digits"),
+    C("train-set-steps-5000-digits", f"{TRAIN} --set steps=1{'0' * 5000}", "more than 4,300 digits"),
     C("env-cache-dir-under-proc-tune", TUNE.replace(" --profile profile.yaml", ""), "cannot create /proc/x",
       env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),  # left an empty --output
 ]

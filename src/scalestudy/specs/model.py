@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.yamlfile import TOO_MANY_DIGITS
 
 Family = Literal["t5", "mt5", "gpt2", "llama"]
 # T5 takes any "{act}" or "gated-{act}" (feed_forward_proj); GPT-2 its activation_function (GPT_FFNS); Llama
@@ -313,6 +314,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ScalestudyError(f"model config {path} is not valid JSON: {exc}") from None
+    except ValueError:  # json reads at most 4,300 digits into an int
+        raise ScalestudyError(f"model config {path}: {TOO_MANY_DIGITS}") from None
     except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
         raise ScalestudyError(f"model config {path}: nested too deeply to be a model config") from None
     if not isinstance(cfg, dict):
