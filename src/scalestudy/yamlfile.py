@@ -13,6 +13,13 @@ from scalestudy.errors import ScalestudyError
 TOO_MANY_DIGITS = "a number with more than 4,300 digits (Python's int limit): no setting is that large"
 
 
+def unreadable_value(exc: ValueError) -> str:
+    """Why a parser's constructor refused a value, in one line: Python's 4,300-digit int limit (TOO_MANY_DIGITS), else
+    the constructor's own first line -- YAML 1.1 reads 2026-13-45 as a date, and datetime refuses month 13."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return TOO_MANY_DIGITS if "integer string conversion" in text else f"cannot read a value: {text}"
+
+
 def read_yaml(path: str | Path, what: str) -> Any:
     """The loaded YAML document ({} for an empty file); `what` names the file in errors ("study spec")."""
     path = Path(path)
@@ -30,8 +37,8 @@ def read_yaml(path: str | Path, what: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise ScalestudyError(f"{what} {path}: invalid YAML{at}: {str(exc).splitlines()[0]}") from None
-    except ValueError:  # Python reads at most 4,300 digits into an int: no setting has that many
-        raise ScalestudyError(f"{what} {path}: {TOO_MANY_DIGITS}") from None
+    except ValueError as exc:  # a value YAML's constructors refuse: 4,300+ digits, a date like 2026-13-45
+        raise ScalestudyError(f"{what} {path}: {unreadable_value(exc)}") from None
     if _expanded_size(data, {}) > MAX_VALUES:
         raise ScalestudyError(f"{what} {path}: its aliases (*name) expand to more than {MAX_VALUES:,} values: no "
                               "configuration is that large")
@@ -117,8 +124,8 @@ def read_yaml_value(text: str, what: str) -> Any:
         raise ScalestudyError(f"{what}: {exc}") from None
     except (yaml.YAMLError, RecursionError):
         raise ScalestudyError(f"{what}: cannot read {text!r} as a YAML value") from None
-    except ValueError:
-        raise ScalestudyError(f"{what}: {TOO_MANY_DIGITS}") from None
+    except ValueError as exc:
+        raise ScalestudyError(f"{what}: {unreadable_value(exc)}") from None
     if _expanded_size(data, {}) > MAX_VALUES:
         raise ScalestudyError(f"{what}: its aliases (*name) expand to more than {MAX_VALUES:,} values")
     return data
