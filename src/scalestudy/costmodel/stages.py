@@ -280,9 +280,14 @@ def pipeline_seconds(stages: tuple[StageEstimate, ...] | list[StageEstimate], mi
     """The step bound by the slowest stage (module docstring): the other stages' slots once (/ v model chunks per
     device, interleaved; under 1F1B -- `forward_share` of a slot given -- the stages after the slowest only where its
     warm-up and cool-down do not hide them, pipeline_fill.fill_drain_s) + m x the slowest slot + the slowest tail."""
-    slots = [x.slot_s for x in stages]
-    fill = fill_drain_s(slots, forward_share if virtual == 1 else None, micro_batches)
-    return fill / virtual + micro_batches * max(slots) + max(x.tail_s for x in stages)
+    return (pipeline_bubble_s(stages, micro_batches, virtual, forward_share)
+            + micro_batches * max(x.slot_s for x in stages) + max(x.tail_s for x in stages))
+
+
+def pipeline_bubble_s(stages, micro_batches: int, virtual: int = 1, forward_share: float | None = None) -> float:
+    """The fill and drain of pipeline_seconds: the other stages' slots once (/ v model chunks per device)."""
+    fill = fill_drain_s([x.slot_s for x in stages], forward_share if virtual == 1 else None, micro_batches)
+    return fill / virtual
 
 
 def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, workload: Workload, options,
@@ -357,7 +362,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         model=model, cluster=cluster, strategy=st, workload=workload, options=options, layout=layout, target_len=t,
         params_total=params_total, params_per_device=max(x.params for x in stages), memory=tightest.memory,
         capacity_bytes=tightest.capacity_bytes, host_capacity_bytes=tightest.host_capacity_bytes,
-        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s, bubble_s=fill_drain_s([x.slot_s for x in stages], forward_share if virtual == 1 else None, ga) / virtual,
+        fits=all(x.fits for x in stages), compute_s=ga * slowest.compute_s,
+        bubble_s=pipeline_bubble_s(stages, ga, virtual, forward_share),
         tp_comm_s=ga * slowest.tp_comm_s, pp_comm_s=ga * slowest.pp_comm_s + last.tied_sync_s,
         dp_comm_s=ga * slowest.dp_slot_s if slowest.dp_slot_s else last.dp_comm_s,
         dp_comm_total_s=last.dp_comm_total_s, optimizer_s=last.optimizer_s, offload_s=last.offload_s,
