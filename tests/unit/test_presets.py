@@ -14,7 +14,7 @@ import yaml
 from scalestudy.cli import main
 from scalestudy.costmodel.params import param_count
 from scalestudy.costmodel.published import load, predict, row_model
-from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS
+from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS, from_hf_config, get_model, to_hf_config
 
 # (preset, published count as the paper prints it, where). The count must lie within the figure's rounding (half a
 # unit of its last digit) or 1%, whichever is wider (papers round names: GPT-3's "175.0B" is 174.6B as every
@@ -200,3 +200,15 @@ def test_a_misspelt_preset_is_named_in_one_line(capsys):
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and len(err.splitlines()) == 1
     assert "unknown model 'gpt3-175' (did you mean gpt3-175b?)" in err and "scalestudy presets" in err
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("falcon-7b", {"new_decoder_architecture": False, "multi_query": True}),  # tiiuae/falcon-7b: the old decoder
+    ("falcon-40b", {"new_decoder_architecture": True, "num_kv_heads": 8}),  # grouped K/V: the new decoder
+])
+def test_falcon_config_written_as_its_architecture_reads_back(tmp_path, name, expected):
+    spec = get_model(name)
+    cfg = to_hf_config(spec)
+    assert {k: cfg.get(k) for k in expected} == expected
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert from_hf_config(tmp_path / "config.json").kv_heads == spec.kv_heads

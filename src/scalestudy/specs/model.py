@@ -814,7 +814,10 @@ def _cost_model_hf_config(spec: ModelSpec) -> dict:
         return {"model_type": "mpt", "d_model": spec.d_model, "n_layers": spec.num_layers, "n_heads": spec.num_heads,
                 "expansion_ratio": spec.d_ff // spec.d_model, "max_seq_len": spec.max_position_embeddings or 2048,
                 "attn_config": {"alibi": not spec.max_position_embeddings}, **common}
+    # Falcon-7B's layout (multi-query, the old decoder) when one K/V head; grouped K/V only under the new decoder
+    grouped = 1 < spec.kv_heads < spec.num_heads
+    heads = {"new_decoder_architecture": True, "num_kv_heads": spec.kv_heads} if grouped else {
+        "new_decoder_architecture": False, "multi_query": spec.kv_heads == 1}
     return {"model_type": FALCON, "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
-            "num_attention_heads": spec.num_heads, "new_decoder_architecture": True, "num_kv_heads": spec.kv_heads,
-            "ffn_hidden_size": spec.d_ff, "max_position_embeddings": spec.max_position_embeddings,
+            "num_attention_heads": spec.num_heads, **heads, "ffn_hidden_size": spec.d_ff, "max_position_embeddings": spec.max_position_embeddings,
             "bias": spec.attention_bias == "all", **common}
