@@ -242,3 +242,17 @@ def test_each_part_of_the_measurement_is_announced_once(capsys):
             pass
     lines = capsys.readouterr().err.splitlines()
     assert lines == [f"{PROGRESS_MARK} 1/2 micro-benchmarks", f"{PROGRESS_MARK} 2/2 plain steps"]
+
+
+def test_cache_root_is_the_accounts_home_when_home_is_empty(monkeypatch, tmp_path):
+    import pwd
+
+    from scalestudy.engine.cpu_precision import cache_file
+
+    monkeypatch.delenv("SCALESTUDY_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", "")  # Path.home() gave "/" or the working directory: a cache nobody looks for
+    account = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "scalestudy"
+    assert cpu_profile.cache_root() == account and cache_file().parent == account
+    assert cpu_profile.profile_path().parent == account
+    monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))  # the variable wins, for both caches
+    assert cpu_profile.profile_path().parent == tmp_path == cache_file().parent

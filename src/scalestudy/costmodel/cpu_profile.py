@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import pwd
 import re
 import subprocess
 import sys
@@ -71,9 +72,17 @@ def machine_key() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def cache_root() -> Path:
+    """$SCALESTUDY_CACHE_DIR, else ~/.cache/scalestudy -- with the account's home directory when HOME is empty
+    (Path.home() then gives the working directory or "/": a cache nobody would look for)."""
+    if os.environ.get("SCALESTUDY_CACHE_DIR"):
+        return Path(os.environ["SCALESTUDY_CACHE_DIR"])
+    home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    return Path(home) / ".cache" / "scalestudy"
+
+
 def profile_path() -> Path:
-    root = os.environ.get("SCALESTUDY_CACHE_DIR") or Path.home() / ".cache" / "scalestudy"
-    return Path(root) / f"cpu_profile-{machine_key()}.yaml"
+    return cache_root() / f"cpu_profile-{machine_key()}.yaml"
 
 
 # HF T5's micro-batch runs ~80 operators outside its sublayers (two embeddings, both stacks' relative-position

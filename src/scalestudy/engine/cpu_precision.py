@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.costmodel.cpu_profile import cache_root
 from scalestudy.errors import ScalestudyError
 
 MIN_FRACTION = 0.5  # low-precision matmul must reach half of fp32's throughput to count as "real" support
@@ -101,8 +102,7 @@ def verdict(precision: str, measured: dict[str, float] | None, flags: frozenset[
 
 
 def cache_file() -> Path:
-    root = os.environ.get("SCALESTUDY_CACHE_DIR") or Path.home() / ".cache" / "scalestudy"
-    return Path(root) / "cpu_precision.json"
+    return cache_root() / "cpu_precision.json"
 
 
 def _cache_key() -> str:
