@@ -131,6 +131,11 @@ def read_yaml_value(text: str, what: str) -> Any:
     return data
 
 
+def number_value(value) -> float:
+    """float(value) for a value read from YAML: text by number_from_text (ASCII only), anything else by float()."""
+    return number_from_text(value) if isinstance(value, str) else float(value)
+
+
 def number_from_text(text: str) -> float:
     """float(text) for a number YAML 1.1 leaves as text (`1e-3`, `312.0e12`: no dot or no exponent sign), ASCII
     only: Python's float() also reads other scripts' digits ('١٢' -> 12.0, fullwidth '８' -> 8.0), which the

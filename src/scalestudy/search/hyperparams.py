@@ -51,7 +51,7 @@ from scalestudy.launch.commands import drop_checkpoints
 from scalestudy.launch.process import kill_marked, start_trial, trial_environment
 from scalestudy.specs.run import MAX_LR
 from scalestudy.study.trials import trial_command, trial_dir, trial_row, write_train_config
-from scalestudy.yamlfile import number_from_text, read_yaml
+from scalestudy.yamlfile import number_value, read_yaml
 
 SPACE_KEYS = ("lr", "global_batch", "warmup_steps", "precision")
 SEARCH_KEYS = {"target_model", "trials_per_model", "budget_tokens", "min_resource", "reduction_factor", "seed",
@@ -169,8 +169,7 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
     try:
         if not isinstance(lr.get("log", True), bool) or any(isinstance(lr[k], bool) for k in ("low", "high")):
             raise TypeError
-        lr_range = (*(number_from_text(v) if isinstance(v, str) else float(v) for v in (lr["low"], lr["high"])),
-                    lr.get("log", True))
+        lr_range = (number_value(lr["low"]), number_value(lr["high"]), lr.get("log", True))
     except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
         raise ScalestudyError(f"{where}: search.space.lr must be {{low: .., high: .., log: true}}") from None
     if not 0 < lr_range[0] < lr_range[1] <= MAX_LR:  # nan and inf fail too

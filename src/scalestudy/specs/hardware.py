@@ -22,7 +22,7 @@ import yaml
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.near_keys import did_you_mean
 from scalestudy.specs.run_options import training_option_hint
-from scalestudy.yamlfile import number_from_text, read_yaml
+from scalestudy.yamlfile import number_value, read_yaml
 
 # yaml.safe_load's loader with libyaml's C parser where PyYAML has it: the same SafeConstructor builds the same
 # objects, ~10x faster (every plan / estimate reads the shipped device YAMLs: ~0.1 CPU-s of a CLI call)
@@ -415,7 +415,7 @@ def _num(value, name: str, origin: str) -> float:
     try:
         if isinstance(value, bool):  # YAML true/false: float() would take them as 1/0
             raise TypeError
-        out = number_from_text(value) if isinstance(value, str) else float(value)
+        out = number_value(value)
     except (TypeError, ValueError):
         raise ScalestudyError(f"{origin}: {name} must be a number, got {value!r}") from None
     except OverflowError:  # a YAML integer of hundreds of digits: beyond any float

@@ -36,7 +36,7 @@ from scalestudy.specs.run_options import (FLAT_KEYS, FLAT_NAMES, RUN_OPTIONS_DOC
                                           MIN_VOCAB_SIZE, ModelSection, OptimizerSection, OutputSection, WorkloadSection)
 from scalestudy.specs.strategy import (COST_MODEL_ENGINES, LM_HEADS, TRAIN_VALUES, Layout, Strategy, Workload,
                                       resolve_layout, zero1_all_reduce_default)
-from scalestudy.yamlfile import number_from_text, read_yaml
+from scalestudy.yamlfile import number_value, read_yaml
 
 OBJECTIVES = ("span", "knowledge", "causal")
 DECAYS = ("cosine", "linear", "constant")
@@ -616,7 +616,7 @@ def _typed(cls: type, values: dict, section: str) -> dict:
             if isinstance(value, bool):
                 raise refuse("a number")
             try:  # YAML 1.1 reads `1e-3` (no dot) as a string
-                value = number_from_text(value) if isinstance(value, str) else float(value)
+                value = number_value(value)
             except (TypeError, ValueError):
                 raise refuse("a number") from None
             except OverflowError:  # an integer of hundreds of digits: beyond any float
