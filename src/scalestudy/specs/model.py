@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.yamlfile import TOO_MANY_DIGITS
+from scalestudy.yamlfile import unreadable_value
 
 Family = Literal["t5", "mt5", "gpt2", "llama"]
 # T5 takes any "{act}" or "gated-{act}" (feed_forward_proj); GPT-2 its activation_function (GPT_FFNS); Llama
@@ -314,8 +314,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ScalestudyError(f"model config {path} is not valid JSON: {exc}") from None
-    except ValueError:  # json reads at most 4,300 digits into an int
-        raise ScalestudyError(f"model config {path}: {TOO_MANY_DIGITS}") from None
+    except ValueError as exc:  # json reads at most 4,300 digits into an int
+        raise ScalestudyError(f"model config {path}: {unreadable_value(exc)}") from None
     except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
         raise ScalestudyError(f"model config {path}: nested too deeply to be a model config") from None
     if not isinstance(cfg, dict):
@@ -819,5 +819,5 @@ def _cost_model_hf_config(spec: ModelSpec) -> dict:
     heads = {"new_decoder_architecture": True, "num_kv_heads": spec.kv_heads} if grouped else {
         "new_decoder_architecture": False, "multi_query": spec.kv_heads == 1}
     return {"model_type": FALCON, "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
-            "num_attention_heads": spec.num_heads, **heads, "ffn_hidden_size": spec.d_ff, "max_position_embeddings": spec.max_position_embeddings,
-            "bias": spec.attention_bias == "all", **common}
+            "num_attention_heads": spec.num_heads, **heads, "ffn_hidden_size": spec.d_ff,
+            "max_position_embeddings": spec.max_position_embeddings, "bias": spec.attention_bias == "all", **common}
