@@ -181,7 +181,7 @@ def autocast_layer_norm_s(model, norm_dtype: str, precision: str, kernels: str, 
     if (norm_dtype != "fp32" or kernels == "fused" or precision == "fp32" or model.is_encoder_decoder
             or model.family == "llama" or device.kind == "cpu"):
         return 0.0
-    fwd_b, bwd_b = layer_norm_autocast_bytes(FP32 if precision == "fp32" else ACT_16BIT)
+    fwd_b, bwd_b = layer_norm_autocast_bytes(ACT_16BIT)  # fp32 runs returned above
     passes = 2.0 if recompute in ("full", "op") else 1.0
     fwd_norms, bwd_norms = 2.0 * model.num_layers * passes + 1.0, 2.0 * model.num_layers + 1.0
     h = model.d_model / (tp if sp else 1)
