@@ -512,13 +512,9 @@ def tune(
         # so do constraints that leave nothing to try (run_tune repeats this cheap check)
         tuner.local_candidates(spec, device, nproc, workload, replace(cons, precision=default_precision(device)))
     if not profile:  # the CPU profile tuning_device measures is cached: an unwritable cache, before `out` is made
-        import os
+        from scalestudy.costmodel.cpu_profile import check_profile_cache
 
-        from scalestudy.costmodel.cpu_profile import profile_path
-        from scalestudy.outputs import check_output_file
-
-        if os.environ.get("SCALESTUDY_CPU_PROFILE", "").lower() != "static" and not profile_path().is_file():
-            check_output_file(profile_path(), "SCALESTUDY_CACHE_DIR: the CPU profile")
+        check_profile_cache()
     out.mkdir(parents=True, exist_ok=True)
     device, calib_s = tuner.tuning_device(out, nproc, profile)
     if not profile:

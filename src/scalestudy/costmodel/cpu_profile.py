@@ -386,6 +386,20 @@ def warn_if_noisy(path: Path, log) -> None:
         f"Delete {path} to measure it again when the machine is quieter.")
 
 
+def static_profile_wanted() -> bool:
+    """SCALESTUDY_CPU_PROFILE=static: predictions keep the static local-cpu file, nothing is measured."""
+    return os.environ.get("SCALESTUDY_CPU_PROFILE", "").lower() == "static"
+
+
+def check_profile_cache() -> None:
+    """One line when this machine's profile would be measured (not static, not cached) into a cache file that cannot
+    be written: a refusal before a minutes-long measurement (and before a command makes its outputs), not after."""
+    if not static_profile_wanted() and not profile_path().is_file():
+        from scalestudy.outputs import check_output_file
+
+        check_output_file(profile_path(), "SCALESTUDY_CACHE_DIR: the CPU profile")
+
+
 def local_cpu_profile(*, measure: bool = True, log=None, remeasure_noisy: bool = False) -> DeviceSpec | None:
     """This machine's measured profile (measured now when absent and `measure`), or None (static wanted). With
     `remeasure_noisy` (a command about to time real runs: the demo, before its trials), a cached profile measured
@@ -393,15 +407,13 @@ def local_cpu_profile(*, measure: bool = True, log=None, remeasure_noisy: bool =
     the cache as it is (a 2 s quiet check per prediction would add up)."""
     from scalestudy.costmodel.calibrate import load_profile
 
-    if os.environ.get("SCALESTUDY_CPU_PROFILE", "").lower() == "static":
+    if static_profile_wanted():
         return None
     path = profile_path()
     if not path.is_file():
         if not measure:
             return None
-        from scalestudy.outputs import check_output_file
-
-        check_output_file(path, "SCALESTUDY_CACHE_DIR: the CPU profile")  # not a refusal after a 2-minute measurement
+        check_profile_cache()
         measure_profile(path, log=log)
     elif measure and remeasure_noisy:
         remeasure_if_noisy(path, log=log)
