@@ -290,6 +290,26 @@ PUBLISHED_CONFIGS = {
     "mistral-7b": ({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
                     "sliding_window": 4096}, 7_241_732_096),  # mistralai/Mistral-7B-v0.1 (HF count)
+    "qwen3-8b": ({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                  "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": False}, 8.2e9),  # Qwen/Qwen3-8B
+    "qwen3-0.6b": ({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                    "tie_word_embeddings": True}, 0.6e9),  # Qwen/Qwen3-0.6B card: heads 16 x 128 wider than 1024
+    "phi-3-mini": ({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+                    "hidden_act": "silu", "tie_word_embeddings": False}, 3.8e9),  # microsoft/Phi-3-mini-4k-instruct
+    "olmo-2-7b": ({"model_type": "olmo2", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 100352,
+                   "tie_word_embeddings": False}, 7.3e9),  # allenai/OLMo-2-1124-7B
+    "bart-large": ({"model_type": "bart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
+                    "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+                    "decoder_ffn_dim": 4096, "activation_function": "gelu", "vocab_size": 50265,
+                    "max_position_embeddings": 1024}, 406e6),  # facebook/bart-large (Lewis et al. 2020)
+    "mbart-large-50": ({"model_type": "mbart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
+                        "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+                        "decoder_ffn_dim": 4096, "activation_function": "gelu", "vocab_size": 250054,
+                        "max_position_embeddings": 1024}, 611e6),  # facebook/mbart-large-50 (Tang et al. 2020)
 }
 
 
@@ -323,3 +343,25 @@ def test_published_hf_configs_count_their_real_parameters(capsys, tmp_path):
         main(["estimate", "--model", str(mixtral)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "mixture of experts" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    ({"model_type": "bart", "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
+      "encoder_attention_heads": 16, "decoder_attention_heads": 8, "encoder_ffn_dim": 4096, "vocab_size": 50265},
+     "one head count and FFN width for both stacks"),
+    ({"model_type": "marian", "d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
+      "encoder_ffn_dim": 2048, "vocab_size": 58101, "share_encoder_decoder_embeddings": False},
+     "separate decoder embedding"),
+    ({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 2,
+      "num_attention_heads": 16, "vocab_size": 1000, "hidden_act": "relu"}, "only its gated SiLU"),
+    ({"model_type": "phi3", "hidden_size": 1000, "intermediate_size": 3072, "num_hidden_layers": 2,
+      "num_attention_heads": 16, "vocab_size": 1000}, "not divisible by num_attention_heads"),
+])
+def test_llama_like_and_bart_like_configs_refuse_what_they_cannot_price(capsys, tmp_path, cfg, needle):
+    """A config of a cost-model-only architecture the block cannot price is one line and exit 2, naming why."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", str(path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err

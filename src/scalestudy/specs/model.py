@@ -35,7 +35,19 @@ FALCON = "falcon"
 # llama-family block with a GELU FFN (rotary, untied); gemma, gemma2 as a llama-family gated block; umt5 as mT5.
 # Cost model only, like Falcon: `train` builds none of them.
 HF_DENSE_TYPES = ("opt", "bloom", "mpt", "gpt_neox", "gptj", "gemma", "gemma2", "umt5")
-COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES)
+# Llama-layout decoders of other publishers (the Llama config keys; `_llama_like`): Qwen3 (heads of `head_dim`; its
+# per-head q/k RMSNorms, 2 x head_dim per layer, not counted), Phi-3 (fused qkv_proj / gate_up_proj: the same weights),
+# OLMo and OLMo 2 (OLMo's parameter-free LayerNorm and OLMo 2's q/k RMSNorms counted as Llama's two norms), Granite
+# (Llama with scalar multipliers), StableLM (LayerNorm, partial rotary, `use_qkv_bias`), Cohere (parallel attention +
+# FFN priced as the sequential block, LayerNorm, head tied by CohereConfig's default). Cost model only.
+LLAMA_LIKE_TYPES = ("qwen3", "phi3", "olmo", "olmo2", "granite", "stablelm", "cohere")
+# BART-style encoder-decoders (BartConfig's keys: `_bart_like`), read as the T5 block of the same widths: BART, mBART
+# (mBART-50's 250,054 vocabulary), M2M-100 / NLLB-200 dense, Marian (OPUS-MT), Pegasus, PLBart. Their learned or
+# sinusoidal position tables (<= 2 x 1,026 x d_model) and the biases of every projection and LayerNorm (< 1% of the
+# weights together: bart-large 403.5M counted of 406.3M) are not counted; their eager kernels are priced as Hugging
+# Face T5's. Cost model only.
+SEQ2SEQ_TYPES = ("bart", "mbart", "m2m_100", "marian", "pegasus", "plbart")
+COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES, *LLAMA_LIKE_TYPES, *SEQ2SEQ_TYPES)
 PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON)  # the cost-model-only types presets use (to_hf_config)
 # Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
@@ -305,8 +317,8 @@ PRESETS: dict[str, ModelSpec] = {
 
 def from_hf_config(path: str | Path) -> ModelSpec:
     """Build a spec from a Hugging Face `config.json` (model_type t5, mt5, gpt2, llama / mistral / qwen2, nemotron;
-    cost model only: falcon, opt, bloom, mpt, gpt_neox, gptj, gemma, gemma2, umt5). Mixture-of-experts configs are
-    refused (one line)."""
+    cost model only: falcon, opt, bloom, mpt, gpt_neox, gptj, gemma, gemma2, umt5, LLAMA_LIKE_TYPES, SEQ2SEQ_TYPES).
+    Mixture-of-experts configs are refused (one line)."""
     path = Path(path)
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
@@ -384,7 +396,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
-                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON}, {FALCON}, {', '.join(HF_DENSE_TYPES)})")
+                          f"{', '.join(LLAMA_LAYOUTS)}, {NEMOTRON}, {', '.join(COST_MODEL_TYPES)})")
 
 
 def _refuse_moe(cfg: dict, kind: object, path: Path) -> None:
@@ -531,8 +543,62 @@ def _umt5(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
                      hf_type="umt5", source=source)
 
 
+def _llama_like(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """A LLAMA_LIKE_TYPES config: the Llama keys (hidden_size, intermediate_size, num_hidden_layers,
+    num_attention_heads, num_key_value_heads, head_dim), a gated FFN of hidden_act SiLU (a gated GELU priced as the
+    SwiGLU of the same width, as Gemma's), q/k/v(/o) biases by attention_bias (StableLM: use_qkv_bias, q/k/v only),
+    gate/up/down biases by mlp_bias (Granite); tied head by the config's own default (Cohere true, the rest false)."""
+    kind = cfg["model_type"]
+    act = cfg.get("hidden_act") or "silu"
+    if not (isinstance(act, str) and (act in ("silu", "swish") or act.startswith("gelu"))):
+        raise ScalestudyError(f"model config {path}: hidden_act {act!r} of a {kind} model: only its gated SiLU "
+                              "(or GELU) FFN is modelled")
+    d = _int(cfg, "hidden_size", path)
+    heads = _int(cfg, "num_attention_heads", path)
+    kv = _int(cfg, "num_key_value_heads", path, heads)
+    if cfg.get("head_dim") is None:  # else the heads have their own width (Qwen3-0.6B: 16 x 128 over 1024)
+        _divides(d, "hidden_size", heads, "num_attention_heads", path)
+    _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)
+    qkv_bias = _flag(cfg, "use_qkv_bias", False, path) if kind == "stablelm" else False
+    return ModelSpec(
+        name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
+        num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
+        d_kv=_int(cfg, "head_dim", path, d // heads), d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
+        tie_word_embeddings=_flag(cfg, "tie_word_embeddings", kind == "cohere", path),
+        max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
+        attention_bias="qkv" if qkv_bias else ("all" if _flag(cfg, "attention_bias", False, path) else "none"),
+        mlp_bias=_flag(cfg, "mlp_bias", False, path), hf_type=kind, source=source)
+
+
+def _bart_like(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
+    """A SEQ2SEQ_TYPES config (BartConfig's keys): d_model, encoder_layers / decoder_layers, encoder_attention_heads
+    / decoder_attention_heads and encoder_ffn_dim / decoder_ffn_dim (the T5 block has one head count and FFN width
+    for both stacks: refused when they differ), the non-gated FFN of activation_function, vocab_size, a head tied
+    to the shared embedding (tie_word_embeddings, default true; Marian's separate decoder embedding refused)."""
+    kind = cfg["model_type"]
+    heads = _int(cfg, "encoder_attention_heads", path)
+    d_ff = _int(cfg, "encoder_ffn_dim", path)
+    if (_int(cfg, "decoder_attention_heads", path, heads), _int(cfg, "decoder_ffn_dim", path, d_ff)) != (heads, d_ff):
+        raise ScalestudyError(f"model config {path}: decoder_attention_heads / decoder_ffn_dim differ from the "
+                              "encoder's: the cost model prices one head count and FFN width for both stacks")
+    if not _flag(cfg, "share_encoder_decoder_embeddings", True, path):
+        raise ScalestudyError(f"model config {path}: share_encoder_decoder_embeddings false (a separate decoder "
+                              "embedding) is not modelled")
+    d = _int(cfg, "d_model", path)
+    _divides(d, "d_model", heads, "encoder_attention_heads", path)
+    act = cfg.get("activation_function") or "gelu"
+    if act not in T5_ACTIVATIONS:
+        raise ScalestudyError(f"model config {path}: activation_function {act!r} of a {kind} model: one of "
+                              f"{', '.join(T5_ACTIVATIONS)}")
+    return ModelSpec(name=name, family="t5", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
+                     num_layers=_int(cfg, "encoder_layers", path), num_decoder_layers=_int(cfg, "decoder_layers", path),
+                     num_heads=heads, d_kv=d // heads, d_ff=d_ff, ffn=act,
+                     tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path), hf_type=kind, source=source)
+
+
 _COST_MODEL_READERS = {"opt": _opt, "bloom": _bloom, "mpt": _mpt, "gpt_neox": _gpt_neox, "gptj": _gptj,
-                       "gemma": _gemma, "gemma2": _gemma, "umt5": _umt5}
+                       "gemma": _gemma, "gemma2": _gemma, "umt5": _umt5,
+                       **{kind: _llama_like for kind in LLAMA_LIKE_TYPES}, **{kind: _bart_like for kind in SEQ2SEQ_TYPES}}
 
 
 def _falcon(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
