@@ -265,3 +265,10 @@ def test_tensor_parallelism_spans_whole_nodes_only_where_the_caller_prices_it():
         resolve_layout(Strategy(tp=12), 24, 2, gpus_per_node=8, tp_across_nodes=True)
     with pytest.raises(ScalestudyError, match=r"^tp 3 does not divide 8 devices per node"):
         resolve_layout(Strategy(tp=3), 24, 8, gpus_per_node=8, tp_across_nodes=True)
+
+
+def test_megatron_labels_name_each_zero_stage():
+    # plan printed Megatron's distributed optimizer (zero 1) and Megatron-FSDP optim_grads (zero 2) as the same
+    # "mcore-distopt" row twice
+    labels = [Strategy(engine="megatron", zero=z).label.split()[0] for z in (0, 1, 2)]
+    assert labels == ["mcore", "mcore-distopt", "mcore-fsdp-z2"]

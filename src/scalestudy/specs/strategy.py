@@ -521,9 +521,10 @@ class Strategy:
     @property
     def label(self) -> str:
         """Short human name, e.g. 'ds-z2+optcpu tp1 pp1 mb4 bf16'."""
+        # megatron zero 1 = the distributed optimizer, zero 2 = Megatron-FSDP optim_grads (module docstring)
+        mcore = {0: "mcore", 1: "mcore-distopt"}.get(self.zero, "mcore-fsdp-z2")
         base = {"deepspeed": f"ds-z{self.zero}", "ddp": "ddp" if self.zero == 0 else "ddp-zero1",
-                "fsdp": f"fsdp-z{self.zero}", "megatron": "mcore" if self.zero == 0 else "mcore-distopt",
-                "internlm": "internlm-zero1"}[self.engine]
+                "fsdp": f"fsdp-z{self.zero}", "megatron": mcore, "internlm": "internlm-zero1"}[self.engine]
         if self.offload_optimizer != "none":
             base += f"+opt{self.offload_optimizer}"
         if self.offload_params != "none":
