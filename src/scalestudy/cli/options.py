@@ -157,6 +157,13 @@ TF32 = typer.Option(False, "--tf32/--no-tf32",
                          "(torch >= 1.12 defaults allow_tf32 to False and train does not set it); on for torch "
                          "1.7-1.11, allow_tf32=True, or NVIDIA's NGC PyTorch containers "
                          "(TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1). Cost model only.")
+GRADIENT_SYNC = typer.Option("engine", "--gradient-sync",
+                             help="When FSDP2 reduce-scatters a step's gradients (engine fsdp): engine (every) | "
+                                  "every (each micro-batch's backward: FSDP2's default, torchtitan, what scalestudy's "
+                                  "train runs) | last (set_requires_gradient_sync(False) on all but the last "
+                                  "micro-batch: one reduce-scatter per step, the unsharded gradients in the reduce dtype "
+                                  "held on every rank between micro-batches -- KempnerForge, torch pipelining's FSDP2 "
+                                  "stages); no effect without accumulation; cost model only.")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
@@ -177,7 +184,8 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
                     "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE),
-                    "pipeline_scatter_gather": (str, PIPELINE_SCATTER_GATHER)}
+                    "pipeline_scatter_gather": (str, PIPELINE_SCATTER_GATHER),
+                    "gradient_sync": (str, GRADIENT_SYNC)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),

@@ -271,6 +271,24 @@ def deepspeed_accumulator_bytes(psi: float, engine: str, zero: int, precision: s
     return (2.0 if grad_accum_dtype == "compute" else 4.0) * psi
 
 
+def fsdp_unsynced_grad_bytes(psi: float, precision: str, grad_reduce: str, gradient_sync: str,
+                             grad_accum: int) -> float:
+    """Bytes of the unsharded gradients FSDP2 holds between micro-batches when the run defers their reduce-scatter to
+    the step's last micro-batch (Strategy.gradient_sync "last": set_requires_gradient_sync(False) on the others --
+    KempnerForge training/grad.py maybe_no_sync, torch.distributed.pipelining's PipelineStage for FSDP2 chunks).
+    torch _fsdp_param.py FSDPParam.to_accumulated_grad_if_needed, after each unit's backward: a gradient whose dtype
+    is not the MixedPrecisionPolicy reduce_dtype is upcast into `unsharded_accumulated_grad` (later micro-batches add
+    into it, accumulate_unsharded_grad_if_needed) -- the parameter resharded, its whole gradient kept -- so every
+    parameter this rank holds before dp sharding (`psi`: its tp / pp share, the root's embedding and head included)
+    keeps one unsharded gradient in the reduce dtype (4 B under the fp32 reduce of engine fsdp, 2 B with grad_reduce
+    compute) from the first micro-batch's backward into the last one's, where each unit's reduce-scatter frees it.
+    torchtnt #1057 measured the same deferral at 3.25 -> ~52 GB per rank (26B model, 16 GPUs). 0 when every
+    micro-batch reduce-scatters ("every", "engine") or one micro-batch makes the step."""
+    if gradient_sync != "last" or grad_accum <= 1:
+        return 0.0
+    return (2.0 if grad_reduce == "compute" and precision != "fp32" else 4.0) * psi
+
+
 def fsdp_root_gathered_bytes(model: ModelSpec, psi: float, tp: int, precision: str) -> float:
     """FSDP2 never reshards the root unit after forward (torch/distributed/_composable/fsdp/_fsdp_state.py
     _lazy_init: 'For the root, do not reshard after forward since for training, the parameters would be freed and
@@ -500,7 +518,7 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     eng = engine_table().get(st.engine)
     key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
            st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
-           st.optimizer_loop, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1)
+           st.optimizer_loop, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1, st.gradient_sync)
     hit = _RANK_STATES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
@@ -511,6 +529,9 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
                                        st.grad_accum_dtype)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
                        st.overlap_grad_comm, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum)
+    # deferred reduce-scatters: the unsharded gradients take the place of the sharded ones, which exist only after the
+    # last micro-batch's reduce-scatter has freed them (zero_grad sets .grad to None each step)
+    buf += max(0.0, fsdp_unsynced_grad_bytes(psi, st.precision, st.grad_reduce, st.gradient_sync, grad_accum) - g)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach

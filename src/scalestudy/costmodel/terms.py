@@ -416,6 +416,7 @@ class ShardedDP(NamedTuple):
     slow: float  # the device's compute_slowdown_under_comm
     first_host: tuple[float, float]  # host_f / host_b of the pass's first stack (encoder-decoder; else 0)
     second_share: tuple[float, float]  # the pass's second stack's share of its device time (zero3.launch_order_s)
+    sync_last: bool  # FSDP2 reduce-scatters in the step's last micro-batch only (Strategy.gradient_sync "last")
 
 
 # ranks of the run engines.yaml fetch_host_s was measured on (its hooks' per-rank loops ran over that many ranks)
@@ -505,7 +506,8 @@ def sharded_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk:
                                   cpu or eng.prefetch_layers < 1, st.engine == "deepspeed" and not st.overlap_grad_comm,
                                   bwd_gathers, nlayers, fsdp_ends, tables_elems,
                                   z.gathered_elems if tables_elems else 1.0, fsdp_reentrant,
-                                  cluster.device.compute_slowdown_under_comm, first_host, second_share))
+                                  cluster.device.compute_slowdown_under_comm, first_host, second_share,
+                                  st.engine == "fsdp" and st.gradient_sync == "last"))
 
 
 def _stack_host(o: StackOrder, z: Zero3Gathers, fetch_host_s: float, hook_passes: float,
@@ -536,6 +538,16 @@ def _sharded_overlap(z: ShardedDP, ga: int, fwd: float, bwd: float, interference
     bwd_gathers, nlayers, slow = z.bwd_gathers, z.nlayers, z.slow
 
     def overlap(gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
+        if not z.sync_last or ga == 1:
+            return micro_batches(ga, gather, reduce, head, tail)
+        # gradient_sync "last": the other micro-batches' backwards reduce-scatter nothing -- no per-unit reduce, no
+        # root / first-block reduce-scatter at the end (_fsdp_unit_ends' tail) -- the last one all of the step's
+        # (torch FSDPParamGroup.post_backward: reduce_grads False keeps the unsharded gradient, memory.py)
+        unsynced, unsynced_total = micro_batches(ga - 1, gather, 0.0, head, 0.0)
+        synced, synced_total = micro_batches(1, gather, reduce, head, tail)
+        return unsynced + synced, unsynced_total + synced_total
+
+    def micro_batches(ga: int, gather: float, reduce: float, head: float, tail: float) -> tuple[float, float]:
         fwd_comm, bwd_comm = gather, bwd_gathers * gather + reduce
         total = ga * (fwd_comm + bwd_comm)
         if z.serial:

@@ -57,6 +57,7 @@ from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PARALLEL_ENGINES, COST_MODEL_ENGINES,
                                       CROSS_ENTROPIES,
                                       CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_BUCKETS, GRAD_REDUCES,
+                                      GRADIENT_SYNCS,
                                       KERNELS, LM_HEADS, NORM_DTYPES, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
                                       PP_SCHEDULES,
                                       RECOMPUTES, SCATTER_GATHERS,
@@ -113,6 +114,7 @@ class Constraints:
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (the user's torch / container): a statement, not searched
     norm_dtype: str = "engine"  # the dtype eager LayerNorms run in (autocast's fp32 or not): a statement, not searched
     pipeline_scatter_gather: str = "engine"  # the pipeline send layout of the user's software: a statement
+    gradient_sync: str = "engine"  # FSDP2's reduce-scatter per micro-batch or per step: a statement, not searched
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -127,7 +129,8 @@ class Constraints:
                               ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED)),
                               ("grad_buckets", (*GRAD_BUCKETS, TRAINED)),
                               ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
-                              ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS)):
+                              ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS),
+                              ("gradient_sync", GRADIENT_SYNCS)):
             check_choice(name, getattr(self, name), choices)
         for off in (*self.offload_optimizer, *self.offload_params):
             check_choice("offload", off, OFFLOADS)
@@ -159,6 +162,9 @@ class Constraints:
         if self.grad_buckets not in ("engine", TRAINED) and set(self.engines) != {"ddp"}:
             raise ScalestudyError(f"--grad-buckets {self.grad_buckets} describes PyTorch DDP's "
                                   "gradient_as_bucket_view: it needs --engine ddp")
+        if self.gradient_sync != "engine" and set(self.engines) != {"fsdp"}:
+            raise ScalestudyError(f"--gradient-sync {self.gradient_sync} describes FSDP2's "
+                                  "set_requires_gradient_sync: it needs --engine fsdp")
         if self.zero3_fetch != "engine" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError(f"--zero3-fetch {self.zero3_fetch} describes DeepSpeed ZeRO-3's parameter gathers: "
                                   "it needs --engine deepspeed")
@@ -452,7 +458,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
                  optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch,
                  cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype,
-                 pipeline_scatter_gather=constraints.pipeline_scatter_gather, **software)
+                 pipeline_scatter_gather=constraints.pipeline_scatter_gather,
+                 gradient_sync=constraints.gradient_sync, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))

@@ -335,7 +335,9 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "zero3_fetch": "DeepSpeed before 0.5.5's per-parameter ZeRO-3 gathers",
                       "pipeline_scatter_gather": "Megatron-LM / DeepSpeed pipeline sends split over the tp ranks, "
                                                  "or Megatron-LM before April 2021's whole-tensor sends",
-                      "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default"}
+                      "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default",
+                      "gradient_sync": "FSDP2 gradients reduce-scattered once per step (set_requires_gradient_sync); "
+                                       "train's FSDP reduce-scatters every micro-batch"}
 
 
 # What `train` runs of the cost-model options, where that is not what the option's default means (the published

@@ -209,6 +209,14 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      normalised and returned in fp32 and the next linear casts it back, each its own kernel forward
                      and backward); "engine" = compute. No effect in fp32, on fused kernels (one kernel either way),
                      or on RMSNorm layouts (Llama, T5: their eager norm already runs in fp32). Cost model only.
+- gradient_sync:     when FSDP2 reduce-scatters the gradients of a step's micro-batches (engine fsdp; cost model only):
+                     "every" (each micro-batch's backward reduce-scatters into the sharded .grad: FSDP2's default,
+                     torchtitan, Composer, scalestudy's `train`, engine/settings.py), "last" (the run calls
+                     set_requires_gradient_sync(False) on every micro-batch but the last -- KempnerForge
+                     training/grad.py maybe_no_sync, torch.distributed.pipelining's PipelineStage for FSDP2 chunks: the
+                     unsharded gradients, in the reduce dtype, stay on every rank until the last micro-batch's backward
+                     reduce-scatters them once, costmodel/memory.fsdp_unsynced_grad_bytes; one reduce-scatter per
+                     step, terms._sharded_overlap) or "engine" (every). No effect without accumulation.
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
@@ -296,6 +304,7 @@ NORM_DTYPES = ("engine", "compute", "fp32")  # the dtype eager LayerNorms run in
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
 EARLY_STOPS = ("engine", "on", "off")  # full recompute with checkpoint early stop (costmodel/op_checkpoint.py)
 SCATTER_GATHERS = ("engine", "on", "off")  # tp-replicated pipeline sends split over the tp ranks (comm.py)
+GRADIENT_SYNCS = ("engine", "every", "last")  # FSDP2 reduce-scatter per micro-batch or once per step (memory.py)
 # The values of the cost-model software options that scalestudy's `train` runs on its engines (specs/run.train_software
 # picks among them per model and layout): a label leaves them unnamed, as it leaves the defaults
 TRAIN_VALUES = {"kernels": ("eager",), "recompute_early_stop": ("on",), "cross_entropy": ("hf", "torch"),
@@ -311,7 +320,8 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
             ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
             ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
-            ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS))
+            ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS),
+            ("gradient_sync", GRADIENT_SYNCS))
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -358,6 +368,7 @@ class Strategy:
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
     norm_dtype: str = "engine"  # dtype eager LayerNorms run in: autocast's fp32 or the compute dtype (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
+    gradient_sync: str = "engine"  # FSDP2 reduce-scatter every micro-batch or the last only (cost model only)
 
     def __post_init__(self) -> None:
         if self.overlap_param_gather is None:  # the engine's own default, resolved once: every reader sees a bool
@@ -405,6 +416,9 @@ class Strategy:
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
             raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                               f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
+        if self.gradient_sync != "engine" and self.engine != "fsdp":
+            raise OptionError(f"gradient_sync {self.gradient_sync} describes FSDP2's set_requires_gradient_sync, not "
+                              f"{self.engine}", "gradient_sync")
         if self.grad_buckets != "engine" and self.engine != "ddp":
             raise OptionError(f"grad_buckets {self.grad_buckets} describes PyTorch DDP's gradient_as_bucket_view, "
                               f"not {self.engine}", "grad_buckets")
@@ -587,6 +601,8 @@ class Strategy:
             parts.append("norm-fp32")
         if self.tf32 and self.precision == "fp32":
             parts.append("tf32")
+        if self.gradient_sync == "last":
+            parts.append("sync-last")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -800,6 +816,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"zero3_fetch {s.zero3_fetch}")
     if s.pp > 1 and s.tp > 1 and s.pipeline_scatter_gather != "engine":
         parts.append(f"pipeline_scatter_gather {s.pipeline_scatter_gather}")
+    if s.engine == "fsdp" and s.gradient_sync != "engine":
+        parts.append(f"gradient_sync {s.gradient_sync}")
     if s.precision == "fp32":
         parts.append(f"tf32 {str(s.tf32).lower()}")
     meanings = meanings or {}
