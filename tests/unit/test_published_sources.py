@@ -503,7 +503,7 @@ def test_held_out_rows_state_their_precision_and_fp8_is_refused():
                                "bigscience2021tr8", "bigscience2021tr3m", "megatron2021readme", "narayanan2021t2",
                                "bigscience2022layouts", "deepspeed2020zerotut", "dschat2023sft",
                                "deepspeed2023ds4sci", "fairseq2021fsdp", "dlperf2021megatron",
-                               "dlperf2020deepspeed", "pytorch2022fsdpapi") or \
+                               "dlperf2020deepspeed") or \
             r["id"].startswith("atorch-llama2-7b-ds3d")
         assert r["precision"] == ("fp16" if fp16 else "bf16"), r["id"]
     fp8 = dict(_rows("throughput", "torchtitan2024h100")[0], precision="fp8")
@@ -2873,35 +2873,6 @@ def test_cpu_adam_prices_fsdp_host_step_at_the_cpu_adam_rate():
         with pytest.raises(OptionError, match="cpu-adam"):
             Strategy(engine=engine, zero=zero, offload_optimizer=offload, offload_params=offload,
                      optimizer_loop="cpu-adam")
-
-
-# ---- source3 (2026-12-04): the PyTorch FSDP API blog (2022-03-14): minGPT GPT 175B, 'batch size 20 and sequence length
-# 512 on 128 GPUs' (16 AWS nodes of 8 A100-SXM4-40GB, EFA 400 Gb/s), fp16 model, SGD, parameter CPU offload,
-# activation checkpointing: 159 TFLOP/s per GPU by the harness's calc_flop (mrshenli/ptd_benchmark 62f8c89b)
-HELD_OUT = HELD_OUT + ("pytorch2022fsdpapi",)
-# reached at arrival (HEAD e4a1e61, stored constants): +24.6% (issue flags only +23.0%): modelled 72.6 s per step
-# against 90.5 s, 4.4 s of its 24.1 s of ZeRO-3 traffic exposed (published.yaml pytorch2022fsdpapi)
-NEW_SOURCE_BOUNDS.update({"pytorch2022fsdpapi": (0.32, 0.32)})
-
-
-def test_fsdp_api_blog_row_is_the_post_converted_by_the_harness_flop_count():
-    """159 TFLOP/s per GPU by calc_flop (96 B s l h^2 (1 + s/6h + V/16lh) per GPU per iteration) -> tokens/s; the
-    harness's fp16 minGPT under the FSDP prototype: parameters (and the SGD step) on the host, one checkpoint per
-    block, eager attention and element-wise kernels, 16 nodes x 8 GPUs on 400 Gb/s of EFA per node."""
-    (r,) = _rows("throughput", "pytorch2022fsdpapi")
-    layers, h, s, v, batch, gpus = 96, 12288, 512, 50000, 20, 128
-    flop_per_token = 96 * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
-    assert r["published"] == round(159e12 * gpus / flop_per_token) and r["metric"] == "tokens_per_s"
-    model, cluster, strategy, workload = _setup(r)
-    assert (model.d_model, model.num_layers, model.vocab_size, workload.seq_len) == (h, layers, v, s)
-    assert (cluster.nodes, cluster.world_size, strategy.micro_batch, workload.global_batch) == \
-        (16, gpus, batch, batch * gpus)
-    assert (strategy.engine, strategy.zero, strategy.offload_params, strategy.offload_optimizer) == \
-        ("fsdp", 3, "cpu", "cpu")
-    assert (strategy.recompute, strategy.attention, strategy.kernels, r["precision"]) == \
-        ("full", "eager", "eager", "fp16")
-    assert float(r["cluster"]["inter_node_bytes_per_s"]) == pytest.approx(400e9 / 8 / 8 * 23 / 25)
-    assert r["device"] == "a100-40gb" and r["fit"] is False and r["unmodelled"] == ["sgd_optimizer"]
 
 
 # ---- newsrcA (2026-12-04): IBM fms-fsdp's README table of 2024-02-21..26 (3d28d725 / 5805ace5, before cf6e42c7): the
