@@ -341,13 +341,14 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # where engines.yaml prices DeepSpeed's defaults (5e8 / 5e7)
     # bind_cores_to_rank: `deepspeed --bind_cores_to_rank` gives each rank its own physical cores for CPU-Adam
     # (dsbind2025); the model prices every multi-rank host step unbound (engines.yaml unbound_ranks_host_adam_slowdown)
-    # sgd_optimizer: thunderlitgpt2024's scripts step torch SGD (weight decay, foreach=False, no state) where the model
-    # prices AdamW; bf16_rmsnorm: its Lit-GPT RMSNorm runs in bf16 (the model's eager Llama norm is fp32 with casts)
+    # sgd_optimizer (thunderlitgpt2024's torch SGD, weight decay, foreach=False, no state) became
+    # Strategy.optimizer_kind sgd on 2026-12-04; bf16_rmsnorm: its Lit-GPT RMSNorm runs in bf16 (the model's eager
+    # Llama norm is fp32 with casts)
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline", "fsdp_grad_sync_last_microbatch",
                       "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
                       "cpu_checkpointing", "nanotron_zero1_all_reduce", "tp_linear_async_communication",
-                      "hf_zero3_auto_buckets", "bind_cores_to_rank", "sgd_optimizer", "bf16_rmsnorm"}
+                      "hf_zero3_auto_buckets", "bind_cores_to_rank", "bf16_rmsnorm"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -3113,7 +3114,8 @@ def test_thunder_litgpt_rows_are_the_readme_tables_at_the_scripts():
         assert (strategy.optimizer_dtype, strategy.grad_reduce) == ("bf16", "compute")
         assert strategy.kernels == ("fused" if method == "inductor" else "eager")
         assert r["fit"] is False and r["device"] == "a100-40gb"
-        assert set(r["unmodelled"]) == {"sgd_optimizer", "bf16_rmsnorm"}
+        assert set(r["unmodelled"]) == {"bf16_rmsnorm"}
+        assert (strategy.optimizer_kind, strategy.optimizer_loop) == ("sgd", "per-tensor")  # SGD(foreach=False)
         assert estimate(model, cluster, strategy, workload).fits
 
 

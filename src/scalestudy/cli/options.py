@@ -164,6 +164,12 @@ GRADIENT_SYNC = typer.Option("engine", "--gradient-sync",
                                   "micro-batch: one reduce-scatter per step, the unsharded gradients in the reduce dtype "
                                   "held on every rank between micro-batches -- KempnerForge, torch pipelining's FSDP2 "
                                   "stages); no effect without accumulation; cost model only.")
+OPTIMIZER_KIND = typer.Option("adamw", "--optimizer-kind",
+                              help="The optimizer the run steps: adamw (two fp32 moments per parameter: every "
+                                   "engine's, what scalestudy's train runs) | sgd (torch.optim.SGD without momentum, "
+                                   "with weight decay: no optimizer state) | sgd-momentum (one momentum buffer). Sets "
+                                   "the optimizer states in memory and the update's bytes; --optimizer-loop says how it "
+                                   "launches (per-tensor = foreach=False); cost model only.")
 TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                help="TP all-gather/reduce-scatter overlapped with the linear GEMMs (engine "
                                     "megatron: Transformer Engine userbuffers; fsdp/ddp: PyTorch async TP, torchtitan "
@@ -181,6 +187,7 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "grad_reduce": (str, GRAD_REDUCE), "recompute_early_stop": (str, RECOMPUTE_EARLY_STOP),
                     "cross_entropy": (str, CROSS_ENTROPY), "attention_kernel": (str, ATTENTION_KERNEL),
                     "optimizer_dtype": (str, OPTIMIZER_DTYPE), "optimizer_loop": (str, OPTIMIZER_LOOP),
+                    "optimizer_kind": (str, OPTIMIZER_KIND),
                     "lm_head": (str, LM_HEAD), "grad_accum_dtype": (str, GRAD_ACCUM_DTYPE),
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
                     "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE),

@@ -33,6 +33,7 @@ from functools import lru_cache
 
 from scalestudy.costmodel.engines import engine_comm, engine_table
 from scalestudy.costmodel.flops import fused_linear_chunk_tokens
+from scalestudy.costmodel.optimizers import STATE_TENSORS, moments_saved
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules, zero3_reuse
@@ -94,16 +95,20 @@ def zero_model_states(psi: float, dp: int, stage: int, precision: str = "bf16") 
 def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, offload_optimizer: str = "none",
                  offload_params: str = "none", grad_reduce: str = "engine",
                  optimizer_dtype: str = "engine", pp: int = 1,
-                 grad_accum_dtype: str = "engine") -> tuple[float, float, float, float, float]:
+                 grad_accum_dtype: str = "engine",
+                 optimizer_kind: str = "adamw") -> tuple[float, float, float, float, float]:
     """(weights, grads, optimizer, host, nvme) bytes per rank for `psi` parameters on this model-parallel rank
     (`grad_reduce`, `optimizer_dtype`: Strategy's, the dtypes of Megatron's main-gradient buffer and optimizer;
-    `pp`, `grad_accum_dtype`: which DeepSpeed optimizer wrapper holds the states, `deepspeed_bf16_wrapper`)."""
+    `pp`, `grad_accum_dtype`: which DeepSpeed optimizer wrapper holds the states, `deepspeed_bf16_wrapper`;
+    `optimizer_kind`: the states beside the master copy, AdamW's two moments or another optimizer's,
+    costmodel/optimizers.py)."""
+    states = STATE_TENSORS[optimizer_kind]
     if engine == "ddp":
         # DDP + autocast keeps fp32 weights and gradients (4 + 4) and fp32 Adam moments (8); ZeroRedundancyOptimizer
         # (zero=1) partitions the moments.
-        return 4.0 * psi, 4.0 * psi, 8.0 * psi / (dp if zero else 1), 0.0, 0.0
+        return 4.0 * psi, 4.0 * psi, 4.0 * states * psi / (dp if zero else 1), 0.0, 0.0
     if engine == "megatron":
-        return megatron_model_states(psi, dp, zero, precision, grad_reduce, optimizer_dtype)
+        return megatron_model_states(psi, dp, zero, precision, grad_reduce, optimizer_dtype, optimizer_kind)
     if engine == "fsdp":
         # FSDP2: sharded fp32 weights, grads and moments (16/N_d); zero=2 (no reshard after forward) keeps the
         # unsharded compute-dtype weights alive from forward to backward.
@@ -113,9 +118,10 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
         kept = ACT_BYTES[precision] * psi if zero == 2 else 0.0
         if offload_params != "none":
             # CPUOffloadPolicy: the shards, their gradients and the Adam moments live in host memory
-            return kept, 0.0, 0.0, 4.0 * shard * psi / dp, 0.0
-        return shard * psi / dp + kept, shard * psi / dp, 2.0 * shard * psi / dp, 0.0, 0.0
+            return kept, 0.0, 0.0, (2.0 + states) * shard * psi / dp, 0.0
+        return shard * psi / dp + kept, shard * psi / dp, states * shard * psi / dp, 0.0, 0.0
     w, g, o = zero_model_states(psi, dp, zero, precision)
+    o -= moments_saved(optimizer_kind) * psi / (dp if zero >= 1 else 1)  # the paper's K is AdamW's
     if zero == 0 and grad_accum_dtype == "compute" and \
             deepspeed_bf16_wrapper(engine, zero, precision, pp, grad_accum_dtype) == "bf16":
         # BF16_Optimizer partitions its fp32 master weights and the Adam moments over dp whatever the ZeRO stage:
@@ -128,7 +134,7 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
     if precision == "fp32" and zero in (1, 2):
         # DeepSpeed stage 1/2 always clones its partition into a separate fp32 master copy
         # (stage_1_and_2.py: single_partition_of_fp32_groups), even when the model is already fp32: K = 4 + 8.
-        o = 12.0 * psi / dp
+        o = (12.0 - moments_saved(optimizer_kind)) * psi / dp
     host = nvme = 0.0
     if offload_optimizer != "none":
         # ZeRO-Offload: fp32 master weights + moments (and the fp32 gradient partition) live off the device.
@@ -159,7 +165,8 @@ def model_states(psi: float, dp: int, engine: str, zero: int, precision: str, of
 
 
 def megatron_model_states(psi: float, dp: int, zero: int, precision: str, grad_reduce: str = "engine",
-                          optimizer_dtype: str = "engine") -> tuple[float, float, float, float, float]:
+                          optimizer_dtype: str = "engine",
+                          optimizer_kind: str = "adamw") -> tuple[float, float, float, float, float]:
     """Megatron-Core (engine megatron): the parameters in their dtype, the contiguous main-gradient buffer, and the
     optimizer's fp32 master copy + Adam moments (and an fp32 gradient copy when the gradients are 16-bit), sharded
     over dp by the distributed optimizer (zero 1). Megatron-LM docs/source/distrib_optimizer.md (f2e5db40), bytes
@@ -173,11 +180,14 @@ def megatron_model_states(psi: float, dp: int, zero: int, precision: str, grad_r
     dtype and steps on the gradient shard as reduced -- 6 bytes per parameter / dp (distributed_fused_adam.py).
     zero 2, Megatron-FSDP data_parallel_sharding_strategy optim_grads (megatron/core/distributed/fsdp, Megatron-LM
     d98e8a64: "shards gradients and optimizer states ... similar to ZeRO-2", reduce-scatter "on all microbatches"):
-    the main gradients are sharded too, g / dp; the unsharded gradient of the unit being reduced is a buffer."""
+    the main gradients are sharded too, g / dp; the unsharded gradient of the unit being reduced is a buffer.
+    `optimizer_kind`: Adam's two moments in those figures, or another optimizer's states (Megatron-LM --optimizer
+    sgd: apex FusedSGD's momentum buffer, costmodel/optimizers.py)."""
     g = megatron_grad_bytes(precision, grad_reduce)
     w, o = (4.0, 8.0) if precision == "fp32" else (2.0, 12.0 if g == 4 else 16.0)
+    o -= moments_saved(optimizer_kind)
     if optimizer_dtype == "bf16":
-        o = 6.0
+        o = 6.0 - moments_saved(optimizer_kind, 2.0)
     return w * psi, g * psi / (dp if zero >= 2 else 1), o * psi / (dp if zero else 1), 0.0, 0.0
 
 
@@ -518,7 +528,7 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     eng = engine_table().get(st.engine)
     key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
            st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
-           st.optimizer_loop, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1, st.gradient_sync)
+           st.optimizer_loop, st.optimizer_kind, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1, st.gradient_sync)
     hit = _RANK_STATES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
@@ -526,7 +536,7 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
         _RANK_STATES.clear()
     w, g, o, host, nvme = model_states(psi, dp, st.engine, st.zero, st.precision, st.offload_optimizer,
                                        st.offload_params, st.grad_reduce, st.optimizer_dtype, st.pp,
-                                       st.grad_accum_dtype)
+                                       st.grad_accum_dtype, st.optimizer_kind)
     buf = buffer_bytes(model, psi, dp, tp, st.engine, st.zero, st.precision, st.offload_optimizer, options,
                        st.overlap_grad_comm, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum)
     # deferred reduce-scatters: the unsharded gradients take the place of the sharded ones, which exist only after the

@@ -25,6 +25,7 @@ from scalestudy.costmodel.engines import engine_comm, scatters_stage_boundary
 from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.memory import Memory, boundary_bytes, rank_memory
 from scalestudy.costmodel.options import CostOptions
+from scalestudy.costmodel.optimizers import state_elem
 from scalestudy.costmodel.step import DDP_COPY_BACK_PASSES, ComputeTimes, bucket_copy_s, optimizer_loop_s
 from scalestudy.costmodel.terms import (BucketedDP, ShardedDP, _deepspeed_bf16_pipeline,
                                        _deepspeed_pipeline_reduces_after, _dp_comm, _Shape, _tp_comm, dp_collectives,
@@ -216,7 +217,7 @@ def _bucket_copy_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -> f
 # Strategy fields but the micro-batch (in _stage_comm's key on its own) and the optimizer's (offload, loop, state
 # dtype: neither collective term reads them)
 _COMM_FIELDS = operator.itemgetter(*(name for name in Strategy.__dataclass_fields__ if name not in (
-    "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype")))
+    "micro_batch", "offload_optimizer", "offload_params", "optimizer_loop", "optimizer_dtype", "optimizer_kind")))
 _COMM_NUMBERS = InputNumbers(itertools.count())
 _COMM = IdMemo()
 
@@ -374,7 +375,8 @@ def _optimizer_loop_s(cfg: Setting, dev: DeviceSpec, tensors: int, psi: float) -
     elif st.engine == "ddp" and st.zero == 1:
         tensors = math.ceil(tensors / lay.dp)
     local = psi / lay.dp if sharded else psi
-    return optimizer_loop_s(st.optimizer_loop, local, tensors, st.precision, dev, cfg.cal.kernel_overhead_s, psi)
+    return optimizer_loop_s(st.optimizer_loop, local, tensors, st.precision, dev, cfg.cal.kernel_overhead_s, psi,
+                            st.optimizer_kind, state_elem(st.engine, st.optimizer_dtype))
 
 
 def _framework_s(cfg: Setting, dev: DeviceSpec, sublayers: float | None) -> float:

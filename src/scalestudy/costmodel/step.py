@@ -50,6 +50,7 @@ from scalestudy.costmodel.memory import ACT_BYTES, activation_parts, layer_activ
 from scalestudy.costmodel.megatron_softmax import TORCH_SOFTMAX, torch_softmax_pass_s
 from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop_tail, recomputed_gemms
+from scalestudy.costmodel.optimizers import flat_update_bytes, loop_step_delta
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
@@ -163,20 +164,26 @@ EMBED_GRAD_BYTES = 12.0
 
 
 def optimizer_loop_s(loop: str, params: float, tensors: float, precision: str, device: DeviceSpec,
-                     kernel_s: float, stage_params: float = 0.0) -> float:
+                     kernel_s: float, stage_params: float = 0.0, optimizer_kind: str = "adamw",
+                     elem: float = 4.0) -> float:
     """Seconds per step an unfused optimizer `loop` (OPTIMIZER_LOOPS) adds to the fused update terms.optimizer_offload
     prices (OPTIMIZER_BYTES per parameter at HBM speed), for `params` parameters in `tensors` tensors on the rank: its
     extra bytes, and per tensor its kernels and host syncs at `kernel_s` each (calibration kernel_overhead_s, the
     fitted time one launch costs a block; not refitted here): a tensor of a small model's update moves a few MB, so
     the launches, not the bytes, set the loop's pace, and a sync drains the queue, the next kernel waiting one
     launch gap. 0 for the engine's fused / multi-tensor optimizer and on CPU devices (measured profiles).
-    `stage_params`: the parameters of the rank's whole stage when `params` is its partition (STAGE_LOOP_BYTES)."""
+    `stage_params`: the parameters of the rank's whole stage when `params` is its partition (STAGE_LOOP_BYTES).
+    `optimizer_kind`: the loop's AdamW step replaced by another optimizer's ops (optimizers.loop_step_delta) and the
+    fused pass by its own (optimizers.flat_update_bytes); `elem`: bytes per state element (2: a bf16 model stepped
+    as it is, optimizers.state_elem), the table's fp32 bytes scaled by it."""
     if loop == "engine" or device.kind == "cpu":
         return 0.0
     (kernels, syncs), loop_bytes = OPTIMIZER_LOOPS[loop]
-    extra_bytes = params * max(0.0, loop_bytes - OPTIMIZER_BYTES[precision]) + \
+    more_kernels, more_bytes = loop_step_delta(optimizer_kind, loop)
+    loop_bytes = (loop_bytes + more_bytes) * elem / 4.0
+    extra_bytes = params * max(0.0, loop_bytes - flat_update_bytes(optimizer_kind, precision, elem)) + \
         stage_params * STAGE_LOOP_BYTES.get(loop, 0.0)
-    return extra_bytes / device.hbm_bytes_per_s + tensors * (kernels + syncs) * kernel_s
+    return extra_bytes / device.hbm_bytes_per_s + tensors * (kernels + more_kernels + syncs) * kernel_s
 
 
 # DeepSpeed's bucketed gradient all-reduce (ZeRO-0: engine.buffered_allreduce_fallback; ZeRO-1 on the all-reduce

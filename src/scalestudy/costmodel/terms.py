@@ -24,6 +24,7 @@ from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, 
                                          fused_swiglu, gqa_native, loss_kernel)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
+from scalestudy.costmodel.optimizers import flat_update_bytes, state_elem
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, ComputeTimes, compute_times
 from scalestudy.costmodel.zero3 import (StackOrder, Zero3Gathers, hook_host_s, launch_order_s, pass_launch_s,
                                         per_param_sync_comm_s, reduce_scatter_buckets, reduce_scatter_rank_items,
@@ -989,7 +990,11 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
     elif cpu_memory.measured(dev) and tensors:
         opt_s = cpu_memory.engine_optimizer_s(dev, st.engine, st.zero, local, tensors, dp)
     else:
-        opt_s = local * OPTIMIZER_BYTES[prec] / dev.hbm_bytes_per_s
+        opt_s = local * flat_update_bytes(st.optimizer_kind, prec, state_elem(st.engine, st.optimizer_dtype)) / \
+            dev.hbm_bytes_per_s
+    if st.optimizer_kind != "adamw" and (st.offload_optimizer != "none" or cpu_memory.measured(dev) and tensors):
+        # host / measured AdamW rates, memory-bound: another optimizer's pass in proportion to its bytes
+        opt_s *= flat_update_bytes(st.optimizer_kind, prec) / flat_update_bytes("adamw", prec)
     if st.offload_params != "none" and st.engine == "deepspeed":
         bw = dev.pcie_bytes_per_s * dev.nvme_fraction_of_pcie if st.offload_params == "nvme" else link
         offload_s += ga * 2 * psi * half / dp / bw  # fetched for forward and again for backward

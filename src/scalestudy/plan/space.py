@@ -59,6 +59,7 @@ from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PA
                                       CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_BUCKETS, GRAD_REDUCES,
                                       GRADIENT_SYNCS,
                                       KERNELS, LM_HEADS, NORM_DTYPES, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
+                                      ADAMW_ONLY_LOOPS, OPTIMIZER_KINDS,
                                       PP_SCHEDULES,
                                       RECOMPUTES, SCATTER_GATHERS,
                                       ZERO3_FETCHES, ZERO_STAGES, Strategy, Workload, check_choice, hf_decoder,
@@ -105,6 +106,7 @@ class Constraints:
     attention_kernel: str = "engine"
     optimizer_dtype: str = "engine"
     optimizer_loop: str = TRAINED
+    optimizer_kind: str = "adamw"  # the optimizer the user's run steps: a statement, not searched
     lm_head: str = TRAINED  # "train": replicated (train's tp leaves the vocabulary whole on every rank)
     grad_accum_dtype: str = TRAINED  # "train": compute on deepspeed (train's data_types.grad_accum_dtype)
     grad_buckets: str = TRAINED  # "train": view on ddp without tp / pp (train's gradient_as_bucket_view)
@@ -125,6 +127,7 @@ class Constraints:
                               ("grad_reduce", GRAD_REDUCES), ("cross_entropy", (*CROSS_ENTROPIES, TRAINED)),
                               ("recompute_early_stop", (*EARLY_STOPS, TRAINED)),
                               ("attention_kernel", ATTENTION_KERNELS), ("optimizer_loop", (*OPTIMIZER_LOOPS, TRAINED)),
+                              ("optimizer_kind", OPTIMIZER_KINDS),
                               ("lm_head", (*LM_HEADS, TRAINED)),
                               ("grad_accum_dtype", (*GRAD_ACCUM_DTYPES, TRAINED)),
                               ("grad_buckets", (*GRAD_BUCKETS, TRAINED)),
@@ -172,6 +175,9 @@ class Constraints:
                                                                set(self.zero) != {1}):
             raise ScalestudyError("--optimizer-loop deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1 "
                                   "optimizer: it needs --engine deepspeed --zero 1")
+        if self.optimizer_kind != "adamw" and self.optimizer_loop in ADAMW_ONLY_LOOPS:
+            raise ScalestudyError(f"--optimizer-loop {self.optimizer_loop} is an AdamW implementation, not "
+                                  f"--optimizer-kind {self.optimizer_kind}")
         if self.optimizer_loop == "deepspeed-serial" and set(self.engines) != {"deepspeed"}:
             raise ScalestudyError("--optimizer-loop deepspeed-serial describes DeepSpeed's ZeRO optimizer: it needs "
                                   "--engine deepspeed")
@@ -458,6 +464,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  grad_reduce=constraints.grad_reduce, attention_kernel=constraints.attention_kernel,
                  optimizer_dtype=constraints.optimizer_dtype, zero3_fetch=constraints.zero3_fetch,
                  cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype,
+                 optimizer_kind=constraints.optimizer_kind,
                  pipeline_scatter_gather=constraints.pipeline_scatter_gather,
                  gradient_sync=constraints.gradient_sync, **software)
     for nodes in constraints.node_counts(cluster):

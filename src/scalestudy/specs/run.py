@@ -328,6 +328,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "cross_entropy": "published software's loss kernel",
                       "optimizer_dtype": "published software's optimizer state dtype",
                       "optimizer_loop": "published software's unfused optimizer loop",
+                      "optimizer_kind": "published runs' optimizers other than AdamW (train steps torch AdamW)",
                       "attention_kernel": "published software's fused attention kernel",
                       "lm_head": "published software's vocabulary-parallel LM head",
                       "grad_accum_dtype": "published DeepSpeed runs' fp32 gradient accumulation",

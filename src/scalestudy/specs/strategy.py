@@ -131,6 +131,15 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      DeepSpeed bf16 pipeline at ZeRO-0, "engine" with the optimizer offloaded: DeepSpeed's CPU Adam,
                      on a GPU host FSDP's torch AdamW(fused=True), engine/settings.host_adamw):
                      specs/run.TRAIN_SOFTWARE, deepspeed_optimizer_wrapper.
+- optimizer_kind:    the optimizer the run steps (costmodel/optimizers.py): "adamw" (AdamW / Adam: two moments per
+                     parameter, what every engine's optimizer and `train` run), "sgd" (torch.optim.SGD without
+                     momentum, with weight decay: no state -- Lit-GPT / Lightning Thunder's benchmark scripts) or
+                     "sgd-momentum" (one momentum buffer per parameter). It sets the optimizer states in memory
+                     (fp32 under mixed precision beside the same fp32 master copy; the parameters' dtype under
+                     optimizer_dtype bf16) and the update's bytes and, under a per-tensor optimizer_loop, its kernels;
+                     optimizer_loop names HOW it launches (per-tensor = foreach=False, foreach, engine = one fused
+                     pass), and the loops that are AdamW implementations (ADAMW_ONLY_LOOPS) take "adamw" only.
+                     Cost model only: `train` runs "adamw".
 - attention_kernel:  the fused attention kernel under flash attention (costmodel/efficiency.attention_efficiency):
                      "engine" (engines.yaml: SDPA's FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron),
                      "fa1" (FlashAttention-1, flash-attn < 2.0 and its FlashMHA: FA2's rate, bounded by its key-block
@@ -299,6 +308,10 @@ OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatro
 OPTIMIZER_LOOPS = ("engine", "per-tensor", "per-tensor-rms", "per-tensor-fp16", "per-tensor-hf",
                    "deepspeed-serial", "deepspeed-stage1-whole", "foreach", "deepspeed-unfused", "deepspeed-bf16",
                    "fused", "cpu-adam")  # costmodel/step.py
+OPTIMIZER_KINDS = ("adamw", "sgd", "sgd-momentum")  # the optimizer stepped (costmodel/optimizers.py)
+# optimizer_loop values that are AdamW implementations (nanoT5's AdamWScale, apex FusedAdam per tensor, transformers'
+# AdamW, torch AdamW fused=True, DeepSpeed's CPU-Adam): no other optimizer_kind runs them
+ADAMW_ONLY_LOOPS = ("per-tensor-rms", "per-tensor-fp16", "per-tensor-hf", "fused", "cpu-adam")
 ZERO3_FETCHES = ("engine", "coalesced", "per-param-sync")  # DeepSpeed ZeRO-3's gather path (costmodel/zero3.py)
 NORM_DTYPES = ("engine", "compute", "fp32")  # the dtype eager LayerNorms run in (costmodel/eager_kernels.py)
 CUBLAS_VERSIONS = ("11", "10")  # cuBLAS major version: Tensor Cores for unaligned fp16 GEMMs (costmodel/alignment.py)
@@ -318,7 +331,7 @@ _CHOICES = (("offload_optimizer", OFFLOADS), ("offload_params", OFFLOADS), ("rec
             ("precision", PRECISIONS), ("attention", ATTENTIONS), ("pp_schedule", PP_SCHEDULES), ("kernels", KERNELS),
             ("grad_reduce", GRAD_REDUCES), ("recompute_early_stop", EARLY_STOPS), ("cross_entropy", CROSS_ENTROPIES),
             ("attention_kernel", ATTENTION_KERNELS), ("optimizer_dtype", OPTIMIZER_DTYPES),
-            ("optimizer_loop", OPTIMIZER_LOOPS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
+            ("optimizer_loop", OPTIMIZER_LOOPS), ("optimizer_kind", OPTIMIZER_KINDS), ("lm_head", LM_HEADS), ("grad_accum_dtype", GRAD_ACCUM_DTYPES),
             ("grad_buckets", GRAD_BUCKETS), ("zero3_fetch", ZERO3_FETCHES), ("cublas", CUBLAS_VERSIONS),
             ("norm_dtype", NORM_DTYPES), ("pipeline_scatter_gather", SCATTER_GATHERS),
             ("gradient_sync", GRADIENT_SYNCS))
@@ -360,6 +373,7 @@ class Strategy:
     attention_kernel: str = "engine"  # fused attention kernel under flash (cost model only, see the module docstring)
     optimizer_dtype: str = "engine"  # engine megatron / fsdp optimizer state dtype (cost model only)
     optimizer_loop: str = "engine"  # fused / per-tensor optimizer kernels (cost model only, see the module docstring)
+    optimizer_kind: str = "adamw"  # the optimizer stepped: adamw / sgd / sgd-momentum (cost model only, module docstring)
     lm_head: str = "engine"  # vocabulary sharded / replicated over tp (cost model only, see the module docstring)
     grad_accum_dtype: str = "engine"  # DeepSpeed's gradient accumulation dtype (cost model only, module docstring)
     grad_buckets: str = "engine"  # DDP's gradient_as_bucket_view (cost model only, module docstring)
@@ -425,6 +439,10 @@ class Strategy:
         if self.optimizer_loop == "deepspeed-stage1-whole" and (self.engine, self.zero) != ("deepspeed", 1):
             raise OptionError(f"optimizer_loop deepspeed-stage1-whole describes DeepSpeed's ZeRO stage 1 optimizer, "
                               f"not {self.engine} zero {self.zero}", "optimizer_loop")
+        if self.optimizer_kind != "adamw" and self.optimizer_loop in ADAMW_ONLY_LOOPS:
+            raise OptionError(f"optimizer_loop {self.optimizer_loop} is an AdamW implementation, not optimizer_kind "
+                              f"{self.optimizer_kind} (per-tensor, foreach or engine name how any optimizer "
+                              f"launches)", "optimizer_loop", "optimizer_kind")
         if self.optimizer_loop == "deepspeed-serial" and self.engine != "deepspeed":
             raise OptionError(f"optimizer_loop deepspeed-serial describes DeepSpeed's ZeRO optimizer (its serial "
                               f"overflow and norm checks), not {self.engine}", "optimizer_loop")
@@ -599,6 +617,8 @@ class Strategy:
             parts.append(f"cublas-{self.cublas}")
         if self.norm_dtype == "fp32" and self.precision != "fp32":
             parts.append("norm-fp32")
+        if self.optimizer_kind != "adamw":
+            parts.append(self.optimizer_kind)
         if self.tf32 and self.precision == "fp32":
             parts.append("tf32")
         if self.gradient_sync == "last":
@@ -795,6 +815,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
     s = strategy
     parts = [f"kernels {s.kernels}", f"cross_entropy {s.cross_entropy}", f"optimizer_loop {s.optimizer_loop}",
              f"grad_reduce {s.grad_reduce}"]
+    if s.optimizer_kind != "adamw":
+        parts.append(f"optimizer_kind {s.optimizer_kind}")
     if s.attention == "flash":
         parts.append(f"attention_kernel {s.attention_kernel}")
     if s.recompute == "full":
