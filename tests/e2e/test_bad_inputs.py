@@ -160,6 +160,15 @@ def _build_workspace(root: Path) -> None:
     (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
     (root / "newdir-parent").mkdir()
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
+    (root / "own-config").mkdir()  # a user's own run config where --emit / --print-launch write theirs
+    (root / "own-config" / "train_config.yaml").write_text("# mine\nmodel: {source: t5-tiny}\n")
+    (root / "columnless-wal").mkdir()  # a WAL-mode store that is refused, beside a -wal of garbage (no -shm)
+    with contextlib.closing(sqlite3.connect(root / "columnless-wal" / "study.sqlite")) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE trials (trial_id TEXT PRIMARY KEY, status TEXT)")
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.commit()
+    (root / "columnless-wal" / "study.sqlite-wal").write_bytes(os.urandom(5000))
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +316,8 @@ MIXED_CLUSTERS = {
 DEVICE_EDITS = {"hbm-zero": ("hbm_bytes_per_s", "0"), "peak-scalar": ("peak_flops", "3"),
                 "gemm-dim-zero": ("matmul_efficiency", "[[0, 0.5], [4096, 0.8]]"), "memory-zero": ("memory_bytes", "0"),
                 "gemm-str": ("matmul_efficiency", "fast"), "ratio-str": ("collective_time_ratio", "{all_reduce: x}"),
-                "kind-tpu": ("kind", "tpu"), "peak-zero": ("peak_flops", "{bf16: 0, fp32: 0}")}
+                "kind-tpu": ("kind", "tpu"), "peak-zero": ("peak_flops", "{bf16: 0, fp32: 0}"),
+                "peak-1e300": ("peak_flops", "{bf16: 1.0e+300}"), "memory-fraction": ("memory_bytes", "1.5")}
 # a device with every required field and an empty GEMM-efficiency table (no measured ceiling either)
 BARE_DEVICE = ("name: bare\nmemory_bytes: 8.0e10\npeak_flops: {bf16: 1.0e15}\nmatmul_efficiency: []\n"
                "hbm_bytes_per_s: 3.0e12\npcie_bytes_per_s: 6.4e10\nintra_node_bytes_per_s: 4.5e11\n"
@@ -519,6 +529,7 @@ NEW_KEY_FILES = {
     "model-d-model-5000-digits.yaml": f"family: gpt2\nd_model: 1{'0' * 5000}\nlayers: 2\nheads: 2\nvocab: 99\n",
     "cfg-config-json-layers-5000-digits.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 1' + "0" * 5000 +
                                                ', "n_head": 2, "vocab_size": 99}',
+    "cfg-steps-negative.yaml": "workload: {steps: -3}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1370,6 +1381,13 @@ CASES: list[Case] = [
     C("train-set-steps-5000-digits", f"{TRAIN} --set steps=1{'0' * 5000}", "more than 4,300 digits"),
     C("env-cache-dir-under-proc-tune", TUNE.replace(" --profile profile.yaml", ""), "cannot create /proc/x",
       env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),  # left an empty --output
+    # 2026-12-04, fuzz round 4: the leftovers of round 3
+    C("plan-emit-over-users-config", f"{PLAN} --emit own-config", "scalestudy did not write"),  # replaced it
+    C("train-config-value-overridden", f"{TRAIN} --config cfg-steps-negative.yaml",  # --steps 4: only type-checked
+      "--config cfg-steps-negative.yaml: steps must be >= 1, got -3"),
+    C("report-wal-store-refused-leaves-no-shm", "report columnless-wal", "column"),  # left study.sqlite-shm
+    C("estimate-device-peak-1e300", f"{EST} --gpu dev-peak-1e300.yaml", "peak_flops must be at most 1e+17"),
+    C("estimate-device-memory-fraction", f"{EST} --gpu dev-memory-fraction.yaml", "whole number of bytes"),
 ]
 
 

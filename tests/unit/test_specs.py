@@ -71,9 +71,10 @@ def test_strategy_and_layout_validation():
 
 
 # the datasheet fields a device YAML must give (flow style, left open for the keys a test adds)
-MINIMAL_DEVICE = ("{name: x, memory_bytes: 1, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
+# the smallest figures a device may have (memory: 1 MiB .. 1 PiB since fuzz round 4; rates >= 1 per second)
+MINIMAL_DEVICE = ("{name: x, memory_bytes: 8.0e+10, peak_flops: {bf16: 1.0}, hbm_bytes_per_s: 1, pcie_bytes_per_s: 1, "
                   "intra_node_bytes_per_s: 1, intra_node_latency_s: 0, inter_node_bytes_per_s: 1, "
-                  "inter_node_latency_s: 0, host_memory_bytes: 1, cpu_adam_params_per_s: 1, ")
+                  "inter_node_latency_s: 0, host_memory_bytes: 1.0e+12, cpu_adam_params_per_s: 1, ")
 
 
 def test_a_device_must_say_how_fast_its_gemms_run(tmp_path):

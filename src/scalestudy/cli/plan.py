@@ -202,7 +202,9 @@ def plan(
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many of the cluster's nodes (<= --nodes); "
                                                        "the node count is searched."),
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
-    emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner."),
+    emit_dir: Optional[str] = typer.Option(None, "--emit", help="Write configs + launch commands for the winner "
+                                            "into DIR: new, empty or an earlier emit (files scalestudy did not write "
+                                            "are never replaced)."),
     train_steps: Optional[int] = typer.Option(None, help="With --emit: optimizer steps written into the emitted "
                                                          "train config (default: 1000)."),
     data: Optional[list[str]] = typer.Option(None, help="With --emit: corpus file(s) the emitted run trains on."),
@@ -252,8 +254,10 @@ def plan(
     if emit_dir is not None:
         from scalestudy.outputs import check_output_dir
 
-        check_output_dir(emit_dir, "--emit")
-        from scalestudy.plan.emit import check_input_files
+        from scalestudy.plan.emit import EMITTED_NAMES, check_input_files, check_not_users_files
+
+        check_output_dir(emit_dir, "--emit", files=EMITTED_NAMES)
+        check_not_users_files(emit_dir, "--emit")
 
         check_input_files(data, tokenizer, lexicon, text_field)  # before the search, not after it
         from scalestudy.specs.run import DataSection, check_data_fields

@@ -109,9 +109,8 @@ def train(
     # --set KEY=VALUE fills what the flags left unset (None); a flag given explicitly wins
     given = {k: v for k, v in flags.items() if v is not None}
     options, path = _set_options(set_options or []), str(config) if config else None
-    if {k.replace("-", "_") for k in options} & given.keys():  # a --set key a flag overrides is still checked
-        RunConfig.merged(path, {**given, **options}).model_spec()  # its model too: resolved only when read
     cfg = RunConfig.merged(path, {**options, **given})
+    _check_overridden_values(cfg, path, options, given)
     # a decoder-only model's causal run resolves it to 0: dropped (a T5 is refused for causal by validate)
     if target_len is not None and target_len > 0 and cfg.data.objective == "causal" and \
             not cfg.model_spec().is_encoder_decoder:
@@ -167,6 +166,27 @@ def train(
 
 
 DEVICES = ("gpu", "cpu")
+
+
+def _check_overridden_values(cfg, path: str | None, options: dict, given: dict) -> None:
+    """Every value of the --config file and of --set on its own (RunConfig.check_values), also those a flag or a
+    later --set overrides: steps: -3 in the file beside --steps 4 ran 4 steps without a word. The run's own values
+    first, so that their refusals read as validate words them."""
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.specs.run import RunConfig
+
+    cfg.check_values()
+    if path is not None:
+        try:
+            RunConfig.merged(path, {}).check_values()
+        except ScalestudyError as exc:
+            raise ScalestudyError(f"--config {path}: {exc} (overridden on the command line, still a wrong value in "
+                                  "the file)") from None
+    if {k.replace("-", "_") for k in options} & given.keys():  # a --set key a flag overrides is still checked
+        try:
+            RunConfig.merged(path, {**given, **options}).check_values()
+        except ScalestudyError as exc:
+            raise ScalestudyError(f"--set: {exc} (overridden by a flag, still a wrong value)") from None
 
 
 def _trains_on_gpu(device: str | None, gpus_per_node: int | None, print_launch: bool) -> bool:

@@ -477,7 +477,8 @@ def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
     factor, measured framework overheads x framework factor, the engines' measured overheads x hooks factor), so
     `--gpu` on the saved profile predicts like the refit model minus its per-engine/family terms (those stay in
     tune.json)."""
-    curve = [[n, f / fit.compute] for n, f in device.matmul_efficiency]
+    # capped at the peak, as the measured curve is (efficiency_curve): a device YAML takes fractions in (0, 1]
+    curve = [[n, min(f / fit.compute, 1.0)] for n, f in device.matmul_efficiency]
     fw = fit.framework
     return replace(device, matmul_efficiency=curve,
                    intra_node_bytes_per_s=device.intra_node_bytes_per_s / fit.comm,

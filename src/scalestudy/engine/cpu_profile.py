@@ -364,7 +364,8 @@ def measure(output: Path, nproc: int = 2, attempt: int = 1) -> Path:
     fit = fit_overhead_terms(points)
     scale, step, micro, layer = fit.scale, fit.step_s, fit.microstep_s, fit.layer_s
     # the compute factor folds into the GEMM efficiencies and the memory bandwidth (what compute time reads)
-    device = replace(device, matmul_efficiency=[[n, f / scale] for n, f in device.matmul_efficiency],
+    # capped at the peak, as the measured curve is (efficiency_curve): a device YAML takes fractions in (0, 1]
+    device = replace(device, matmul_efficiency=[[n, min(f / scale, 1.0)] for n, f in device.matmul_efficiency],
                      hbm_bytes_per_s=device.hbm_bytes_per_s / scale, layer_overhead_s=layer,
                      microstep_overhead_s=micro, step_overhead_s=step)
     at_shape = tuple(min(r[timed_configs.index(c)] for r in rounds) for c in ENGINE_SHAPE)

@@ -353,6 +353,12 @@ def _device_from_dict(data: dict, origin: str) -> DeviceSpec:
     for name in ("memory_bytes", "host_memory_bytes"):  # the memory checks divide by them and compare with them
         if name in data and not data[name] > 0:
             raise ScalestudyError(f"{origin}: {name} must be > 0, got {data[name]!r}")
+        if name in data and not MIN_MEMORY_BYTES <= data[name] <= MAX_MEMORY_BYTES:
+            raise ScalestudyError(f"{origin}: {name} must be between 1 MiB and 1 PiB ({MIN_MEMORY_BYTES} to "
+                                  f"{MAX_MEMORY_BYTES} bytes), got {data[name]:.6g}")
+    if data["process_memory_bytes"] >= data["memory_bytes"]:
+        raise ScalestudyError(f"{origin}: process_memory_bytes {data['process_memory_bytes']} must be below "
+                              f"memory_bytes {data['memory_bytes']} (it is held before the first tensor)")
     try:
         return DeviceSpec(**data)
     except TypeError as exc:
@@ -400,6 +406,14 @@ MAX_TIME_FIELD_S = 3600.0  # a link latency or a per-layer / per-step overhead: 
 # a byte or parameter rate: HBM3e is ~8e12 B/s, NVLink ~9e11 B/s per device; 1e15 leaves 100x of headroom, and a
 # 1e308 rate would price every transfer at zero seconds
 MAX_RATE_PER_S = 1.0e15
+# Physical bounds of the other device figures: a YAML outside them is a typo, not a device. Dense peak: B200's FP4
+# is ~9e15 FLOP/s, 1e17 leaves 10x. Memory: whole bytes, 1 MiB (below it not even a CUDA context fits) to 1 PiB
+# (a GPU holds <= 288 GB, a host <= ~32 TiB). Clocks and power of one device: < 100 GHz and < 100 kW (H100 SXM
+# 1830 MHz / 700 W). A measured collective / GEMM figure against its model: at most 1e4 times it.
+MAX_PEAK_FLOPS = 1.0e17
+MIN_MEMORY_BYTES, MAX_MEMORY_BYTES = 1 << 20, 1 << 50
+MAX_CLOCK_MHZ, MAX_POWER_W = 1.0e5, 1.0e5
+MAX_MEASURED_RATIO = 1.0e4
 _TIME_FIELDS = ("intra_node_latency_s", "inter_node_latency_s", "layer_overhead_s", "step_overhead_s",
                 "microstep_overhead_s", "net_post_overhead_s")
 _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
@@ -457,7 +471,10 @@ def _numbers(data: dict, origin: str) -> dict:
     data = dict(data)
     for name in _INT_FIELDS:
         if name in data:
-            data[name] = int(_num(data[name], name, origin))
+            value = _num(data[name], name, origin)
+            if value != int(value):
+                raise ScalestudyError(f"{origin}: {name} must be a whole number of bytes, got {data[name]!r}")
+            data[name] = int(value)
     for name in _FLOAT_FIELDS:
         if name in data:
             data[name] = _num(data[name], name, origin)
@@ -485,6 +502,9 @@ def _numbers(data: dict, origin: str) -> dict:
         data["peak_flops"] = {str(k): _num(v, f"peak_flops.{k}", origin) for k, v in data["peak_flops"].items()}
         if not all(v >= 1 for v in data["peak_flops"].values()):  # one FLOP/s at least: times must stay finite
             raise ScalestudyError(f"{origin}: peak_flops must be > 0 (>= 1 FLOP/s), got {data['peak_flops']!r}")
+        if not all(v <= MAX_PEAK_FLOPS for v in data["peak_flops"].values()):
+            raise ScalestudyError(f"{origin}: peak_flops must be at most {MAX_PEAK_FLOPS:g} FLOP/s per device (B200's "
+                                  f"dense FP4 is ~9e15), got {data['peak_flops']!r}")
     for name in ("engine_overhead_s", "collective_time_ratio"):
         if name in data:
             if not isinstance(data[name], dict):
@@ -492,6 +512,12 @@ def _numbers(data: dict, origin: str) -> dict:
             data[name] = {str(k): _num(v, f"{name}.{k}", origin) for k, v in data[name].items()}
     if any(not v for v in data.get("collective_time_ratio", {}).values()):
         raise ScalestudyError(f"{origin}: collective_time_ratio values must be > 0, got {data['collective_time_ratio']}")
+    if any(v > MAX_MEASURED_RATIO for v in data.get("collective_time_ratio", {}).values()):
+        raise ScalestudyError(f"{origin}: collective_time_ratio values must be at most {MAX_MEASURED_RATIO:g} (measured "
+                              f"/ modelled time), got {data['collective_time_ratio']}")
+    if any(v > MAX_TIME_FIELD_S for v in data.get("engine_overhead_s", {}).values()):
+        raise ScalestudyError(f"{origin}: engine_overhead_s values must be at most {MAX_TIME_FIELD_S:g} s (per sublayer "
+                              f"per micro-batch), got {data['engine_overhead_s']}")
     if "nvlink_peer_links" in data:
         data["nvlink_peer_links"] = _peer_links(data["nvlink_peer_links"], origin)
     if "matmul_efficiency" in data:
@@ -502,8 +528,9 @@ def _numbers(data: dict, origin: str) -> dict:
                                          for d, f in data["matmul_efficiency"]]
         except (TypeError, ValueError):
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
-        if any(not f > 0 for _, f in data["matmul_efficiency"]):  # > 1 occurs in refit profiles (tuned_profile)
-            raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be > 0")
+        if any(not 0 < f <= 1 for _, f in data["matmul_efficiency"]):  # the refits that write profiles cap at 1
+            raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be in (0, 1], got "
+                                  f"{[f for _, f in data['matmul_efficiency']]}")
         data["matmul_efficiency"].sort()  # interpolated in ascending dimension
         dims = [d for d, _ in data["matmul_efficiency"]]
         if len(set(dims)) < len(dims):
@@ -512,19 +539,23 @@ def _numbers(data: dict, origin: str) -> dict:
         if name in data:
             data[name] = _rows(data[name], width, name, origin)
     for name in ("copy_bandwidth", "fresh_copy_bandwidth"):
-        if any(not (b > 0 and bw > 0) for b, bw in data.get(name, [])):
-            raise ScalestudyError(f"{origin}: {name} buffer sizes and rates must be > 0")
-    if any(not (t >= 1 and t == int(t) and p > 0 and s > 0) for t, p, s in data.get("optimizer_step_s", [])):
+        if any(not (b > 0 and 0 < bw <= MAX_RATE_PER_S) for b, bw in data.get(name, [])):
+            raise ScalestudyError(f"{origin}: {name} buffer sizes and rates must be > 0, rates at most "
+                                  f"{MAX_RATE_PER_S:g} bytes/s")
+    if any(not (t >= 1 and t == int(t) and p > 0 and 0 < s <= MAX_TIME_FIELD_S)
+           for t, p, s in data.get("optimizer_step_s", [])):
         raise ScalestudyError(f"{origin}: optimizer_step_s rows are [tensors (a whole number >= 1), parameters > 0, "
-                              "seconds > 0]")
+                              f"seconds in (0, {MAX_TIME_FIELD_S:g}]]")
     if "collective_ratio_by_size" in data:
         curves = data["collective_ratio_by_size"]
         if not isinstance(curves, dict):
             raise ScalestudyError(f"{origin}: collective_ratio_by_size must map collectives to [bytes, ratio] rows")
         data["collective_ratio_by_size"] = {str(k): _rows(v, 2, f"collective_ratio_by_size.{k}", origin)
                                             for k, v in curves.items()}
-        if any(not (b > 0 and r > 0) for v in data["collective_ratio_by_size"].values() for b, r in v):
-            raise ScalestudyError(f"{origin}: collective_ratio_by_size message sizes and ratios must be > 0")
+        if any(not (b > 0 and 0 < r <= MAX_MEASURED_RATIO) for v in data["collective_ratio_by_size"].values()
+               for b, r in v):
+            raise ScalestudyError(f"{origin}: collective_ratio_by_size message sizes must be > 0 and ratios in (0, "
+                                  f"{MAX_MEASURED_RATIO:g}]")
     if "flash_attention_fraction" in data:
         kernels = data["flash_attention_fraction"]
         if not isinstance(kernels, dict):
@@ -577,11 +608,15 @@ def _check_power(data: dict, origin: str) -> None:
                                              for w, f in data["power_clock_mhz"])
         except (TypeError, ValueError):
             raise ScalestudyError(f"{origin}: power_clock_mhz must be a list of [watts, MHz] pairs") from None
-        if any(not (w > 0 and f > 0) for w, f in data["power_clock_mhz"]):
-            raise ScalestudyError(f"{origin}: power_clock_mhz watts and MHz must be > 0")
+        if any(not (0 < w <= MAX_POWER_W and 0 < f <= MAX_CLOCK_MHZ) for w, f in data["power_clock_mhz"]):
+            raise ScalestudyError(f"{origin}: power_clock_mhz watts and MHz must be > 0, at most {MAX_POWER_W:g} W and "
+                                  f"{MAX_CLOCK_MHZ:g} MHz")
         watts = [w for w, _ in data["power_clock_mhz"]]
         if len(set(watts)) < len(watts):
             raise ScalestudyError(f"{origin}: power_clock_mhz gives two clocks at the same watts: {watts}")
+    for name, bound, unit in (("clock_mhz", MAX_CLOCK_MHZ, "MHz"), ("power_limit_w", MAX_POWER_W, "W")):
+        if data.get(name, 0.0) > bound:
+            raise ScalestudyError(f"{origin}: {name} must be at most {bound:g} {unit} for one device, got {data[name]!r}")
     if data.get("power_limit_w") and not (data.get("power_clock_mhz") and data.get("clock_mhz")):
         raise ScalestudyError(f"{origin}: power_limit_w needs clock_mhz and power_clock_mhz (the sustained clock at "
                               "board power limits) to say what the limit does")

@@ -50,6 +50,9 @@ MAX_LR = 1.0
 MAX_WARMUP_STEPS = 1_000_000
 # a gradient-norm threshold (published runs clip at 0.3-5); 1e6 keeps any real setting, above it clipping never acts
 MAX_GRAD_CLIP = 1.0e6
+# The first line of every run configuration scalestudy writes (train's DIR, plan --emit, trials): how an output
+# directory's train_config.yaml is told from a user's own, which plan --emit / --print-launch never replace.
+CONFIG_HEADER = "# Written by scalestudy: a resolved run configuration (scalestudy train --config reads it).\n"
 
 # The one default strategy of a run: Strategy's own defaults, in fp32 (the one precision every device runs at full
 # speed: most CPUs emulate bf16; engine/cpu_precision.py measures it).
@@ -171,7 +174,7 @@ class RunConfig:
     def to_yaml(self) -> str:
         import yaml
 
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return CONFIG_HEADER + yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def write_yaml(self, path: str | Path) -> Path:
         from scalestudy.atomicfile import write_text_atomic
@@ -210,13 +213,14 @@ class RunConfig:
         return resolve_layout(self.strategy, self.world_size, self.to_workload().global_batch)
 
     # ---- validation --------------------------------------------------------------------------------------
-    def validate(self) -> tuple[ModelSpec, Strategy, Workload, Layout]:
-        """Check everything checkable before any process starts; one-line ScalestudyError otherwise."""
+    def check_values(self) -> None:
+        """Each value on its own (ranges, known names, the model): what no other option can make right. `train`
+        checks a --config file's and --set's values so even where a flag overrides them (steps: -3 beside
+        --steps 4); `validate` runs it first, then the checks of values together."""
         w, o, d = self.workload, self.optimizer, self.data
         for name in ("steps", "nproc", "nnodes", "seq_len"):
             if getattr(w, name) < 1:
                 raise OptionError(f"{name} must be >= 1, got {getattr(w, name)}", name)
-        check_world_size(w.nnodes, w.nproc)
         for section, name in (("workload", "global_batch"), ("workload", "target_len"),
                               ("optimizer", "warmup_steps"), ("output", "timing_warmup"),
                               ("output", "save_every"), ("output", "crash_after_step")):
@@ -235,11 +239,6 @@ class RunConfig:
             raise OptionError(f"lr must be in (0, {MAX_LR:g}], got {o.lr:g}", "lr")
         if not 0 <= o.min_lr_ratio <= 1:
             raise OptionError(f"min_lr_ratio must be within [0, 1], got {o.min_lr_ratio:g}", "min_lr_ratio")
-        if o.lr * o.weight_decay >= 1:
-            raise ScalestudyError(f"weight_decay {o.weight_decay:g} x lr {o.lr:g} must be below 1 (AdamW scales every "
-                                  "weight by 1 - lr x weight_decay each step)")
-        if d.lexicon is not None and d.objective != "knowledge":
-            raise ScalestudyError(lexicon_message(d.objective))
         if not 0 <= o.grad_clip <= MAX_GRAD_CLIP:
             raise OptionError(f"grad_clip must be within [0, {MAX_GRAD_CLIP:g}] (0: no clipping), got {o.grad_clip:g}",
                               "grad_clip")
@@ -247,13 +246,25 @@ class RunConfig:
             raise OptionError(f"warmup_steps must be at most {MAX_WARMUP_STEPS:,} (steps of learning-rate ramp), "
                               f"got {o.warmup_steps:,}", "warmup_steps")
         _check_optimizer_and_model(self)
-        if self.output.timing_warmup >= w.steps:
-            raise OptionError(f"warmup {self.output.timing_warmup} (step times left out of the medians) must be "
-                              f"below steps {w.steps}", "warmup", "steps")
         if d.vocab_size < 1:
             raise OptionError(f"vocab_size must be >= 1, got {d.vocab_size}", "vocab_size")
         if not d.text_field.strip():
             raise ScalestudyError("--text-field must name the text field of JSONL/Parquet records, got ''")
+        self.model_spec()  # a model name or config.json that does not resolve
+
+    def validate(self) -> tuple[ModelSpec, Strategy, Workload, Layout]:
+        """Check everything checkable before any process starts; one-line ScalestudyError otherwise."""
+        w, o, d = self.workload, self.optimizer, self.data
+        self.check_values()
+        check_world_size(w.nnodes, w.nproc)
+        if o.lr * o.weight_decay >= 1:
+            raise ScalestudyError(f"weight_decay {o.weight_decay:g} x lr {o.lr:g} must be below 1 (AdamW scales every "
+                                  "weight by 1 - lr x weight_decay each step)")
+        if d.lexicon is not None and d.objective != "knowledge":
+            raise ScalestudyError(lexicon_message(d.objective))
+        if self.output.timing_warmup >= w.steps:
+            raise OptionError(f"warmup {self.output.timing_warmup} (step times left out of the medians) must be "
+                              f"below steps {w.steps}", "warmup", "steps")
         check_data_fields(d.files, d.text_field, d.tokenizer, d.vocab_size)
         spec = self.model_spec()
         strategy = self.strategy

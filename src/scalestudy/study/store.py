@@ -266,6 +266,46 @@ def _is_wal(path: Path) -> bool:
         return fh.read(1) == b"\x02"
 
 
+def _wal_has_frames(wal: Path) -> bool:
+    """Whether a -wal file holds at least one frame SQLite would replay: a header whose magic and checksum hold and a
+    first frame of the same salts whose cumulative checksum holds (sqlite.org/fileformat2.html#walformat). A -wal
+    without one (empty, torn, another program's bytes) adds nothing to the database: reading it as immutable gives
+    what SQLite's recovery would, without making the -shm a read-only reader cannot remove."""
+    import struct
+
+    try:
+        with open(wal, "rb") as fh:
+            head = fh.read(32)
+            if len(head) < 32:
+                return False
+            magic, _version, page_size = struct.unpack(">III", head[:12])
+            if magic not in (0x377F0682, 0x377F0683):
+                return False
+            order = ">" if magic & 1 else "<"
+            sums = _wal_checksum(head[:24], order, (0, 0))
+            if sums != struct.unpack(">II", head[24:32]):
+                return False
+            frame = fh.read(24 + page_size)
+    except OSError:
+        return False
+    if len(frame) < 24 + page_size or frame[8:16] != head[16:24]:
+        return False
+    sums = _wal_checksum(frame[24:], order, _wal_checksum(frame[:8], order, sums))
+    return sums == struct.unpack(">II", frame[16:24])
+
+
+def _wal_checksum(data: bytes, order: str, sums: tuple[int, int]) -> tuple[int, int]:
+    """SQLite's WAL checksum: 32-bit words in pairs, s0 += x0 + s1, s1 += x1 + s0 (mod 2^32)."""
+    import struct
+
+    s0, s1 = sums
+    words = struct.unpack(f"{order}{len(data) // 4}I", data)
+    for x0, x1 in zip(words[0::2], words[1::2]):
+        s0 = (s0 + x0 + s1) & 0xFFFFFFFF
+        s1 = (s1 + x1 + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
 def _roll_back_interrupted_commit(path: Path) -> None:
     """A writer killed mid-commit leaves a hot rollback journal (DIR/study.sqlite-journal), which a read-only
     connection cannot roll back ("attempt to write a readonly database"). Roll it back first where we may: that only
@@ -299,12 +339,16 @@ def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rw'}"
     # Byte 18 of the header is 2 for a WAL-mode database; rollback-journal stores (this version's) are read with
     # plain shared locks, never as immutable: a writer may commit while we read.
-    if readonly and _is_wal(path) and not Path(f"{path}-wal").exists():
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if readonly and _is_wal(path) and (not wal.exists() or not shm.exists() and not _wal_has_frames(wal)):
         # No -wal file: no writer has the store open (WAL keeps it while any connection is open). Reading it as
         # immutable creates no -wal/-shm beside it (a plain read-only WAL open would) and works in a directory the
         # user cannot write. A runner starting meanwhile only appends to its WAL; it checkpoints into this file
-        # after ~1000 pages or at exit, far beyond the milliseconds a read takes.
+        # after ~1000 pages or at exit, far beyond the milliseconds a read takes. Likewise a -wal without a -shm
+        # (no live writer: WAL writers share the -shm) that holds no frame SQLite would replay.
         uri += "&immutable=1"
+    made_shm = readonly and not shm.exists()
+    conn = None
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -313,18 +357,28 @@ def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         columns = {r[1] for r in conn.execute("PRAGMA table_info(trials)")}
     except sqlite3.DatabaseError as exc:
+        _refused(conn, shm if made_shm else None)
         raise ScalestudyError(f"{path} is corrupt or unreadable, not a usable study store "
                               f"({str(exc).splitlines()[0]})") from None
     if "trials" not in tables or "meta" not in tables:
-        conn.close()
+        _refused(conn, shm if made_shm else None)
         found = f"its tables: {', '.join(sorted(tables))}" if tables else "it holds no tables"
         raise ScalestudyError(f"{path} is not a study store ({found})")
     missing = [c for c in REQUIRED_TRIAL_COLUMNS if c not in columns]
     if missing:
-        conn.close()
+        _refused(conn, shm if made_shm else None)
         raise ScalestudyError(f"{path}: the trials table lacks column(s) {', '.join(missing)}; not a study store "
                               "this version can use")
     return conn
+
+
+def _refused(conn: sqlite3.Connection | None, made_shm: Path | None) -> None:
+    """Close a refused store's connection and remove the -shm its read-only WAL open made (a -wal of replayable
+    frames, no -shm: no live writer had the store open), so that the one-line refusal leaves nothing behind."""
+    if conn is not None:
+        conn.close()
+    if made_shm is not None:
+        made_shm.unlink(missing_ok=True)
 
 
 def _num(v: Any) -> float | None:
