@@ -556,14 +556,16 @@ def _llama_like(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
     d = _int(cfg, "hidden_size", path)
     heads = _int(cfg, "num_attention_heads", path)
     kv = _int(cfg, "num_key_value_heads", path, heads)
-    if cfg.get("head_dim") is None:  # else the heads have their own width (Qwen3-0.6B: 16 x 128 over 1024)
+    # Qwen3Config's head_dim defaults to 128, not hidden_size / heads, where config.json omits it (the others derive it)
+    head_dim = 128 if kind == "qwen3" else d // heads
+    if cfg.get("head_dim") is None and kind != "qwen3":  # else the heads have their own width (Qwen3-0.6B: 16 x 128)
         _divides(d, "hidden_size", heads, "num_attention_heads", path)
     _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)
     qkv_bias = _flag(cfg, "use_qkv_bias", False, path) if kind == "stablelm" else False
     return ModelSpec(
         name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
         num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
-        d_kv=_int(cfg, "head_dim", path, d // heads), d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
+        d_kv=_int(cfg, "head_dim", path, head_dim), d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
         tie_word_embeddings=_flag(cfg, "tie_word_embeddings", kind == "cohere", path),
         max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
         attention_bias="qkv" if qkv_bias else ("all" if _flag(cfg, "attention_bias", False, path) else "none"),
