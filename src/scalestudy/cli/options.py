@@ -59,7 +59,9 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "shifted copy; fp32 under ddp autocast, 16-bit under DeepSpeed; engine's meaning "
                                   "for a HF T5 on deepspeed/ddp/fsdp) | torch (F.cross_entropy on logits.float(): "
                                   "torchtitan, transformers >= 4.46 causal models; engine's meaning for a HF "
-                                  "GPT-2-style model there and a Llama-family one on deepspeed without tp/pp).")
+                                  "GPT-2-style model there and a Llama-family one on deepspeed without tp/pp) | "
+                                  "torch-16bit (F.cross_entropy on the bf16 / fp16 logits, no upcast, the logits "
+                                  "kept through the backward: KempnerForge; not on ddp, not in fp32).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "
@@ -113,7 +115,9 @@ LM_HEAD = typer.Option("engine", "--lm-head",
                        help="The vocabulary under tensor parallelism (embedding, LM head GEMMs, logits, "
                             "cross-entropy): engine (sharded on every engine) | sharded (vocabulary-parallel: "
                             "Megatron-LM / NeMo / Megatron-DeepSpeed, torchtitan loss_parallel) | replicated (all V on "
-                            "every tp rank: scalestudy's train); no effect at tp 1; cost model only.")
+                            "every tp rank: scalestudy's train) | gathered (embedding whole, head GEMM split V/tp, "
+                            "logits all-gathered for a loss over all V on every tp rank: KempnerForge; memory "
+                            "only); no effect at tp 1; cost model only.")
 PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
 GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
                                 help="DeepSpeed's gradient accumulation dtype (data_types.grad_accum_dtype; engine "

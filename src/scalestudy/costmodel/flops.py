@@ -183,13 +183,17 @@ def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine", causal
       gradient and the output, write c) 4c; a causal model's shifted copy 2a and, back, SliceBackward's zero-filled
       full-size gradient plus the copy into it 3a. GPT-2 fp16: 28 B (DeepSpeed), 58 (DDP + AMP); T5 bf16: 18 / 48.
       transformers >= 4.46 (loss_utils ForCausalLMLoss: `logits.float()`, labels padded instead of the logits
-      shifted) is the engine count on fsdp / ddp (memory.loss_kernel "torch"), within 4 B of Megatron's 52."""
+      shifted) is the engine count on fsdp / ddp (memory.loss_kernel "torch"), within 4 B of Megatron's 52.
+    - torch-16bit: F.cross_entropy on the 16-bit logits (KempnerForge's loss): log_softmax's forward and backward and
+      nll_loss's zero-filled gradient in the logits' dtype, as hf without the shifted copy: 8a (16 B in bf16)."""
     a = 4 if precision == "fp32" else 2
     if kernel in ("hf", "hf-autocast"):
         c = 4 if kernel == "hf-autocast" else a
         casts = (a + 4) + (4 + a) if c > a else 0
         shift = 2 * a + 3 * a if causal else 0
         return float(4 * c + c + 4 * c + casts + shift)
+    if kernel == "torch-16bit":  # the hf passes on the logits' own dtype, no shifted copy, no casts
+        return 8.0 * a
     if kernel == "fused":
         return 4.0 * a
     if kernel == "fused-metrics":

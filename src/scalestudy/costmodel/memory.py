@@ -38,7 +38,7 @@ from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules, zero3_reuse
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import vocab_shards
+from scalestudy.specs.strategy import logit_shards
 
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
 STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
@@ -634,7 +634,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
                      fp32_scores: bool = False, eager_norms: bool = False,
                      stage_masks: tuple[float, ...] = (), head_tp: int = 0) -> float:
-    """Activation bytes on the busiest device, plus the logits (split over `head_tp` ranks: strategy.vocab_shards;
+    """Activation bytes on the busiest device, plus the logits (split over `head_tp` ranks: strategy.logit_shards;
     0 = tp). Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
     given), the last rank also the logits of its micro-batch in the head, and `stage_masks[r]` bytes beside them
@@ -803,6 +803,12 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
       elements of logits) and computes, during the forward, the gradient of the head input (tokens x h) and of the
       head weight (V x h), both in the compute dtype and held until the backward (+ 4 per token of fp32 loss)
       (liger_kernel/ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward);
+    - torch-16bit: torch F.cross_entropy on the 16-bit logits, no upcast, with the caller's reference to the logits
+      kept through loss.backward() (KempnerForge scripts/train.py: `logits = model(input_ids)`, then
+      F.cross_entropy(logits.view(-1, V), labels.view(-1)) and backward in the same scope). aten cross_entropy =
+      nll_loss(log_softmax(x)): the forward holds the logits and log_softmax's output (2a); at log_softmax_backward
+      the logits, the saved log-softmax, nll_loss_backward's zero-filled gradient and log_softmax_backward's output
+      are alive at once, 4a -- the peak;
     - hf / hf-autocast: a Hugging Face transformers 4.x model's CrossEntropyLoss (flops.cross_entropy_bytes_per_logit)
       in `c` bytes (the logits' dtype; fp32 under autocast). Forward peak: the logits, a causal model's shifted
       copy, autocast's fp32 copy and log_softmax's output (a [+ a] [+ 4] + c); the backward's: the saved
@@ -821,6 +827,8 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
         return out_tokens * v * 2 * a / tp + 4 * out_tokens
     if cross_entropy == "torch":
         return out_tokens * v * max(a + 8 if a < 4 else 8, 12) / tp
+    if cross_entropy == "torch-16bit":
+        return out_tokens * v * 4 * a / tp
     return out_tokens * v * (a + (4 if cross_entropy == "inplace" else 8)) / tp
 
 
@@ -961,12 +969,12 @@ def loss_hole_bytes(model: ModelSpec, st, micro_batch: int, seq_len: int, target
     tokens = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     if a >= 4:  # fp32 logits: .float() is no copy, the nll gradient fills the logits' freed block exactly
         return 0.0
-    hole = a * tokens * model.vocab_size / vocab_shards(st, tp)
+    hole = a * tokens * model.vocab_size / logit_shards(st, tp)
     _, _, working, logits = _stored_working_logits(
         model, micro_batch, seq_len, target_len, st.precision, tp, st.recompute, st.attention == "flash",
         st.sequence_parallel and tp > 1, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine),
         eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels),
-        vocab_shards(st, tp))
+        logit_shards(st, tp))
     return max(0.0, logits + hole - max(logits, working) - transient)
 
 

@@ -85,14 +85,15 @@ def param_count(model: ModelSpec) -> int:
 
 
 @lru_cache(maxsize=None)
-def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0) -> int:
+def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0, embed_tp: int = 0) -> int:
     """Parameters held by the busiest model-parallel rank before any ZeRO sharding.
 
     Tensor parallelism splits matmul weights and the (vocabulary-parallel) embedding and head; norms and biases
     are replicated. Pipeline parallelism splits blocks evenly; the first stage adds the embedding and the last
     the head (a tied head is a second copy on the last stage, as in Megatron), so the busiest stage takes the
     larger of the two. `vocab_tp`: the ranks the embedding and head are split over (strategy.vocab_shards: 1 when
-    every tp rank holds them whole, Strategy.lm_head replicated; 0 = tp).
+    every tp rank holds them whole, Strategy.lm_head replicated; 0 = tp); `embed_tp`: the input embedding's when it
+    differs (strategy.logit_shards: whole under lm_head gathered; 0 = vocab_tp).
     """
     vocab_tp = vocab_tp or tp
     p = param_breakdown(model)
@@ -100,7 +101,7 @@ def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0) -> 
     dec_rep = p.decoder_layer - p.decoder_layer_matmul
     layers = (p.encoder_layer_matmul // tp + enc_rep) * p.encoder_layers + \
         (p.decoder_layer_matmul // tp + dec_rep) * p.decoder_layers
-    embed = p.embedding // vocab_tp
+    embed = p.embedding // (embed_tp or vocab_tp)
     head = (p.lm_head or (p.embedding if pp > 1 else 0)) // vocab_tp
     if pp == 1:
         return layers + embed + head + p.other

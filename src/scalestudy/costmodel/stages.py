@@ -61,7 +61,7 @@ from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload, vocab_shards
+from scalestudy.specs.strategy import Strategy, Workload, logit_shards, vocab_shards
 
 
 
@@ -130,18 +130,20 @@ def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageD
     return tuple(out)
 
 
-def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int, vocab_tp: int = 0) -> int:
+def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int, vocab_tp: int = 0,
+                 embed_tp: int = 0) -> int:
     """Parameters on a rank of stage k (blocks [start, start + n)) before ZeRO sharding: its blocks (matmul weights
     / tp, norms replicated), the embedding on the first stage, the LM head on the last (a tied head is a second
     copy there, as Megatron), the final norms / position biases counted on every stage (a bound); the embedding and
-    head split over `vocab_tp` ranks (strategy.vocab_shards; 0 = tp)."""
+    head split over `vocab_tp` ranks (strategy.vocab_shards; 0 = tp), the embedding over `embed_tp` when given
+    (strategy.logit_shards)."""
     p, vocab_tp = param_breakdown(model), vocab_tp or tp
     enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
     dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
     n_enc = _encoder_blocks(model, start, n)
     total = n_enc * enc + (n - n_enc) * dec + p.other
     if k == 0:
-        total += p.embedding // vocab_tp
+        total += p.embedding // (embed_tp or vocab_tp)
     if k == pp - 1:
         total += (p.lm_head or (p.embedding if pp > 1 else 0)) // vocab_tp
     return total
@@ -157,8 +159,8 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n, device)
-    return rank_memory(model, st, stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp)), dp, tp, acts,
-                       device, options, ga)
+    psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp))
+    return rank_memory(model, st, psi, dp, tp, acts, device, options, ga)
 
 
 def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int, s: int, t: int, k: int, start: int,
@@ -176,7 +178,7 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
             + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
-    head = logits_bytes(model, st.micro_batch, s, t, prec, vocab_shards(st, tp), loss_kernel(st)) \
+    head = logits_bytes(model, st.micro_batch, s, t, prec, logit_shards(st, tp), loss_kernel(st)) \
         if k == pp - 1 else 0.0
     working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
@@ -186,7 +188,8 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
     # pipeline stage's blocks; without pipeline parallelism also the weight copies and gelu_new's fp32 chain
     if pp == 1:
         casts = autocast_rank_bytes(model, st.engine, prec, st.kernels, st.micro_batch, s, t, tp, st.recompute,
-                                    stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp)))
+                                    stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp),
+                                                 logit_shards(st, tp)))
     else:
         casts = in_flight * t5_cast_bytes(model, st.engine, prec, st.kernels, st.micro_batch, s, t, st.recompute,
                                           (n_enc, n - n_enc))
@@ -329,7 +332,7 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
             + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
-        psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp))
+        psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp))
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
                                     stage_layers=n, activations=stage_activations(model, st, tp, pp, ga, s, t, k,

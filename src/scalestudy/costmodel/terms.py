@@ -33,7 +33,8 @@ from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.parallel_layout import check_sequence_parallel
-from scalestudy.specs.strategy import Layout, Strategy, Workload, resolve_layout, vocab_shards
+from scalestudy.specs.strategy import (Layout, Strategy, Workload, logit_shards, resolve_layout,
+                                      vocab_shards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
-           eager_fp32_softmax(model, st), vocab_shards(st, tp), st.cublas, st.tf32)
+           eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32)
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
@@ -162,7 +163,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
 def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal, kernel, stop) -> tuple:
     """_Shape's fields but the activations, in its order: what no pipeline rank's in-flight micro-batches enter."""
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    return (params_per_device(model, tp, pp, vocab_shards(st, tp)), param_count(model),
+    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model),
             compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                           loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32),
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
@@ -185,14 +186,15 @@ def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, s
                             eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st),
                             eager_rms_norms(model, st.kernels),
                             _stage_masks(model, kernel, flash, dev, st, mb, s, t, tp, recompute, in_flight, split),
-                            vocab_shards(st, tp)) + (_whole_extras(model, kernel, flash, dev, st, tp, s, t) if pp == 1
+                            logit_shards(st, tp)) + (_whole_extras(model, kernel, flash, dev, st, tp, s, t) if pp == 1
                                                      else 0.0)
 
 
 def _whole_extras(model, kernel, flash, dev, st: Strategy, tp, s, t) -> float:
     """What a rank without pipeline parallelism holds beside memory.activation_bytes: a T5's position-bias masks,
     autocast's weight copies and HF T5's own casts under autocast (costmodel/autocast_memory.py)."""
-    mb, recompute, params = st.micro_batch, st.recompute, params_per_device(model, tp, 1, vocab_shards(st, tp))
+    mb, recompute = st.micro_batch, st.recompute
+    params = params_per_device(model, tp, 1, vocab_shards(st, tp), logit_shards(st, tp))
     return (priced_bias_memory(model, kernel, flash, dev, mb, s, t, tp, recompute)
             + autocast_rank_bytes(model, st.engine, st.precision, st.kernels, mb, s, t, tp, recompute, params))
 

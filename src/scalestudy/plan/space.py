@@ -165,6 +165,11 @@ class Constraints:
         if self.grad_buckets not in ("engine", TRAINED) and set(self.engines) != {"ddp"}:
             raise ScalestudyError(f"--grad-buckets {self.grad_buckets} describes PyTorch DDP's "
                                   "gradient_as_bucket_view: it needs --engine ddp")
+        if self.cross_entropy == "torch-16bit" and (not self.engines or "ddp" in self.engines
+                                                    or self.precision == "fp32"):
+            raise ScalestudyError("--cross-entropy torch-16bit describes torch's loss on the 16-bit logits of a model "
+                                  "without autocast: it needs --engine fsdp, deepspeed and/or megatron (ddp's "
+                                  "autocast runs the loss in fp32) and a 16-bit precision")
         if self.gradient_sync != "engine" and set(self.engines) != {"fsdp"}:
             raise ScalestudyError(f"--gradient-sync {self.gradient_sync} describes FSDP2's "
                                   "set_requires_gradient_sync: it needs --engine fsdp")

@@ -88,7 +88,11 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      CrossEntropyLoss: GPT-2's shifted .contiguous() copy, T5 on the logits' view; in fp32 under
                      ddp's autocast, in the 16-bit logits' dtype under DeepSpeed) or "torch" (torch's cross_entropy
                      on `logits.float()`: torchtitan, transformers >= 4.46 causal models' ForCausalLMLoss -- what
-                     "engine" means on fsdp / ddp, named so a run can say it on any engine). Also the time of the
+                     "engine" means on fsdp / ddp, named so a run can say it on any engine) or "torch-16bit" (torch's
+                     cross_entropy on the 16-bit logits as the model returns them, no .float(), the caller's own
+                     reference to the logits alive through the backward: KempnerForge scripts/train.py; a bf16 / fp16
+                     model without autocast -- refused on ddp, whose autocast runs the loss in fp32, and in fp32
+                     training). Also the time of the
                      logits' passes (costmodel/flops.py cross_entropy_bytes_per_logit). "engine" means "hf" for a
                      Hugging Face T5 (`software_defaults`). `train` runs "hf" (T5 without tp/pp) or "torch"
                      (specs/run.TRAIN_SOFTWARE).
@@ -166,7 +170,12 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      (every tp rank holds the whole V x d tables and computes every logit and the loss over all V:
                      scalestudy's `train`, engine/parallel/tensor_parallel.py, whose replicated head needs no gradient
                      sync over tp -- each tp rank forms the same gradient; KempnerForge's head under pipeline
-                     parallelism) or "engine" (sharded on every engine). No effect at tp 1. Cost model only (`train`
+                     parallelism), "gathered" (the input embedding whole on every tp rank, the head's weight and GEMM
+                     split V/tp, its logits all-gathered to every tp rank for a loss over all V: KempnerForge
+                     distributed/tensor_parallel.py, token embedding replicated and output_head
+                     ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) -- `logit_shards`; memory
+                     only: the loss's passes are priced over V/tp, the logits' all-gather not at all) or "engine"
+                     (sharded on every engine). No effect at tp 1. Cost model only (`train`
                      runs "replicated": specs/run.TRAIN_SOFTWARE).
 - grad_accum_dtype:  the dtype DeepSpeed accumulates gradients in over a step's micro-batches (its config key
                      data_types.grad_accum_dtype; engine deepspeed only, cost model only): "fp32" (a bf16 run's fp32
@@ -297,11 +306,11 @@ PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("engine", "fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
-                   "torch")  # loss kernel (memory.logits_bytes)
+                   "torch", "torch-16bit")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
 ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax",
                      "triton")
-LM_HEADS = ("engine", "sharded", "replicated")  # the vocabulary under tp (vocab_shards)
+LM_HEADS = ("engine", "sharded", "replicated", "gathered")  # the vocabulary under tp (vocab_shards, logit_shards)
 GRAD_ACCUM_DTYPES = ("engine", "fp32", "compute")  # DeepSpeed's gradient accumulation dtype (costmodel/memory.py)
 GRAD_BUCKETS = ("engine", "copy", "view")  # DDP's gradient_as_bucket_view False / True (costmodel/memory.py)
 OPTIMIZER_DTYPES = ("engine", "bf16")  # optimizer state dtype of engine megatron / fsdp (costmodel/memory.py)
@@ -430,6 +439,10 @@ class Strategy:
         if self.grad_accum_dtype != "engine" and self.engine != "deepspeed":
             raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                               f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
+        if self.cross_entropy == "torch-16bit" and (self.engine == "ddp" or self.precision == "fp32"):
+            raise OptionError(f"cross_entropy torch-16bit describes torch's loss on 16-bit logits of a model held in "
+                              f"bf16 / fp16 without autocast, not {self.engine} in {self.precision} (ddp's autocast "
+                              f"runs the loss in fp32)", "cross_entropy")
         if self.gradient_sync != "engine" and self.engine != "fsdp":
             raise OptionError(f"gradient_sync {self.gradient_sync} describes FSDP2's set_requires_gradient_sync, not "
                               f"{self.engine}", "gradient_sync")
@@ -745,6 +758,14 @@ def vocab_shards(st, tp: int | None = None) -> int:
     docstring, `lm_head`): `tp` (the strategy's unless given) under a sharded head ("engine" = sharded on every
     engine), 1 when every tp rank holds and computes the whole vocabulary ("replicated")."""
     return 1 if st.lm_head == "replicated" else (st.tp if tp is None else tp)
+
+
+def logit_shards(st, tp: int | None = None) -> int:
+    """The ranks the logits, the loss over them and the input embedding are split over (module docstring, `lm_head`):
+    1 where every tp rank holds them whole -- "replicated", and "gathered", whose head GEMM is split (vocab_shards)
+    but whose logits are all-gathered for the loss and whose embedding is replicated --, else `tp` (the strategy's
+    unless given)."""
+    return 1 if st.lm_head in ("replicated", "gathered") else (st.tp if tp is None else tp)
 
 
 def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_kind: str = "") -> dict[str, str]:
