@@ -19,6 +19,15 @@ def _exists(path: Path) -> bool:
     return os.path.lexists(path)
 
 
+def _no_control_characters(path: str | Path, flag: str) -> None:
+    """A newline (or another control character) in an output name breaks the lines scalestudy writes from it:
+    an #SBATCH --output line ends at the newline and sbatch reads what follows as the script's first command."""
+    bad = sorted({c for c in str(path) if ord(c) < 0x20 or ord(c) == 0x7F})
+    if bad:
+        raise ScalestudyError(f"{flag} {str(path)!r}: the name holds a control character ({', '.join(map(repr, bad))}): "
+                              "choose a name without newlines or tabs")
+
+
 def _broken_link(path: Path, flag: str, shown: Path) -> None:
     if path.is_symlink() and not path.exists():  # dangling, or a loop (stat gives ELOOP)
         raise ScalestudyError(f"{flag} {shown}: {path} is a broken symbolic link (to {os.readlink(path)!r})")
@@ -79,6 +88,7 @@ def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str,
     names the command writes in it, must not be taken by directories or unwritable files. Creates nothing."""
     if isinstance(path, str) and not path.strip():  # Path("") is the working directory: never meant
         raise ScalestudyError(f"{flag} needs a directory name, got {path!r}")
+    _no_control_characters(path, flag)
     path = Path(path)
     _broken_link(path, flag, path)
     if path.exists():
@@ -101,6 +111,7 @@ def check_output_file(path: str | Path, flag: str = "--output", suffixes: tuple[
     """An output file: absent or a writable file, with one of `suffixes` (if given), in a writable place."""
     if isinstance(path, str) and not path.strip():
         raise ScalestudyError(f"{flag} needs a file name, got {path!r}")
+    _no_control_characters(path, flag)
     path = Path(path)
     if suffixes and path.suffix.lower() not in suffixes:
         raise ScalestudyError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")

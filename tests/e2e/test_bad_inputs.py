@@ -530,6 +530,8 @@ NEW_KEY_FILES = {
     "cfg-config-json-layers-5000-digits.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 1' + "0" * 5000 +
                                                ', "n_head": 2, "vocab_size": 99}',
     "cfg-steps-negative.yaml": "workload: {steps: -3}\n",
+    "spec-name-newline.yaml": GOOD_SPEC.replace("name: tiny", 'name: "x\\necho injected"'),
+    "spec-slurm-poll-0.yaml": GOOD_SPEC + "executor: slurm\nslurm: {poll_s: 0}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -1388,6 +1390,12 @@ CASES: list[Case] = [
     C("report-wal-store-refused-leaves-no-shm", "report columnless-wal", "column"),  # left study.sqlite-shm
     C("estimate-device-peak-1e300", f"{EST} --gpu dev-peak-1e300.yaml", "peak_flops must be at most 1e+17"),
     C("estimate-device-memory-fraction", f"{EST} --gpu dev-memory-fraction.yaml", "whole number of bytes"),
+    # 2026-12-04, fuzz round 4: a newline in a name written into a Slurm script (the #SBATCH line ended there and
+    # sbatch ran the rest as the script's first command); squeue asked in a loop without a pause
+    C("study-spec-name-newline", "study run spec-name-newline.yaml -o s --executor slurm --dry-run",
+      "name must be one line of text"),
+    C("study-run-output-newline", "study run good.yaml -o 's\nx' --executor slurm --dry-run", "control character"),
+    C("study-spec-slurm-poll-0", "study run spec-slurm-poll-0.yaml -o s --dry-run", "poll_s must be a number of seconds > 0"),
 ]
 
 

@@ -564,6 +564,8 @@ def parse_spec(raw: Any, where: str = "study spec", base: Path | None = None) ->
         name = "study"
     if not isinstance(name, (str, int)) or isinstance(name, bool) or not str(name).strip():
         raise ScalestudyError(f"{where}: name must be text (non-empty), got {name!r}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(name)):  # Slurm's #SBATCH --job-name line ends at a newline
+        raise ScalestudyError(f"{where}: name must be one line of text without control characters, got {name!r}")
     if not isinstance(_given(raw, "description", ""), str):
         raise ScalestudyError(f"{where}: description must be text, got {raw['description']!r}")
     template = _study_field(raw, "command_template", str, "", where)
@@ -626,8 +628,9 @@ def _check_slurm(slurm: dict, where: str) -> None:
             # ranks of one rendezvous (MAX_WORLD_SIZE), whatever the 64 bits Slurm would accept
             top = 0xfffd if key == "cpus_per_task" else MAX_WORLD_SIZE
             ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= top
-        elif kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+        elif kind is float:  # poll_s 0 would ask squeue in a loop without a pause
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf") and \
+                (value > 0 or key != "poll_s")
         else:
             ok = isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value)
         if ok and key == "time" and not SLURM_TIME.fullmatch(value):
@@ -636,7 +639,7 @@ def _check_slurm(slurm: dict, where: str) -> None:
                                   "or UNLIMITED): sbatch would refuse every trial's job")
         if not ok:
             want = {str: "one line of text", int: f"a whole number in [1, {top}]" if kind is int else "",
-                    float: "a number of seconds >= 0", list: "a list of lines"}[kind]
+                    float: f"a number of seconds {'> 0' if key == 'poll_s' else '>= 0'}", list: "a list of lines"}[kind]
             hint = ' (YAML reads 01:30:00 as a number: quote it, time: "01:30:00")' if key == "time" else ""
             raise ScalestudyError(f"{where}: slurm.{key} must be {want}, got {value!r}{hint}")
 
