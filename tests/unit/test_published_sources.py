@@ -1364,8 +1364,10 @@ def test_kempnerforge_memory_rows_are_the_report_at_its_throughput_rows_configs(
         assert r["published_gb"] == pytest.approx(KFORGE_MEM_GIB[n] * 2**30 / 1e9, abs=0.01)
         assert all(r.get(k) == b.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "micro_batch",
                                                   "global_batch", "recompute", "engine", "zero", "precision"))
-        # gradient_sync last: training/grad.py maybe_no_sync (the throughput rows keep it unmodelled: see the source)
-        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16", "gradient_sync": "last"}
+        # gradient_sync last: training/grad.py maybe_no_sync; F.cross_entropy on the bf16 logits; under TP the logits
+        # gathered to Replicate (the throughput rows keep these unmodelled: see the source)
+        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16", "gradient_sync": "last",
+                                 "cross_entropy": "torch-16bit", **({"lm_head": "gathered"} if "tp" in r else {})}
         assert bool(r.get("whole_model_load")) == ("tp" not in r)
         assert "fsdp_grad_sync_last_microbatch" in b["unmodelled"]
         assert memory_row(r, data["sources"]).check == "measured"
@@ -1390,7 +1392,9 @@ def test_kempnerforge_config_validation_memory_rows_are_the_report():
         assert r["published_gb"] == pytest.approx(gb, abs=0.01)
         assert all(r.get(k) == b.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "pp",
                                                   "micro_batch", "global_batch", "recompute", "engine", "zero"))
-        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16", "gradient_sync": "last"}
+        gathered = {"lm_head": "gathered"} if "tp" in r and "pp" not in r else {}
+        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16", "gradient_sync": "last",
+                                 "cross_entropy": "torch-16bit", **gathered}
         assert bool(r.get("whole_model_load")) == ("tp" not in r and "pp" not in r and not smi)
 
 # KempnerForge weak scaling (benchmarks/weak_scaling_160gpu README, e9f91892; code 3ad9d9a): (model, GPUs) -> (tok/s,
