@@ -972,7 +972,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
             offload_s = ga * (gathers + 1) * FSDP_SHARD_BYTES[st.optimizer_dtype] * local / link
         elif st.zero == 3:
             offload_s, host_share = _zero3_offload_copies(local, link, st.offload_params != "none",
-                                                          ranks_per_node, eng)
+                                                          ranks_per_node, eng, half)
             opt_s *= (1.0 + host_share) * numa_pinned_slowdown(dev, ranks_per_node, host_share)
         else:
             # DeepSpeed ZeRO-1/2 offload: the last micro-batch's bucket reductions cast each gradient of the rank's
@@ -1004,7 +1004,7 @@ def optimizer_offload(st: Strategy, eng, psi: float, dp: int, ga: int, dev, rank
 
 
 def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host: bool,
-                          ranks_per_node: int, eng) -> tuple[float, float]:
+                          ranks_per_node: int, eng, grad_bytes: int = 2) -> tuple[float, float]:
     """(seconds, host-pass share of CPU Adam) of DeepSpeed ZeRO-3's copies around a CPU-offloaded step, for `local`
     parameters per rank; every rank's copies run at once, each at `pcie_bytes_per_s` (its share of the host link).
 
@@ -1017,8 +1017,17 @@ def _zero3_offload_copies(local: float, pcie_bytes_per_s: float, params_on_host:
     partition (engines.yaml zero3_upload_slowdown), its host cast included -- so the host passes beside CPU Adam are the
     unscale only (8 of the 30 B/parameter), not the cast. With the parameters offloaded too (offload_param), the
     16-bit partition lives on the host: the copy_ is a host cast (the 6 B pass) and nothing goes up in step() (the
-    fetches bring the parameters up, priced with offload_params)."""
-    grads_down = local * 4.0 / pcie_bytes_per_s
+    fetches bring the parameters up, priced with offload_params).
+
+    Before that fp32 copy each partition makes a round trip in the model's dtype (`grad_bytes` per element): the
+    partition buffer (__param_id_to_grad_partition, one flat grad_partitions_flat_buffer) is allocated on
+    self.device, which is the host when the optimizer is offloaded (stage3.py v0.6.0 - v0.19.8: device=self.device,
+    OffloadDeviceEnum.cpu, pinned), so partition_grads copies the reduced partition down into it (copy_,
+    non_blocking) and straight back up ('ensure grad buffer is a CUDA buffer', .to(device, non_blocking)) for the
+    inf/nan check, the norm and the fp32 copy -- queued on the same stream ahead of the blocking fp32 copy_, so in
+    series with it. Priced on the boundary micro-batch (the earlier micro-batches' round trips, with no blocking
+    copy behind them, run on the reduce stream beside the backward)."""
+    grads_down = local * (4.0 + 2.0 * grad_bytes) / pcie_bytes_per_s
     if params_on_host:
         return grads_down, HOST_PASSES_SHARE_OF_CPU_ADAM
     slowdown = eng.zero3_upload_slowdown_one_gpu if ranks_per_node == 1 else eng.zero3_upload_slowdown
