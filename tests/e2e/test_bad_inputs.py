@@ -1385,6 +1385,7 @@ CASES: list[Case] = [
       env={"SCALESTUDY_CACHE_DIR": "/proc/x", "SCALESTUDY_CPU_PROFILE": "measured"}),  # left an empty --output
     # 2026-12-04, fuzz round 4: the leftovers of round 3
     C("plan-emit-over-users-config", f"{PLAN} --emit own-config", "scalestudy did not write"),  # replaced it
+    C("train-output-over-users-config", TRAIN.replace("OUT", "own-config"), "scalestudy did not write"),  # likewise
     C("train-config-value-overridden", f"{TRAIN} --config cfg-steps-negative.yaml",  # --steps 4: only type-checked
       "--config cfg-steps-negative.yaml: steps must be >= 1, got -3"),
     C("report-wal-store-refused-leaves-no-shm", "report columnless-wal", "column"),  # left study.sqlite-shm

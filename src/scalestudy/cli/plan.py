@@ -254,10 +254,11 @@ def plan(
     if emit_dir is not None:
         from scalestudy.outputs import check_output_dir
 
-        from scalestudy.plan.emit import EMITTED_NAMES, check_input_files, check_not_users_files
+        from scalestudy.plan.emit import EMITTED_NAMES, check_input_files
+        from scalestudy.specs.run import check_not_users_files
 
         check_output_dir(emit_dir, "--emit", files=EMITTED_NAMES)
-        check_not_users_files(emit_dir, "--emit")
+        check_not_users_files(emit_dir, "--emit", EMITTED_NAMES)
 
         check_input_files(data, tokenizer, lexicon, text_field)  # before the search, not after it
         from scalestudy.specs.run import DataSection, check_data_fields

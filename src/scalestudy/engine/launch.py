@@ -20,7 +20,7 @@ from scalestudy.engine.checkpoint_record import check_resumable
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
-from scalestudy.specs.run import RunConfig, drops_vocab_size, trained_vocab_size
+from scalestudy.specs.run import RunConfig, check_not_users_files, drops_vocab_size, trained_vocab_size
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.outputs import check_output_dir
 
@@ -82,6 +82,7 @@ def check_before_start(cfg: RunConfig) -> Path:
     out = check_output_dir(cfg.output.dir, files=RUN_FILES)  # a directory in a file's place: refused before writing
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
+    check_not_users_files(out, "--output", (CONFIG_NAME,))  # the run records its own config there
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
         check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
         _check_resumed_vocab(cfg, out)

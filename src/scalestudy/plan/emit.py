@@ -20,7 +20,7 @@ from scalestudy.engine.settings import FILE_NAMES, engine_settings
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
 from scalestudy.launch.commands import CONFIG_NAME, SCRIPT_NAMES, launch_scripts
-from scalestudy.specs.run import CONFIG_HEADER, RunConfig, as_trained
+from scalestudy.specs.run import RunConfig, as_trained, check_not_users_files
 
 # every name emit may write, whatever the engine
 EMITTED_NAMES = (CONFIG_NAME, *FILE_NAMES.values(), *SCRIPT_NAMES, "plan.json")
@@ -73,27 +73,6 @@ def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_fie
             load_lexicon(path)
 
 
-def check_not_users_files(out_dir: str | Path, flag: str) -> None:
-    """DIR may be new, hold none of the names emit writes, or be scalestudy's own (its train_config.yaml begins with
-    CONFIG_HEADER: an earlier emit or a run; or it holds a run's metrics.jsonl): a user's own train_config.yaml,
-    launch script or JSON there is never replaced."""
-    out = Path(out_dir)
-    taken = [name for name in EMITTED_NAMES if (out / name).is_file()]
-    if not taken or (out / "metrics.jsonl").is_file() or _written_by_scalestudy(out / CONFIG_NAME):
-        return
-    raise ScalestudyError(f"{flag} {out} holds {', '.join(taken)} that scalestudy did not write (no {CONFIG_NAME} "
-                          "there begins with '# Written by scalestudy'): it would replace them; choose a new or empty "
-                          "directory")
-
-
-def _written_by_scalestudy(config: Path) -> bool:
-    try:
-        with open(config, encoding="utf-8", errors="replace") as f:
-            return f.read(len(CONFIG_HEADER)) == CONFIG_HEADER
-    except OSError:  # absent, a directory, unreadable
-        return False
-
-
 def default_output(run: RunConfig) -> str:
     # one folder: the label's spaces and the stage split's slashes ("stages 3/1") become dashes
     return f"runs/{run.display_name}-{run.strategy.label.replace(' ', '-').replace('/', '-')}"
@@ -122,7 +101,7 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
         if (out / name).exists() and not (out / name).is_file():
             raise ScalestudyError(f"cannot write {out / name}: it exists and is not a file")
     check_output_dir(out, flag, files=tuple(files))  # none half-replaced
-    check_not_users_files(out, flag)
+    check_not_users_files(out, flag, EMITTED_NAMES)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, text in files.items():

@@ -298,6 +298,27 @@ class RunConfig:
         return spec, strategy, workload, layout
 
 
+def check_not_users_files(out_dir: str | Path, flag: str, names: tuple[str, ...]) -> None:
+    """An output DIR that holds any of `names` (what the command writes there) must be scalestudy's own: its
+    train_config.yaml begins with CONFIG_HEADER (an earlier emit, run or trial) or it holds a run's metrics.jsonl.
+    A user's own train_config.yaml, launch script or JSON there is never replaced (plan --emit ., train --output .)."""
+    out = Path(out_dir)
+    taken = [name for name in names if (out / name).is_file()]
+    if not taken or (out / "metrics.jsonl").is_file() or _written_by_scalestudy(out / "train_config.yaml"):
+        return
+    raise ScalestudyError(f"{flag} {out} holds {', '.join(taken)} that scalestudy did not write (no train_config.yaml "
+                          "there begins with '# Written by scalestudy'): it would replace them; choose a new or empty "
+                          "directory")
+
+
+def _written_by_scalestudy(config: Path) -> bool:
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            return f.read(len(CONFIG_HEADER)) == CONFIG_HEADER
+    except OSError:  # absent, a directory, unreadable
+        return False
+
+
 def lexicon_message(objective: str, flag: str = "--objective") -> str:
     """Why a lexicon with another objective is refused (train, study train_options; plan --emit names its
     objective flag `--train-objective`)."""
