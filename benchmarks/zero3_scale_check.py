@@ -1,0 +1,156 @@
+"""ZeRO-3 / FSDP at hundreds to thousands of data-parallel ranks: where the modelled step goes, per published row.
+
+For every published GPU throughput row on engine deepspeed zero 3 or fsdp zero 3 with at least --min-dp
+data-parallel ranks (stored constants, no refit), prints the published step (the model's step x predicted /
+published: every metric of these rows is a fixed amount of work over the step), the modelled step, its compute,
+the exposed and total data-parallel communication, and the seconds the model misses. Rows that run DeepSpeed before
+0.5.5 (Strategy.zero3_fetch per-param-sync, costmodel/zero3.per_param_sync_comm_s: every collective in series) get
+that term split into its parts: the bytes at the pooled NIC rate, the ring hop latencies ((n-1) steps per
+collective, comm.ring_latency), the per-rank Python list work (engines.yaml list_rank_host_s x dp per collective)
+and the HBM copies.
+
+Then, for rows of one source and one model at several data-parallel sizes (the same work per GPU-second, the
+micro-batch shrinking as dp grows): from one size to the next, the published step's change less the modelled
+compute's change -- what the communication must have grown by if the compute is right -- beside the modelled
+communication's change. A term that grows with dp (ring latency, per-rank loops) is right when the two agree.
+
+With --loso-list-rank-us U [U ...]: validate's leave-one-source-out headline with DeepSpeed's list_rank_host_s set
+to U us (engines.yaml: 5.1 us, a measured lower bound without the CUDA copy's launch), beside today's value, and the
+per-param-sync rows' held-out errors.
+
+    .venv/bin/python benchmarks/zero3_scale_check.py [--min-dp 257] [--rows REGEX]
+    .venv/bin/python benchmarks/zero3_scale_check.py --loso-list-rank-us 10      # ~25 s per value
+
+Result of 2026-12-04 (docs/costmodel-validation.md, 'ZeRO-3 / FSDP at hundreds to thousands of ranks'): the
+modelled per-dp growth matches the published one on average over Narayanan et al.'s six DP-only rows; what the model
+misses on the 530B rows is an offset of 33-47 s per step that does not grow with dp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+
+from scalestudy.costmodel import engines, terms
+from scalestudy.costmodel import published as P
+from scalestudy.costmodel.comm import gather_parts
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.zero3 import PER_PARAM_SYNC_COPY_PASSES
+
+_SPLIT: dict = {}  # the last per_param_sync_comm_s call's parts (row_numbers resets it)
+_PER_PARAM_SYNC = terms.per_param_sync_comm_s
+
+
+def _recording_per_param_sync(z, param_bytes, grad_bytes, psi, dp, per_node, lk, eff, rails, rank_host_s,
+                              gather_passes, hbm_bytes_per_s):
+    """terms.per_param_sync_comm_s, recording its parts as zero3.per_param_sync_comm_s adds them up."""
+    g_bw, g_lat = gather_parts(z.gathered_elems * param_bytes, dp, per_node, lk, eff, rails,
+                               max(1, round(z.partitioned_tensors)))
+    r_bw, r_lat = gather_parts(psi * grad_bytes, dp, per_node, lk, eff, rails, max(1, z.tensors))
+    gather_copy, reduce_copy = PER_PARAM_SYNC_COPY_PASSES
+    _SPLIT.update(
+        bytes=gather_passes * g_bw + r_bw,
+        ring_latency=gather_passes * g_lat + r_lat,
+        rank_lists=(gather_passes * z.partitioned_tensors + z.tensors) * dp * rank_host_s,
+        hbm_copies=(gather_passes * gather_copy * z.gathered_elems * param_bytes
+                    + reduce_copy * psi * grad_bytes) / hbm_bytes_per_s,
+        collectives=gather_passes * z.partitioned_tensors + z.tensors)
+    return _PER_PARAM_SYNC(z, param_bytes, grad_bytes, psi, dp, per_node, lk, eff, rails, rank_host_s, gather_passes,
+                           hbm_bytes_per_s)
+
+
+def row_numbers(r: dict) -> dict:
+    model, cluster, strategy, workload = P._setup(r)
+    _SPLIT.clear()
+    terms.per_param_sync_comm_s = _recording_per_param_sync
+    try:
+        est = estimate(model, cluster, strategy, workload)
+    finally:
+        terms.per_param_sync_comm_s = _PER_PARAM_SYNC
+    predicted = P._metric(est, r["metric"], r.get("counted_batch"))
+    published_step = est.step_s * predicted / r["published"]
+    return {"id": r["id"], "source": r["source"], "dp": est.layout.dp, "mb": strategy.micro_batch,
+            "shape": (r["model"]["d_model"], r["model"]["layers"], r["model"]["seq"], est.layout.tp, r["engine"]),
+            "published_step": published_step, "step": est.step_s, "compute": est.compute_s,
+            "exposed": est.dp_comm_s, "comm_total": est.dp_comm_total_s, "missing": published_step - est.step_s,
+            "error": predicted / r["published"] - 1.0, "split": dict(_SPLIT)}
+
+
+def sharded_rows(min_dp: int) -> list[dict]:
+    out = []
+    for r in P.load()["throughput"]:
+        if r["engine"] not in ("deepspeed", "fsdp") or int(r.get("zero", 0)) != 3 or r["device"] == "local-cpu":
+            continue
+        x = row_numbers(r)
+        if x["dp"] >= min_dp:
+            out.append(x)
+    return sorted(out, key=lambda x: (x["source"], x["shape"], x["dp"], -x["mb"]))
+
+
+def print_rows(rows: list[dict], pattern: str) -> None:
+    print(f"{'row':44s} {'dp':>5s} {'mb':>3s} {'error':>7s} {'pub step':>9s} {'model':>8s} {'compute':>8s} "
+          f"{'exposed':>8s} {'dp comm':>8s} {'missing':>8s}  (seconds)")
+    for x in rows:
+        if pattern and not re.search(pattern, x["id"]):
+            continue
+        print(f"{x['id'][:44]:44s} {x['dp']:5d} {x['mb']:3d} {100 * x['error']:+6.1f}% {x['published_step']:9.2f} "
+              f"{x['step']:8.2f} {x['compute']:8.2f} {x['exposed']:8.2f} {x['comm_total']:8.2f} {x['missing']:+8.2f}")
+        if x["split"]:
+            s = x["split"]
+            print(f"{'':44s} per-param-sync: bytes {s['bytes']:.2f}, ring latency {s['ring_latency']:.2f}, "
+                  f"per-rank lists {s['rank_lists']:.2f}, HBM copies {s['hbm_copies']:.2f} "
+                  f"({s['collectives']:.0f} collectives per micro-batch)")
+
+
+def print_pairs(rows: list[dict]) -> None:
+    print("\nsame source and model, the next data-parallel size (or micro-batch): the published step's change less "
+          "the modelled compute's change (= what the rest grew by if the compute is right) vs the modelled rest's")
+    groups: dict = {}
+    for x in rows:
+        groups.setdefault((x["source"], x["shape"]), []).append(x)
+    sums = [0.0, 0.0]  # over the pairs that change dp only (same micro-batches per step)
+    for group in groups.values():
+        for a, b in zip(group, group[1:]):
+            implied = (b["published_step"] - a["published_step"]) - (b["compute"] - a["compute"])
+            modelled = b["step"] - a["step"] - (b["compute"] - a["compute"])
+            if a["dp"] != b["dp"]:
+                sums[0] += implied
+                sums[1] += modelled
+            print(f"  {a['id'][:40]:40s} dp {a['dp']:5d} mb {a['mb']:2d} -> dp {b['dp']:5d} mb {b['mb']:2d}: "
+                  f"published {implied:+7.2f} s, modelled {modelled:+7.2f} s")
+    print(f"  sum over the pairs that change dp: published {sums[0]:+.2f} s, modelled {sums[1]:+.2f} s")
+
+
+def loso_ab(values_us: list[float]) -> None:
+    table = engines.engine_table()
+    stored = table["deepspeed"]
+    try:
+        for us in [stored.list_rank_host_s * 1e6, *values_us]:
+            table["deepspeed"] = dataclasses.replace(stored, list_rank_host_s=us * 1e-6)
+            res = P.leave_one_source_out()
+            sync = [r for r in res["rows"] if r["id"].startswith("narayanan-zero3")]
+            print(f"list_rank_host_s {us:5.1f} us: LOSO mean {100 * res['mean_abs_error']:.3f}%, max "
+                  f"{100 * res['max_abs_error']:.1f}%; per-param-sync rows "
+                  + ", ".join(f"{r['id'][16:]} {100 * r['error']:+.1f}%" for r in sync))
+    finally:
+        table["deepspeed"] = stored
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--min-dp", type=int, default=257)
+    ap.add_argument("--rows", default="", help="print only rows whose id matches this regex (pairs use all)")
+    ap.add_argument("--loso-list-rank-us", type=float, nargs="+", default=None,
+                    help="LOSO headline with DeepSpeed's list_rank_host_s at these us, beside the stored value")
+    args = ap.parse_args()
+    if args.loso_list_rank_us:
+        loso_ab(args.loso_list_rank_us)
+        return
+    rows = sharded_rows(args.min_dp)
+    print_rows(rows, args.rows)
+    print_pairs(rows)
+
+
+if __name__ == "__main__":
+    main()
