@@ -210,6 +210,12 @@ class ClusterSpec:
     name: str = field(default="")
     # Board power limit of every device (W, `nvidia-smi -pl`); None keeps the device's own (its YAML power_limit_w)
     power_limit_w: float | None = None
+    # The nodes' host where it is not the one the device YAML describes (a cloud instance's CPUs, not a DGX's): its
+    # DeepSpeed CPU-Adam rate per node (parameters/s, the device YAML's rule: ZeRO-Offload's 4.5e9 on a 48-core,
+    # 256 GB/s host, scaled by the lesser of cores and memory bandwidth) and the NUMA nodes of its memory
+    # (terms.numa_pinned_slowdown). None keeps the device's own.
+    cpu_adam_params_per_s: float | None = None
+    host_numa_nodes: int | None = None
     # Clusters mixing device types (or measured rank speeds): the ranks in order, group by group; () = every rank
     # is `device`. `device` is then the first group's (its precision, kind and links stand for the cluster's).
     groups: tuple[DeviceGroup, ...] = ()
@@ -228,6 +234,13 @@ class ClusterSpec:
                                                                                        and watts > 0):
                 raise ScalestudyError(f"power_limit_w must be a positive number of watts, got {self.power_limit_w!r}")
             object.__setattr__(self, "device", power_limited(self.device, float(self.power_limit_w)))
+        host = _host_fields(self.cpu_adam_params_per_s, self.host_numa_nodes)
+        if host:
+            if self.groups:
+                raise ScalestudyError("cpu_adam_params_per_s / host_numa_nodes of a cluster with groups: state them in "
+                                      "each group's device YAML")
+            object.__setattr__(self, "host_numa_nodes", host.get("host_numa_nodes"))
+            object.__setattr__(self, "device", with_host(self.device, host))
         if self.groups and sum(g.ranks for g in self.groups) != self.world_size:
             raise ScalestudyError(f"the device groups hold {sum(g.ranks for g in self.groups)} ranks, the cluster "
                                   f"{self.world_size} ({self.nodes} nodes x {self.gpus_per_node})")
@@ -653,6 +666,38 @@ def power_limited(device: DeviceSpec, watts: float) -> DeviceSpec:
 _LIMITED: dict[tuple, tuple] = {}
 
 
+def _host_fields(cpu_adam_params_per_s, host_numa_nodes) -> dict:
+    """A cluster's host overrides that are set, checked: a rate >= 1 parameter/s, a whole number of NUMA nodes."""
+    host = {}
+    if cpu_adam_params_per_s is not None:
+        rate = cpu_adam_params_per_s
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate >= 1):
+            raise ScalestudyError(f"cpu_adam_params_per_s must be a number of parameters/s >= 1, got {rate!r}")
+        host["cpu_adam_params_per_s"] = float(rate)
+    if host_numa_nodes is not None:
+        nodes = host_numa_nodes
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, float)) or nodes != int(nodes) \
+                or not 1 <= nodes <= 64:
+            raise ScalestudyError(f"host_numa_nodes must be a whole number in [1, 64] (NUMA nodes of the host's "
+                                  f"memory), got {nodes!r}")
+        host["host_numa_nodes"] = int(nodes)
+    return host
+
+
+def with_host(device: DeviceSpec, host: dict) -> DeviceSpec:
+    """`device` on another host (a cluster YAML's cpu_adam_params_per_s / host_numa_nodes). One object per
+    (device, host), so the cost model's per-device caches hold."""
+    key = (id(device), tuple(sorted(host.items())))
+    hit = _HOSTED.get(key)
+    if hit is None or hit[0] is not device:
+        hit = (device, replace(device, **host))  # same name: a cluster's to_dict names its device
+        _HOSTED[key] = hit
+    return hit[1]
+
+
+_HOSTED: dict[tuple, tuple] = {}
+
+
 @lru_cache(maxsize=None)
 def get_device(name: str) -> DeviceSpec:
     """A device by name (`a100-40gb`) or a path to a device YAML file."""
@@ -767,7 +812,7 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
         raise ScalestudyError(f"cluster file {path}: unknown field(s) {', '.join(sorted(map(str, unknown)))}{hint}"
                               f" (known: device or groups, {', '.join(sorted(known))})")
     for key in ("intra_node_bytes_per_s", "inter_node_bytes_per_s", "intra_node_latency_s", "inter_node_latency_s",
-                "net_post_overhead_s", "power_limit_w"):
+                "net_post_overhead_s", "power_limit_w", "cpu_adam_params_per_s", "host_numa_nodes"):
         if data.get(key) is not None:
             data[key] = _num(data[key], key, str(path))
             if key.endswith(("bytes_per_s", "_w")) and not data[key] > 0:
@@ -782,6 +827,10 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
             if value < 1:
                 raise ScalestudyError(f"{path}: {key} must be >= 1, got {data[key]!r}")
             data[key] = int(value)
+    try:  # ClusterSpec checks them again (published rows build it directly); here the message names the file
+        _host_fields(data.get("cpu_adam_params_per_s"), data.get("host_numa_nodes"))
+    except ScalestudyError as err:
+        raise ScalestudyError(f"{path}: {err}") from None
     if not isinstance(data.get("name", ""), str):
         raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
