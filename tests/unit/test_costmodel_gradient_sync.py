@@ -80,3 +80,10 @@ def test_estimate_flag(capsys):
 def test_kempnerforge_memory_rows_state_it():
     rows = [r for r in load()["memory"] if r["source"].startswith("kempnerforge")]
     assert rows and all(r["software"]["gradient_sync"] == "last" for r in rows)
+
+
+def test_gloo_ranks_reduce_scatter_once_per_step():
+    from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
+
+    assert fsdp_calls_per_step(3, 5, 4) == {"all_gather": 40, "reduce_scatter": 20}  # train's FSDP
+    assert fsdp_calls_per_step(3, 5, 4, sync_last=True) == {"all_gather": 40, "reduce_scatter": 5}

@@ -143,22 +143,24 @@ def deepspeed_dp_comm(zero: int, psi: float, gathered: float, fetches: int, grad
     return ga * (gather + reduce)
 
 
-def fsdp_calls_per_step(zero: int, units: int, ga: int) -> dict[str, int]:
+def fsdp_calls_per_step(zero: int, units: int, ga: int, sync_last: bool = False) -> dict[str, int]:
     """Collective calls per optimizer step of FSDP2 on gloo ranks as engine/backends/fsdp.py drives it (every one
     of `units` fully_shard groups, the root resharded like the blocks: engine/settings.py fsdp_settings): each
     micro-batch all-gathers every unit for its forward and, resharded after the forward (zero 3), again for its
     backward, and reduce-scatters every unit's gradients in its backward (settings "gradient_sync":
-    every_micro_batch, FSDP2's default), adding into the sharded .grad. tests/multiproc count train's calls."""
-    return {"all_gather": ga * (2 if zero == 3 else 1) * units, "reduce_scatter": ga * units}
+    every_micro_batch, FSDP2's default), adding into the sharded .grad. tests/multiproc count train's calls.
+    `sync_last` (Strategy.gradient_sync "last", cost model only): the last micro-batch's backward alone
+    reduce-scatters, once per unit and step (memory.fsdp_unsynced_grad_bytes)."""
+    return {"all_gather": ga * (2 if zero == 3 else 1) * units, "reduce_scatter": (1 if sync_last else ga) * units}
 
 
 def fsdp_dp_comm(zero: int, psi: float, units: int, grad_bytes: int, half: int, device, dp: int, per_node: int,
-                 lk: tuple, eng, ga: int) -> float:
+                 lk: tuple, eng, ga: int, sync_last: bool = False) -> float:
     """Seconds per optimizer step of FSDP2 (`fully_shard` per block and the root: `units` groups) on gloo ranks,
     `fsdp_calls_per_step` collectives: each all-gather into a newly allocated output, the shard copied in, the
     unsharded parameters' storage allocated again (1 + 1/dp fresh-buffer passes); each reduce-scatter through a
     newly allocated input and output (1 + 1/dp). Copies at the rates of one unit's buffer size."""
-    calls = fsdp_calls_per_step(zero, units, ga)
+    calls = fsdp_calls_per_step(zero, units, ga, sync_last)
     params, grads = psi * half / units, psi * grad_bytes / units  # one unit's buffers
     gather = _call("all_gather", psi * half, units, device, dp, per_node, lk, eng) \
         + units * fresh_copy_s(device, params, 1.0 + 1.0 / dp)
@@ -205,7 +207,8 @@ def gloo_dp_comm(st, eng, psi: float, zero3, stage_layers: int, grad_bytes: int,
         tensors = zero3.tensors if zero3 is not None else stage_layers
         return zero_redundancy_dp_comm(psi, tensors, grad_bytes, device, dp, per_node, lk, eng)
     if st.engine == "fsdp":
-        return fsdp_dp_comm(st.zero, psi, stage_layers + 1, grad_bytes, half, device, dp, per_node, lk, eng, ga)
+        return fsdp_dp_comm(st.zero, psi, stage_layers + 1, grad_bytes, half, device, dp, per_node, lk, eng, ga,
+                            st.gradient_sync == "last")
     gathered = zero3.gathered_elems if zero3 is not None else psi
     return deepspeed_dp_comm(st.zero, psi, gathered, zero3_fetches(gathered, eng), grad_bytes, half, device, dp,
                              per_node, lk, eng, ga)
