@@ -93,3 +93,19 @@ def test_plan_refuses_the_16bit_loss_where_ddp_is_searched():
     with pytest.raises(ScalestudyError, match="--cross-entropy torch-16bit .* needs --engine fsdp"):
         Constraints(cross_entropy="torch-16bit")
     Constraints(cross_entropy="torch-16bit", engines=("fsdp",))
+
+
+def test_gathered_loss_passes_over_all_v():
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.step import compute_times
+
+    dev, cal = get_device("h100-80gb"), stored()
+
+    def head(logit_tp: int) -> float:
+        return compute_times(MODEL, dev, "bf16", 4, 2, 2048, 0, "full", True, True, cal, loss="torch-16bit",
+                             head_tp=4, logit_tp=logit_tp).head
+
+    extra = 2 * 2048 * MODEL.vocab_size * (1 - 1 / 4) * 16 / dev.hbm_bytes_per_s  # 8a per logit, 3/4 more logits
+    assert head(1) - head(4) == pytest.approx(extra)
+    assert head(4) == head(0)  # the sharded head: one memo entry
+    assert _est(lm_head="gathered").step_s > _est().step_s

@@ -116,8 +116,8 @@ LM_HEAD = typer.Option("engine", "--lm-head",
                             "cross-entropy): engine (sharded on every engine) | sharded (vocabulary-parallel: "
                             "Megatron-LM / NeMo / Megatron-DeepSpeed, torchtitan loss_parallel) | replicated (all V on "
                             "every tp rank: scalestudy's train) | gathered (embedding whole, head GEMM split V/tp, "
-                            "logits all-gathered for a loss over all V on every tp rank: KempnerForge; memory "
-                            "only); no effect at tp 1; cost model only.")
+                            "logits all-gathered for a loss over all V on every tp rank: KempnerForge; the "
+                            "all-gather itself not priced); no effect at tp 1; cost model only.")
 PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
 GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
                                 help="DeepSpeed's gradient accumulation dtype (data_types.grad_accum_dtype; engine "

@@ -431,14 +431,17 @@ def _matmul_peak(device: DeviceSpec, precision: str, tf32: bool) -> float:
 
 def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, cal: Calibration, loss: str = "engine",
-            megatron_head: bool = False, cublas: str = "11", tf32: bool = False) -> tuple[float, float]:
+            megatron_head: bool = False, cublas: str = "11", tf32: bool = False,
+            logit_tp: int = 0) -> tuple[float, float]:
     """(seconds, model FLOPs of one forward) of the LM head of one micro-batch: its GEMM forward + backward (3 x the
     forward) at the GEMM curve, plus the vocabulary-proportional memory traffic (costmodel/flops.py, vocabulary
     section): the softmax / cross-entropy over every logit by the run's `loss` kernel (Strategy.cross_entropy) and
     the dense gradients of the V x d weights. Liger's fused linear cross-entropy runs the GEMMs per token chunk:
     each at the chunk's GEMM efficiency, and no faster than its re-reads of the weight and its gradient
     (flops.fused_linear_chunk_bytes) allow -- a roofline, those bytes stream inside the GEMM kernels. `tf32`:
-    Strategy.tf32 (the GEMM peak, _matmul_peak)."""
+    Strategy.tf32 (the GEMM peak, _matmul_peak); `logit_tp`: the ranks the logits and the loss over them are split
+    over when not the head GEMM's `tp` (strategy.logit_shards: 1 under lm_head gathered, whose tp ranks each run the
+    loss over all V; 0 = tp). The gathered logits' all-gather itself is not priced."""
     peak = _matmul_peak(device, precision, tf32)
     out_tok = micro_batch * (target_len if model.is_encoder_decoder else seq_len)
     chunked = loss == "fused-linear" and device.kind != "cpu"
@@ -448,7 +451,7 @@ def _head_s(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
                      precision, model.vocab_size / tp, model.d_model, aligned=megatron_head, cublas=cublas)
     if chunked:
         head_t = max(head_t, fused_linear_chunk_bytes(model, out_tok, precision, tp) / device.hbm_bytes_per_s)
-    logits = logit_elements(model, micro_batch, seq_len, target_len, tp)
+    logits = logit_elements(model, micro_batch, seq_len, target_len, logit_tp or tp)
     ce_bytes = logits * (cross_entropy_bytes_per_logit(precision, loss, not model.is_encoder_decoder)
                          + head_bias_bytes_per_logit(model, precision, megatron_head))
     vocab_grad = vocab_grad_bytes(model, precision, tp)
@@ -486,7 +489,7 @@ _PASSES: dict = {}
 
 def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, flash: bool, sp: bool, cal: Calibration, kernels: str, attention_kernel: str, loss: str,
-            megatron_head: bool, head_tp: int, cublas: str, tf32: bool) -> tuple:
+            megatron_head: bool, head_tp: int, cublas: str, tf32: bool, logit_tp: int = 0) -> tuple:
     """compute_times' terms no recompute enters, in its order: (GEMM peak, the layers' dense and attention-core
     seconds and FLOPs, FA1's forward and backward loop traffic, the dense seconds by TP_GEMM_ROLES, the LM head's
     seconds and FLOPs, the element-wise forward and backward seconds, the kernels' fixed forward and backward
@@ -494,7 +497,7 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     share them, priced once (memoised on every input but the recompute and its early stop; the objects by
     identity, kept to guard reuse)."""
     key = (id(model), id(device), precision, tp, micro_batch, seq_len, target_len, flash, sp, id(cal), kernels,
-           attention_kernel, loss, megatron_head, head_tp, cublas, tf32)
+           attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
     hit = _PASSES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is cal:
         return hit[3]
@@ -523,7 +526,7 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
             dense_f += flops
             by_role[role] += sec
     head_t, head_f = _head_s(model, device, precision, head_tp, micro_batch, seq_len, target_len, cal, loss,
-                             megatron_head, cublas, tf32)
+                             megatron_head, cublas, tf32, logit_tp)
     ew_rate = device.hbm_bytes_per_s * (
         cal.elementwise_hbm_fraction if counted_per_kernel(model, kernels) and device.kind != "cpu" else 1.0)
     ew_fwd, ew_bwd = (x / ew_rate for x in elementwise_bytes(
@@ -541,7 +544,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
                   loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
-                  cublas: str = "11", tf32: bool = False) -> ComputeTimes:
+                  cublas: str = "11", tf32: bool = False, logit_tp: int = 0) -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
@@ -551,15 +554,17 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     vocab_size, and gives a T5 head a bias (flops.head_bias_bytes_per_logit); `head_tp`: the ranks the vocabulary
     is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
     `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py); `tf32`:
-    Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`)."""
+    Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`);
+    `logit_tp`: the logits' and loss's ranks where they differ from `head_tp` (strategy.logit_shards; _head_s)."""
     head_tp = head_tp or tp
+    logit_tp = 0 if logit_tp == head_tp else logit_tp  # one memo entry for the usual case
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32)
+           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
     passes = _passes(model, device, precision, tp, micro_batch, seq_len, target_len, flash, sp, cal, kernels,
-                     attention_kernel, loss, megatron_head, head_tp, cublas, tf32)
+                     attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
     peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd, ew_bwd, fixed, \
         fixed_bwd = passes
     le = model.num_layers if model.is_encoder_decoder else 0

@@ -165,7 +165,8 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model),
             compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32),
+                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32,
+                          logit_shards(st, tp)),
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),

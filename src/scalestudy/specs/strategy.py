@@ -173,8 +173,8 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      parallelism), "gathered" (the input embedding whole on every tp rank, the head's weight and GEMM
                      split V/tp, its logits all-gathered to every tp rank for a loss over all V: KempnerForge
                      distributed/tensor_parallel.py, token embedding replicated and output_head
-                     ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) -- `logit_shards`; memory
-                     only: the loss's passes are priced over V/tp, the logits' all-gather not at all) or "engine"
+                     ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) -- `logit_shards`: the
+                     logits' memory and the loss's passes over all V; the logits' all-gather is not priced) or "engine"
                      (sharded on every engine). No effect at tp 1. Cost model only (`train`
                      runs "replicated": specs/run.TRAIN_SOFTWARE).
 - grad_accum_dtype:  the dtype DeepSpeed accumulates gradients in over a step's micro-batches (its config key
