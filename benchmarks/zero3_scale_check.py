@@ -14,12 +14,16 @@ micro-batch shrinking as dp grows): from one size to the next, the published ste
 compute's change -- what the communication must have grown by if the compute is right -- beside the modelled
 communication's change. A term that grows with dp (ring latency, per-rank loops) is right when the two agree.
 
+With --by-ratio: validate's held-out error of every sharded GPU row binned by its modelled compute over its
+modelled ZeRO-3 / FSDP traffic (where a schedule that hides too much shows).
+
 With --loso-list-rank-us U [U ...]: validate's leave-one-source-out headline with DeepSpeed's list_rank_host_s set
 to U us (engines.yaml: 5.1 us, a measured lower bound without the CUDA copy's launch), beside today's value, and the
 per-param-sync rows' held-out errors.
 
     .venv/bin/python benchmarks/zero3_scale_check.py [--min-dp 257] [--rows REGEX]
     .venv/bin/python benchmarks/zero3_scale_check.py --loso-list-rank-us 10      # ~25 s per value
+    .venv/bin/python benchmarks/zero3_scale_check.py --by-ratio                  # ~25 s (one LOSO)
 
 Result of 2026-12-04 (docs/costmodel-validation.md, 'ZeRO-3 / FSDP at hundreds to thousands of ranks'): the
 modelled per-dp growth matches the published one on average over Narayanan et al.'s six DP-only rows; what the model
@@ -137,15 +141,53 @@ def loso_ab(values_us: list[float]) -> None:
         table["deepspeed"] = stored
 
 
+RATIO_BINS = (1.0, 2.0, 4.0, 8.0)  # modelled compute / total data-parallel communication per step
+
+
+def by_ratio() -> None:
+    """Validate's held-out error of the sharded GPU rows (dp >= 2; no optimizer / parameter offload, no per-param-sync:
+    their traffic runs in series by construction) binned by the modelled compute over the modelled total ZeRO-3 /
+    FSDP traffic per step, beside the share of that traffic the model exposes. A schedule that hides too much where
+    the two are close shows as a positive bias (model too fast) in the low bins."""
+    held_out = {r["id"]: r["error"] for r in P.leave_one_source_out()["rows"]}
+    bins: dict = {}
+    for r in P.load()["throughput"]:
+        if r["engine"] not in ("deepspeed", "fsdp") or int(r.get("zero", 0)) != 3 or r["device"] == "local-cpu":
+            continue
+        model, cluster, strategy, workload = P._setup(r)
+        if strategy.offload_optimizer != "none" or strategy.offload_params != "none" or \
+                strategy.zero3_fetch == "per-param-sync":
+            continue
+        est = estimate(model, cluster, strategy, workload)
+        if est.layout.dp < 2 or est.dp_comm_total_s <= 0:
+            continue
+        ratio = est.compute_s / est.dp_comm_total_s
+        key = sum(ratio >= b for b in RATIO_BINS)
+        bins.setdefault(key, []).append((held_out[r["id"]], est.dp_comm_s / est.dp_comm_total_s, r["source"]))
+    edges = ("0",) + tuple(f"{b:g}" for b in RATIO_BINS) + ("inf",)
+    for key in sorted(bins):
+        rows = bins[key]
+        n = len(rows)
+        bias, mae = sum(x[0] for x in rows) / n, sum(abs(x[0]) for x in rows) / n
+        print(f"compute / comm {edges[key]:>3s}-{edges[key + 1]:3s}: {n:3d} rows, {len({x[2] for x in rows}):2d} "
+              f"sources, held-out bias {100 * bias:+5.1f}%, mean |error| {100 * mae:4.1f}%, modelled exposed share "
+              f"{sum(x[1] for x in rows) / n:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--min-dp", type=int, default=257)
     ap.add_argument("--rows", default="", help="print only rows whose id matches this regex (pairs use all)")
     ap.add_argument("--loso-list-rank-us", type=float, nargs="+", default=None,
                     help="LOSO headline with DeepSpeed's list_rank_host_s at these us, beside the stored value")
+    ap.add_argument("--by-ratio", action="store_true",
+                    help="held-out error of every sharded row (dp >= 2) binned by modelled compute / communication")
     args = ap.parse_args()
     if args.loso_list_rank_us:
         loso_ab(args.loso_list_rank_us)
+        return
+    if args.by_ratio:
+        by_ratio()
         return
     rows = sharded_rows(args.min_dp)
     print_rows(rows, args.rows)
