@@ -24,13 +24,15 @@ class OptionError(ScalestudyError):
 
     def renamed(self, names: dict[str, str]) -> str:
         """The message with each of its options in `names` written as names[option]. Whole names only: not inside
-        another name (pp in pp_schedule), a dashed word or a dotted key (DeepSpeed's data_types.grad_accum_dtype)."""
+        another name (pp in pp_schedule), a dashed word, a dotted key (DeepSpeed's data_types.grad_accum_dtype) or a
+        path the message quotes (--tokenizer tk/tokenizer.json: the file's name is not the option)."""
         import re
 
         message = str(self)
         for option in sorted(self.options, key=len, reverse=True):
             if option in names:
-                message = re.sub(rf"(?<![\w.-]){re.escape(option)}(?![\w-])", lambda _: names[option], message)
+                message = re.sub(rf"(?<![\w./\\-]){re.escape(option)}(?![\w/\\-]|\.\w)", lambda _: names[option],
+                                 message)
         return message
 
 

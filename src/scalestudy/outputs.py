@@ -83,9 +83,11 @@ def _checked(check):
 
 
 @_checked
-def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str, ...] = ()) -> Path:
+def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str, ...] = (),
+                     dirs: tuple[str, ...] = ()) -> Path:
     """An output directory: absent (creatable: asked of the filesystem) or an existing writable directory; `files`,
-    names the command writes in it, must not be taken by directories or unwritable files. Creates nothing."""
+    names the command writes in it, must not be taken by directories or unwritable files, nor `dirs`, the folders
+    it makes there, by files or unwritable folders. Creates nothing."""
     if isinstance(path, str) and not path.strip():  # Path("") is the working directory: never meant
         raise ScalestudyError(f"{flag} needs a directory name, got {path!r}")
     _no_control_characters(path, flag)
@@ -101,6 +103,12 @@ def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str,
                 raise ScalestudyError(f"{flag} {path}: cannot write {path / name}: it is a directory, not a file")
             if (path / name).exists() and not os.access(path / name, os.W_OK):  # immutable: no rename over it
                 raise ScalestudyError(f"{flag} {path}: cannot replace {path / name}: file is not writable")
+        for name in dirs:  # a file there failed in the training ranks, after the run had started writing
+            _broken_link(path / name, flag, path)
+            if (path / name).exists() and not (path / name).is_dir():
+                raise ScalestudyError(f"{flag} {path}: cannot make the folder {path / name}: a file is in its place")
+            if (path / name).is_dir() and not os.access(path / name, os.W_OK | os.X_OK):
+                raise ScalestudyError(f"{flag} {path}: cannot write into {path / name}: folder is not writable")
         return path
     _probe(path, flag, directory=True)
     return path

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -159,6 +160,16 @@ def _build_workspace(root: Path) -> None:
     (root / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     (root / "run" / "summary.json").write_text('{"status": "ok"}\n')
     (root / "newdir-parent").mkdir()
+    (root / "ranfile").mkdir()  # a file where a run makes its checkpoints folder
+    (root / "ranfile" / "checkpoints").write_text("not a folder\n")
+    (root / "model-vocab-200.yaml").write_text("family: t5\nd_model: 64\nlayers: 2\nheads: 2\nd_kv: 32\nd_ff: 128\n"
+                                               "ffn: relu\nvocab: 200\n")
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"w{i}": 3 + i for i in range(201)},
+             **{f"<extra_id_{i}>": 303 - i for i in range(100)}}  # train's T5 layout: the sentinels last
+    (root / "tok-304.json").write_text(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}))
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
     (root / "own-config").mkdir()  # a user's own run config where --emit / --print-launch write theirs
     (root / "own-config" / "train_config.yaml").write_text("# mine\nmodel: {source: t5-tiny}\n")
@@ -532,6 +543,10 @@ NEW_KEY_FILES = {
     "cfg-steps-negative.yaml": "workload: {steps: -3}\n",
     "spec-name-newline.yaml": GOOD_SPEC.replace("name: tiny", 'name: "x\\necho injected"'),
     "spec-slurm-poll-0.yaml": GOOD_SPEC + "executor: slurm\nslurm: {poll_s: 0}\n",
+    "deep.jsonl": '{"text": ' + "[" * 5000 + "]" * 5000 + "}\n",
+    "tok/tokenizer.json": "{}",
+    "spec-tokenizer-over-model.yaml": GOOD_SPEC.replace("model: t5-tiny", "model: model-vocab-200.yaml") +
+                                      "train_options: {tokenizer: tok-304.json}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
 }
@@ -552,7 +567,11 @@ CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{no
                 GOOD_META.replace('"world_size": 1', '"world_size": 4')),
                ("ckpt-meta-step-negative", '{"dir": "step-00000003", "step": 3}', GOOD_META.replace("3", "-3")),
                ("ckpt-meta-strategy-list", '{"dir": "step-00000003", "step": 3}',
-                GOOD_META.replace('"strategy": {}', '"strategy": [1]')))
+                GOOD_META.replace('"strategy": {}', '"strategy": [1]')),
+               # save lists each file it wrote: one missing was found by torch.load, after the summary was dropped
+               ("ckpt-listed-file-missing", '{"dir": "step-00000003", "step": 3}',
+                GOOD_META[:-1] + ', "files": {"ddp_state.pt": 1000}}'),
+               ("ckpt-meta-nested-deep", '{"dir": "step-00000003", "step": 3}', "[" * 5000 + "]" * 5000))
 
 
 # Run directories whose checkpoint records are sound and one of its files is not: {name: (file, content)}
@@ -926,7 +945,8 @@ CASES: list[Case] = [
       immutable=("locked",)),
     C("train-target-len-negative", f"{TRAIN} --target-len -1", "target-len"),
     *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume",
-        "no complete checkpoint" if "latest" in name else "holds model t5-mini" if "model" in name else "checkpoint")
+        "no complete checkpoint" if "latest" in name else "holds model t5-mini" if "model" in name else
+        "ddp_state.pt is missing" if "listed" in name else "checkpoint")
       for name, _, _ in CHECKPOINTS],
     # a file cut short: torch.load's traceback in the rank, after the run's summary was dropped
     *[C(f"train-resume-{name}", f"{TRAIN.replace('OUT', name)} --engine ddp --resume", f"{file} is damaged")
@@ -1397,6 +1417,15 @@ CASES: list[Case] = [
       "name must be one line of text"),
     C("study-run-output-newline", "study run good.yaml -o 's\nx' --executor slurm --dry-run", "control character"),
     C("study-spec-slurm-poll-0", "study run spec-slurm-poll-0.yaml -o s --dry-run", "poll_s must be a number of seconds > 0"),
+    # 2026-12-04, fuzz round 5, engine side (train / study / demo; ckpt-listed-file-missing and ckpt-meta-nested-deep
+    # are CHECKPOINTS rows): each was a traceback, a refusal after the run had started writing, or a wrong name
+    C("train-data-jsonl-nested-deep", f"{TRAIN} --data deep.jsonl", "line 1: nested too deeply"),  # RecursionError
+    C("train-output-file-where-checkpoints-go", TRAIN.replace("OUT", "ranfile"), "a file is in its place"),  # rank
+    C("train-tokenizer-path-kept", f"{TRAIN} --tokenizer tok/tokenizer.json --vocab-size 600",
+      "--tokenizer tok/tokenizer.json is given"),  # the message said tok/--tokenizer.json
+    C("study-tokenizer-over-model-vocab", "study run spec-tokenizer-over-model.yaml -o s",
+      "200-token vocabulary but the tokenizer has 304"),  # every trial failed in its ranks
+    C("demo-output-holds-a-run", "demo -o run --no-progress", "and no study"),  # wrote its study and report there
 ]
 
 

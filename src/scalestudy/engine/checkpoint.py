@@ -23,8 +23,8 @@ import torch.distributed as dist
 from scalestudy.errors import ScalestudyError, is_out_of_memory
 from scalestudy.atomicfile import write_text_atomic
 # the records' side, torch-free (the launcher checks --resume before importing torch); named here for the engine
-from scalestudy.engine.checkpoint_record import (LATEST, check_resumable, checkpoint_root, latest,  # noqa: F401
-                                                 loads_any_layout, read_meta)
+from scalestudy.engine.checkpoint_record import (LATEST, check_resumable, checkpoint_root, file_sizes,  # noqa: F401
+                                                 latest, loads_any_layout, read_meta)
 
 
 def _write_json(path: Path, data) -> None:
@@ -61,8 +61,10 @@ def save(out: Path, step: int, backend, stream, meta: dict) -> Path:
     torch.save(rng_state(), tmp / f"rng-rank{rank}.pt")
     dist.barrier()
     if rank == 0:
+        # the files every rank wrote and their sizes: --resume refuses a copy missing one (check_files_listed)
         _write_json(tmp / "meta.json", {**meta, "step": step, "world_size": dist.get_world_size(),
-                                        "any_layout": bool(getattr(backend, "reshardable", False))})
+                                        "any_layout": bool(getattr(backend, "reshardable", False)),
+                                        "files": file_sizes(tmp)})
         if final.exists():  # re-saving a step after a resume
             shutil.rmtree(final)
         os.rename(tmp, final)

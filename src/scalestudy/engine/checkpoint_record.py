@@ -25,7 +25,7 @@ def latest(out: Path) -> Path | None:
         return None
     try:
         name = json.loads(pointer.read_text(encoding="utf-8"))["dir"]
-    except (ValueError, KeyError, TypeError):  # not the JSON `save` writes: no complete checkpoint is named
+    except (ValueError, KeyError, TypeError, RecursionError):  # not the JSON `save` writes: none is named
         return None
     if not isinstance(name, str) or not name.startswith("step-") or "/" in name or "\\" in name:
         return None  # only a checkpoint directory of this run, never a path elsewhere
@@ -39,7 +39,7 @@ def read_meta(path: Path) -> dict:
     where = path / "meta.json"
     try:
         saved = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: brackets nested thousands deep
         raise ScalestudyError(f"--resume: cannot read {where} ({type(exc).__name__}): not a checkpoint this run "
                               "wrote, or a damaged one") from None
     ok = isinstance(saved, dict) and all(isinstance(saved.get(k), int) and not isinstance(saved.get(k), bool)
@@ -68,6 +68,7 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, mode
     if path is None:
         raise ScalestudyError(f"--resume: no complete checkpoint under {checkpoint_root(out)}")
     saved = read_meta(path)
+    check_files_listed(path, saved)
     check_files_whole(path)
     if model is not None and saved.get("model") not in (None, model):  # weights of another shape: refuse here
         raise ScalestudyError(f"--resume: checkpoint holds model {saved.get('model')}, this run trains {model}")
@@ -87,18 +88,47 @@ def check_resumable(out: Path, steps: int, world_size: int, strategy: dict, mode
     return int(saved["step"])
 
 
+def file_sizes(path: Path) -> dict[str, int]:
+    """{name under `path`: size in bytes} of every file of a checkpoint being saved (meta.json's "files")."""
+    return {file.relative_to(path).as_posix(): file.stat().st_size for file in sorted(path.rglob("*"))
+            if file.is_file()}
+
+
+def check_files_listed(path: Path, saved: dict) -> None:
+    """Every file `save` listed in meta.json is there at the size it was written: a checkpoint copied without one
+    of its files (a rank's optimizer shard, the model state) or one cut short is refused before the workers start
+    and DIR's summary is dropped; the ranks found it only when torch.load failed. Checkpoints written before the
+    list existed have none: nothing to compare."""
+    files = saved.get("files")
+    if not isinstance(files, dict):
+        return
+    for name, size in files.items():
+        file = path / str(name)
+        try:
+            have = file.stat().st_size if file.is_file() else None
+        except OSError:
+            have = None
+        if have != size:
+            what = "is missing" if have is None else f"has {have:,} bytes, {size:,} were written"
+            raise ScalestudyError(f"--resume: checkpoint file {file} {what}: restore the checkpoint, or train from "
+                                  "scratch in a new --output")
+
+
 def check_files_whole(path: Path) -> None:
-    """Each torch file of checkpoint `path` opens as the zip archive torch.save writes, each JSON parses: a copy cut
-    short is refused here, before the workers start and DIR's summary is dropped (torch.load's failure was a
-    traceback in every rank). Reads the archives' directories, not their data."""
+    """Each torch file of checkpoint `path` opens as the zip archive torch.save writes (its records under one
+    folder beside data.pkl), each JSON parses: a copy cut short or another zip file is refused here, before the
+    workers start and DIR's summary is dropped (torch.load's failure was a traceback in every rank). Reads the
+    archives' directories, not their data."""
     for file in sorted(path.rglob("*")):
         try:
             if file.suffix == ".pt":
-                with zipfile.ZipFile(file):
-                    pass
+                with zipfile.ZipFile(file) as archive:
+                    names = archive.namelist()
+                if not any(name.count("/") == 1 and name.endswith("/data.pkl") for name in names):
+                    raise ValueError("a zip archive without the data.pkl torch.save writes")
             elif file.suffix == ".json":
                 json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        except (OSError, zipfile.BadZipFile, ValueError, RecursionError) as exc:
             raise ScalestudyError(f"--resume: checkpoint file {file} is damaged ({type(exc).__name__}: {exc}): "
                                   "restore the checkpoint, or train from scratch in a new --output") from None
 

@@ -15,7 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from scalestudy.launch.commands import CONFIG_NAME, WORKER_MODULE
+from scalestudy.launch.commands import CHECKPOINTS_NAME, CONFIG_NAME, WORKER_MODULE
 from scalestudy.engine.checkpoint_record import check_resumable
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
@@ -69,6 +69,8 @@ def worker_env(nproc: int) -> None:
 # What a run writes in its directory (data preparation, the workers' config, the metrics and summary)
 RUN_FILES = ("tokenizer.json", "tokenizer.meta.json", "tokens.npz", "data.json", CONFIG_NAME, "metrics.jsonl",
              "summary.json")
+# and the folders its ranks make there (checkpoints, TensorBoard events, the failed ranks' reasons: engine/train.py)
+RUN_DIRS = (CHECKPOINTS_NAME, "tb", ".failures")
 
 
 def check_before_start(cfg: RunConfig) -> Path:
@@ -79,7 +81,8 @@ def check_before_start(cfg: RunConfig) -> Path:
     if cfg.workload.nnodes != 1:
         raise ScalestudyError(f"--nnodes {cfg.workload.nnodes}: run on a cluster with the commands from "
                               "--print-launch")
-    out = check_output_dir(cfg.output.dir, files=RUN_FILES)  # a directory in a file's place: refused before writing
+    # a directory in a file's place, or a file in a folder's: refused before writing
+    out = check_output_dir(cfg.output.dir, files=RUN_FILES, dirs=RUN_DIRS)
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
     check_not_users_files(out, "--output", (CONFIG_NAME,))  # the run records its own config there

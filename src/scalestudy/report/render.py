@@ -217,19 +217,27 @@ def _write(path: Path, text: str) -> None:
     write_text_atomic(path, text)
 
 
-def write_report(directory: str | Path) -> dict:
-    """Write the report files; return their paths."""
+def check_report_paths(directory: str | Path) -> Path:
+    """The report's files and plots folder can be written in `directory` (a command that runs a study first, demo,
+    asks before it starts); returns the plots folder."""
     directory = Path(directory)
-    data = load(directory)
-    if not data.trials:
-        raise ScalestudyError(f"study {directory} has no finished trial yet: nothing to report")
-    check_output_dir(directory, "report: study directory", files=("report.md", "report.html"))  # before any plot
+    check_output_dir(directory, "report: study directory", files=("report.md", "report.html"))
     plots_dir = directory / "plots"
     for path, want in ((plots_dir, "a directory"), (directory / "report.md", "a file"),
                        (directory / "report.html", "a file")):
         if path.exists() and (path.is_dir() != (want == "a directory")):
             raise ScalestudyError(f"report: cannot write {path}: it exists and is not {want}")
     check_output_dir(plots_dir, "report: plots directory")  # an unwritable one would leave every plot out
+    return plots_dir
+
+
+def write_report(directory: str | Path) -> dict:
+    """Write the report files; return their paths."""
+    directory = Path(directory)
+    data = load(directory)
+    if not data.trials:
+        raise ScalestudyError(f"study {directory} has no finished trial yet: nothing to report")
+    plots_dir = check_report_paths(directory)  # before any plot
     plots = write_plots(data, plots_dir)
     lines = findings(data)
     scaling_md, scaling_html = scaling_section(directory)

@@ -569,7 +569,7 @@ def trained_vocab_size(tokenizer: str) -> int | None:
     meta = Path(tokenizer).with_name("tokenizer.meta.json")
     try:
         return int(json.loads(meta.read_text())["vocab_size"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # not the meta train writes
         return None
 
 

@@ -23,6 +23,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from scalestudy.errors import ScalestudyError
+
 DEMO_SPEC = {
     "name": "demo",
     "description": "t5-tiny x {DeepSpeed ZeRO 0-3, FSDP2} x {1, 2} ranks on this CPU",
@@ -63,6 +65,30 @@ def prepare_tokenizer(output: Path) -> None:
     prepare(DataConfig(seq_len=DEMO_SPEC["seq_len"], target_len=DEMO_SPEC["target_len"]), folder, write=True)
 
 
+# What the demo writes first, before its store: a directory holding only these is an earlier demo stopped early
+DEMO_FIRST = ("tokenizer", ".runner.lock")
+
+
+def check_demo_dir(output: Path) -> None:
+    """DIR is new, empty or the demo's own (its study store, or what it writes before the store), and its report's
+    names are free: the demo writes its tokenizer, trials, report.md/.html and plots/ there. A directory of other
+    files would have its report.md or tokenizer/ replaced, and a report name taken by a folder failed only after
+    the ~10 min study (the report is written last)."""
+    from scalestudy.report.render import check_report_paths
+    from scalestudy.study.store import store_path
+
+    if not output.is_dir():
+        return
+    if not store_path(output).exists():
+        others = sorted(p.name for p in output.iterdir() if p.name not in DEMO_FIRST)
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise ScalestudyError(f"--output {output} holds {shown} and no study: the demo writes its study, trials, "
+                                  "report and plots there -- choose a new or empty directory (a re-run into the "
+                                  "demo's own directory resumes it)")
+    check_report_paths(output)
+
+
 def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: bool = True):
     """Run (or resume) the demo study into `output`; return its `StudyRun` (the report is `scalestudy report`'s)."""
     from rich.console import Console
@@ -73,6 +99,7 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     console = console or Console()
     output = Path(output)
     check_study_dir(output, DEMO_SPEC["name"])  # before the tokenizer is written into it
+    check_demo_dir(output)
     output.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     prepare_tokenizer(output)

@@ -143,7 +143,7 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
         if kind == "local" and options.get(key) and not Path(options[key]).is_file():
             raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
     if kind == "local":
-        _check_inputs_read(spec.data, options)
+        _check_inputs_read(spec.data, options, sorted({t.model for t in spec.trials}))
     if dry_run and kind == "slurm":
         return _slurm_dry_run(spec, out, console)
     if dry_run:
@@ -180,18 +180,26 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
         lock.release()
 
 
-def _check_inputs_read(data: tuple[str, ...], options: dict) -> None:
+def _check_inputs_read(data: tuple[str, ...], options: dict, models: list[str] = ()) -> None:
     """The corpus files (their first document), tokenizer and lexicon read as each trial's `train` reads them: an
-    empty, binary or non-UTF-8 file fails here in one line, not in every trial after its ranks started."""
+    empty, binary or non-UTF-8 file, or a tokenizer with more tokens than a model's embedding has rows, fails here
+    in one line, not in every trial after its ranks started."""
     from scalestudy.engine.data.corpora import read_corpus
     from scalestudy.engine.data.knowledge import load_lexicon
+    from scalestudy.engine.data.pipeline import check_vocab
     from scalestudy.engine.data.tokenizer import load_tokenizer
+    from scalestudy.specs.model import get_model
 
     for path in data:
         if not path.startswith("hf:"):  # hub datasets are fetched by the trials
             read_corpus(path, options.get("text_field") or "text", max_docs=1)
     if options.get("tokenizer"):
-        load_tokenizer(options["tokenizer"])
+        size = load_tokenizer(options["tokenizer"]).get_vocab_size()
+        for model in models:  # the check train's launcher makes (engine/launch.py _prepare_data)
+            try:
+                check_vocab(get_model(model), size)
+            except ScalestudyError as exc:
+                raise ScalestudyError(f"train_options tokenizer {options['tokenizer']}: {exc}") from None
     if options.get("lexicon"):
         load_lexicon(options["lexicon"])
 

@@ -64,6 +64,8 @@ def read_jsonl(path: str, text_field: str = "text", max_docs: int = 0) -> list[s
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ScalestudyError(f"{path} line {number} is not valid JSON: {exc.msg}") from None
+        except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
+            raise ScalestudyError(f"{path} line {number}: nested too deeply to be a record") from None
         if not isinstance(record, dict):
             raise ScalestudyError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
         if text_field not in record:

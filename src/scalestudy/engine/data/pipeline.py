@@ -181,7 +181,7 @@ def _tokenizer(cfg: DataConfig, docs: list[str], corpus_hash: str, out_dir: Path
     if cached and cached.is_file() and meta.is_file():
         try:
             matches = json.loads(meta.read_text())["key"] == key
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # not the meta written below: train anew
             matches = False
         if matches:
             return load_tokenizer(cached)
