@@ -31,3 +31,34 @@ def test_estimate_and_plan_both_take_every_shared_option_under_the_same_flag():
     for name, (_, option) in SOFTWARE_OPTIONS.items():
         assert est[name] == pln[name] == tuple(option.param_decls), name
     assert "software" not in est and "software" not in pln  # the placeholder is replaced, not a flag
+
+
+def test_a_cost_model_flag_given_to_train_says_so_in_one_line(capsys):
+    """click's own error suggested `--offload-optimizer` for `train --optimizer-kind sgd`."""
+    import pytest
+
+    from scalestudy.cli import main
+
+    for argv, flag in ((["train", "--model", "t5-tiny", "--optimizer-kind", "sgd"], "--optimizer-kind"),
+                       (["train", "--gradient-sync=last"], "--gradient-sync"), (["tune", "--no-tf32"], "--no-tf32")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert f"{flag} is a cost-model option" in err and "drop it" in err and "Possible options" not in err
+    with pytest.raises(SystemExit):
+        main(["train", "--frobnicate"])
+    assert "No such option: --frobnicate" in capsys.readouterr().err  # other unknown flags: click's own line
+
+
+def test_a_refused_software_value_says_why_and_what_to_use():
+    import pytest
+
+    from scalestudy.errors import ScalestudyError
+
+    with pytest.raises(ScalestudyError) as exc:
+        Strategy(engine="fsdp", zero=3, precision="fp32", cross_entropy="torch-16bit")
+    assert "(an fp32 model's logits are fp32)" in str(exc.value) and "autocast runs" not in str(exc.value)
+    assert "cross_entropy torch is" in str(exc.value)
+    with pytest.raises(ScalestudyError, match="it needs engine fsdp"):
+        Strategy(engine="deepspeed", zero=2, gradient_sync="last")

@@ -72,7 +72,23 @@ def _usage_error(exc: typer.TyperException) -> str:
     """Click's usage error as one line (its default is a 5-6 line box), pointing at the command's --help."""
     ctx = getattr(exc, "ctx", None)
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    return f"{exc.format_message()}{hint}"
+    return f"{_cost_model_flag(exc, ctx) or exc.format_message()}{hint}"
+
+
+def _cost_model_flag(exc: typer.TyperException, ctx) -> str | None:
+    """A cost-model flag of estimate / plan given to a command without it (train, tune) said as such: click's own
+    'No such option: --optimizer-kind (Possible options: --offload-optimizer)' suggests a flag of another meaning."""
+    if type(exc).__name__ != "NoSuchOption" or ctx is None:  # typer's vendored click's class
+        return None
+    from scalestudy.cli.options import SOFTWARE_OPTIONS
+    from scalestudy.specs.run import COST_MODEL_OPTIONS
+
+    for name, (_, option) in SOFTWARE_OPTIONS.items():
+        if exc.option_name in (flag for decl in option.param_decls for flag in decl.split("/")):
+            what = f": {COST_MODEL_OPTIONS[name]}" if name in COST_MODEL_OPTIONS else ""
+            return (f"{exc.option_name} is a cost-model option (scalestudy estimate / plan{what}); "
+                    f"`{ctx.command_path}` runs its own software and has no such flag: drop it")
+    return None
 
 
 def _os_error(exc: OSError) -> str:

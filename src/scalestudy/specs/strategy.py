@@ -440,12 +440,17 @@ class Strategy:
             raise OptionError(f"grad_accum_dtype {self.grad_accum_dtype} describes DeepSpeed's "
                               f"data_types.grad_accum_dtype, not {self.engine}", "grad_accum_dtype")
         if self.cross_entropy == "torch-16bit" and (self.engine == "ddp" or self.precision == "fp32"):
+            # the reason names what refused it: ddp's autocast, or fp32 logits (not the other's reason)
+            why = "; ".join(reason for refused, reason in (
+                (self.engine == "ddp", "ddp's autocast runs the loss in fp32"),
+                (self.precision == "fp32", "an fp32 model's logits are fp32")) if refused)
             raise OptionError(f"cross_entropy torch-16bit describes torch's loss on 16-bit logits of a model held in "
-                              f"bf16 / fp16 without autocast, not {self.engine} in {self.precision} (ddp's autocast "
-                              f"runs the loss in fp32)", "cross_entropy")
+                              f"bf16 / fp16 without autocast, not {self.engine} in {self.precision} ({why}): "
+                              f"cross_entropy torch is the loss on logits.float()", "cross_entropy")
         if self.gradient_sync != "engine" and self.engine != "fsdp":
             raise OptionError(f"gradient_sync {self.gradient_sync} describes FSDP2's set_requires_gradient_sync, not "
-                              f"{self.engine}", "gradient_sync")
+                              f"{self.engine}: it needs engine fsdp (leave gradient_sync engine on {self.engine})",
+                              "gradient_sync")
         if self.grad_buckets != "engine" and self.engine != "ddp":
             raise OptionError(f"grad_buckets {self.grad_buckets} describes PyTorch DDP's gradient_as_bucket_view, "
                               f"not {self.engine}", "grad_buckets")
