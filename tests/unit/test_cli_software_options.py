@@ -33,6 +33,47 @@ def test_estimate_and_plan_both_take_every_shared_option_under_the_same_flag():
     assert "software" not in est and "software" not in pln  # the placeholder is replaced, not a flag
 
 
+def _readme_values(text: str, flag: str) -> list[str] | None:
+    """The values the README's estimate synopsis lists for `flag` (`[--flag a|b|c]`, continued lines joined), or
+    None where it names the flag without values (a switch)."""
+    import re
+
+    synopsis = re.sub(r"\s*\\\n\s*", " ", text).replace(" |", "|")
+    match = re.search(rf"\[{re.escape(flag)}(?: ([^\]\s]+))?\]", synopsis)
+    assert match, f"README's estimate synopsis does not name {flag}"
+    return match.group(1).split("|") if match.group(1) else None
+
+
+def _schema_values(row: str, name: str) -> list[str]:
+    """The values docs/estimate-schema.md's `assumptions` entry for `name` lists: '`name` (a / b / c: ...'."""
+    start = row.find(f"`{name}` (")
+    assert start >= 0, f"docs/estimate-schema.md's assumptions row has no `{name}` entry"
+    head = row[start + len(name) + 4:].split(":")[0]
+    return [value.split()[0] for value in head.split(" / ")]
+
+
+def test_readme_and_estimate_schema_name_every_shared_option_and_each_of_its_values():
+    """A new option or value reaches the README's estimate synopsis and the schema's `assumptions` entry too
+    (--optimizer-kind, --gradient-sync, --lm-head gathered, --cross-entropy torch-16bit were once missing)."""
+    from pathlib import Path
+
+    from scalestudy.specs.strategy import _CHOICES
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    schema = (root / "docs" / "estimate-schema.md").read_text(encoding="utf-8")
+    row = next(line for line in schema.splitlines() if line.startswith("| `assumptions`"))
+    choices = dict(_CHOICES)
+    for name, (_, option) in SOFTWARE_OPTIONS.items():
+        flag = option.param_decls[0].split("/")[0]
+        if name in choices:
+            assert sorted(_readme_values(readme, flag)) == sorted(choices[name]), flag
+            assert sorted(_schema_values(row, name)) == sorted(choices[name]), name
+        else:  # a switch: named in the README
+            assert flag in readme, flag
+    assert _readme_values(readme, "--precision") == list(choices["precision"])
+
+
 def test_a_cost_model_flag_given_to_train_says_so_in_one_line(capsys):
     """click's own error suggested `--offload-optimizer` for `train --optimizer-kind sgd`."""
     import pytest
