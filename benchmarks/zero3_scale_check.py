@@ -17,6 +17,9 @@ communication's change. A term that grows with dp (ring latency, per-rank loops)
 With --by-ratio: validate's held-out error of every sharded GPU row binned by its modelled compute over its
 modelled ZeRO-3 / FSDP traffic (where a schedule that hides too much shows).
 
+With --loso-smooth-rho R [R ...]: validate's leave-one-source-out headline with every ZeRO-3 / FSDP pass's exposed
+traffic at least exp(-compute / (R x traffic)) of it (the smooth fall DeepCompile's rows show), beside today's.
+
 With --loso-list-rank-us U [U ...]: validate's leave-one-source-out headline with DeepSpeed's list_rank_host_s set
 to U us (engines.yaml: 5.1 us, a measured lower bound without the CUDA copy's launch), beside today's value, and the
 per-param-sync rows' held-out errors.
@@ -24,6 +27,7 @@ per-param-sync rows' held-out errors.
     .venv/bin/python benchmarks/zero3_scale_check.py [--min-dp 257] [--rows REGEX]
     .venv/bin/python benchmarks/zero3_scale_check.py --loso-list-rank-us 10      # ~25 s per value
     .venv/bin/python benchmarks/zero3_scale_check.py --by-ratio                  # ~25 s (one LOSO)
+    .venv/bin/python benchmarks/zero3_scale_check.py --loso-smooth-rho 1.9 1     # ~25 s per value
 
 Result of 2026-12-04 (docs/costmodel-validation.md, 'ZeRO-3 / FSDP at hundreds to thousands of ranks'): the
 modelled per-dp growth matches the published one on average over Narayanan et al.'s six DP-only rows; what the model
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 
 from scalestudy.costmodel import engines, terms
@@ -174,12 +179,50 @@ def by_ratio() -> None:
               f"{sum(x[1] for x in rows) / n:.2f}")
 
 
+def loso_smooth(rhos: list[float]) -> None:
+    """validate's LOSO with terms._exposed floored at traffic x exp(-compute / (rho x traffic)) per pass -- the smooth
+    fall DeepCompile's rows trace (rho ~1.9 for its DeepSpeed rows) -- beside today's, over all rows, over the rows of
+    the other sources, and per source that moves."""
+    exposed = terms._exposed
+
+    def floored(rho: float):
+        def smooth(compute: float, comm: float, interference: float, s: float) -> float:
+            base = exposed(compute, comm, interference, s)
+            return max(base, comm * math.exp(-compute / (rho * comm))) if comm > 0 else base
+        return smooth
+
+    runs = {}
+    try:
+        for rho in [0.0, *rhos]:
+            terms._exposed = floored(rho) if rho else exposed
+            runs[rho] = {r["id"]: (r["source"], r["error"]) for r in P.leave_one_source_out()["rows"]}
+    finally:
+        terms._exposed = exposed
+    base = runs[0.0]
+    others = [k for k, (src, _) in base.items() if src != "deepcompile2024"]
+
+    def mean_abs(errs: dict, ids: list) -> float:
+        return 100 * sum(abs(errs[k][1]) for k in ids) / len(ids)
+
+    for rho in rhos:
+        errs = runs[rho]
+        print(f"rho {rho:g}: LOSO {mean_abs(base, list(base)):.3f} -> {mean_abs(errs, list(errs)):.3f}%, rows of the "
+              f"other sources {mean_abs(base, others):.3f} -> {mean_abs(errs, others):.3f}%")
+        for src in sorted({src for src, _ in base.values()}):
+            ids = [k for k, (s, _) in base.items() if s == src]
+            a, b = mean_abs(base, ids), mean_abs(errs, ids)
+            if abs(a - b) > 0.2:
+                print(f"    {src:28s} {len(ids):3d} rows {a:5.1f} -> {b:5.1f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--min-dp", type=int, default=257)
     ap.add_argument("--rows", default="", help="print only rows whose id matches this regex (pairs use all)")
     ap.add_argument("--loso-list-rank-us", type=float, nargs="+", default=None,
                     help="LOSO headline with DeepSpeed's list_rank_host_s at these us, beside the stored value")
+    ap.add_argument("--loso-smooth-rho", type=float, nargs="+", default=None,
+                    help="LOSO with the exposed traffic floored at exp(-compute / (rho x traffic)) of it")
     ap.add_argument("--by-ratio", action="store_true",
                     help="held-out error of every sharded row (dp >= 2) binned by modelled compute / communication")
     args = ap.parse_args()
@@ -188,6 +231,9 @@ def main() -> None:
         return
     if args.by_ratio:
         by_ratio()
+        return
+    if args.loso_smooth_rho:
+        loso_smooth(args.loso_smooth_rho)
         return
     rows = sharded_rows(args.min_dp)
     print_rows(rows, args.rows)
