@@ -64,8 +64,10 @@ def estimate(
                                                                      "needs, 512 -> 114; as plan and train)."),
     recompute: str = typer.Option("none", "--recompute", help="none | selective | full | op "
                                                                           "(torchtitan's operator-level selective AC)"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default: bf16 where "
-                                                                      "the device has it, else fp16; fp32 on CPUs)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 | fp8 (FP8 linear "
+                                                                      "GEMMs, engines megatron / fsdp; default: bf16 "
+                                                                      "where the device has it, else fp16; fp32 on "
+                                                                      "CPUs)."),
     offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none | cpu | nvme"),
     offload_params: str = typer.Option("none", "--offload-params", help="none | cpu | nvme"),
     attention: str = typer.Option("flash", "--attention", help="flash (no stored probabilities) | eager."),
@@ -250,6 +252,8 @@ def _tf32_note(est) -> str:
     """The precision the peak is of, and why --tf32 changed nothing where it cannot act (torch ignores the flag
     outside fp32 matmuls and on GPUs without TF32 Tensor Cores)."""
     st = est.strategy
+    if st.precision == "fp8":  # mfu.py: the FP8 peak of the linear GEMMs; tables quoting the bf16 peak read 2x
+        return "fp8 (the blocks' linear GEMMs; against the bf16 peak MFU / HFU would read twice these)"
     if not st.tf32:
         return st.precision
     if st.precision != "fp32":

@@ -33,8 +33,9 @@ import math
 from scalestudy.specs.hardware import DeviceSpec
 from scalestudy.specs.model import ModelSpec
 
-# Elements of one 16-byte vector load, by the precision whose alignment the device data describes (fp16 / bf16)
-VECTOR_ELEMENTS = {"fp16": 8, "bf16": 8}
+# Elements of one 16-byte vector load, by the precision whose alignment the device data describes (fp16 / bf16; fp8:
+# an fp8 run's linear GEMMs take 1-byte operands, 16 to a vector -- cuBLASLt FP8 needs 16-byte aligned leading dims)
+VECTOR_ELEMENTS = {"fp16": 8, "bf16": 8, "fp8": 16}
 FLASH_HEAD_DIM_MULTIPLE = 8  # flash-attention pads the head dimension to a multiple of 8
 
 

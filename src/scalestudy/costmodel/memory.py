@@ -43,6 +43,8 @@ from scalestudy.specs.strategy import logit_shards
 # Bytes per parameter: (weights, gradients, optimizer states) -- ZeRO paper Sec. 3.1 (K = 12 for mixed precision).
 STATE_BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
 ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# fp8 runs (costmodel/fp8.py) hold bf16 weights, gradients and activations: only their linear GEMM inputs are FP8
+STATE_BYTES["fp8"], ACT_BYTES["fp8"] = STATE_BYTES["bf16"], ACT_BYTES["bf16"]
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -200,7 +202,7 @@ def megatron_grad_bytes(precision: str, grad_reduce: str = "engine") -> int:
         return 4
     if grad_reduce == "compute":
         return 2
-    return 4 if precision == "bf16" else 2
+    return 4 if precision in ("bf16", "fp8") else 2  # fp8: bf16 parameters (costmodel/fp8.py)
 
 
 def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, zero: int, precision: str,

@@ -9,7 +9,11 @@
   (`torch.backends.cuda.matmul.allow_tf32`, Strategy.tf32); the TF32 peak only when it does and the device has TF32
   Tensor Cores (Ampere on; a V100 runs fp32 at its fp32 peak whatever the flag). Dividing true-fp32 work by the TF32
   peak would understate MFU 8x on an A100 (156 vs 19.5 TFLOP/s). The step-time model prices the GEMMs at the same
-  peak (costmodel/step.compute_times).
+  peak (costmodel/step.compute_times). fp8 runs (costmodel/fp8.py): the device's FP8 dense peak, the precision the
+  blocks' linear GEMMs run in (H100 1,979 TFLOP/s), although the attention core and LM head run in bf16 -- the
+  convention of NVIDIA's DGX Cloud benchmarking READMEs ('MFU = GBS x model flops / step / GPUs / 1979E+12' for
+  FP8); torchtitan and most FP8 blog tables divide by the bf16 peak instead: half our figure. The printout names
+  the peak it divides by.
 On CPU the peak is a measured fp32 matmul rate (engine/probe.py; hardware profiles from `calibrate`).
 """
 
@@ -19,7 +23,7 @@ FLOPS_CONVENTION = ("model FLOPs = 3 x forward (backward = 2 x forward), 2 FLOPs
                     "weights, attention scores and values over the full square, LM head; encoder and decoder at "
                     "their own lengths; no recomputation")
 MFU_CONVENTION = (f"MFU = model FLOPs per optimizer step / (devices x dense peak FLOP/s of the precision the matmuls "
-                  f"run in x seconds per step); {FLOPS_CONVENTION}")
+                  f"run in x seconds per step; fp8 runs: the FP8 peak of their linear GEMMs); {FLOPS_CONVENTION}")
 
 
 def peak_precision(precision: str, *, tf32_matmul: bool = False, peaks=None) -> str:

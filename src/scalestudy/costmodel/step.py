@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalestudy.costmodel import cpu_memory
+from scalestudy.costmodel import cpu_memory, fp8
 from scalestudy.costmodel.alignment import flash_head_dim_factor, gemm_fraction, triton_flash_head_dim_factor
 from scalestudy.costmodel.attention_bias import BIAS_KERNELS, bias_launches, bias_pass_bytes
 from scalestudy.costmodel.constants import Calibration
@@ -78,7 +78,7 @@ OVERLAP_MODEL = ("tp all-reduces and pipeline sends exposed (Megatron-family seq
 ELEMENTWISE_PASSES = 4.0
 # Adam's update touches, per local parameter: fp32 weight, momentum, variance (read + write), the gradient and the
 # 16-bit weight copy -> ~30 bytes mixed precision, ~28 bytes in fp32 (ZeRO-Offload paper, Sec. 4).
-OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0}
+OPTIMIZER_BYTES = {"bf16": 30.0, "fp16": 30.0, "fp32": 28.0, "fp8": 30.0}  # fp8: bf16 weights, fp32 states
 # Unfused optimizer loops (Strategy.optimizer_loop): Python iterates over the parameter tensors and every op of the
 # update is its own kernel; per tensor (kernels, host syncs) and bytes per parameter (fp32 state and gradients):
 OPTIMIZER_LOOPS = {
@@ -489,19 +489,24 @@ _PASSES: dict = {}
 
 def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro_batch: int, seq_len: int,
             target_len: int, flash: bool, sp: bool, cal: Calibration, kernels: str, attention_kernel: str, loss: str,
-            megatron_head: bool, head_tp: int, cublas: str, tf32: bool, logit_tp: int = 0) -> tuple:
+            megatron_head: bool, head_tp: int, cublas: str, tf32: bool, logit_tp: int = 0,
+            fp8_recipe: str = "") -> tuple:
     """compute_times' terms no recompute enters, in its order: (GEMM peak, the layers' dense and attention-core
     seconds and FLOPs, FA1's forward and backward loop traffic, the dense seconds by TP_GEMM_ROLES, the LM head's
     seconds and FLOPs, the element-wise forward and backward seconds, the kernels' fixed forward and backward
     seconds) -- a micro-batch's recompute variants (full, selective, none: three compute_times a planner asks for)
     share them, priced once (memoised on every input but the recompute and its early stop; the objects by
-    identity, kept to guard reuse)."""
+    identity, kept to guard reuse). `precision` "fp8": the blocks' linear GEMMs at the device's FP8 peak with
+    `fp8_recipe`'s casts (costmodel/fp8.py), the rest at bf16; the returned GEMM peak is the linears'."""
     key = (id(model), id(device), precision, tp, micro_batch, seq_len, target_len, flash, sp, id(cal), kernels,
-           attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
+           attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp, fp8_recipe)
     hit = _PASSES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is cal:
         return hit[3]
+    linear_prec, precision = precision, fp8.compute_precision(precision)
     peak = _matmul_peak(device, precision, tf32)
+    linear_peak = device.peak(linear_prec) if linear_prec == fp8.FP8 else peak
+    cast_f = cast_b = 0.0  # FP8 cast bytes of the linears' inputs, weights and output gradients (fp8.py)
     dense_t = attn_t = dense_f = attn_f = 0.0
     loop_fwd = loop_bwd = 0.0  # FA1's loop traffic beyond its FLOP time (flash_v1.py), forward and backward
     by_role = dict.fromkeys(TP_GEMM_ROLES, 0.0)
@@ -514,10 +519,15 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
                     flops, int(lead[0]), int(lead[1]), causal=not model.is_encoder_decoder))
                 loop_fwd += max(0.0, loop_f - sec)
                 loop_bwd += max(0.0, loop_b - attention_backward_factor(flash) * sec)
-        else:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
+        elif is_attn:  # unaligned operands (costmodel/alignment.py) at the device's fraction of the aligned rate
             sec = _gemm_s(flops, peak, device, dim, cal, precision, *lead, cublas=cublas)
-            if is_attn and device.kind != "cpu":  # an eager core no faster than its score traffic (eager_core_bytes)
+            if device.kind != "cpu":  # an eager core no faster than its score traffic (eager_core_bytes)
                 sec = max(sec, eager_core_bytes(flops, lead[1], precision) / device.hbm_bytes_per_s)
+        else:  # a block's linear layer: at the FP8 peak in an fp8 run, its inputs cast (fp8.linear_cast_bytes)
+            sec = _gemm_s(flops, linear_peak, device, dim, cal, linear_prec, *lead, cublas=cublas)
+            if linear_prec == fp8.FP8:
+                f_bytes, b_bytes = fp8.linear_cast_bytes(flops, *lead, fp8_recipe)
+                cast_f, cast_b = cast_f + f_bytes, cast_b + b_bytes
         if is_attn:
             attn_t += sec
             attn_f += flops
@@ -532,10 +542,15 @@ def _passes(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, micro
     ew_fwd, ew_bwd = (x / ew_rate for x in elementwise_bytes(
         model, micro_batch, seq_len, target_len, precision, flash, tp, sp, kernels))
     fixed, fixed_bwd = _fixed_block_s(model, device, cal, kernels, flash)
+    if linear_prec == fp8.FP8:
+        bytes_f, bytes_b, kernels_f, kernels_b = fp8.per_micro_batch(model, tp, fp8_recipe)
+        ew_fwd += (cast_f + bytes_f) / ew_rate  # element-wise passes: a full recompute re-runs the forward's
+        ew_bwd += (cast_b + bytes_b) / ew_rate
+        fixed, fixed_bwd = fixed + kernels_f * cal.kernel_overhead_s, fixed_bwd + kernels_b * cal.kernel_overhead_s
     if len(_PASSES) > 100_000:
         _PASSES.clear()
-    passes = (peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd, ew_bwd,
-              fixed, fixed_bwd)
+    passes = (linear_peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd,
+              ew_bwd, fixed, fixed_bwd)
     _PASSES[key] = (model, device, cal, passes)
     return passes
 
@@ -544,7 +559,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
                   target_len: int, recompute: str, flash: bool, sp: bool, cal: Calibration,
                   kernels: str = "fused", attention_kernel: str = "fa2", early_stop: bool = False,
                   loss: str = "engine", megatron_head: bool = False, head_tp: int = 0,
-                  cublas: str = "11", tf32: bool = False, logit_tp: int = 0) -> ComputeTimes:
+                  cublas: str = "11", tf32: bool = False, logit_tp: int = 0, fp8_recipe: str = "") -> ComputeTimes:
     """Compute and tensor-parallel time of one micro-batch (cached per configuration); `kernels` as
     Strategy.kernels (costmodel/eager_kernels.py); `attention_kernel` the fused attention kernel the engine runs
     under flash attention (engines.yaml; efficiency.attention_efficiency); `early_stop`: a full recompute stops
@@ -555,16 +570,18 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
     is split over (Strategy.lm_head, strategy.vocab_shards: 1 when every tp rank runs the whole head; 0 = tp);
     `cublas`: Strategy.cublas, whether an unaligned GEMM keeps its Tensor Cores (costmodel/alignment.py); `tf32`:
     Strategy.tf32, fp32 GEMMs at the TF32 peak (_matmul_peak; element-wise bytes stay those of `precision`);
-    `logit_tp`: the logits' and loss's ranks where they differ from `head_tp` (strategy.logit_shards; _head_s)."""
+    `logit_tp`: the logits' and loss's ranks where they differ from `head_tp` (strategy.logit_shards; _head_s);
+    `fp8_recipe`: the FP8 library of a precision "fp8" run (fp8.recipe of the engine; _passes)."""
     head_tp = head_tp or tp
     logit_tp = 0 if logit_tp == head_tp else logit_tp  # one memo entry for the usual case
     key = (model, id(device), precision, tp, micro_batch, seq_len, target_len, recompute, flash, sp, id(cal), kernels,
-           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
+           attention_kernel, early_stop, loss, megatron_head, head_tp, cublas, tf32, logit_tp, fp8_recipe)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is device and hit[2] is cal:
         return hit[1]
     passes = _passes(model, device, precision, tp, micro_batch, seq_len, target_len, flash, sp, cal, kernels,
-                     attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp)
+                     attention_kernel, loss, megatron_head, head_tp, cublas, tf32, logit_tp, fp8_recipe)
+    linear_prec, precision = precision, fp8.compute_precision(precision)  # recompute GEMMs below are linears
     peak, dense_t, attn_t, dense_f, attn_f, loop_fwd, loop_bwd, by_role, head_t, head_f, ew_fwd, ew_bwd, fixed, \
         fixed_bwd = passes
     le = model.num_layers if model.is_encoder_decoder else 0
@@ -591,7 +608,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         hw += dense_f + attn_f
         if early_stop:  # ... but not the FFN output projections (op_checkpoint.early_stop_tail)
             for flops, mm, nn, kk in early_stop_tail(model, micro_batch, seq_len, target_len, tp):
-                bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk, cublas=cublas)
+                bwd -= _gemm_s(flops, peak, device, gemm_dim(mm, nn, kk), cal, linear_prec, nn, kk, cublas=cublas)
                 hw -= flops
     elif recompute == "selective":  # the attention cores again, their kernels' fixed cost too
         bwd += attn_t + loop_fwd + _selective_fixed_s(model, device, cal, kernels, flash)
@@ -600,7 +617,7 @@ def compute_times(model: ModelSpec, device: DeviceSpec, precision: str, tp: int,
         op_f = op_t = 0.0
         for flops, mm, nn, kk in recomputed_gemms(model, micro_batch * seq_len, tp):
             op_f += model.num_layers * flops
-            op_t += _gemm_s(model.num_layers * flops, peak, device, gemm_dim(mm, nn, kk), cal, precision, nn, kk,
+            op_t += _gemm_s(model.num_layers * flops, peak, device, gemm_dim(mm, nn, kk), cal, linear_prec, nn, kk,
                             cublas=cublas)
         bwd += op_t + ew_fwd
         hw += op_f

@@ -17,6 +17,7 @@ from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
+from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.input_numbers import InputNumbers
 from scalestudy.costmodel.kernel_counts import sublayers
@@ -166,7 +167,7 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
     return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model),
             compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
                           loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32,
-                          logit_shards(st, tp)),
+                          logit_shards(st, tp), fp8_recipe(st.engine)),
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),

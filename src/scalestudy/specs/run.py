@@ -528,6 +528,9 @@ def check_cost_model_only(strategy: Strategy, model: ModelSpec | None = None) ->
     if strategy.engine in COST_MODEL_ENGINES:
         raise ScalestudyError(f"engine {strategy.engine} describes published runs for the cost model only; train runs "
                               "deepspeed, fsdp or ddp")
+    if strategy.precision == "fp8":  # costmodel/fp8.py: Transformer Engine / torchao float8, not train's engines
+        raise OptionError("precision fp8 is a cost-model option (Transformer Engine / torchao float8 runs); train's "
+                          "engines run bf16, fp16 or fp32", "precision")
     if strategy.cp > 1:  # a layout degree, not a software option: train's engines have no sequence split
         raise OptionError(f"cp {strategy.cp}: context parallelism is a cost-model option (Megatron-Core / NeMo, "
                           "torchtitan runs); train's engines do not split sequences: leave cp at 1", "cp")

@@ -211,6 +211,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      User's Guide, Table 1): "11" (CUDA >= 11, 2020-06 on: Tensor Cores at a narrower load, the
                      device's unaligned_gemm_fraction) or "10" (CUDA 10.x and older: no Tensor Cores for such a GEMM,
                      the fp32 rate -- e.g. DeepSpeed 0.3.0's own image, CUDA 10.0 + torch 1.2). Cost model only.
+- precision:         "bf16", "fp16" or "fp32" (autocast / mixed precision over fp32 master weights), or "fp8" (cost
+                     model only): the blocks' linear GEMMs on FP8 Tensor Cores, all else as bf16 -- Transformer Engine
+                     delayed scaling under engine megatron, torchao float8 tensorwise under fsdp (costmodel/fp8.py);
+                     a device without an `fp8` peak is refused.
 - tf32:              whether a precision fp32 run's matmuls run on TF32 Tensor Cores (costmodel/mfu.peak_precision:
                      the device's `tf32` peak where it states one -- A100, H100, H200 -- with the same GEMM efficiency
                      curve; element-wise traffic stays 4-byte fp32; no effect in bf16 / fp16, nor on a device without
@@ -289,14 +293,15 @@ from scalestudy.errors import OptionError, ScalestudyError
 Engine = Literal["deepspeed", "fsdp", "ddp", "megatron", "internlm"]
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full", "op"]  # op: torchtitan operator-level SAC (cost model only)
-Precision = Literal["bf16", "fp16", "fp32"]
+Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 Attention = Literal["flash", "eager"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 
 ENGINES = ("deepspeed", "fsdp", "ddp")
 OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full", "op")
-PRECISIONS = ("bf16", "fp16", "fp32")
+PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
+FP8_ENGINES = ("megatron", "fsdp")  # precision fp8: Transformer Engine / torchao float8 (costmodel/fp8.RECIPES)
 ZERO_STAGES = {"deepspeed": (0, 1, 2, 3), "ddp": (0, 1), "fsdp": (2, 3)}  # what `train` runs and `plan` searches
 COST_MODEL_ENGINES = {"megatron": (0, 1, 2), "internlm": (1,)}  # engines of published runs the cost model describes;
 # `train` refuses them (internlm: InternLM's HybridZeroOptimizer, zero1 over the data-parallel group)
@@ -421,6 +426,9 @@ class Strategy:
             value = getattr(self, name)
             if value not in allowed:  # check_choice words the refusal (a call per field cost plan 1.2 us a strategy)
                 check_choice(name, value, allowed)
+        if self.precision == "fp8" and self.engine not in FP8_ENGINES:
+            raise OptionError(f"precision fp8 is modelled as Transformer Engine under engine megatron or torchao "
+                              f"float8 under fsdp, not {self.engine}", "precision", "engine")
         if self.optimizer_dtype != "engine" and self.engine not in ("megatron", "fsdp"):
             raise OptionError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                               f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "

@@ -1,0 +1,128 @@
+"""FP8 training (Strategy.precision "fp8", cost model only): what changes against the bf16 step.
+
+Which matmuls run in FP8: the transformer blocks' linear layers (QKV, attention output, FFN in / out) -- Transformer
+Engine's te.Linear / LayerNormLinear / LayerNormMLP under fp8_autocast (Megatron-Core / NeMo: the block's TE layers;
+the output layer is a plain ColumnParallelLinear and stays bf16, as does the embedding), and torchao's
+convert_to_float8_training, which torchtitan applies to the blocks' nn.Linear and never to the `output` head
+(torchtitan components/quantization/float8.py filter_fqns default ["output"]). The attention core stays bf16
+(FlashAttention / cuDNN in bf16: TE's DotProductAttention is not FP8 in these recipes), and so does every
+element-wise kernel, the activations between kernels, the gradients and the optimizer: FP8 is a GEMM-input format.
+
+Peak: the device YAML's `fp8` dense peak (H100 / H200 SXM datasheet: 1,979 TFLOP/s dense; a device without it is
+refused in one line by DeviceSpec.peak). GEMM efficiency: the bf16 curve's fraction of peak, applied to the FP8
+peak -- torchao's own roofline (torchao/float8/roofline_utils.py at 086ff72e, gpu_name_to_specs 'NVIDIA H100')
+prices both dtypes at one pct_achievable_gemm_tops (0.6 "based on quick experimental observation"); no measured FP8
+fraction of an H100 training GEMM was found to say otherwise.
+
+The overheads, per micro-batch, priced as HBM bytes at the element-wise rate plus kernels at the fitted launch cost
+(one function per formula below), by recipe (RECIPES: the engine's FP8 library):
+- "te-delayed" -- Transformer Engine delayed scaling (NeMo / Megatron-Core `fp8_hybrid`, amax_history_len 1024,
+  amax_compute_algo max): the scale of each FP8 tensor comes from the amax history of earlier steps, so casting
+  needs no pass to find the amax; the cast kernel records this step's amax as it goes. TE's Linear casts its input
+  with tex.fp8_cast_transpose_fused (read bf16, write the FP8 tensor and its transpose, which the backward's wgrad
+  GEMM reads: Hopper FP8 GEMMs take only the TN layout) and its output gradient with cast_transpose(_bgrad) in the
+  backward: 2 + 1 + 1 = 4 bytes per element, one kernel each. Weights: cast once per step and cached across the
+  step's micro-batches (is_first_microbatch, which Megatron-Core's TELinear passes; NeMo's fp8_params keeps them
+  FP8 from the optimizer step on) -- a once-per-step pass over the rank's block weights (< 0.2% of the published
+  steps: not priced). The amax-history roll and scale update is one fused kernel per fp8_autocast region per pass
+  over (history x tensors x 4 B): amax_history_bytes.
+- "torchao-tensorwise" -- torchao float8 dynamic tensorwise scaling (torchtitan `--model.converters float8`):
+  every cast first finds this tensor's amax. roofline_utils.get_tensor_memory_traffic_bytes: a max-abs pass
+  (read 2 B; fused into the producing kernel under torch.compile for the input and the output gradient, not for the
+  weight), a second-stage reduction kernel, and the cast (read 2 B, write the row-major and column-major FP8 copies,
+  1 + 1 B); the weight is cast every forward (per micro-batch; saved for the backward), the input in the forward,
+  the output gradient in the backward.
+"""
+
+from __future__ import annotations
+
+from scalestudy.costmodel.params import param_breakdown
+from scalestudy.specs.model import ModelSpec
+
+FP8 = "fp8"
+# What a precision "fp8" run holds and computes in outside the FP8 GEMMs (activations, gradients, norms, attention
+# core, LM head, optimizer): bf16 -- TE and torchao run under bf16 autocast / bf16 modules
+COMPUTE_PRECISION = "bf16"
+# The FP8 library each engine runs (module docstring); other engines are refused in one line (Strategy)
+RECIPES = {"megatron": "te-delayed", "fsdp": "torchao-tensorwise"}
+BF16_BYTES, FP8_BYTES = 2.0, 1.0
+AMAX_HISTORY_LEN = 1024  # NeMo / Megatron-Bridge recipes' fp8_amax_history_len (dgxc-benchmarking gpt3_175b_hydra.yaml)
+AMAX_BYTES = 4.0  # fp32 amax and scale entries (TE FP8TensorMeta)
+TENSORS_PER_GEMM = 3  # input, weight, output gradient: TE's FP8 meta per GEMM
+
+
+def compute_precision(precision: str) -> str:
+    """The precision of everything but the FP8 GEMMs: bf16 for "fp8", the precision itself otherwise."""
+    return COMPUTE_PRECISION if precision == FP8 else precision
+
+
+def recipe(engine: str) -> str:
+    """The FP8 scaling recipe `engine` runs (RECIPES); "" for an engine without one."""
+    return RECIPES.get(engine, "")
+
+
+def activation_cast_bytes(elements: float, recipe_name: str) -> float:
+    """HBM bytes of casting one GEMM input that an earlier kernel produced (a linear's input in the forward, its
+    output gradient in the backward) of `elements` bf16 values to FP8 plus its transpose: TE delayed scaling's
+    fp8_cast_transpose_fused reads 2 B and writes 1 + 1 B; torchao tensorwise adds the max-abs pass, fused into
+    the producing kernel when compiled (roofline_utils fuse_with_prev=True), so the same 4 B."""
+    return elements * (BF16_BYTES + 2.0 * FP8_BYTES)
+
+
+def weight_cast_bytes(elements: float, recipe_name: str) -> float:
+    """HBM bytes per micro-batch of casting `elements` block weights to FP8: torchao tensorwise casts every forward
+    -- a max-abs pass of its own (2 B) and the cast to both layouts (2 + 1 + 1 B), roofline_utils
+    fuse_with_prev=False; TE caches the FP8 weights across a step's micro-batches (0 per micro-batch)."""
+    if recipe_name != "torchao-tensorwise":
+        return 0.0
+    return elements * (2.0 * BF16_BYTES + 2.0 * FP8_BYTES)
+
+
+def cast_kernels(recipe_name: str) -> tuple[float, float]:
+    """(forward, backward) extra kernels per FP8 linear layer: TE one cast_transpose of the input forward and one of
+    the output gradient backward; torchao tensorwise per cast tensor a second-stage amax reduction and the cast
+    kernel (roofline_utils counts the three second stages; the casts are kernels of their own): input and weight
+    forward (the weight's max-abs pass a third kernel), output gradient backward."""
+    if recipe_name == "torchao-tensorwise":
+        return 5.0, 2.0
+    return 1.0, 1.0
+
+
+def amax_history_bytes(fp8_gemms: float, recipe_name: str) -> float:
+    """HBM bytes of one delayed-scaling amax / scale update over `fp8_gemms` GEMMs (TE's fused
+    amax_and_scale_update: read and roll the history, write it and the scale; TENSORS_PER_GEMM tensors each, once
+    per forward and once per backward); 0 for dynamic scaling, which keeps no history."""
+    if recipe_name != "te-delayed":
+        return 0.0
+    return 2.0 * fp8_gemms * TENSORS_PER_GEMM * AMAX_HISTORY_LEN * AMAX_BYTES
+
+
+def linear_cast_bytes(flops: float, n: float, k: float, recipe_name: str) -> tuple[float, float]:
+    """(forward, backward) cast bytes of one linear GEMM entry of step._layer_gemms -- `flops` forward FLOPs over
+    all layers of an M x K input and a K x N weight (2 M N K each): the input (M x K = flops / 2N elements) cast in
+    the forward, the output gradient (M x N = flops / 2K) in the backward (activation_cast_bytes)."""
+    return (activation_cast_bytes(flops / (2.0 * n), recipe_name),
+            activation_cast_bytes(flops / (2.0 * k), recipe_name))
+
+
+def linear_layers(model: ModelSpec) -> int:
+    """FP8 linear layers of the model's blocks: 4 per block (QKV, attention output, FFN in, FFN out; a gated FFN's
+    two input projections are one fused GEMM in TE's LayerNormMLP and Megatron's fc1), 3 more per decoder block of
+    an encoder-decoder (cross-attention Q, K/V, output), as step._layer_gemms counts them."""
+    if model.is_encoder_decoder:
+        return 4 * model.num_layers + 7 * model.num_decoder_layers
+    return 4 * model.num_layers
+
+
+def per_micro_batch(model: ModelSpec, tp: int, recipe_name: str) -> tuple[float, float, float, float]:
+    """(forward bytes, backward bytes, forward kernels, backward kernels) of one micro-batch's FP8 work beyond the
+    activation casts, all blocks on one tensor-parallel rank: weight casts (weight_cast_bytes of the blocks' matmul
+    weights / tp), the delayed-scaling amax update (amax_history_bytes, split over the two passes) and the cast
+    kernels (cast_kernels per linear layer; one amax update kernel per pass)."""
+    p = param_breakdown(model)
+    weights = (p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers) / tp
+    linears = linear_layers(model)
+    amax = amax_history_bytes(linears, recipe_name) / 2.0
+    kf, kb = cast_kernels(recipe_name)
+    update = 1.0 if recipe_name == "te-delayed" else 0.0
+    return (weight_cast_bytes(weights, recipe_name) + amax, amax, kf * linears + update, kb * linears + update)

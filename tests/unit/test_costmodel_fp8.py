@@ -1,0 +1,71 @@
+"""precision fp8 (costmodel/fp8.py): the blocks' linear GEMMs at the FP8 peak with their casts, all else bf16."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from scalestudy.costmodel import fp8
+from scalestudy.costmodel.constants import stored
+from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.step import compute_times
+from scalestudy.errors import ScalestudyError
+from scalestudy.specs.hardware import get_device, make_cluster
+from scalestudy.specs.model import get_model
+from scalestudy.specs.run import check_cost_model_only
+from scalestudy.specs.strategy import Strategy, Workload
+
+WORKLOAD = Workload(global_batch=64, seq_len=4096)
+
+
+def _times(precision: str, recipe: str = "", device: str = "h100-80gb", mb: int = 2):
+    model = get_model("llama2-7b")
+    return compute_times(model, get_device(device), precision, 1, mb, 4096, 0, "none", True, False, stored(),
+                         fp8_recipe=recipe)
+
+
+@pytest.mark.parametrize("recipe", ["te-delayed", "torchao-tensorwise"])
+def test_fp8_speeds_up_only_the_linear_gemms(recipe):
+    """Linear GEMM time halves (twice the peak, the same curve); the LM head and the attention core keep their bf16
+    time, and the casts add element-wise time: the step gains less than 2x."""
+    bf16, f8 = _times("bf16"), _times("fp8", recipe)
+    assert f8.linear == pytest.approx(bf16.linear / 2.0, rel=1e-2)  # alignment: 16 FP8 elements a vector
+    assert f8.head == bf16.head
+    assert 1.2 < (bf16.forward + bf16.backward) / (f8.forward + f8.backward) < 2.0
+    casts = (f8.forward + f8.backward) - (bf16.forward + bf16.backward) + 1.5 * bf16.linear  # 3 passes, half each
+    assert casts > 0.0
+
+
+def test_torchao_casts_the_weights_every_micro_batch_te_caches_them():
+    """torchao tensorwise: an amax pass and a cast of every block weight per forward (roofline_utils), more kernels;
+    Transformer Engine delayed scaling: the FP8 weights cached across micro-batches, the scale from the history."""
+    te, ao = _times("fp8", "te-delayed"), _times("fp8", "torchao-tensorwise")
+    assert ao.forward > te.forward and ao.backward > te.backward
+    model = get_model("llama2-7b")
+    f_te, b_te, kf_te, kb_te = fp8.per_micro_batch(model, 1, "te-delayed")
+    f_ao, b_ao, kf_ao, kb_ao = fp8.per_micro_batch(model, 1, "torchao-tensorwise")
+    assert f_ao - f_te > 6.0 * 6.0e9 and (kf_ao, kb_ao) == (5 * 4 * 32, 2 * 4 * 32) and kf_te == 4 * 32 + 1
+
+
+def test_cast_bytes_per_linear():
+    """An M x K input and its M x N output gradient, 2 B read + 1 B FP8 + 1 B FP8 transpose each."""
+    m, n, k = 8192.0, 11008.0, 4096.0
+    fwd, bwd = fp8.linear_cast_bytes(2.0 * m * n * k, n, k, "te-delayed")
+    assert (fwd, bwd) == (4.0 * m * k, 4.0 * m * n)
+
+
+def test_fp8_needs_an_fp8_peak_and_a_fp8_engine():
+    model = get_model("llama2-7b")
+    st = Strategy(engine="megatron", zero=1, precision="fp8")
+    est = estimate(model, make_cluster("h100-80gb", 1, 8), st, WORKLOAD)
+    assert est.peak_flops == 1979e12  # MFU divides by the FP8 peak (costmodel/mfu.py), the DGX Cloud convention
+    bf16 = estimate(model, make_cluster("h100-80gb", 1, 8), dataclasses.replace(st, precision="bf16"), WORKLOAD)
+    assert est.step_s < 0.75 * bf16.step_s and est.memory == bf16.memory  # FP8 weight copies not priced yet
+    with pytest.raises(ScalestudyError, match="device a100-80gb does not support fp8"):
+        estimate(model, make_cluster("a100-80gb", 1, 8), st, WORKLOAD)
+    for engine, zero in (("deepspeed", 1), ("ddp", 0)):
+        with pytest.raises(ScalestudyError, match="precision fp8 is modelled as Transformer Engine"):
+            Strategy(engine=engine, zero=zero, precision="fp8")
+    with pytest.raises(ScalestudyError, match="precision fp8 is a cost-model option"):
+        check_cost_model_only(Strategy(engine="fsdp", zero=3, precision="fp8"))
