@@ -87,3 +87,32 @@ def test_gloo_ranks_reduce_scatter_once_per_step():
 
     assert fsdp_calls_per_step(3, 5, 4) == {"all_gather": 40, "reduce_scatter": 20}  # train's FSDP
     assert fsdp_calls_per_step(3, 5, 4, sync_last=True) == {"all_gather": 40, "reduce_scatter": 5}
+
+
+def test_pipeline_stages_keep_their_parameters_gathered_too():
+    from scalestudy.costmodel.memory import fsdp_pipeline_unsharded_param_bytes
+
+    psi = 2.0e9
+    assert fsdp_pipeline_unsharded_param_bytes(psi, "bf16", "last", 2, 4) == 2 * psi  # the compute dtype
+    assert fsdp_pipeline_unsharded_param_bytes(psi, "bf16", "last", 1, 4) == 0.0  # maybe_no_sync: grads only
+    assert fsdp_pipeline_unsharded_param_bytes(psi, "bf16", "every", 2, 4) == 0.0
+    assert fsdp_pipeline_unsharded_param_bytes(psi, "bf16", "last", 2, 1) == 0.0
+    every, last = _est(pp=2, gradient_sync="every"), _est(pp=2, gradient_sync="last")
+    psi = every.params_per_device
+    assert last.memory.buffers - every.memory.buffers == pytest.approx(4 * psi - every.memory.grads + 2 * psi)
+
+
+def test_pipeline_rows_read_rank_0():
+    from scalestudy.costmodel.published import _setup, _stage_tensor_peak, memory_row
+
+    data = load()
+    rows = [r for r in data["memory"] if r.get("measured_stage") is not None]
+    assert {r["id"] for r in rows} == {"kforge-pp-13b-h200-32g-tp4-pp2-fsdp4-memory",
+                                       "kforge-pp-29b-h200-32g-tp4-pp2-fsdp4-memory",
+                                       "kforge-pp-70b-h200-32g-tp4-pp4-fsdp2-memory"}
+    for r in rows:
+        model, cluster, st, wl = _setup(r)
+        est = estimate(model, cluster, st, wl)
+        first = _stage_tensor_peak(model, cluster, st, wl, est, 0)
+        assert memory_row(r, data["sources"]).predicted == pytest.approx(first / 1e9)
+        assert first <= est.memory.tensor_peak  # the estimate's figure is the busiest stage's

@@ -362,7 +362,7 @@ def test_measured_runs_fit_on_the_figure_their_source_read():
     the allocator's cache and cuBLAS's workspace; nvidia-smi: + the CUDA context and NCCL's buffers; a peak read
     over the whole run: at least the whole-model load) and says so in the row's metric."""
     from scalestudy.costmodel.memory import whole_model_load_bytes
-    from scalestudy.costmodel.published import MEASURED_AS, _setup, load, memory_row
+    from scalestudy.costmodel.published import MEASURED_AS, _setup, _stage_tensor_peak, load, memory_row
 
     data = load()
     for r in (r for r in data["memory"] if r.get("measured")):
@@ -376,8 +376,11 @@ def test_measured_runs_fit_on_the_figure_their_source_read():
         if r.get("whole_model_load"):
             counted = max(counted, whole_model_load_bytes(model, est.params_per_device, est.layout.dp, strategy.tp,
                                                           strategy.zero, strategy.precision))
+        if "measured_stage" in r:  # one pipeline rank's own reading: its stage's tensors, at most the busiest's
+            counted = _stage_tensor_peak(model, cluster, strategy, workload, est, r["measured_stage"])
+            assert r["measured_as"] == "allocated" and counted <= est.memory.tensor_peak, r["id"]
         assert row.predicted == pytest.approx(counted / 1e9)
-        assert est.memory.tensor_peak <= counted, r["id"]  # the allocator's cache is never negative
+        assert est.memory.tensor_peak <= counted or "measured_stage" in r, r["id"]  # the cache is never negative
         if r["measured_as"] == "device":  # NCCL / cuBLAS buffers move nvidia-smi rows toward, never past, the figure
             assert est.memory.total < counted <= r["published_gb"] * 1e9, r["id"]
 

@@ -301,6 +301,20 @@ def fsdp_unsynced_grad_bytes(psi: float, precision: str, grad_reduce: str, gradi
     return (2.0 if grad_reduce == "compute" and precision != "fp32" else 4.0) * psi
 
 
+def fsdp_pipeline_unsharded_param_bytes(psi: float, precision: str, gradient_sync: str, pp: int,
+                                         grad_accum: int) -> float:
+    """Bytes of the unsharded parameters an FSDP2 pipeline stage keeps between micro-batches under
+    torch.distributed.pipelining (Strategy.gradient_sync "last" at pp > 1): PipelineStage.backward_maybe_with_nosync
+    calls set_reshard_after_backward(False) beside set_requires_gradient_sync(False) on every backward but the
+    last (torch/distributed/pipelining/stage.py), so each unit's parameters, all-gathered in the compute dtype for
+    its backward, stay gathered -- the whole stage's (`psi`) by the end of a backward, through the next micro-batch's
+    until the last one's post-backward reshards them. On top of fsdp_unsynced_grad_bytes' gradients. 0 without a
+    pipeline (KempnerForge's maybe_no_sync defers the reduce-scatter only), with "every" or one micro-batch."""
+    if gradient_sync != "last" or pp <= 1 or grad_accum <= 1:
+        return 0.0
+    return ACT_BYTES[precision] * psi
+
+
 def fsdp_root_gathered_bytes(model: ModelSpec, psi: float, tp: int, precision: str) -> float:
     """FSDP2 never reshards the root unit after forward (torch/distributed/_composable/fsdp/_fsdp_state.py
     _lazy_init: 'For the root, do not reshard after forward since for training, the parameters would be freed and
@@ -544,6 +558,7 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     # deferred reduce-scatters: the unsharded gradients take the place of the sharded ones, which exist only after the
     # last micro-batch's reduce-scatter has freed them (zero_grad sets .grad to None each step)
     buf += max(0.0, fsdp_unsynced_grad_bytes(psi, st.precision, st.grad_reduce, st.gradient_sync, grad_accum) - g)
+    buf += fsdp_pipeline_unsharded_param_bytes(psi, st.precision, st.gradient_sync, st.pp, grad_accum)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,
                              device.kind != "cpu" and st.optimizer_loop in FOREACH_LOOPS,  # per-tensor: no foreach

@@ -16,12 +16,14 @@ import yaml
 
 from scalestudy.costmodel.constants import FITTED, Calibration, stored
 from scalestudy.costmodel.estimate import estimate
+from scalestudy.costmodel.options import DEFAULT_OPTIONS
+from scalestudy.costmodel.stages import stage_memory
 from scalestudy.costmodel.memory import (activation_parts, layer_activation_bytes, whole_model_load_bytes,
                                         zero_model_states)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import SAFE_LOADER, ClusterSpec, get_device
 from scalestudy.specs.model import ModelSpec, from_shape
-from scalestudy.specs.strategy import Strategy, Workload
+from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 
 # search box of each fitted constant (physically sensible ranges)
 BOUNDS = {"gemm.share": (0.4, 1.0), "gemm.half_dim": (1.0, 600.0), "kernel_overhead_s": (2e-6, 4e-5)}
@@ -134,6 +136,16 @@ MEASURED_AS = {
 }
 
 
+def _stage_tensor_peak(model, cluster, strategy: Strategy, workload: Workload, est, k: int) -> float:
+    """max_memory_allocated of a rank of pipeline stage `k` (stages.stage_memory of its blocks, the strategy's
+    software resolved as estimate resolves it): where a source read one rank of a pipeline -- KempnerForge's
+    metrics/memory.py reports rank 0's, the first stage -- and the estimate's figure is the busiest stage's."""
+    st, lay = resolve_software(strategy, model), est.layout
+    split = st.stage_split(model.total_layers)
+    return stage_memory(model, st, lay.dp, lay.tp, lay.pp, lay.grad_accum, workload.seq_len, workload.target_len, k,
+                        sum(split[:k]), split[k], cluster.device, DEFAULT_OPTIONS).tensor_peak
+
+
 def memory_row(r: dict, sources: dict) -> Row:
     if r.get("measured"):
         model, cluster, strategy, workload = _setup(r)
@@ -144,6 +156,10 @@ def memory_row(r: dict, sources: dict) -> Row:
         # (memory.device_total_bytes); a peak read over the whole run also sees a whole-model load
         predicted = {"allocated": est.memory.tensor_peak, "reserved": est.reserved_bytes,
                      "device": est.device_total_bytes}[measured_as]
+        if "measured_stage" in r:  # one pipeline rank's own reading (rank 0: the first stage), not the busiest stage's
+            if measured_as != "allocated":
+                raise ScalestudyError(f"{r['id']}: measured_stage is priced for max_memory_allocated readings only")
+            predicted = _stage_tensor_peak(model, cluster, strategy, workload, est, int(r["measured_stage"]))
         if r.get("whole_model_load"):
             predicted = max(predicted, whole_model_load_bytes(model, est.params_per_device, est.layout.dp,
                                                               est.layout.tp, strategy.zero, strategy.precision))

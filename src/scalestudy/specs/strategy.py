@@ -238,7 +238,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      training/grad.py maybe_no_sync, torch.distributed.pipelining's PipelineStage for FSDP2 chunks: the
                      unsharded gradients, in the reduce dtype, stay on every rank until the last micro-batch's backward
                      reduce-scatters them once, costmodel/memory.fsdp_unsynced_grad_bytes; one reduce-scatter per
-                     step, terms._sharded_overlap) or "engine" (every). No effect without accumulation.
+                     step, terms._sharded_overlap; at pp > 1 PipelineStage also keeps each stage's parameters
+                     gathered from their first backward to the last, memory.fsdp_pipeline_unsharded_param_bytes) or
+                     "engine" (every). No effect without accumulation.
 - stage_layers:      explicit layers per pipeline stage (sum = the model's layers, pp >= 2); empty = even split with
                      the remainder spread over the first stages (`stage_split`).
 
