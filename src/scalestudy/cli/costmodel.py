@@ -365,12 +365,12 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
         console.print("constants refitted on every source: " +
                       ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
     console.print("[dim]Sources:[/]")
-    import textwrap
+    from scalestudy.wrapped import fill
 
     for key, text in load()["sources"].items():
         # a hanging indent: wrapped by Rich, a source's later lines started at column 0, under the keys
-        console.print(textwrap.fill(f"{key}: {text}", console.width, initial_indent="  ", subsequent_indent="    ",
-                                    break_on_hyphens=False),  # paths and URLs whole, unless longer than a line
+        console.print(fill(f"{key}: {text}", console.width, initial_indent="  ", subsequent_indent="    "),
+                      # paths and URLs whole, unless longer than a line; CJK quotes two columns a character
                       style="dim", markup=False, highlight=False, soft_wrap=True)  # texts quote "[...]"
 
 

@@ -189,12 +189,12 @@ def demo(
     paths = write_report(output)
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
     console.print(f"\nDone in {(time.time() - start) / 60:.1f} min ({counts}).", highlight=False)
-    import textwrap
+    from scalestudy.wrapped import fill
 
     for line in paths["findings"][:6]:
         # a hanging indent: wrapped by Rich, a finding's later lines started at column 0, under the bullets
-        console.print(textwrap.fill(line, console.width, initial_indent="  - ", subsequent_indent="    ",
-                                    break_on_hyphens=False), highlight=False, markup=False, soft_wrap=True)
+        console.print(fill(line, console.width, initial_indent="  - ", subsequent_indent="    "), highlight=False,
+                      markup=False, soft_wrap=True)
     # one path a line: three on two lines ran past 80 columns, where the terminal cut the plots' path mid-name
     console.print(f"\nReport: {paths['html'].resolve()}\n        {paths['md'].resolve()} (Markdown)\n        plots: "
                   f"{paths['plots_dir'].resolve()}/", highlight=False, soft_wrap=True, markup=False)
