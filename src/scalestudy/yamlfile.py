@@ -143,3 +143,11 @@ def number_from_text(text: str) -> float:
     if not text.isascii():
         raise ValueError(f"not an ASCII number: {text!r}")
     return float(text)
+
+
+def int_from_text(text: str) -> int:
+    """int(text), ASCII only (as number_from_text): the command line's comma-separated lists (--zero 0,٣, --tp,
+    --stage-layers) read other scripts' digits where its single numeric options refuse them. ValueError otherwise."""
+    if not text.isascii():
+        raise ValueError(f"not an ASCII integer: {text!r}")
+    return int(text)

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from scalestudy.errors import ScalestudyError
+from scalestudy.yamlfile import int_from_text, number_from_text
 
 GIB = 1024**3
 
@@ -287,7 +288,7 @@ def parse_stage_layers(text: Optional[str]) -> tuple[int, ...]:
     if text is None:
         return ()
     try:
-        return tuple(int(x) for x in text.split(","))
+        return tuple(int_from_text(x) for x in text.split(","))
     except ValueError:
         raise ScalestudyError(f"--stage-layers takes layer counts separated by commas, got {text!r}") from None
 
@@ -297,7 +298,7 @@ def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
     if text is None:
         return ()
     try:
-        speeds = tuple(float(x) for x in text.split(","))
+        speeds = tuple(number_from_text(x) for x in text.split(","))
     except ValueError:
         raise ScalestudyError(f"--stage-speeds takes comma-separated numbers (e.g. 2,1), got {text!r}") from None
     if any(not 0 < v < float("inf") for v in speeds):

@@ -31,9 +31,11 @@ def _items(text: Optional[str], name: str) -> tuple[str, ...]:
 
 
 def _ints(text: Optional[str], name: str) -> tuple[int, ...]:
+    from scalestudy.yamlfile import int_from_text
+
     items = _items(text, name)
     try:
-        values = tuple(int(x) for x in items)
+        values = tuple(int_from_text(x) for x in items)
     except ValueError:
         raise ScalestudyError(f"--{name} takes integers separated by commas, got {text!r}") from None
     low, high = (0, 3) if name == "zero" else (1, None) if name in ("tp", "pp", "micro-batch") else (None, None)

@@ -43,8 +43,10 @@ def fit(
     if flops_per_param_token == "auto":
         k: float | str = "auto"
     else:
+        from scalestudy.yamlfile import number_from_text
+
         try:
-            k = float(flops_per_param_token)
+            k = number_from_text(flops_per_param_token)
         except ValueError:
             raise ScalestudyError(f"--flops-per-param-token must be a number or 'auto', got {flops_per_param_token!r}") from None
     if plot is not None:

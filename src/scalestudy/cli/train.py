@@ -295,9 +295,10 @@ def _check_batch_fits_ram(cfg) -> None:
 
 def _layer_counts(text: str) -> list[int]:
     from scalestudy.errors import ScalestudyError
+    from scalestudy.yamlfile import int_from_text
 
     try:
-        return [int(part) for part in text.split(",")]
+        return [int_from_text(part) for part in text.split(",")]
     except ValueError:
         raise ScalestudyError(f"--stage-layers takes comma-separated layer counts (e.g. 3,1), got {text!r}") from None
 
