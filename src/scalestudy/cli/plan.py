@@ -471,7 +471,12 @@ def tune(
 
     spec = get_model(model)
     from scalestudy.cli.options import check_target_len
+    from scalestudy.specs.model import check_trainable
 
+    try:  # before calibrating: 'no strategy ... is runnable here' after the measurement said nothing of why
+        check_trainable(spec)
+    except ScalestudyError as exc:
+        raise ScalestudyError(f"--model {model}: {exc} (tune measures trials of train)") from None
     check_target_len(spec, target_len)
     tlen = resolve_target_len("span" if spec.is_encoder_decoder else "causal", seq_len, target_len or 0)
     workload = Workload(global_batch=global_batch, seq_len=seq_len, target_len=tlen)

@@ -719,6 +719,15 @@ HF_ATTENTION = {"flash": "sdpa", "eager": "eager"}
 SDPA_TYPES = ("t5", "mt5", "gpt2", "llama", "mistral", "qwen2", "nemotron")
 
 
+def check_trainable(spec: ModelSpec) -> None:
+    """One line where `train` builds no Transformers class for `spec` (a cost-model-only model type): train, and
+    tune before it calibrates."""
+    kind = spec.hf_type or spec.family
+    if kind in COST_MODEL_TYPES:
+        raise ScalestudyError(f"{kind} models ({spec.name}) are read by the cost model only (estimate, plan): train "
+                              f"builds {', '.join(SDPA_TYPES)}")
+
+
 def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
     """The attn_implementation `train` builds `spec` with for Strategy.attention; one-line error where the model's
     Transformers class cannot run it."""
@@ -726,9 +735,7 @@ def hf_attn_implementation(spec: ModelSpec, attention: str) -> str:
         raise ScalestudyError(f"unknown attention {attention!r} (choose from {', '.join(HF_ATTENTION)})")
     impl = HF_ATTENTION[attention]
     kind = spec.hf_type or spec.family
-    if kind in COST_MODEL_TYPES:
-        raise ScalestudyError(f"{kind} models ({spec.name}) are read by the cost model only (estimate, plan): train "
-                              f"builds {', '.join(SDPA_TYPES)}")
+    check_trainable(spec)
     if impl == "sdpa" and kind not in SDPA_TYPES:
         raise ScalestudyError(f"attention flash needs PyTorch SDPA, which Transformers does not offer for "
                               f"{kind} models ({spec.name}): use attention eager")
