@@ -69,3 +69,17 @@ def test_fp8_needs_an_fp8_peak_and_a_fp8_engine():
             Strategy(engine=engine, zero=zero, precision="fp8")
     with pytest.raises(ScalestudyError, match="precision fp8 is a cost-model option"):
         check_cost_model_only(Strategy(engine="fsdp", zero=3, precision="fp8"))
+
+
+def test_fp8_refusals_name_what_the_user_can_do():
+    """plan --precision fp8 without --engine said 'not deepspeed' (its first candidate), an engine the user never
+    named; train --precision fp8 --engine ddp suggested fsdp, which train then refused as cost-model only."""
+    from scalestudy.plan.space import Constraints
+
+    with pytest.raises(ScalestudyError, match="it needs --engine fsdp and/or megatron"):
+        Constraints(precision="fp8")
+    with pytest.raises(ScalestudyError, match="it needs --engine fsdp and/or megatron"):
+        Constraints(precision="fp8", engines=("fsdp", "deepspeed"))
+    Constraints(precision="fp8", engines=("fsdp",))
+    with pytest.raises(ScalestudyError, match="cost model only: train runs bf16, fp16 or fp32"):
+        Strategy(engine="ddp", precision="fp8")

@@ -55,7 +55,7 @@ from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
 from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import (ATTENTION_KERNELS, ATTENTIONS, CONTEXT_PARALLEL_ENGINES, COST_MODEL_ENGINES,
-                                      CROSS_ENTROPIES,
+                                      CROSS_ENTROPIES, FP8_ENGINES,
                                       CUBLAS_VERSIONS, EARLY_STOPS, GRAD_ACCUM_DTYPES, GRAD_BUCKETS, GRAD_REDUCES,
                                       GRADIENT_SYNCS,
                                       KERNELS, LM_HEADS, NORM_DTYPES, OFFLOADS, OPTIMIZER_DTYPES, OPTIMIZER_LOOPS,
@@ -155,6 +155,10 @@ class Constraints:
             Strategy(engine="ddp", tp=2, tp_comm_overlap=True, sequence_parallel=False)  # its one-line refusal
         if self.cp != 1:  # a whole degree >= 1 (every candidate's world splits by it): Strategy's one-line refusal
             Strategy(engine="megatron", cp=self.cp)
+        if self.precision == "fp8" and not (self.engines and set(self.engines) <= set(FP8_ENGINES)):
+            # said here: plan's first candidate engine (deepspeed) would be named as if the user had chosen it
+            raise ScalestudyError("--precision fp8 is modelled as Transformer Engine (engine megatron) or torchao "
+                                  "float8 (engine fsdp): it needs --engine fsdp and/or megatron")
         dtype_engines = {"megatron", "fsdp"}  # Strategy's rule: megatron's optimizer, or a bf16 model under fsdp
         if self.optimizer_dtype != "engine" and not (self.engines and set(self.engines) <= dtype_engines):
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer "

@@ -430,7 +430,8 @@ class Strategy:
                 check_choice(name, value, allowed)
         if self.precision == "fp8" and self.engine not in FP8_ENGINES:
             raise OptionError(f"precision fp8 is modelled as Transformer Engine under engine megatron or torchao "
-                              f"float8 under fsdp, not {self.engine}", "precision", "engine")
+                              f"float8 under fsdp, not {self.engine} (cost model only: train runs bf16, fp16 or "
+                              f"fp32)", "precision", "engine")
         if self.optimizer_dtype != "engine" and self.engine not in ("megatron", "fsdp"):
             raise OptionError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                               f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
