@@ -541,6 +541,7 @@ NEW_KEY_FILES = {
     "cfg-config-json-layers-5000-digits.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 1' + "0" * 5000 +
                                                ', "n_head": 2, "vocab_size": 99}',
     "cfg-steps-negative.yaml": "workload: {steps: -3}\n",
+    "cluster-power-1e300.yaml": "device: h100-80gb\nnodes: 1\ngpus_per_node: 8\npower_limit_w: 1.0e+300\n",
     "spec-name-newline.yaml": GOOD_SPEC.replace("name: tiny", 'name: "x\\necho injected"'),
     "spec-slurm-poll-0.yaml": GOOD_SPEC + "executor: slurm\nslurm: {poll_s: 0}\n",
     "deep.jsonl": '{"text": ' + "[" * 5000 + "]" * 5000 + "}\n",
@@ -1411,6 +1412,7 @@ CASES: list[Case] = [
     C("report-wal-store-refused-leaves-no-shm", "report columnless-wal", "column"),  # left study.sqlite-shm
     C("estimate-device-peak-1e300", f"{EST} --gpu dev-peak-1e300.yaml", "peak_flops must be at most 1e+17"),
     C("estimate-device-memory-fraction", f"{EST} --gpu dev-memory-fraction.yaml", "whole number of bytes"),
+    C("estimate-cluster-power-1e300", f"{EST} --cluster cluster-power-1e300.yaml", "power_limit_w must be at most"),
     # 2026-12-04, fuzz round 4: a newline in a name written into a Slurm script (the #SBATCH line ended there and
     # sbatch ran the rest as the script's first command); squeue asked in a loop without a pause
     C("study-spec-name-newline", "study run spec-name-newline.yaml -o s --executor slurm --dry-run",

@@ -819,6 +819,9 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
                 raise ScalestudyError(f"{path}: {key} must be > 0, got {data[key]!r}")
             if key.endswith("bytes_per_s") and data[key] < 1:  # a step time must stay a finite number
                 raise ScalestudyError(f"{path}: {key} must be >= 1 byte/s, got {data[key]!r}")
+            if key == "power_limit_w" and data[key] > MAX_POWER_W:  # a board's limit, as in a device YAML
+                raise ScalestudyError(f"{path}: power_limit_w must be at most {MAX_POWER_W:g} W for one device, got "
+                                      f"{data[key]!r}")
     for key in ("nodes", "gpus_per_node"):
         if key in data:
             value = _num(data[key], key, str(path))
