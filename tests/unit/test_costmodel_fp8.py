@@ -61,7 +61,15 @@ def test_fp8_needs_an_fp8_peak_and_a_fp8_engine():
     est = estimate(model, make_cluster("h100-80gb", 1, 8), st, WORKLOAD)
     assert est.peak_flops == 1979e12  # MFU divides by the FP8 peak (costmodel/mfu.py), the DGX Cloud convention
     bf16 = estimate(model, make_cluster("h100-80gb", 1, 8), dataclasses.replace(st, precision="bf16"), WORKLOAD)
-    assert est.step_s < 0.75 * bf16.step_s and est.memory == bf16.memory  # FP8 weight copies not priced yet
+    assert est.step_s < 0.75 * bf16.step_s
+    # Transformer Engine's cached FP8 weights and their transposes: 2 B per block matmul weight, in `buffers`
+    cached = est.memory.buffers - bf16.memory.buffers
+    assert cached == pytest.approx(2.0 * 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008), rel=0.01)  # Llama 2 7B: MHA
+    assert (est.memory.params, est.memory.activations) == (bf16.memory.params, bf16.memory.activations)
+    fsdp = dataclasses.replace(st, engine="fsdp", zero=3)  # torchao float8: weights cast per use, none kept
+    ao, ao16 = (estimate(model, make_cluster("h100-80gb", 1, 8), dataclasses.replace(fsdp, precision=p), WORKLOAD)
+                for p in ("fp8", "bf16"))
+    assert ao.memory.buffers == ao16.memory.buffers
     with pytest.raises(ScalestudyError, match="device a100-80gb does not support fp8"):
         estimate(model, make_cluster("a100-80gb", 1, 8), st, WORKLOAD)
     for engine, zero in (("deepspeed", 1), ("ddp", 0)):

@@ -230,3 +230,17 @@ def test_emitted_sbatch_runs_from_any_submit_directory(tmp_path):
     args = res.stdout.split()
     assert args[args.index("--config") + 1] == str(paths["train_config.yaml"].resolve())
     assert "--nnodes 2 --nproc-per-node 2" in res.stdout and "--rdzv-endpoint node007:24242" in res.stdout
+
+
+def test_a_users_own_files_in_the_emit_dir_are_refused_in_one_line(tmp_path):
+    """plan --emit / train --output over a user's own train_config.yaml: refused, worded for one file or several."""
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.plan.emit import EMITTED_NAMES
+    from scalestudy.specs.run import check_not_users_files
+
+    (tmp_path / "train_config.yaml").write_text("model: {source: t5-tiny}\n")
+    with pytest.raises(ScalestudyError, match=r"holds train_config.yaml that .* would replace it; choose"):
+        check_not_users_files(tmp_path, "--emit", EMITTED_NAMES)
+    (tmp_path / "plan.json").write_text("{}")
+    with pytest.raises(ScalestudyError, match=r"holds train_config.yaml, plan.json that .* would replace them;"):
+        check_not_users_files(tmp_path, "--emit", EMITTED_NAMES)

@@ -126,3 +126,17 @@ def per_micro_batch(model: ModelSpec, tp: int, recipe_name: str) -> tuple[float,
     kf, kb = cast_kernels(recipe_name)
     update = 1.0 if recipe_name == "te-delayed" else 0.0
     return (weight_cast_bytes(weights, recipe_name) + amax, amax, kf * linears + update, kb * linears + update)
+
+
+def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str) -> float:
+    """Device bytes of the FP8 weight copies a rank holding `psi` parameters keeps through a step: Transformer
+    Engine, given is_first_microbatch (Megatron-Core's TELinear passes it), casts each linear weight once per step
+    and caches the FP8 copy and its transpose for the step's other micro-batches and the backward (TE 1.x
+    module/base.py FP8 weight workspaces: Hopper's FP8 GEMMs take only the TN layout, so forward and dgrad read
+    differently laid out copies): 1 + 1 B per block matmul weight -- the blocks' matmul share of `psi`. torchao
+    float8 keeps none: it casts each weight per use (transient, one layer at a time)."""
+    if recipe_name != "te-delayed":
+        return 0.0
+    p = param_breakdown(model)
+    matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
+    return 2.0 * FP8_BYTES * psi * matmul / p.total

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scalestudy.costmodel import fp8
 from scalestudy.costmodel.engines import engine_comm, engine_table
 from scalestudy.costmodel.flops import fused_linear_chunk_tokens
 from scalestudy.costmodel.optimizers import STATE_TENSORS, moments_saved
@@ -558,6 +559,8 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     # deferred reduce-scatters: the unsharded gradients take the place of the sharded ones, which exist only after the
     # last micro-batch's reduce-scatter has freed them (zero_grad sets .grad to None each step)
     buf += max(0.0, fsdp_unsynced_grad_bytes(psi, st.precision, st.grad_reduce, st.gradient_sync, grad_accum) - g)
+    if st.precision == fp8.FP8:  # Transformer Engine's cached FP8 weights (costmodel/fp8.py)
+        buf += fp8.weight_cache_bytes(model, psi, fp8.recipe(st.engine))
     buf += fsdp_pipeline_unsharded_param_bytes(psi, st.precision, st.gradient_sync, st.pp, grad_accum)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,

@@ -306,9 +306,10 @@ def check_not_users_files(out_dir: str | Path, flag: str, names: tuple[str, ...]
     taken = [name for name in names if (out / name).is_file()]
     if not taken or (out / "metrics.jsonl").is_file() or _written_by_scalestudy(out / "train_config.yaml"):
         return
+    them = "it" if len(taken) == 1 else "them"
     raise ScalestudyError(f"{flag} {out} holds {', '.join(taken)} that scalestudy did not write (no train_config.yaml "
-                          "there begins with '# Written by scalestudy'): it would replace them; choose a new or empty "
-                          "directory")
+                          f"there begins with '# Written by scalestudy'): it would replace {them}; choose a new or "
+                          "empty directory")
 
 
 def _written_by_scalestudy(config: Path) -> bool:
