@@ -170,6 +170,13 @@ def _build_workspace(root: Path) -> None:
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
         "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
         "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}))
+    from unittest import mock
+
+    from scalestudy.costmodel.cpu_profile import machine_key
+
+    with mock.patch.dict(os.environ, {"OMP_NUM_THREADS": "1"}):  # the key the case's environment gives
+        (root / "badcache").mkdir()  # this machine's cached CPU profile, damaged
+        (root / "badcache" / f"cpu_profile-{machine_key()}.yaml").write_bytes(bytes(range(256)) * 8)
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
     (root / "own-config").mkdir()  # a user's own run config where --emit / --print-launch write theirs
     (root / "own-config" / "train_config.yaml").write_text("# mine\nmodel: {source: t5-tiny}\n")
@@ -546,6 +553,7 @@ NEW_KEY_FILES = {
     "spec-slurm-poll-0.yaml": GOOD_SPEC + "executor: slurm\nslurm: {poll_s: 0}\n",
     "deep.jsonl": '{"text": ' + "[" * 5000 + "]" * 5000 + "}\n",
     "tok/tokenizer.json": "{}",
+    "tiny-w.txt": "w1 w2\n",
     "spec-tokenizer-over-model.yaml": GOOD_SPEC.replace("model: t5-tiny", "model: model-vocab-200.yaml") +
                                       "train_options: {tokenizer: tok-304.json}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
@@ -1429,6 +1437,10 @@ CASES: list[Case] = [
     C("study-tokenizer-over-model-vocab", "study run spec-tokenizer-over-model.yaml -o s",
       "200-token vocabulary but the tokenizer has 304"),  # every trial failed in its ranks
     C("demo-output-holds-a-run", "demo -o run --no-progress", "and no study"),  # wrote its study and report there
+    C("train-existing-dir-keeps-no-token-cache", f"{TRAIN.replace('OUT', 'nostore')} --tokenizer tok-304.json "
+      "--data tiny-w.txt", "fewer than one example"),  # left tokens.npz (data.json, tokenizer.json) in a DIR it found
+    C("train-cached-cpu-profile-damaged", TRAIN, "not UTF-8 text",  # the ranks refused it, the run's files written
+      env={"SCALESTUDY_CACHE_DIR": "badcache", "OMP_NUM_THREADS": "1", "SCALESTUDY_CPU_PROFILE": "measured"}),
 ]
 
 

@@ -226,7 +226,7 @@ def profile_quality(path: Path) -> ProfileQuality | None:
     try:
         with open(path, encoding="utf-8") as fh:
             head = fh.readline()
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # not text: the profile's reader says so, in one line
         return None
     return ProfileQuality.parse(head) if head.startswith("#") else None
 

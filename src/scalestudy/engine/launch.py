@@ -113,18 +113,26 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
 
     cuda = torch.cuda.is_available()
     check_precision(cfg.strategy.precision, cuda=cuda)  # bf16 on a CPU: only where measured fast
+    if not cuda:  # CPU ranks read this machine's cached profile for their peak (engine/probe.py): a damaged one is
+        from scalestudy.costmodel.cpu_profile import local_cpu_profile  # refused here, not after DIR is written
+
+        local_cpu_profile(measure=False)
     # before anything is written: a stale op build lock would make every rank wait forever (engine/op_builds.py)
     check_build_locks(cfg.strategy.engine, cfg.strategy.offload_optimizer, cuda)
     tokenizer = cfg.data.tokenizer
     if tokenizer is None and cfg.output.resume and (out / "tokenizer.json").is_file():
         tokenizer = str((out / "tokenizer.json").resolve())
     created = _first_missing(out)
+    had = {name for name in RUN_FILES if os.path.lexists(out / name)}
     out.mkdir(parents=True, exist_ok=True)
     try:
         _prepare_data(cfg, tokenizer, out)
     except BaseException:
         if created is not None:  # bad data or tokenizer: leave no empty run directory behind
             shutil.rmtree(created, ignore_errors=True)
+        else:  # an existing DIR keeps what it held: the token cache written before a refusal (check_vocab) goes
+            for name in set(RUN_FILES) - had:
+                (out / name).unlink(missing_ok=True)
         raise
     (out / "summary.json").unlink(missing_ok=True)  # only a finished run may leave a summary
     failures = out / ".failures"

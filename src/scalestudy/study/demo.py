@@ -100,13 +100,14 @@ def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: 
     output = Path(output)
     check_study_dir(output, DEMO_SPEC["name"])  # before the tokenizer is written into it
     check_demo_dir(output)
-    output.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    prepare_tokenizer(output)
     from scalestudy.costmodel.cpu_profile import local_cpu_profile
 
-    # before the trials, not beside them; a cached profile measured under load measured again if it is quiet now
+    # before the trials, not beside them; a cached profile measured under load measured again if it is quiet now.
+    # Before DIR is made too: a damaged cached profile is refused with nothing written
     local_cpu_profile(log=lambda msg: console.print(msg, highlight=False), remeasure_noisy=True)
+    output.mkdir(parents=True, exist_ok=True)
+    prepare_tokenizer(output)
     spec = parse_spec(demo_spec(output), "demo spec")
     kept = _finished(spec, output)
     resumed = f" ({kept} of them finished before: kept, not run again)" if kept else ""
