@@ -83,6 +83,9 @@ def test_estimate_note_names_the_unaligned_gemms():
     a100, gpt2 = get_device("a100-80gb"), get_model("gpt2")
     assert [g[0] for g in unaligned_gemms(gpt2, a100, "bf16", 1, 1024, 0, True, "ddp")] == ["LM head"]
     assert unaligned_gemms(gpt2, a100, "bf16", 1, 1024, 0, True, "megatron") == []  # Megatron pads to 128 x tp
+    # the head as priced (step._head_s at strategy.vocab_shards): split over tp 2, or whole under lm_head replicated
+    assert unaligned_gemms(gpt2, a100, "bf16", 2, 1024, 0, True, "ddp")[-1][1] == (50257 / 2, 768)
+    assert unaligned_gemms(gpt2, a100, "bf16", 2, 1024, 0, True, "ddp", head_tp=1)[-1][1] == (50257, 768)
     tr8 = replace(gpt2, d_model=11600, num_heads=80, d_kv=145, d_ff=46400, vocab_size=50688)
     found = {name: (a, f) for name, _, a, f in unaligned_gemms(tr8, get_device("v100-32gb"), "fp16", 4, 2048, 0,
                                                                  False, "deepspeed")}

@@ -268,10 +268,12 @@ def _tf32_note(est) -> str:
 def _alignment_note(est) -> str:
     """Which GEMMs the cost model priced below the aligned rate (leading dims not multiples of 16 bytes)."""
     from scalestudy.costmodel.alignment import unaligned_gemms
+    from scalestudy.specs.strategy import vocab_shards
 
     st = est.strategy
     found = unaligned_gemms(est.model, est.cluster.device, st.precision, est.layout.tp, est.workload.seq_len,
-                            est.target_len, st.attention == "flash", st.engine, st.cublas)
+                            est.target_len, st.attention == "flash", st.engine, st.cublas,
+                            head_tp=vocab_shards(st, est.layout.tp))  # --lm-head replicated: the whole V
     if not found:
         return ""
     parts = ", ".join(f"{name} {' x '.join(f'{x:g}' for x in dims)} ({a}-element) at {f:g}"

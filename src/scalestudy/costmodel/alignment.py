@@ -108,15 +108,18 @@ def pads_vocab(engine: str) -> bool:
 
 
 def unaligned_gemms(model: ModelSpec, device: DeviceSpec, precision: str, tp: int, seq_len: int, target_len: int,
-                    flash: bool, engine: str, cublas: str = "11") -> list[tuple[str, tuple[float, float], int, float]]:
+                    flash: bool, engine: str, cublas: str = "11",
+                    head_tp: int = 0) -> list[tuple[str, tuple[float, float], int, float]]:
     """(name, leading dims, alignment in elements, fraction of the aligned rate) of each GEMM kind of the run that
-    is priced unaligned (step.compute_times applies the same rule per GEMM): for estimate's note."""
+    is priced unaligned (step.compute_times applies the same rule per GEMM): for estimate's note. `head_tp`: the
+    ranks the LM head's vocabulary is split over (strategy.vocab_shards: 1 under lm_head replicated; 0 = tp), as
+    step._head_s prices it."""
     i, d, kv = model.inner_dim, model.d_model, model.kv_heads * model.d_kv
     qkv = 3 * i if model.is_encoder_decoder else i + 2 * kv
     kinds = [("QKV", (qkv / tp, d)), ("attention output", (d, i / tp)),
              ("FFN in", (model.d_ff * (2 if model.gated_ffn else 1) / tp, d)), ("FFN out", (d, model.d_ff / tp))]
     if not pads_vocab(engine):
-        kinds.append(("LM head", (model.vocab_size / tp, d)))
+        kinds.append(("LM head", (model.vocab_size / (head_tp or tp), d)))
     if not flash:  # eager attention's batched GEMMs over [sequence, head_dim] slices
         lengths = (seq_len, target_len) if model.is_encoder_decoder else (seq_len,)
         kinds += [("attention scores", (length, model.d_kv)) for length in sorted(set(lengths))]
