@@ -346,7 +346,7 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # Llama norm is fp32 with casts); fp8_params: NeMo's Transformer Engine FP8 model parameters (dgxc2024fp8):
     # 1-byte parameter all-gathers and no bf16 weight copy, priced as bf16 parameters with FP8 weights cached per step
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
-                      "host_input_pipeline", "fsdp_grad_sync_last_microbatch",
+                      "host_input_pipeline",
                       "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
                       "cpu_checkpointing", "nanotron_zero1_all_reduce", "tp_linear_async_communication",
                       "hf_zero3_auto_buckets", "bind_cores_to_rank", "bf16_rmsnorm", "fp8_params"}
@@ -1335,7 +1335,9 @@ KFORGE_SIZE = {"7b": 8.03, "13b": 14.84, "70b": 70.55}  # the report's Models ta
 HELD_OUT = HELD_OUT + ("kempnerforge2026",)
 # reached 10.0 / 21.8% (HEAD + uncommitted tree of 13:25, stored constants): pure FSDP on one node -21 / -22% and
 # FSDP=8 13B (compile off) -12% (model too slow: 51-54% MFU published on H200), TP 4 x FSDP rows -4..+16% (70B +16%)
-NEW_SOURCE_BOUNDS.update({"kempnerforge2026": (0.13, 0.28)})
+# 2026-12-04: the run's gradient_sync last / bf16 loss / gathered logits / bf16 model set on these rows as on their
+# memory rows (a run's software on all its rows): 10.8 / 28.6% LOSO, 70B +28.6% (too fast)
+NEW_SOURCE_BOUNDS.update({"kempnerforge2026": (0.13, 0.30)})
 
 
 def test_kempnerforge_rows_are_the_mfu_report_at_the_scripts_batches():
@@ -1377,11 +1379,12 @@ def test_kempnerforge_memory_rows_are_the_report_at_its_throughput_rows_configs(
         assert all(r.get(k) == b.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "micro_batch",
                                                   "global_batch", "recompute", "engine", "zero", "precision"))
         # gradient_sync last: training/grad.py maybe_no_sync; F.cross_entropy on the bf16 logits; under TP the logits
-        # gathered to Replicate (the throughput rows keep these unmodelled: see the source)
-        assert r["software"] == {**b["software"], "optimizer_dtype": "bf16", "gradient_sync": "last",
-                                 "cross_entropy": "torch-16bit", **({"lm_head": "gathered"} if "tp" in r else {})}
+        # gathered to Replicate -- the same run's software on its throughput row (a run's facts go on all its rows)
+        assert r["software"] == b["software"] == {"kernels": b["software"]["kernels"], "optimizer_dtype": "bf16",
+                                                  "gradient_sync": "last", "cross_entropy": "torch-16bit",
+                                                  **({"lm_head": "gathered"} if "tp" in r else {})}
         assert bool(r.get("whole_model_load")) == ("tp" not in r)
-        assert "fsdp_grad_sync_last_microbatch" in b["unmodelled"]
+        assert "fsdp_grad_sync_last_microbatch" not in b.get("unmodelled", ())
         assert memory_row(r, data["sources"]).check == "measured"
 
 # KempnerForge config validation report (5d3e7232): Mem/GPU (GiB, max_memory_allocated of rank 0) and the KempnerPulse
@@ -1418,7 +1421,9 @@ KFORGE_WEAK = {("13b", 8): (29860, 4.39), ("13b", 32): (110373, 4.75), ("13b", 6
 HELD_OUT = HELD_OUT + ("kempnerforge2026weak",)
 # reached 7.8 / 10.2% (HEAD + uncommitted tree of 13:35, stored constants): 13B -7.6..-10.2% (model too slow), 70B
 # +5.1..+9.8% (too fast); both flat with GPU count like the runs (92-97% weak-scaling efficiency)
-NEW_SOURCE_BOUNDS.update({"kempnerforge2026weak": (0.11, 0.14)})
+# 2026-12-04: the same software as kempnerforge2026's rows (gradient_sync last, ...): 13.4 / 23.3% LOSO, 13B -3..-8%,
+# 70B +21..+23% (too fast: one reduce-scatter a step; the rows agree with ~27-30 GB/s of InfiniBand per GPU, not 45)
+NEW_SOURCE_BOUNDS.update({"kempnerforge2026weak": (0.15, 0.25)})
 
 
 def test_kempnerforge_weak_scaling_rows_are_the_report_at_tp4_fsdp_across_nodes():
@@ -2178,7 +2183,7 @@ def test_kempnerforge_pipeline_rows_are_the_report_and_the_tomls():
         assert (e.layout.dp, e.layout.grad_accum) == (dp, ga) and e.fits
         assert (strategy.engine, strategy.zero, strategy.recompute, strategy.kernels) == ("fsdp", 3, "full", "eager")
         assert strategy.sequence_parallel is False and strategy.pp_schedule == "1f1b"
-        assert set(r["unmodelled"]) == {"fsdp_grad_sync_last_microbatch"}
+        assert "unmodelled" not in r and strategy.gradient_sync == "last" and strategy.optimizer_dtype == "bf16"
         assert strategy.lm_head == "replicated"  # basic TP under PP: embedding, head and loss whole on every TP rank
     widths = {k: rows[k]["model"]["d_ff"] for k in rows}
     assert widths["13b-h200-32g-tp4-pp2-fsdp4"] == 256 * math.ceil(int(4 * 5120 * 2 / 3 * 1.3) / 256) == 17920
