@@ -91,3 +91,15 @@ def test_fp8_refusals_name_what_the_user_can_do():
     Constraints(precision="fp8", engines=("fsdp",))
     with pytest.raises(ScalestudyError, match="cost model only: train runs bf16, fp16 or fp32"):
         Strategy(engine="ddp", precision="fp8")
+
+
+def test_torchtitan_float8_memory_rows_are_priced_as_their_bf16_runs():
+    """torchao float8 keeps no FP8 weights (fp8.weight_cache_bytes): the Float8 runs' peak reserved memory is priced
+    as the bf16 compile runs' -- published 76.8 / 61.8 vs 77.0 / 62.0 GiB; arrival +2.9 / +5.1% (bound + ~30%)."""
+    from scalestudy.costmodel.published import load, memory_row
+    data = load()
+    rows = {r["id"]: memory_row(r, data["sources"]) for r in data["memory"] if r["id"].startswith("tt-llama3-8b-h100")}
+    for gpus in (8, 128):
+        f8 = rows[f"tt-llama3-8b-h100-{gpus}-compile-fp8-memory"]
+        bf16 = rows[f"tt-llama3-8b-h100-{gpus}-compile-memory"]
+        assert f8.predicted == bf16.predicted and abs(f8.error) < 0.07
