@@ -455,7 +455,9 @@ def presets() -> None:
     from scalestudy.costmodel.params import param_count
     from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS
 
-    t = Table(title="Model presets (params: Transformers' count, tied tensors once)", box=None)
+    # collapsed padding, no edge: one space between columns keeps every row whole at 80 columns (1T params: 17)
+    t = Table(title="Model presets (params: Transformers' count, tied tensors once)", box=None, collapse_padding=True,
+              pad_edge=False)
     for col in ("name", "params", "layers", "d_model", "heads", "d_ff", "vocab", "head"):
         t.add_column(col, justify="left" if col in ("name", "head") else "right", no_wrap=True)
     for name, s in PRESETS.items():

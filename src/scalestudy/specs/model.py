@@ -48,7 +48,9 @@ LLAMA_LIKE_TYPES = ("qwen3", "phi3", "olmo", "olmo2", "granite", "stablelm", "co
 # Face T5's. Cost model only.
 SEQ2SEQ_TYPES = ("bart", "mbart", "m2m_100", "marian", "pegasus", "plbart")
 COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES, *LLAMA_LIKE_TYPES, *SEQ2SEQ_TYPES)
-PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON)  # the cost-model-only types presets use (to_hf_config)
+# the cost-model-only types presets use (to_hf_config writes each in its own model_type)
+PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON, "gpt_neox", "gptj", "gemma", "gemma2", "qwen3", "phi3",
+                           "olmo", "olmo2", "bart", "mbart", "m2m_100", "pegasus")
 # Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
              "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
@@ -163,11 +165,45 @@ def _gpt2(name: str, d_model: int, layers: int, heads: int, vocab: int = 50257, 
 
 
 def _llama(name: str, d_model: int, d_ff: int, layers: int, heads: int, kv_heads: int = 0, vocab: int = 32000,
-           positions: int = 2048) -> ModelSpec:
+           positions: int = 2048, *, kind: str = "", head_dim: int = 0, tied: bool = False) -> ModelSpec:
+    """A Llama-layout decoder (RMSNorm, rotary, gated FFN of d_ff, no biases) as `from_hf_config` reads a config of
+    model_type `kind` ("": llama; mistral, qwen2 with its q/k/v biases; the cost-model-only gemma, gemma2 and
+    LLAMA_LIKE_TYPES); heads of `head_dim` where the config states one (Gemma, Qwen3), else d_model / heads."""
     return ModelSpec(
         name=name, family="llama", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
-        num_kv_heads=kv_heads, d_kv=d_model // heads, d_ff=d_ff, ffn="swiglu", tie_word_embeddings=False,
-        max_position_embeddings=positions,
+        num_kv_heads=0 if kv_heads == heads else kv_heads, d_kv=head_dim or d_model // heads, d_ff=d_ff,
+        ffn="swiglu", tie_word_embeddings=tied, max_position_embeddings=positions,
+        attention_bias="qkv" if kind == "qwen2" else "none", hf_type=kind,
+    )
+
+
+def _rotary_gelu_preset(name: str, kind: str, d_model: int, layers: int, heads: int, vocab: int) -> ModelSpec:
+    """GPT-NeoX (gpt_neox: biased attention) / GPT-J (gptj: unbiased q/k/v/out): rotary, a biased non-gated GELU
+    FFN of 4 d_model, untied head, 2,048-token context; as `_gpt_neox` / `_gptj` read their config.json. Cost model
+    only."""
+    return ModelSpec(
+        name=name, family="llama", vocab_size=vocab, d_model=d_model, num_layers=layers, num_heads=heads,
+        d_kv=d_model // heads, d_ff=4 * d_model, ffn="gelu", tie_word_embeddings=False, max_position_embeddings=2048,
+        attention_bias="all" if kind == "gpt_neox" else "none", mlp_bias=True, hf_type=kind,
+    )
+
+
+def _byt5(name: str, d_model: int, d_ff: int, heads: int, encoder: int, decoder: int) -> ModelSpec:
+    """ByT5 (Xue et al. 2022): the T5 v1.1 block (gated-GELU, untied head, heads of 64) over 384 byte ids (256 bytes,
+    3 specials, padded), an encoder three times the decoder's depth; model_type t5, so `train` builds it."""
+    return ModelSpec(
+        name=name, family="t5", vocab_size=384, d_model=d_model, num_layers=encoder, num_decoder_layers=decoder,
+        num_heads=heads, d_kv=64, d_ff=d_ff, ffn="gated-gelu", tie_word_embeddings=False,
+    )
+
+
+def _seq2seq(name: str, kind: str, d_model: int, layers: int, heads: int, d_ff: int, vocab: int,
+             act: str) -> ModelSpec:
+    """A BART-style encoder-decoder (SEQ2SEQ_TYPES) as `_bart_like` reads its config.json: `layers` encoder and
+    decoder blocks, the non-gated FFN of `act`, head tied to the shared embedding. Cost model only."""
+    return ModelSpec(
+        name=name, family="t5", vocab_size=vocab, d_model=d_model, num_layers=layers, num_decoder_layers=layers,
+        num_heads=heads, d_kv=d_model // heads, d_ff=d_ff, ffn=act, tie_word_embeddings=True, hf_type=kind,
     )
 
 
@@ -220,11 +256,19 @@ def _falcon_preset(name: str, d_model: int, layers: int, heads: int, kv_heads: i
     )
 
 
+def _by_name(specs: list[ModelSpec]) -> dict[str, ModelSpec]:
+    """The presets by name; a name given twice (one would silently replace the other) stops the import."""
+    named = {s.name: s for s in specs}
+    twice = sorted({s.name for s in specs if [t.name for t in specs].count(s.name) > 1})
+    if twice:
+        raise ValueError(f"preset names given twice: {', '.join(twice)}")
+    return named
+
+
 # Hyperparameters from the published Hugging Face configs (google/mt5-*, t5-*, google/t5-v1_1-xxl, gpt2*,
 # Llama 1 7B/13B, Llama 2 70B). Tiny presets (vocabulary 8192, our bundled tokenizer) are CPU proxies.
-PRESETS: dict[str, ModelSpec] = {
-    s.name: s
-    for s in [
+PRESETS: dict[str, ModelSpec] = _by_name(
+    [
         _mt5("mt5-small", 512, 1024, 6, 8),
         _mt5("mt5-base", 768, 2048, 12, 12),
         _mt5("mt5-large", 1024, 2816, 16, 24),
@@ -305,6 +349,110 @@ PRESETS: dict[str, ModelSpec] = {
         # UL2 20B (Tay et al. 2022; google/ul2 config.json): 32 + 32 layers, d_model 4096, 16 heads of d_kv 256,
         # gated-SiLU FFN of 16384, untied head, vocabulary 32,128
         _t5("ul2-20b", 4096, 256, 16384, 16, 32, v1_1=True, ffn="gated-silu"),
+        # Mistral 7B (Jiang et al. 2023, Table 1: dim 4096, n_layers 32, head_dim 128, hidden_dim 14336, n_heads
+        # 32, n_kv_heads 8, vocab 32000; mistralai/Mistral-7B-v0.1 config.json: context 32768). Its sliding window
+        # (4096) is priced as full attention.
+        _llama("mistral-7b", 4096, 14336, 32, 32, kv_heads=8, positions=32768, kind="mistral"),
+        # Llama 1 33B and 65B (Touvron et al. 2023a, Table 2: dimension, heads, layers; SwiGLU hidden 17920 / 22016
+        # of meta-llama/llama's model.py at 1076b9c5, costmodel/published.yaml llama1paper2023); Hugging Face names
+        # them llama-30b / llama-65b
+        _llama("llama-30b", 6656, 17920, 60, 52),
+        _llama("llama-65b", 8192, 22016, 80, 64),
+        # Llama 3.1 (Llama Team 2024, Table 3: the Llama 3 shapes above; meta-llama/Llama-3.1-* config.json:
+        # max_position_embeddings 131072)
+        _llama("llama3.1-8b", 4096, 14336, 32, 32, kv_heads=8, vocab=128256, positions=131072),
+        _llama("llama3.1-70b", 8192, 28672, 80, 64, kv_heads=8, vocab=128256, positions=131072),
+        _llama("llama3.1-405b", 16384, 53248, 126, 128, kv_heads=8, vocab=128256, positions=131072),
+        # GPT-NeoX-20B (Black et al. 2022, Table 1; EleutherAI/gpt-neox-20b config.json: hidden 6144, 44 layers, 64
+        # heads, intermediate 24576, vocabulary 50,432). Cost model only.
+        _rotary_gelu_preset("gpt-neox-20b", "gpt_neox", 6144, 44, 64, 50432),
+        # Pythia (Biderman et al. 2023, Table 1: layers, model dim, heads; EleutherAI/pythia-* config.json:
+        # intermediate 4 d, vocabulary 50,304 (6.9B: 50,432; 12B: 50,688), untied). Cost model only.
+        _rotary_gelu_preset("pythia-70m", "gpt_neox", 512, 6, 8, 50304),
+        _rotary_gelu_preset("pythia-160m", "gpt_neox", 768, 12, 12, 50304),
+        _rotary_gelu_preset("pythia-410m", "gpt_neox", 1024, 24, 16, 50304),
+        _rotary_gelu_preset("pythia-1b", "gpt_neox", 2048, 16, 8, 50304),
+        _rotary_gelu_preset("pythia-1.4b", "gpt_neox", 2048, 24, 16, 50304),
+        _rotary_gelu_preset("pythia-2.8b", "gpt_neox", 2560, 32, 32, 50304),
+        _rotary_gelu_preset("pythia-6.9b", "gpt_neox", 4096, 32, 32, 50432),
+        _rotary_gelu_preset("pythia-12b", "gpt_neox", 5120, 36, 40, 50688),
+        # GPT-J-6B (Wang & Komatsuzaki 2021; EleutherAI/gpt-j-6b config.json: n_embd 4096, n_layer 28, n_head 16,
+        # vocabulary 50,400). Cost model only.
+        _rotary_gelu_preset("gpt-j-6b", "gptj", 4096, 28, 16, 50400),
+        # Qwen2 / Qwen2.5 (Qwen/Qwen2-7B, Qwen2-72B, Qwen2.5-7B/14B/32B/72B config.json: hidden, intermediate,
+        # layers, heads, K/V heads, vocabulary 152,064, context 131072, q/k/v biases, untied)
+        _llama("qwen2-7b", 3584, 18944, 28, 28, kv_heads=4, vocab=152064, positions=131072, kind="qwen2"),
+        _llama("qwen2-72b", 8192, 29568, 80, 64, kv_heads=8, vocab=152064, positions=131072, kind="qwen2"),
+        _llama("qwen2.5-7b", 3584, 18944, 28, 28, kv_heads=4, vocab=152064, positions=131072, kind="qwen2"),
+        _llama("qwen2.5-14b", 5120, 13824, 48, 40, kv_heads=8, vocab=152064, positions=131072, kind="qwen2"),
+        _llama("qwen2.5-32b", 5120, 27648, 64, 40, kv_heads=8, vocab=152064, positions=131072, kind="qwen2"),
+        _llama("qwen2.5-72b", 8192, 29568, 80, 64, kv_heads=8, vocab=152064, positions=131072, kind="qwen2"),
+        # Qwen3 dense (Qwen Team 2025, Table 1: layers, heads Q / KV, tie embedding; Qwen/Qwen3-* config.json:
+        # hidden, intermediate, head_dim 128, vocabulary 151,936, max_position_embeddings 40960). Cost model only.
+        _llama("qwen3-0.6b", 1024, 3072, 28, 16, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128, tied=True),
+        _llama("qwen3-1.7b", 2048, 6144, 28, 16, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128, tied=True),
+        _llama("qwen3-4b", 2560, 9728, 36, 32, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128, tied=True),
+        _llama("qwen3-8b", 4096, 12288, 36, 32, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128),
+        _llama("qwen3-14b", 5120, 17408, 40, 40, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128),
+        _llama("qwen3-32b", 5120, 25600, 64, 64, kv_heads=8, vocab=151936, positions=40960, kind="qwen3",
+               head_dim=128),
+        # Gemma (Gemma Team 2024a, Table 1: d_model, layers, heads, K/V heads, head size 256) and Gemma 2 (Gemma
+        # Team 2024b, Table 1); google/gemma-2b, gemma-7b, gemma-2-9b, gemma-2-27b config.json: intermediate_size,
+        # vocabulary 256,000, tied head, context 8192. Cost model only.
+        _llama("gemma-2b", 2048, 16384, 18, 8, kv_heads=1, vocab=256000, positions=8192, kind="gemma",
+               head_dim=256, tied=True),
+        _llama("gemma-7b", 3072, 24576, 28, 16, vocab=256000, positions=8192, kind="gemma", head_dim=256,
+               tied=True),
+        _llama("gemma2-9b", 3584, 14336, 42, 16, kv_heads=8, vocab=256000, positions=8192, kind="gemma2",
+               head_dim=256, tied=True),
+        _llama("gemma2-27b", 4608, 36864, 46, 32, kv_heads=16, vocab=256000, positions=8192, kind="gemma2",
+               head_dim=128, tied=True),
+        # Phi-3 (Abdin et al. 2024, Sec. 2; microsoft/Phi-3-mini-4k-instruct and Phi-3-medium-4k-instruct
+        # config.json: vocabulary 32,064, context 4096, untied). Cost model only.
+        _llama("phi-3-mini", 3072, 8192, 32, 32, vocab=32064, positions=4096, kind="phi3"),
+        _llama("phi-3-medium", 5120, 17920, 40, 40, kv_heads=10, vocab=32064, positions=4096, kind="phi3"),
+        # OLMo (Groeneveld et al. 2024, Table 1; allenai/OLMo-7B-hf config.json: vocabulary 50,304, context 2048)
+        # and OLMo 2 (OLMo et al. 2024, Table 1; allenai/OLMo-2-1124-7B / 13B config.json: vocabulary 100,352,
+        # context 4096). Cost model only.
+        _llama("olmo-7b", 4096, 11008, 32, 32, vocab=50304, positions=2048, kind="olmo"),
+        _llama("olmo2-7b", 4096, 11008, 32, 32, vocab=100352, positions=4096, kind="olmo2"),
+        _llama("olmo2-13b", 5120, 13824, 40, 40, vocab=100352, positions=4096, kind="olmo2"),
+        # Megatron-LM's GPT models of Narayanan et al. 2021, Table 1 (heads, hidden size, layers; seq 2048,
+        # vocabulary 51,200): the shapes costmodel/published.yaml narayanan2021 rows write. 529.6B = mt-nlg-530b.
+        _gpt3("megatron-1.7b", 2304, 24, 24),
+        _gpt3("megatron-3.6b", 3072, 30, 32),
+        _gpt3("megatron-7.5b", 4096, 36, 32),
+        _gpt3("megatron-18.4b", 6144, 40, 48),
+        _gpt3("megatron-39.1b", 8192, 48, 64),
+        _gpt3("megatron-76.1b", 10240, 60, 80),
+        _gpt3("megatron-145.6b", 12288, 80, 96),
+        _gpt3("megatron-310.1b", 16384, 96, 128),
+        _gpt3("megatron-529.6b", 20480, 105, 128),
+        _gpt3("megatron-1t", 25600, 128, 160),
+        # ByT5 (Xue et al. 2022, Table 1: d_model, d_ff, encoder / decoder depth; mT5's heads; google/byt5-*
+        # config.json: vocabulary 384, d_kv 64)
+        _byt5("byt5-small", 1472, 3584, 6, 12, 4),
+        _byt5("byt5-base", 1536, 3968, 12, 18, 6),
+        _byt5("byt5-large", 1536, 3840, 16, 36, 12),
+        _byt5("byt5-xl", 2560, 6720, 32, 36, 12),
+        _byt5("byt5-xxl", 4672, 12352, 64, 36, 12),
+        # BART (Lewis et al. 2020; facebook/bart-base, bart-large config.json: vocabulary 50,265, GELU), mBART-50
+        # (Tang et al. 2020; facebook/mbart-large-50: vocabulary 250,054), NLLB-200 dense (NLLB Team 2022;
+        # facebook/nllb-200-distilled-600M, nllb-200-1.3B, nllb-200-3.3B config.json: model_type m2m_100,
+        # vocabulary 256,206, ReLU), PEGASUS (Zhang et al. 2020; google/pegasus-large: vocabulary 96,103, ReLU).
+        # Read as the T5 block of the same widths (`_bart_like`). Cost model only.
+        _seq2seq("bart-base", "bart", 768, 6, 12, 3072, 50265, "gelu"),
+        _seq2seq("bart-large", "bart", 1024, 12, 16, 4096, 50265, "gelu"),
+        _seq2seq("mbart-large-50", "mbart", 1024, 12, 16, 4096, 250054, "gelu"),
+        _seq2seq("nllb-200-600m", "m2m_100", 1024, 12, 16, 4096, 256206, "relu"),
+        _seq2seq("nllb-200-1.3b", "m2m_100", 1024, 24, 16, 8192, 256206, "relu"),
+        _seq2seq("nllb-200-3.3b", "m2m_100", 2048, 24, 32, 8192, 256206, "relu"),
+        _seq2seq("pegasus-large", "pegasus", 1024, 16, 16, 4096, 96103, "relu"),
         # CPU proxies: a family of tiny T5 v1.1-style models for tests, demos and scaling-law studies.
         _t5("t5-tiny", 128, 32, 512, 4, 2, v1_1=True, vocab=8192),
         _t5("t5-mini", 256, 32, 1024, 8, 4, v1_1=True, vocab=8192),
@@ -312,7 +460,7 @@ PRESETS: dict[str, ModelSpec] = {
         _gpt2("gpt2-tiny", 128, 2, 4, vocab=8192, positions=512),
         _llama("llama-tiny", 128, 384, 2, 4, kv_heads=2, vocab=8192, positions=512),
     ]
-}
+)
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
@@ -844,6 +992,8 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
 
 def to_hf_config(spec: ModelSpec) -> dict:
     """The Hugging Face config dict (model_type + fields) that builds this architecture."""
+    if spec.hf_type in PRESET_COST_MODEL_TYPES:
+        return _cost_model_hf_config(spec)
     if spec.is_encoder_decoder:
         return {
             "model_type": spec.family, "vocab_size": spec.vocab_size, "d_model": spec.d_model, "d_kv": spec.d_kv,
@@ -853,8 +1003,6 @@ def to_hf_config(spec: ModelSpec) -> dict:
             "tie_word_embeddings": spec.tie_word_embeddings, "decoder_start_token_id": 0, "pad_token_id": 0,
             "eos_token_id": 1,
         }
-    if spec.hf_type in PRESET_COST_MODEL_TYPES:
-        return _cost_model_hf_config(spec)
     if spec.family == "gpt2":
         return {
             "model_type": "gpt2", "vocab_size": spec.vocab_size, "n_embd": spec.d_model, "n_layer": spec.num_layers,
@@ -889,6 +1037,19 @@ def _cost_model_hf_config(spec: ModelSpec) -> dict:
         return {"model_type": "mpt", "d_model": spec.d_model, "n_layers": spec.num_layers, "n_heads": spec.num_heads,
                 "expansion_ratio": spec.d_ff // spec.d_model, "max_seq_len": spec.max_position_embeddings or 2048,
                 "attn_config": {"alibi": not spec.max_position_embeddings}, **common}
+    if spec.hf_type in ("gpt_neox", "gptj"):
+        return _rotary_gelu_hf_config(spec, common)
+    if spec.hf_type in SEQ2SEQ_TYPES:  # BartConfig's keys: one width and head count for both stacks
+        return {"model_type": spec.hf_type, "d_model": spec.d_model, "encoder_layers": spec.num_layers,
+                "decoder_layers": spec.num_decoder_layers, "encoder_attention_heads": spec.num_heads,
+                "decoder_attention_heads": spec.num_heads, "encoder_ffn_dim": spec.d_ff,
+                "decoder_ffn_dim": spec.d_ff, "activation_function": spec.ffn, **common}
+    if spec.hf_type != FALCON:  # gemma, gemma2, LLAMA_LIKE_TYPES: the Llama keys with an explicit head_dim
+        return {"model_type": spec.hf_type, "hidden_size": spec.d_model, "intermediate_size": spec.d_ff,
+                "num_hidden_layers": spec.num_layers, "num_attention_heads": spec.num_heads,
+                "num_key_value_heads": spec.kv_heads, "head_dim": spec.d_kv,
+                "max_position_embeddings": spec.max_position_embeddings,
+                "attention_bias": spec.attention_bias == "all", **common}
     # Falcon-7B's layout (multi-query, the old decoder) when one K/V head; grouped K/V only under the new decoder
     grouped = 1 < spec.kv_heads < spec.num_heads
     heads = {"new_decoder_architecture": True, "num_kv_heads": spec.kv_heads} if grouped else {
@@ -896,3 +1057,14 @@ def _cost_model_hf_config(spec: ModelSpec) -> dict:
     return {"model_type": FALCON, "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
             "num_attention_heads": spec.num_heads, **heads, "ffn_hidden_size": spec.d_ff,
             "max_position_embeddings": spec.max_position_embeddings, "bias": spec.attention_bias == "all", **common}
+
+
+def _rotary_gelu_hf_config(spec: ModelSpec, common: dict) -> dict:
+    """GPT-NeoX's (biased attention switch) or GPT-J's (n_* keys) config.json of a `_rotary_gelu` spec."""
+    if spec.hf_type == "gptj":
+        return {"model_type": "gptj", "n_embd": spec.d_model, "n_layer": spec.num_layers, "n_head": spec.num_heads,
+                "n_inner": spec.d_ff, "n_positions": spec.max_position_embeddings, **common}
+    return {"model_type": "gpt_neox", "hidden_size": spec.d_model, "num_hidden_layers": spec.num_layers,
+            "num_attention_heads": spec.num_heads, "intermediate_size": spec.d_ff,
+            "max_position_embeddings": spec.max_position_embeddings, "attention_bias": spec.attention_bias == "all",
+            **common}
