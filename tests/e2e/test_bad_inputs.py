@@ -554,6 +554,7 @@ NEW_KEY_FILES = {
     "deep.jsonl": '{"text": ' + "[" * 5000 + "]" * 5000 + "}\n",
     "tok/tokenizer.json": "{}",
     "tiny-w.txt": "w1 w2\n",
+    "search-data-missing.yaml": SEARCH_SPEC + "data: nowhere.txt\n",
     "spec-tokenizer-over-model.yaml": GOOD_SPEC.replace("model: t5-tiny", "model: model-vocab-200.yaml") +
                                       "train_options: {tokenizer: tok-304.json}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
@@ -1441,6 +1442,10 @@ CASES: list[Case] = [
       "--data tiny-w.txt", "fewer than one example"),  # left tokens.npz (data.json, tokenizer.json) in a DIR it found
     C("train-cached-cpu-profile-damaged", TRAIN, "not UTF-8 text",  # the ranks refused it, the run's files written
       env={"SCALESTUDY_CACHE_DIR": "badcache", "OMP_NUM_THREADS": "1", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("study-run-cached-cpu-profile-damaged", "study run good.yaml -o s", "not UTF-8 text",  # failed every trial
+      env={"SCALESTUDY_CACHE_DIR": "badcache", "OMP_NUM_THREADS": "1", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("search-data-missing", "search search-data-missing.yaml -o sr", "corpus file not found"),  # search checked no
+    # file its trials read (corpus, tokenizer, lexicon): each trial failed in its ranks, the store and trials written
 ]
 
 

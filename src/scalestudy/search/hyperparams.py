@@ -462,12 +462,14 @@ def run_search(spec: SearchSpec | str | Path, out: str | Path, *, runner=None,
     `Pruned` when `report(pct, loss)` returns True, `TrialFailed` when the trial has no usable loss.
     """
     from scalestudy.study.predict import trial_param_count
-    from scalestudy.study.runner import check_study_dir, open_study
+    from scalestudy.study.runner import check_local_inputs, check_study_dir, open_study
 
     if not isinstance(spec, SearchSpec):
         spec = load_search(spec)
     out = Path(out).resolve()  # trials run with their own directory as working directory
     check_study_dir(out, spec.study.name)  # before anything is written
+    if runner is None:  # real `scalestudy train` trials: the files each one reads, checked once here
+        check_local_inputs(spec.study)
     out.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{out / 'search.sqlite'}"
     started = time.time()

@@ -135,15 +135,8 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
         raise ScalestudyError("--concurrency sets how many local trials run at once; Slurm schedules its jobs itself: "
                               "drop --concurrency or use --executor local")
     check_study_dir(out, spec.name)
-    missing = [d for d in spec.data if kind == "local" and not d.startswith("hf:") and not Path(d).is_file()]
-    if missing:  # every trial would fail on it
-        raise ScalestudyError(f"corpus file not found: {missing[0]}")
-    options = spec.trials[0].options() if spec.trials else {}
-    for key in ("tokenizer", "lexicon"):  # train_options naming files (made absolute when the spec was loaded)
-        if kind == "local" and options.get(key) and not Path(options[key]).is_file():
-            raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
     if kind == "local":
-        _check_inputs_read(spec.data, options, sorted({t.model for t in spec.trials}))
+        check_local_inputs(spec)
     if dry_run and kind == "slurm":
         return _slurm_dry_run(spec, out, console)
     if dry_run:
@@ -178,6 +171,23 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
             store.close()
     finally:
         lock.release()
+
+
+def check_local_inputs(spec: StudySpec) -> None:
+    """What every local trial reads, checked once before any starts (study run, search): a missing or unreadable
+    corpus, tokenizer or lexicon, or this machine's damaged cached CPU profile, would fail each trial in its ranks."""
+    missing = [d for d in spec.data if not d.startswith("hf:") and not Path(d).is_file()]
+    if missing:  # every trial would fail on it
+        raise ScalestudyError(f"corpus file not found: {missing[0]}")
+    options = spec.trials[0].options() if spec.trials else {}
+    for key in ("tokenizer", "lexicon"):  # train_options naming files (made absolute when the spec was loaded)
+        if options.get(key) and not Path(options[key]).is_file():
+            raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
+    _check_inputs_read(spec.data, options, sorted({t.model for t in spec.trials}))
+    if spec.device == "local-cpu":  # each CPU trial's launcher reads this machine's cached profile
+        from scalestudy.costmodel.cpu_profile import local_cpu_profile
+
+        local_cpu_profile(measure=False)
 
 
 def _check_inputs_read(data: tuple[str, ...], options: dict, models: list[str] = ()) -> None:
