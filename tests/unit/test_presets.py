@@ -118,6 +118,7 @@ PUBLISHED = [
     ("nllb-200-1.3b", "1.3B", "NLLB Team 2022 (NLLB-200 1.3B)"),
     ("nllb-200-3.3b", "3.3B", "NLLB Team 2022 (NLLB-200 3.3B)"),
     ("pegasus-large", "568M", "Zhang et al. 2020 (PEGASUS-large)"),
+    ("opus-mt-en-de", "74.4M", "Transformers' count of Helsinki-NLP/opus-mt-en-de's config: 74,410,496"),
 ]
 EXCEPTIONS = {
     # the table's 350M names the shape GPT-2 medium has (355M at 1,024 positions); 2,048 positions and Megatron's

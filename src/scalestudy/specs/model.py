@@ -50,7 +50,7 @@ SEQ2SEQ_TYPES = ("bart", "mbart", "m2m_100", "marian", "pegasus", "plbart")
 COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES, *LLAMA_LIKE_TYPES, *SEQ2SEQ_TYPES)
 # the cost-model-only types presets use (to_hf_config writes each in its own model_type)
 PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON, "gpt_neox", "gptj", "gemma", "gemma2", "qwen3", "phi3",
-                           "olmo", "olmo2", "bart", "mbart", "m2m_100", "pegasus")
+                           "olmo", "olmo2", "bart", "mbart", "m2m_100", "pegasus", "marian")
 # Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
              "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
@@ -453,6 +453,9 @@ PRESETS: dict[str, ModelSpec] = _by_name(
         _seq2seq("nllb-200-1.3b", "m2m_100", 1024, 24, 16, 8192, 256206, "relu"),
         _seq2seq("nllb-200-3.3b", "m2m_100", 2048, 24, 32, 8192, 256206, "relu"),
         _seq2seq("pegasus-large", "pegasus", 1024, 16, 16, 4096, 96103, "relu"),
+        # OPUS-MT English-German (Tiedemann & Thottingal 2020; Helsinki-NLP/opus-mt-en-de config.json: model_type
+        # marian, d_model 512, 6 + 6 layers, 8 heads, FFN 2048, swish, vocabulary 58,101 shared by both stacks).
+        _seq2seq("opus-mt-en-de", "marian", 512, 6, 8, 2048, 58101, "swish"),
         # CPU proxies: a family of tiny T5 v1.1-style models for tests, demos and scaling-law studies.
         _t5("t5-tiny", 128, 32, 512, 4, 2, v1_1=True, vocab=8192),
         _t5("t5-mini", 256, 32, 1024, 8, 4, v1_1=True, vocab=8192),
