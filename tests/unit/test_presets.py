@@ -118,6 +118,10 @@ PUBLISHED = [
     ("nllb-200-1.3b", "1.3B", "NLLB Team 2022 (NLLB-200 1.3B)"),
     ("nllb-200-3.3b", "3.3B", "NLLB Team 2022 (NLLB-200 3.3B)"),
     ("pegasus-large", "568M", "Zhang et al. 2020 (PEGASUS-large)"),
+    ("umt5-small", "306.6M", "Transformers' count of the umT5-small config, untied: 306,601,984"),
+    ("umt5-base", "592.0M", "Transformers' count of google/umt5-base's config, untied: 592,043,520"),
+    ("umt5-xl", "3.768B", "Transformers' count of the umT5-XL config, untied: 3,768,356,864"),
+    ("umt5-xxl", "12.97B", "Transformers' count of google/umt5-xxl's config, untied: 12,972,531,712"),
     ("opus-mt-en-de", "74.4M", "Transformers' count of Helsinki-NLP/opus-mt-en-de's config: 74,410,496"),
 ]
 EXCEPTIONS = {
@@ -311,9 +315,8 @@ def _readme_preset_names() -> tuple[set[str], set[str]]:
     """The README's `--model` preset list: `x-a|b|c` names x-a, x-b, x-c; `x-a..c` (a range) every name x-*."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    text = " ".join(readme[readme.index("`--model` takes a preset"):readme.index("or a Hugging Face `config.json`")]
-                    .split())
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
+    text = readme[readme.index("`--model` takes a preset"):readme.index("or a Hugging Face `config.json`")]
     names, ranges = set(), set()
     for token in text.split("`")[1::2]:
         if ".." in token:

@@ -50,7 +50,7 @@ SEQ2SEQ_TYPES = ("bart", "mbart", "m2m_100", "marian", "pegasus", "plbart")
 COST_MODEL_TYPES = (FALCON, *HF_DENSE_TYPES, *LLAMA_LIKE_TYPES, *SEQ2SEQ_TYPES)
 # the cost-model-only types presets use (to_hf_config writes each in its own model_type)
 PRESET_COST_MODEL_TYPES = ("opt", "bloom", "mpt", FALCON, "gpt_neox", "gptj", "gemma", "gemma2", "qwen3", "phi3",
-                           "olmo", "olmo2", "bart", "mbart", "m2m_100", "pegasus", "marian")
+                           "olmo", "olmo2", "bart", "mbart", "m2m_100", "pegasus", "marian", "umt5")
 # Mixture-of-experts configs: the cost model prices dense blocks only (every token through every FFN weight)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "phimoe",
              "granitemoe", "switch_transformers", "nllb_moe", "gpt_oss", "llama4")
@@ -148,11 +148,13 @@ def _t5(name: str, d_model: int, d_kv: int, d_ff: int, heads: int, layers: int, 
     )
 
 
-def _mt5(name: str, d_model: int, d_ff: int, heads: int, layers: int) -> ModelSpec:
-    # mT5 (Xue et al. 2021): T5 v1.1 architecture, 250,112-token vocabulary, untied LM head.
+def _mt5(name: str, d_model: int, d_ff: int, heads: int, layers: int, kind: str = "") -> ModelSpec:
+    # mT5 (Xue et al. 2021): T5 v1.1 architecture, 250,112-token vocabulary, untied LM head. umT5 (kind "umt5"):
+    # the same blocks over 256,384 tokens.
     return ModelSpec(
-        name=name, family="mt5", vocab_size=250112, d_model=d_model, num_layers=layers, num_decoder_layers=layers,
-        num_heads=heads, d_kv=64, d_ff=d_ff, ffn="gated-gelu", tie_word_embeddings=False,
+        name=name, family="mt5", vocab_size=256384 if kind == "umt5" else 250112, d_model=d_model, num_layers=layers,
+        num_decoder_layers=layers, num_heads=heads, d_kv=64, d_ff=d_ff, ffn="gated-gelu", tie_word_embeddings=False,
+        hf_type=kind,
     )
 
 
@@ -453,6 +455,13 @@ PRESETS: dict[str, ModelSpec] = _by_name(
         _seq2seq("nllb-200-1.3b", "m2m_100", 1024, 24, 16, 8192, 256206, "relu"),
         _seq2seq("nllb-200-3.3b", "m2m_100", 2048, 24, 32, 8192, 256206, "relu"),
         _seq2seq("pegasus-large", "pegasus", 1024, 16, 16, 4096, 96103, "relu"),
+        # umT5 (Chung et al. 2023, UniMax: mT5's architectures, a 256,384-token vocabulary, a relative-position bias
+        # in every layer: not counted, 1,024-4,096 per layer); google/umt5-base and umt5-xxl config.json read (the
+        # mT5-base / mT5-XXL shapes, untied), small and xl taken as mT5-small / mT5-XL the same way. Cost model only.
+        _mt5("umt5-small", 512, 1024, 6, 8, kind="umt5"),
+        _mt5("umt5-base", 768, 2048, 12, 12, kind="umt5"),
+        _mt5("umt5-xl", 2048, 5120, 32, 24, kind="umt5"),
+        _mt5("umt5-xxl", 4096, 10240, 64, 24, kind="umt5"),
         # OPUS-MT English-German (Tiedemann & Thottingal 2020; Helsinki-NLP/opus-mt-en-de config.json: model_type
         # marian, d_model 512, 6 + 6 layers, 8 heads, FFN 2048, swish, vocabulary 58,101 shared by both stacks).
         _seq2seq("opus-mt-en-de", "marian", 512, 6, 8, 2048, 58101, "swish"),
@@ -995,11 +1004,11 @@ def from_shape(name: str, m: dict, origin: str) -> ModelSpec:
 
 def to_hf_config(spec: ModelSpec) -> dict:
     """The Hugging Face config dict (model_type + fields) that builds this architecture."""
-    if spec.hf_type in PRESET_COST_MODEL_TYPES:
+    if spec.hf_type in PRESET_COST_MODEL_TYPES and spec.hf_type != "umt5":
         return _cost_model_hf_config(spec)
-    if spec.is_encoder_decoder:
+    if spec.is_encoder_decoder:  # T5, mT5 and umT5 (T5's keys)
         return {
-            "model_type": spec.family, "vocab_size": spec.vocab_size, "d_model": spec.d_model, "d_kv": spec.d_kv,
+            "model_type": spec.hf_type or spec.family, "vocab_size": spec.vocab_size, "d_model": spec.d_model, "d_kv": spec.d_kv,
             "d_ff": spec.d_ff, "num_layers": spec.num_layers, "num_decoder_layers": spec.num_decoder_layers,
             "num_heads": spec.num_heads, "feed_forward_proj": spec.ffn,
             "relative_attention_num_buckets": spec.relative_attention_num_buckets,
