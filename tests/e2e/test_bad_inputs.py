@@ -170,6 +170,13 @@ def _build_workspace(root: Path) -> None:
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
         "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
         "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}))
+    for rel, text in {"metrics.jsonl": '{"step": 1, "loss": 5.0}\n', "latest": '{"dir": "step-00000003", "step": 3}',
+                      # a checkpoint of train's defaults whose data position is of other data
+                      "step-00000003/meta.json": GOOD_META.replace("{}", '{"precision": "fp32"}'),
+                      "step-00000003/stream-rank0.json": '{"seed": 1234, "fingerprint": "of other data"}'}.items():
+        path = root / "otherdata" / ("" if rel == "metrics.jsonl" else "checkpoints") / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     from unittest import mock
 
     from scalestudy.costmodel.cpu_profile import machine_key
@@ -1444,6 +1451,8 @@ CASES: list[Case] = [
       env={"SCALESTUDY_CACHE_DIR": "badcache", "OMP_NUM_THREADS": "1", "SCALESTUDY_CPU_PROFILE": "measured"}),
     C("study-run-cached-cpu-profile-damaged", "study run good.yaml -o s", "not UTF-8 text",  # failed every trial
       env={"SCALESTUDY_CACHE_DIR": "badcache", "OMP_NUM_THREADS": "1", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("train-resume-other-data", f"{TRAIN.replace('OUT', 'otherdata')} --resume", "trained on other data"),  # ranks
+    # refused it as 'a damaged or incomplete copy' after DIR's summary was dropped and its config rewritten
     C("search-data-missing", "search search-data-missing.yaml -o sr", "corpus file not found"),  # search checked no
     # file its trials read (corpus, tokenizer, lexicon): each trial failed in its ranks, the store and trials written
 ]

@@ -133,6 +133,27 @@ def check_files_whole(path: Path) -> None:
                                   "restore the checkpoint, or train from scratch in a new --output") from None
 
 
+def check_same_data(out: Path, fingerprint: str, seed: int) -> None:
+    """The data a resume prepared is the data the checkpoint was trained on (the fingerprint of tokenizer, token
+    stream and example settings its data position records, and the seed of its order), checked by the launcher
+    once the data is prepared: the ranks refused another corpus, objective, seq_len or seed only after DIR's summary
+    had been dropped and its config rewritten, calling the checkpoint damaged."""
+    path = latest(out)
+    try:
+        state = json.loads((path / "stream-rank0.json").read_text(encoding="utf-8")) if path else None
+    except (OSError, ValueError, RecursionError):
+        return  # damaged or absent: the ranks name it
+    if not isinstance(state, dict):
+        return
+    if state.get("seed") not in (None, seed):
+        raise ScalestudyError(f"--resume: the checkpoint's data order has seed {state['seed']}, this run {seed}: "
+                              f"resume with --seed {state['seed']}, or train anew into another --output")
+    if state.get("fingerprint") not in (None, fingerprint):
+        raise ScalestudyError("--resume: the checkpoint was trained on other data or data settings (corpus, "
+                              "tokenizer, objective, seq_len, target_len): resume with the run's own, or train anew "
+                              "into another --output")
+
+
 def strategy_differences(saved, strategy: dict) -> str:
     """Only the keys that differ, 'key: checkpoint X vs this run Y' (the whole ~30-key dict hid them)."""
     if not isinstance(saved, dict):

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from scalestudy.launch.commands import CHECKPOINTS_NAME, CONFIG_NAME, WORKER_MODULE
-from scalestudy.engine.checkpoint_record import check_resumable
+from scalestudy.engine.checkpoint_record import check_resumable, check_same_data
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
 from scalestudy.engine.op_builds import check_build_locks, pin_ninja
@@ -126,6 +126,8 @@ def prepare_output(cfg: RunConfig) -> RunConfig:
     had = {name for name in RUN_FILES if os.path.lexists(out / name)}
     out.mkdir(parents=True, exist_ok=True)
     try:
+        if cfg.output.resume:  # the checkpoint's data, checked before DIR's token cache, summary or config change
+            check_same_data(out, _prepare_data(cfg, tokenizer, out, write=False), cfg.optimizer.seed)
         _prepare_data(cfg, tokenizer, out)
     except BaseException:
         if created is not None:  # bad data or tokenizer: leave no empty run directory behind
@@ -152,13 +154,15 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def _prepare_data(cfg: RunConfig, tokenizer: str | None, out: Path) -> None:
-    """Tokenizer and token cache for the workers (DIR/tokenizer.json, tokens.npz), checked against the model."""
+def _prepare_data(cfg: RunConfig, tokenizer: str | None, out: Path, write: bool = True) -> str:
+    """Tokenizer and token cache for the workers (DIR/tokenizer.json, tokens.npz; without `write` only read),
+    checked against the model; the prepared data's fingerprint."""
     from scalestudy.engine.data.pipeline import check_vocab, prepare
     from scalestudy.engine.train import data_config
 
-    prepared = prepare(data_config(cfg, tokenizer), out, write=True)
+    prepared = prepare(data_config(cfg, tokenizer), out, write=write)
     check_vocab(cfg.model_spec(), prepared.vocab_size)
+    return prepared.fingerprint
 
 
 def run_local(cfg: RunConfig) -> dict:
