@@ -180,10 +180,12 @@ def demo(
     import time
 
     from scalestudy.outputs import check_output_dir
-    from scalestudy.report.render import write_report
+    from scalestudy.report.render import check_report_paths, write_report
     from scalestudy.study.demo import run_demo
 
     output = check_output_dir(output)  # as a str: typer's Path would turn '' into the working directory
+    if output.is_dir():  # a report name taken by a folder failed only after the ~10 min study
+        check_report_paths(output)
     start = time.time()
     result = run_demo(output, console=console, progress=not no_progress)
     paths = write_report(output)

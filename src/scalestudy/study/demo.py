@@ -70,11 +70,10 @@ DEMO_FIRST = ("tokenizer", ".runner.lock")
 
 
 def check_demo_dir(output: Path) -> None:
-    """DIR is new, empty or the demo's own (its study store, or what it writes before the store), and its report's
-    names are free: the demo writes its tokenizer, trials, report.md/.html and plots/ there. A directory of other
-    files would have its report.md or tokenizer/ replaced, and a report name taken by a folder failed only after
-    the ~10 min study (the report is written last)."""
-    from scalestudy.report.render import check_report_paths
+    """DIR is new, empty or the demo's own (its study store, or what it writes before the store): the demo writes
+    its tokenizer, trials, report.md/.html and plots/ there, and a directory of other files would have its report.md
+    or tokenizer/ replaced. (That the report's names are free is the `demo` command's check, before this: report/
+    sits above study/.)"""
     from scalestudy.study.store import store_path
 
     if not output.is_dir():
@@ -86,7 +85,6 @@ def check_demo_dir(output: Path) -> None:
             raise ScalestudyError(f"--output {output} holds {shown} and no study: the demo writes its study, trials, "
                                   "report and plots there -- choose a new or empty directory (a re-run into the "
                                   "demo's own directory resumes it)")
-    check_report_paths(output)
 
 
 def run_demo(output: str | Path = "scalestudy-demo", *, console=None, progress: bool = True):
