@@ -103,3 +103,32 @@ def test_torchtitan_float8_memory_rows_are_priced_as_their_bf16_runs():
         f8 = rows[f"tt-llama3-8b-h100-{gpus}-compile-fp8-memory"]
         bf16 = rows[f"tt-llama3-8b-h100-{gpus}-compile-memory"]
         assert f8.predicted == bf16.predicted and abs(f8.error) < 0.07
+
+
+def test_te_amax_all_reduce_per_chunk_pass_grows_with_the_stage_ranks():
+    """Transformer Engine delayed scaling all-reduces (MAX) each fp8_autocast region's amaxes across Megatron-Core's
+    amax group (every tp x cp x dp rank of a pipeline stage) at the forward's exit and the backward's end: 2 blocking
+    latency-bound all-reduces per model chunk and micro-batch, a cost no bf16 step has, growing with the group (NCCL
+    tree: log2(nodes) network hops each way). torchao's dynamic scaling reduces nothing across ranks."""
+    from scalestudy.costmodel.comm import links, tree_latency
+
+    lk = links(make_cluster("h100-80gb", 32, 8))
+    assert fp8.amax_reduction_s(1, 1, lk) == 0.0
+    assert fp8.amax_reduction_s(256, 8, lk) == 2.0 * tree_latency(256, 8, lk) > fp8.amax_reduction_s(16, 8, lk)
+    assert (fp8.amax_reductions("te-delayed", 12), fp8.amax_reductions("te-delayed", 1)) == (24.0, 2.0)
+    assert fp8.amax_reductions("torchao-tensorwise", 12) == 0.0
+    # weak scaling (per-rank work fixed): what fp8 adds over bf16 grows with dp, the interleaved chunks multiplying it
+    model = get_model("llama2-7b")
+    st = Strategy(engine="megatron", zero=1, precision="fp8", tp=4, pp=2, micro_batch=1, pp_schedule="interleaved",
+                  virtual_stages=2, sequence_parallel=True)
+
+    def gap(nodes: int) -> float:
+        wl = Workload(global_batch=16 * nodes, seq_len=4096)
+        steps = [estimate(model, make_cluster("h100-80gb", nodes, 8), dataclasses.replace(st, precision=p), wl).step_s
+                 for p in ("bf16", "fp8")]
+        return steps[0] - steps[1]  # the time fp8 saves
+
+    # tp 4 x dp 2 = 8 ranks a stage in one node (ring) -> tp 4 x dp 64 = 256 ranks over 32 nodes (tree)
+    assert fp8.amax_reduction_s(8, 8, lk) == 2.0 * 7 * lk[1]
+    per_mb = 2 * 2 * (fp8.amax_reduction_s(256, 8, lk) - fp8.amax_reduction_s(8, 8, lk))
+    assert gap(2) - gap(64) == pytest.approx(16 * per_mb, rel=0.1)  # 16 micro-batches a step

@@ -36,6 +36,7 @@ The overheads, per micro-batch, priced as HBM bytes at the element-wise rate plu
 
 from __future__ import annotations
 
+from scalestudy.costmodel.comm import ring_latency, tree_latency
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.specs.model import ModelSpec
 
@@ -140,3 +141,29 @@ def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str) -> float:
     p = param_breakdown(model)
     matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
     return 2.0 * FP8_BYTES * psi * matmul / p.total
+
+
+def amax_reductions(recipe_name: str, virtual_stages: int) -> float:
+    """Blocking amax all-reduces per micro-batch on one pipeline rank: Megatron-Core wraps each model chunk's
+    TransformerBlock.forward in te.fp8_autocast (transformer_block.py), and Transformer Engine reduces the region's
+    forward amaxes at the outermost autocast's exit (fp8.py FP8GlobalStateManager.fp8_autocast_exit ->
+    reduce_and_update_fp8_tensors(forward=True)) and its backward amaxes when that region's backward ends
+    (hook_for_bwd_amax_reduction, a multi-grad hook): 2 per chunk, `virtual_stages` chunks per rank under the
+    interleaved schedule (1 otherwise). 0 for torchao's dynamic scaling, whose amax is each rank's own tensor's."""
+    if recipe_name != "te-delayed":
+        return 0.0
+    return 2.0 * max(1, virtual_stages)
+
+
+def amax_reduction_s(ranks: int, per_node: int, lk: tuple) -> float:
+    """Seconds of one amax all-reduce among `ranks` ranks, `per_node` to a node (links `lk`, comm.links): TE calls
+    torch.distributed.all_reduce(op=MAX, async_op=False) on the concatenated amaxes (a few KB: latency-bound) and
+    its fused amax-and-scale update reads the result, so the compute stream waits for it. Megatron-Core's fp8_group
+    is get_amax_reduction_group(with_context_parallel=True): every tensor-, context- and data-parallel rank of the
+    pipeline stage (tp_only_amax_red off, the default), i.e. thousands of ranks on a large run. NCCL runs a
+    message this small with the algorithm its tuning model (src/graph/tuning.cc) predicts fastest: across nodes the
+    tree, up and back down, 2 x ((ranks per node - 1) intra hops + log2(nodes) network hops), comm.tree_latency
+    being one of the two halves; inside one node the ring, a reduce-scatter and an all-gather (comm.ring_latency)."""
+    if ranks <= 1:
+        return 0.0
+    return 2.0 * min(tree_latency(ranks, per_node, lk), ring_latency(ranks, per_node, lk))

@@ -16,6 +16,7 @@ import math
 import operator
 from typing import NamedTuple
 
+from scalestudy.costmodel import fp8
 from scalestudy.costmodel.comm import links, spans_nodes, stage_boundary_time, tp_links, tp_ranks_per_node
 from scalestudy.costmodel.constants import Calibration
 from scalestudy.costmodel.cpu_engine import engine_hooks_s
@@ -83,7 +84,8 @@ _NEW_TUPLE = tuple.__new__
 class StageTerms(NamedTuple):
     """One stage's seconds per micro-batch (compute, tp, pp), per step (the rest) and bytes."""
 
-    compute_s: float  # its blocks (the caller's rule) + torch.autocast's casts + ZeRO-3's gradient interleave
+    compute_s: float  # its blocks (the caller's rule) + torch.autocast's casts + ZeRO-3's gradient interleave + TE's
+    # FP8 amax all-reduces (they block the compute stream between the blocks' kernels)
     tp_comm_s: float
     pp_comm_s: float
     dp_comm_s: float  # exposed
@@ -162,7 +164,8 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     norm_casts = share * autocast_layer_norm_s(cfg.model, st.norm_dtype, st.precision, st.kernels, tp,
                                                st.micro_batch, cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s,
                                                cfg.sp)
-    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + norm_casts + grad_copy
+    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + norm_casts + grad_copy + \
+        _fp8_amax_s(cfg, cluster)
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           scatters_stage_boundary(st, cfg.eng), cfg.cross_node,
@@ -323,6 +326,21 @@ def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:
     priced after the drain, as the other engines' step-end reductions, it was counted m times instead of m + pp - 1.
     GPUs only (CPU ranks under train's hybrid backend price their own pipeline, costmodel/cpu_parallel.py)."""
     return st.engine == "fsdp" and dev.kind != "cpu"
+
+
+def _fp8_amax_s(cfg: Setting, cluster: ClusterSpec) -> float:
+    """Transformer Engine's delayed-scaling amax all-reduces of one micro-batch on a rank of this stage (fp8.py
+    amax_reductions / amax_reduction_s): blocking on the compute stream, among the stage's tp x cp x dp ranks,
+    which sit next to each other in the rank order (tp innermost, then cp, then dp), a node's worth to a node."""
+    st = cfg.st
+    if st.precision != fp8.FP8:
+        return 0.0
+    chunks = st.virtual_stages if cfg.layout.pp > 1 and st.pp_schedule == "interleaved" else 1
+    count = fp8.amax_reductions(fp8.recipe(st.engine), chunks)
+    if not count:
+        return 0.0
+    ranks = cfg.layout.tp * cfg.layout.cp * cfg.layout.dp  # get_amax_reduction_group(with_context_parallel=True)
+    return count * fp8.amax_reduction_s(ranks, min(ranks, cluster.gpus_per_node), links(cluster))
 
 
 def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
