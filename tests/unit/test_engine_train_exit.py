@@ -32,3 +32,31 @@ def test_exit_now_runs_exit_handlers_flushes_and_skips_finalization():
     assert res.stdout == "written before the exitexit handler ran\n"
     assert res.stderr.endswith("and to stderr")
     assert took < 25, f"the interpreter's finalization ran ({took:.0f} s: the object's 30 s __del__)"
+
+
+def test_a_rank_whose_run_file_the_os_refuses_leaves_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A file where the run makes a folder (DIR/tb, DIR/checkpoints) or a full disk, met by a rank the launch scripts
+    started (they skip `scalestudy train`'s checks): the OS's reason naming the file, no traceback; exit status 1."""
+    import pytest
+
+    from scalestudy.engine import train
+
+    for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "localhost",
+                        "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(train.LAUNCHER_PID_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def refused(path):
+        raise FileExistsError(17, "File exists", "run/tb")
+
+    def leave(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(train.RunConfig, "from_yaml", staticmethod(refused))
+    monkeypatch.setattr(train.os, "_exit", leave)
+    with pytest.raises(SystemExit) as exited:
+        train.main(["--config", "run/train_config.yaml"])
+    assert exited.value.code == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert (tmp_path / ".failures" / "rank0.txt").read_text() == "File exists: run/tb"

@@ -369,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure must leave a reason and a non-zero exit
         if is_out_of_memory(exc):
             code, message = 3, f"out of memory: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        elif isinstance(exc, OSError) and exc.filename and exc.strerror:  # a file of the run the OS refused (a file
+            code, message = 1, f"{exc.strerror}: {exc.filename}"  # where DIR/tb goes, a full disk): it says which
         else:
             traceback.print_exc()
             code, message = 1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
