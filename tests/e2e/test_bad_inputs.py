@@ -1342,7 +1342,14 @@ CASES: list[Case] = [
     C("estimate-device-field-misspelt", f"{EST} --gpu dev-hbm-misspelt.yaml", "(did you mean hbm_bytes_per_s?)"),
     C("study-spec-learning-rate", "study run spec-learning-rate.yaml -o s", "(did you mean lr?)"),
     # 2026-12-04: options accepted and then ignored, or emitted for a `train` that refuses them
-    C("plan-emit-cp", f"{PLAN} --cp 2 --emit newdir-parent/e", "drop --emit or --cp"),  # wrote nothing, after a search
+    C("plan-emit-cp", f"{PLAN} --cp 2 --emit newdir-parent/e", "cannot run --cp 2"),  # wrote nothing, after a search
+    # refused after the search as 'no feasible strategy is runnable by `scalestudy train` (...(...))': now before it
+    C("plan-emit-cost-model-only-model", "plan --model opt-125m --global-batch 8 --seq-len 128 --emit newdir-parent/e",
+      "cannot run model opt-125m"),
+    C("plan-emit-optimizer-kind-sgd", f"{PLAN} --optimizer-kind sgd --emit newdir-parent/e",
+      "cannot run --optimizer-kind sgd (cost model only: train runs adamw)"),
+    C("plan-emit-fp8-fsdp", f"{PLAN} --gpu h100-80gb --engine fsdp --precision fp8 --emit newdir-parent/e",
+      "cannot run --precision fp8"),
     C("estimate-tp-comm-overlap-across-nodes", f"{EST} --nodes 2 --gpus-per-node 4 --engine megatron --zero 1 --tp 8 "
       "--tp-comm-overlap", "--tp 8 spans 2 nodes of 4"),  # priced without the overlap it asked for
     C("plan-tp-comm-overlap-across-nodes", f"{PLAN} --nodes 2 --gpus-per-node 4 --engine megatron --tp 8 "

@@ -310,15 +310,10 @@ def plan(
         import dataclasses
 
         cons = dataclasses.replace(cons, cp=cp)
-        if emit_dir is not None:  # every candidate would split its sequences: none is a run train can start
-            from scalestudy.specs.run import check_cost_model_only
-            from scalestudy.specs.strategy import Strategy
+    if emit_dir is not None:  # what train could run for no candidate: refused before the search, not after it
+        from scalestudy.plan.emit import check_emittable
 
-            try:
-                check_cost_model_only(Strategy(engine="fsdp", zero=3, cp=cp))
-            except ScalestudyError as exc:
-                raise ScalestudyError(f"--emit writes a run for `scalestudy train`, which would refuse every "
-                                      f"candidate of --cp {cp} ({exc}): drop --emit or --cp") from None
+        check_emittable(spec, precision=prec, engines=cons.engines, cp=cp, software=software)
     from scalestudy.cli.options import check_attention_kernel_runs, check_tp_comm_overlap
 
     check_tp_comm_overlap(software["tp_comm_overlap"], cons.tp, clus)

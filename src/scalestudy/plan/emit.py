@@ -35,6 +35,41 @@ def trainable(run: RunConfig) -> str | None:
     return None
 
 
+def check_emittable(spec, *, precision: str, engines: tuple[str, ...], cp: int, software: dict) -> None:
+    """Before plan's search: one line where `scalestudy train` could run none of the candidates --emit is asked to
+    write -- a cost-model-only model type, fp8, only cost-model engines, context parallelism, or a software option
+    at a value train runs for no model or layout (`software`: plan's fixed options, "train" = train's own value).
+    A value train runs for some candidates only is left to emit_best_runnable (it emits the best of those)."""
+    from scalestudy.specs.model import COST_MODEL_TYPES, SDPA_TYPES
+    from scalestudy.specs.run import COST_MODEL_OPTIONS, train_runs
+    from scalestudy.specs.strategy import COST_MODEL_ENGINES, ENGINES, TRAIN_VALUES, Strategy
+
+    refused = []  # "what the user asked for (what train runs instead)"
+    kind = spec.hf_type or spec.family
+    if kind in COST_MODEL_TYPES:
+        refused.append(f"model {spec.name} (type {kind}, cost model only: train builds {', '.join(SDPA_TYPES)})")
+    if engines and all(e in COST_MODEL_ENGINES for e in engines):
+        refused.append(f"--engine {','.join(engines)} (cost model only: train runs {', '.join(ENGINES)})")
+    if precision == "fp8":
+        refused.append("--precision fp8 (cost model only: train runs bf16, fp16 or fp32)")
+    if cp > 1:
+        refused.append(f"--cp {cp} (train splits no sequences: cp 1)")
+    for name, value in software.items():
+        # None: the engine's default, resolved per candidate; "train": what train runs, filled per candidate
+        if name not in COST_MODEL_OPTIONS or value in (None, "train") or train_runs(name, value):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):  # --tf32 / --no-tf32: train runs the other
+            on, off = flag, flag.replace("--", "--no-", 1)
+            refused.append(f"{on if value else off} (cost model only: train runs {off if value else on})")
+        else:
+            runs = TRAIN_VALUES.get(name, (Strategy.__dataclass_fields__[name].default,))
+            refused.append(f"{flag} {value} (cost model only: train runs {' or '.join(runs)})")
+    if refused:
+        raise ScalestudyError(f"--emit writes a run for `scalestudy train`, which cannot run {'; '.join(refused)}: "
+                              f"drop --emit (plan without it, and estimate, price this)")
+
+
 def check_inputs_exist(run: RunConfig) -> None:
     """The corpus, tokenizer and lexicon an emitted config names (absolute paths) exist here and read as `train`
     reads them; a typo or a wrong file is a one-line error now, not a failed job on the cluster later. Hub datasets
