@@ -514,6 +514,8 @@ NEW_KEY_FILES = {
     "model-num-layers.yaml": "family: gpt\nd_model: 64\nlayers: 2\nheads: 2\nvocab: 99\nseq: 64\nnum_layers: 3\n",
     "dev-hbm-misspelt.yaml": BARE_DEVICE.replace("hbm_bytes_per_s", "hbm_bytes_per_sec"),
     "spec-learning-rate.yaml": GOOD_SPEC + "learning_rate: 0.1\n",
+    "spec-optimizer-kind-typo.yaml": GOOD_SPEC + "optimizer_kind: adam\n",
+    "spec-recompute-typo.yaml": GOOD_SPEC + "recompute: fulll\n",
     # 2026-12-04, fuzz: a falsy value of the wrong type read as "not given"; a section that is a list
     "spec-include-mapping.yaml": GOOD_SPEC + "include: {}\n",
     "spec-include-zero.yaml": GOOD_SPEC + "include: 0\n",
@@ -1350,6 +1352,12 @@ CASES: list[Case] = [
       "cannot run --optimizer-kind sgd (cost model only: train runs adamw)"),
     C("plan-emit-fp8-fsdp", f"{PLAN} --gpu h100-80gb --engine fsdp --precision fp8 --emit newdir-parent/e",
       "cannot run --precision fp8"),
+    # a typo of a cost-model option's value read as a value train cannot run ('leave it adamw'), a strategy key's
+    # as 'no valid trial in the grid (first: ...: unknown recompute ...)'
+    C("study-spec-optimizer-kind-typo", "study run spec-optimizer-kind-typo.yaml -o s",
+      "unknown optimizer_kind 'adam' (choose from adamw, sgd, sgd-momentum)"),
+    C("study-spec-recompute-typo", "study run spec-recompute-typo.yaml -o s", "spec-recompute-typo.yaml: unknown "
+      "recompute 'fulll'"),
     C("estimate-tp-comm-overlap-across-nodes", f"{EST} --nodes 2 --gpus-per-node 4 --engine megatron --zero 1 --tp 8 "
       "--tp-comm-overlap", "--tp 8 spans 2 nodes of 4"),  # priced without the overlap it asked for
     C("plan-tp-comm-overlap-across-nodes", f"{PLAN} --nodes 2 --gpus-per-node 4 --engine megatron --tp 8 "

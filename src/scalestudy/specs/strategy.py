@@ -359,6 +359,26 @@ def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
         raise OptionError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})", name)
 
 
+CHOICES = dict(_CHOICES)  # field -> its names, for checking one field on its own (check_field_choice)
+
+
+def as_choice(name: str, value):
+    """A choice field's value as Strategy reads it: YAML reads an unquoted on / off as true / false
+    (recompute_early_stop, pipeline_scatter_gather), and YAML / --set read cublas=11 as 11."""
+    if isinstance(value, bool) and name in ("recompute_early_stop", "pipeline_scatter_gather"):
+        return "on" if value else "off"
+    if name == "cublas" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # ("unknown cublas 11 (choose from 11, 10)")
+    return value
+
+
+def check_field_choice(name: str, value) -> None:
+    """Strategy's unknown-value refusal of one field on its own, for a study spec, which checks each value before
+    the rules that combine it with others (a typo is named as one, not as an option train cannot run)."""
+    if name in CHOICES:
+        check_choice(name, as_choice(name, value), CHOICES[name])
+
+
 @dataclass(frozen=True)
 class Strategy:
     """How to parallelise one training run. Data-parallel degree and accumulation are derived (see `Layout`)."""
@@ -411,12 +431,10 @@ class Strategy:
                 self.engine, self.zero, self.tp, self.sequence_parallel, self.overlap_grad_comm))
         if not isinstance(self.stage_layers, tuple):
             object.__setattr__(self, "stage_layers", _stage_layers(self.stage_layers))  # "3,1" or [3, 1]: YAML/JSON
-        if isinstance(self.recompute_early_stop, bool):  # YAML reads an unquoted on / off as true / false
-            object.__setattr__(self, "recompute_early_stop", "on" if self.recompute_early_stop else "off")
-        if isinstance(self.pipeline_scatter_gather, bool):  # the same YAML reading
-            object.__setattr__(self, "pipeline_scatter_gather", "on" if self.pipeline_scatter_gather else "off")
-        if isinstance(self.cublas, int) and not isinstance(self.cublas, bool):  # YAML / --set read cublas=11 as 11
-            object.__setattr__(self, "cublas", str(self.cublas))  # ("unknown cublas 11 (choose from 11, 10)")
+        for name in ("recompute_early_stop", "pipeline_scatter_gather", "cublas"):  # YAML's readings (as_choice)
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                object.__setattr__(self, name, as_choice(name, value))
         stages = ZERO_STAGES.get(self.engine) or COST_MODEL_ENGINES.get(self.engine)
         if stages is None:
             raise OptionError(f"unknown engine {self.engine!r} (choose from "

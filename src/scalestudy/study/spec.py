@@ -61,7 +61,7 @@ from scalestudy.specs.near_keys import did_you_mean
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RUN_OPTIONS_DOC, RunConfig, as_trained,
                                   check_cost_model_only, cost_model_option_message, train_runs)
-from scalestudy.specs.strategy import ATTENTIONS, PP_SCHEDULES, Strategy, Workload, resolve_layout
+from scalestudy.specs.strategy import Strategy, Workload, check_field_choice, resolve_layout
 from scalestudy.yamlfile import number_from_text, read_yaml
 
 # Training parameters of one trial (they define its identity), with their type and default.
@@ -100,7 +100,6 @@ EXEC_AXES: dict[str, tuple[type, Any]] = {
     "virtual_stages": (int, _STRAT.virtual_stages),
     "stage_layers": (str, ",".join(map(str, _STRAT.stage_layers))),
 }
-EXEC_CHOICES = {"attention": ATTENTIONS, "pp_schedule": PP_SCHEDULES}
 AXES.update(EXEC_AXES)
 STRATEGY_KEYS = ("engine", "zero", "offload_optimizer", "offload_params", "tp", "pp", "recompute", *EXEC_AXES)
 MAX_TIMEOUT_S = 365 * 24 * 3600.0  # per trial: beyond a year it is a typo, not a limit
@@ -266,8 +265,8 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
         if not isinstance(value, bool):
             raise ScalestudyError(f"{where}: {key} must be true or false (or a list of them), got {value!r}")
         return value
-    if key in EXEC_CHOICES and isinstance(value, str) and value not in EXEC_CHOICES[key]:
-        raise ScalestudyError(f"{where}: unknown {key} {value!r} (choose from {', '.join(EXEC_CHOICES[key])})")
+    if tp is str and isinstance(value, str):  # (a number where a name goes: the type's line below)
+        _check_choice(key, value, where)
     ok = (isinstance(value, tp) and not isinstance(value, bool)) or (
         tp is float and isinstance(value, int) and not isinstance(value, bool))
     if tp is float and isinstance(value, str):
@@ -282,6 +281,15 @@ def _check_value(key: str, value: Any, tp: type, where: str) -> Any:
     if tp is float and not math.isfinite(value):
         raise ScalestudyError(f"{where}: {key} must be a finite number, got {value!r}")
     return float(value) if tp is float else value
+
+
+def _check_choice(key: str, value: Any, where: str) -> None:
+    """Strategy's own unknown-value line for a key that takes one of a list of names (recompute, precision,
+    attention, lm_head, optimizer_kind, ...): a typo is named as one, before any rule about what train runs."""
+    try:
+        check_field_choice(key, value)
+    except ScalestudyError as exc:
+        raise ScalestudyError(f"{where}: {exc}") from None
 
 
 def _as_list(key: str, value: Any, tp: type, where: str) -> list:
@@ -301,7 +309,10 @@ def _without_cost_model_options(mapping: dict, where: str) -> dict:
     out = dict(mapping)
     for key in COST_MODEL_OPTIONS.keys() & out.keys():
         values = out.pop(key)
-        if not all(train_runs(key, v) for v in (values if isinstance(values, list) else [values])):
+        values = values if isinstance(values, list) else [values]
+        for v in values:
+            _check_choice(key, v, where)
+        if not all(train_runs(key, v) for v in values):
             raise ScalestudyError(f"{where}: {cost_model_option_message(key)}")
     return out
 
