@@ -1358,6 +1358,8 @@ CASES: list[Case] = [
       "unknown optimizer_kind 'adam' (choose from adamw, sgd, sgd-momentum)"),
     C("study-spec-recompute-typo", "study run spec-recompute-typo.yaml -o s", "spec-recompute-typo.yaml: unknown "
       "recompute 'fulll'"),
+    C("train-set-lm-head-gathered-tp1", f"{TRAIN} --set lm_head=gathered", "leave it engine or replicated"),  # a
+    # study spec refused it, train ran it (no effect at tp 1)
     C("estimate-tp-comm-overlap-across-nodes", f"{EST} --nodes 2 --gpus-per-node 4 --engine megatron --zero 1 --tp 8 "
       "--tp-comm-overlap", "--tp 8 spans 2 nodes of 4"),  # priced without the overlap it asked for
     C("plan-tp-comm-overlap-across-nodes", f"{PLAN} --nodes 2 --gpus-per-node 4 --engine megatron --tp 8 "

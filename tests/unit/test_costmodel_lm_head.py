@@ -94,7 +94,8 @@ def test_train_runs_the_replicated_head():
     assert as_trained(Strategy(engine="megatron", zero=1, tp=2), model).lm_head == "engine"  # not train's engine
     check_cost_model_only(Strategy(engine="fsdp", zero=3, tp=2, lm_head="replicated"), model)
     check_cost_model_only(Strategy(engine="fsdp", zero=3, tp=2), model)
-    check_cost_model_only(Strategy(engine="ddp", tp=1, lm_head="sharded"), model)  # no tp: nothing to shard
+    with pytest.raises(ScalestudyError, match="lm_head .* or replicated"):  # no tp: no effect, refused as a study
+        check_cost_model_only(Strategy(engine="ddp", tp=1, lm_head="sharded"), model)  # spec refuses it (one rule)
     with pytest.raises(ScalestudyError, match="lm_head .* or replicated"):
         check_cost_model_only(Strategy(engine="fsdp", zero=3, tp=2, lm_head="sharded"), model)
     assert train_runs("lm_head", "replicated") and not train_runs("lm_head", "sharded")

@@ -34,7 +34,7 @@ from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run_options import (FLAT_KEYS, FLAT_NAMES, RUN_OPTIONS_DOC, SECTION_ONLY, SECTIONS, DataSection,
                                           MIN_VOCAB_SIZE, ModelSection, OptimizerSection, OutputSection, WorkloadSection)
-from scalestudy.specs.strategy import (COST_MODEL_ENGINES, LM_HEADS, TRAIN_VALUES, Layout, Strategy, Workload,
+from scalestudy.specs.strategy import (COST_MODEL_ENGINES, TRAIN_VALUES, Layout, Strategy, Workload,
                                       resolve_layout, zero1_all_reduce_default)
 from scalestudy.yamlfile import number_value, read_yaml
 
@@ -475,8 +475,8 @@ def train_runs(name: str, value, model: ModelSpec | None = None, fields: dict | 
     strategy of `fields` (train_software; without them: for some model and layout)."""
     if name == "zero1_all_reduce":  # the engine's default: DeepSpeed 0.19's ZeRO-1 all-reduces, no effect elsewhere
         return value is None or fields is None or value == zero1_all_reduce_default(fields["engine"], fields["zero"])
-    if name == "lm_head" and fields is not None and fields["tp"] == 1:  # no tp: one vocabulary, however split
-        return value in LM_HEADS
+    # lm_head at tp 1 (no effect: one vocabulary, however split) is refused as at tp > 1, as a study spec refuses
+    # it for every tp: one rule for train, study and plan --emit, and no value written that changed nothing
     default = _train_default(name)
     if isinstance(value, bool) and name in ("recompute_early_stop", "pipeline_scatter_gather"):  # YAML: on -> true
         value = "on" if value else "off"
