@@ -13,9 +13,9 @@ from scalestudy.specs.model import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 
-def _cluster_file(tmp_path, extra: str):
+def _cluster_file(tmp_path, extra: str, device: str = "a100-40gb"):
     path = tmp_path / "cluster.yaml"
-    path.write_text("device: a100-40gb\nnodes: 1\ngpus_per_node: 8\n" + extra)
+    path.write_text(f"device: {device}\nnodes: 1\ngpus_per_node: 8\n" + extra)
     return path
 
 
@@ -51,3 +51,19 @@ def test_host_keys_of_a_mixed_cluster_are_refused(tmp_path):
                     "  - {device: v100-16gb, nodes: 1}\n")
     with pytest.raises(ScalestudyError, match="each group's device YAML"):
         load_cluster(path)
+
+
+@pytest.mark.parametrize("extra", ["cpu_adam_params_per_s: 4.5e9\nhost_numa_nodes: 2\n", "power_limit_w: 500\n"])
+def test_stage_speeds_keep_a_cluster_files_host_and_power_limit(tmp_path, extra):
+    """`--stage-speeds 2,1` on a cluster YAML stating its host or power limit (no groups written): the stages run
+    on that host / limit. It was refused as '... of a cluster with groups: state them in each group's device YAML'
+    -- groups the user never wrote (with_stage_speeds builds them)."""
+    from scalestudy.specs.hardware import with_stage_speeds
+
+    base = load_cluster(_cluster_file(tmp_path, extra, "h100-80gb"))  # a100-40gb has no power-clock curve
+    even, split = with_stage_speeds(base, (1, 1)), with_stage_speeds(base, (2, 1))
+    assert even.device is base.device and not even.groups  # equal speeds: the cluster as the file describes it
+    assert [g.device for g in split.groups] == [base.device, base.device] and split.groups[1].speed == 0.5
+    st, spec, work = Strategy(engine="deepspeed", zero=1, pp=2, offload_optimizer="cpu"), get_model("gpt2"), \
+        Workload(16, 1024)
+    assert estimate(spec, even, st, work).step_s == estimate(spec, base, st, work).step_s

@@ -339,7 +339,10 @@ def with_stage_speeds(cluster: ClusterSpec, speeds: tuple[float, ...] | list[flo
                               f"{pp} equal stages")
     top = max(speeds)
     groups = tuple(DeviceGroup(cluster.device, world // pp, v / top) for v in speeds)
-    return _cluster_of_groups(cluster, groups)
+    # A cluster YAML's power_limit_w / host fields are already in cluster.device (ClusterSpec.__post_init__): the
+    # groups carry them, so the cluster-wide copies go (kept, they would be refused as set on a cluster of groups)
+    folded = replace(cluster, power_limit_w=None, cpu_adam_params_per_s=None, host_numa_nodes=None)
+    return _cluster_of_groups(folded, groups)
 
 
 def _hardware_dir():
