@@ -45,7 +45,7 @@ def test_torchao_casts_the_weights_every_micro_batch_te_caches_them():
     model = get_model("llama2-7b")
     f_te, b_te, kf_te, kb_te = fp8.per_micro_batch(model, 1, "te-delayed")
     f_ao, b_ao, kf_ao, kb_ao = fp8.per_micro_batch(model, 1, "torchao-tensorwise")
-    assert f_ao - f_te > 6.0 * 6.0e9 and (kf_ao, kb_ao) == (5 * 4 * 32, 2 * 4 * 32) and kf_te == 4 * 32 + 1
+    assert f_ao - f_te > 6.0 * 6.0e9 and (kf_ao, kb_ao) == (5 * 4 * 32, 2 * 4 * 32) and kf_te == 4 * 32
 
 
 def test_cast_bytes_per_linear():
@@ -132,3 +132,29 @@ def test_te_amax_all_reduce_per_chunk_pass_grows_with_the_stage_ranks():
     assert fp8.amax_reduction_s(8, 8, lk) == 2.0 * 7 * lk[1]
     per_mb = 2 * 2 * (fp8.amax_reduction_s(256, 8, lk) - fp8.amax_reduction_s(8, 8, lk))
     assert gap(2) - gap(64) == pytest.approx(16 * per_mb, rel=0.1)  # 16 micro-batches a step
+
+
+def test_te_amax_update_kernel_per_autocast_region_and_pass():
+    """Transformer Engine runs its fused amax-history / scale update (fused_amax_and_scale_update_after_reduction)
+    once per fp8_autocast region and pass, after that region's amax reduction: Megatron-Core's regions are a rank's
+    model chunks, so 2 x 12 update kernels a micro-batch on a 12-chunk interleaved rank, 2 without interleaving --
+    not one per pass of the whole model shared out over the stages. The history's bytes are the same however the
+    blocks are split into regions, so they stay in the blocks' element-wise time."""
+    from scalestudy.costmodel.comm import links
+    from scalestudy.costmodel.options import CostOptions
+    from scalestudy.costmodel.stage_terms import _fp8_amax_s, setting
+    from scalestudy.specs.strategy import resolve_layout
+
+    model, cluster, cal = get_model("llama2-7b"), make_cluster("h100-80gb", 1, 8), stored()
+    linears = fp8.linear_layers(model)
+    assert fp8.per_micro_batch(model, 1, "te-delayed")[2:] == (linears, linears)  # the cast kernels only
+    reduce_s = fp8.amax_reduction_s(4, 4, links(cluster))  # tp 4 x dp 1: the stage's ranks
+
+    def amax_s(**kw) -> float:
+        st = Strategy(**{"engine": "megatron", "zero": 1, "precision": "fp8", "tp": 4, "pp": 2, "micro_batch": 1, **kw})
+        cfg = setting(model, cluster, st, resolve_layout(st, 8, 16), 4096, 0, cal, CostOptions())
+        return _fp8_amax_s(cfg, cluster)
+
+    assert amax_s() == pytest.approx(2 * (reduce_s + cal.kernel_overhead_s))
+    assert amax_s(pp_schedule="interleaved", virtual_stages=4) == pytest.approx(8 * (reduce_s + cal.kernel_overhead_s))
+    assert amax_s(pp_schedule="interleaved", virtual_stages=4, precision="bf16") == 0.0

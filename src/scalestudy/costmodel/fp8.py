@@ -25,7 +25,8 @@ The overheads, per micro-batch, priced as HBM bytes at the element-wise rate plu
   step's micro-batches (is_first_microbatch, which Megatron-Core's TELinear passes; NeMo's fp8_params keeps them
   FP8 from the optimizer step on) -- a once-per-step pass over the rank's block weights (< 0.2% of the published
   steps: not priced). The amax-history roll and scale update is one fused kernel per fp8_autocast region per pass
-  over (history x tensors x 4 B): amax_history_bytes.
+  over (history x tensors x 4 B): amax_history_bytes, its bytes per micro-batch here, its kernels where the regions
+  are known (amax_reductions: one update follows each region's amax reduction).
 - "torchao-tensorwise" -- torchao float8 dynamic tensorwise scaling (torchtitan `--model.converters float8`):
   every cast first finds this tensor's amax. roofline_utils.get_tensor_memory_traffic_bytes: a max-abs pass
   (read 2 B; fused into the producing kernel under torch.compile for the input and the output gradient, not for the
@@ -118,15 +119,16 @@ def linear_layers(model: ModelSpec) -> int:
 def per_micro_batch(model: ModelSpec, tp: int, recipe_name: str) -> tuple[float, float, float, float]:
     """(forward bytes, backward bytes, forward kernels, backward kernels) of one micro-batch's FP8 work beyond the
     activation casts, all blocks on one tensor-parallel rank: weight casts (weight_cast_bytes of the blocks' matmul
-    weights / tp), the delayed-scaling amax update (amax_history_bytes, split over the two passes) and the cast
-    kernels (cast_kernels per linear layer; one amax update kernel per pass)."""
+    weights / tp), the delayed-scaling amax update's bytes (amax_history_bytes, split over the two passes: however
+    many regions share the blocks, their histories add up to the same bytes) and the cast kernels (cast_kernels per
+    linear layer). The amax update kernels are not here: there is one per fp8_autocast region and pass, and the
+    regions are a rank's model chunks, not a share of the model's blocks (amax_reductions, stage_terms)."""
     p = param_breakdown(model)
     weights = (p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers) / tp
     linears = linear_layers(model)
     amax = amax_history_bytes(linears, recipe_name) / 2.0
     kf, kb = cast_kernels(recipe_name)
-    update = 1.0 if recipe_name == "te-delayed" else 0.0
-    return (weight_cast_bytes(weights, recipe_name) + amax, amax, kf * linears + update, kb * linears + update)
+    return (weight_cast_bytes(weights, recipe_name) + amax, amax, kf * linears, kb * linears)
 
 
 def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str) -> float:
@@ -149,7 +151,10 @@ def amax_reductions(recipe_name: str, virtual_stages: int) -> float:
     forward amaxes at the outermost autocast's exit (fp8.py FP8GlobalStateManager.fp8_autocast_exit ->
     reduce_and_update_fp8_tensors(forward=True)) and its backward amaxes when that region's backward ends
     (hook_for_bwd_amax_reduction, a multi-grad hook): 2 per chunk, `virtual_stages` chunks per rank under the
-    interleaved schedule (1 otherwise). 0 for torchao's dynamic scaling, whose amax is each rank's own tensor's."""
+    interleaved schedule (1 otherwise). Each reduction is followed by that region's fused amax-history and scale
+    update (tex.fused_amax_and_scale_update_after_reduction, one kernel on the compute stream), so this is also the
+    count of update kernels: 2 x 12 a micro-batch on a 12-chunk interleaved rank, not one per pass. 0 for torchao's
+    dynamic scaling, whose amax is each rank's own tensor's."""
     if recipe_name != "te-delayed":
         return 0.0
     return 2.0 * max(1, virtual_stages)

@@ -330,8 +330,10 @@ def sharded_dp_in_slot(st: Strategy, dev: DeviceSpec) -> bool:
 
 def _fp8_amax_s(cfg: Setting, cluster: ClusterSpec) -> float:
     """Transformer Engine's delayed-scaling amax all-reduces of one micro-batch on a rank of this stage (fp8.py
-    amax_reductions / amax_reduction_s): blocking on the compute stream, among the stage's tp x cp x dp ranks,
-    which sit next to each other in the rank order (tp innermost, then cp, then dp), a node's worth to a node."""
+    amax_reductions / amax_reduction_s), each followed by its region's amax-history update kernel (a kernel launch,
+    cal.kernel_overhead_s; its bytes are in the blocks' element-wise time, fp8.per_micro_batch): blocking on the
+    compute stream, among the stage's tp x cp x dp ranks, which sit next to each other in the rank order (tp
+    innermost, then cp, then dp), a node's worth to a node."""
     st = cfg.st
     if st.precision != fp8.FP8:
         return 0.0
@@ -340,7 +342,8 @@ def _fp8_amax_s(cfg: Setting, cluster: ClusterSpec) -> float:
     if not count:
         return 0.0
     ranks = cfg.layout.tp * cfg.layout.cp * cfg.layout.dp  # get_amax_reduction_group(with_context_parallel=True)
-    return count * fp8.amax_reduction_s(ranks, min(ranks, cluster.gpus_per_node), links(cluster))
+    reduce_s = fp8.amax_reduction_s(ranks, min(ranks, cluster.gpus_per_node), links(cluster))
+    return count * (reduce_s + cfg.cal.kernel_overhead_s)
 
 
 def _autocast_s(cfg: Setting, dev: DeviceSpec, share: float, psi: float) -> float:
