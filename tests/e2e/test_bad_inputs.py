@@ -177,6 +177,7 @@ def _build_workspace(root: Path) -> None:
         path = root / "otherdata" / ("" if rel == "metrics.jsonl" else "checkpoints") / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    (root / "otherdata" / "tokens.npz").write_bytes(b"a token cache")  # a refused resume must not rewrite it
     from unittest import mock
 
     from scalestudy.costmodel.cpu_profile import machine_key
@@ -187,6 +188,10 @@ def _build_workspace(root: Path) -> None:
     (root / "emitdir" / "train_config.yaml").mkdir(parents=True)  # a directory where an output file goes
     (root / "own-config").mkdir()  # a user's own run config where --emit / --print-launch write theirs
     (root / "own-config" / "train_config.yaml").write_text("# mine\nmodel: {source: t5-tiny}\n")
+    (root / "own-tokenizer").mkdir()  # a user's own tokenizer (no run config) where train writes its own
+    (root / "own-tokenizer" / "tokenizer.json").write_text("{}\n")
+    (root / "own-profile").mkdir()  # a user's own hardware profile where calibrate writes its own
+    (root / "own-profile" / "hardware_profile.yaml").write_text("# mine\nname: my-box\n")
     (root / "columnless-wal").mkdir()  # a WAL-mode store that is refused, beside a -wal of garbage (no -shm)
     with contextlib.closing(sqlite3.connect(root / "columnless-wal" / "study.sqlite")) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -1472,6 +1477,14 @@ CASES: list[Case] = [
     # refused it as 'a damaged or incomplete copy' after DIR's summary was dropped and its config rewritten
     C("search-data-missing", "search search-data-missing.yaml -o sr", "corpus file not found"),  # search checked no
     # file its trials read (corpus, tokenizer, lexicon): each trial failed in its ranks, the store and trials written
+    # 2026-12-04, fuzz6: never replace what scalestudy did not write; names checked though a flag overrides them
+    C("tune-output-not-a-tunes", TUNE.replace("tuneout", "study"), "is not a tune's folder"),  # wrote tune.json,
+    # trials/ and profiles into a study's folder
+    C("calibrate-over-users-profile", "calibrate --output own-profile", "scalestudy did not write"),  # replaced it
+    C("train-print-launch-file-where-checkpoints-go", f"{TRAIN.replace('OUT', 'ranfile')} --print-launch",
+      "a file is in its place"),  # wrote the scripts; their torchrun ranks failed
+    C("train-output-over-users-tokenizer", TRAIN.replace("OUT", "own-tokenizer"), "scalestudy did not write"),
+    C("train-set-output-empty-overridden", f"{TRAIN} --set \"output=''\"", "output must name a directory"),  # unchecked
 ]
 
 

@@ -359,10 +359,16 @@ def plan_json(data: dict) -> str:
     return '{\n  "candidates": [\n' + rows + "\n  ],\n" + rest[2:]
 
 
+# what calibrate and tune write in their --output DIR (plan/tuner.py, plan/tune_report.py)
+CALIBRATE_NAMES = ("microbench.json", "hardware_profile.yaml")
+TUNE_NAMES = (*CALIBRATE_NAMES, "tuned_profile.yaml", "tune.json", "tune.md", "trials")
+
+
 @app.command()
 def calibrate(
     nproc: int = typer.Option(2, help="Ranks to measure with (collectives need >= 2)."),
-    output: str = typer.Option(..., help="Directory for microbench.json and hardware_profile.yaml."),
+    output: str = typer.Option(..., help="Directory for microbench.json and hardware_profile.yaml (a "
+                                         "hardware_profile.yaml scalestudy did not write there is never replaced)."),
     base: str = typer.Option("local-cpu", help="Device whose unmeasured fields the profile keeps."),
     name: str = typer.Option("local-calibrated", help="Name of the profile."),
     full: bool = typer.Option(False, help="More sizes (slower)."),
@@ -383,6 +389,9 @@ def calibrate(
     if not name.strip():
         raise ScalestudyError("--name must name the profile (it is the device name in estimates), got ''")
     check_output_dir(output)
+    from scalestudy.specs.run import check_not_users_files
+
+    check_not_users_files(output, "--output", CALIBRATE_NAMES, "hardware_profile.yaml")  # a user's own profile
     device, path, secs = run_calibrate(Path(output), nproc, get_device(base), name, quick=not full)
     print_profile(device, secs)
     if device.kind == "cpu":
@@ -424,7 +433,8 @@ def tune(
     seq_len: int = typer.Option(128, help="Encoder (or decoder-only) length in tokens."),
     target_len: Optional[int] = typer.Option(None, help="Decoder target length (enc-dec); default: what T5 span "
                                                         "corruption of --seq-len needs (512 -> 114)."),
-    output: str = typer.Option(..., help="Directory for the profile, trials, tune.json and tune.md."),
+    output: str = typer.Option(..., help="Directory for the profile, trials, tune.json and tune.md: new, empty or "
+                                         "an earlier tune's."),
     budget_s: float = typer.Option(900.0, help="Wall-clock budget for calibration + trials (s)."),
     steps: int = typer.Option(8, help="Optimizer steps per trial."),
     warmup: int = typer.Option(3, help="First steps of each trial excluded from its median."),
@@ -510,6 +520,10 @@ def tune(
     check_cpu_ranks(nproc)  # calibration and every trial start --nproc CPU ranks on this machine
     check_batch_fits_ram(nproc, 1, seq_len + tlen)  # even micro-batch 1's token ids must fit its RAM
     out = check_output_dir(output)
+    from scalestudy.specs.run import check_not_users_files
+
+    # a tune's DIR is its own: not a study's or run's folder, nor a user's (its trials/, profiles, tune.json)
+    check_not_users_files(out, "--output", TUNE_NAMES, "hardware_profile.yaml", owner="a tune")
     if profile:
         from dataclasses import replace
 

@@ -494,12 +494,18 @@ def apply_efficiency(device: DeviceSpec, fit: EfficiencyFit) -> DeviceSpec:
 # ---------------------------------------------------------------------------------------------- files
 
 
+# A line in the head of every profile scalestudy writes (after the note, whose first line cpu_profile.profile_quality
+# reads): how calibrate / tune tell their own hardware_profile.yaml from a user's, which they never replace
+# (specs/run.check_not_users_files).
+PROFILE_HEADER = "# Written by scalestudy: a hardware profile (--gpu PATH reads it back).\n"
+
+
 def save_profile(device: DeviceSpec, path: str | Path, extra_comment: str = "") -> Path:
     """Write the DeviceSpec as YAML (temp file + rename); `get_device(path)` reads it back."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(device)
-    text = (f"# {extra_comment}\n" if extra_comment else "") + yaml.safe_dump(data, sort_keys=False)
+    text = (f"# {extra_comment}\n" if extra_comment else "") + PROFILE_HEADER + yaml.safe_dump(data, sort_keys=False)
     return write_text_atomic(path, text)
 
 

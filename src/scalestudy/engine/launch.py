@@ -15,7 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from scalestudy.launch.commands import CHECKPOINTS_NAME, CONFIG_NAME, WORKER_MODULE
+from scalestudy.launch.commands import CONFIG_NAME, RUN_DIRS, WORKER_MODULE
 from scalestudy.engine.checkpoint_record import check_resumable, check_same_data
 from scalestudy.engine.cpu_precision import check_precision
 from scalestudy.host_allocator import pin_host_allocator
@@ -69,8 +69,6 @@ def worker_env(nproc: int) -> None:
 # What a run writes in its directory (data preparation, the workers' config, the metrics and summary)
 RUN_FILES = ("tokenizer.json", "tokenizer.meta.json", "tokens.npz", "data.json", CONFIG_NAME, "metrics.jsonl",
              "summary.json")
-# and the folders its ranks make there (checkpoints, TensorBoard events, the failed ranks' reasons: engine/train.py)
-RUN_DIRS = (CHECKPOINTS_NAME, "tb", ".failures")
 
 
 def check_before_start(cfg: RunConfig) -> Path:
@@ -85,7 +83,11 @@ def check_before_start(cfg: RunConfig) -> Path:
     out = check_output_dir(cfg.output.dir, files=RUN_FILES, dirs=RUN_DIRS)
     if not cfg.output.resume and (out / "metrics.jsonl").exists():
         raise ScalestudyError(f"--output {out} already holds a run: add --resume to continue it or choose a new DIR")
-    check_not_users_files(out, "--output", (CONFIG_NAME,))  # the run records its own config there
+    # the run writes its config, data and summary there (its tokenizer too unless --tokenizer names one): none may be
+    # a user's; a DIR killed while preparing its data is scalestudy's by its marked JSON or a study's trial.yaml
+    written = tuple(name for name in RUN_FILES if name != "metrics.jsonl"
+                    and not (cfg.data.tokenizer and name.startswith("tokenizer.")))
+    check_not_users_files(out, "--output", written, marked=("trial.yaml", "data.json", "tokenizer.meta.json"))
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
         check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
         _check_resumed_vocab(cfg, out)

@@ -14,6 +14,9 @@ from pathlib import Path
 
 CONFIG_NAME = "train_config.yaml"  # the resolved RunConfig every worker reads
 CHECKPOINTS_NAME = "checkpoints"  # a run's checkpoints folder (engine/checkpoint.py writes it)
+# the folders a run's ranks make in its DIR (checkpoints, TensorBoard events, the failed ranks' reasons:
+# engine/train.py): a file in their place is refused before a run or its launch scripts are written
+RUN_DIRS = (CHECKPOINTS_NAME, "tb", ".failures")
 WORKER_MODULE = "scalestudy.engine.train"  # the per-rank entry of `scalestudy train`
 DEFAULT_PORT = 29500
 SCRIPT_NAMES = ("launch_single_node.sh", "launch_multi_node.sh", "launch_slurm.sbatch")

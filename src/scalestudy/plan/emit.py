@@ -19,7 +19,7 @@ from scalestudy.atomicfile import write_text_atomic
 from scalestudy.engine.settings import FILE_NAMES, engine_settings
 from scalestudy.errors import ScalestudyError
 from scalestudy.outputs import check_output_dir
-from scalestudy.launch.commands import CONFIG_NAME, SCRIPT_NAMES, launch_scripts
+from scalestudy.launch.commands import CONFIG_NAME, RUN_DIRS, SCRIPT_NAMES, launch_scripts
 from scalestudy.specs.run import RunConfig, as_trained, check_not_users_files
 
 # every name emit may write, whatever the engine
@@ -135,7 +135,10 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     for name in files:
         if (out / name).exists() and not (out / name).is_file():
             raise ScalestudyError(f"cannot write {out / name}: it exists and is not a file")
-    check_output_dir(out, flag, files=tuple(files))  # none half-replaced
+    # none half-replaced; where the run trains into DIR (train --print-launch), its ranks' folders too: a file at
+    # DIR/tb failed in torchrun's ranks after the scripts were written
+    same = Path(run.output.dir).resolve() == out.resolve()
+    check_output_dir(out, flag, files=tuple(files), dirs=RUN_DIRS if same else ())
     check_not_users_files(out, flag, EMITTED_NAMES)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -902,6 +902,8 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     if nproc < 1:
         raise ScalestudyError(f"--nproc must be >= 1, got {nproc}")
     start = time.perf_counter()
+    # first: the profile marks DIR as a tune's (a rerun after a kill is let in: cli tune's check_not_users_files)
+    save_profile(device, out_dir / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
     kill_marked(out_dir)  # leftovers of a tune that was killed (trial processes carry the directory as a marker)
     constraints = replace(constraints, precision=default_precision(device))
     cands = local_candidates(model, device, nproc, workload, constraints)
@@ -912,7 +914,6 @@ def run_tune(model: ModelSpec, device: DeviceSpec, workload: Workload, nproc: in
     meta = {"model": model.name, "nproc": nproc, "workload": workload.__dict__, "device": device.name,
             "elapsed_s": calibration_s + time.perf_counter() - start}
     save_results(out_dir, result, asdict(settings), meta)
-    save_profile(device, out_dir / "hardware_profile.yaml", "hardware profile used by `scalestudy tune`")
     save_profile(apply_efficiency(device, result.model.fit_), out_dir / "tuned_profile.yaml",
                  "hardware profile with the refit compute/communication factors (overheads: tune.json)")
     return result

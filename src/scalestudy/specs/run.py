@@ -52,6 +52,8 @@ MAX_WARMUP_STEPS = 1_000_000
 MAX_GRAD_CLIP = 1.0e6
 # The first line of every run configuration scalestudy writes (train's DIR, plan --emit, trials): how an output
 # directory's train_config.yaml is told from a user's own, which plan --emit / --print-launch never replace.
+WRITTEN_BY = "# Written by scalestudy"
+WRITTEN_BY_JSON = {"written_by": "scalestudy"}  # the same mark in the JSON files a run writes (engine/data/pipeline)
 CONFIG_HEADER = "# Written by scalestudy: a resolved run configuration (scalestudy train --config reads it).\n"
 
 # The one default strategy of a run: Strategy's own defaults, in fp32 (the one precision every device runs at full
@@ -250,6 +252,9 @@ class RunConfig:
             raise OptionError(f"vocab_size must be >= 1, got {d.vocab_size}", "vocab_size")
         if not d.text_field.strip():
             raise ScalestudyError("--text-field must name the text field of JSONL/Parquet records, got ''")
+        out = str(self.output.dir)  # the name only (outputs.check_output_dir asks the filesystem): also when
+        if not out.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in out):  # --output overrides it
+            raise OptionError(f"output must name a directory (no control characters), got {out!r}", "output")
         self.model_spec()  # a model name or config.json that does not resolve
 
     def validate(self) -> tuple[ModelSpec, Strategy, Workload, Layout]:
@@ -298,26 +303,54 @@ class RunConfig:
         return spec, strategy, workload, layout
 
 
-def check_not_users_files(out_dir: str | Path, flag: str, names: tuple[str, ...]) -> None:
+def check_not_users_files(out_dir: str | Path, flag: str, names: tuple[str, ...], anchor: str = "train_config.yaml",
+                          *, owner: str | None = None, marked: tuple[str, ...] = ()) -> None:
     """An output DIR that holds any of `names` (what the command writes there) must be scalestudy's own: its
-    train_config.yaml begins with CONFIG_HEADER (an earlier emit, run or trial) or it holds a run's metrics.jsonl.
-    A user's own train_config.yaml, launch script or JSON there is never replaced (plan --emit ., train --output .)."""
+    `anchor` file begins with '# Written by scalestudy' (train_config.yaml: an earlier emit, run or trial;
+    hardware_profile.yaml: a calibrate or tune) or it holds a run's metrics.jsonl. A user's own train_config.yaml,
+    launch script, JSON or profile there is never replaced (plan --emit ., train --output ., calibrate --output .).
+    With `owner` ("a tune"), a DIR holding anything must be that command's own (not a study's, a run's or a user's
+    folder: tune --output). Any of `marked` written by scalestudy (a header line, or JSON carrying WRITTEN_BY_JSON)
+    makes DIR scalestudy's too: a run killed while preparing its data has written no train_config.yaml yet."""
     out = Path(out_dir)
-    taken = [name for name in names if (out / name).is_file()]
-    if not taken or (out / "metrics.jsonl").is_file() or _written_by_scalestudy(out / "train_config.yaml"):
+    taken = [name for name in names if (out / name).exists()]
+    if owner is not None and out.is_dir():
+        taken = taken or sorted(p.name for p in out.iterdir())
+    if not taken or (out / "metrics.jsonl").is_file() and owner is None or written_by_scalestudy(out / anchor) or \
+            any(written_by_scalestudy(out / name) or _json_marked(out / name) for name in marked):
         return
+    mark = f"no {anchor} there begins with '# Written by scalestudy'"
+    if owner is not None:
+        shown = ", ".join(taken[:3]) + (", ..." if len(taken) > 3 else "")
+        raise ScalestudyError(f"{flag} {out} is not {owner}'s folder (it holds {shown}; {mark}): its files would "
+                              "be mixed with or replace what is there; choose a new or empty directory")
     them = "it" if len(taken) == 1 else "them"
-    raise ScalestudyError(f"{flag} {out} holds {', '.join(taken)} that scalestudy did not write (no train_config.yaml "
-                          f"there begins with '# Written by scalestudy'): it would replace {them}; choose a new or "
-                          "empty directory")
+    raise ScalestudyError(f"{flag} {out} holds {', '.join(taken)} that scalestudy did not write ({mark}): it would "
+                          f"replace {them}; choose a new or empty directory")
 
 
-def _written_by_scalestudy(config: Path) -> bool:
+def _json_marked(path: Path) -> bool:
+    """A JSON object scalestudy wrote with WRITTEN_BY_JSON in it (data.json, tokenizer.meta.json)."""
     try:
-        with open(config, encoding="utf-8", errors="replace") as f:
-            return f.read(len(CONFIG_HEADER)) == CONFIG_HEADER
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # absent, a directory, not JSON (UnicodeDecodeError is one)
+        return False
+    return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY_JSON["written_by"]
+
+
+# what earlier versions wrote first in a hardware profile (costmodel/calibrate.save_profile): still scalestudy's
+_OLD_HEADERS = ("# hardware profile from `scalestudy calibrate`", "# hardware profile used by `scalestudy tune`")
+
+
+def written_by_scalestudy(path: Path) -> bool:
+    """Whether the file's first line, or the second under a comment, is the one scalestudy writes (CONFIG_HEADER,
+    calibrate.PROFILE_HEADER: a profile's note comes first)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first, second = f.readline(4096), f.readline(4096)
     except OSError:  # absent, a directory, unreadable
         return False
+    return first.startswith((WRITTEN_BY, *_OLD_HEADERS)) or first.startswith("#") and second.startswith(WRITTEN_BY)
 
 
 def lexicon_message(objective: str, flag: str = "--objective") -> str:

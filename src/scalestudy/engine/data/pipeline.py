@@ -58,6 +58,7 @@ from scalestudy.engine.data.tokenizer import (
 )
 from scalestudy.errors import ScalestudyError
 from scalestudy.atomicfile import write_text_atomic
+from scalestudy.specs.run import WRITTEN_BY_JSON
 from scalestudy.wrapped import say
 
 OBJECTIVES = ("span", "knowledge", "causal")
@@ -200,7 +201,8 @@ def _tokenizer(cfg: DataConfig, docs: list[str], corpus_hash: str, out_dir: Path
 
 
 def _write_json(path: Path, data: dict) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1))
+    # marked: an output DIR holding them is a run's, even before its train_config.yaml (specs/run.check_not_users_files)
+    write_text_atomic(path, json.dumps({**WRITTEN_BY_JSON, **data}, indent=1))
 
 
 def _lexicon(cfg: DataConfig) -> list[str]:
