@@ -158,3 +158,31 @@ def test_te_amax_update_kernel_per_autocast_region_and_pass():
     assert amax_s() == pytest.approx(2 * (reduce_s + cal.kernel_overhead_s))
     assert amax_s(pp_schedule="interleaved", virtual_stages=4) == pytest.approx(8 * (reduce_s + cal.kernel_overhead_s))
     assert amax_s(pp_schedule="interleaved", virtual_stages=4, precision="bf16") == 0.0
+
+
+def test_fp8_params_hold_and_gather_the_block_weights_in_one_byte():
+    """NeMo / Megatron-Core fp8_params (Transformer Engine FP8 model parameters): the blocks' linear weights are FP8
+    tensors -- 1 B in the weights instead of bf16's 2, only the transpose cached (1 B instead of the FP8 copy and its
+    transpose) -- and the distributed optimizer all-gathers them in 1 byte; the optimizer's fp32 master, the
+    gradients and the activations are untouched. Only precision fp8 under engine megatron; train refuses fp8."""
+    model = get_model("llama2-7b")
+    cluster = make_cluster("h100-80gb", 4, 8)
+    wl = Workload(global_batch=256, seq_len=4096)
+    st = Strategy(engine="megatron", zero=1, precision="fp8", tp=4, micro_batch=1, sequence_parallel=True)
+    plain, held = (estimate(model, cluster, dataclasses.replace(st, fp8_params=f), wl) for f in (False, True))
+    matmul = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008) / 4  # Llama 2 7B's block linear weights on a tp-4 rank
+    assert plain.memory.params - held.memory.params == pytest.approx(matmul, rel=0.01)
+    assert plain.memory.buffers - held.memory.buffers == pytest.approx(matmul, rel=0.01)
+    assert (held.memory.grads, held.memory.optimizer, held.memory.activations) == (
+        plain.memory.grads, plain.memory.optimizer, plain.memory.activations)
+    # the distributed optimizer's parameter all-gather carries 1 B per block weight instead of 2
+    assert held.dp_comm_total_s < plain.dp_comm_total_s and held.step_s <= plain.step_s
+    assert fp8.param_bytes_saved(matmul) == matmul
+    assert fp8.block_matmul_elems(model, 32, 4) == pytest.approx(matmul)
+    for bad in (dict(precision="bf16"), dict(engine="fsdp", zero=3)):
+        with pytest.raises(ScalestudyError, match="fp8_params describes Transformer Engine's FP8 model parameters"):
+            dataclasses.replace(st, fp8_params=True, **bad)
+    with pytest.raises(ScalestudyError, match="fp8_params must be true or false"):
+        dataclasses.replace(st, fp8_params="yes")
+    with pytest.raises(ScalestudyError, match="engine megatron describes published runs for the cost model only"):
+        check_cost_model_only(dataclasses.replace(st, fp8_params=True))

@@ -343,13 +343,13 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # (dsbind2025); the model prices every multi-rank host step unbound (engines.yaml unbound_ranks_host_adam_slowdown)
     # sgd_optimizer (thunderlitgpt2024's torch SGD, weight decay, foreach=False, no state) became
     # Strategy.optimizer_kind sgd on 2026-12-04; bf16_rmsnorm: its Lit-GPT RMSNorm runs in bf16 (the model's eager
-    # Llama norm is fp32 with casts); fp8_params: NeMo's Transformer Engine FP8 model parameters (dgxc2024fp8):
-    # 1-byte parameter all-gathers and no bf16 weight copy, priced as bf16 parameters with FP8 weights cached per step
+    # Llama norm is fp32 with casts); fp8_params (NeMo's Transformer Engine FP8 model parameters, dgxc2024fp8)
+    # became Strategy.fp8_params on 2026-12-04
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline",
                       "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
                       "cpu_checkpointing", "nanotron_zero1_all_reduce", "tp_linear_async_communication",
-                      "hf_zero3_auto_buckets", "bind_cores_to_rank", "bf16_rmsnorm", "fp8_params"}
+                      "hf_zero3_auto_buckets", "bind_cores_to_rank", "bf16_rmsnorm"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]

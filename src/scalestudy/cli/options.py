@@ -162,6 +162,11 @@ TF32 = typer.Option(False, "--tf32/--no-tf32",
                          "(torch >= 1.12 defaults allow_tf32 to False and train does not set it); on for torch "
                          "1.7-1.11, allow_tf32=True, or NVIDIA's NGC PyTorch containers "
                          "(TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1). Cost model only.")
+FP8_PARAMS = typer.Option(False, "--fp8-params/--no-fp8-params",
+                          help="Precision fp8 under engine megatron: NeMo / Megatron-Core fp8_params, Transformer "
+                               "Engine FP8 model parameters -- the blocks' linear weights held as FP8 (1 B, the "
+                               "optimizer's fp32 master unchanged, no bf16 copy) and all-gathered by the distributed "
+                               "optimizer in 1 byte. Cost model only.")
 GRADIENT_SYNC = typer.Option("engine", "--gradient-sync",
                              help="When FSDP2 reduce-scatters a step's gradients (engine fsdp): engine (every) | "
                                   "every (each micro-batch's backward: FSDP2's default, torchtitan, what scalestudy's "
@@ -197,7 +202,7 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
                     "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE),
                     "pipeline_scatter_gather": (str, PIPELINE_SCATTER_GATHER),
-                    "gradient_sync": (str, GRADIENT_SYNC)}
+                    "gradient_sync": (str, GRADIENT_SYNC), "fp8_params": (bool, FP8_PARAMS)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),

@@ -131,18 +131,38 @@ def per_micro_batch(model: ModelSpec, tp: int, recipe_name: str) -> tuple[float,
     return (weight_cast_bytes(weights, recipe_name) + amax, amax, kf * linears, kb * linears)
 
 
-def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str) -> float:
+def block_matmul_elems(model: ModelSpec, blocks: int, tp: int) -> float:
+    """The blocks' linear weights on one tensor-parallel rank of a pipeline stage of `blocks` blocks (the model's
+    mean block where an encoder-decoder's two stacks differ): the parameters FP8 model parameters hold in 1 byte."""
+    p = param_breakdown(model)
+    matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
+    layers = p.encoder_layers + p.decoder_layers
+    return matmul * blocks / max(1, layers) / tp
+
+
+def param_bytes_saved(matmul_elems: float) -> float:
+    """Bytes fp8_params (NeMo / Megatron-Core: Transformer Engine FP8 model parameters, te.fp8_model_init) saves on
+    `matmul_elems` block linear weights, held and gathered as FP8 (1 B) instead of bf16 (2 B): the distributed
+    optimizer casts its fp32 master shard to FP8 after the step and all-gathers those bytes (Megatron-Core
+    distributed optimizer, _param_all_gather with fp8 params: the gather buffer holds the FP8 data), and the model's
+    weight in device memory is the FP8 tensor (the optimizer's fp32 master copy is unchanged)."""
+    return matmul_elems * (BF16_BYTES - FP8_BYTES)
+
+
+def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str, fp8_params: bool = False) -> float:
     """Device bytes of the FP8 weight copies a rank holding `psi` parameters keeps through a step: Transformer
     Engine, given is_first_microbatch (Megatron-Core's TELinear passes it), casts each linear weight once per step
     and caches the FP8 copy and its transpose for the step's other micro-batches and the backward (TE 1.x
     module/base.py FP8 weight workspaces: Hopper's FP8 GEMMs take only the TN layout, so forward and dgrad read
     differently laid out copies): 1 + 1 B per block matmul weight -- the blocks' matmul share of `psi`. torchao
-    float8 keeps none: it casts each weight per use (transient, one layer at a time)."""
+    float8 keeps none: it casts each weight per use (transient, one layer at a time). `fp8_params`: the weight is
+    the FP8 tensor itself (param_bytes_saved prices its 1 B in the weights), so only the transpose is cached (TE
+    Float8Tensor's transpose cache, which Hopper's dgrad GEMM reads): 1 B."""
     if recipe_name != "te-delayed":
         return 0.0
     p = param_breakdown(model)
     matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
-    return 2.0 * FP8_BYTES * psi * matmul / p.total
+    return (1.0 if fp8_params else 2.0) * FP8_BYTES * psi * matmul / p.total
 
 
 def amax_reductions(recipe_name: str, virtual_stages: int) -> float:

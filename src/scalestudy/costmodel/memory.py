@@ -545,7 +545,8 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     eng = engine_table().get(st.engine)
     key = (id(model), id(device), id(options), id(eng), psi, dp, tp, st.engine, st.zero, st.precision,
            st.offload_optimizer, st.offload_params, st.grad_reduce, st.optimizer_dtype, st.overlap_grad_comm,
-           st.optimizer_loop, st.optimizer_kind, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1, st.gradient_sync)
+           st.optimizer_loop, st.optimizer_kind, st.pp, st.grad_accum_dtype, st.grad_buckets, grad_accum == 1, st.gradient_sync,
+           st.fp8_params)
     hit = _RANK_STATES.get(key)
     if hit is not None and hit[0] is model and hit[1] is device and hit[2] is options and hit[4] is eng:
         return hit[3]
@@ -560,7 +561,11 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
     # last micro-batch's reduce-scatter has freed them (zero_grad sets .grad to None each step)
     buf += max(0.0, fsdp_unsynced_grad_bytes(psi, st.precision, st.grad_reduce, st.gradient_sync, grad_accum) - g)
     if st.precision == fp8.FP8:  # Transformer Engine's cached FP8 weights (costmodel/fp8.py)
-        buf += fp8.weight_cache_bytes(model, psi, fp8.recipe(st.engine))
+        buf += fp8.weight_cache_bytes(model, psi, fp8.recipe(st.engine), st.fp8_params)
+    if st.fp8_params:  # the blocks' linear weights held as FP8 (1 B), not bf16: the psi share of a rank's blocks
+        p = param_breakdown(model)
+        w -= fp8.param_bytes_saved(psi * (p.encoder_layer_matmul * p.encoder_layers +
+                                          p.decoder_layer_matmul * p.decoder_layers) / p.total)
     buf += fsdp_pipeline_unsharded_param_bytes(psi, st.precision, st.gradient_sync, st.pp, grad_accum)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,

@@ -17,6 +17,7 @@ from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
+from scalestudy.costmodel import fp8
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.input_numbers import InputNumbers
@@ -55,6 +56,7 @@ class _Shape:
     launches: tuple[float, float] = (0.0, 0.0)  # host seconds of the stage's kernel launches per pass (GPU; zero3.py)
     model: object = None  # the ModelSpec (pp 1: DeepSpeed ZeRO-3's reuse distance walks its module trace, zero3.py)
     stacks: StackOrder | None = None  # an encoder-decoder's two stacks in pass order (GPU, pp 1; zero3.stack_order)
+    matmul_elems: float = 0.0  # the blocks' linear weights on a rank of the busiest stage (fp8.block_matmul_elems)
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -176,7 +178,8 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
                                                                 max(split), recompute),
             model if pp == 1 else None,
             stack_order(model, st.kernels, flash, cal.kernel_overhead_s, recompute, s, t)
-            if pp == 1 and dev.kind != "cpu" else None)
+            if pp == 1 and dev.kind != "cpu" else None,
+            fp8.block_matmul_elems(model, max(split), tp))
 
 
 def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, kernel) -> float:
@@ -628,7 +631,9 @@ def bucketed_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk
             ag = gather_parts(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
     else:
         rs = gather_parts(psi * grad_bytes, dp, per_node, lk, eff, rails, reduce_buckets)
-        ag = gather_parts(psi * half, dp, per_node, lk, eff, rails, gather_buckets)
+        # fp8_params: the distributed optimizer gathers the blocks' linear weights as FP8 (fp8.py)
+        gathered = psi * half - (fp8.param_bytes_saved(shape.matmul_elems) if st.fp8_params else 0.0)
+        ag = gather_parts(gathered, dp, per_node, lk, eff, rails, gather_buckets)
     if eng.param_broadcast_per_owner and st.zero >= 1 and not cpu:
         # whole tensors are assigned to owners: at most one owner per tensor, each broadcasting its share
         owners = min(dp, shape.zero3.tensors) if shape.zero3 is not None and shape.zero3.tensors else dp

@@ -117,6 +117,7 @@ class Constraints:
     norm_dtype: str = "engine"  # the dtype eager LayerNorms run in (autocast's fp32 or not): a statement, not searched
     pipeline_scatter_gather: str = "engine"  # the pipeline send layout of the user's software: a statement
     gradient_sync: str = "engine"  # FSDP2's reduce-scatter per micro-batch or per step: a statement, not searched
+    fp8_params: bool = False  # Transformer Engine FP8 model parameters (fp8 megatron): a statement, not searched
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -159,6 +160,9 @@ class Constraints:
             # said here: plan's first candidate engine (deepspeed) would be named as if the user had chosen it
             raise ScalestudyError("--precision fp8 is modelled as Transformer Engine (engine megatron) or torchao "
                                   "float8 (engine fsdp): it needs --engine fsdp and/or megatron")
+        if self.fp8_params and (self.precision != "fp8" or set(self.engines) != {"megatron"}):
+            raise ScalestudyError("--fp8-params describes Transformer Engine's FP8 model parameters (NeMo / "
+                                  "Megatron-Core fp8_params): it needs --precision fp8 --engine megatron")
         dtype_engines = {"megatron", "fsdp"}  # Strategy's rule: megatron's optimizer, or a bf16 model under fsdp
         if self.optimizer_dtype != "engine" and not (self.engines and set(self.engines) <= dtype_engines):
             raise ScalestudyError(f"--optimizer-dtype {self.optimizer_dtype} describes engine megatron's optimizer "
@@ -475,7 +479,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype,
                  optimizer_kind=constraints.optimizer_kind,
                  pipeline_scatter_gather=constraints.pipeline_scatter_gather,
-                 gradient_sync=constraints.gradient_sync, **software)
+                 gradient_sync=constraints.gradient_sync, fp8_params=constraints.fp8_params, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))

@@ -403,6 +403,7 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                       "pipeline_scatter_gather": "Megatron-LM / DeepSpeed pipeline sends split over the tp ranks, "
                                                  "or Megatron-LM before April 2021's whole-tensor sends",
                       "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default",
+                      "fp8_params": "NeMo / Megatron-Core's Transformer Engine FP8 model parameters",
                       "gradient_sync": "FSDP2 gradients reduce-scattered once per step (set_requires_gradient_sync); "
                                        "train's FSDP reduce-scatters every micro-batch"}
 

@@ -215,6 +215,10 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      model only): the blocks' linear GEMMs on FP8 Tensor Cores, all else as bf16 -- Transformer Engine
                      delayed scaling under engine megatron, torchao float8 tensorwise under fsdp (costmodel/fp8.py);
                      a device without an `fp8` peak is refused.
+- fp8_params:        (precision fp8 under engine megatron; cost model only) NeMo / Megatron-Core `fp8_params`:
+                     Transformer Engine FP8 model parameters (te.fp8_model_init) -- the blocks' linear weights are
+                     held as FP8 tensors (1 B; the optimizer keeps its fp32 master) instead of bf16 weights plus the
+                     cached FP8 copy, and the distributed optimizer all-gathers them in 1 byte (costmodel/fp8.py).
 - tf32:              whether a precision fp32 run's matmuls run on TF32 Tensor Cores (costmodel/mfu.peak_precision:
                      the device's `tf32` peak where it states one -- A100, H100, H200 -- with the same GEMM efficiency
                      curve; element-wise traffic stays 4-byte fp32; no effect in bf16 / fp16, nor on a device without
@@ -418,6 +422,7 @@ class Strategy:
     cublas: str = "11"  # cuBLAS major version: unaligned 16-bit GEMMs on Tensor Cores or not (cost model only)
     norm_dtype: str = "engine"  # dtype eager LayerNorms run in: autocast's fp32 or the compute dtype (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
+    fp8_params: bool = False  # Transformer Engine FP8 model parameters (cost model only; module docstring)
     gradient_sync: str = "engine"  # FSDP2 reduce-scatter every micro-batch or the last only (cost model only)
 
     def __post_init__(self) -> None:
@@ -450,6 +455,10 @@ class Strategy:
             raise OptionError(f"precision fp8 is modelled as Transformer Engine under engine megatron or torchao "
                               f"float8 under fsdp, not {self.engine} (cost model only: train runs bf16, fp16 or "
                               f"fp32)", "precision", "engine")
+        if self.fp8_params is True and (self.precision, self.engine) != ("fp8", "megatron"):
+            raise OptionError(f"fp8_params describes Transformer Engine's FP8 model parameters of a precision fp8 run "
+                              f"under engine megatron (NeMo / Megatron-Core fp8_params), not precision "
+                              f"{self.precision} under {self.engine}", "fp8_params")
         if self.optimizer_dtype != "engine" and self.engine not in ("megatron", "fsdp"):
             raise OptionError(f"optimizer_dtype {self.optimizer_dtype} describes engine megatron's optimizer "
                               f"(NeMo distributed_fused_adam) or a bf16 model under fsdp (torchtune dtype bf16), "
@@ -509,7 +518,7 @@ class Strategy:
                               f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
                               f"{self.precision} pp {self.pp}", "optimizer_loop")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
-                     "zero1_all_reduce", "tf32"):
+                     "zero1_all_reduce", "tf32", "fp8_params"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(f"{name} must be true or false, got {getattr(self, name)!r}", name)
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
@@ -670,6 +679,8 @@ class Strategy:
             parts.append("tf32")
         if self.gradient_sync == "last":
             parts.append("sync-last")
+        if self.fp8_params:
+            parts.append("fp8-params")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -897,6 +908,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"gradient_sync {s.gradient_sync}")
     if s.precision == "fp32":
         parts.append(f"tf32 {str(s.tf32).lower()}")
+    if s.precision == "fp8" and s.engine == "megatron":
+        parts.append(f"fp8_params {str(s.fp8_params).lower()}")
     meanings = meanings or {}
     return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
                      for name, part in ((part.split(" ", 1)[0], part) for part in parts))
