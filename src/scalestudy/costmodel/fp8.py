@@ -124,7 +124,7 @@ def per_micro_batch(model: ModelSpec, tp: int, recipe_name: str) -> tuple[float,
     linear layer). The amax update kernels are not here: there is one per fp8_autocast region and pass, and the
     regions are a rank's model chunks, not a share of the model's blocks (amax_reductions, stage_terms)."""
     p = param_breakdown(model)
-    weights = (p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers) / tp
+    weights = p.layers_matmul / tp
     linears = linear_layers(model)
     amax = amax_history_bytes(linears, recipe_name) / 2.0
     kf, kb = cast_kernels(recipe_name)
@@ -135,9 +135,8 @@ def block_matmul_elems(model: ModelSpec, blocks: int, tp: int) -> float:
     """The blocks' linear weights on one tensor-parallel rank of a pipeline stage of `blocks` blocks (the model's
     mean block where an encoder-decoder's two stacks differ): the parameters FP8 model parameters hold in 1 byte."""
     p = param_breakdown(model)
-    matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
     layers = p.encoder_layers + p.decoder_layers
-    return matmul * blocks / max(1, layers) / tp
+    return p.layers_matmul * blocks / max(1, layers) / tp
 
 
 def param_bytes_saved(matmul_elems: float) -> float:
@@ -161,8 +160,7 @@ def weight_cache_bytes(model: ModelSpec, psi: float, recipe_name: str, fp8_param
     if recipe_name != "te-delayed":
         return 0.0
     p = param_breakdown(model)
-    matmul = p.encoder_layer_matmul * p.encoder_layers + p.decoder_layer_matmul * p.decoder_layers
-    return (1.0 if fp8_params else 2.0) * FP8_BYTES * psi * matmul / p.total
+    return (1.0 if fp8_params else 2.0) * FP8_BYTES * psi * p.layers_matmul / p.total
 
 
 def amax_reductions(recipe_name: str, virtual_stages: int) -> float:

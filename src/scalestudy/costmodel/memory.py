@@ -564,8 +564,7 @@ def rank_states(model: ModelSpec, st, psi: float, dp: int, tp: int, device, opti
         buf += fp8.weight_cache_bytes(model, psi, fp8.recipe(st.engine), st.fp8_params)
     if st.fp8_params:  # the blocks' linear weights held as FP8 (1 B), not bf16: the psi share of a rank's blocks
         p = param_breakdown(model)
-        w -= fp8.param_bytes_saved(psi * (p.encoder_layer_matmul * p.encoder_layers +
-                                          p.decoder_layer_matmul * p.decoder_layers) / p.total)
+        w -= fp8.param_bytes_saved(psi * p.layers_matmul / p.total)
     buf += fsdp_pipeline_unsharded_param_bytes(psi, st.precision, st.gradient_sync, st.pp, grad_accum)
     step = 0.0 if st.offload_optimizer != "none" or st.offload_params != "none" else \
         step_temporary_bytes(psi, dp, st.engine, st.zero, st.precision,

@@ -38,6 +38,11 @@ class ParamCounts:
         return self.encoder_layer * self.encoder_layers + self.decoder_layer * self.decoder_layers
 
     @property
+    def layers_matmul(self) -> int:
+        """The blocks' matmul weights, every block of both stacks (what FP8 linears cast and hold)."""
+        return self.encoder_layer_matmul * self.encoder_layers + self.decoder_layer_matmul * self.decoder_layers
+
+    @property
     def total(self) -> int:
         return self.embedding + self.lm_head + self.layers_total + self.other
 
