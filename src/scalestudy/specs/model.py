@@ -534,25 +534,11 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         if kind in _COST_MODEL_READERS:
             return _COST_MODEL_READERS[kind](cfg, path, name, source)
         if kind in LLAMA_LAYOUTS or kind == NEMOTRON:
-            ffn = _nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu"
-            d = _int(cfg, "hidden_size", path)
-            heads = _int(cfg, "num_attention_heads", path)
-            kv = _int(cfg, "num_key_value_heads", path, heads)
-            if cfg.get("head_dim") is None:  # else the heads have their own width
-                _divides(d, "hidden_size", heads, "num_attention_heads", path)
-            _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)  # each KV head serves a group
-            return ModelSpec(
-                name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
-                num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads,
-                num_kv_heads=0 if kv == heads else kv, d_kv=_int(cfg, "head_dim", path, d // heads),
-                d_ff=_int(cfg, "intermediate_size", path), ffn=ffn,
-                tie_word_embeddings=_flag(cfg, "tie_word_embeddings", False, path),
-                max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
+            return _llama_block(
+                cfg, path, name, source, ffn=_nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu",
                 attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
                 mlp_bias=kind in ("llama", NEMOTRON) and bool(cfg.get("mlp_bias")),
-                hf_type="" if kind == "llama" else kind,
-                source=source,
-            )
+                hf_type="" if kind == "llama" else kind)
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
     raise ScalestudyError(f"model config {path}: unsupported model_type {kind!r} (t5, mt5, gpt2, "
@@ -713,23 +699,34 @@ def _llama_like(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
     if not (isinstance(act, str) and (act in ("silu", "swish") or act.startswith("gelu"))):
         raise ScalestudyError(f"model config {path}: hidden_act {act!r} of a {kind} model: only its gated SiLU "
                               "(or GELU) FFN is modelled")
+    qkv_bias = _flag(cfg, "use_qkv_bias", False, path) if kind == "stablelm" else False
+    return _llama_block(
+        cfg, path, name, source, ffn="swiglu",
+        attention_bias="qkv" if qkv_bias else ("all" if _flag(cfg, "attention_bias", False, path) else "none"),
+        mlp_bias=_flag(cfg, "mlp_bias", False, path), hf_type=kind, tied=kind == "cohere",
+        # Qwen3Config's head_dim defaults to 128, not hidden_size / heads, where config.json omits it
+        head_dim=128 if kind == "qwen3" else 0)
+
+
+def _llama_block(cfg: dict, path: Path, name: str, source: str, *, ffn: str, attention_bias: AttentionBias,
+                 mlp_bias: bool, hf_type: str, tied: bool = False, head_dim: int = 0) -> ModelSpec:
+    """The Llama block from the Llama config keys (hidden_size, num_attention_heads, num_key_value_heads, head_dim,
+    num_hidden_layers, intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings -- default
+    `tied`): llama / mistral / qwen2 / nemotron and LLAMA_LIKE_TYPES. `head_dim`: the width a config without one
+    means (0: hidden_size / heads, which must then divide; else the heads have their own width, Qwen3-0.6B 16 x 128)."""
     d = _int(cfg, "hidden_size", path)
     heads = _int(cfg, "num_attention_heads", path)
     kv = _int(cfg, "num_key_value_heads", path, heads)
-    # Qwen3Config's head_dim defaults to 128, not hidden_size / heads, where config.json omits it (the others derive it)
-    head_dim = 128 if kind == "qwen3" else d // heads
-    if cfg.get("head_dim") is None and kind != "qwen3":  # else the heads have their own width (Qwen3-0.6B: 16 x 128)
+    if cfg.get("head_dim") is None and not head_dim:
         _divides(d, "hidden_size", heads, "num_attention_heads", path)
-    _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)
-    qkv_bias = _flag(cfg, "use_qkv_bias", False, path) if kind == "stablelm" else False
+    _divides(heads, "num_attention_heads", kv, "num_key_value_heads", path)  # each KV head serves a group
     return ModelSpec(
         name=name, family="llama", vocab_size=_int(cfg, "vocab_size", path), d_model=d,
         num_layers=_int(cfg, "num_hidden_layers", path), num_heads=heads, num_kv_heads=0 if kv == heads else kv,
-        d_kv=_int(cfg, "head_dim", path, head_dim), d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
-        tie_word_embeddings=_flag(cfg, "tie_word_embeddings", kind == "cohere", path),
+        d_kv=_int(cfg, "head_dim", path, head_dim or d // heads), d_ff=_int(cfg, "intermediate_size", path), ffn=ffn,
+        tie_word_embeddings=_flag(cfg, "tie_word_embeddings", tied, path),
         max_position_embeddings=_int(cfg, "max_position_embeddings", path, 2048),
-        attention_bias="qkv" if qkv_bias else ("all" if _flag(cfg, "attention_bias", False, path) else "none"),
-        mlp_bias=_flag(cfg, "mlp_bias", False, path), hf_type=kind, source=source)
+        attention_bias=attention_bias, mlp_bias=mlp_bias, hf_type=hf_type, source=source)
 
 
 def _bart_like(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
