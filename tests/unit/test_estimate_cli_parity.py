@@ -163,6 +163,11 @@ def test_every_published_row_is_an_estimate_command_line(capsys, tmp_path):
 def test_bad_model_yaml_is_one_line(capsys, tmp_path, shape, needle):
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(shape))
+    _estimate_refuses(capsys, path, needle)
+
+
+def _estimate_refuses(capsys, path, needle: str) -> None:
+    """`estimate --model path` exits 2 with one error line holding `needle`."""
     with pytest.raises(SystemExit) as exc:
         main(["estimate", "--model", str(path)])
     err = capsys.readouterr().err
@@ -361,7 +366,4 @@ def test_llama_like_and_bart_like_configs_refuse_what_they_cannot_price(capsys, 
     """A config of a cost-model-only architecture the block cannot price is one line and exit 2, naming why."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    with pytest.raises(SystemExit) as exc:
-        main(["estimate", "--model", str(path)])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    _estimate_refuses(capsys, path, needle)
