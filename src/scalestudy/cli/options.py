@@ -167,6 +167,12 @@ FP8_PARAMS = typer.Option(False, "--fp8-params/--no-fp8-params",
                                "Engine FP8 model parameters -- the blocks' linear weights held as FP8 (1 B, the "
                                "optimizer's fp32 master unchanged, no bf16 copy) and all-gathered by the distributed "
                                "optimizer in 1 byte. Cost model only.")
+DISTRIBUTE_SAVED_ACTIVATIONS = typer.Option(
+    False, "--distribute-saved-activations/--no-distribute-saved-activations",
+    help="Recompute full at tp > 1 without sequence parallelism: each checkpointed block input kept split over the "
+         "tensor-parallel ranks (1/tp per rank) and all-gathered before the block is recomputed -- Megatron-LM "
+         "--distribute-saved-activations, metaseq --distribute-checkpointed-activations (OPT-175B), DeepSpeed "
+         "partition_activations. Cost model only.")
 GRADIENT_SYNC = typer.Option("engine", "--gradient-sync",
                              help="When FSDP2 reduce-scatters a step's gradients (engine fsdp): engine (every) | "
                                   "every (each micro-batch's backward: FSDP2's default, torchtitan, what scalestudy's "
@@ -202,7 +208,8 @@ SOFTWARE_OPTIONS = {"sequence_parallel": (bool, SEQUENCE_PARALLEL), "overlap_gra
                     "grad_buckets": (str, GRAD_BUCKETS), "zero3_fetch": (str, ZERO3_FETCH), "cublas": (str, CUBLAS),
                     "tf32": (bool, TF32), "norm_dtype": (str, NORM_DTYPE),
                     "pipeline_scatter_gather": (str, PIPELINE_SCATTER_GATHER),
-                    "gradient_sync": (str, GRADIENT_SYNC), "fp8_params": (bool, FP8_PARAMS)}
+                    "gradient_sync": (str, GRADIENT_SYNC), "fp8_params": (bool, FP8_PARAMS),
+                    "distribute_saved_activations": (bool, DISTRIBUTE_SAVED_ACTIVATIONS)}
 PLAN_SOFTWARE_OPTIONS = {**SOFTWARE_OPTIONS, "kernels": (str, PLAN_KERNELS),
                          "recompute_early_stop": (str, PLAN_RECOMPUTE_EARLY_STOP),
                          "cross_entropy": (str, PLAN_CROSS_ENTROPY), "optimizer_loop": (str, PLAN_OPTIMIZER_LOOP),

@@ -500,11 +500,20 @@ def fused_swiglu(engine: str) -> bool:
     return engine == "megatron"
 
 
-def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp: bool, recompute: str) -> float:
-    """One block's stored activations on one tensor-parallel rank (Korthikanti Table 2)."""
+def split_saved_input(st, tp: int) -> bool:
+    """Whether a full recomputation keeps each checkpointed block input split over the tensor-parallel ranks
+    (Strategy.distribute_saved_activations: Megatron-LM's CheckpointFunction stores split_tensor_into_1d_equal_chunks
+    of it and gathers it back before the re-run). Under sequence parallelism the input is already split."""
+    return st.distribute_saved_activations and st.recompute == "full" and tp > 1 and not st.sequence_parallel
+
+
+def layer_activation_bytes(part: tuple[float, float, float, float], tp: int, sp: bool, recompute: str,
+                           split_input: bool = False) -> float:
+    """One block's stored activations on one tensor-parallel rank (Korthikanti Table 2); `split_input`: the
+    checkpointed input of a full recomputation kept 1/tp per rank (split_saved_input)."""
     rep, shard, soft, inp = part
     if recompute == "full":
-        return inp / tp if sp else inp  # only the block input is kept
+        return inp / tp if sp or split_input else inp  # only the block input is kept
     if recompute == "selective":
         soft = 0.0  # the softmax and its dropout are recomputed
     return (rep + shard + soft) / tp if sp else rep + (shard + soft) / tp
@@ -657,7 +666,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
                      stage_layers: tuple[int, ...] = (), cross_entropy: str = "engine",
                      kv_native: bool = False, fused_glu: bool = False, eager_gelu: bool = False,
                      fp32_scores: bool = False, eager_norms: bool = False,
-                     stage_masks: tuple[float, ...] = (), head_tp: int = 0) -> float:
+                     stage_masks: tuple[float, ...] = (), head_tp: int = 0, split_input: bool = False) -> float:
     """Activation bytes on the busiest device, plus the logits (split over `head_tp` ranks: strategy.logit_shards;
     0 = tp). Under pipeline parallelism rank r holds
     `in_flight[r]` micro-batches (`stage_in_flight`) of its `stage_layers[r]` layers (an even split when not
@@ -666,7 +675,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_le
     total, encoder, working, logits = _stored_working_logits(model, micro_batch, seq_len, target_len, precision, tp,
                                                              recompute, flash, sp and tp > 1, cross_entropy,
                                                              kv_native, fused_glu, eager_gelu, fp32_scores,
-                                                             eager_norms, head_tp)
+                                                             eager_norms, head_tp, split_input)
     if pp == 1:
         return total + head_or_recompute_bytes(logits, working)
     stored = _stage_stored_bytes(model, stage_layers or (1,) * pp, total, encoder)
@@ -716,13 +725,14 @@ _STORED: dict[tuple, tuple] = {}
 def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                            tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
                            fused_glu: bool, eager_gelu: bool, fp32_scores: bool,
-                           eager_norms: bool = False, head_tp: int = 0) -> tuple[float, float, float, float]:
+                           eager_norms: bool = False, head_tp: int = 0,
+                           split_input: bool = False) -> tuple[float, float, float, float]:
     """(stored activations of every block, the encoder blocks' part of them, a block's backward working set, the
     loss's buffers) of one micro-batch on one rank without pipeline parallelism (`activation_bytes` spreads them
     over the stages). Memoised on its inputs, the model by identity (kept to guard reuse): a planner asks again
     for each pipeline depth, schedule and accumulation, which none of them enters."""
     key = (id(model), micro_batch, seq_len, target_len, precision, tp, recompute, flash, sp, cross_entropy, kv_native,
-           fused_glu, eager_gelu, fp32_scores, eager_norms, head_tp)
+           fused_glu, eager_gelu, fp32_scores, eager_norms, head_tp, split_input)
     hit = _STORED.get(key)
     if hit is not None and hit[0] is model:
         return hit[1]
@@ -730,7 +740,7 @@ def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, tar
         _STORED.clear()
     parts = _stored_working_logits_of(model, micro_batch, seq_len, target_len, precision, tp, recompute, flash, sp,
                                       cross_entropy, kv_native, fused_glu, eager_gelu, fp32_scores, eager_norms,
-                                      head_tp)
+                                      head_tp, split_input)
     _STORED[key] = (model, parts)
     return parts
 
@@ -738,7 +748,7 @@ def _stored_working_logits(model: ModelSpec, micro_batch: int, seq_len: int, tar
 def _stored_working_logits_of(model: ModelSpec, micro_batch: int, seq_len: int, target_len: int, precision: str,
                               tp: int, recompute: str, flash: bool, sp: bool, cross_entropy: str, kv_native: bool,
                               fused_glu: bool, eager_gelu: bool, fp32_scores: bool, eager_norms: bool,
-                              head_tp: int) -> tuple[float, float, float, float]:
+                              head_tp: int, split_input: bool = False) -> tuple[float, float, float, float]:
     enc, dec = activation_parts(model, micro_batch, seq_len, target_len, precision, flash, kv_native, fused_glu,
                                 eager_gelu, fp32_scores, eager_norms)
     le, ld = (model.num_layers, model.num_decoder_layers) if model.is_encoder_decoder else (0, model.num_layers)
@@ -749,9 +759,9 @@ def _stored_working_logits_of(model: ModelSpec, micro_batch: int, seq_len: int, 
         encoder, total = 0.0, ld * kept
         working = layer_activation_bytes(dec, tp, sp, "none") - kept  # one block re-run at a time
     else:
-        encoder = le * layer_activation_bytes(enc, tp, sp, recompute)
-        total = encoder + ld * layer_activation_bytes(dec, tp, sp, recompute)
-        working = recompute_working_bytes(enc, dec, tp, sp, recompute)
+        encoder = le * layer_activation_bytes(enc, tp, sp, recompute, split_input)
+        total = encoder + ld * layer_activation_bytes(dec, tp, sp, recompute, split_input)
+        working = recompute_working_bytes(enc, dec, tp, sp, recompute, split_input)
     working += block_gradient_bytes(model, micro_batch, seq_len, target_len, precision, tp, sp)
     return total, encoder, working, logits_bytes(model, micro_batch, seq_len, target_len, precision,
                                                  head_tp or tp, cross_entropy)
@@ -778,15 +788,17 @@ def block_gradient_bytes(model: ModelSpec, micro_batch: int, seq_len: int, targe
     return ACT_BYTES[precision] * tokens * (2 * model.d_model / (tp if sp else 1) + model.d_ff / tp)
 
 
-def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute: str) -> float:
+def recompute_working_bytes(enc: tuple, dec: tuple, tp: int, sp: bool, recompute: str,
+                            split_input: bool = False) -> float:
     """What a recomputed block holds while its backward runs, beyond what is stored: under full recomputation the
     block's whole activation set, one block at a time (Korthikanti et al. 2022 Sec. 5: "in addition to the
-    stored inputs, the activations of one layer"); under selective, its attention softmax and dropout."""
+    stored inputs, the activations of one layer") -- with `split_input` the gathered whole input among them;
+    under selective, its attention softmax and dropout."""
     if recompute == "none":
         return 0.0
     parts = [p for p in (enc, dec) if p[3]]
     if recompute == "full":
-        return max(layer_activation_bytes(p, tp, sp, "none") - layer_activation_bytes(p, tp, sp, "full")
+        return max(layer_activation_bytes(p, tp, sp, "none") - layer_activation_bytes(p, tp, sp, "full", split_input)
                    for p in parts)
     return max(p[2] / tp for p in parts)
 

@@ -301,15 +301,15 @@ def _stage_tp_comm(st: Strategy, eng, ct: ComputeTimes, share: float, tp: int, c
                    interference: float) -> float:
     """terms._tp_comm of a stage, memoised on what it reads: the compute times and the engine entry by identity
     (kept to guard reuse), the share, tp, its links and members per node, the interference, and of the strategy the
-    recompute, its early stop, the tensor-parallel overlap, sequence parallelism and the engine. A layout's ZeRO
-    stages share it, which _stage_comm's memo keeps apart (its key holds every other strategy field): 3150 -> 892
-    priced in a mt5-xxl 128 x 8 plan, 2786 -> 801 in a llama-7b one."""
+    recompute, its early stop, the tensor-parallel overlap, sequence parallelism, the distributed saved inputs and the
+    engine. A layout's ZeRO stages share it, which _stage_comm's memo keeps apart (its key holds every other strategy
+    field): 3150 -> 892 priced in a mt5-xxl 128 x 8 plan, 2786 -> 801 in a llama-7b one."""
     group = _TP_GROUPS.get((id(cluster), tp))
     if group is None or group[0] is not cluster:
         group = _tp_group(cluster, tp)
     _, lk, per_node, links_number = group
     key = (id(ct), id(eng), share, tp, links_number, interference, st.recompute, st.recompute_early_stop,
-           st.tp_comm_overlap, st.sequence_parallel, st.engine)
+           st.tp_comm_overlap, st.sequence_parallel, st.distribute_saved_activations, st.engine)
     hit = _TP.get(key)
     if hit is not None:
         return hit

@@ -48,7 +48,8 @@ from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, t
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes,
                                          eager_composed_gelu, eager_fp32_softmax, eager_rms_norms, fused_swiglu,
                                          gqa_native, head_or_recompute_bytes, layer_activation_bytes, logits_bytes,
-                                         loss_kernel, rank_memory, recompute_working_bytes, stage_in_flight)
+                                         loss_kernel, rank_memory, recompute_working_bytes, split_saved_input,
+                                         stage_in_flight)
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop
@@ -176,12 +177,13 @@ def stage_activations(model: ModelSpec, st: Strategy, tp: int, pp: int, ga: int,
                                 eager_fp32_softmax(model, st), eager_rms_norms(model, st.kernels))
     n_enc = _encoder_blocks(model, start, n)
     in_flight = stage_in_flight(st.pp_schedule, pp, ga, st.virtual_stages)[k]  # 1F1B min(pp - k, m), GPipe m
-    acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute)
-            + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute)) * in_flight
+    split_input = split_saved_input(st, tp)
+    acts = (n_enc * layer_activation_bytes(enc, tp, sp, st.recompute, split_input)
+            + (n - n_enc) * layer_activation_bytes(dec, tp, sp, st.recompute, split_input)) * in_flight
     # the last stage's logits and the loss's buffers, or a recomputed block (never both at once: costmodel/memory.py)
     head = logits_bytes(model, st.micro_batch, s, t, prec, logit_shards(st, tp), loss_kernel(st)) \
         if k == pp - 1 else 0.0
-    working = recompute_working_bytes(enc, dec, tp, sp, st.recompute) + block_gradient_bytes(
+    working = recompute_working_bytes(enc, dec, tp, sp, st.recompute, split_input) + block_gradient_bytes(
         model, st.micro_batch, s, t, prec, tp, sp)
     masks = priced_bias_memory(model, attention_kernel(st, device), st.attention == "flash", device, st.micro_batch,
                                s, t, tp, st.recompute, (n_enc, n - n_enc), in_flight)

@@ -23,7 +23,7 @@ from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.input_numbers import InputNumbers
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, eager_rms_norms,
-                                         fused_swiglu, gqa_native, loss_kernel)
+                                         fused_swiglu, gqa_native, loss_kernel, split_saved_input)
 from scalestudy.costmodel.op_checkpoint import early_stop
 from scalestudy.costmodel.params import param_breakdown, param_count, params_per_device
 from scalestudy.costmodel.optimizers import flat_update_bytes, state_elem
@@ -110,7 +110,7 @@ def _shape_fields(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal)
     reuse)."""
     return (id(model), id(dev), id(cal), st.precision, tp, pp, s, t, st.recompute, flash, sp, split, st.kernels,
             st.engine, st.attention, st.attention_kernel, st.recompute_early_stop, st.cross_entropy, st.lm_head,
-            st.cublas, st.tf32)
+            st.cublas, st.tf32, split_saved_input(st, tp))
 
 
 # negative, so (number, micro-batch, in_flight) never equals a full key of _shape's (its first item an id, >= 0)
@@ -147,7 +147,8 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
-           eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32)
+           eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32,
+           split_saved_input(st, tp))
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
@@ -191,8 +192,8 @@ def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, s
                             eager_composed_gelu(model, st.kernels), eager_fp32_softmax(model, st),
                             eager_rms_norms(model, st.kernels),
                             _stage_masks(model, kernel, flash, dev, st, mb, s, t, tp, recompute, in_flight, split),
-                            logit_shards(st, tp)) + (_whole_extras(model, kernel, flash, dev, st, tp, s, t) if pp == 1
-                                                     else 0.0)
+                            logit_shards(st, tp), split_saved_input(st, tp)) \
+        + (_whole_extras(model, kernel, flash, dev, st, tp, s, t) if pp == 1 else 0.0)
 
 
 def _whole_extras(model, kernel, flash, dev, st: Strategy, tp, s, t) -> float:
@@ -804,9 +805,19 @@ def _recompute_tp_delta(st: Strategy, ct, per_op: float) -> float:
     skips each block's FFN output collective (the reduce-scatter, or the all-reduce) in the re-run. torchtitan's
     per-op selective checkpoint saves reduce_scatter_tensor outputs but not all_gather_into_tensor's (its _save_list:
     'communication ops whose outputs should be saved to avoid re-communication' lists the reduce-scatter only), so
-    under sequence parallelism the backward re-gathers every sublayer's input once more."""
+    under sequence parallelism the backward re-gathers every sublayer's input once more. A checkpointed input kept
+    split over the ranks (Strategy.distribute_saved_activations) is all-gathered back before each block's re-run:
+    one all-gather of a sublayer output's size (`per_op` / 2) per block (its FFN sublayer count), exposed -- the
+    re-run waits for it (Megatron-LM CheckpointFunction.backward: gather_split_1d_tensor, then the forward)."""
     if not ct.tp_gemms:
         return 0.0
+    gathers = ct.tp_gemms[1][2] * per_op / 2.0 if (st.distribute_saved_activations and st.recompute == "full"
+                                                    and not st.sequence_parallel) else 0.0
+    return gathers + _recompute_collectives_delta(st, ct, per_op)
+
+
+def _recompute_collectives_delta(st: Strategy, ct, per_op: float) -> float:
+    """_recompute_tp_delta's re-run collectives: what an early stop skips, what op checkpointing re-gathers."""
     if early_stop(st):
         return -ct.tp_gemms[1][2] * (per_op / 2.0 if st.sequence_parallel else per_op)
     if st.recompute == "op" and st.sequence_parallel:

@@ -118,6 +118,7 @@ class Constraints:
     pipeline_scatter_gather: str = "engine"  # the pipeline send layout of the user's software: a statement
     gradient_sync: str = "engine"  # FSDP2's reduce-scatter per micro-batch or per step: a statement, not searched
     fp8_params: bool = False  # Transformer Engine FP8 model parameters (fp8 megatron): a statement, not searched
+    distribute_saved_activations: bool = False  # checkpointed inputs split over tp: a statement, not searched
 
     def __post_init__(self) -> None:
         for sched in self.pp_schedules:
@@ -479,7 +480,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  cublas=constraints.cublas, tf32=constraints.tf32, norm_dtype=constraints.norm_dtype,
                  optimizer_kind=constraints.optimizer_kind,
                  pipeline_scatter_gather=constraints.pipeline_scatter_gather,
-                 gradient_sync=constraints.gradient_sync, fp8_params=constraints.fp8_params, **software)
+                 gradient_sync=constraints.gradient_sync, fp8_params=constraints.fp8_params,
+                 distribute_saved_activations=constraints.distribute_saved_activations, **software)
     for nodes in constraints.node_counts(cluster):
         world = nodes * cluster.gpus_per_node
         degrees = list(model_parallel_degrees(model, cluster, world, constraints))

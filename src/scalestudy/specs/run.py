@@ -404,6 +404,8 @@ COST_MODEL_OPTIONS = {"overlap_param_gather": "Megatron-Core / Transformer Engin
                                                  "or Megatron-LM before April 2021's whole-tensor sends",
                       "tf32": "fp32 matmuls on TF32 Tensor Cores; train never sets torch's allow_tf32, off by default",
                       "fp8_params": "NeMo / Megatron-Core's Transformer Engine FP8 model parameters",
+                      "distribute_saved_activations": "Megatron-LM / metaseq checkpointed inputs split over the "
+                                                      "tensor-parallel ranks",
                       "gradient_sync": "FSDP2 gradients reduce-scattered once per step (set_requires_gradient_sync); "
                                        "train's FSDP reduce-scatters every micro-batch"}
 

@@ -219,6 +219,15 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      Transformer Engine FP8 model parameters (te.fp8_model_init) -- the blocks' linear weights are
                      held as FP8 tensors (1 B; the optimizer keeps its fp32 master) instead of bf16 weights plus the
                      cached FP8 copy, and the distributed optimizer all-gathers them in 1 byte (costmodel/fp8.py).
+- distribute_saved_activations: (cost model only) under a full recomputation at tp > 1 without sequence
+                     parallelism, each checkpointed block input stored split over the tensor-parallel ranks -- 1/tp
+                     of it per rank instead of the whole replicated copy -- and all-gathered again before the block
+                     is recomputed: Megatron-LM `--distribute-saved-activations` (tensor_parallel/random.py
+                     CheckpointFunction: split_tensor_into_1d_equal_chunks, gather_split_1d_tensor), metaseq
+                     `--distribute-checkpointed-activations` (OPT-175B), DeepSpeed activation checkpointing
+                     `partition_activations` (costmodel/memory.split_saved_input, terms._recompute_tp_delta). No
+                     effect at tp 1, under sequence parallelism (there the input is already split) or another
+                     recompute (no checkpointed inputs; Megatron-LM asserts recompute granularity full).
 - tf32:              whether a precision fp32 run's matmuls run on TF32 Tensor Cores (costmodel/mfu.peak_precision:
                      the device's `tf32` peak where it states one -- A100, H100, H200 -- with the same GEMM efficiency
                      curve; element-wise traffic stays 4-byte fp32; no effect in bf16 / fp16, nor on a device without
@@ -423,6 +432,7 @@ class Strategy:
     norm_dtype: str = "engine"  # dtype eager LayerNorms run in: autocast's fp32 or the compute dtype (cost model only)
     tf32: bool = False  # fp32 matmuls on TF32 Tensor Cores (torch allow_tf32; module docstring)
     fp8_params: bool = False  # Transformer Engine FP8 model parameters (cost model only; module docstring)
+    distribute_saved_activations: bool = False  # checkpointed inputs split over tp (cost model only; module docstring)
     gradient_sync: str = "engine"  # FSDP2 reduce-scatter every micro-batch or the last only (cost model only)
 
     def __post_init__(self) -> None:
@@ -518,7 +528,7 @@ class Strategy:
                               f"pipeline at ZeRO-0 (pp >= 2), not {self.engine} zero {self.zero} "
                               f"{self.precision} pp {self.pp}", "optimizer_loop")
         for name in ("sequence_parallel", "overlap_grad_comm", "overlap_param_gather", "tp_comm_overlap",
-                     "zero1_all_reduce", "tf32", "fp8_params"):
+                     "zero1_all_reduce", "tf32", "fp8_params", "distribute_saved_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(f"{name} must be true or false, got {getattr(self, name)!r}", name)
         for name in ("tp", "pp", "micro_batch", "virtual_stages"):
@@ -681,6 +691,9 @@ class Strategy:
             parts.append("sync-last")
         if self.fp8_params:
             parts.append("fp8-params")
+        if self.distribute_saved_activations and self.recompute == "full" and self.tp > 1 \
+                and not self.sequence_parallel:
+            parts.append("distributed-saves")
         return "".join(" " + p for p in parts)
 
     def _names(self, option: str) -> bool:
@@ -910,6 +923,8 @@ def software_assumed(strategy: Strategy, meanings: dict[str, str] | None = None)
         parts.append(f"tf32 {str(s.tf32).lower()}")
     if s.precision == "fp8" and s.engine == "megatron":
         parts.append(f"fp8_params {str(s.fp8_params).lower()}")
+    if s.recompute == "full" and s.tp > 1 and not s.sequence_parallel:
+        parts.append(f"distribute_saved_activations {str(s.distribute_saved_activations).lower()}")
     meanings = meanings or {}
     return ", ".join(f"{part} ({meanings[name]})" if name in meanings else part
                      for name, part in ((part.split(" ", 1)[0], part) for part in parts))
