@@ -111,7 +111,7 @@ def print_plan(result, cluster, top: int) -> None:
     from rich.markup import escape
 
     from scalestudy.cli.terminal import Column, fitted_table, terminal_console
-    from scalestudy.plan.planner import explain
+    from scalestudy.plan.planner import explain, seconds
 
     console = terminal_console()
     width = console.width
@@ -130,7 +130,7 @@ def print_plan(result, cluster, top: int) -> None:
         e = c.estimate
         t = c.time_to_train_s / 3600 if w.train_tokens else c.time_to_train_s
         rows.append([str(i), c.strategy.label, str(c.nodes), str(c.point.dp), str(c.point.grad_accum),
-                     f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", f"{e.step_s:.4g}",
+                     f"{e.per_device_bytes / GIB:.1f}", f"{c.headroom_bytes / GIB:.1f}", seconds(e.step_s),
                      f"{e.tokens_per_s:,.0f}", f"{100 * e.mfu:.1f}", f"{t:.3g}", _breakdown(e)])
     table, hidden = fitted_table(title, columns, rows, width)
     console.print(table)
@@ -139,8 +139,9 @@ def print_plan(result, cluster, top: int) -> None:
                       "them)", highlight=False)
     per_tokens = ("train h = hours to train --train-tokens" if w.train_tokens
                   else "s/1M tok = seconds per million tokens")
+    tokens = "encoder + decoder tokens" if result.best.estimate.model.is_encoder_decoder else "tokens"
     console.print("Units: GiB = 2^30 bytes per device (estimated peak), free = device memory minus that; step s = "
-                  "seconds per optimizer step; tokens/s = encoder + decoder tokens per second, whole job; "
+                  f"seconds per optimizer step; tokens/s = {tokens} per second, whole job; "
                   f"{per_tokens}; MFU = model FLOPs (no recompute) / (devices x dense peak x step time); step-time "
                   "terms: comp(ute), tp/pp/dp (exposed communication), opt(imizer), offl(oad), bubble (pipeline), "
                   "fw (measured CPU framework time).", highlight=False)
@@ -166,6 +167,73 @@ def print_plan(result, cluster, top: int) -> None:
                           f" would take {even.step_s:.4g} s per step (the winner's "
                           f"{'/'.join(map(str, split))}: {best.step_s / even.step_s - 1:+.1%})"
                           f"{'' if even.fits else ' and does NOT fit'}", highlight=False)
+
+
+def _flag(name: str, value) -> list[str]:
+    """`estimate`'s flag(s) for one Strategy field at `value` (a switch: its --x or --no-x)."""
+    from scalestudy.cli.options import SOFTWARE_OPTIONS
+
+    decls = SOFTWARE_OPTIONS[name][1].param_decls if name in SOFTWARE_OPTIONS else ()
+    if decls and "/" in decls[0]:
+        on, off = decls[0].split("/")
+        return [on if value else off]
+    return [decls[0] if decls else "--" + name.replace("_", "-"), str(value).lower() if value in (True, False) else
+            str(value)]
+
+
+def estimate_args(best, model: str, gpu: str, cluster, cluster_file: Optional[str], stage_speeds: Optional[str],
+                  workload) -> list[str] | None:
+    """The `scalestudy estimate` arguments that print the winner's figures: its strategy and, of the software
+    options, those where plan's value (what `train` runs, or a flag given to plan) changes estimate's figures from
+    estimate's default (the engine's published software) -- so a newcomer comparing the two commands compares the
+    same run. None where no estimate line states it (a --cluster file of which plan used fewer nodes)."""
+    from scalestudy.cli.options import SOFTWARE_OPTIONS
+    from scalestudy.costmodel.estimate import estimate
+    from scalestudy.specs.model import get_model
+
+    est, st = best.estimate, best.estimate.strategy
+    if cluster_file is not None:
+        if best.nodes != cluster.nodes:
+            return None
+        where = ["--cluster", cluster_file]
+    else:
+        where = ["--gpu", gpu, "--nodes", str(best.nodes), "--gpus-per-node", str(cluster.gpus_per_node)]
+    args = ["--model", model, *where, "--engine", st.engine, "--zero", str(st.zero), "--tp", str(st.tp),
+            "--pp", str(st.pp), *(["--cp", str(st.cp)] if st.cp != 1 else []), "--micro-batch", str(st.micro_batch),
+            "--global-batch", str(workload.global_batch), "--seq-len", str(workload.seq_len)]
+    spec = get_model(model)
+    if spec.is_encoder_decoder:
+        args += ["--target-len", str(workload.target_len)]
+    args += ["--precision", st.precision, "--recompute", st.recompute]
+    for name, default in (("offload_optimizer", "none"), ("offload_params", "none"), ("attention", "flash")):
+        if getattr(st, name) != default:
+            args += _flag(name, getattr(st, name))
+    if st.pp > 1:
+        args += ["--pp-schedule", st.pp_schedule] + (["--virtual-stages", str(st.virtual_stages)]
+                                                      if st.virtual_stages > 1 else [])
+    if st.stage_layers:
+        args += ["--stage-layers", ",".join(map(str, st.stage_layers))]
+    if stage_speeds:
+        args += ["--stage-speeds", stage_speeds]
+    if workload.train_tokens:
+        args += ["--train-tokens", f"{workload.train_tokens:g}"]
+    # estimate's own defaults, resolved as estimate resolves them; then each differing option kept only where it
+    # moves a figure (a label such as recompute_early_stop 'on' vs 'engine' without recompute changes nothing)
+    defaults = {name: option.default for name, (_, option) in SOFTWARE_OPTIONS.items()}
+    plain = estimate(est.model, est.cluster, st.replace(**defaults), est.workload)
+    differ = [name for name in SOFTWARE_OPTIONS if getattr(st, name) != getattr(plain.strategy, name)]
+
+    def figures(names) -> dict:
+        d = estimate(est.model, est.cluster, st.replace(**{**defaults, **{n: getattr(st, n) for n in names}}),
+                     est.workload).to_dict()
+        return {"memory": d["memory"], "time": d["time"]}
+    target = figures(differ)
+    for name in list(differ):
+        if figures([n for n in differ if n != name]) == target:
+            differ.remove(name)
+    for name in differ:
+        args += _flag(name, getattr(st, name))
+    return args
 
 
 @app.command()
@@ -335,8 +403,41 @@ def plan(
         print(plan_json(result.to_json(top)))
         return
     print_plan(result, clus, top)
+    _print_software(result.best, estimate_args(result.best, model, gpu, clus, cluster, stage_speeds, workload))
     if note:
         _print_emit_note(note, emit_dir)
+
+
+def _print_software(best, args: list[str] | None) -> None:
+    """The software the winner is priced with and the `estimate` line that prints its figures: plan prices what
+    `train` runs (eager Hugging Face models, torch AdamW's foreach step), estimate the engine's published software,
+    so the same strategy typed into estimate without these flags prints other figures."""
+    import shlex
+
+    from scalestudy.cli.terminal import terminal_console
+    from scalestudy.costmodel.engine_software import engine_meanings
+    from scalestudy.specs.strategy import COST_MODEL_ENGINES, software_assumed
+
+    st = best.estimate.strategy
+    device = next(iter(best.estimate.cluster.rank_groups())).device
+    whose = ("the engine's published software (a cost-model-only engine)" if st.engine in COST_MODEL_ENGINES else
+             "what `scalestudy train` runs, not the engine's published software `estimate` assumes by default")
+    console = terminal_console()
+    console.print(f"Software priced for the winner: {software_assumed(st, engine_meanings(st, device))} -- {whose} "
+                  "(docs/plan-schema.md).", highlight=False, markup=False)
+    if args is None:
+        return
+    console.print("The winner's figures from estimate:", highlight=False)
+    lines, line = [], "  scalestudy estimate"  # a shell command wrapped at the terminal's width, " \\" continued
+    words = []  # a flag and its value stay on one line
+    for arg in map(shlex.quote, args):
+        words.append(arg) if arg.startswith("--") or not words else words.__setitem__(-1, f"{words[-1]} {arg}")
+    for word in words:
+        if len(line) + 1 + len(word) + 2 > console.width and line.strip():
+            lines.append(line + " \\")
+            line = "    "
+        line += ("" if line == "    " else " ") + word
+    console.print("\n".join(lines + [line]), highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_emit_note(note: str, emit_dir: str) -> None:

@@ -372,6 +372,11 @@ def _verdict(a: Candidate, b: Candidate, objective: str) -> str:
     return f"ties with {b.strategy.label} on {primary[2]} and wins on {why}"
 
 
+def seconds(value: float) -> str:
+    """Seconds to 4 significant digits, trailing zeros kept: '11.00 vs 10.64 s', not '11 vs 10.64 s'."""
+    return f"{value:#.4g}".rstrip(".")
+
+
 def explain(result: PlanResult) -> str:
     """One or two lines of numbers: why the winner beats the runner-up."""
     from scalestudy.costmodel.breakdown import STEP_TERM_NAMES
@@ -382,12 +387,12 @@ def explain(result: PlanResult) -> str:
     ea, eb = a.estimate, b.estimate
     gain = (ea.tokens_per_s / eb.tokens_per_s - 1.0) * 100.0
     line1 = (f"{a.strategy.label} ({a.nodes} node(s)) {_verdict(a, b, result.objective)}: {ea.tokens_per_s:,.0f} vs "
-             f"{eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {ea.step_s:.4g} vs {eb.step_s:.4g} s, memory "
+             f"{eb.tokens_per_s:,.0f} tokens/s ({gain:+.1f}%), step {seconds(ea.step_s)} vs {seconds(eb.step_s)} s, memory "
              f"{ea.per_device_bytes / GIB:.1f} vs {eb.per_device_bytes / GIB:.1f} GiB/device "
              f"(free {a.headroom_bytes / GIB:.1f} vs {b.headroom_bytes / GIB:.1f} GiB).")
     ta, tb = step_time_terms(ea), step_time_terms(eb)
     diffs = sorted(((abs(ta.get(k, 0.0) - tb.get(k, 0.0)), k) for k in set(ta) | set(tb)), reverse=True)
-    parts = [f"{STEP_TERM_NAMES.get(k, k)} {ta.get(k, 0.0):.4g} vs {tb.get(k, 0.0):.4g} s per step"
+    parts = [f"{STEP_TERM_NAMES.get(k, k)} {seconds(ta.get(k, 0.0))} vs {seconds(tb.get(k, 0.0))} s per step"
              for d, k in diffs[:3] if d > 0]
     if result.objective in ("cost", "min-nodes"):
         parts.insert(0, f"{a.world_size} vs {b.world_size} devices, device-hours"
