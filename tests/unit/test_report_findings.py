@@ -56,6 +56,8 @@ def test_findings_carry_the_numbers(tmp_path):
     assert "ZeRO-2 is 18% faster than ZeRO-3 at 2 ranks for t5-tiny (0.3 vs 0.354 s/step)" in text
     # throughput 1 -> 2 ranks for ds-z2: 0.40/0.30 = 1.33x, efficiency 1.33/2 = 67%
     assert re.search(r"ds-z2: 1 rank -> 2 ranks changes throughput 1\.33x .* scaling efficiency 67%", text)
+    # rates as the trials table prints them (640 / 0.40 = 1,600 tokens/s), not .4g's '1600' beside '989.3'
+    assert "changes throughput 1.33x (1,600 -> 2,133 tokens/s)" in text
     # memory: ZeRO-3 10 MB vs ZeRO-2 20 MB at 2 ranks -> 50% less
     assert "ds-z3 needs 50% less memory per rank than ds-z2" in text
     # predictions were 10% high (time) and 10% low (memory): median errors say so

@@ -40,3 +40,13 @@ def test_eta_shown_when_trials_take_longer_than_rich_speed_window():
         assert str(EtaColumn().render(task)) == "0:05:20"  # 8 left x 40 s
         now[0] = 90.0
         assert str(EtaColumn().render(task)) == "0:05:10"  # counts down while the next trial runs
+
+
+def test_a_finished_trial_states_tokens_per_s_as_a_plain_rate():
+    """The demo printed '1.47e+03 tokens/s' beside a step in seconds: a rate reads as 1,470 tokens/s."""
+    from scalestudy.study.progress import describe
+
+    row = {"status": "OK", "label": "t5-tiny ds-z0 ws2", "step_s": 0.217, "tokens_per_s": 1472.4, "loss": 6.37,
+           "wall_s": 26.1}
+    assert "1,472 tokens/s" in describe(row) and "e+" not in describe(row)
+    assert "45.2 tokens/s" in describe({**row, "tokens_per_s": 45.2})

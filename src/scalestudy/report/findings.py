@@ -58,6 +58,11 @@ def stage_comparisons(data: StudyData) -> list[str]:
     return out
 
 
+def _rate(tokens_per_s: float) -> str:
+    """A rate as the trials table prints it: 989 -> 1,271 tokens/s, not .4g's 989.3 -> 1271 (or 1.2e+06 on GPUs)."""
+    return f"{tokens_per_s:,.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.3g}"
+
+
 def scaling(data: StudyData) -> list[str]:
     """Throughput gain from the smallest to the largest world size, per strategy; and where adding ranks hurt."""
     out = []
@@ -69,7 +74,7 @@ def scaling(data: StudyData) -> list[str]:
             n0, n1 = min(pts), max(pts)
             gain = tps[series][n1] / tps[series][n0]
             out.append(f"{model} {series}: {_ranks(n0)} -> {_ranks(n1)} changes throughput {gain:.2f}x "
-                       f"({tps[series][n0]:.4g} -> {tps[series][n1]:.4g} tokens/s), scaling efficiency "
+                       f"({_rate(tps[series][n0])} -> {_rate(tps[series][n1])} tokens/s), scaling efficiency "
                        f"{pts[n1]:.0f}%.")
             if gain <= 1.0:
                 no_gain.append(series)

@@ -16,13 +16,18 @@ def _fmt(value, unit: str, scale: float = 1.0, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value * scale:.{digits}g} {unit}"
 
 
+def _rate(value) -> str:
+    """Tokens/s as a reader reads a rate: 1,470 tokens/s, not _fmt's 1.47e+03 (3 significant digits below 100)."""
+    return "n/a" if value is None else f"{value:,.0f} tokens/s" if value >= 100 else _fmt(value, "tokens/s")
+
+
 def describe(row: dict) -> str:
     """One line about a finished trial, units included."""
     status = row["status"]
     text = f"[{COLOURS[status]}]{status:7}[/] {row['label']}"
     if status == "OK":
         text += (f"  step {_fmt(row.get('step_s'), 's')} (median after warm-up)  "
-                 f"{_fmt(row.get('tokens_per_s'), 'tokens/s')}  final loss {_fmt(row.get('loss'), 'nats/token')}")
+                 f"{_rate(row.get('tokens_per_s'))}  final loss {_fmt(row.get('loss'), 'nats/token')}")
     else:
         reason = (row.get("error_tail") or "").splitlines()[:1]
         text += f"  ({reason[0] if reason else 'no output'})"
