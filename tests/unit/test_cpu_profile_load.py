@@ -256,3 +256,28 @@ def test_cache_root_is_the_accounts_home_when_home_is_empty(monkeypatch, tmp_pat
     assert cpu_profile.profile_path().parent == account
     monkeypatch.setenv("SCALESTUDY_CACHE_DIR", str(tmp_path))  # the variable wins, for both caches
     assert cpu_profile.profile_path().parent == tmp_path == cache_file().parent
+
+
+def test_a_second_command_waits_for_the_first_ones_measurement_and_takes_its_profile(tmp_path, monkeypatch):
+    """The demo and an `estimate --gpu local-cpu` in another terminal both found no profile and measured the CPU at
+    once, each the other's load (both 'measured under load', 62%): the second now waits for the first's profile."""
+    import fcntl
+    import threading
+
+    calls = _fake_profiles(monkeypatch, [ProfileQuality(0.05, 0.02, 3)])
+    path = tmp_path / "p.yaml"
+    fd = os.open(tmp_path, os.O_RDONLY)  # the first command, measuring
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    logs = []
+    second = threading.Thread(target=cpu_profile.measure_profile, args=(path,), kwargs={"log": logs.append})
+    second.start()
+    deadline = time.monotonic() + 30
+    while not logs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert logs and "another scalestudy command is measuring this CPU" in logs[0] and second.is_alive()
+    save_profile(replace(get_device("local-cpu"), step_overhead_s=0.5), path, "per-machine CPU profile; "
+                 + ProfileQuality(0.05, 0.02, 3).text())  # the first command's profile
+    os.close(fd)  # its lock released
+    second.join(30)
+    assert not second.is_alive() and calls == [] and load_profile(path).step_overhead_s == pytest.approx(0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]  # no lock file beside the profile

@@ -20,6 +20,7 @@ import pwd
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -331,11 +332,44 @@ PROFILE_MINUTES = 4
 PROFILE_TIMEOUT_S = 1800.0
 
 
+@contextmanager
+def _one_measurer(path: Path, log):
+    """Hold the profile folder's lock while measuring: two commands that both find no profile (the demo, and an
+    `estimate --gpu local-cpu` typed in another terminal meanwhile) measured this CPU at once, each the other's load
+    (2026-12-04, 2 cores: both profiles 'measured under load', other processes 62% of their timed runs). The second
+    waits and reads the first's profile. flock on the folder (no lock file beside the profile): the kernel releases
+    it when its holder dies; a filesystem without flock measures unlocked, as before."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if log:
+                log(f"another scalestudy command is measuring this CPU into {path.parent}: waiting for its profile...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def measure_profile(path: Path, *, log=None, timeout_s: float = PROFILE_TIMEOUT_S) -> Path:
     """Run engine/cpu_profile.py in a subprocess (torch stays out of this process); one-line error on failure. A
     profile measured under load (`ProfileQuality.noise` > 1) is measured once more, beside it, if the machine goes
     quiet within QUIET_WAIT_S, and the quieter of the two kept: `path` only ever holds a whole profile (both are
-    written to a temporary file and renamed)."""
+    written to a temporary file and renamed). One command measures at a time (_one_measurer); one that waited for
+    another's measurement takes its profile."""
+    with _one_measurer(path, log):
+        if path.is_file():  # measured by the command this one waited for
+            return path
+        return _measure_profile(path, log, timeout_s)
+
+
+def _measure_profile(path: Path, log, timeout_s: float) -> Path:
     from scalestudy.op_locks import built_for_this_environment, clear_stale_locks
 
     clear_stale_locks(PROFILE_OPS)  # torch would wait on a stale build lock until the timeout below
