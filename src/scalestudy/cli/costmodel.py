@@ -182,26 +182,36 @@ def _print_estimate(est) -> None:
                   f"({d['workload']['tokens_per_step']:,} tokens/step"
                   f"{', encoder + decoder' if est.model.is_encoder_decoder else ''})")
 
-    t = Table(title="Memory per device", show_header=True)
+    # CPU ranks have no CUDA context, caching allocator, NCCL or cuBLAS (memory.py: those terms are 0 there): the GPU
+    # rows and their note would only repeat the total under names that do not apply
+    cpu = all(g.device.kind == "cpu" for g in est.cluster.rank_groups())
+    t = Table(title="Memory per rank (host RAM)" if cpu else "Memory per device", show_header=True)
     t.add_column("term")
     t.add_column("GiB", justify="right")
     for k, v in mem["parts"].items():
         t.add_row(k, _gib(v))
     t.add_row("[bold]total[/]", f"[bold]{_gib(mem['per_device_bytes'])}[/]")
-    t.add_row("max_memory_reserved (tensors + allocator cache)", _gib(mem["reserved_bytes"]))
-    t.add_row("nvidia-smi (+ context, cache, NCCL, cuBLAS)", _gib(mem["device_total_bytes"]))
-    t.add_row("capacity", _gib(mem["capacity_bytes"]))
+    if not cpu:
+        t.add_row("max_memory_reserved (tensors + allocator cache)", _gib(mem["reserved_bytes"]))
+        t.add_row("nvidia-smi (+ context, cache, NCCL, cuBLAS)", _gib(mem["device_total_bytes"]))
+    t.add_row("capacity (RAM / ranks per node)" if cpu else "capacity", _gib(mem["capacity_bytes"]))
     if mem["host_bytes_per_rank"]:
         t.add_row("host RAM per rank (offload)", _gib(mem["host_bytes_per_rank"]))
     if mem["nvme_bytes_per_rank"]:
         t.add_row("NVMe per rank (offload)", _gib(mem["nvme_bytes_per_rank"]))
     t.add_row("fits", "[green]yes[/]" if d["fits"] else "[red]NO (out of memory)[/]")
     console.print(t)
-    console.print("memory total = tensors at the step's peak (torch max_memory_allocated) + overhead (CUDA context, "
-                  "which nvidia-smi counts); 'fits' compares this total with capacity. The nvidia-smi row adds NCCL's "
-                  "and cuBLAS's buffers (~0.7 GB per NCCL communicator within an NVSwitch node) and, as the "
-                  "max_memory_reserved row, the caching allocator's blocks its allocation order fixes (not 'fits': "
-                  "the allocator frees them before an out-of-memory error)")
+    if cpu:
+        console.print("memory total = the rank's tensors at the step's peak + overhead (the rank process's own "
+                      "memory: Python, torch and the engine); 'fits' compares this total with capacity, the machine's "
+                      "RAM shared by its ranks. `train` reports the params + grads + optimizer rows as a CPU rank's "
+                      "memory (metrics.jsonl peak_mem_bytes), its RSS beside them")
+    else:
+        console.print("memory total = tensors at the step's peak (torch max_memory_allocated) + overhead (CUDA "
+                      "context, which nvidia-smi counts); 'fits' compares this total with capacity. The nvidia-smi row "
+                      "adds NCCL's and cuBLAS's buffers (~0.7 GB per NCCL communicator within an NVSwitch node) and, as "
+                      "the max_memory_reserved row, the caching allocator's blocks its allocation order fixes (not "
+                      "'fits': the allocator frees them before an out-of-memory error)")
 
     t = Table(title="Step time (per optimizer step)", show_header=True)
     t.add_column("part")
