@@ -252,23 +252,32 @@ def plan(
     train_tokens: float = typer.Option(0.0, help="Tokens to train, for time-to-train and device-hours."),
     objective: str = typer.Option("throughput", help="throughput | time | cost (device-hours) | min-nodes."),
     min_throughput: Optional[float] = typer.Option(None, help="Tokens/s the plan must reach (min-nodes)."),
-    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (deepspeed,fsdp,ddp; "
-                                                    "the cost-model-only megatron, internlm only when named)."),
-    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated."),
+    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (default: deepspeed,fsdp,"
+                                                    "ddp; the cost-model-only megatron, internlm only when named)."),
+    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated (default: every stage "
+                                                  "of each engine: deepspeed 0-3, fsdp 2-3, ddp 0-1)."),
     tp: Optional[str] = typer.Option(None, help="Constraint: tensor-parallel degrees (the search keeps tp a divisor "
                                      "of --gpus-per-node: inside a node; a multiple of it named here is priced "
-                                     "over whole nodes, as estimate prices it)."),
-    pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees."),
+                                     "over whole nodes, as estimate prices it; default: every divisor of "
+                                     "--gpus-per-node that divides the heads)."),
+    pp: Optional[str] = typer.Option(None, help="Constraint: pipeline-parallel degrees (default: every divisor of "
+                                                "the devices left by tp, up to the layer count)."),
     cp: int = typer.Option(1, "--cp", help="Context-parallel degree of every candidate, held fixed, not searched "
                            "(each sequence split over cp ranks: engines megatron, fsdp; --seq-len divisible by 2 x "
                            "cp); default 1, no context parallelism. Cost model only."),
-    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
-    recompute: Optional[str] = typer.Option(None, help="Constraint: none,selective,full."),
+    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes in sequences (default: "
+                                                         "every divisor of each data-parallel rank's share of "
+                                                         "--global-batch)."),
+    recompute: Optional[str] = typer.Option(None, help="Constraint: activation recomputation, comma-separated "
+                                                       "none,selective,full (default: all three)."),
     offload: Optional[str] = typer.Option(None, "--offload-optimizer", help="Optimizer offload, comma-separated "
                                                                           "none,cpu,nvme or any (default none,cpu)."),
     offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
-    offload_params: Optional[str] = typer.Option(None, help="Parameter offload: none | cpu | nvme | any."),
-    precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 (default: bf16 where supported)."),
+    offload_params: Optional[str] = typer.Option(None, help="Parameter offload, comma-separated none,cpu,nvme or "
+                                                            "any (default none,cpu)."),
+    precision: Optional[str] = typer.Option(None, help="bf16 | fp16 | fp32 | fp8 (FP8 linear GEMMs, with --engine "
+                                                       "fsdp and/or megatron; default: bf16 where supported, else "
+                                                       "fp16; fp32 on CPUs)."),
     max_nodes: Optional[int] = typer.Option(None, help="Use at most this many of the cluster's nodes (<= --nodes); "
                                                        "the node count is searched."),
     top: int = typer.Option(10, help="Strategies to show (and to put in --json; 0 = all feasible)."),
