@@ -166,7 +166,10 @@ def test_validate_fits_80_columns_and_keeps_the_headline_column(capsys, monkeypa
     titles = [line for line in lines if line.startswith("throughput: ")]  # the metrics in words, not --json keys
     assert len(titles) >= 4 and not any("_per_" in line or "mfu" in line for line in titles)
     assert re.search(r"^  bigscience2022: 1 row, mean", out, re.M) and ": 1 rows," not in out  # a one-row source
-    sources = lines[lines.index("Sources:") + 1:]  # each source's text hangs under its key
+    by_source = next(i for i, line in enumerate(lines) if line.startswith("leave-one-source-out error by source"))
+    sources = lines[lines.index("Sources:") + 1:by_source - 1]  # each source's text hangs under its key
+    # the summary comes last, after the sources' notes: a terminal's last screen and `validate | tail` show it
+    assert "headline (leave-one-source-out)" in " ".join(lines[-4:]) and "Sources:" not in lines[by_source:]
     assert sources[0].startswith("  ") and all(line.startswith("  ") for line in sources if line.strip())
     assert sum(line.startswith("    ") for line in sources) > sum(not line.startswith("    ") for line in sources)
     monkeypatch.setenv("COLUMNS", "200")

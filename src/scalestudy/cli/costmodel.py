@@ -355,27 +355,8 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
             console.print(f"[dim]({console.width}-column terminal: left out {', '.join(left_out)}; a wider terminal "
                           "or --json shows them)[/]")
         console.print()
-    console.print(f"[bold]headline (leave-one-source-out): {loso['row_count']} throughput rows from "
-                  f"{loso['sources']} sources, mean |error| {100 * loso['mean_abs_error']:.1f}%, max |error| "
-                  f"{100 * loso['max_abs_error']:.1f}%[/] (every fitted constant refitted without the source "
-                  "it predicts)")
-    for source, b in loso["by_source"].items():
-        rows = f"{b['rows']} row" + ("s" if b["rows"] != 1 else "")
-        console.print(f"  {escape(source)}: {rows}, mean {100 * b['mean_abs_error']:.1f}%, "
-                      f"max {100 * b['max_abs_error']:.1f}%")
-    console.print(f"in-sample (constants of calibration.yaml, fitted on all sources): mean |error| "
-                  f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
-                  f"; memory: {summ['memory_rows']} rows ({summ['measured_memory_rows']} measured, max |error| "
-                  f"{100 * summ['measured_memory_max_abs_error']:.1f}%; the rest formula checks)")
-    console.print(f"issue flags only (in-sample; each row's attention, sequence parallel, overlap, schedule and "
-                  f"offload set, every other software option at its default): mean |error| "
-                  f"{100 * defaults['mean_abs_error']:.1f}%, max {100 * defaults['max_abs_error']:.1f}%, "
-                  f"{defaults['rows_over_20pct']} of {defaults['rows']} rows over 20%")
-    console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "
-                  "published. k, M, G = 1e3, 1e6, 1e9.[/]")
-    if refitted:
-        console.print("constants refitted on every source: " +
-                      ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
+    # the sources' notes (thousands of lines) first, the summary last: a terminal's last screen and `validate | tail`
+    # show the headline, not the end of the last source's note
     console.print("[dim]Sources:[/]")
     from scalestudy.wrapped import fill
 
@@ -384,6 +365,29 @@ def validate(as_json: bool = typer.Option(False, "--json", help="Print rows, hea
         console.print(fill(f"{key}: {text}", console.width, initial_indent="  ", subsequent_indent="    "),
                       # paths and URLs whole, unless longer than a line; CJK quotes two columns a character
                       style="dim", markup=False, highlight=False, soft_wrap=True)  # texts quote "[...]"
+    console.print()
+    console.print("leave-one-source-out error by source (each predicted by constants refitted without it):")
+    for source, b in loso["by_source"].items():
+        rows = f"{b['rows']} row" + ("s" if b["rows"] != 1 else "")
+        console.print(f"  {escape(source)}: {rows}, mean {100 * b['mean_abs_error']:.1f}%, "
+                      f"max {100 * b['max_abs_error']:.1f}%")
+    if refitted:
+        console.print("constants refitted on every source: " +
+                      ", ".join(f"{k} = {v:.4g}" for k, v in refitted.items()))
+    console.print("[dim]* = never used to fit (issue 11 acceptance rows). Errors: (predicted - published) / "
+                  "published. k, M, G = 1e3, 1e6, 1e9.[/]")
+    console.print(f"in-sample (constants of calibration.yaml, fitted on all sources): mean |error| "
+                  f"{100 * summ['throughput_mean_abs_error']:.1f}%, max {100 * summ['throughput_max_abs_error']:.1f}%"
+                  f"; memory: {summ['memory_rows']} rows ({summ['measured_memory_rows']} measured, max |error| "
+                  f"{100 * summ['measured_memory_max_abs_error']:.1f}%; the rest formula checks)")
+    console.print(f"issue flags only (in-sample; each row's attention, sequence parallel, overlap, schedule and "
+                  f"offload set, every other software option at its default): mean |error| "
+                  f"{100 * defaults['mean_abs_error']:.1f}%, max {100 * defaults['max_abs_error']:.1f}%, "
+                  f"{defaults['rows_over_20pct']} of {defaults['rows']} rows over 20%")
+    console.print(f"[bold]headline (leave-one-source-out): {loso['row_count']} throughput rows from "
+                  f"{loso['sources']} sources, mean |error| {100 * loso['mean_abs_error']:.1f}%, max |error| "
+                  f"{100 * loso['max_abs_error']:.1f}%[/] (every fitted constant refitted without the source "
+                  "it predicts)")
 
 
 def _groups(rows) -> dict:
