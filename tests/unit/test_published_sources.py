@@ -3287,3 +3287,27 @@ def test_torchtitan_2d_3d_rows_are_tables_4_and_5_at_torchtitan_s_pipeline_defau
         else:
             assert (strategy.zero, strategy.micro_batch, workload.global_batch) == (3, 16, 512)
         assert r["fit"] is False and estimate(model, cluster, strategy, workload).fits
+
+
+TT_ND_GIB = {"tt-llama31-70b-h100-256-fp8-2d": 71.9, "tt-llama31-70b-h100-256-fp8-2d-asynctp": 67.6,
+             "tt-llama31-405b-h100-512-fp8-1f1b": 82.5, "tt-llama31-405b-h100-512-fp8-interleaved": 72.7}
+
+
+def test_torchtitan_2d_3d_memory_rows_are_the_tables_memory_column():
+    """Memory(GiB) = peak reserved, max over GPUs (the busiest rank: memory_row's reserved reading), same
+    configuration as the throughput rows. Arrival (HEAD 7975525): 70B -25.9 / -21.1% (the model holds 46.7 GB of
+    activations and 4.7 GB of allocator cache beside ~6 GB of states; the runs read 20 / 15 GB more), 405B -1.9 /
+    +15.1% (the model's interleaved peak 2.9 GB above its 1F1B one, the runs' 9.8 GiB below: not located)."""
+    data = load()
+    throughput = {r["id"]: r for r in _rows("throughput", "torchtitan2024h100nd")}
+    rows = _rows("memory", "torchtitan2024h100nd")
+    assert {r["id"] for r in rows} == {k + "-memory" for k in TT_ND_GIB}
+    for r in rows:
+        twin = throughput[r["id"].removesuffix("-memory")]
+        assert r["published_gb"] == round(TT_ND_GIB[twin["id"]] * 2**30 / 1e9, 2)
+        assert r["measured"] and r["measured_as"] == "reserved" and "measured_stage" not in r
+        assert all(r.get(k) == twin.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "tp", "pp",
+                                                      "micro_batch", "global_batch", "recompute", "engine", "zero",
+                                                      "precision", "software"))
+        row = memory_row(r, data["sources"])
+        assert row.check == "measured" and abs(row.error) < 0.30, r["id"]
