@@ -554,15 +554,20 @@ def tune(
     margin: float = typer.Option(0.0, help="Run a candidate only if predicted faster than the best measured by this "
                                             "fraction."),
     profile: Optional[str] = typer.Option(None, help="Use this hardware profile YAML instead of calibrating."),
-    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated."),
-    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages."),
-    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes."),
+    engine: Optional[str] = typer.Option(None, help="Constraint: engines, comma-separated (default: deepspeed,fsdp,"
+                                                    "ddp, what train runs)."),
+    zero: Optional[str] = typer.Option(None, help="Constraint: ZeRO stages, comma-separated (default: every stage "
+                                                  "of each engine: deepspeed 0-3, fsdp 2-3, ddp 0-1)."),
+    micro_batch: Optional[str] = typer.Option(None, help="Constraint: micro-batch sizes in sequences (default: "
+                                                         "every divisor of each data-parallel rank's share of "
+                                                         "--global-batch)."),
     tp: str = typer.Option("1", help="Constraint: tensor-parallel degrees, e.g. 1,2 (train runs tp with fsdp or "
                                      "ddp)."),
     pp: str = typer.Option("1", help="Constraint: pipeline-parallel degrees, e.g. 1,2."),
     pp_schedule: Optional[str] = typer.Option(None, help="Pipeline schedules to try when pp > 1 (default "
                                                          "1f1b,interleaved)."),
-    recompute: Optional[str] = typer.Option(None, help="Constraint: none,full."),
+    recompute: Optional[str] = typer.Option(None, help="Constraint: activation recomputation, none,full (default: "
+                                                       "both; train runs no selective recomputation)."),
     offload: str = typer.Option("none", "--offload-optimizer", help="Optimizer offload: none | cpu | none,cpu (cpu "
                                                                     "JIT-builds CPU-Adam once, ~75 s)."),
     offload_old: Optional[str] = typer.Option(None, "--offload", hidden=True),  # the older name, still accepted
