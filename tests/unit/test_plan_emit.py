@@ -4,6 +4,7 @@
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -244,3 +245,19 @@ def test_a_users_own_files_in_the_emit_dir_are_refused_in_one_line(tmp_path):
     (tmp_path / "plan.json").write_text("{}")
     with pytest.raises(ScalestudyError, match=r"holds train_config.yaml, plan.json that .* would replace them;"):
         check_not_users_files(tmp_path, "--emit", EMITTED_NAMES)
+
+
+def test_a_script_run_outside_scalestudys_environment_says_what_to_activate(tmp_path):
+    """README's `.venv/bin/scalestudy plan --emit DIR`, then `DIR/launch_single_node.sh` in a shell without the venv
+    on PATH gave bash's bare 'scalestudy: command not found': the scripts now name the environment to activate."""
+    import sys
+
+    run = RunConfig.build("t5-tiny", Strategy(micro_batch=2, precision="fp32"), Workload(8, 64, 16), nproc=2,
+                          nnodes=2, steps=5)
+    paths = emit(tmp_path / "emit", run, cuda=False)
+    env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1"}
+    for name, command in (("launch_single_node.sh", "scalestudy"), ("launch_multi_node.sh", "torchrun")):
+        res = subprocess.run(["bash", str(paths[name])], env=env, capture_output=True, text=True)
+        assert res.returncode == 127 and res.stdout == ""
+        activate = Path(sys.prefix) / "bin" / "activate"  # named where this environment has one (a venv)
+        assert res.stderr.startswith(f"{command} is not on PATH") and (str(activate) in res.stderr) == activate.is_file()

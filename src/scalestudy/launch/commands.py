@@ -57,6 +57,19 @@ SLURM_RENDEZVOUS = [
 ]
 
 
+def require(command: str) -> str:
+    """A line that stops a script whose `command` is not on PATH with what to do, naming the environment that wrote
+    it: a newcomer who ran `.venv/bin/scalestudy plan --emit` (README) and then the script got bash's bare
+    'torchrun: command not found'. Not in the sbatch script: there srun starts torchrun, possibly in a container or
+    environment the batch shell does not have."""
+    import sys
+
+    activate = Path(sys.prefix) / "bin" / "activate"
+    hint = f"source {activate}" if activate.is_file() else "activate it"
+    return (f'command -v {command} >/dev/null || {{ echo "{command} is not on PATH: run this script in the Python '
+            f'environment scalestudy is installed in ({_dq(hint)})" >&2; exit 127; }}')
+
+
 def launch_scripts(config: Path, *, nproc: int, nnodes: int, cuda: bool, env: dict[str, str] | None = None,
                    origin: str = "scalestudy") -> dict[str, str]:
     """{file name: text} of the three launch scripts for the RunConfig YAML at `config`.
@@ -78,7 +91,8 @@ def launch_scripts(config: Path, *, nproc: int, nnodes: int, cuda: bool, env: di
     if nnodes > 1:
         single += [f"# The plan is for {nnodes} nodes: on one node the same strategy keeps the global batch with "
                    f"{nnodes}x the accumulation (ZeRO then shards over fewer ranks: more memory per device)."]
-    single += here + ['exec scalestudy train --config "$CONFIG"' + (" --nnodes 1" if nnodes > 1 else "") + ' "$@"']
+    single += here + [require("scalestudy"),
+                      'exec scalestudy train --config "$CONFIG"' + (" --nnodes 1" if nnodes > 1 else "") + ' "$@"']
     multi = head + [
         f"# Run on each of the {nnodes} nodes with the same MASTER_ADDR (the address of node 0) and RUN_ID.",
         "# The config and its output directory must be on a filesystem every node sees.",
@@ -86,6 +100,7 @@ def launch_scripts(config: Path, *, nproc: int, nnodes: int, cuda: bool, env: di
         ': "${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}"',
         f'MASTER_PORT="${{MASTER_PORT:-{DEFAULT_PORT}}}"',
         'RUN_ID="${RUN_ID:-scalestudy}"',
+        require("torchrun"),
         "exec " + torchrun_command(nnodes, nproc, '"$CONFIG"'),
     ]
     sbatch = sbatch_header(job_name="scalestudy-train", nodes=nnodes, nproc=nproc, cuda=cuda, output="%x-%j.out")
