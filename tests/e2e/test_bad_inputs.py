@@ -573,9 +573,31 @@ NEW_KEY_FILES = {
                                       "train_options: {tokenizer: tok-304.json}\n",
     "runs-loss-twice.csv": "model,params,tokens,flops,loss,loss\n" + "".join(
         f"m{i},{1e6 * (i + 1)},1e8,{6e14 * (i + 1)},{4 - 0.1 * i},1\n" for i in range(6)),
+    # 2026-12-04, fuzz7: a vanishing fraction or speed (a step time of 'inf'); a flag given as text; control characters
+    "dev-gemm-fraction-subnormal.yaml": BARE_DEVICE.replace("matmul_efficiency: []",
+                                                            "matmul_efficiency: [[1024, 5.0e-324]]"),
+    "dev-nvme-fraction-subnormal.yaml": BARE_DEVICE.replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]")
+    + "nvme_fraction_of_pcie: 5.0e-324\n",
+    "cluster-group-speed-subnormal.yaml": "gpus_per_node: 8\ngroups:\n  - {device: a100-80gb, nodes: 1, speed: 5.0e-324}\n"
+                                          "  - {device: a100-80gb, nodes: 1}\n",
+    "cfg-config-json-attention-bias-text.json": '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                                                '"num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 99, '
+                                                '"attention_bias": "false"}',  # bool("false"): priced with biases
+    "cfg-config-json-mpt-alibi-text.json": '{"model_type": "mpt", "d_model": 64, "n_layers": 2, "n_heads": 4, '
+                                           '"vocab_size": 99, "attn_config": {"alibi": "false"}}',
+    "cfg-config-json-name-escape.json": '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, '
+                                        '"vocab_size": 99, "_name_or_path": "\\u001b[2J\\u001b[31mgpt2"}',  # cleared
+    "cfg-config-json-experts-float.json": '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                                          '"num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 99, '
+                                          '"num_local_experts": 8.0}',  # priced as a dense model
+    "latin1-metrics-run/metrics.jsonl": '{"step": 1, "loss": 5.0}\n'.encode() + "caf\xe9\n".encode("latin-1"),
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
+# FIFOs made in a case's workspace when the command names their first folder (or them): copying one would block
+FIFOS = ("fifo-runs.csv", "fifo-profile/hardware_profile.yaml", "fifo-metrics-run/metrics.jsonl")
+# run folders a --resume would continue (a sound checkpoint record), each with a metrics.jsonl that is not text
+RESUMABLE = ("fifo-metrics-run", "latin1-metrics-run")
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
 CHECKPOINTS = (("ckpt-meta-garbage", '{"dir": "step-00000003", "step": 3}', "{not json"),
                ("ckpt-meta-list", '{"dir": "step-00000003", "step": 3}', "[3, 1]"),
@@ -603,14 +625,19 @@ DAMAGED_CHECKPOINTS = {"ckpt-state-cut": ("ddp_state.pt", "PK\x03\x04 cut short 
                        "ckpt-stream-garbage": ("stream-rank0.json", '{"position": ')}
 
 
-def case_files(argv: tuple[str, ...]) -> dict[str, str]:
+def case_files(argv: tuple[str, ...]) -> dict[str, str | bytes]:
     """The single-use files (NEW_KEY_FILES, CHECKPOINTS run directories) the command names, {path: text}."""
     named = set(argv)
-    files = {name: text for name, text in NEW_KEY_FILES.items() if name in named}
+    files = {name: text for name, text in NEW_KEY_FILES.items() if name in named or name.split("/")[0] in named}
     for name, pointer, meta in CHECKPOINTS:  # run directories whose checkpoint records are not what `save` writes
         if name in named:
             files.update({f"{name}/metrics.jsonl": '{"step": 1, "loss": 5.0}\n', f"{name}/checkpoints/latest": pointer,
                           f"{name}/checkpoints/step-00000003/meta.json": meta})
+    for name in RESUMABLE:
+        if name in named:
+            files.update({f"{name}/checkpoints/latest": '{"dir": "step-00000003", "step": 3}',
+                          # train's defaults on this CPU (as otherdata's)
+                          f"{name}/checkpoints/step-00000003/meta.json": GOOD_META.replace("{}", '{"precision": "fp32"}')})
     for name, (file, content) in DAMAGED_CHECKPOINTS.items():
         if name in named:
             files.update({f"{name}/metrics.jsonl": '{"step": 1, "loss": 5.0}\n',
@@ -1485,6 +1512,36 @@ CASES: list[Case] = [
       "a file is in its place"),  # wrote the scripts; their torchrun ranks failed
     C("train-output-over-users-tokenizer", TRAIN.replace("OUT", "own-tokenizer"), "scalestudy did not write"),
     C("train-set-output-empty-overridden", f"{TRAIN} --set \"output=''\"", "output must name a directory"),  # unchecked
+    # 2026-12-04, fuzz7: each a class of its own (~1,500 new inputs over every command)
+    # a vanishing fraction of peak, NVMe share or relative speed: an 'inf' step (share 'nan%'), or a TypeError
+    # traceback from estimate's / plan's stage split (train alone refused speeds 1e12x apart)
+    C("estimate-device-gemm-fraction-subnormal", f"{EST} --gpu dev-gemm-fraction-subnormal.yaml",
+      "fractions of peak must be in [1e-06, 1]"),
+    C("estimate-device-nvme-fraction-subnormal", f"{EST} --gpu dev-nvme-fraction-subnormal.yaml --zero 3 "
+      "--offload-optimizer nvme --offload-params nvme", "nvme_fraction_of_pcie must be in [1e-06, 16]"),
+    C("estimate-cluster-group-speed-subnormal", f"{EST} --cluster cluster-group-speed-subnormal.yaml --pp 2 "
+      "--precision fp16", "a measured relative speed, 1e-06 to 1e+06"),
+    C("estimate-stage-speeds-subnormal", f"{EST} --pp 2 --stage-speeds 5e-324,1 --stage-layers auto", "1e12x apart"),
+    C("plan-stage-speeds-subnormal", f"{PLAN} --pp 2 --stage-speeds 1e-320,1", "1e12x apart"),
+    # a key given twice on the command line: the last silently won (a YAML file refuses it)
+    C("train-set-key-twice", f"{TRAIN} --set steps=4 --set steps=40", "--set gives steps twice"),
+    C("train-set-key-twice-dashed", f"{TRAIN} --set warmup_steps=1 --set warmup-steps=2", "twice"),
+    # a config.json flag as text read by truthiness ("false" priced the biases); experts counted as 8.0
+    C("estimate-config-json-attention-bias-text", "estimate --model cfg-config-json-attention-bias-text.json",
+      "attention_bias must be true or false"),
+    C("estimate-config-json-mpt-alibi-text", "estimate --model cfg-config-json-mpt-alibi-text.json",
+      "alibi must be true or false"),
+    C("estimate-config-json-experts-float", "estimate --model cfg-config-json-experts-float.json",
+      "mixture of experts"),
+    # control characters: a config's name cleared the screen above every table; a path's ESC recoloured the error
+    C("estimate-config-json-name-escape", "estimate --model cfg-config-json-name-escape.json", "control character"),
+    C("estimate-cluster-name-escape", f"{EST} --cluster '\x1b[31mred.yaml'", "not found: \\x1b[31mred.yaml"),
+    # a FIFO read as a file: fit's CSV, calibrate's own-profile check and a resumed run's metrics waited forever;
+    # a resumed run's metrics.jsonl that is not UTF-8 failed rank 0 with a traceback after DIR was rewritten
+    C("fit-csv-fifo", "fit fifo-runs.csv", "not a regular file"),
+    C("calibrate-output-fifo-profile", "calibrate --output fifo-profile", "scalestudy did not write"),
+    C("train-resume-metrics-fifo", f"{TRAIN.replace('OUT', 'fifo-metrics-run')} --resume", "not a regular file"),
+    C("train-resume-metrics-not-utf8", f"{TRAIN.replace('OUT', 'latin1-metrics-run')} --resume", "not UTF-8"),
 ]
 
 
@@ -1502,10 +1559,14 @@ def _run_case(case: Case, ws: Path, monkeypatch) -> tuple[dict, Result]:
     """The case's own files made in ws, its command run there: (ws's snapshot before, result)."""
     for rel, text in case_files(case.argv).items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ws / rel).write_text(text)
+        (ws / rel).write_bytes(text) if isinstance(text, bytes) else (ws / rel).write_text(text)
     for name, target in LINKS.items():
         if any(name in arg for arg in case.argv):
             (ws / name).symlink_to(target)
+    for rel in FIFOS:
+        if rel.split("/")[0] in case.argv:
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.mkfifo(ws / rel)
     for rel in case.immutable:  # a missing one is made: a file where the name has a suffix, else a directory
         if not (ws / rel).exists():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -1595,6 +1656,21 @@ def test_cublas_given_as_a_number_is_the_version(argv, template, tmp_path, monke
     monkeypatch.chdir(ws)
     res = run_cli(shlex.split(argv))
     assert res.code in (0, None), res.err[-2000:]
+
+
+def test_a_file_cut_short_is_one_line_not_aborted(template, tmp_path, monkeypatch):
+    """fuzz7: click turns any EOFError into Abort, which printed 'aborted' with Ctrl-C's exit status 130 (a resumed
+    run's empty tokens.npz, read by np.load in the launcher): a damaged file, exit 2, one line saying so."""
+    import scalestudy.specs.model
+
+    def cut_short(name):
+        raise EOFError("No data left in file")
+
+    monkeypatch.chdir(template)
+    monkeypatch.setattr(scalestudy.specs.model, "get_model", cut_short)
+    res = run_cli(["estimate", "--model", "t5-tiny"])
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert res.code == 2 and len(lines) == 1 and "cut short or damaged): No data left" in lines[0], res.err
 
 
 def test_plan_on_a_mixed_cluster_at_pp_1_prints_no_empty_split(template, tmp_path, monkeypatch):

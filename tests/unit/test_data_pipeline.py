@@ -165,6 +165,19 @@ def test_cache_reuses_tokenizer_and_tokens(corpus, tmp_path, monkeypatch):
     assert prepare(by_path, tmp_path, write=False).fingerprint == first.fingerprint
 
 
+@pytest.mark.parametrize("cut", ["empty", "half"])
+def test_a_token_cache_cut_short_is_rebuilt(corpus, tmp_path, cut):
+    """fuzz7: a resumed run's tokens.npz cut short failed rank 0 (empty: np.load's EOFError, which click reports as
+    'aborted', exit 130; half: zipfile.BadZipFile) where a damaged cache is rebuilt."""
+    cfg = config(corpus, "span")
+    first = prepare(cfg, tmp_path, write=True)
+    cache = tmp_path / "tokens.npz"
+    cache.write_bytes(b"" if cut == "empty" else cache.read_bytes()[: cache.stat().st_size // 2])
+    assert prepare(cfg, tmp_path, write=True).fingerprint == first.fingerprint
+    with np.load(cache) as data:  # written again whole
+        assert len(data["tokens"]) == len(first.tokens)
+
+
 def test_a_tokenizer_from_an_earlier_run_brings_its_token_stream(corpus, tmp_path, monkeypatch):
     # --tokenizer runs/a/tokenizer.json (a study's trials, runs sharing one tokenizer): run a's tokens.npz, made from
     # the same corpus and tokenizer, is read instead of encoding the corpus again, and kept in the new run's folder

@@ -60,12 +60,24 @@ def _command():
     return _COMMAND[0]
 
 
+# Bidirectional overrides and isolates: they reorder what a terminal shows after them ("Trojan Source")
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _shown_controls(text: str) -> str:
+    """`text` with each control character written as Python writes it ('\\x1b'): a path or a config's name that
+    carries an escape sequence recoloured or rewrote the error line in the terminal (Rich passes ESC through)."""
+    import unicodedata
+
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS else c for c in text)
+
+
 def _print_error(message: str) -> None:
     from rich.markup import escape
 
     # the message is plain text: '[dimension, fraction]' or a name typed as '[bold]x' must not be read as markup
-    err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, soft_wrap=True,
-                      markup=True, emoji=False)  # 'hf:x:' is a name, not the :x: emoji
+    err_console.print(f"[bold red]error:[/] {escape(_shown_controls(' '.join(message.split())))}", highlight=False,
+                      soft_wrap=True, markup=True, emoji=False)  # 'hf:x:' is a name, not the :x: emoji
 
 
 def _usage_error(exc: typer.TyperException) -> str:
@@ -123,7 +135,10 @@ def main(argv: list[str] | None = None) -> None:
         else:
             _print_error(_usage_error(exc))
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except typer.Abort as exc:
+        if isinstance(exc.__cause__, EOFError):  # click makes any EOFError an Abort: a file cut short, not Ctrl-C
+            _print_error(f"a file ended before its data did (cut short or damaged): {exc.__cause__ or 'EOFError'}")
+            sys.exit(2)
         _print_error("aborted")
         sys.exit(130)
     except ScalestudyError as exc:

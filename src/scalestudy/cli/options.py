@@ -318,6 +318,8 @@ def parse_speeds(text: Optional[str]) -> tuple[float, ...]:
     if len(speeds) < 2:  # relative to the fastest stage: one stage is its own reference, and nothing would change
         raise ScalestudyError(f"--stage-speeds gives each pipeline stage's speed relative to the others (two or more, "
                               f"e.g. 2,1), got {text!r}")
+    if max(speeds) / min(speeds) > 1e12:  # stage times leave floating point: estimate / plan's split raised TypeError
+        raise ScalestudyError(f"--stage-speeds {text}: speeds more than 1e12x apart are not measured relative speeds")
     return speeds
 
 

@@ -227,11 +227,8 @@ def _balanced_stages(cfg, speeds_text: str | None, *, cuda: bool, local: bool):
         raise ScalestudyError("--stage-layers auto needs --stage-speeds (a relative speed per pipeline rank, e.g. 2,1)")
     from scalestudy.cli.options import parse_speeds
 
-    speeds = parse_speeds(speeds_text)  # positive finite numbers
+    speeds = parse_speeds(speeds_text)  # positive finite numbers, at most 1e12x apart
     top = max(speeds)
-    if top / min(speeds) > 1e12:  # stage times would leave floating point (inf / nan splits)
-        raise ScalestudyError(f"--stage-speeds {speeds_text}: speeds more than 1e12x apart are not measured relative "
-                              "speeds")
     memory, gpu, why = None, None, ""
     if local and not cuda:
         memory = _machine_memory_bytes()
@@ -332,11 +329,15 @@ def _set_options(items: list[str]) -> dict:
     from scalestudy.errors import ScalestudyError
     from scalestudy.yamlfile import read_yaml_value
 
-    options = {}
+    options, typed = {}, {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ScalestudyError(f"--set takes KEY=VALUE, got {item!r}")
+        name = key.strip().replace("-", "_")
+        if name in typed:  # the last one silently won: a key twice in a YAML file is refused too
+            raise ScalestudyError(f"--set gives {key.strip()} twice ({typed[name]!r} and {item!r}): keep one")
+        typed[name] = item
         options[key.strip()] = read_yaml_value(value, f"--set {key.strip()}") if value.strip() else None
         if options[key.strip()] is None:  # `--set lr=` would silently keep the default
             raise ScalestudyError(f"--set {item!r} gives {key.strip()} no value")

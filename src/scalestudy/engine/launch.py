@@ -91,7 +91,27 @@ def check_before_start(cfg: RunConfig) -> Path:
     if cfg.output.resume:  # before anything is written: a finished run's summary must survive a refused resume
         check_resumable(out, cfg.workload.steps, cfg.world_size, cfg.strategy.to_dict(), cfg.display_name)
         _check_resumed_vocab(cfg, out)
+        _check_resumed_metrics(out)
     return out
+
+
+def _check_resumed_metrics(out: Path) -> None:
+    """--resume keeps DIR/metrics.jsonl's rows up to the checkpoint, read by rank 0 once the run has started: a FIFO
+    there waited forever, bytes that are not UTF-8 failed the rank with a traceback after DIR's config was rewritten
+    and its summary dropped. (Lines that are not JSON are a crash's cut line: skipped, as before.)"""
+    path = out / "metrics.jsonl"
+    if not os.path.lexists(path):
+        return
+    if not path.is_file():
+        raise ScalestudyError(f"--resume: {path} is not a regular file (a FIFO, a device or a broken link): restore "
+                              "the run's metrics.jsonl, or train from scratch in a new --output")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for _ in fh:
+                pass
+    except UnicodeDecodeError:
+        raise ScalestudyError(f"--resume: {path} is damaged (not UTF-8 text): restore the run's metrics.jsonl, or "
+                              "train from scratch in a new --output") from None
 
 
 def _check_resumed_vocab(cfg: RunConfig, out: Path) -> None:

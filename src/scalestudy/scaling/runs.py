@@ -165,4 +165,6 @@ def load_runs(source: str | Path | list[dict] | Runs) -> Runs:
         raise ScalestudyError(f"no such file or study directory: {path}{repo_hint(path)}")
     if path.suffix.lower() != ".csv":
         raise ScalestudyError(f"{path}: expected a runs .csv file or a study directory")
+    if not path.is_file():  # a FIFO or /dev/zero: the read never ends
+        raise ScalestudyError(f"{path}: not a regular file (a FIFO or a device); a runs CSV is a file")
     return read_csv(path)

@@ -430,6 +430,10 @@ MAX_PEAK_FLOPS = 1.0e17
 MIN_MEMORY_BYTES, MAX_MEMORY_BYTES = 1 << 20, 1 << 50
 MAX_CLOCK_MHZ, MAX_POWER_W = 1.0e5, 1.0e5
 MAX_MEASURED_RATIO = 1.0e4
+# A fraction of peak (matmul_efficiency, matmul_peak_fraction), NVMe's share of PCIe or a group's relative speed
+# divides a time: no device runs a GEMM, a disk or a rank at under a millionth of its figures, and 5e-324 gave an
+# 'inf' step (share 'nan%') instead of a refusal
+MIN_FRACTION = 1.0e-6
 _TIME_FIELDS = ("intra_node_latency_s", "inter_node_latency_s", "layer_overhead_s", "step_overhead_s",
                 "microstep_overhead_s", "net_post_overhead_s")
 _RATE_FIELDS = ("hbm_bytes_per_s", "pcie_bytes_per_s", "intra_node_bytes_per_s", "inter_node_bytes_per_s",
@@ -497,8 +501,8 @@ def _numbers(data: dict, origin: str) -> dict:
     for name in _RATE_FIELDS:  # the cost model divides by these; below one per second a step time leaves floats
         if name in data and not data[name] >= 1:
             raise ScalestudyError(f"{origin}: {name} must be > 0 (>= 1 per second), got {data[name]!r}")
-    if "nvme_fraction_of_pcie" in data and not 0 < data["nvme_fraction_of_pcie"] <= 16:
-        raise ScalestudyError(f"{origin}: nvme_fraction_of_pcie must be in (0, 16] (NVMe bandwidth / "
+    if "nvme_fraction_of_pcie" in data and not MIN_FRACTION <= data["nvme_fraction_of_pcie"] <= 16:
+        raise ScalestudyError(f"{origin}: nvme_fraction_of_pcie must be in [{MIN_FRACTION:g}, 16] (NVMe bandwidth / "
                               f"pcie_bytes_per_s), got {data['nvme_fraction_of_pcie']!r}")
     for name, meaning in (("gpus_per_host_link", "GPUs sharing one PCIe link to the host"),
                           ("host_numa_nodes", "NUMA nodes of the host's memory")):
@@ -544,9 +548,9 @@ def _numbers(data: dict, origin: str) -> dict:
                                          for d, f in data["matmul_efficiency"]]
         except (TypeError, ValueError):
             raise ScalestudyError(f"{origin}: matmul_efficiency must be a list of [dimension, fraction] pairs") from None
-        if any(not 0 < f <= 1 for _, f in data["matmul_efficiency"]):  # the refits that write profiles cap at 1
-            raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be in (0, 1], got "
-                                  f"{[f for _, f in data['matmul_efficiency']]}")
+        if any(not MIN_FRACTION <= f <= 1 for _, f in data["matmul_efficiency"]):  # refits cap profiles at 1
+            raise ScalestudyError(f"{origin}: matmul_efficiency fractions of peak must be in [{MIN_FRACTION:g}, 1], "
+                                  f"got {[f for _, f in data['matmul_efficiency']]}")
         data["matmul_efficiency"].sort()  # interpolated in ascending dimension
         dims = [d for d, _ in data["matmul_efficiency"]]
         if len(set(dims)) < len(dims):
@@ -613,9 +617,10 @@ def _check_power(data: dict, origin: str) -> None:
     if data.get("family") and not data.get("matmul_peak_fraction"):
         raise ScalestudyError(f"{origin}: family {data['family']!r} needs matmul_peak_fraction (measured maximum "
                               "achievable matmul FLOP/s / peak_flops); or leave family out, give matmul_efficiency")
-    if data.get("matmul_peak_fraction", 0.0) > 1.0:
-        raise ScalestudyError(f"{origin}: matmul_peak_fraction is a fraction of peak_flops (<= 1), got "
-                              f"{data['matmul_peak_fraction']!r}")
+    fraction = data.get("matmul_peak_fraction", 0.0)
+    if fraction and not MIN_FRACTION <= fraction <= 1.0:  # 0: not given
+        raise ScalestudyError(f"{origin}: matmul_peak_fraction is a fraction of peak_flops in [{MIN_FRACTION:g}, 1], "
+                              f"got {fraction!r}")
     if "power_clock_mhz" in data:
         try:
             if not isinstance(data["power_clock_mhz"], list):
@@ -772,8 +777,9 @@ def _load_groups(data: dict, path: Path) -> ClusterSpec:
         else:
             raise ScalestudyError(f"{where}: needs gpus_per_node (or a cluster-wide gpus_per_node)")
         speed = _num(g.get("speed", 1.0), "speed", where)
-        if speed <= 0:
-            raise ScalestudyError(f"{where}: speed must be > 0, got {g.get('speed')!r}")
+        if not MIN_FRACTION <= speed <= 1 / MIN_FRACTION:  # x the device's figures: 5e-324 priced an 'inf' step
+            raise ScalestudyError(f"{where}: speed must be > 0 (a measured relative speed, {MIN_FRACTION:g} to "
+                                  f"{1 / MIN_FRACTION:g}), got {g.get('speed')!r}")
         gpns.add(gpn)
         groups.append(DeviceGroup(device, nodes * gpn, speed, nodes))
     if len(gpns) > 1:

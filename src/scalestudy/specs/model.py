@@ -500,6 +500,9 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:  # a hub id or a path; printed in every table title
         raise ScalestudyError(f"model config {path}: _name_or_path must be text of at most {MAX_NAME_CHARS} "
                               f"characters (a hub id or a path), got {_shown(name)}")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):  # as a study's name (study/spec.py)
+        raise ScalestudyError(f"model config {path}: the model's name {_shown(name)} holds a control character (it "
+                              "heads every table and goes into run configs and reports): give one line of text")
     _refuse_moe(cfg, kind, path)  # before any reader: a T5 or GPT-2 config with experts is no dense model either
     source = str(path.resolve())
     try:
@@ -536,8 +539,9 @@ def from_hf_config(path: str | Path) -> ModelSpec:
         if kind in LLAMA_LAYOUTS or kind == NEMOTRON:
             return _llama_block(
                 cfg, path, name, source, ffn=_nemotron_act(cfg, path) if kind == NEMOTRON else "swiglu",
-                attention_bias="qkv" if kind == "qwen2" else ("all" if cfg.get("attention_bias") else "none"),
-                mlp_bias=kind in ("llama", NEMOTRON) and bool(cfg.get("mlp_bias")),
+                attention_bias="qkv" if kind == "qwen2" else ("all" if _flag(cfg, "attention_bias", False, path)
+                                                              else "none"),
+                mlp_bias=kind in ("llama", NEMOTRON) and _flag(cfg, "mlp_bias", False, path),
                 hf_type="" if kind == "llama" else kind)
     except KeyError as exc:
         raise ScalestudyError(f"model config {path}: missing field {exc.args[0]!r} for model_type {kind!r}") from None
@@ -547,7 +551,7 @@ def from_hf_config(path: str | Path) -> ModelSpec:
 
 def _refuse_moe(cfg: dict, kind: object, path: Path) -> None:
     """A mixture-of-experts config (Mixtral, Qwen2-MoE, DBRX, ...): one line, not a dense model of the wrong size."""
-    experts = [k for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1]
+    experts = [k for k in MOE_KEYS if isinstance(cfg.get(k), (int, float)) and cfg[k] > 1]  # 8.0 is 8 experts
     if kind in MOE_TYPES or experts:
         raise ScalestudyError(f"model config {path}: model_type {kind!r} is a mixture of experts"
                               f"{f' ({experts[0]} {cfg[experts[0]]})' if experts else ''}: the cost model prices "
@@ -614,7 +618,8 @@ def _mpt(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
                               f"{attn.get('attn_type') if isinstance(attn, dict) else attn!r} / ffn_type {ffn_type!r}:"
                               " only multihead_attention and the GELU mptmlp are modelled")
     d = _int(cfg, "d_model", path)
-    learned = _flag(cfg, "learned_pos_emb", True, path) and not attn.get("alibi", True) and not attn.get("rope")
+    learned = _flag(cfg, "learned_pos_emb", True, path) and not _flag(attn, "alibi", True, path) and \
+        not _flag(attn, "rope", False, path)
     return _gpt_block(cfg, "mpt", name, source, d=d, layers=_int(cfg, "n_layers", path),
                       heads=_int(cfg, "n_heads", path), vocab=_int(cfg, "vocab_size", path, 50368),
                       d_ff=_int(cfg, "expansion_ratio", path, 4) * d, ffn="gelu",
@@ -670,7 +675,8 @@ def _gemma(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:
                      d_ff=_int(cfg, "intermediate_size", path), ffn="swiglu",
                      tie_word_embeddings=_flag(cfg, "tie_word_embeddings", True, path),
                      max_position_embeddings=_int(cfg, "max_position_embeddings", path, 8192),
-                     attention_bias="all" if cfg.get("attention_bias") else "none", hf_type=kind, source=source)
+                     attention_bias="all" if _flag(cfg, "attention_bias", False, path) else "none", hf_type=kind,
+                     source=source)
 
 
 def _umt5(cfg: dict, path: Path, name: str, source: str) -> ModelSpec:

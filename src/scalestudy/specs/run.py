@@ -331,9 +331,11 @@ def check_not_users_files(out_dir: str | Path, flag: str, names: tuple[str, ...]
 
 def _json_marked(path: Path) -> bool:
     """A JSON object scalestudy wrote with WRITTEN_BY_JSON in it (data.json, tokenizer.meta.json)."""
+    if not path.is_file():  # absent, a directory; a FIFO's read never ends
+        return False
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # absent, a directory, not JSON (UnicodeDecodeError is one)
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON (UnicodeDecodeError is one)
         return False
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY_JSON["written_by"]
 
@@ -345,6 +347,8 @@ _OLD_HEADERS = ("# hardware profile from `scalestudy calibrate`", "# hardware pr
 def written_by_scalestudy(path: Path) -> bool:
     """Whether the file's first line, or the second under a comment, is the one scalestudy writes (CONFIG_HEADER,
     calibrate.PROFILE_HEADER: a profile's note comes first)."""
+    if not path.is_file():  # a FIFO where an output goes: open() waited for a writer forever (calibrate --output)
+        return False
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             first, second = f.readline(4096), f.readline(4096)

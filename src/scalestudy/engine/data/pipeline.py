@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -250,8 +251,8 @@ def _cached_tokens(path: Path | None, key: str, knowledge: bool) -> tuple[np.nda
         with np.load(path) as data:
             if str(data["key"]) == key:
                 return data["tokens"], (data["flags"] if knowledge else None)
-    except (OSError, ValueError, KeyError):
-        pass  # unreadable or older cache: rebuild
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        pass  # unreadable, cut short (empty: EOFError; half a zip: BadZipFile) or an older cache: rebuild
     return None
 
 
