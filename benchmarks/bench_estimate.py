@@ -21,7 +21,7 @@ import time
 from scalestudy.costmodel import activation_cache_clear, estimate
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import ZERO_STAGES, Strategy, Workload
 
 

@@ -87,7 +87,7 @@ def trained_options(s: dict) -> list[str]:
     """estimate's options naming the software train ran (specs/run.train_software: torch AdamW's foreach loop,
     DeepSpeed's compute-dtype accumulation, checkpoint early stop, the model's own loss, SDPA's kernel for T5's bias),
     as plan prices train's runs (as_trained): estimate's defaults are the published runs' software, not train's."""
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import train_software
 
     st = s["strategy"]

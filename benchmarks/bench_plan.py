@@ -21,7 +21,7 @@ import time
 from scalestudy.plan.planner import plan
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

@@ -41,7 +41,7 @@ import scalestudy.costmodel.estimate  # noqa: F401  (the CLI imports the cost mo
 from scalestudy.plan.planner import plan
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 import scalestudy.plan.planner as planner
 ranked_at = []  # the CPU clock when planner._plan returns: the end of the span plan reports (elapsed_s)

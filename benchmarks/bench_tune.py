@@ -45,7 +45,7 @@ from scalestudy.plan import tuner
 from scalestudy.plan.space import Constraints
 from scalestudy.plan.tune_report import error_pct, pick_line
 from scalestudy.specs.hardware import DeviceSpec, get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

@@ -28,7 +28,7 @@ from collections import defaultdict
 import torch
 
 from scalestudy.engine.models import build_model
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 CORE_NODES = ("ScaledDotProduct", "SafeSoftmax", "Softmax", "Bmm", "Baddbmm", "Where")  # SDPA and its CPU math decomposition
 

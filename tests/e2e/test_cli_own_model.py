@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scalestudy.costmodel.params import param_count
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from _cli import run_cli as _cli
 
 CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

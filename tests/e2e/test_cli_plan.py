@@ -12,7 +12,7 @@ from scalestudy.cli import main
 from scalestudy.costmodel import activation_cache_clear
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import ZERO_STAGES, Strategy, Workload
 from _cli import run_cli
 

@@ -71,7 +71,7 @@ def test_search_runs_trial_processes_prunes_and_feeds_fit(tmp_path, capsys, monk
     assert trend["target_value"] == pytest.approx(trend["coef"] * trend["target_params"] ** trend["exponent"],
                                                   rel=1e-9)
     from scalestudy.costmodel.params import param_count
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     assert trend["target_params"] == result["target_params"] == float(param_count(get_model("mt5-xxl")))
     # The best runs table feeds the scaling-law fit; the search directory itself is a study for `fit` too.

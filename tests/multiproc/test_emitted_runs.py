@@ -121,7 +121,7 @@ def test_mixed_cluster_plan_emits_uneven_stage_layers_that_train_runs(tmp_path, 
     estimate beats the even split, and the emitted multi-node script trains with exactly those stage layers."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import load_cluster
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     (tmp_path / "cluster.yaml").write_text(MIXED_CPU_CLUSTER)

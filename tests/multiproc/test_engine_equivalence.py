@@ -79,7 +79,7 @@ def test_fsdp2_collectives_per_step_are_the_cost_models(two_rank_runs):
     gradients in every micro-batch's backward and gathers every unit per pass: the calls the gloo cost path prices
     (cpu_collectives.fsdp_calls_per_step; the GPU terms price the same per micro-batch), counted in the run."""
     from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     tiny = get_model("t5-tiny")
     units = tiny.num_layers + tiny.num_decoder_layers + 1  # fully_shard per block, then the root

@@ -9,7 +9,7 @@ from scalestudy.costmodel.alignment import alignment, flash_head_dim_factor, gem
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.step import compute_times
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 @pytest.mark.parametrize("dims, expected", [

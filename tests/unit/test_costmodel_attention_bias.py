@@ -11,7 +11,8 @@ from scalestudy.costmodel.attention_bias import bias_launches, bias_memory_bytes
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
-from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import check_cost_model_only, train_software
 from scalestudy.specs.strategy import Strategy, Workload, software_fill
 

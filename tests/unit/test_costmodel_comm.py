@@ -6,7 +6,7 @@ import pytest
 from scalestudy.costmodel.comm import allgather_time, allreduce_time, dp_comm_volume, p2p_time, reduce_scatter_time
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 PSI = 1e9

@@ -10,7 +10,7 @@ from scalestudy.costmodel import cpu_profile
 from scalestudy.costmodel.calibrate import save_profile
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

@@ -11,7 +11,7 @@ import pytest
 from scalestudy.costmodel.constants import stored
 from scalestudy.costmodel.step import compute_times, eager_core_bytes, elementwise_bytes
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 GPT2 = get_model("gpt2-medium")  # 24 layers, 16 heads of 64
 

@@ -8,7 +8,7 @@ from scalestudy.costmodel import estimate as estimate_module
 from scalestudy.costmodel import stage_terms
 from scalestudy.costmodel.eager_kernels import autocast_param_bytes, autocast_param_s
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

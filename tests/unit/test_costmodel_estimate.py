@@ -9,7 +9,7 @@ from scalestudy.costmodel.estimate import _tied_embedding_sync, estimate
 from scalestudy.costmodel.flops import training_flops
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

@@ -9,7 +9,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.flash_v1 import fa1_key_block, fa1_loop_bytes, fa1_passes_per_row
 from scalestudy.costmodel.step import compute_times
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

@@ -4,7 +4,8 @@ import pytest
 
 from scalestudy.costmodel.flops import forward_flops, six_n_flops, training_flops
 from scalestudy.costmodel.params import param_breakdown
-from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

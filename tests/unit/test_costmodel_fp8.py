@@ -12,7 +12,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.step import compute_times
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import check_cost_model_only
 from scalestudy.specs.strategy import Strategy, Workload
 

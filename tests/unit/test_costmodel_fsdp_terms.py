@@ -122,7 +122,7 @@ def test_fsdp_reduce_scatters_every_micro_batch_as_train_runs(zero):
     from scalestudy.costmodel.cpu_collectives import fsdp_calls_per_step
     from scalestudy.engine.settings import ddp_settings, fsdp_settings
     from scalestudy.specs.hardware import ClusterSpec, get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import RunConfig
     from scalestudy.specs.strategy import Workload
 

@@ -8,7 +8,7 @@ import pytest
 from scalestudy.costmodel.eager_kernels import gpt2_block
 from scalestudy.costmodel.fused_kernels import gpt_block_fused
 from scalestudy.costmodel.step import elementwise_bytes
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 def test_gpt3_shape_moves_104_bytes_per_token_and_d_model():

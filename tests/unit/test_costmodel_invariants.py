@@ -29,7 +29,7 @@ from scalestudy.costmodel.options import DEFAULT_OPTIONS
 from scalestudy.costmodel.stages import estimate_stages
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, get_device
-from scalestudy.specs.model import PRESETS
+from scalestudy.specs.presets import PRESETS
 from scalestudy.specs.strategy import Strategy, Workload, software_defaults
 
 SEED = 20261202

@@ -18,7 +18,7 @@ from scalestudy.costmodel.params import param_breakdown, params_per_device
 from scalestudy.costmodel.step import _head_s, compute_times
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import as_trained, check_cost_model_only, train_runs, train_software
 from scalestudy.specs.strategy import Strategy, Workload, software_assumed, vocab_shards
 

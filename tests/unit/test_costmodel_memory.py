@@ -9,7 +9,8 @@ from scalestudy.costmodel.params import params_per_device
 from scalestudy.costmodel.memory import (activation_parts, block_gradient_bytes, eager_composed_gelu,
                                          layer_activation_bytes, logits_bytes, model_states, zero_model_states)
 from scalestudy.specs.hardware import ClusterSpec, get_device, make_cluster
-from scalestudy.specs.model import ModelSpec, get_model
+from scalestudy.specs.model import ModelSpec
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 GB = 1e9
@@ -196,7 +197,7 @@ def test_megatron_model_states_are_the_distributed_optimizer_table():
     fp16 param + fp16 grads 20 / 4 + 16/d, bf16 param + fp32 grads 18 / 6 + 12/d, fp32 16 / 8 + 8/d; no buffers."""
     from scalestudy.costmodel.memory import buffer_bytes, model_states
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     psi, d = 1e9, 48
     for prec, full, dist in (("fp16", 20, 4 + 16 / d), ("bf16", 18, 6 + 12 / d), ("fp32", 16, 8 + 8 / d)):

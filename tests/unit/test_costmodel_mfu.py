@@ -11,7 +11,7 @@ from scalestudy.costmodel.flops import training_flops
 from scalestudy.costmodel.mfu import MFU_CONVENTION, flops_utilization, peak_precision
 from scalestudy.engine import probe
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 A100 = types.SimpleNamespace(type="cuda")  # a torch.device stand-in: probe.peak_flops reads .type only

@@ -107,7 +107,7 @@ def test_each_pipeline_stage_steps_the_tensors_of_its_own_blocks():
     charged it ~16 blocks' tensors and the decoder stage ~8."""
     from scalestudy.costmodel.options import DEFAULT_OPTIONS
     from scalestudy.costmodel.stages import estimate_stages
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     model, two = get_model("t5-base"), make_cluster("a100-80gb", 1, 2)
     work = Workload(global_batch=32, seq_len=512, target_len=114)

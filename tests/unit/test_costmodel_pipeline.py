@@ -11,7 +11,7 @@ import pytest
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec, DeviceGroup, get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 DEV = get_device("a100-80gb")

@@ -65,7 +65,7 @@ def test_t5_encoder_first_split_both_paths(pp):
     every decoder stage in full."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import ClusterSpec, DeviceGroup, get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     dev = get_device("a100-80gb")

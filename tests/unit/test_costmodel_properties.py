@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import PRESETS
+from scalestudy.specs.presets import PRESETS
 from scalestudy.specs.strategy import Strategy, Workload
 
 MODELS = [n for n in PRESETS if not n.endswith("70b")]

@@ -13,7 +13,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.published import _setup, load
 from scalestudy.costmodel.step import compute_times
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 def test_the_kernel_tiles_the_head_dimension_as_the_next_power_of_two():

@@ -8,7 +8,7 @@ from scalestudy.costmodel.kernel_counts import block_kernels
 from scalestudy.costmodel.published import BOUNDS, _objective, fit, fit_rows, load, summary, validation_rows
 from scalestudy.costmodel.step import compute_times
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 def test_published_rows_cover_the_required_kinds():

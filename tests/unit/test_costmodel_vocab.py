@@ -105,7 +105,7 @@ def test_megatron_t5_head_bias_moves_three_passes_per_logit():
     """NeMo's MegatronTokenLevelHead / Megatron-LM's T5LMHead add a V/tp bias to the logits (forward: write + read,
     backward: the bias gradient's reduction over the tokens); GPT and Hugging Face heads have none."""
     from scalestudy.costmodel.flops import head_bias_bytes_per_logit
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     mt5, gpt2 = get_model("mt5-xl"), get_model("gpt2")
     assert [head_bias_bytes_per_logit(mt5, p, True) for p in ("bf16", "fp32")] == [6.0, 12.0]
@@ -142,7 +142,7 @@ def test_cpu_tensor_parallel_head_prices_the_runs_loss_kernel():
     kernel the strategy names, as at tp 1 (it priced the engine's whatever --cross-entropy said)."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import make_cluster
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     model, two, work = get_model("gpt2-tiny"), make_cluster("local-cpu", nodes=1, gpus_per_node=2), \

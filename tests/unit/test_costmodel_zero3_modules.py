@@ -9,7 +9,8 @@ import pytest
 
 from scalestudy.costmodel.params import param_breakdown
 from scalestudy.costmodel.zero3 import _block_modules, _block_tensors
-from scalestudy.specs.model import from_shape, get_model
+from scalestudy.specs.model import from_shape
+from scalestudy.specs.presets import get_model
 
 _SHAPE = {"d_model": 1024, "layers": 4, "heads": 8, "vocab": 1000, "seq": 128}
 

@@ -5,7 +5,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.params import params_per_device
 from scalestudy.costmodel.zero3 import hook_host_s, zero3_gathers
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 # scalestudy train's t5-large on one H200 (benchmarks/data/h200-2026-12-04.json: ZeRO-3 ran ~1.28 s a step, ZeRO-0

@@ -10,7 +10,7 @@ from scalestudy.costmodel.params import params_per_device
 from scalestudy.costmodel.published import load, predict
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

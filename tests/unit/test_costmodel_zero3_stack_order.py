@@ -5,7 +5,7 @@ from scalestudy.costmodel import terms
 from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.zero3 import launch_order_s, stack_order
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 

@@ -12,7 +12,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.memory import ACT_BYTES
 from scalestudy.costmodel.step import EMBED_GRAD_BYTES, compute_times
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 LLAMA = get_model("llama-tiny")  # 2 layers, swiglu: 5 column- and 2 row-parallel projections per layer

@@ -13,7 +13,7 @@ from scalestudy.costmodel.memory import ddp_bucket_copy_bytes, step_temporary_by
 from scalestudy.errors import ScalestudyError
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import RunConfig, as_trained, check_cost_model_only, train_software
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 

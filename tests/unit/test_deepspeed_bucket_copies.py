@@ -9,7 +9,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.step import BUCKET_COPY_PASSES, bucket_copy_s
 from scalestudy.costmodel.zero3 import zero3_gathers
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 GPT2 = get_model("gpt2")

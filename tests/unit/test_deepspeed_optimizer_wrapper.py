@@ -9,7 +9,7 @@ from scalestudy.costmodel.memory import step_temporary_bytes
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OPTIMIZER_LOOPS, STAGE_LOOP_BYTES, optimizer_loop_s
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import as_trained, deepspeed_optimizer_wrapper, train_software
 from scalestudy.specs.strategy import TRAIN_VALUES, Strategy, Workload
 

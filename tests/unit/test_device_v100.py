@@ -56,7 +56,7 @@ def test_deepspeed_zero1_all_reduce_moves_one_and_a_half_times_the_ring_traffic(
     """DeepSpeed 0.4.4-0.12 ZeRO-1 all-reduces each gradient bucket, then all-gathers the weights (3 psi), where
     a reduce-scatter + all-gather moves 2 psi; only engine deepspeed zero 1 changes."""
     from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
     spec, work = get_model("gpt2-xl"), Workload(global_batch=256, seq_len=1024)
     cluster = ClusterSpec(device=V100, nodes=8, gpus_per_node=4, inter_node_bytes_per_s=1.716e9)
@@ -122,7 +122,7 @@ def test_the_16gb_board_is_the_32gb_board_with_half_the_memory():
     from dataclasses import fields
 
     from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
     small = get_device("v100-16gb")
     differ = {f.name for f in fields(V100) if getattr(small, f.name) != getattr(V100, f.name)}
@@ -143,7 +143,7 @@ def test_flash_attention_on_a_v100_is_sdpa_memory_efficient_kernel():
     from scalestudy.costmodel.engine_software import engine_meanings
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.errors import OptionError
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
     assert attention_efficiency(V100, 4096.0, "mem-efficient") == pytest.approx(0.40)
     assert attention_efficiency(get_device("a100-80gb"), 4096.0, "fa2") > 0.6  # the A100 curve, not capped at 0.4

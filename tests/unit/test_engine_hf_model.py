@@ -6,7 +6,8 @@ import pytest
 
 from scalestudy.costmodel.params import param_breakdown, param_count
 from scalestudy.engine.hf_model import build_hf_model, hf_param_count
-from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS, get_model
+from scalestudy.specs.model import COST_MODEL_TYPES
+from scalestudy.specs.presets import PRESETS, get_model
 
 pytest.importorskip("transformers")
 

@@ -6,7 +6,7 @@ import math
 import torch
 
 from scalestudy.engine.models import build_model
-from scalestudy.specs.model import PRESETS
+from scalestudy.specs.presets import PRESETS
 
 
 def test_untied_t5_head_is_fan_in_initialised_and_first_loss_is_near_uniform():

@@ -241,7 +241,8 @@ def test_estimate_json_states_the_unit_of_every_figure(capsys, tmp_path):
 def test_falcon_config_is_a_cost_model_only_llama_block(capsys, tmp_path):
     """Falcon-7B's config.json (multi-query, GELU 4d): estimated as a llama-family block with one K/V head and a
     non-gated GELU, the same model as the shape YAML `family: llama, ffn: gelu, kv_heads: 1`; train refuses it."""
-    from scalestudy.specs.model import get_model, hf_attn_implementation
+    from scalestudy.specs.model import hf_attn_implementation
+    from scalestudy.specs.presets import get_model
     from scalestudy.errors import ScalestudyError
 
     config = tmp_path / "falcon.json"
@@ -323,7 +324,8 @@ def test_published_hf_configs_count_their_real_parameters(capsys, tmp_path):
     train refuses the cost-model-only types in one line, umT5 is mT5's block, and a MoE config is refused."""
     from scalestudy.costmodel.params import param_count
     from scalestudy.errors import ScalestudyError
-    from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS, get_model, hf_attn_implementation
+    from scalestudy.specs.model import COST_MODEL_TYPES, hf_attn_implementation
+    from scalestudy.specs.presets import PRESETS, get_model
 
     for name, (cfg, published) in PUBLISHED_CONFIGS.items():
         path = tmp_path / f"{name}.json"

@@ -11,7 +11,7 @@ from scalestudy.costmodel.estimate import estimate
 from scalestudy.costmodel.terms import HOST_FUSED_ADAMW_BYTES, host_adam_slowdown, optimizer_offload
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 OFFLOAD = dict(engine="fsdp", zero=3, micro_batch=2, recompute="full", offload_optimizer="cpu", offload_params="cpu")

@@ -13,7 +13,7 @@ from scalestudy.engine.settings import DS_DTYPES, deepspeed_config
 from scalestudy.errors import ScalestudyError
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import RunConfig, as_trained, check_cost_model_only, deepspeed_optimizer_wrapper, \
     train_software
 from scalestudy.specs.strategy import Strategy, Workload

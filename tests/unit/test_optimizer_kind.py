@@ -13,7 +13,7 @@ from scalestudy.costmodel.optimizers import LOOP_STEPS, STATE_TENSORS, flat_upda
 from scalestudy.costmodel.step import OPTIMIZER_BYTES, OPTIMIZER_LOOPS, optimizer_loop_s
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import get_device, make_cluster
-from scalestudy.specs.model import PRESETS
+from scalestudy.specs.presets import PRESETS
 from scalestudy.specs.run import train_runs
 from scalestudy.specs.strategy import ADAMW_ONLY_LOOPS, OPTIMIZER_KINDS, Strategy, Workload
 from scalestudy.specs.strategy import OPTIMIZER_LOOPS as STRATEGY_LOOPS

@@ -9,7 +9,7 @@ import torch
 from scalestudy.engine.models import build_model
 from scalestudy.engine.parallel.meta_init import Built, layer_of, materialise
 from scalestudy.engine.parallel.stages import split_model
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 @pytest.mark.parametrize("name, counts", [

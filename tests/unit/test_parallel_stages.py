@@ -7,7 +7,7 @@ import torch
 
 from scalestudy.engine.models import build_model
 from scalestudy.engine.parallel.stages import EdgeDropout, loss_function, split_model
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 def run_chunks(chunks, input_ids, attention_mask, labels):

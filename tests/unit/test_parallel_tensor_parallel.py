@@ -12,7 +12,7 @@ import torch.distributed.checkpoint as dcp
 from scalestudy.engine.models import build_model
 from scalestudy.engine.parallel.checkpoint import CanonicalSlices
 from scalestudy.engine.parallel.tensor_parallel import FusedColumns, _localise_heads
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 @pytest.mark.parametrize("groups, dim", [(2, 0), (4, 1)])

@@ -13,7 +13,7 @@ from scalestudy.launch.process import TrialResult
 from scalestudy.plan import tuner
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

@@ -14,7 +14,7 @@ from scalestudy.plan.partition import resource_split
 from scalestudy.plan.planner import default_precision, plan
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device, load_cluster, make_cluster, with_stage_speeds
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Strategy, Workload
 
 MIXED = """\

@@ -8,7 +8,7 @@ import pytest
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.plan.partition import balanced_split, layer_costs, plan_stages, stage_seconds
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 @pytest.mark.parametrize("costs, head, speeds, expected", [

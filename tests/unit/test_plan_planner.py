@@ -13,7 +13,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.plan.planner import explain, pareto_front, plan
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 GIB = 2**30

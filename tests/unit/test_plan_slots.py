@@ -9,7 +9,7 @@ import pytest
 from scalestudy.plan.planner import Candidate, plan
 from scalestudy.plan.space import Constraints, Point
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

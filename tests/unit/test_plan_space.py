@@ -5,7 +5,7 @@ import pytest
 from scalestudy.errors import ScalestudyError
 from scalestudy.plan.space import Constraints, divisors, engine_variants, enumerate_space, model_parallel_degrees
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload, resolve_layout
 
 

@@ -11,7 +11,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.plan.planner import plan
 from scalestudy.plan.space import Constraints, enumerate_groups
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 CASES = {

@@ -19,7 +19,7 @@ from scalestudy.errors import ScalestudyError
 from scalestudy.plan.planner import plan
 from scalestudy.plan.space import Constraints, enumerate_space
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.run import trained_fill
 from scalestudy.specs.strategy import ZERO_STAGES, Strategy, Workload, hf_decoder, software_fill
 

@@ -3,7 +3,7 @@
 from scalestudy.cli.plan import build_constraints
 from scalestudy.plan import tuner
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 

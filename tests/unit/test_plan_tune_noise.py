@@ -12,7 +12,7 @@ from scalestudy.costmodel.calibrate import EfficiencyFit, StepTerms, fit_efficie
 from scalestudy.plan import noise, tune_report, tuner
 from scalestudy.plan.space import Constraints
 from scalestudy.specs.hardware import get_device
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import Workload
 
 TRUE_BEST, RUNNER_UP = "ddp tp1 pp1 mb8 fp32", "ds-z0 tp1 pp1 mb8 fp32"  # 3% apart; every other one >= 12% slower

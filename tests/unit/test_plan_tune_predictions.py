@@ -120,7 +120,7 @@ def test_collectives_at_the_calibrations_measured_rates():
     from scalestudy.plan import tuner
     from scalestudy.plan.space import Constraints
     from scalestudy.specs.hardware import get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Workload
 
     device = replace(get_device("local-cpu"), collective_time_ratio={"all_reduce": 1.0, "all_gather": 1.5,
@@ -150,7 +150,7 @@ def test_collectives_at_measured_rates_are_not_counted_twice_with_the_profiles_m
     from scalestudy.plan import tuner
     from scalestudy.plan.space import Constraints
     from scalestudy.specs.hardware import ClusterSpec, get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Workload
 
     base = replace(get_device("local-cpu"), engine_overhead_s={"deepspeed-3": 0.002, "deepspeed-3@multi": 0.01})
@@ -222,7 +222,7 @@ def test_deepspeed_zero3_gathers_only_tensors_over_the_persistence_threshold(nam
     from scalestudy.costmodel.params import params_per_device
     from scalestudy.costmodel.zero3 import zero3_gathers
     from scalestudy.specs.hardware import ClusterSpec, get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     m = get_model(name)

@@ -1,4 +1,4 @@
-"""Presets of the published models (specs/model.PRESETS): each one's parameter count is the paper's, `scalestudy
+"""Presets of the published models (specs/presets.PRESETS): each one's parameter count is the paper's, `scalestudy
 presets` fits an 80-column terminal, and `estimate --model <preset>` of a published run predicts exactly what
 `validate` predicts for that run's row, whose model is written inline as the paper states its shape."""
 
@@ -15,7 +15,8 @@ from scalestudy.cli import main
 from scalestudy.costmodel.params import param_count
 from scalestudy.costmodel.published import load, predict, row_model
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS, from_hf_config, get_model, to_hf_config
+from scalestudy.specs.model import COST_MODEL_TYPES, from_hf_config, to_hf_config
+from scalestudy.specs.presets import PRESETS, get_model
 
 # (preset, published count as the paper prints it, where). The count must lie within the figure's rounding (half a
 # unit of its last digit) or 1%, whichever is wider (papers round names: GPT-3's "175.0B" is 174.6B as every

@@ -160,7 +160,7 @@ def test_paths_in_a_config_file_are_taken_from_its_folder_flags_from_the_cwd(tmp
 def test_as_trained_writes_the_software_train_runs(model, strategy, kernels, loss, loop):
     """specs/run.TRAIN_SOFTWARE / train_software: what plan, tune and study price and plan --emit writes for a run of
     `train` (engine/models.py, backends/common.make_adamw, DeepSpeed's optimizer wrapping); train accepts it."""
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import as_trained, check_cost_model_only
 
     spec = get_model(model)

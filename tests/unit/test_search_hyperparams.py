@@ -59,7 +59,7 @@ def test_search_finds_planted_optimum_prunes_and_extrapolates(tmp_path):
     lr_trend = result["trends"]["lr"]
     assert lr_trend["exponent"] == pytest.approx(-1.0, abs=0.4)
     from scalestudy.costmodel.params import param_count
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     target = float(param_count(get_model("mt5-xxl")))
     assert result["target_params"] == lr_trend["target_params"] == target

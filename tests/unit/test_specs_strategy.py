@@ -128,7 +128,7 @@ def test_software_defaults_depend_on_engine_model_and_layout(model, strategy, ke
     """specs/strategy.py 'Software defaults': estimate resolves "engine" and prints the software it priced."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import make_cluster
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Workload, software_assumed
 
     spec = get_model(model)
@@ -144,7 +144,8 @@ def test_hf_decoder_is_keyed_on_the_activation_only_hugging_face_composes():
     """The GPT-2 presets and a GPT-2-style config.json (gelu_new / gelu_fast) are Hugging Face's GPT-2; a Llama-family
     decoder is taken for transformers' Llama (where its engine trains the client's model: software_defaults); a
     published GPT shape written with Megatron's one-kernel GELU (from_shape's default ffn gelu) or a T5 is neither."""
-    from scalestudy.specs.model import from_shape, get_model
+    from scalestudy.specs.model import from_shape
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import hf_decoder
 
     shape = {"d_model": 768, "layers": 12, "heads": 12, "vocab": 50257, "seq": 1024}
@@ -241,7 +242,7 @@ def test_estimate_names_what_engine_knobs_are_priced_as(strategy, shown, monkeyp
     from scalestudy.cli.costmodel import _print_estimate
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import make_cluster
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     est = estimate(get_model("gpt2"), make_cluster("a100-80gb", 1, 8), strategy,
                    Workload(8 // strategy.tp, 512))

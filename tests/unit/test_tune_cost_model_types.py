@@ -8,7 +8,8 @@ import pytest
 
 from scalestudy.cli import main
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import PRESETS, check_trainable
+from scalestudy.specs.model import check_trainable
+from scalestudy.specs.presets import PRESETS
 
 
 def test_tune_refuses_a_cost_model_only_model_before_writing_anything(tmp_path, capsys):

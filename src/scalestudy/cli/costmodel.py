@@ -86,7 +86,7 @@ def estimate(
     """Predict memory per device, step time, throughput and MFU of one training configuration."""
     from scalestudy.costmodel.estimate import estimate as run_estimate
     from scalestudy.errors import ScalestudyError
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     from scalestudy.cli.options import (check_attention_kernel_runs, check_target_len, check_tp_comm_overlap,
@@ -467,7 +467,8 @@ def presets() -> None:
     from rich.table import Table
 
     from scalestudy.costmodel.params import param_count
-    from scalestudy.specs.model import COST_MODEL_TYPES, PRESETS
+    from scalestudy.specs.model import COST_MODEL_TYPES
+    from scalestudy.specs.presets import PRESETS
 
     # collapsed padding, no edge: one space between columns keeps every row whole at 80 columns (1T params: 17)
     t = Table(title="Model presets (params: Transformers' count, tied tensors once)", box=None, collapse_padding=True,

@@ -189,7 +189,7 @@ def estimate_args(best, model: str, gpu: str, cluster, cluster_file: Optional[st
     same run. None where no estimate line states it (a --cluster file of which plan used fewer nodes)."""
     from scalestudy.cli.options import SOFTWARE_OPTIONS
     from scalestudy.costmodel.estimate import estimate
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     est, st = best.estimate, best.estimate.strategy
     if cluster_file is not None:
@@ -317,7 +317,7 @@ def plan(
     if unused and emit_dir is None:
         raise ScalestudyError(f"{', '.join(unused)} describe(s) the run --emit writes: add --emit DIR")
     from scalestudy.plan.planner import OBJECTIVES, default_precision, plan as run_plan
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import resolve_target_len
     from scalestudy.specs.strategy import Workload
 
@@ -585,7 +585,7 @@ def tune(
     offload = offload_old or offload
 
     from scalestudy.plan import tuner
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import resolve_target_len
     from scalestudy.specs.strategy import Workload
 

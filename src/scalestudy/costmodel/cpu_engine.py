@@ -33,7 +33,7 @@ PER_STEP = "/step"  # engine_overhead_s key suffix: seconds per sublayer per opt
 def _probe_comm_total(device, engine: str, zero: int, accum: int) -> float:
     """Total data-parallel communication seconds per step of the profile's multi-rank configuration on `device`,
     at `accum` micro-batches."""
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     p = PROFILE_MULTI
     tiny = get_model(p["model"])
@@ -63,7 +63,7 @@ def profile_comm_excess(device, engine: str, zero: int) -> tuple[float, float]:
     hit = _EXCESS.get(key)
     if hit is not None and hit[0] is device:
         return hit[1]
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     p = PROFILE_MULTI
     tiny = get_model(p["model"])

@@ -122,7 +122,7 @@ def time_engine(engine: str, zero: int, micro_batch: int = 2, accum: int = 2, st
 
     from scalestudy.engine.backends import make_backend
     from scalestudy.engine.hf_model import build_hf_model
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.run import RunConfig
     from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 
@@ -178,7 +178,7 @@ def fit_miss(device, timed: tuple[float, float]) -> float:
     accumulation counts."""
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import ClusterSpec
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     _, mb, _ = ENGINE_SHAPE[0]
@@ -197,7 +197,7 @@ def engine_overheads(log=print, meter: Meter | None = None, miss: float = 0.0) -
     micro-batch that is not the last against plain PyTorch's; the last one's extra and the step against plain
     PyTorch's clip + AdamW (`time_engine`); the micro-batch's plus `miss` (`fit_miss`), so that the cost model gives
     back the engine's timed step at that shape, not the fit's plain step plus the engine's extra."""
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     spec = get_model("t5-tiny")
     sublayers = 2 * spec.num_layers + 3 * spec.num_decoder_layers
@@ -257,7 +257,7 @@ def multi_rank_overheads(device, nproc: int, timeout_s: float = 600.0, meter: Me
 
     from scalestudy.costmodel.estimate import estimate
     from scalestudy.specs.hardware import ClusterSpec
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -331,7 +331,7 @@ def measure(output: Path, nproc: int = 2, attempt: int = 1) -> Path:
     from scalestudy.engine.microbench import launch
     from scalestudy.engine.parallel_profile import multi_rank_parallel, parallel_overheads
     from scalestudy.specs.hardware import ClusterSpec, get_device
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
     from scalestudy.specs.strategy import Strategy, Workload
 
     t0 = time.perf_counter()

@@ -102,7 +102,7 @@ def parallel_overheads(log=print, rounds: int = 3) -> dict[str, float]:
 
     from scalestudy.costmodel.cpu_parallel import PP_MICROBATCH, TP_LINEAR, TP_SP_SUBLAYER, TP_STEP, tp_layer_counts
     from scalestudy.engine.single_rank import init_single_rank_group
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     init_single_rank_group()
     spec = replace(get_model("llama-tiny"), num_layers=LAYERS)

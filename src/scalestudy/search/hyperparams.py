@@ -205,7 +205,7 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
     study = parse_spec(study_raw, where, base=base)
     spec = SearchSpec(name=study.name, study=study, config=cfg, source=raw)
     if cfg.target_model is not None:
-        from scalestudy.specs.model import get_model
+        from scalestudy.specs.presets import get_model
 
         get_model(cfg.target_model)  # a clear error now rather than after the search
     top_seed = 2**32 - 1000 * len(spec.models)  # Optuna's sampler seeds numpy (< 2^32) with seed + 1000 per proxy
@@ -391,7 +391,7 @@ def summarize(spec: SearchSpec, studies: dict, sizes: dict[str, float], level: f
     target = None
     if spec.config.target_model:
         from scalestudy.costmodel.params import param_count
-        from scalestudy.specs.model import get_model
+        from scalestudy.specs.presets import get_model
 
         target = float(param_count(get_model(spec.config.target_model)))
     found = [m for m in models if m["best"]]

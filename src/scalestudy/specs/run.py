@@ -30,7 +30,8 @@ from typing import Any
 
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE, WORLD_SIZE_LIMIT
-from scalestudy.specs.model import ModelSpec, get_model, hf_attn_implementation
+from scalestudy.specs.model import ModelSpec, hf_attn_implementation
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run_options import (FLAT_KEYS, FLAT_NAMES, RUN_OPTIONS_DOC, SECTION_ONLY, SECTIONS, DataSection,
                                           MIN_VOCAB_SIZE, ModelSection, OptimizerSection, OutputSection, WorkloadSection)
@@ -147,7 +148,7 @@ class RunConfig:
     def with_absolute_paths(self, base: str | Path | None = None) -> RunConfig:
         """Model config.json, corpus files, tokenizer and lexicon as absolute paths (relative ones are taken from
         `base`, default the working directory), so the config runs from any directory; presets stay names."""
-        from scalestudy.specs.model import PRESETS
+        from scalestudy.specs.presets import PRESETS
 
         root = Path(base or ".").resolve()
 

@@ -11,7 +11,7 @@ from scalestudy.costmodel.params import param_count
 from scalestudy.errors import ScalestudyError
 from scalestudy.wrapped import say
 from scalestudy.specs.hardware import make_cluster
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 
 
 def cluster_for(trial, device: str):

@@ -198,7 +198,7 @@ def _check_inputs_read(data: tuple[str, ...], options: dict, models: list[str] =
     from scalestudy.engine.data.knowledge import load_lexicon
     from scalestudy.engine.data.pipeline import check_vocab
     from scalestudy.engine.data.tokenizer import load_tokenizer
-    from scalestudy.specs.model import get_model
+    from scalestudy.specs.presets import get_model
 
     for path in data:
         if not path.startswith("hf:"):  # hub datasets are fetched by the trials

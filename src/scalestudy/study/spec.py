@@ -56,7 +56,7 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import MAX_WORLD_SIZE
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.near_keys import did_you_mean
 from scalestudy.specs.parallel_layout import check_microbatches, check_parallel_layout, check_sequence_parallel
 from scalestudy.specs.run import (COST_MODEL_OPTIONS, FLAT_KEYS, RUN_OPTIONS_DOC, RunConfig, as_trained,
@@ -418,7 +418,7 @@ def _study_field(raw: dict, key: str, tp: type, default: Any, where: str) -> Any
 
 def _is_preset_or_device(value: str) -> bool:
     from scalestudy.specs.hardware import device_names
-    from scalestudy.specs.model import PRESETS
+    from scalestudy.specs.presets import PRESETS
 
     return value in PRESETS or value.lower() in device_names()
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from scalestudy.launch.process import TrialResult
-from scalestudy.specs.model import get_model
+from scalestudy.specs.presets import get_model
 from scalestudy.specs.strategy import resolve_layout
 from scalestudy.study.predict import predict, run_flops, trial_param_count
 from scalestudy.study.spec import StudySpec, Trial, fill_command_template, template_values
