@@ -224,7 +224,7 @@ def test_plot_extremes_count_ranks_in_the_singular_at_one_rank():
     from scalestudy.report.plots import _extremes
 
     one = _extremes("t5-tiny", {"ds-z0": {1: 1390.0}, "fsdp-z3": {1: 941.0}})
-    assert one == "t5-tiny at 1 rank: highest ds-z0 (1.39e+03), lowest fsdp-z3 (941)"
+    assert one == "t5-tiny at 1 rank: highest ds-z0 (1,390), lowest fsdp-z3 (941)"  # not 1.39e+03: read aloud
     assert _extremes("t5-tiny", {"ds-z0": {1: 5.0, 2: 9.0}}).startswith("t5-tiny at 2 ranks:")
 
 

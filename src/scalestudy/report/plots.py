@@ -119,13 +119,16 @@ def _series_lines(models: list[str], get, ylabel: str) -> tuple:
 
 
 def _extremes(model: str, series: dict[str, dict[int, float]]) -> str:
-    """'for t5-tiny at 2 ranks: highest ds-z0 (1.39e+03), lowest fsdp-z3 (941)' at the largest world size."""
+    """'for t5-tiny at 2 ranks: highest ds-z0 (1,390), lowest fsdp-z3 (941)' at the largest world size (whole
+    numbers from 1,000: alt text is read aloud, and '1.39e+03' reads as 'one point three nine e plus zero three')."""
     n = max((w for pts in series.values() for w in pts), default=None)
     at = {s: pts[n] for s, pts in series.items() if n in pts}
     if not at:
         return model
     hi, lo = max(at, key=at.get), min(at, key=at.get)
-    return f"{model} at {n} rank{'s' if n != 1 else ''}: highest {hi} ({at[hi]:.3g}), lowest {lo} ({at[lo]:.3g})"
+    def num(v: float) -> str:
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return f"{model} at {n} rank{'s' if n != 1 else ''}: highest {hi} ({num(at[hi])}), lowest {lo} ({num(at[lo])})"
 
 
 def _per_world_size(data: StudyData, value: str, ylabel: str, path: Path, what: str) -> Plot | None:
