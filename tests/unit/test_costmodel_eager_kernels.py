@@ -131,7 +131,8 @@ def test_hf_gpt2_gelu_new_is_read_and_pays_its_fp32_chain_under_autocast(tmp_pat
 
     from scalestudy.costmodel.eager_kernels import autocast_gpt_s, gpt_ffn_autocast_bytes
     from scalestudy.errors import ScalestudyError
-    from scalestudy.specs.model import from_hf_config, from_shape, to_hf_config
+    from scalestudy.specs.hf_config import from_hf_config, to_hf_config
+    from scalestudy.specs.model import from_shape
 
     config = {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12}
     for written, read in ((None, "gelu_new"), ("gelu", "gelu"), ("gelu_new", "gelu_new")):

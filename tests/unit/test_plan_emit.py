@@ -178,7 +178,7 @@ def test_train_print_launch_renders_for_the_run_device(tmp_path, capsys, device)
 
 
 def test_plan_emit_carries_a_config_json_model_and_the_data_options(tmp_path, capsys, monkeypatch):
-    from scalestudy.specs.model import to_hf_config
+    from scalestudy.specs.hf_config import to_hf_config
     from scalestudy.specs.presets import PRESETS
 
     folder = tmp_path / "models" / "my-t5"

@@ -15,7 +15,8 @@ from scalestudy.cli import main
 from scalestudy.costmodel.params import param_count
 from scalestudy.costmodel.published import load, predict, row_model
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import COST_MODEL_TYPES, from_hf_config, to_hf_config
+from scalestudy.specs.hf_config import from_hf_config, to_hf_config
+from scalestudy.specs.model import COST_MODEL_TYPES
 from scalestudy.specs.presets import PRESETS, get_model
 
 # (preset, published count as the paper prints it, where). The count must lie within the figure's rounding (half a

@@ -6,7 +6,7 @@ import pytest
 
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import device_names, get_device, load_cluster, make_cluster
-from scalestudy.specs.model import from_hf_config, to_hf_config
+from scalestudy.specs.hf_config import from_hf_config, to_hf_config
 from scalestudy.specs.presets import PRESETS, get_model
 from scalestudy.specs.strategy import Strategy, Workload, resolve_layout
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from scalestudy.costmodel.params import param_count
-from scalestudy.specs.model import from_hf_config
+from scalestudy.specs.hf_config import from_hf_config
 from scalestudy.specs.presets import get_model
 
 transformers = pytest.importorskip("transformers")

@@ -93,7 +93,7 @@ def test_paths_in_a_spec_resolve_against_its_directory_not_the_cwd(tmp_path, mon
 
     from scalestudy.search.hyperparams import load_search
     from scalestudy.specs.hardware import get_device
-    from scalestudy.specs.model import to_hf_config
+    from scalestudy.specs.hf_config import to_hf_config
     from scalestudy.specs.presets import get_model
 
     project = tmp_path / "project"

@@ -1,5 +1,5 @@
 """The one place that turns a ModelSpec into a Hugging Face config and model (torch, transformers: engine only;
-the torch-free parsing of config.json files is `scalestudy.specs.model`, the presets `scalestudy.specs.presets`).
+the torch-free parsing of config.json files is `scalestudy.specs.hf_config`, the presets `scalestudy.specs.presets`).
 
 Transformers 5.x forces `tie_word_embeddings=True` inside `T5Config` and `MT5Config` (their `__post_init__`
 overwrites it), so a config that says "untied" still builds a tied LM head: mt5-base comes out 390M instead of the
@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 import transformers
 
-from scalestudy.specs.model import ModelSpec, to_hf_config
+from scalestudy.specs.hf_config import to_hf_config
+from scalestudy.specs.model import ModelSpec
 
 
 # Transformers' classes by model type, as names: each is imported on its first attribute access, so a rank imports

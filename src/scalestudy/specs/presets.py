@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from scalestudy.errors import ScalestudyError
-from scalestudy.specs.model import FALCON, SHAPE_KEYS, ModelSpec, from_hf_config, from_shape
+from scalestudy.specs.hf_config import from_hf_config
+from scalestudy.specs.model import FALCON, SHAPE_KEYS, ModelSpec, from_shape
 
 
 def _t5(name: str, d_model: int, d_kv: int, d_ff: int, heads: int, layers: int, *, v1_1: bool = False,
