@@ -347,13 +347,14 @@ def test_unmodelled_flags_are_really_not_strategy_options():
     # became Strategy.fp8_params on 2026-12-04; memory_efficient_fp16: metaseq's fp16 weights with fp32 Adam moments
     # and no fp32 master copy (opt2022), priced as engine fsdp's mixed precision (< 1 GB per rank there);
     # float8_tp_all_gather / fsdp_float8_all_gather: torchao's Float8 TP input all-gathers and FSDP2 parameter
-    # all-gathers in 1 byte (torchtitan2024h100nd), priced in bf16 (fp8_params is Transformer Engine's, megatron only)
+    # all-gathers in 1 byte (torchtitan2024h100nd), priced in bf16 (fp8_params is Transformer Engine's, megatron only);
+    # float8_weight_recompute: torchao's force_recompute_fp8_weight_in_bwd (torchtitan2025trainy)
     assert listed == {"overlap_p2p_comm", "parallel_residual", "jax_xla_runtime", "threefry_dropout",
                       "host_input_pipeline",
                       "per_tensor_grad_allreduce", "sagemaker_smp_runtime", "document_masked_attention",
                       "cpu_checkpointing", "nanotron_zero1_all_reduce", "tp_linear_async_communication",
                       "hf_zero3_auto_buckets", "bind_cores_to_rank", "bf16_rmsnorm", "memory_efficient_fp16",
-                      "float8_tp_all_gather", "fsdp_float8_all_gather"}
+                      "float8_tp_all_gather", "fsdp_float8_all_gather", "float8_weight_recompute"}
     assert not listed & options
     for r in _rows("throughput", "megatron2024"):  # the README's stated flags, now Strategy options
         sw = r["software"]
@@ -500,7 +501,8 @@ def test_held_out_rows_state_their_precision_and_fp8_needs_an_fp8_peak():
         if r["source"] in ("flagperf2023fp32", "nanot52023tf32"):  # nanoT5's TF32 rows: fp32 on TF32 cores
             assert r["precision"] == "fp32", r["id"]
             continue
-        if r["source"] in ("dgxc2024fp8", "torchtitan2024h100fp8", "torchtitan2024h100nd"):  # FP8 (costmodel/fp8.py)
+        if r["source"] in ("dgxc2024fp8", "torchtitan2024h100fp8", "torchtitan2024h100nd",
+                           "torchtitan2025trainy"):  # FP8 (costmodel/fp8.py)
             assert r["precision"] == "fp8", r["id"]
             continue
         if r["source"] == "flant5ds2023":  # its table: bf16 on A100, fp32 on V100 (T5 overflows in fp16)
@@ -3311,3 +3313,33 @@ def test_torchtitan_2d_3d_memory_rows_are_the_tables_memory_column():
                                                       "precision", "software"))
         row = memory_row(r, data["sources"])
         assert row.check == "measured" and abs(row.error) < 0.30, r["id"]
+
+
+# ---- source5: torchtitan's Trainy H200 file (cbccb387): Llama 3.1 8B FSDP2 on 4 / 8 nodes, compile + Float8, the
+# command stated in full. nodes -> (TPS per GPU, Memory GiB)
+TRAINY = {4: (10938, 47.96), 8: (10753, 46.97)}
+HELD_OUT = HELD_OUT + ("torchtitan2025trainy",)
+# reached at arrival (HEAD 683252d, stored constants): -13.3 / -12.5% (issue flags only the same); memory +41.3 / +40.3%
+NEW_SOURCE_BOUNDS.update({"torchtitan2025trainy": (0.17, 0.18)})
+
+
+def test_trainy_h200_rows_are_the_stated_command_and_table():
+    """local batch 2 x 8192 on every GPU, FSDP2 over all of them, op-level AC, compile + Float8; TPS/GPU x GPUs and
+    Memory GiB x 1.0737 (peak reserved) at the 100th iteration."""
+    data = load()
+    rows = _rows("throughput", "torchtitan2025trainy")
+    mem = {r["id"].removesuffix("-memory"): r for r in _rows("memory", "torchtitan2025trainy")}
+    assert {r["nodes"] for r in rows} == set(TRAINY) and set(mem) == {r["id"] for r in rows}
+    for r in rows:
+        tps, gib = TRAINY[r["nodes"]]
+        model, cluster, strategy, workload = _setup(r)
+        assert r["published"] == tps * cluster.world_size and workload.global_batch == 2 * cluster.world_size
+        assert (strategy.engine, strategy.zero, strategy.recompute, strategy.precision, strategy.kernels) == \
+            ("fsdp", 3, "op", "fp8", "fused") and workload.seq_len == 8192 and r["device"] == "h200"
+        assert estimate(model, cluster, strategy, workload).fits
+        m = mem[r["id"]]
+        assert m["published_gb"] == round(gib * 2**30 / 1e9, 2) and m["measured_as"] == "reserved"
+        assert all(m.get(k) == r.get(k) for k in ("model", "device", "nodes", "gpus_per_node", "micro_batch",
+                                                   "global_batch", "recompute", "engine", "zero", "precision",
+                                                   "software"))
+        assert 0.30 < memory_row(m, data["sources"]).error < 0.50  # arrival +41.3 / +40.3%: not located
