@@ -59,3 +59,15 @@ def test_the_line_names_only_the_flags_that_move_a_figure(capsys, monkeypatch):
     assert max(len(x) for x in out.splitlines()) <= 80  # wrapped at the terminal's width, not cut
     assert "--optimizer-loop foreach" in line
     assert "--kernels" not in line and "--cross-entropy" not in line
+
+
+def test_a_winner_without_sequence_parallelism_keeps_the_flag_estimate_needs(capsys, monkeypatch):
+    """mT5's span-corruption target of 114 tokens is not divisible by tp 4: plan's winner runs without sequence
+    parallelism, estimate's default is on and refuses those lengths -- plan exited 2 after its table (910dc28)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    flags = ["--model", "mt5-xxl", "--gpu", "a100-40gb", "--global-batch", "64", "--seq-len", "512", "--tp", "4"]
+    best = json.loads(_run(["plan", *flags, "--top", "1", "--json"], capsys))["candidates"][0]["estimate"]
+    line = _estimate_line(_run(["plan", *flags, "--top", "1"], capsys))
+    assert "--no-sequence-parallel" in line and "--tp 4" in line
+    got = json.loads(_run([*shlex.split(line)[1:], "--json"], capsys))
+    assert got["time"]["step_s"] == pytest.approx(best["time"]["step_s"], rel=1e-12)

@@ -220,16 +220,27 @@ def estimate_args(best, model: str, gpu: str, cluster, cluster_file: Optional[st
     # estimate's own defaults, resolved as estimate resolves them; then each differing option kept only where it
     # moves a figure (a label such as recompute_early_stop 'on' vs 'engine' without recompute changes nothing)
     defaults = {name: option.default for name, (_, option) in SOFTWARE_OPTIONS.items()}
-    plain = estimate(est.model, est.cluster, st.replace(**defaults), est.workload)
-    differ = [name for name in SOFTWARE_OPTIONS if getattr(st, name) != getattr(plain.strategy, name)]
 
-    def figures(names) -> dict:
-        d = estimate(est.model, est.cluster, st.replace(**{**defaults, **{n: getattr(st, n) for n in names}}),
-                     est.workload).to_dict()
-        return {"memory": d["memory"], "time": d["time"]}
+    def priced(names):
+        """estimate of the winner with `names` at plan's values, every other software option at estimate's default;
+        None where estimate refuses that mix (its default sequence parallelism over a length tp does not divide,
+        which plan's winner avoids: that flag must then stay on the line)."""
+        try:
+            return estimate(est.model, est.cluster, st.replace(**{**defaults, **{n: getattr(st, n) for n in names}}),
+                            est.workload)
+        except ScalestudyError:
+            return None
+
+    plain = priced(())  # where refused, the defaults as written (unresolved): the figures decide below
+    differ = [name for name in SOFTWARE_OPTIONS
+              if getattr(st, name) != (getattr(plain.strategy, name) if plain is not None else defaults[name])]
+
+    def figures(names) -> dict | None:
+        e = priced(names)
+        return None if e is None else {k: v for k, v in e.to_dict().items() if k in ("memory", "time")}
     target = figures(differ)
     for name in list(differ):
-        if figures([n for n in differ if n != name]) == target:
+        if target is not None and figures([n for n in differ if n != name]) == target:
             differ.remove(name)
     for name in differ:
         args += _flag(name, getattr(st, name))
