@@ -1661,13 +1661,13 @@ def test_cublas_given_as_a_number_is_the_version(argv, template, tmp_path, monke
 def test_a_file_cut_short_is_one_line_not_aborted(template, tmp_path, monkeypatch):
     """fuzz7: click turns any EOFError into Abort, which printed 'aborted' with Ctrl-C's exit status 130 (a resumed
     run's empty tokens.npz, read by np.load in the launcher): a damaged file, exit 2, one line saying so."""
-    import scalestudy.specs.model
+    import scalestudy.specs.presets
 
     def cut_short(name):
         raise EOFError("No data left in file")
 
     monkeypatch.chdir(template)
-    monkeypatch.setattr(scalestudy.specs.model, "get_model", cut_short)
+    monkeypatch.setattr(scalestudy.specs.presets, "get_model", cut_short)
     res = run_cli(["estimate", "--model", "t5-tiny"])
     lines = [line for line in res.err.splitlines() if line.strip()]
     assert res.code == 2 and len(lines) == 1 and "cut short or damaged): No data left" in lines[0], res.err
