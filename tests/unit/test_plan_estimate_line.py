@@ -20,6 +20,10 @@ CASES = [
     ["--model", "gpt2-xl", "--gpu", "a100-40gb", "--global-batch", "64", "--seq-len", "1024", "--engine", "ddp"],
     ["--model", "llama-13b", "--gpu", "h100-80gb", "--nodes", "2", "--global-batch", "128", "--seq-len", "4096",
      "--engine", "megatron", "--zero", "1"],
+    # the published software named to plan: estimate's defaults, so the line carries no software flag
+    ["--model", "llama3-8b", "--gpu", "h100-80gb", "--global-batch", "64", "--seq-len", "8192", "--kernels", "engine",
+     "--cross-entropy", "engine", "--optimizer-loop", "engine", "--recompute-early-stop", "engine", "--lm-head",
+     "engine"],
 ]
 
 
@@ -71,3 +75,11 @@ def test_a_winner_without_sequence_parallelism_keeps_the_flag_estimate_needs(cap
     assert "--no-sequence-parallel" in line and "--tp 4" in line
     got = json.loads(_run([*shlex.split(line)[1:], "--json"], capsys))
     assert got["time"]["step_s"] == pytest.approx(best["time"]["step_s"], rel=1e-12)
+
+
+def test_plan_given_the_published_software_prints_a_bare_estimate_line(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = _run(["plan", *CASES[-1], "--top", "1"], capsys)
+    line = _estimate_line(out)
+    assert not any(flag in line for flag in ("--kernels", "--cross-entropy", "--optimizer-loop", "--recompute-early"))
+    assert "unset flags: what `scalestudy train` runs" in " ".join(out.split())  # given flags are priced as given

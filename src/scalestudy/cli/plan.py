@@ -440,11 +440,14 @@ def _print_software(best, args: list[str] | None) -> None:
 
     st = best.estimate.strategy
     device = next(iter(best.estimate.cluster.rank_groups())).device
-    whose = ("the engine's published software (a cost-model-only engine)" if st.engine in COST_MODEL_ENGINES else
-             "what `scalestudy train` runs, not the engine's published software `estimate` assumes by default")
+    # what the flags left unset mean (a flag given to plan is priced as given): train's software, estimate's default
+    # the engine's published one
+    whose = (f"unset flags: {st.engine}'s published software, as in estimate -- a cost-model-only engine"
+             if st.engine in COST_MODEL_ENGINES else "unset flags: what `scalestudy train` runs, where estimate's "
+             "default is the engine's published software")
     console = terminal_console()
-    console.print(f"Software priced for the winner: {software_assumed(st, engine_meanings(st, device))} -- {whose} "
-                  "(docs/plan-schema.md).", highlight=False, markup=False)
+    console.print(f"Software priced for the winner: {software_assumed(st, engine_meanings(st, device))} ({whose}; "
+                  "docs/plan-schema.md).", highlight=False, markup=False)
     if args is None:
         return
     console.print("The winner's figures from estimate:", highlight=False)
