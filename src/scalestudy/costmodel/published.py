@@ -8,7 +8,7 @@ The headline is leave-one-source-out (`leave_one_source_out`): for each source, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -27,6 +27,10 @@ from scalestudy.specs.strategy import Strategy, Workload, resolve_software
 
 # search box of each fitted constant (physically sensible ranges)
 BOUNDS = {"gemm.share": (0.4, 1.0), "gemm.half_dim": (1.0, 600.0), "kernel_overhead_s": (2e-6, 4e-5)}
+# points of fit's grid per constant, log-spaced over BOUNDS (costmodel/fit_search.py): steps of x1.08 in the share
+# (the objective is steep in it: every row's GEMM time scales with it), x2.9 in half_dim, x1.65 in the kernel time
+FIT_GRID = {"gemm.share": 13, "gemm.half_dim": 7, "kernel_overhead_s": 7}
+_GRID_POINTS = tuple(FIT_GRID[n] for n in BOUNDS)
 
 
 @dataclass(frozen=True)
@@ -223,59 +227,69 @@ def _objective(rows: list[dict], cal: Calibration) -> float:
     """Mean |log(predicted / published)|: robust to a source whose table disagrees with the rest (least squares
     would let one such table -- NeMo 22.08's GPT-3 175B cells read at the run's batch were +35% -- pull the GEMM
     curve flat)."""
-    return sum(abs(math.log(predict(r, cal) / float(r["published"]))) for r in rows) / len(rows)
+    return sum(abs(_log_error(r, cal)) for r in rows) / len(rows)
 
 
-def fit(rows: list[dict], start: Calibration | None = None, sweeps: int = 3) -> Calibration:
-    """Fit every constant in constants.FITTED on `rows` (coordinate descent, golden-section per constant, within
-    BOUNDS), minimising `_objective`. No constant is per device (devices differ by their YAML data), so every one
-    is informed by whatever rows are given: a source left out changes every constant, none keeps a value fitted
-    on it."""
-    cal = start or stored()
-    values = cal.values()
-    g = (5 ** 0.5 - 1) / 2
-    for _ in range(sweeps):
-        for name in FITTED:
-            lo, hi = BOUNDS[name]
+_SETUPS: dict[int, tuple] = {}  # id(row) -> (row, its _setup): a fit evaluates the same rows hundreds of times
+# (id(row), unfitted constants) -> |log error| at fit_search.grid's points (_SETUPS holds the row: its id stays its)
+_GRID_ERRORS: dict[tuple, tuple[float, ...]] = {}
 
-            def err(x: float) -> float:
-                return _objective(rows, cal.replace_values({**values, name: x}))
 
-            a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-            fa, fb = err(a), err(b)
-            for _ in range(18):
-                if fa < fb:
-                    hi, b, fb = b, a, fa
-                    a = hi - g * (hi - lo)
-                    fa = err(a)
-                else:
-                    lo, a, fa = a, b, fb
-                    b = lo + g * (hi - lo)
-                    fb = err(b)
-            values[name] = (lo + hi) / 2
-    sources = tuple(sorted({r["source"] for r in rows}))
-    return cal.replace_values(values, fitted_on=sources)
+def _log_error(r: dict, cal: Calibration) -> float:
+    hit = _SETUPS.get(id(r))
+    if hit is None or hit[0] is not r:
+        hit = _SETUPS[id(r)] = (r, _setup(r))
+    est = estimate(*hit[1], calibration=cal)
+    return math.log(_metric(est, r["metric"], r.get("counted_batch")) / float(r["published"]))
+
+
+def _grid_errors(r: dict, base: Calibration, points: list[dict[str, float]]) -> tuple[float, ...]:
+    """|log error| of row `r` at each of the fixed grid's `points` (fit_search.grid), for the unfitted constants of
+    `base`: the same for every fold that fits the row, so leave_one_source_out prices it once, not once a fold."""
+    unfitted = replace(base.replace_values({n: 0.0 for n in FITTED}), fitted_on=())
+    key = (id(r), unfitted)
+    if key not in _GRID_ERRORS:
+        _GRID_ERRORS[key] = tuple(abs(_log_error(r, base.replace_values(v))) for v in points)
+    return _GRID_ERRORS[key]
+
+
+def fit(rows: list[dict]) -> Calibration:
+    """Fit every constant in constants.FITTED on `rows`, minimising `_objective` within BOUNDS by
+    fit_search.search: a fixed grid, then Nelder-Mead from its best points. The result depends on the rows and on
+    the constants that are not fitted, never on the stored values of the fitted ones (calibration.yaml holds this
+    function's result on fit_rows(): `validate --refit`). No constant is per device (devices differ by their YAML
+    data), so every one is informed by whatever rows are given: a source left out changes every constant, none
+    keeps a value fitted on it."""
+    from scalestudy.costmodel import fit_search  # numpy and scipy: only for a fit, not for validate's other tables
+
+    base = stored()  # only for the constants that are not fitted (overlap_interference, elementwise_hbm_fraction)
+    points = fit_search.grid(BOUNDS, _GRID_POINTS)
+    columns = [_grid_errors(r, base, points) for r in rows]
+    table = [sum(col) / len(rows) for col in zip(*columns)]
+    values, _ = fit_search.search(lambda v: _objective(rows, base.replace_values(v)), table, BOUNDS, _GRID_POINTS)
+    return base.replace_values(values, fitted_on=tuple(sorted({r["source"] for r in rows})))
 
 
 def fit_rows(exclude_source: str = "") -> list[dict]:
     return [r for r in load()["throughput"] if r.get("fit", True) and r["source"] != exclude_source]
 
 
-def leave_one_source_out(sweeps: int = 2) -> dict:
-    """For each source: refit every constant without it, predict its rows. Returns per-row errors and the
-    headline mean / max |error| over all throughput rows (fit: false rows are predicted with all sources)."""
+def leave_one_source_out() -> dict:
+    """For each source: refit every constant without it (`fit`, the procedure of `validate --refit`), predict its
+    rows. Returns per-row errors, the headline mean / max |error| over all throughput rows (fit: false rows are
+    predicted with all sources) and `refitted_on_all`, fit(fit_rows())'s values (what calibration.yaml stores)."""
     data = load()
     sources = sorted({r["source"] for r in data["throughput"]})
     out_rows = []
     fits: dict[tuple, Calibration] = {}  # sources with only fit: false rows leave the same rows: one fit for all
-    for source in sources:
+    for source in [""] + sources:  # "": no source left out
         rows = fit_rows(exclude_source=source)
         key = tuple(r["id"] for r in rows)
         if key not in fits:
-            fits[key] = fit(rows, sweeps=sweeps)
+            fits[key] = fit(rows)
         cal = fits[key]
         for r in data["throughput"]:
-            if r["source"] == source:
+            if source and r["source"] == source:
                 row = throughput_row(r, data["sources"], cal)
                 out_rows.append({"id": row.id, "source": source, "published": row.published,
                                  "predicted": row.predicted, "error": row.error, "fit": row.fit,
@@ -286,4 +300,5 @@ def leave_one_source_out(sweeps: int = 2) -> dict:
         e = [abs(r["error"]) for r in out_rows if r["source"] == source]
         by_source[source] = {"rows": len(e), "mean_abs_error": sum(e) / len(e), "max_abs_error": max(e)}
     return {"rows": out_rows, "sources": len(sources), "row_count": len(errs),
-            "mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "by_source": by_source}
+            "mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "by_source": by_source,
+            "refitted_on_all": fits[tuple(r["id"] for r in fit_rows())].values()}
