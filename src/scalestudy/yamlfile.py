@@ -23,6 +23,8 @@ def unreadable_value(exc: ValueError) -> str:
 def read_yaml(path: str | Path, what: str) -> Any:
     """The loaded YAML document ({} for an empty file); `what` names the file in errors ("study spec")."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # it was 'not found'; a FIFO's read would never end
+        raise ScalestudyError(f"{what} {path} is not a regular file (a directory, a FIFO or a device)")
     if not path.is_file():
         raise ScalestudyError(f"{what} not found: {path}{repo_hint(path)}")
     try:

@@ -590,12 +590,14 @@ NEW_KEY_FILES = {
     "cfg-config-json-experts-float.json": '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
                                           '"num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 99, '
                                           '"num_local_experts": 8.0}',  # priced as a dense model
+    "spec-env-omp-huge.yaml": GOOD_SPEC + "env: {OMP_NUM_THREADS: 100000}\n",
     "latin1-metrics-run/metrics.jsonl": '{"step": 1, "loss": 5.0}\n'.encode() + "caf\xe9\n".encode("latin-1"),
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
 LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
 # FIFOs made in a case's workspace when the command names their first folder (or them): copying one would block
-FIFOS = ("fifo-runs.csv", "fifo-profile/hardware_profile.yaml", "fifo-metrics-run/metrics.jsonl")
+FIFOS = ("fifo-runs.csv", "fifo-profile/hardware_profile.yaml", "fifo-metrics-run/metrics.jsonl", "fifo-cluster.yaml",
+         "fifo-config.json")
 # run folders a --resume would continue (a sound checkpoint record), each with a metrics.jsonl that is not text
 RESUMABLE = ("fifo-metrics-run", "latin1-metrics-run")
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
@@ -1542,6 +1544,15 @@ CASES: list[Case] = [
     C("calibrate-output-fifo-profile", "calibrate --output fifo-profile", "scalestudy did not write"),
     C("train-resume-metrics-fifo", f"{TRAIN.replace('OUT', 'fifo-metrics-run')} --resume", "not a regular file"),
     C("train-resume-metrics-not-utf8", f"{TRAIN.replace('OUT', 'latin1-metrics-run')} --resume", "not UTF-8"),
+    # threads per rank beyond any CPU: OMP_NUM_THREADS=100000 made plan --emit's CPU-profile measurement start 32,000+
+    # threads, past pid_max (every fork on the machine failed)
+    C("env-omp-num-threads-huge", "estimate --model t5-tiny --gpu local-cpu", "1 to 1,024",
+      env={"OMP_NUM_THREADS": "100000", "SCALESTUDY_CPU_PROFILE": "measured"}),
+    C("study-run-spec-env-omp-huge", "study run spec-env-omp-huge.yaml -o s", "1 to 1,024"),
+    # a directory or a FIFO given as a YAML / config.json: it was 'cluster file not found'
+    C("estimate-cluster-is-a-directory", f"{EST} --cluster plotdir", "cluster file plotdir is not a regular file"),
+    C("estimate-cluster-fifo", f"{EST} --cluster fifo-cluster.yaml", "is not a regular file"),
+    C("estimate-config-json-fifo", "estimate --model fifo-config.json", "model config fifo-config.json is not a regular"),
 ]
 
 
@@ -1702,6 +1713,22 @@ def test_read_only_commands_work_on_a_study_they_cannot_write(argv, template, tm
     assert snapshot(ws / "study") == before  # not even a -wal/-shm beside the store
     if argv[1] == "export":
         assert (ws / argv[4]).read_text().count("\n") > 1
+
+
+@pytest.mark.parametrize("argv", [["study", "status", "study"], ["study", "export", "study", "-o", "t.csv"],
+                                  ["fit", "study", "--law", "compute", "--bootstrap", "5"], ["report", "study"]],
+                         ids=" ".join)
+def test_a_stray_wal_beside_a_store_gets_no_shm(argv, template, tmp_path, monkeypatch):
+    """fuzz7: SQLite opens a store with a -wal beside it in WAL mode whatever its header says, so a read-only command
+    on a rollback-journal store beside a stray -wal (another program's bytes, no frame to replay) left a -shm."""
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "study" / "study.sqlite-wal").write_bytes(os.urandom(8192))
+    monkeypatch.chdir(ws)
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse)
+    res = run_cli(argv)
+    assert res.code == 0, res.err[-2000:]
+    assert not (ws / "study" / "study.sqlite-shm").exists()
 
 
 @pytest.mark.parametrize("argv", [["study", "run", "good.yaml", "-o", "study"], ["demo", "-o", "nostore"]],

@@ -59,6 +59,12 @@ def trial_environment(overrides: dict | None = None) -> dict:
 CPU_PROFILE_CHOICES = ("static", "measured")  # SCALESTUDY_CPU_PROFILE (costmodel/cpu_profile.py): unset = measured
 
 
+# Threads per rank: the largest servers have 768 hardware threads (2 x 192 cores x 2). OMP_NUM_THREADS=100000 made
+# the measured CPU profile start 32,000+ threads, past Linux's default pid_max (32,768): every fork on the machine
+# failed until it was killed
+MAX_OMP_THREADS = 1024
+
+
 def check_environment(environ: dict | None = None, where: str = "environment variable") -> None:
     """The environment variables scalestudy reads, checked before any command runs (a bad one would otherwise fail
     inside the ranks or the CPU-profile measurement, or silently measure a 2-minute profile):
@@ -66,9 +72,10 @@ def check_environment(environ: dict | None = None, where: str = "environment var
     SCALESTUDY_CACHE_DIR (a directory, or a path one can be made at)."""
     env = os.environ if environ is None else environ
     threads = env.get("OMP_NUM_THREADS")
-    if threads is not None and not (threads.strip().isdigit() and 1 <= int(threads) <= 1 << 20):
+    if threads is not None and not (threads.strip().isdigit() and 1 <= int(threads) <= MAX_OMP_THREADS):
         raise ScalestudyError(f"{where} OMP_NUM_THREADS={threads!r}: scalestudy's ranks and CPU profile "
-                              "read it as one whole number of threads per rank >= 1 (e.g. 1); unset it or fix it")
+                              f"read it as one whole number of threads per rank, 1 to {MAX_OMP_THREADS:,} (e.g. 1); "
+                              "unset it or fix it")
     profile = env.get("SCALESTUDY_CPU_PROFILE", "")
     if profile and profile.lower() not in CPU_PROFILE_CHOICES:
         raise ScalestudyError(f"{where} SCALESTUDY_CPU_PROFILE={profile!r}: choose "

@@ -20,6 +20,8 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     cost model only: falcon, opt, bloom, mpt, gpt_neox, gptj, gemma, gemma2, umt5, LLAMA_LIKE_TYPES, SEQ2SEQ_TYPES).
     Mixture-of-experts configs are refused (one line)."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # it was 'not found'
+        raise ScalestudyError(f"model config {path} is not a regular file (a FIFO or a device)")
     if not path.is_file():
         raise ScalestudyError(f"model config not found: {path}")
     try:

@@ -340,7 +340,10 @@ def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     # Byte 18 of the header is 2 for a WAL-mode database; rollback-journal stores (this version's) are read with
     # plain shared locks, never as immutable: a writer may commit while we read.
     wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
-    if readonly and _is_wal(path) and (not wal.exists() or not shm.exists() and not _wal_has_frames(wal)):
+    # SQLite opens any store with a -wal beside it in WAL mode, whatever byte 18 says: a stray -wal beside a
+    # rollback-journal store made `study status` / `report` leave a -shm there
+    if readonly and (_is_wal(path) or wal.exists()) and (not wal.exists() or not shm.exists()
+                                                          and not _wal_has_frames(wal)):
         # No -wal file: no writer has the store open (WAL keeps it while any connection is open). Reading it as
         # immutable creates no -wal/-shm beside it (a plain read-only WAL open would) and works in a directory the
         # user cannot write. A runner starting meanwhile only appends to its WAL; it checkpoints into this file
