@@ -60,3 +60,32 @@ def test_a_rank_whose_run_file_the_os_refuses_leaves_one_line_not_a_traceback(tm
     assert exited.value.code == 1
     assert "Traceback" not in capsys.readouterr().err
     assert (tmp_path / ".failures" / "rank0.txt").read_text() == "File exists: run/tb"
+
+
+def test_a_rank_interrupted_by_ctrl_c_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """fuzz7: Ctrl-C reaches every process of the terminal's group, the ranks too: each printed a KeyboardInterrupt
+    traceback of wherever it was (a Transformers import, a step) above the launcher's one line. The rank leaves
+    quietly with 128 + SIGINT and no failure record: the launcher reports the interrupt, torchrun stops the ranks."""
+    import pytest
+
+    from scalestudy.engine import train
+
+    for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "localhost",
+                        "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(train.LAUNCHER_PID_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    def leave(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(train.RunConfig, "from_yaml", staticmethod(interrupted))
+    monkeypatch.setattr(train.os, "_exit", leave)
+    with pytest.raises(SystemExit) as exited:
+        train.main(["--config", "run/train_config.yaml"])
+    assert exited.value.code == 130
+    assert "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / ".failures").exists()

@@ -366,6 +366,10 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(1)  # like a kill: no cleanup, no summary
     except ScalestudyError as exc:
         code, message = 2, str(exc)
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the terminal's group: the launcher says so in one
+        sys.stdout.flush()     # line and torchrun stops the ranks; each rank printed a traceback of where it was
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGINT)
     except BaseException as exc:  # noqa: BLE001 - every failure must leave a reason and a non-zero exit
         if is_out_of_memory(exc):
             code, message = 3, f"out of memory: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
