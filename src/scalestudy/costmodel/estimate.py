@@ -25,13 +25,13 @@ from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
 from scalestudy.costmodel.pipeline_fill import hidden_after_slowest_s
 from scalestudy.costmodel.stage_terms import (StageTerms, price_stage, setting, setting_at_micro_batch,
                                               sharded_dp_in_slot, stage_fixed)
-from scalestudy.costmodel.stages import estimate_stages, layer_costs
+from scalestudy.costmodel.stages import estimate_stages, layer_costs, stage_params
 from scalestudy.costmodel.terms import (_deepspeed_pipeline_accumulates, _shape, _sublayers, _tied_embedding_sync,
                                         hp_grad_accumulation_s, model_layout, shape_group)
 from scalestudy.errors import ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.strategy import Strategy, Workload, resolve_software
+from scalestudy.specs.strategy import Strategy, Workload, logit_shards, resolve_software, vocab_shards
 
 
 
@@ -61,8 +61,8 @@ class MicroBatchGroup:
     result equals estimate_if_fits(model, cluster, strategy, workload, options, calibration)
     (tests/unit/test_plan_speed_group.py); a rule that raises for one strategy raises as it does there."""
 
-    __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stage", "variant",
-                 "shape_group", "peak")
+    __slots__ = ("model", "cluster", "workload", "options", "calibration", "shared", "resolved", "stages",
+                 "variant", "shape_group", "peak")
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, workload: Workload,
                  options: CostOptions = DEFAULT_OPTIONS, calibration: Calibration | None = None,
@@ -70,7 +70,9 @@ class MicroBatchGroup:
         self.model, self.cluster, self.workload = model, cluster, workload
         self.options, self.calibration, self.shared = options, calibration, shared
         self.resolved = None  # (the first strategy, resolve_software of it)
-        self.stage = None  # stage_terms.StageFixed of the slowest stage, once priced
+        # stage_terms.StageFixed of the slowest stage by its share of the blocks' FLOPs, once priced (an
+        # encoder-decoder's slowest stage can change with the micro-batch)
+        self.stages = {}
         self.variant = None  # _Variant of its strategies, once looked up (_variant)
         self.shape_group = None  # terms.shape_group of its strategies, once numbered
         self.peak = None  # the MFU peak of its strategies (their device, precision and tf32), once read
@@ -128,6 +130,9 @@ class _Fixed(NamedTuple):
     hooked: float | None  # sublayers whose engine hooks a CPU profile prices
     folds: tuple[float, float, float] | None  # _pipeline_folds
     tied_sync_s: float | None  # a tied embedding's first/last-stage gradient sync per step (pp > 1), else None
+    # each stage's parameters on a rank where an encoder-decoder is split over stages (its stages differ: a decoder
+    # block holds cross-attention too), else None (the even split's params_per_device is every stage's)
+    stage_psi: tuple[int, ...] | None
 
 
 def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workload, layout) -> _Fixed:
@@ -147,10 +152,40 @@ def _fixed(model: ModelSpec, cluster: ClusterSpec, st: Strategy, workload: Workl
     if pp > 1 and model.tie_word_embeddings:  # the first and the last stage are (pp-1) x tp x dp ranks apart
         tied = _tied_embedding_sync(model, st, tp, spans_nodes((pp - 1) * tp * layout.dp, cluster), cluster)
     folds = _pipeline_folds(model, st, dev, tp, split) if pp > 1 else None
+    stage_psi = _stage_params(model, st, tp, split) if pp > 1 and model.is_encoder_decoder else None
     # tuple.__new__: _Fixed's fields in order, without the generated __new__ (a third of this function's time;
     # stage_terms._NEW_TUPLE says more)
     return _NEW_TUPLE(_Fixed, (t, st.attention == "flash", st.sequence_parallel and tp > 1, split, capacity,
-                               host_capacity, shares, busiest, hybrid, hooked, folds, tied))
+                               host_capacity, shares, busiest, hybrid, hooked, folds, tied, stage_psi))
+
+
+def _slowest_params(stage_psi: tuple[int, ...], time_shares: tuple[float, ...], k: int) -> int:
+    """The parameters of slowest stage k (_stage_blocks_s, the last of the stages tied on the blocks' seconds): where
+    the first stage ties with it (two encoder stages), the more of the two -- the first holds the embedding, whose
+    weights its autocast casts too (tied stages hold the same blocks; only the first and last add weights)."""
+    psi = stage_psi[k]
+    return max(psi, stage_psi[0]) if k and time_shares[0] == time_shares[k] else psi
+
+
+_STAGE_PSI: dict[tuple, tuple] = {}
+
+
+def _stage_params(model: ModelSpec, st: Strategy, tp: int, split: tuple[int, ...]) -> tuple[int, ...]:
+    """_Fixed.stage_psi: stages.stage_params of each stage of `split`, memoised by the model's identity (a planner
+    asks once per strategy variant)."""
+    vocab_tp, embed_tp = vocab_shards(st, tp), logit_shards(st, tp)
+    key = (id(model), tp, split, vocab_tp, embed_tp)
+    hit = _STAGE_PSI.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_STAGE_PSI) > 4096:
+        _STAGE_PSI.clear()
+    out, start, pp = [], 0, len(split)
+    for k, n in enumerate(split):
+        out.append(stage_params(model, tp, pp, k, start, n, vocab_tp, embed_tp))
+        start += n
+    _STAGE_PSI[key] = (model, tuple(out))
+    return _STAGE_PSI[key][1]
 
 
 _NEW_TUPLE = tuple.__new__
@@ -198,7 +233,8 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
         if variant is not None:
             variant.fixed = fixed
     # one unpacking (_Fixed's order), not a dozen attribute reads
-    t, flash, sp, split, capacity, host_capacity, shares, busiest, is_hybrid, hooked, folds, tied_sync_s = fixed
+    t, flash, sp, split, capacity, host_capacity, shares, busiest, is_hybrid, hooked, folds, tied_sync_s, \
+        stage_psi = fixed
     base = variant.setting if variant is not None else None
     if base is None:
         cfg = setting(model, cluster, st, layout, s, t, cal, options)
@@ -229,25 +265,33 @@ def _estimate(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, worklo
     if is_hybrid:  # train's hybrid backend on CPU ranks (GPU terms below unchanged)
         hybrid = hybrid_times(model, cluster, st, layout, ct, split, s, t, links(cluster), flash, cal)
     tensors = shape.zero3.tensors if shape.zero3 is not None else 0
-    blocks = _stage_blocks_s(ct, split, shares, folds)
+    blocks = _stage_blocks_s(ct, split, shares, folds, shape.time_shares)
+    # the per-share terms (TP collectives, casts) at the busiest share: every stage charged as the busiest (alike
+    # blocks; the per-step terms pair its window with the busiest stage's parameters). Where the blocks differ in
+    # kind (an encoder-decoder split over stages: time_shares) the slowest stage by seconds need not hold the most
+    # FLOPs: its own share and its autocast weight casts at its own parameters (a decoder stage holds more than
+    # params_per_device's even split), as stages.estimate_stages prices that stage
+    share = blocks.share if shape.time_shares else busiest
     stage_fixed_terms = None  # one strategy alone: price_stage prices its StageFixed terms itself, once
     if group is not None:
-        stage_fixed_terms = group.stage
+        stage_fixed_terms = group.stages.get(share)
         if stage_fixed_terms is None:
-            stage_fixed_terms = group.stage = stage_fixed(cfg, dev, cluster, shape, tensors, busiest, variant.stage)
+            stage_fixed_terms = group.stages[share] = stage_fixed(cfg, dev, cluster, shape, tensors, share,
+                                                                  variant.stage)
             if variant.stage is None:
                 variant.stage = stage_fixed_terms
-    stage = price_stage(cfg, dev, cluster, ct, busiest, blocks.slowest, shape, tensors, hooked, mem,
-                        stage_fixed_terms)
+    stage = price_stage(cfg, dev, cluster, ct, share, blocks.slowest, shape, tensors, hooked, mem,
+                        stage_fixed_terms, shape.time_shares[blocks.index] if shape.time_shares else None,
+                        _slowest_params(stage_psi, shape.time_shares, blocks.index) if stage_psi else None)
     if mem is None:  # estimate(): price_stage priced it
         mem = stage.memory
         fits = mem.total <= capacity and mem.host_bytes <= host_capacity
     else:  # estimate_if_fits: it fits (else it returned above); price_stage returns the memory it was given
         fits = True
 
-    other_slots = _other_slots_s(stage, blocks, busiest, pp)
+    other_slots = _other_slots_s(stage, blocks, share, pp)
     if pp > 1 and st.pp_schedule == "1f1b" and folds is None and hybrid is None:
-        other_slots = _one_f_one_b_others_s(stage, blocks, busiest, pp, shares, ct, ga, other_slots)
+        other_slots = _one_f_one_b_others_s(stage, blocks, share, pp, shares, ct, ga, other_slots, shape.time_shares)
     compute_s, tp_s, pp_s, bubble_s, framework_s = _pipeline_times(st, layout, stage, hybrid, other_slots,
                                                                    tied_sync_s)
     dp_s, dp_total = stage.dp_comm_s, stage.dp_comm_total_s
@@ -335,8 +379,9 @@ class _Blocks(NamedTuple):
     """Seconds per micro-batch of the pipeline stages' blocks (_stage_blocks_s)."""
 
     slowest: float  # the slowest stage's: it sets the steady state
-    share: float  # that stage's share of the blocks
+    share: float  # that stage's share of the blocks' FLOPs (the per-share terms: TP collectives, casts)
     total: float  # every stage's together (the fill and drain pass each once)
+    index: int  # which stage is the slowest (the last of equal ones)
 
 
 def _pipeline_folds(model: ModelSpec, st: Strategy, dev, tp: int,
@@ -352,54 +397,57 @@ def _pipeline_folds(model: ModelSpec, st: Strategy, dev, tp: int,
 
 
 def _stage_blocks_s(ct, split: tuple[int, ...], shares: tuple[float, ...],
-                    folds: tuple[float, float, float] | None) -> _Blocks:
-    """Seconds per micro-batch of the stages' blocks: a stage's share of the blocks (`shares`, _stage_shares), + the
-    LM head on the last stage (a partition that gives the head a block's slot, e.g. BLOOM's
+                    folds: tuple[float, float, float] | None,
+                    time_shares: tuple[float, ...] | None = None) -> _Blocks:
+    """Seconds per micro-batch of the stages' blocks: a stage's share of the blocks' seconds (`time_shares`,
+    block_seconds: an encoder-decoder's encoder and decoder blocks differ per FLOP; else its FLOP share `shares`,
+    _stage_shares), + the LM head on the last stage (a partition that gives the head a block's slot, e.g. BLOOM's
     'type:transformer|embedding', leaves it fewer blocks than the others), + DeepSpeed's pipeline gradient
     accumulation of its layers (`folds`, _pipeline_folds). The slowest stage is the busiest one or the last; in
     closed form (no per-stage loop: plan's hot path)."""
     passes = ct.forward + ct.backward
-    if len(split) == 1:
-        return _NEW_TUPLE(_Blocks, (passes + ct.head, 1.0, passes + ct.head))
-    busiest, last = max(shares), shares[-1]
-    busy, tail, total = passes * busiest, passes * last + ct.head, passes + ct.head  # shares sum to 1
+    pp = len(split)
+    if pp == 1:
+        return _NEW_TUPLE(_Blocks, (passes + ct.head, 1.0, passes + ct.head, 0))
+    time = time_shares or shares
+    top = max(time)
+    k = pp - 1
+    while time[k] < top:  # the last of the busiest stages
+        k -= 1
+    busy, tail, total = passes * top, passes * time[-1] + ct.head, passes + ct.head  # shares sum to 1
     if folds is not None:
         busy_fold, head_fold, rest_fold = folds
         busy += busy_fold
         tail += head_fold
         total += rest_fold + head_fold
-    return _NEW_TUPLE(_Blocks, (busy, busiest, total) if busy >= tail else (tail, last, total))
+    return _NEW_TUPLE(_Blocks, (busy, shares[k], total, k) if busy >= tail else (tail, shares[-1], total, pp - 1))
 
 
-def _one_f_one_b_others_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int, shares: tuple[float, ...],
-                          ct, ga: int, others: float) -> float:
+def _one_f_one_b_others_s(stage: StageTerms, blocks: _Blocks, share: float, pp: int, shares: tuple[float, ...],
+                          ct, ga: int, others: float, time_shares: tuple[float, ...] | None = None) -> float:
     """_other_slots_s under 1F1B when the slowest stage is not the last (an encoder stage of an encoder-first T5
     split): the stages before it once, those after it only where its own warm-up forwards and cool-down backwards
     do not cover them (pipeline_fill.hidden_after_slowest_s); `others` (every other stage once) otherwise. The
-    stages' slots as _other_slots_s derives them from their shares: blocks + the per-share terms, the LM head on
-    the last."""
-    if blocks.share != busiest or ga < pp:  # the last stage (its head) is the slowest, or fewer micro-batches
-        return others
-    k = pp - 1
-    while shares[k] < busiest:  # the last of the busiest stages
-        k -= 1
-    if k == pp - 1:
+    stages' slots as _other_slots_s derives them from their shares: blocks (their share of the blocks' seconds,
+    `time_shares`, else of the FLOPs) + the per-share terms (FLOP share), the LM head on the last."""
+    k = blocks.index
+    if k == pp - 1 or ga < pp:  # the last stage (its head) is the slowest, or fewer micro-batches
         return others
     passes = ct.forward + ct.backward
-    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / busiest
-    after = (passes + per_share) * sum(shares[k + 1:]) + ct.head
+    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / share
+    after = passes * sum((time_shares or shares)[k + 1:]) + per_share * sum(shares[k + 1:]) + ct.head
     sends = (pp - 1) * stage.pp_comm_s
     before = others - sends - after
     slot = stage.compute_s + stage.tp_comm_s
     return before + hidden_after_slowest_s(after, slot, ct.forward / passes, pp - 1 - k) + sends
 
 
-def _other_slots_s(stage: StageTerms, blocks: _Blocks, busiest: float, pp: int) -> float:
+def _other_slots_s(stage: StageTerms, blocks: _Blocks, share: float, pp: int) -> float:
     """Seconds per micro-batch of every stage but the slowest, added up (the fill and drain, _pipeline_times):
-    `stage` priced the slowest one (`blocks.slowest`, with the busiest share's tensor-parallel collectives and
-    autocast casts); another stage has its own blocks, the same boundary sends, and those per-share terms in
+    `stage` priced the slowest one (`blocks.slowest`, with the tensor-parallel collectives and autocast casts of
+    `share`, _estimate's rule); another stage has its own blocks, the same boundary sends, and those per-share terms in
     proportion to its share (terms._tp_comm is linear in the share)."""
     if pp == 1:
         return 0.0
-    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / busiest  # autocast, ZeRO-3 interleave, TP
+    per_share = (stage.compute_s - blocks.slowest + stage.tp_comm_s) / share  # autocast, ZeRO-3 interleave, TP
     return blocks.total - blocks.slowest + per_share * (1.0 - blocks.share) + (pp - 1) * stage.pp_comm_s

@@ -146,13 +146,17 @@ def _dp_collectives(cfg: Setting, cluster: ClusterSpec, shape: _Shape) -> Bucket
 
 def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float,
                 blocks_s: float, shape: _Shape, zero3_tensors: int, sublayers: float | None,
-                mem: Memory | None = None, fixed: StageFixed | None = None) -> StageTerms:
+                mem: Memory | None = None, fixed: StageFixed | None = None,
+                window_share: float | None = None, params: float | None = None) -> StageTerms:
     """The terms of one stage on `dev` (links of `cluster`) holding `share` of the blocks' FLOPs, whose blocks take
     `blocks_s` per micro-batch, with `shape.psi` parameters and `shape.activations` bytes of activations.
     `zero3_tensors`: tensors its ZeRO-3 gathers fetch (CPU optimizer rates); `sublayers`: sublayers whose engine
     hooks a CPU profile prices (None: priced elsewhere, train's hybrid backend); `mem`: its memory (rank_memory),
     when the caller priced it already; `fixed`: stage_fixed of this stage (this share) at another micro-batch,
-    when the caller has it."""
+    when the caller has it; `window_share`: the stage's share of the blocks' seconds where it differs from `share`
+    (an encoder-decoder's stages, block_seconds), which sets the compute its data-parallel traffic overlaps;
+    `params`: the stage's own parameters where `shape.psi` is another stage's (estimate(): the even split's
+    params_per_device, where an encoder-decoder's slowest stage holds its own), which its autocast casts read."""
     st, lay, cal = cfg.st, cfg.layout, cfg.cal
     if fixed is None:  # one use (estimate(), a mixed cluster's stage): stage_fixed's terms priced here, no StageFixed
         grad_copy, comm_inputs, optimizer, collectives = _zero3_interleave_s(cfg, dev, shape), None, None, None
@@ -164,14 +168,15 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     norm_casts = share * autocast_layer_norm_s(cfg.model, st.norm_dtype, st.precision, st.kernels, tp,
                                                st.micro_batch, cfg.seq_len, st.recompute, dev, cal.kernel_overhead_s,
                                                cfg.sp)
-    compute = blocks_s + _autocast_s(cfg, dev, share, shape.psi) + bias_adds + norm_casts + grad_copy + \
+    psi = shape.psi if params is None else params
+    compute = blocks_s + _autocast_s(cfg, dev, share, psi) + bias_adds + norm_casts + grad_copy + \
         _fp8_amax_s(cfg, cluster)
     # interleaving sends each micro-batch across v times as many stage boundaries
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           scatters_stage_boundary(st, cfg.eng), cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
     tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs,
-                                        collectives)
+                                        collectives, window_share)
     if optimizer is None:
         opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors)
     else:
@@ -243,26 +248,29 @@ def _comm_key(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float,
 
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
                 grad_copy: float, inputs: int | None,
-                collectives: BucketedDP | ShardedDP | None = None) -> tuple[float, float, float]:
+                collectives: BucketedDP | ShardedDP | None = None,
+                window_share: float | None = None) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
     dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; shape and
     compute times by identity, kept to guard reuse). `inputs`: _comm_number of the others (this share and
     grad_copy), or None where they are looked up once (price_stage without a StageFixed): _comm_key of them, its
     objects guarded here. `collectives`: StageFixed.dp_collectives, the data-parallel collectives priced (else
-    None)."""
+    None). `window_share`: the stage's share of the blocks' seconds, where it is not `share` (price_stage)."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
     if inputs is None:
-        key = (_comm_key(cfg, dev, cluster, share, grad_copy), st.micro_batch, lay.grad_accum, id(shape), id(ct))
+        key = (_comm_key(cfg, dev, cluster, share, grad_copy), st.micro_batch, lay.grad_accum, id(shape), id(ct),
+               window_share)
     else:
-        key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct))
+        key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct), window_share)
     hit = _COMM.get(key)
     if hit is not None:
         return hit
     tp = lay.tp
     tp_mb = _stage_tp_comm(st, eng, ct, share, tp, cluster, interference) if tp > 1 else 0.0
-    fwd, bwd = ct.forward * share, ct.backward * share
+    window = share if window_share is None else window_share  # the stage's blocks' seconds, which the traffic overlaps
+    fwd, bwd = ct.forward * window, ct.backward * window
     # the data-parallel collectives (their own stream) also progress while a pass waits on its exposed TP ones, one
     # pass's worth in the forward, the rest in the backward (windows of compute alone let a faster GPU grow both
     # exposures and slow the step: invariants test)

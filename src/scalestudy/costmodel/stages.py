@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.attention_bias import priced_bias_memory
 from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, t5_cast_bytes
+from scalestudy.costmodel.block_seconds import encoder_decoder_time_shares
 from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
@@ -130,6 +131,11 @@ def stage_devices(cluster: ClusterSpec, pp: int, precision: str) -> tuple[StageD
         _PLACEMENT.clear()
     _PLACEMENT[key] = (cluster, tuple(out))
     return tuple(out)
+
+
+def _passes(ct) -> float:
+    """Forward + backward seconds of one micro-batch of the blocks (step.ComputeTimes)."""
+    return ct.forward + ct.backward
 
 
 def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int, vocab_tp: int = 0,
@@ -328,15 +334,22 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
     for k, n in enumerate(split):
         where, last_stage = placed[k], k == pp - 1
         dev = where.device
-        ct = compute_times(model, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
-                          st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
-                          pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32, logit_shards(st, tp),
-                          fp8_recipe(st.engine))
+
+        def times(m: ModelSpec, dev: DeviceSpec = dev):
+            return compute_times(m, dev, prec, tp, st.micro_batch, s, t, st.recompute, flash, sp, cal,
+                                 st.kernels, attention_kernel(st, dev), early_stop(st), loss_kernel(st),
+                                 pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32,
+                                 logit_shards(st, tp), fp8_recipe(st.engine))
+
+        ct = times(model)
         share = sum(costs[start:start + n]) / total_cost
+        # its share of the blocks' seconds on its device: an encoder-decoder's blocks differ per FLOP (block_seconds)
+        time_shares = encoder_decoder_time_shares(model, split, lambda m: _passes(ct if m is model else times(m)),
+                                                  ct)
         forward_shares.append(ct.forward / (ct.forward + ct.backward))
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
-        blocks_s = ct.forward * share + ct.backward * share + (ct.head if last_stage else 0.0) \
-            + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
+        blocks_s = (ct.forward + ct.backward) * (time_shares[k] if time_shares else share) \
+            + (ct.head if last_stage else 0.0) + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
         psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp))
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
@@ -344,7 +357,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
                                                                                   start, n, dev))
         n_enc = _encoder_blocks(model, start, n)
         terms = price_stage(cfg, dev, where.cluster, ct, share, blocks_s, shape,
-                            zero3_gathers(model, tp, pp, n, psi).tensors, sublayers(model, n_enc, n - n_enc))
+                            zero3_gathers(model, tp, pp, n, psi).tensors, sublayers(model, n_enc, n - n_enc),
+                            window_share=time_shares[k] if time_shares else None)
         out.append(StageEstimate(index=k, layers=n, ranks=(where.start, where.stop), devices=where.devices,
                                  device=dev.name, params=psi, **terms._asdict(), capacity_bytes=where.capacity_bytes,
                                  host_capacity_bytes=where.host_capacity_bytes,

@@ -18,6 +18,7 @@ from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
 from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel import fp8
+from scalestudy.costmodel.block_seconds import encoder_decoder_time_shares
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
 from scalestudy.costmodel.input_numbers import InputNumbers
@@ -57,6 +58,9 @@ class _Shape:
     model: object = None  # the ModelSpec (pp 1: DeepSpeed ZeRO-3's reuse distance walks its module trace, zero3.py)
     stacks: StackOrder | None = None  # an encoder-decoder's two stacks in pass order (GPU, pp 1; zero3.stack_order)
     matmul_elems: float = 0.0  # the blocks' linear weights on a rank of the busiest stage (fp8.block_matmul_elems)
+    # each pipeline stage's share of the blocks' seconds where the blocks differ in kind (an encoder-decoder split
+    # over stages: block_seconds.encoder_decoder_time_shares), else None (the FLOP shares are the time shares)
+    time_shares: tuple[float, ...] | None = None
 
 
 _SHAPES: dict[tuple, tuple] = {}
@@ -167,10 +171,18 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
 def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal, kernel, stop) -> tuple:
     """_Shape's fields but the activations, in its order: what no pipeline rank's in-flight micro-batches enter."""
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
-    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model),
-            compute_times(model, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
-                          loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32,
-                          logit_shards(st, tp), fp8_recipe(st.engine)),
+
+    def times(m: ModelSpec) -> ComputeTimes:
+        return compute_times(m, dev, prec, tp, mb, s, t, recompute, flash, sp, cal, st.kernels, kernel, stop,
+                             loss_kernel(st), pads_vocab(st.engine), vocab_shards(st, tp), st.cublas, st.tf32,
+                             logit_shards(st, tp), fp8_recipe(st.engine))
+
+    def passes(m: ModelSpec) -> float:  # forward + backward seconds of m's blocks, one micro-batch
+        c = ct if m is model else times(m)
+        return c.forward + c.backward
+
+    ct = times(model)
+    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model), ct,
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
@@ -180,7 +192,8 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
             model if pp == 1 else None,
             stack_order(model, st.kernels, flash, cal.kernel_overhead_s, recompute, s, t)
             if pp == 1 and dev.kind != "cpu" else None,
-            fp8.block_matmul_elems(model, max(split), tp))
+            fp8.block_matmul_elems(model, max(split), tp),
+            encoder_decoder_time_shares(model, split, passes, ct))
 
 
 def _activations(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, kernel) -> float:
