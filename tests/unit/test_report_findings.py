@@ -66,6 +66,7 @@ def test_findings_carry_the_numbers(tmp_path):
     # identical synthetic curves for every strategy at a world size
     assert "Loss curves of 3 strategies (ds-z2, ds-z3, fsdp-z3) for t5-tiny at 1 rank (same data" in text
     assert "differ by at most 0 nats/token over 4 steps" in text
+    assert "after 4 steps (2,560 tokens)." in text  # a count as a plain number, not .3g's '2.56e+03'
     assert "OOM: t5-tiny fsdp-z3 ws2" in text and "6 of 6 planned trials finished (OK 5, OOM 1)" in text
 
 

@@ -169,7 +169,7 @@ def losses(data: StudyData) -> list[str]:
     best = min(done, key=lambda t: t["loss"])
     worst = max(done, key=lambda t: t["loss"])
     trained = [f"{best['steps']} steps"] if best.get("steps") is not None else []
-    trained += [f"({best['tokens']:.3g} tokens)"] if best.get("tokens") is not None else []
+    trained += [f"({best['tokens']:,.0f} tokens)"] if best.get("tokens") is not None else []  # not '3.2e+03'
     return [f"Final training loss ranges {best['loss']:.3f}-{worst['loss']:.3f} nats/token; lowest for "
             f"{best['label']}" + (f" after {' '.join(trained)}" if trained else "") + "."]
 
