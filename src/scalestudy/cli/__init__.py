@@ -56,7 +56,11 @@ def _command():
     a cost-model command's time); the commands do not change within a process, so it is built once."""
     if not _COMMAND:
         _register()
-        _COMMAND.append(typer.main.get_command(app))
+        from scalestudy.cli.terminal import plain_argument_usage
+
+        command = typer.main.get_command(app)
+        plain_argument_usage(command)
+        _COMMAND.append(command)
     return _COMMAND[0]
 
 

@@ -297,7 +297,8 @@ def plan(
                                             "are never replaced)."),
     train_steps: Optional[int] = typer.Option(None, help="With --emit: optimizer steps written into the emitted "
                                                          "train config (default: 1000)."),
-    data: Optional[list[str]] = typer.Option(None, help="With --emit: corpus file(s) the emitted run trains on."),
+    data: Optional[list[str]] = typer.Option(None, help="With --emit: corpus file(s) the emitted run trains on "
+                                                        "(as train --data: files or hf:NAME[:CONFIG])."),
     tokenizer: Optional[str] = typer.Option(None, help="With --emit: tokenizer.json of the emitted run."),
     text_field: Optional[str] = typer.Option(None, help="With --emit: text field of JSONL/Parquet corpora."),
     lexicon: Optional[str] = typer.Option(None, help="With --emit: lexicon of the knowledge objective."),

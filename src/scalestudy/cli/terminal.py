@@ -117,3 +117,15 @@ def full_command_summaries(app) -> None:
             info.short_help = first.split("; ")[0].split(". ")[0].rstrip(".")
     for group in app.registered_groups:
         full_command_summaries(group.typer_instance)
+
+
+def plain_argument_usage(command) -> None:
+    """Usage lines name a required argument as click does, `scalestudy fit [OPTIONS] SOURCE`: typer writes
+    `{source}`, braces that read as a set or a template to fill in (README's synopses write DIR, SPEC.yaml)."""
+    for sub in getattr(command, "commands", {}).values():
+        plain_argument_usage(sub)
+    for param in command.params:
+        if param.param_type_name == "argument" and hasattr(param, "_usage_display_name"):
+            name = (param.metavar or param.name).upper()
+            shown = name if param.required else f"[{name}]"
+            param._usage_display_name = lambda shown=shown, many=param.nargs != 1: shown + ("..." if many else "")

@@ -51,8 +51,12 @@ def train(
                                                         "default: what span corruption of --seq-len needs "
                                                         "(512 -> 114)."),
     objective: Optional[str] = typer.Option(None, help="span, knowledge or causal."),
-    data: Optional[list[str]] = typer.Option(None, help="Corpus file(s): .txt, .jsonl, .parquet (repeatable); "
-                                                        "default: the bundled corpus."),
+    data: Optional[list[str]] = typer.Option(None, help="Corpus file(s): .txt, .jsonl, .parquet (.txt.gz, "
+                                                        ".jsonl.gz), or hf:NAME[:CONFIG], a Hugging Face dataset "
+                                                        "streamed while the run starts (needs the network and the "
+                                                        "`datasets` package: pip install 'scalestudy[hub]'; first "
+                                                        "100,000 documents); repeatable; default: the bundled "
+                                                        "corpus."),
     seed: Optional[int] = typer.Option(None, help="Seed of weights and data order."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (metrics.jsonl, summary.json, "
                                                                       "tb/, checkpoints/)."),
