@@ -47,6 +47,16 @@ def test_the_convention_names_numerator_and_denominator():
     assert "no recomputation" in MFU_CONVENTION and "encoder and decoder" in MFU_CONVENTION
 
 
+def test_an_estimates_convention_names_encoder_and_decoder_lengths_only_for_an_encoder_decoder():
+    """gpt2's estimate said 'encoder and decoder at their own lengths' (newcomer3): it has one length."""
+    cluster, strategy = make_cluster("a100-40gb", nodes=1, gpus_per_node=8), Strategy(engine="deepspeed", zero=1)
+    said = {name: estimate(get_model(name), cluster, strategy, Workload(64, 512, target)).to_dict()["flops"]
+            for name, target in (("gpt2", 0), ("t5-small", 114))}
+    assert "encoder and decoder" not in said["gpt2"]["convention"]
+    assert "encoder and decoder at their own lengths" in said["t5-small"]["convention"]
+    assert "no recomputation" in said["gpt2"]["convention"] and "MFU/HFU" in said["gpt2"]["convention"]
+
+
 def test_a_cpu_run_divides_by_its_machines_profile_peak_as_the_prediction_does(tmp_path, monkeypatch):
     """On CPU the peak was timed at each run's start, under whatever load the machine had: the demo's trials at load
     5-7 divided by 21-47 GFLOP/s (MFU 15.8% for a 0.48 s step beside 20.6% for a 0.164 s one of the same work). With

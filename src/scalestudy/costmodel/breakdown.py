@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from scalestudy.costmodel.comm import tp_overlap_priced
 from scalestudy.costmodel.memory import Memory, allocator_cache_bytes, device_total_bytes, reserved_bytes
-from scalestudy.costmodel.mfu import FLOPS_CONVENTION as MODEL_FLOPS_CONVENTION, flops_utilization
+from scalestudy.costmodel.mfu import flops_convention, flops_utilization
 from scalestudy.costmodel.options import CostOptions
 from scalestudy.costmodel.step import OVERLAP_MODEL
 from scalestudy.specs.hardware import ClusterSpec
@@ -30,8 +30,13 @@ STEP_TERM_NAMES = {
     "offload_s": "offload",
     "framework_s": "framework (measured CPU)",
 }
-FLOPS_CONVENTION = (f"{MODEL_FLOPS_CONVENTION}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
-                    "dense peak of the precision (scalestudy.costmodel.mfu)")
+
+
+def figures_convention(encoder_decoder: bool = True) -> str:
+    """What `flops.convention` says: the model-FLOPs convention of this kind of model, then hardware FLOPs, MFU, HFU."""
+    return (f"{flops_convention(encoder_decoder)}; hardware FLOPs add recomputation; MFU/HFU = FLOP/s per device / "
+            "dense peak of the precision (scalestudy.costmodel.mfu)")
+
 
 # What each figure of `to_dict()` is counted in, so a reader compares the right number with a paper's: papers
 # report "TFLOP/s" as model or hardware FLOPs, and T5 throughput as input (encoder) tokens.
@@ -217,7 +222,7 @@ class Estimate:
                 "hardware_tflops_per_device": self.hardware_tflops_per_device,
             },
             "flops": {"model_per_step": self.model_flops, "hardware_per_step": self.hardware_flops,
-                      "convention": FLOPS_CONVENTION},
+                      "convention": figures_convention(self.model.is_encoder_decoder)},
             "mfu": self.mfu,
             "hfu": self.hfu,
             "assumptions": {**self.options.to_dict(), "overlap_model": OVERLAP_MODEL},

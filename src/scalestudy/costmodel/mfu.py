@@ -19,9 +19,17 @@ On CPU the peak is a measured fp32 matmul rate (engine/probe.py; hardware profil
 
 from __future__ import annotations
 
-FLOPS_CONVENTION = ("model FLOPs = 3 x forward (backward = 2 x forward), 2 FLOPs per multiply-add of every matmul: "
-                    "weights, attention scores and values over the full square, LM head; encoder and decoder at "
-                    "their own lengths; no recomputation")
+
+
+def flops_convention(encoder_decoder: bool = True) -> str:
+    """The model-FLOPs convention in words. The lengths clause only where there are two lengths: a decoder-only
+    model has one sequence, and 'encoder and decoder' on its estimate read as if it had an encoder."""
+    lengths = "; encoder and decoder at their own lengths" if encoder_decoder else ""
+    return ("model FLOPs = 3 x forward (backward = 2 x forward), 2 FLOPs per multiply-add of every matmul: weights, "
+            f"attention scores and values over the full square, LM head{lengths}; no recomputation")
+
+
+FLOPS_CONVENTION = flops_convention()  # for runs of either kind (a study's report, train's summary)
 MFU_CONVENTION = (f"MFU = model FLOPs per optimizer step / (devices x dense peak FLOP/s of the precision the matmuls "
                   f"run in x seconds per step; fp8 runs: the FP8 peak of their linear GEMMs); {FLOPS_CONVENTION}")
 
