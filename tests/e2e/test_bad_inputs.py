@@ -591,6 +591,7 @@ NEW_KEY_FILES = {
                                           '"num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 99, '
                                           '"num_local_experts": 8.0}',  # priced as a dense model
     "spec-env-omp-huge.yaml": GOOD_SPEC + "env: {OMP_NUM_THREADS: 100000}\n",
+    "search-lr-step.yaml": SEARCH_SPEC.replace("log: true", "log: true, step: 2"),  # ignored: the trials ran
     "latin1-metrics-run/metrics.jsonl": '{"step": 1, "loss": 5.0}\n'.encode() + "caf\xe9\n".encode("latin-1"),
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
@@ -1553,6 +1554,7 @@ CASES: list[Case] = [
     C("estimate-cluster-is-a-directory", f"{EST} --cluster plotdir", "cluster file plotdir is not a regular file"),
     C("estimate-cluster-fifo", f"{EST} --cluster fifo-cluster.yaml", "is not a regular file"),
     C("estimate-config-json-fifo", "estimate --model fifo-config.json", "model config fifo-config.json is not a regular"),
+    C("search-lr-unknown-key", "search search-lr-step.yaml -o sr", "search.space.lr takes low, high and log, not step"),
 ]
 
 
@@ -1667,6 +1669,24 @@ def test_cublas_given_as_a_number_is_the_version(argv, template, tmp_path, monke
     monkeypatch.chdir(ws)
     res = run_cli(shlex.split(argv))
     assert res.code in (0, None), res.err[-2000:]
+
+
+def test_a_compute_law_plot_of_runs_without_sizes_prints_nothing_on_stderr(template, tmp_path, monkeypatch):
+    """fuzz7: params 0 in a runs CSV (the compute law does not read them) printed numpy's 'divide by zero in log10'
+    warning, two lines on stderr, while the plot coloured the runs by size."""
+    import warnings
+
+    ws = tmp_path / "ws"
+    shutil.copytree(template, ws)
+    (ws / "runs.csv").write_text("model,params,tokens,flops,loss\n" + "".join(
+        f"m{i},0,1e8,{6e14 * (i + 1)},{4 - 0.1 * i}\n" for i in range(6)))
+    monkeypatch.chdir(ws)
+    with warnings.catch_warnings(record=True) as caught:  # pytest would take them off stderr
+        warnings.simplefilter("always")
+        res = run_cli(["fit", "runs.csv", "--law", "compute", "--bootstrap", "5", "--plot", "p.png"])
+    assert res.code == 0 and res.err == "", res.err[-2000:]
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+    assert (ws / "p.png").stat().st_size > 0
 
 
 def test_a_file_cut_short_is_one_line_not_aborted(template, tmp_path, monkeypatch):

@@ -37,7 +37,8 @@ def _compute_panel(ax, analysis) -> None:
     runs, pred = analysis.runs, analysis.prediction
     hi = max(runs.flops.max(), (pred or {}).get("flops", 0.0))
     c_grid = np.logspace(np.log10(runs.flops.min() / 2), np.log10(hi * 2), 80)
-    color = np.log10(runs.params) if runs.params is not None else None
+    # coloured by size where every run has one: a compute-law CSV's params of 0 printed numpy's log10 warning
+    color = np.log10(runs.params) if runs.params is not None and (runs.params > 0).all() else None
     sc = ax.scatter(runs.flops, runs.loss, c=color, s=18, cmap="viridis", label="runs", zorder=3)
     if color is not None:
         ax.figure.colorbar(sc, ax=ax, label="log10 parameters N")

@@ -166,6 +166,9 @@ def parse_search(raw: dict, where: str = "search spec", base: Path | None = None
         bad = ", ".join(sorted(map(str, set(space) - set(SPACE_KEYS)))) if isinstance(space, dict) else space
         raise ScalestudyError(f"{where}: search.space takes {', '.join(SPACE_KEYS)}, not {bad}")
     lr = space.get("lr", {"low": 1e-4, "high": 1e-2, "log": True})
+    if isinstance(lr, dict) and set(lr) - {"low", "high", "log"}:  # step: 2 (another tool's key) or a typo was ignored
+        raise ScalestudyError(f"{where}: search.space.lr takes low, high and log, not "
+                              f"{', '.join(sorted(map(str, set(lr) - {'low', 'high', 'log'})))}")
     try:
         if not isinstance(lr.get("log", True), bool) or any(isinstance(lr[k], bool) for k in ("low", "high")):
             raise TypeError
