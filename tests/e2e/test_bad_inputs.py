@@ -592,6 +592,9 @@ NEW_KEY_FILES = {
                                           '"num_local_experts": 8.0}',  # priced as a dense model
     "spec-env-omp-huge.yaml": GOOD_SPEC + "env: {OMP_NUM_THREADS: 100000}\n",
     "search-lr-step.yaml": SEARCH_SPEC.replace("log: true", "log: true, step: 2"),  # ignored: the trials ran
+    "dev-name-escape.yaml": BARE_DEVICE.replace("matmul_efficiency: []", "matmul_efficiency: [[1024, 0.5]]")
+    .replace("name: bare", 'name: "\\e[2Jbare"'),  # cleared the terminal above estimate's title
+    "cluster-name-newline.yaml": 'name: "a\\nb"\ndevice: a100-80gb\nnodes: 1\ngpus_per_node: 8\n',
     "latin1-metrics-run/metrics.jsonl": '{"step": 1, "loss": 5.0}\n'.encode() + "caf\xe9\n".encode("latin-1"),
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
@@ -1555,6 +1558,8 @@ CASES: list[Case] = [
     C("estimate-cluster-fifo", f"{EST} --cluster fifo-cluster.yaml", "is not a regular file"),
     C("estimate-config-json-fifo", "estimate --model fifo-config.json", "model config fifo-config.json is not a regular"),
     C("search-lr-unknown-key", "search search-lr-step.yaml -o sr", "search.space.lr takes low, high and log, not step"),
+    C("estimate-device-name-escape", f"{EST} --gpu dev-name-escape.yaml", "holds a control character"),
+    C("plan-cluster-name-newline", f"{PLAN} --cluster cluster-name-newline.yaml", "holds a control character"),
 ]
 
 

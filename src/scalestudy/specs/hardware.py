@@ -602,7 +602,16 @@ def _numbers(data: dict, origin: str) -> dict:
     for name in ("name", "source", "family", "compute_capability"):
         if name in data and not isinstance(data[name], str):
             raise ScalestudyError(f"{origin}: {name} must be a string, got {data[name]!r}")
+    _one_line_name(data.get("name", ""), origin)
     return data
+
+
+def _one_line_name(name: str, origin: str) -> None:
+    """A device's or cluster's name heads every table (estimate's title, plan's): an ESC in it cleared or recoloured
+    the terminal, a newline split the title. As a study's and a config.json model's name."""
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
+        raise ScalestudyError(f"{origin}: name {name!r} holds a control character (it heads every table): give one "
+                              "line of text")
 
 
 def _rows(value, width: int, name: str, origin: str) -> list[list[float]]:
@@ -845,6 +854,7 @@ def _cluster_fields(data: dict, path: Path, device: DeviceSpec) -> ClusterSpec:
         raise ScalestudyError(f"{path}: {err}") from None
     if not isinstance(data.get("name", ""), str):
         raise ScalestudyError(f"cluster file {path}: name must be a string, got {data['name']!r}")
+    _one_line_name(data.get("name", ""), f"cluster file {path}")
     return ClusterSpec(device=device, name=data.pop("name", path.stem), **data)
 
 
