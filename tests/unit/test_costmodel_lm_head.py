@@ -47,7 +47,10 @@ def test_replicated_head_is_the_whole_head_on_every_tp_rank():
     assert whole_f == pytest.approx(tp * part_f, rel=1e-12)
     assert logit_elements(model, mb, s, 0, 1) == tp * logit_elements(model, mb, s, 0, tp)
     assert vocab_grad_bytes(model, "bf16", 1) == pytest.approx(tp * vocab_grad_bytes(model, "bf16", tp), rel=1e-12)
-    assert logits_bytes(model, mb, s, 0, "bf16", 1, "torch") == pytest.approx(
+    assert logits_bytes(model, mb, s, 0, "bf16", 1, "inplace") == pytest.approx(
+        tp * logits_bytes(model, mb, s, 0, "bf16", tp, "inplace"), rel=1e-12)
+    # torch's loss on sharded logits is torch's DTensor loss_parallel, 16 B per logit where the whole-V loss keeps 12
+    assert logits_bytes(model, mb, s, 0, "bf16", 1, "torch") * 16 / 12 == pytest.approx(
         tp * logits_bytes(model, mb, s, 0, "bf16", tp, "torch"), rel=1e-12)
     assert part_t < whole_t < tp * part_t * 1.2  # the wider GEMM runs at least as efficiently
     args = (model, dev, "bf16", tp, mb, s, 0, "full", True, True, cal, "eager", "fa2", True, "torch", False)

@@ -62,7 +62,9 @@ CROSS_ENTROPY = typer.Option("engine", "--cross-entropy",
                                   "torchtitan, transformers >= 4.46 causal models; engine's meaning for a HF "
                                   "GPT-2-style model there and a Llama-family one on deepspeed without tp/pp) | "
                                   "torch-16bit (F.cross_entropy on the bf16 / fp16 logits, no upcast, the logits "
-                                  "kept through the backward: KempnerForge; not on ddp, not in fp32).")
+                                  "kept through the backward: KempnerForge; not on ddp, not in fp32) | "
+                                  "torch-compiled (torch on logits.float() under torch.compile: torchtitan since "
+                                  "2025-04 with training.compile; the 16-bit logits saved, no fp32 copy).")
 ATTENTION_KERNEL = typer.Option("engine", "--attention-kernel",
                                 help="Fused attention kernel under --attention flash: engine (engines.yaml: SDPA's "
                                      "FlashAttention-2 for ddp/fsdp/deepspeed, cuDNN for megatron; SDPA's "

@@ -185,7 +185,11 @@ def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine", causal
       transformers >= 4.46 (loss_utils ForCausalLMLoss: `logits.float()`, labels padded instead of the logits
       shifted) is the engine count on fsdp / ddp (memory.loss_kernel "torch"), within 4 B of Megatron's 52.
     - torch-16bit: F.cross_entropy on the 16-bit logits (KempnerForge's loss): log_softmax's forward and backward and
-      nll_loss's zero-filled gradient in the logits' dtype, as hf without the shifted copy: 8a (16 B in bf16)."""
+      nll_loss's zero-filled gradient in the logits' dtype, as hf without the shifted copy: 8a (16 B in bf16).
+    - torch-compiled: torch's loss on `logits.float()` under torch.compile (torchtitan since bbb1b616): Inductor fuses
+      the upcast, log-softmax and nll into a forward reduction over each row (its max, then its sum of
+      exponentials: two reads of the 16-bit logits) and one backward kernel (read, write the 16-bit gradient): the
+      fused kernel's 4a."""
     a = 4 if precision == "fp32" else 2
     if kernel in ("hf", "hf-autocast"):
         c = 4 if kernel == "hf-autocast" else a
@@ -194,7 +198,7 @@ def cross_entropy_bytes_per_logit(precision: str, kernel: str = "engine", causal
         return float(4 * c + c + 4 * c + casts + shift)
     if kernel == "torch-16bit":  # the hf passes on the logits' own dtype, no shifted copy, no casts
         return 8.0 * a
-    if kernel == "fused":
+    if kernel in ("fused", "torch-compiled"):
         return 4.0 * a
     if kernel == "fused-metrics":
         upcast = a + 4 if precision != "fp32" else 0

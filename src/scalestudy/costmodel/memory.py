@@ -826,7 +826,17 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
     - torch (`loss_kernel`: engine on fsdp/ddp): torch F.cross_entropy on `logits.float()` (torchtitan train.py
       loss_fn at 9dec370a, HF's loss): the forward holds the logits, the fp32 copy and log_softmax's output (a + 8);
       its backward is the higher peak, 12 -- the saved log-softmax, nll_loss's gradient and log_softmax_backward's
-      output, all fp32, alive at once (torchtitan `del pred` frees the 16-bit logits before loss.backward());
+      output, all fp32, alive at once (torchtitan `del pred` frees the 16-bit logits before loss.backward()).
+      On logits split over tp ranks (torchtitan's loss_parallel: the head's output a Shard(-1) DTensor) torch's
+      DTensor handlers run it instead (torch/distributed/tensor/parallel/loss.py, the same from its first version
+      to torch 2.13): _nll_loss_and_log_softmax_backward computes `(grad_input + torch.exp(x)) * grad_output` over
+      the saved log-softmax x, with grad_input a zero-filled fp32 buffer -- x, grad_input, the sum and the product
+      alive at once, 16 (`loss_parallel_peak_bytes`);
+    - torch-compiled: that loss under torch.compile (torchtitan components/loss.py build_cross_entropy_loss since
+      bbb1b616, 2025-04-02: `torch.compile(loss_fn)` when training.compile is set; Dec 2024's 9dec370a ran it
+      eager, e8977b00). The min-cut partitioner saves the 16-bit logits and two fp32 per token (the row max and
+      log-sum-exp) and the backward kernel writes the gradient in the logits' dtype, 2a + 8 per token
+      (`compiled_loss_peak_bytes`; read off Inductor's forward and backward graphs, torch 2.13);
     - inplace: Megatron-Core since 9634c0e4 (2024-06-13), fused (cross_entropy_loss_fusion) or not: one fp32 copy
       of the logits, max-subtracted, exponentiated and normalised in place into the saved softmax, a + 4
       (tensor_parallel/cross_entropy.py calculate_predicted_logits; the backward's gradient is that buffer, cast
@@ -862,10 +872,29 @@ def logits_bytes(model: ModelSpec, micro_batch: int, seq_len: int, target_len: i
     if cross_entropy in ("fused", "fused-metrics"):  # the metrics' fp32 passes run after the backward, no_grad
         return out_tokens * v * 2 * a / tp + 4 * out_tokens
     if cross_entropy == "torch":
-        return out_tokens * v * max(a + 8 if a < 4 else 8, 12) / tp
+        per_logit = loss_parallel_peak_bytes() if tp > 1 else max(a + 8 if a < 4 else 8, 12)
+        return out_tokens * v * per_logit / tp
+    if cross_entropy == "torch-compiled":
+        return out_tokens * (v * compiled_loss_peak_bytes(a) / tp + 8)
     if cross_entropy == "torch-16bit":
         return out_tokens * v * 4 * a / tp
     return out_tokens * v * (a + (4 if cross_entropy == "inplace" else 8)) / tp
+
+
+def loss_parallel_peak_bytes() -> float:
+    """Bytes per logit at the peak of torch's DTensor loss_parallel cross-entropy on `logits.float()` (torch/
+    distributed/tensor/parallel/loss.py): its fused nll / log-softmax backward `(grad_input + torch.exp(x)) *
+    grad_output` holds the saved fp32 log-softmax x, the zero-filled fp32 grad_input, their sum and the product
+    (exp(x) is freed once summed): 4 fp32 buffers. The forward's peak is lower: the fp32 copy, the shifted logits and
+    exp(shifted) or the output, 12 beside the 16-bit logits."""
+    return 4.0 * 4
+
+
+def compiled_loss_peak_bytes(a: int) -> float:
+    """Bytes per logit at the peak of torch.compile'd F.cross_entropy(logits.float(), labels) on `a`-byte logits:
+    the backward holds the saved logits and writes a new gradient of their dtype (Inductor's backward graph
+    allocates it, no reuse of the saved input); the fp32 upcast, the log-softmax and exp are fused away."""
+    return 2.0 * a
 
 
 def overhead_bytes(device) -> float:

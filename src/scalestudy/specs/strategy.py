@@ -92,7 +92,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      cross_entropy on the 16-bit logits as the model returns them, no .float(), the caller's own
                      reference to the logits alive through the backward: KempnerForge scripts/train.py; a bf16 / fp16
                      model without autocast -- refused on ddp, whose autocast runs the loss in fp32, and in fp32
-                     training). Also the time of the
+                     training) or "torch-compiled" (that torch loss on `logits.float()` under torch.compile:
+                     torchtitan's loss_fn when training.compile is set, since bbb1b616 of 2025-04-02 -- the 16-bit
+                     logits saved, the gradient written in their dtype, no fp32 copy). Also the time of the
                      logits' passes (costmodel/flops.py cross_entropy_bytes_per_logit). "engine" means "hf" for a
                      Hugging Face T5 (`software_defaults`). `train` runs "hf" (T5 without tp/pp) or "torch"
                      (specs/run.TRAIN_SOFTWARE).
@@ -326,7 +328,7 @@ PP_SCHEDULES = ("1f1b", "gpipe", "interleaved")
 KERNELS = ("engine", "fused", "eager", "eager-fused-norm")  # element-wise kernels (costmodel/eager_kernels.py)
 GRAD_REDUCES = ("engine", "fp32", "compute")  # gradient-reduction dtype (terms.main_grad_bytes)
 CROSS_ENTROPIES = ("engine", "inplace", "fused", "fused-metrics", "fused-linear", "hf",
-                   "torch", "torch-16bit")  # loss kernel (memory.logits_bytes)
+                   "torch", "torch-16bit", "torch-compiled")  # loss kernel (memory.logits_bytes)
 # fused attention kernel (costmodel/efficiency.py; mem-efficient: costmodel/attention_bias.py)
 ATTENTION_KERNELS = ("engine", "fa1", "fa2", "fa3", "cudnn", "mem-efficient", "torch-softmax", "hf-fp32-softmax",
                      "triton")
