@@ -175,7 +175,9 @@ def test_small_nemo_convergence_rows_miss_by_one_time_whatever_the_vocabulary():
                             work.target_len, stored(), loss, st.engine == "megatron")[0]
     assert head["nemo-mt5-170m-conv-4n"] > 5 * head["nemo2203-t5-220m-4n"]
     assert all(0.045 < g < 0.095 for g in gap.values()), gap
-    assert max(gap.values()) < 1.35 * min(gap.values()), gap
+    # reached 1.35 (72.7 / 66.8 / 54.0 ms); 1.39 (72.3 / 66.5 / 52.2 ms) since gemm.half_dim is measured (122.4, was
+    # fitted 71.7): every gap shrank, T5 220M's most (d_model 768: its GEMMs are the smallest); still no 8x apart
+    assert max(gap.values()) < 1.40 * min(gap.values()), gap
 
 
 def _step_fit(steps: dict[int, float]) -> tuple[float, float]:

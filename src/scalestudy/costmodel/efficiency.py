@@ -5,9 +5,10 @@ bf16 GEMMs over the datasheet peak, a published microbenchmark per device, see e
 
     fraction(d) = share x matmul_peak_fraction x clock(power limit) / clock_mhz x d / (d + half_dim)
 
-`share` and `half_dim` are the fitted constants of costmodel/calibration.yaml, one pair for every device: the
-share of the device's achievable matmul rate that training GEMMs reach, and a saturating curve in the
-characteristic dimension d (tile/wave quantisation loses a fixed amount of work per GEMM edge). What differs
+`share` and `half_dim` are constants of costmodel/calibration.yaml, one pair for every device: the share of the
+device's achievable matmul rate that training GEMMs reach (fitted on the published rows), and a saturating curve in
+the characteristic dimension d (tile/wave quantisation loses a fixed amount of work per GEMM edge; half_dim measured
+on a published GEMM sweep, tests/unit/test_gemm_half_dim_measured.py). What differs
 between devices is data: the measured ceiling, and the tensor clock the board's power limit sustains
 (`sustained_clock_ratio`). Devices without a ceiling (measured CPU profiles, custom devices) list
 [[dimension, fraction], ...] in their YAML, interpolated linearly in log2(dimension) and clamped at both ends.

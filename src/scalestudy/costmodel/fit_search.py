@@ -2,14 +2,15 @@
 depends on the rows it is given and on nothing else (never on calibration.yaml's stored values).
 
 Why not a local search from the stored values (what `fit` was until 2026-12-04): the objective (mean |log error| over
-a few dozen rows) has kinks wherever a row's critical path switches (max() of overlapped terms), and more than one
-basin -- gemm.half_dim trades against gemm.share when every GEMM is large, so leaving one source out can move the best
-half_dim from one end of its BOUNDS to the other (without mosaicml2023: 1 at objective 0.0508, 600 at 0.0494). A
-local search from the stored values stops on a kink near them: every leave-one-source-out fold then starts from
-values fitted WITH the source it predicts, and `validate --refit` never reproduces the stored values.
+a few dozen rows) has kinks wherever a row's critical path switches (max() of overlapped terms), and may have more
+than one basin -- while gemm.half_dim was fitted it traded against gemm.share when every GEMM is large, and leaving
+one source out moved the best half_dim from one end of its bounds to the other (without mosaicml2023: 1 at objective
+0.0508, 600 at 0.0494); it is measured since (calibration.yaml). A local search from the stored values stops on a
+kink near them: every leave-one-source-out fold then starts from values fitted WITH the source it predicts, and
+`validate --refit` never reproduces the stored values.
 
-Coordinates: each constant's log, scaled to [0, 1] over its bounds (a share of ~1, a dimension of ~100 and a time of
-~1e-5 s move the objective on comparable steps there). The grid is a number of points per constant in those
+Coordinates: each constant's log, scaled to [0, 1] over its bounds (a share of ~1 and a time of ~1e-5 s move the
+objective on comparable steps there). The grid is a number of points per constant in those
 coordinates (published.FIT_GRID), bounds included (a fold's minimum may sit on a bound). Its table of objective values
 costs one evaluation per row and grid point, and rows are shared by all folds, so the caller caches per-row values
 (published._grid_errors). Each start's simplex stops coarsely (COARSE_XTOL): only the lower end is refined to XTOL.
@@ -24,9 +25,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 COARSE_XTOL, COARSE_FTOL = 1e-2, 1e-4  # each start's simplex stops there (the basins are far apart) ...
-XTOL = 1e-3  # ... the best one's at: simplex size in unit coordinates 0.6% of half_dim, 0.1% of share, 0.3% of the time
+XTOL = 1e-3  # ... the best one's at: simplex size in unit coordinates 0.1% of share, 0.3% of the time
 FTOL = 1e-5  # objective spread at a run's stop (the objective is ~0.05: 2e-4 of it)
-STARTS = 2  # the best grid points two steps apart that are refined: the share / half_dim valley has two ends
+STARTS = 2  # the best grid points two steps apart that are refined (a second basin is not ruled out)
 RESTART_GAIN = 1e-5  # a restart from a run's end that gains less than this ends the search
 MAX_RESTARTS = 8  # bounds a pathological row set; 1-3 are used
 
