@@ -126,6 +126,15 @@ def scatters_stage_boundary(st, eng: EngineComm) -> bool:
     return st.pipeline_scatter_gather == "on"
 
 
+def copies_tied_modules(engine: str) -> bool:
+    """Whether a pipeline chunk holds its own copy of every tied module even beside another copy of the same tensor:
+    scalestudy's engine (ddp / fsdp pipelines, engine/parallel/stages._Tier hands each tied module out once, then
+    copies) -- a T5 chunk starting the decoder and ending the model holds the decoder's embedding and the tied head
+    as two tensors, where Megatron's stage reuses its embedding for the output layer
+    (shared_embedding_or_output_weight) and DeepSpeed's TiedLayerSpec one module per stage."""
+    return engine in ("ddp", "fsdp")
+
+
 @dataclass(frozen=True, slots=True)
 class TPOverlap:
     """Overlap of tensor-parallel collectives with their GEMMs (engines.yaml tp_comm_overlap): Transformer Engine

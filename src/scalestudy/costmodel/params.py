@@ -90,15 +90,21 @@ def param_count(model: ModelSpec) -> int:
 
 
 @lru_cache(maxsize=None)
-def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0, embed_tp: int = 0) -> int:
+def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0, embed_tp: int = 0,
+                      chunks: tuple[int, ...] = (), tied_copy: bool = False) -> int:
     """Parameters held by the busiest model-parallel rank before any ZeRO sharding.
 
     Tensor parallelism splits matmul weights and the (vocabulary-parallel) embedding and head; norms and biases
-    are replicated. Pipeline parallelism splits blocks evenly; the first stage adds the embedding and the last
-    the head (a tied head is a second copy on the last stage, as in Megatron), so the busiest stage takes the
-    larger of the two. `vocab_tp`: the ranks the embedding and head are split over (strategy.vocab_shards: 1 when
-    every tp rank holds them whole, Strategy.lm_head replicated; 0 = tp); `embed_tp`: the input embedding's when it
-    differs (strategy.logit_shards: whole under lm_head gathered; 0 = vocab_tp).
+    are replicated. Pipeline parallelism splits blocks evenly (a bound: the blocks' total / pp); the vocabulary
+    tensors follow the model chunks each rank holds (rank_vocab_params over `chunks`, layers per chunk in stage
+    order, chunk c on rank c % pp: specs.parallel_layout.chunk_layer_counts; () = one chunk per rank, the even
+    split): the embedding on rank 0, the head on rank pp - 1 (a tied head is a second copy there, as in Megatron),
+    an encoder-decoder's decoder embedding copy on the rank of decoder block 0 -- under the interleaved schedule
+    rank 0 when the decoder starts on one of its chunks (t5-base at pp 2 x 4 chunks: two tables on rank 0) -- and
+    the busiest rank takes the most of them. `vocab_tp`: the ranks the embedding and head are split over
+    (strategy.vocab_shards: 1 when every tp rank holds them whole, Strategy.lm_head replicated; 0 = tp); `embed_tp`:
+    the input embedding's when it differs (strategy.logit_shards: whole under lm_head gathered; 0 = vocab_tp);
+    `tied_copy`: chunk_vocab_params.
     """
     vocab_tp = vocab_tp or tp
     p = param_breakdown(model)
@@ -106,8 +112,72 @@ def params_per_device(model: ModelSpec, tp: int, pp: int, vocab_tp: int = 0, emb
     dec_rep = p.decoder_layer - p.decoder_layer_matmul
     layers = (p.encoder_layer_matmul // tp + enc_rep) * p.encoder_layers + \
         (p.decoder_layer_matmul // tp + dec_rep) * p.decoder_layers
-    embed = p.embedding // (embed_tp or vocab_tp)
-    head = (p.lm_head or (p.embedding if pp > 1 else 0)) // vocab_tp
     if pp == 1:
-        return layers + embed + head + p.other
-    return -(-layers // pp) + max(embed, head) + p.other
+        return layers + chunk_vocab_params(model, 1, 0, 0, model.total_layers, vocab_tp, embed_tp) + p.other
+    chunks = chunks or _even_split(model.total_layers, pp)
+    vocab = max(rank_vocab_params(model, pp, chunks, k, vocab_tp, embed_tp, tied_copy) for k in range(pp))
+    return -(-layers // pp) + vocab + p.other
+
+
+def _even_split(layers: int, pp: int) -> tuple[int, ...]:
+    """Strategy.stage_split's default: the remainder on the first stages."""
+    base, extra = divmod(layers, pp)
+    return (base + 1,) * extra + (base,) * (pp - extra)
+
+
+def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
+    """How many of blocks [start, start + n) are encoder blocks (T5: the encoder stack comes first)."""
+    enc = model.num_layers if model.is_encoder_decoder else 0
+    return max(0, min(start + n, enc) - start)
+
+
+def chunk_block_params(model: ModelSpec, tp: int, start: int, n: int) -> int:
+    """Blocks [start, start + n) on one rank: matmul weights / tp, norms and biases replicated."""
+    p = param_breakdown(model)
+    enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
+    dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
+    n_enc = _encoder_blocks(model, start, n)
+    return n_enc * enc + (n - n_enc) * dec
+
+
+def chunk_vocab_params(model: ModelSpec, chunks: int, c: int, start: int, n: int, vocab_tp: int, embed_tp: int = 0,
+                       tied_copy: bool = False) -> int:
+    """The vocabulary tensors model chunk c of `chunks` (blocks [start, start + n)) holds on one rank.
+
+    - the input embedding (GPT-2: with its learned positions) on chunk 0;
+    - encoder-decoder, chunks > 1: a copy of the shared embedding on the chunk holding decoder block 0 -- Megatron's
+      T5 builds word embeddings on the decoder's first pipeline stage and all-reduces their gradient with the first
+      stage's (megatron/core/parallel_state.py: the embedding group adds pipeline_model_parallel_split_rank; NeMo
+      MegatronTokenLevelEncoderDecoderModule), scalestudy's engine ties a copy (engine/parallel/stages.py T5Chunk);
+    - the LM head on the last chunk: untied its own weight; tied a copy of the embedding (Megatron: a second copy on
+      the last stage), unless the chunk holds an embedding the head reuses (Megatron shared_embedding_or_output_weight
+      on a pre_process stage). `tied_copy`: the engine copies every tied module per chunk even then (scalestudy's
+      engine/parallel/stages._Tier: engines.copies_tied_modules).
+    One chunk (no pipeline): the model's own tensors, a tied head counted once.
+    """
+    p = param_breakdown(model)
+    embed_tp = embed_tp or vocab_tp
+    if chunks == 1:
+        return p.embedding // embed_tp + p.lm_head // vocab_tp
+    embeds = int(c == 0) + int(model.is_encoder_decoder and start <= model.num_layers < start + n)
+    total = embeds * (p.embedding // embed_tp)
+    if c == chunks - 1:
+        total += p.lm_head // vocab_tp if p.lm_head else \
+            (p.embedding // vocab_tp if tied_copy or not embeds else 0)
+    return total
+
+
+def rank_vocab_params(model: ModelSpec, pp: int, chunks: tuple[int, ...], k: int, vocab_tp: int,
+                      embed_tp: int = 0, tied_copy: bool = False) -> int:
+    """The vocabulary tensors pipeline rank k holds: those of its chunks c = k, k + pp, ... of `chunks` (layers per
+    chunk in stage order: one per rank, or virtual_stages per rank under the interleaved schedule, as
+    engine/parallel/stages.py split_model and specs.parallel_layout.chunk_layer_counts place them).
+
+    Interleaved t5-base at pp 2 x 4 chunks of 3 blocks: rank 0 holds chunks 0, 2, 4, 6 -- the encoder's embedding
+    (chunk 0) and the decoder's copy (chunk 4, decoder blocks 0-2): two 32,128 x 768 tables; rank 1 the head's."""
+    total, start = 0, 0
+    for c, n in enumerate(chunks):
+        if c % pp == k:
+            total += chunk_vocab_params(model, len(chunks), c, start, n, vocab_tp, embed_tp, tied_copy)
+        start += n
+    return total

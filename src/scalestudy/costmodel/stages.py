@@ -43,7 +43,7 @@ from scalestudy.costmodel.breakdown import Estimate
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.comm import collective, links, spans_nodes, stage_boundary_time, tp_ranks_per_node
 from scalestudy.costmodel.constants import stored
-from scalestudy.costmodel.engines import engine_comm, scatters_stage_boundary
+from scalestudy.costmodel.engines import copies_tied_modules, engine_comm, scatters_stage_boundary
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import forward_flops, step_flops_per_sequence, target_length
 from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradient_bytes, boundary_bytes,
@@ -54,7 +54,7 @@ from scalestudy.costmodel.memory import (Memory, activation_parts, block_gradien
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.mfu import peak_precision
 from scalestudy.costmodel.op_checkpoint import early_stop
-from scalestudy.costmodel.params import param_breakdown, param_count
+from scalestudy.costmodel.params import chunk_block_params, chunk_vocab_params, param_breakdown, param_count
 from scalestudy.costmodel.pipeline_fill import fill_drain_s
 from scalestudy.costmodel.stage_terms import price_stage, setting, sharded_dp_in_slot
 from scalestudy.costmodel.step import compute_times
@@ -139,22 +139,16 @@ def _passes(ct) -> float:
 
 
 def stage_params(model: ModelSpec, tp: int, pp: int, k: int, start: int, n: int, vocab_tp: int = 0,
-                 embed_tp: int = 0) -> int:
+                 embed_tp: int = 0, tied_copy: bool = False) -> int:
     """Parameters on a rank of stage k (blocks [start, start + n)) before ZeRO sharding: its blocks (matmul weights
-    / tp, norms replicated), the embedding on the first stage, the LM head on the last (a tied head is a second
-    copy there, as Megatron), the final norms / position biases counted on every stage (a bound); the embedding and
+    / tp, norms replicated), its vocabulary tensors (params.chunk_vocab_params: the embedding on the first stage,
+    a T5 decoder's embedding copy where decoder block 0 is, the LM head on the last -- a tied head a second copy
+    there, as Megatron), the final norms / position biases counted on every stage (a bound); the embedding and
     head split over `vocab_tp` ranks (strategy.vocab_shards; 0 = tp), the embedding over `embed_tp` when given
     (strategy.logit_shards)."""
-    p, vocab_tp = param_breakdown(model), vocab_tp or tp
-    enc = p.encoder_layer_matmul // tp + (p.encoder_layer - p.encoder_layer_matmul)
-    dec = p.decoder_layer_matmul // tp + (p.decoder_layer - p.decoder_layer_matmul)
-    n_enc = _encoder_blocks(model, start, n)
-    total = n_enc * enc + (n - n_enc) * dec + p.other
-    if k == 0:
-        total += p.embedding // (embed_tp or vocab_tp)
-    if k == pp - 1:
-        total += (p.lm_head or (p.embedding if pp > 1 else 0)) // vocab_tp
-    return total
+    vocab_tp = vocab_tp or tp
+    return chunk_block_params(model, tp, start, n) + param_breakdown(model).other + chunk_vocab_params(
+        model, pp, k, start, n, vocab_tp, embed_tp, tied_copy)
 
 
 def _encoder_blocks(model: ModelSpec, start: int, n: int) -> int:
@@ -167,7 +161,8 @@ def stage_memory(model: ModelSpec, st: Strategy, dp: int, tp: int, pp: int, ga: 
                  start: int, n: int, device, options) -> Memory:
     """Bytes on a rank of stage k holding blocks [start, start + n) (module docstring)."""
     acts = stage_activations(model, st, tp, pp, ga, s, t, k, start, n, device)
-    psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp))
+    psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp),
+                       copies_tied_modules(st.engine))
     return rank_memory(model, st, psi, dp, tp, acts, device, options, ga)
 
 
@@ -350,7 +345,8 @@ def estimate_stages(model: ModelSpec, cluster: ClusterSpec, strategy: Strategy, 
         # its own blocks (+ the LM head on the last stage) + DeepSpeed's bf16 fp32 gradient fold per micro-batch
         blocks_s = (ct.forward + ct.backward) * (time_shares[k] if time_shares else share) \
             + (ct.head if last_stage else 0.0) + hp_grad_accumulation_s(model, st, dev, tp, n, last_stage)
-        psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp))
+        psi = stage_params(model, tp, pp, k, start, n, vocab_shards(st, tp), logit_shards(st, tp),
+                           copies_tied_modules(st.engine))
         # estimate()'s per-configuration quantities on this stage's device, with this stage's own parameters
         shape = dataclasses.replace(_shape(model, dev, st, tp, pp, s, t, flash, sp, flights, split, cal), psi=psi,
                                     stage_layers=n, activations=stage_activations(model, st, tp, pp, ga, s, t, k,
