@@ -175,8 +175,12 @@ def price_stage(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     pp_mb = 2.0 * st.virtual_stages * stage_boundary_time(cfg.boundary_bytes, tp, cfg.sp,
                                                           scatters_stage_boundary(st, cfg.eng), cfg.cross_node,
                                                           cluster) if pp > 1 else 0.0
+    # the stage's compute beside its blocks' passes (the last stage's LM head and loss, casts, DeepSpeed's folds):
+    # compute its per-micro-batch gradient reductions overlap too (terms._bucketed_overlap)
+    blocks = (ct.forward + ct.backward) * (share if window_share is None else window_share)
+    rest = max(0.0, compute - grad_copy - blocks)
     tp_mb, dp_s, dp_total = _stage_comm(cfg, dev, cluster, ct, share, shape, grad_copy, comm_inputs,
-                                        collectives, window_share)
+                                        collectives, window_share, rest)
     if optimizer is None:
         opt_s, offload_s = _optimizer_s(cfg, dev, cluster, shape.psi, zero3_tensors)
     else:
@@ -249,21 +253,22 @@ def _comm_key(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, share: float,
 def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: ComputeTimes, share: float, shape: _Shape,
                 grad_copy: float, inputs: int | None,
                 collectives: BucketedDP | ShardedDP | None = None,
-                window_share: float | None = None) -> tuple[float, float, float]:
+                window_share: float | None = None, rest: float = 0.0) -> tuple[float, float, float]:
     """(tensor-parallel seconds per micro-batch, exposed and total data-parallel seconds per step) of a stage:
     _tp_comm and _dp_comm, memoised on every input but the strategy's optimizer fields (offload, loop, state
     dtype), which neither reads (a planner prices a layout's offload variants with the same collectives; shape and
     compute times by identity, kept to guard reuse). `inputs`: _comm_number of the others (this share and
     grad_copy), or None where they are looked up once (price_stage without a StageFixed): _comm_key of them, its
     objects guarded here. `collectives`: StageFixed.dp_collectives, the data-parallel collectives priced (else
-    None). `window_share`: the stage's share of the blocks' seconds, where it is not `share` (price_stage)."""
+    None). `window_share`: the stage's share of the blocks' seconds, where it is not `share` (price_stage); `rest`:
+    the stage's compute per micro-batch beside its blocks' passes and grad_copy (price_stage)."""
     st, lay, eng = cfg.st, cfg.layout, cfg.eng
     interference = cfg.cal.overlap_interference
     if inputs is None:
         key = (_comm_key(cfg, dev, cluster, share, grad_copy), st.micro_batch, lay.grad_accum, id(shape), id(ct),
-               window_share)
+               window_share, rest)
     else:
-        key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct), window_share)
+        key = (inputs, st.micro_batch, lay.grad_accum, id(shape), id(ct), window_share, rest)
     hit = _COMM.get(key)
     if hit is not None:
         return hit
@@ -277,10 +282,10 @@ def _stage_comm(cfg: Setting, dev: DeviceSpec, cluster: ClusterSpec, ct: Compute
     tp_fwd = tp_mb / (3.0 if st.recompute == "full" else 2.0)
     if collectives is not None:  # _dp_comm's numbers, its collectives priced at the group's first micro-batch
         dp_s, dp_total = dp_comm_s(collectives, lay.grad_accum, fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy,
-                                            interference)
+                                   interference, rest)
     else:
         dp_s, dp_total = _dp_comm(st, eng, shape, cluster, links(cluster), lay.dp, tp, lay.grad_accum,
-                                  fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy, interference)
+                                  fwd + tp_fwd, bwd + (tp_mb - tp_fwd) + grad_copy, interference, rest)
     return _COMM.put(key, (shape, ct, cluster, dev, eng), (tp_mb, dp_s, dp_total))
 
 

@@ -338,19 +338,22 @@ def _tied_embedding_sync(model: ModelSpec, st: Strategy, tp: int, cross_node: bo
 
 
 def _dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int, ga: int,
-             fwd: float, bwd: float, interference: float) -> tuple[float, float]:
+             fwd: float, bwd: float, interference: float, rest: float = 0.0) -> tuple[float, float]:
     """(exposed, total) seconds of data-parallel / ZeRO communication per optimizer step: the bytes exposed as
     _dp_comm_overlapped overlaps them, plus every collective's ring latency (comm.ring_latency / tree_latency: the
-    (n-1) dependent hops at NCCL's per-hop constants) in full -- comm.exposed_latency says why."""
+    (n-1) dependent hops at NCCL's per-hop constants) in full -- comm.exposed_latency says why. `rest`: the stage's
+    compute per micro-batch beside its blocks' passes `fwd` + `bwd` (_bucketed_overlap)."""
     collectives = dp_collectives(st, eng, shape, cluster, lk, dp, tp)
     if collectives is not None:
-        return dp_comm_s(collectives, ga, fwd, bwd, interference)
-    (exposed, total), _ = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+        return dp_comm_s(collectives, ga, fwd, bwd, interference, rest)
+    (exposed, total), _ = _dp_comm_overlapped(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference,
+                                              rest)
     return exposed, total  # dp 1, or CPU ranks (gloo): no ring latency beside the bytes
 
 
 def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
-                        ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+                        ga: int, fwd: float, bwd: float, interference: float,
+                        rest: float = 0.0) -> tuple[tuple, tuple]:
     """((exposed, total), (bytes_exposed, bytes_total)) seconds of data-parallel / ZeRO communication per optimizer
     step, every collective overlapped by the engine's schedule: with its latency, and its bytes alone (the
     collectives are priced once, comm.gather_parts; the schedule runs on both).
@@ -378,7 +381,7 @@ def _dp_comm_overlapped(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, 
         return (gloo, gloo), (gloo, gloo)
     if st.engine == "fsdp" or st.zero == 3:
         return _sharded_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
-    return _bucketed_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference)
+    return _bucketed_dp_comm(st, eng, shape, cluster, lk, dp, tp, ga, fwd, bwd, interference, rest)
 
 
 def _zero3_hooks_alone(st: Strategy, shape: _Shape, cluster: ClusterSpec) -> bool:
@@ -596,11 +599,13 @@ def _sharded_overlap(z: ShardedDP, ga: int, fwd: float, bwd: float, interference
 
 
 def _bucketed_dp_comm(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: tuple, dp: int, tp: int,
-                      ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+                      ga: int, fwd: float, bwd: float, interference: float,
+                      rest: float = 0.0) -> tuple[tuple, tuple]:
     """_dp_comm_overlapped for DDP and ZeRO-0/1/2: bucketed gradient reduction behind the backward, the post-step
     parameter all-gather (or per-owner broadcasts) -- the collectives (bucketed_dp_setup), overlapped as this
     micro-batch's passes allow (_bucketed_overlap)."""
-    return _bucketed_overlap(bucketed_dp_setup(st, eng, shape, cluster, lk, dp, tp), ga, fwd, bwd, interference)
+    return _bucketed_overlap(bucketed_dp_setup(st, eng, shape, cluster, lk, dp, tp), ga, fwd, bwd, interference,
+                             rest)
 
 
 class BucketedDP(NamedTuple):
@@ -676,9 +681,12 @@ def bucketed_dp_setup(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk
 _NEW_TUPLE = tuple.__new__  # a NamedTuple built without its generated __new__ (a Python call; plan's hot path)
 
 
-def _bucketed_overlap(b: BucketedDP, ga: int, fwd: float, bwd: float, interference: float) -> tuple[tuple, tuple]:
+def _bucketed_overlap(b: BucketedDP, ga: int, fwd: float, bwd: float, interference: float,
+                      rest: float = 0.0) -> tuple[tuple, tuple]:
     """((exposed, total), (bytes_exposed, bytes_total)) of _bucketed_dp_comm: `b`'s collectives overlapped with a
-    micro-batch's forward `fwd` and backward `bwd` seconds, `ga` micro-batches per step."""
+    micro-batch's forward `fwd` and backward `bwd` seconds of the stage's blocks, `ga` micro-batches per step;
+    `rest`: the stage's other compute per micro-batch (the last stage's LM head and loss, casts, DeepSpeed's folds:
+    stage_terms.price_stage's compute beyond its blocks' passes)."""
     reductions = ga if b.per_micro_batch else 1
     window = b.window
 
@@ -689,9 +697,11 @@ def _bucketed_overlap(b: BucketedDP, ga: int, fwd: float, bwd: float, interferen
         if b.after:  # (the parameter gather may still overlap the next forward)
             return reductions * (ar + rs) + ag, total
         # one reduction per step hides behind the chunks' backward passes; one per micro-batch (ZeRO-2) at most
-        # behind one micro-batch's forward + backward: ga reductions cannot hide behind more compute than the step
-        # has (with the chunk window each, a faster GPU gave a slower step; invariants test)
-        hide = bwd * window if reductions == 1 else min(bwd * window, fwd + bwd)
+        # behind one micro-batch's compute on the stage: ga reductions cannot hide behind more compute than the step
+        # has (with the chunk window each, a faster GPU gave a slower step; invariants test) -- all of it, head and
+        # loss included: the blocks' passes alone let twice the sequence hide more traffic than it added compute
+        # once the slowest stage moved off the last (invariants test)
+        hide = bwd * window if reductions == 1 else min(bwd * window, fwd + bwd + rest)
         return reductions * _reduction_exposed(hide, ar + rs, b.tail, interference) + ag, total
 
     return overlap(*b.full), overlap(*b.bandwidth)
@@ -710,11 +720,14 @@ def dp_collectives(st: Strategy, eng, shape: _Shape, cluster: ClusterSpec, lk: t
 
 
 def dp_comm_s(collectives: BucketedDP | ShardedDP, ga: int, fwd: float, bwd: float,
-              interference: float) -> tuple[float, float]:
+              interference: float, rest: float = 0.0) -> tuple[float, float]:
     """_dp_comm's (exposed, total) seconds per step of a stage whose collectives (dp_collectives) are priced
     already: the same numbers, the same operations."""
-    overlapped = _bucketed_overlap if type(collectives) is BucketedDP else _sharded_overlap
-    (exposed, total), (bytes_exposed, bytes_total) = overlapped(collectives, ga, fwd, bwd, interference)
+    if type(collectives) is BucketedDP:
+        (exposed, total), (bytes_exposed, bytes_total) = _bucketed_overlap(collectives, ga, fwd, bwd, interference,
+                                                                           rest)
+    else:
+        (exposed, total), (bytes_exposed, bytes_total) = _sharded_overlap(collectives, ga, fwd, bwd, interference)
     if exposed >= total:
         return exposed, total
     return exposed_latency(exposed, bytes_exposed, total - bytes_total), total
