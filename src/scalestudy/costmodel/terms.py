@@ -16,7 +16,7 @@ from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, t5_cast_by
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
-from scalestudy.costmodel.engines import copies_tied_modules, engine_comm, grad_bucket_elems, tp_overlap
+from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel import fp8
 from scalestudy.costmodel.block_seconds import encoder_decoder_time_shares
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
@@ -35,7 +35,7 @@ from scalestudy.costmodel.zero3 import (StackOrder, Zero3Gathers, hook_host_s, l
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.parallel_layout import check_sequence_parallel, chunk_layer_counts
+from scalestudy.specs.parallel_layout import check_sequence_parallel
 from scalestudy.specs.strategy import (Layout, Strategy, Workload, logit_shards, resolve_layout,
                                       vocab_shards)
 
@@ -152,10 +152,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
            eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32,
-           split_saved_input(st, tp),
-           # the chunks a rank holds (interleaved stages) and whether the engine copies tied modules per chunk: the
-           # vocabulary tensors _in_flight_free counts on the busiest rank follow them (params.chunk_vocab_params)
-           st.virtual_stages if pp > 1 else 1, copies_tied_modules(st.engine))
+           split_saved_input(st, tp))
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
@@ -185,10 +182,7 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
         return c.forward + c.backward
 
     ct = times(model)
-    # the busiest rank of the chunks each holds (an encoder-decoder's embedding copies follow them: params.py)
-    chunks = tuple(chunk_layer_counts(st, model.total_layers)) if pp > 1 else ()
-    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp), chunks,
-                              copies_tied_modules(st.engine)), param_count(model), ct,
+    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model), ct,
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),
