@@ -12,7 +12,7 @@ from typing import NamedTuple
 from scalestudy.costmodel import cpu_memory
 from scalestudy.costmodel.alignment import pads_vocab
 from scalestudy.costmodel.attention_bias import _stage_blocks, priced_bias_memory, priced_stage_bias_memory
-from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, t5_cast_bytes
+from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, autocast_weights, t5_cast_bytes
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
@@ -152,7 +152,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
            eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32,
-           split_saved_input(st, tp))
+           split_saved_input(st, tp), autocast_weights(st.engine, prec, st.kernels), fp8_recipe(st.engine))
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
