@@ -263,7 +263,7 @@ def _memory_split(model: ModelSpec, cluster, strategy, workload, dp: int, grad_a
     # every Strategy field stages.slot_terms reads (the engine: its pipeline sends and padded vocabulary)
     key = (id(model), id(cluster), st.engine, st.tp, pp, st.micro_batch, st.recompute, st.precision, st.attention,
            st.sequence_parallel, dp, s, t, id(calibration), st.kernels, st.cross_entropy, st.attention_kernel,
-           st.recompute_early_stop, st.lm_head)
+           st.recompute_early_stop, st.lm_head, st.cublas, st.tf32, st.pipeline_scatter_gather)
     hit = _SPLITS.get(key)
     if hit is not None and hit[0] is cluster and hit[1] is model:
         rate, fixed, fastest = hit[2:]
