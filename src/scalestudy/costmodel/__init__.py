@@ -16,7 +16,8 @@ def __getattr__(name: str):
 
 
 def activation_cache_clear() -> None:
-    """Drop every memoised per-model quantity (benchmarks measure cold evaluation with it)."""
+    """Drop the memoised per-shape quantities (benchmarks measure cold evaluation with it: the layouts, links, rank
+    states and the small tables a planner fills once stay); clear_memos drops every memo."""
     from scalestudy.costmodel import attention_bias, comm, flops, memory, params, stage_terms, step, terms, zero3
 
     params.param_breakdown.cache_clear()
@@ -36,3 +37,33 @@ def activation_cache_clear() -> None:
     attention_bias._SAVED_AND_GRAD.clear()
     memory._zero3_held_elems.cache_clear()
     zero3._zero3_reuse.cache_clear()
+
+
+def clear_memos() -> None:
+    """Drop every memo the cost model prices through -- activation_cache_clear's and the rest (layouts, links, rank
+    states, placements, stage collectives' numbers, the lru_caches of pure functions, the specs' derived devices and
+    software fills) -- so the next estimate is priced as in a fresh process (tests/unit/test_costmodel_memo_keys.py
+    compares the two). The loaders of input files (calibration.yaml, engines.yaml, published.yaml, device YAMLs) stay:
+    their one entry is the file, not a computation."""
+    from scalestudy.costmodel import (attention_bias, block_seconds, comm, cpu_engine, eager_kernels, efficiency,
+                                      estimate, kernel_counts, memory, op_checkpoint, params, stage_terms, stages,
+                                      terms, zero3)
+    import sys
+
+    from scalestudy.specs import hardware, strategy
+
+    activation_cache_clear()
+    for memo in (attention_bias._stage_blocks, eager_kernels.ffn_autocast_bytes, eager_kernels.gpt_ffn_autocast_bytes,
+                 kernel_counts.block_kernels, memory.stage_in_flight, op_checkpoint.projections, zero3.zero3_gathers,
+                 zero3.stack_order, zero3.interleaved_grad_elems, zero3.gradient_order, zero3.reduce_scatter_buckets,
+                 zero3.reduce_scatter_rank_items):
+        memo.cache_clear()
+    for table in (block_seconds._BLOCK_S, comm._LINKS, cpu_engine._EXCESS, efficiency._TABLES, estimate._STAGE_PSI,
+                  estimate._SHARES, memory._RANK_STATES, stage_terms._TP_GROUPS, stage_terms._TP_LINKS,
+                  stages._PLACEMENT, terms._LAYOUTS, terms._SHAPE_GROUPS._numbers, stage_terms._COMM_NUMBERS._numbers,
+                  strategy._FILLS, hardware._SCALED, hardware._LIMITED, hardware._HOSTED):
+        table.clear()
+    published = sys.modules.get("scalestudy.costmodel.published")  # the fit's memos, where a fit has run
+    if published is not None:
+        published._SETUPS.clear()
+        published._GRID_ERRORS.clear()
