@@ -277,3 +277,36 @@ def test_the_report_command_names_each_file_on_its_own_line(tmp_path, monkeypatc
     assert lines[0] == f"report: {tmp_path / 'report.html'} (HTML)"
     assert lines[1].strip() == f"{tmp_path / 'report.md'} (Markdown)"
     assert lines[2].strip() == f"6 plots in {tmp_path / 'plots'}"
+
+
+def test_the_report_names_the_peak_its_mfu_divides_by_and_shows_commands_as_code(tmp_path):
+    """The trials table's MFU footnote gave the formula but not the peak: on a CPU it is this machine's measured
+    matmul peak (summary.json `mfu_peak_source`), which a reader cannot infer. The HTML showed `backticks` raw."""
+    import sqlite3
+
+    source = "measured fp32 matmul peak of this CPU's profile (77.2 GFLOP/s per rank, 1 thread(s); p.yaml)"
+    build_store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "study.sqlite") as conn:
+        conn.execute("UPDATE trials SET summary_json = json_object('mfu_peak_source', ?) WHERE status = 'OK'",
+                     (source,))
+    paths = write_report(tmp_path)
+    md, page = paths["md"].read_text(), paths["html"].read_text()
+    assert md.count(f"; peak: {source}.") == 1  # once, however many trials share it
+    assert page.count("; peak: measured fp32 matmul peak of this CPU&#x27;s profile (77.2 GFLOP/s") == 1
+    assert "<code>scalestudy train</code>" in page and "`" not in page.split("<body>", 1)[1].split("<img")[0]
+    assert "`scalestudy train`" in md  # Markdown keeps its own markup
+
+
+def test_a_final_loss_every_trial_shares_names_no_winner(tmp_path):
+    """'ranges 6.369-6.369 nats/token; lowest for <trial>' named one of equal runs the lowest."""
+    import sqlite3
+
+    build_store(tmp_path).close()
+    with sqlite3.connect(tmp_path / "study.sqlite") as conn:
+        conn.execute("UPDATE trials SET loss = 6.3686 WHERE status = 'OK'")
+    text = "\n".join(findings(load(tmp_path)))
+    assert "Final training loss 6.369 nats/token in every OK trial (5) after 4 steps (2,560 tokens)." in text
+    assert "ranges" not in text
+    build_store(tmp_path / "spread").close()
+    assert "Final training loss ranges 6.800-6.900 nats/token; lowest for" in "\n".join(
+        findings(load(tmp_path / "spread")))

@@ -170,8 +170,11 @@ def losses(data: StudyData) -> list[str]:
     worst = max(done, key=lambda t: t["loss"])
     trained = [f"{best['steps']} steps"] if best.get("steps") is not None else []
     trained += [f"({best['tokens']:,.0f} tokens)"] if best.get("tokens") is not None else []  # not '3.2e+03'
+    after = f" after {' '.join(trained)}" if trained else ""
+    if f"{best['loss']:.3f}" == f"{worst['loss']:.3f}":  # 'ranges 6.369-6.369; lowest for X' named a tie a winner
+        return [f"Final training loss {best['loss']:.3f} nats/token in every OK trial ({len(done)}){after}."]
     return [f"Final training loss ranges {best['loss']:.3f}-{worst['loss']:.3f} nats/token; lowest for "
-            f"{best['label']}" + (f" after {' '.join(trained)}" if trained else "") + "."]
+            f"{best['label']}{after}."]
 
 
 SECTIONS = (outcomes, stage_comparisons, scaling, memory, prediction, consistency, losses)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import os
+import re
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from scalestudy.outputs import check_output_dir
 from scalestudy.report.findings import findings
 from scalestudy.report.plots import MIB, Plot, write_plots
 from scalestudy.report.scaling_section import report_section
-from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load
+from scalestudy.report.table import MEMORY_CONVENTION, StudyData, load, mfu_peaks
 from scalestudy.atomicfile import write_text_atomic
 
 CAPTIONS = {
@@ -54,6 +55,18 @@ def _fmt(value, fmt: str) -> str:
     return fmt.format(value)
 
 
+def _conventions(data: StudyData) -> str:
+    """What the table's memory and MFU columns count, with the peak the trials' MFU divides by (a CPU run's is this
+    machine's measured matmul peak, which the formula alone does not give)."""
+    peaks = mfu_peaks(data)
+    return f"Memory: {MEMORY_CONVENTION}. {MFU_CONVENTION}" + (f"; peak: {'; '.join(peaks)}." if peaks else ".")
+
+
+def _code_html(text: str) -> str:
+    """Escaped text with its `command` spans as <code>, as the Markdown shows them (backticks are markup there)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
@@ -63,7 +76,7 @@ NO_SECTION = "No scaling-law section: "
 
 def _no_section(reason: str) -> tuple[str, str]:
     """One line in place of the section (no heading over nothing)."""
-    return f"_{NO_SECTION}{reason}._", f'<p class="meta">{html.escape(NO_SECTION + reason)}.</p>'
+    return f"_{NO_SECTION}{reason}._", f'<p class="meta">{_code_html(NO_SECTION + reason)}.</p>'
 
 
 def scaling_section(directory: Path) -> tuple[str, str]:
@@ -148,7 +161,7 @@ def render_markdown(data: StudyData, lines: list[str], plots: list[Plot], scalin
         out += [f"![{p.alt.replace(']', ')').replace('[', '(')}](plots/{p.name})", "",
                 f"_{CAPTIONS.get(p.name, '')}_", ""]
     out += ["## Trials (OK)", ""] + _md_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC)
-    out += ["", f"Memory: {MEMORY_CONVENTION}. {MFU_CONVENTION}.", "",
+    out += ["", _conventions(data), "",
             "## Failures", ""]
     fails = _failure_rows(data)
     if fails:
@@ -204,7 +217,7 @@ def render_html(data: StudyData, lines: list[str], plots: list[Plot], scaling_ht
         "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>",
         "<h2>Plots</h2>" + (f'<div class="figs">{figs}</div>' if figs else "<p>No OK trial to plot.</p>"),
         "<h2>Trials (OK)</h2>" + _html_table([h for _, h, _ in COLUMNS], _trial_rows(data), TRIAL_NUMERIC, css_class="trials"),
-        f'<p class="meta">Memory: {html.escape(MEMORY_CONVENTION)}. {html.escape(MFU_CONVENTION)}.</p>',
+        f'<p class="meta">{_code_html(_conventions(data))}</p>',
         "<h2>Failures</h2>" + (_html_table(FAIL_HEAD, fails, FAIL_NUMERIC, pre_last=True) if fails
                                else "<p>None: every trial finished OK.</p>"),
         ("<h2>Scaling laws</h2>" if _has_section(scaling_html) else "") + scaling_html,

@@ -154,13 +154,25 @@ def unqueued_step_s(t: dict) -> float | None:
     """The trial's median step less its run-queue wait (summary.json `median_unqueued_step_s`; engine/train.py):
     the step time of this machine to itself, which the measured CPU profile's predictions stand for. None for trials
     of older versions and for unusable values."""
+    value = _number(_summary(t).get("median_unqueued_step_s"))
+    return value if value is not None and value > 0 else None
+
+
+def _summary(t: dict) -> dict:
+    """The trial's summary.json as stored ({} for trials of older versions and unreadable values)."""
     summary = t.get("summary_json")
     try:
         summary = json.loads(summary) if isinstance(summary, str) else summary
     except ValueError:
-        return None
-    value = _number(summary.get("median_unqueued_step_s")) if isinstance(summary, dict) else None
-    return value if value is not None and value > 0 else None
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def mfu_peaks(data: StudyData) -> list[str]:
+    """The peaks the OK trials' MFU divides by (summary.json `mfu_peak_source`: on a CPU the profile's measured matmul
+    peak, on a GPU the device's dense peak), each once: the MFU convention alone does not say which peak it was."""
+    peaks = (_summary(t).get("mfu_peak_source") for t in data.ok)
+    return list(dict.fromkeys(p for p in peaks if isinstance(p, str) and p.strip()))
 
 
 def comparable_prediction(t: dict) -> float | None:
