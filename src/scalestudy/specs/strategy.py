@@ -74,7 +74,9 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
                      non-reentrant checkpoint stops re-running a block after its last op that saves a tensor for
                      backward (PyTorch >= 2.1; costmodel/op_checkpoint.py), "off" (reentrant checkpoints: Megatron-LM,
                      NeMo, Megatron-DeepSpeed; PyTorch <= 2.0), or "engine" (on for fsdp, the PyTorch FSDP stacks
-                     Composer, torchtitan, OLMo-core and fms-fsdp, off otherwise: published runs). `train` runs
+                     Composer, torchtitan, OLMo-core and fms-fsdp, and for a Hugging Face model on deepspeed / ddp
+                     without tp / pp -- the current transformers checkpoints non-reentrantly, `software_defaults` --,
+                     off otherwise: published runs). `train` runs
                      "on" on every engine (engine/settings.activation_checkpointing); plan, tune and study price
                      and emit "on" for it (specs/run.as_trained), and `train` refuses "off".
 - cross_entropy:     the loss kernel over the logits, for the memory model (costmodel/memory.logits_bytes): "engine"
@@ -284,7 +286,16 @@ TP 2, PP 2), whose GPTModel builds it from --swiglu / --normalization rmsnorm / 
 on CUDA (megatron/model/__init__.py), the SwiGLU as chunk + F.silu + mul and the rotary embedding as PyTorch ops
 (transformer.py ParallelMLP, rotary_pos_embedding.apply_rotary_pos_emb; read at f4157bea): "eager-fused-norm" kernels
 and the engine's vocabulary-parallel loss. Every other run keeps "fused" kernels (Megatron-LM, NeMo,
-Megatron-DeepSpeed's GPTs, compiled or fused-module stacks) and the engine's loss. Not made model-dependent beyond that,
+Megatron-DeepSpeed's GPTs, compiled or fused-module stacks) and the engine's loss. Those Hugging Face models (T5, the
+GPT-2 kind, a Llama on deepspeed) also checkpoint the way the current transformers does: `recompute_early_stop` "on"
+-- transformers 5.x's activation_checkpointing_enable (and its deprecated alias gradient_checkpointing_enable) passes
+use_reentrant False to torch.utils.checkpoint unless told otherwise (modeling_utils.py
+_activation_checkpointing_enable, read in the 5.25.0 wheel), so torch's non-reentrant checkpoint stops each block's
+recompute early (op_checkpoint.py), as scalestudy's own `train` does; the engine default for deepspeed / ddp (off:
+Megatron's and DeepSpeed's own reentrant checkpoints) would price a whole-block recompute those models no longer run.
+Era: transformers 4.x checkpointed reentrant (4.35 on passes use_reentrant True when given no kwargs, modeling_utils.py
+at 040ba146, 2024-12; earlier 4.x took torch's reentrant default), so a transformers 4.x run says
+recompute_early_stop off. Not made model-dependent beyond that,
 with the reason: decoder-only GPT runs written with Megatron's one-kernel GELU (`ffn: gelu`) on deepspeed are
 Megatron-DeepSpeed's (fused), and Llama runs on fsdp / ddp split between fused (torch.compile: fms-fsdp, OLMo-core,
 KempnerForge; XLA: MaxText) and eager (HF Trainer / Accelerate, torchtitan without compile) software, so no one
@@ -839,16 +850,19 @@ def software_defaults(engine: str, encoder_decoder: bool, tp: int, pp: int, hf_k
     / pp is Megatron-DeepSpeed's (its GPTModel with --swiglu, rmsnorm and rotary): apex's fused RMSNorm, SwiGLU and
     rotary as PyTorch ops ("eager-fused-norm") and the engine's loss; anything else fused kernels and the engine's
     loss and attention kernel ("engine", resolved by costmodel/memory.loss_kernel and
-    costmodel/terms.attention_kernel)."""
+    costmodel/terms.attention_kernel). `recompute_early_stop`: "on" for those Hugging Face models -- transformers
+    5.x checkpoints with use_reentrant False (module docstring) --, else "engine" (op_checkpoint.early_stop)."""
     single = tp == 1 and pp == 1
     hf = engine in ENGINES and single
     hf_t5 = hf and encoder_decoder
     hf_causal = hf and not encoder_decoder and (hf_kind == "gpt2" or (hf_kind == "llama" and engine == "deepspeed"))
     if engine == "deepspeed" and not single and hf_kind == "llama" and not encoder_decoder:
-        return {"kernels": "eager-fused-norm", "cross_entropy": "engine", "attention_kernel": "engine"}
+        return {"kernels": "eager-fused-norm", "cross_entropy": "engine", "attention_kernel": "engine",
+                "recompute_early_stop": "engine"}
     return {"kernels": "eager" if hf_t5 or hf_causal else "fused",
             "cross_entropy": "hf" if hf_t5 else "torch" if hf_causal else "engine",
-            "attention_kernel": "mem-efficient" if hf_t5 else "engine"}
+            "attention_kernel": "mem-efficient" if hf_t5 else "engine",
+            "recompute_early_stop": "on" if hf_t5 or hf_causal else "engine"}
 
 
 # (engine, encoder_decoder, without tp and pp, hf_decoder kind) -> the (field, value) pairs of software_defaults
@@ -862,7 +876,8 @@ def software_fill(fields: dict, encoder_decoder: bool, hf_kind: str = "") -> dic
     `hf_decoder` of the model. A table lookup (estimate's and plan's hot path): software_defaults reads the layout
     only as tp = pp = 1 or not."""
     if fields["kernels"] != "engine" and fields["cross_entropy"] != "engine" and (
-            not encoder_decoder or fields["attention_kernel"] != "engine"):
+            not encoder_decoder or fields["attention_kernel"] != "engine") and \
+            fields.get("recompute_early_stop", "engine") != "engine":
         return {}  # all named (a decoder's attention_kernel default is always "engine"): plan's trained strategies
     key = (fields["engine"], encoder_decoder, fields["tp"] == 1 and fields["pp"] == 1, hf_kind)
     wanted = _FILLS.get(key)
@@ -870,19 +885,20 @@ def software_fill(fields: dict, encoder_decoder: bool, hf_kind: str = "") -> dic
         wanted = _FILLS[key] = tuple((name, value) for name, value in software_defaults(
             fields["engine"], encoder_decoder, 1 if key[2] else 2, 1, hf_kind).items() if value != "engine")
     # attention_kernel is read under flash only; an eager run keeps its label
-    return {name: value for name, value in wanted if fields[name] == "engine" and (
+    return {name: value for name, value in wanted if fields.get(name, "engine") == "engine" and (
         name != "attention_kernel" or fields["attention"] == "flash")}
 
 
 def resolve_software(strategy: Strategy, model) -> Strategy:
-    """`strategy` with its "engine" kernels (and a Hugging Face T5's "engine" loss) written as the software
-    `software_defaults` names for `model` (a ModelSpec): what the cost model prices and `estimate` prints."""
+    """`strategy` with its "engine" kernels (and a Hugging Face model's "engine" loss and checkpoint early stop)
+    written as the software `software_defaults` names for `model` (a ModelSpec): what the cost model prices and
+    `estimate` prints."""
     fill = software_fill(strategy.__dict__, model.is_encoder_decoder, hf_decoder(model))
     if not fill:
         return strategy
-    # built as with_micro_batch does, not re-checked: kernels, cross_entropy and attention_kernel take values of
-    # their own lists, which no other __post_init__ rule reads (estimate() resolves every strategy it prices:
-    # plan's hot path)
+    # built as with_micro_batch does, not re-checked: kernels, cross_entropy, attention_kernel and
+    # recompute_early_stop take values of their own lists, which no other __post_init__ rule reads (estimate()
+    # resolves every strategy it prices: plan's hot path)
     new = object.__new__(Strategy)
     new.__dict__.update(strategy.__dict__, **fill)
     return new
