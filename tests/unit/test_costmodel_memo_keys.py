@@ -210,6 +210,37 @@ def test_every_memo_is_keyed_by_what_it_reads(sample):
         + "\n".join(wrong[:20])
 
 
+def test_calibrations_and_options_are_keyed(sample):
+    """The same strategies priced under other constants (a leave-one-source-out fold's refit, another overlap
+    interference, GEMM half-dimension or element-wise HBM share) and other DeepSpeed bucket sizes (CostOptions), mixed
+    in one process, each == priced alone under its own after clear_memos (memos hold them by identity)."""
+    from scalestudy.costmodel.constants import stored
+    from scalestudy.costmodel.options import DEFAULT_OPTIONS, CostOptions
+
+    settings, points = sample
+    base = stored()
+    calibrations = (base, base.replace_values({"gemm.share": 0.7, "kernel_overhead_s": 5e-5}),
+                    dataclasses.replace(base, overlap_interference=base.overlap_interference * 1.5),
+                    dataclasses.replace(base, half_dim=base.half_dim * 2),
+                    dataclasses.replace(base, elementwise_hbm_fraction=0.8))
+    options = (DEFAULT_OPTIONS, CostOptions(reduce_bucket_elems=1e8, allgather_bucket_elems=2e8,
+                                            stage3_prefetch_elems=1e7))
+    rng = random.Random(SEED)
+    runs = [(k, st, rng.choice(calibrations), rng.choice(options)) for k, st, _ in points[:800]]
+
+    def priced(k, st, cal, opt):
+        model, cluster, work = settings[k]
+        return estimate(model, cluster, st, work, opt, cal).to_dict()
+
+    together = [priced(*run) for run in runs]
+    wrong = []
+    for run, got in zip(runs, together):
+        clear_memos()
+        if got != priced(*run):
+            wrong.append(f"{settings[run[0]][0].name}: {run[1].label}")
+    assert not wrong, f"{len(wrong)} of {len(runs)} priced differently under mixed constants: {wrong[:10]}"
+
+
 GROUPED = 500  # strategies of the sample whose micro-batch variants are also priced as a planner's group
 
 
@@ -329,7 +360,9 @@ def test_a_memo_hit_reads_every_field_its_miss_reads(engine, zero):
         miss, hit = _Reads(st), _Reads(st)
         call(miss)
         call(hit)
-        assert miss.read - hit.read == set(), f"{name}: its key leaves out {sorted(miss.read - hit.read)}"
+        # a field the key holds only through an argument (pp, the split) counts as left out too: key it as read
+        assert miss.read - hit.read == set(), f"{name}: its key leaves out {sorted(miss.read - hit.read)} " \
+            "(key each Strategy field the function reads, as it reads it)"
         assert hit.read, name  # the key reads the strategy
 
 
