@@ -30,7 +30,13 @@ def _no_control_characters(path: str | Path, flag: str) -> None:
 
 def _broken_link(path: Path, flag: str, shown: Path) -> None:
     if path.is_symlink() and not path.exists():  # dangling, or a loop (stat gives ELOOP)
-        raise ScalestudyError(f"{flag} {shown}: {path} is a broken symbolic link (to {os.readlink(path)!r})")
+        try:
+            os.stat(path)
+            why = "a broken symbolic link"
+        except OSError as exc:
+            why = ("a symbolic link loop (its links lead back to themselves)" if exc.errno == errno.ELOOP
+                   else "a broken symbolic link")
+        raise ScalestudyError(f"{flag} {shown}: {path} is {why} (to {os.readlink(path)!r})")
 
 
 def _nearest_existing(path: Path, flag: str, shown: Path) -> Path:
@@ -98,7 +104,8 @@ def check_output_dir(path: str | Path, flag: str = "--output", files: tuple[str,
             raise ScalestudyError(f"{flag} {path} exists and is not a directory")
         if not os.access(path, os.W_OK | os.X_OK):
             raise ScalestudyError(f"{flag} {path}: directory is not writable")
-        for name in files:
+        for name in files:  # SQLite opens through a link: a loop was a traceback, a dangling one wrote elsewhere
+            _broken_link(path / name, flag, path)
             if (path / name).is_dir():
                 raise ScalestudyError(f"{flag} {path}: cannot write {path / name}: it is a directory, not a file")
             if (path / name).exists() and not os.access(path / name, os.W_OK):  # immutable: no rename over it

@@ -596,12 +596,18 @@ NEW_KEY_FILES = {
     .replace("name: bare", 'name: "\\e[2Jbare"'),  # cleared the terminal above estimate's title
     "cluster-name-newline.yaml": 'name: "a\\nb"\ndevice: a100-80gb\nnodes: 1\ngpus_per_node: 8\n',
     "latin1-metrics-run/metrics.jsonl": '{"step": 1, "loss": 5.0}\n'.encode() + "caf\xe9\n".encode("latin-1"),
+    # 2026-12-05, fuzz8: blank file names in a train config (resolved, they were the config's folder)
+    "cfg-files-blank.yaml": "data: {files: ['  ']}\n",
+    "cfg-tokenizer-blank.yaml": "data: {tokenizer: ''}\n",
 }
 # Symbolic links a case names, made in its workspace (a copied template cannot hold a broken one): {name: target}
-LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link"}
+LINKS = {"dangling-link": "nowhere-at-all", "looping-link": "looping-link",
+         # a link loop where a command writes a file of its output folder (made when the folder is named)
+         "loop-store/study.sqlite": "study.sqlite", "loop-search/search.sqlite": "search.sqlite",
+         "loop-run/summary.json": "summary.json"}
 # FIFOs made in a case's workspace when the command names their first folder (or them): copying one would block
 FIFOS = ("fifo-runs.csv", "fifo-profile/hardware_profile.yaml", "fifo-metrics-run/metrics.jsonl", "fifo-cluster.yaml",
-         "fifo-config.json")
+         "fifo-config.json", "fifo-corpus.txt")
 # run folders a --resume would continue (a sound checkpoint record), each with a metrics.jsonl that is not text
 RESUMABLE = ("fifo-metrics-run", "latin1-metrics-run")
 GOOD_META = '{"step": 3, "world_size": 1, "strategy": {}, "model": "t5-tiny"}'
@@ -1222,7 +1228,7 @@ CASES: list[Case] = [
     C("estimate-device-gemm-same-dimension", "estimate --model gpt2-tiny --gpu dev-gemm-same-dimension.yaml",
       "same dimension"),
     C("study-run-spec-slurm-cpus-huge", "study run spec-slurm-cpus-huge.yaml -o s --dry-run", "cpus_per_task"),
-    C("study-run-lock-is-a-directory", "study run good.yaml -o lockdir", "is not a file"),
+    C("study-run-lock-is-a-directory", "study run good.yaml -o lockdir", ".runner.lock: it is a directory"),
     C("study-run-spec-nproc-beyond-machine", "study run spec-nproc-beyond-machine.yaml -o s", "RAM"),
     C("study-run-spec-seq-len-beyond-ram", "study run spec-seq-len-beyond-ram.yaml -o s", "token ids alone"),
     # ---- 2026-12-02, fix session: the defects left last session, then every config file kind and the environment
@@ -1334,7 +1340,7 @@ CASES: list[Case] = [
     C("study-export-under-proc", "study export study -o /proc/x.csv", "cannot create"),
     C("fit-plot-under-proc", "fit runs.csv --bootstrap 2 --plot /proc/x.png", "cannot create"),
     C("plan-emit-dangling-link", f"{PLAN} --emit dangling-link", "broken symbolic link"),
-    C("train-output-looping-link", TRAIN.replace("OUT", "looping-link"), "broken symbolic link"),
+    C("train-output-looping-link", TRAIN.replace("OUT", "looping-link"), "symbolic link loop"),
     C("study-export-under-dangling-link", "study export study -o dangling-link/x.csv", "broken symbolic link"),
     C("train-data-looping-link", f"{TRAIN} --data looping-link", "looping-link"),
     C("plan-emit-name-too-long", f"{PLAN} --emit {'x' * 300}", "too long"),
@@ -1560,6 +1566,32 @@ CASES: list[Case] = [
     C("search-lr-unknown-key", "search search-lr-step.yaml -o sr", "search.space.lr takes low, high and log, not step"),
     C("estimate-device-name-escape", f"{EST} --gpu dev-name-escape.yaml", "holds a control character"),
     C("plan-cluster-name-newline", f"{PLAN} --cluster cluster-name-newline.yaml", "holds a control character"),
+    # 2026-12-05, fuzz8. A FIFO given as a corpus or tokenizer: it was 'corpus file not found' / 'no such file'
+    C("train-data-fifo", f"{TRAIN} --data fifo-corpus.txt", "fifo-corpus.txt is not a regular file"),
+    C("train-tokenizer-fifo", f"{TRAIN} --tokenizer fifo-corpus.txt", "fifo-corpus.txt is not a regular file"),
+    C("plan-emit-data-fifo", f"{PLAN} --emit e --data fifo-corpus.txt", "fifo-corpus.txt is not a regular file"),
+    # OMP_NUM_THREADS in other digits: str.isdigit() took them; '²' then made int() raise (a traceback), '١' read 1
+    C("env-omp-num-threads-superscript", EST, "OMP_NUM_THREADS='²'", env={"OMP_NUM_THREADS": "\u00b2"}),
+    C("env-omp-num-threads-arabic-indic", EST, "OMP_NUM_THREADS='١'", env={"OMP_NUM_THREADS": "\u0661"}),
+    C("env-cache-dir-blank", "estimate --model t5-tiny --gpu local-cpu", "SCALESTUDY_CACHE_DIR=' ' is blank",
+      env={"SCALESTUDY_CACHE_DIR": "  ", "SCALESTUDY_CPU_PROFILE": "measured"}),  # made a folder named '  '
+    # a blank file name: it was the working directory ('corpus /home/me is a directory', 'no study store at
+    # /study.sqlite', 'model config not found: config.json'), never the value typed
+    C("train-data-blank", f"{TRAIN} --data ' '", "--data needs a file name, got ' '"),
+    C("train-tokenizer-empty", f"{TRAIN} --tokenizer ''", "--tokenizer needs a file name, got ''"),
+    C("train-config-blank", "train --config ' '", "--config needs a file name, got ' '"),
+    C("estimate-model-empty", "estimate --model=", "--model needs a file name, got ''"),
+    C("fit-plot-blank", "fit runs.csv --plot ' '", "--plot needs a file name"),
+    C("fit-source-blank", "fit ' '", "`scalestudy fit` needs a file or directory name, got ' '"),
+    C("report-directory-blank", "report ' '", "`scalestudy report` needs a file or directory name"),
+    C("study-status-directory-empty", "study status ''", "`scalestudy study status` needs a file or directory name"),
+    C("train-config-files-blank", "train --config cfg-files-blank.yaml --no-progress", "files needs a file name"),
+    C("train-config-tokenizer-blank", "train --config cfg-tokenizer-blank.yaml --no-progress",
+      "tokenizer needs a file name"),
+    # a symbolic link loop where a command writes a file of its output folder: SQLite's open was a traceback
+    C("study-run-store-link-loop", "study run good.yaml -o loop-store", "study.sqlite is a symbolic link loop"),
+    C("search-store-link-loop", "search search.yaml -o loop-search", "search.sqlite is a symbolic link loop"),
+    C("train-summary-link-loop", TRAIN.replace("OUT", "loop-run"), "summary.json is a symbolic link loop"),
 ]
 
 
@@ -1579,7 +1611,8 @@ def _run_case(case: Case, ws: Path, monkeypatch) -> tuple[dict, Result]:
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(text) if isinstance(text, bytes) else (ws / rel).write_text(text)
     for name, target in LINKS.items():
-        if any(name in arg for arg in case.argv):
+        if any(name.split("/")[0] in arg for arg in case.argv):
+            (ws / name).parent.mkdir(parents=True, exist_ok=True)
             (ws / name).symlink_to(target)
     for rel in FIFOS:
         if rel.split("/")[0] in case.argv:
@@ -1841,3 +1874,31 @@ def test_edge_environments_and_names_still_work(argv, env, template, tmp_path, m
     assert res.code == 0 and "Traceback" not in res.err + res.out, res.err[-2000:]
     if "markup" in argv:
         assert "[bold]fast" in res.out, res.out[:1500]
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_status_130(monkeypatch):
+    """Ctrl-C while a command runs: typer's main turned the KeyboardInterrupt into a bare 130, and nothing was
+    printed (the terminal showed no reason); now one 'error:' line, no traceback, status 130."""
+    from scalestudy.cli import _command
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_command().commands["version"], "callback", interrupted)
+    res = run_cli(["version"])
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert res.code == 130, res
+    assert "Traceback" not in res.err + res.out and lines == ["error: interrupted (Ctrl-C)"], res
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_and_status_130(monkeypatch):
+    """Ctrl-C before any command runs (typer, rich and the command modules loading take seconds on a busy
+    machine): it was a traceback."""
+    import scalestudy.launch.process as process
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "check_environment", interrupted)
+    res = run_cli(["presets"])
+    assert res.code == 130 and res.err.strip() == "error: interrupted (Ctrl-C)", res

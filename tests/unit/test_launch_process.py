@@ -93,3 +93,12 @@ def test_trials_leave_gpu_ranks_their_threads(monkeypatch):
     assert trial_environment()["OMP_NUM_THREADS"] == "1"
     monkeypatch.setattr(process, "has_gpu", lambda: True)
     assert "OMP_NUM_THREADS" not in trial_environment() and "DS_ACCELERATOR" not in trial_environment()
+
+
+def test_read_metrics_skips_rows_train_never_writes(tmp_path):
+    """Only objects whose step is a whole number are rows: a cut line, a list, a text or boolean step and thousands of
+    nested brackets are skipped -- a resume compared a text step with its checkpoint's (TypeError in rank 0)."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 5.0}\n[1, 2]\n{"step": "a", "loss": 4.0}\n{"step": true}\n'
+                    + "[" * 5000 + "]" * 5000 + '\n{"step": 2.5}\n{"step": 2, "loss": 4.5}\n{"step": 3, "lo')
+    assert [row["step"] for row in read_metrics(path)] == [1, 2]

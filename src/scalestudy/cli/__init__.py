@@ -3,46 +3,35 @@
 Each command group lives in its own module and registers itself on `app`. Bad input raises
 `ScalestudyError`, which `main` prints as one line and exits with status 2 (never a traceback). Output paths are
 checked before anything is written (scalestudy.outputs asks the filesystem itself); an OSError the checks could not
-foresee (a full disk, an I/O error reading an input) is still one line and status 2.
+foresee (a full disk, an I/O error reading an input) is still one line and status 2. Ctrl-C, at any point from
+loading the commands on, is one line and status 130.
 """
 
 from __future__ import annotations
 
 import sys
 
-import typer
-from rich.console import Console
-
 from scalestudy.errors import ScalestudyError
 
-app = typer.Typer(
-    name="scalestudy",
-    help="Plan, run, tune and report distributed pre-training of encoder-decoder and decoder-only LLMs.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # click's plain help: in an 80-column terminal Rich's boxed panels leave ~18 columns for the help text
-    rich_markup_mode=None,
-)
-err_console = Console(stderr=True)
+
+def __getattr__(name: str):
+    """`app` and `err_console` (cli/root.py), imported on first use: typer and rich load inside `main`'s try."""
+    if name in ("app", "err_console"):
+        from scalestudy.cli import root
+
+        return getattr(root, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@app.callback()
-def _root() -> None:
-    """Plan, run, tune and report distributed pre-training of encoder-decoder and decoder-only LLMs."""
-
-
-@app.command()
-def version() -> None:
-    """Print the scalestudy version."""
-    from scalestudy import __version__
-
-    print(f"scalestudy {__version__}")
+class Interrupted(BaseException):
+    """Ctrl-C inside a command, carried past typer: its main returns a bare 130 for a KeyboardInterrupt, so `main`
+    could not tell it from a command's own status and printed nothing."""
 
 
 def _register() -> None:
     # Imported here so each module can import `app` from this package; modules import heavy deps lazily.
     from scalestudy.cli import costmodel, plan, scaling, study, train  # noqa: F401
+    from scalestudy.cli.root import app
     from scalestudy.cli.terminal import full_command_summaries
 
     full_command_summaries(app)
@@ -58,8 +47,13 @@ def _command():
         _register()
         from scalestudy.cli.terminal import plain_argument_usage
 
+        import typer
+
+        from scalestudy.cli.root import app
+
         command = typer.main.get_command(app)
         plain_argument_usage(command)
+        _interruptible(command)
         _COMMAND.append(command)
     return _COMMAND[0]
 
@@ -76,22 +70,37 @@ def _shown_controls(text: str) -> str:
     return "".join(repr(c)[1:-1] if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS else c for c in text)
 
 
+def _interruptible(command) -> None:
+    """A KeyboardInterrupt in the command raised as `Interrupted`, which typer's main lets through to `main`."""
+    invoke = command.invoke
+
+    def wrapped(ctx):
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted() from exc
+
+    command.invoke = wrapped
+
+
 def _print_error(message: str) -> None:
     from rich.markup import escape
+
+    from scalestudy.cli.root import err_console
 
     # the message is plain text: '[dimension, fraction]' or a name typed as '[bold]x' must not be read as markup
     err_console.print(f"[bold red]error:[/] {escape(_shown_controls(' '.join(message.split())))}", highlight=False,
                       soft_wrap=True, markup=True, emoji=False)  # 'hf:x:' is a name, not the :x: emoji
 
 
-def _usage_error(exc: typer.TyperException) -> str:
+def _usage_error(exc) -> str:
     """Click's usage error as one line (its default is a 5-6 line box), pointing at the command's --help."""
     ctx = getattr(exc, "ctx", None)
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
     return f"{_cost_model_flag(exc, ctx) or exc.format_message()}{hint}"
 
 
-def _cost_model_flag(exc: typer.TyperException, ctx) -> str | None:
+def _cost_model_flag(exc, ctx) -> str | None:
     """A cost-model flag of estimate / plan given to a command without it (train, tune) said as such: click's own
     'No such option: --optimizer-kind (Possible options: --offload-optimizer)' suggests a flag of another meaning."""
     if type(exc).__name__ != "NoSuchOption" or ctx is None:  # typer's vendored click's class
@@ -126,12 +135,52 @@ def _check_utf8(args: list[str]) -> None:
                                   "UTF-8 files (rename the file, or give the name in UTF-8)") from None
 
 
+# Options naming an input file (or a model): a blank value became the working directory or the path '/' in the
+# messages ("corpus /home/me is a directory", "tokenizer file not found: /home/me/"), never the value typed
+_FILE_OPTIONS = ("--data", "--tokenizer", "--lexicon", "--config", "--plot", "--model", "--base")
+# Commands whose first argument is a study directory, a runs CSV or a spec file
+_PATH_ARGUMENT_COMMANDS = (("fit",), ("report",), ("search",), ("study", "run"), ("study", "status"), ("study", "export"))
+
+
+def _check_blank(args: list[str]) -> None:
+    """A file option or a command's path argument given as '' or whitespace: one line naming it and the value."""
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in _FILE_OPTIONS and (eq or i + 1 < len(args)):
+            value = value if eq else args[i + 1]
+            if not value.strip():
+                raise ScalestudyError(f"{name} needs a file name, got {value!r}")
+    for words in _PATH_ARGUMENT_COMMANDS:
+        if tuple(args[:len(words)]) == words and len(args) > len(words) and not args[len(words)].strip():
+            raise ScalestudyError(f"`scalestudy {' '.join(words)}` needs a file or directory name, got "
+                                  f"{args[len(words)]!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except (KeyboardInterrupt, Interrupted):  # Ctrl-C while loading, checking or running: one line, not a traceback
+        _interrupted()
+
+
+def _interrupted() -> None:
+    try:
+        sys.stderr.write("error: interrupted (Ctrl-C)\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed, or a second Ctrl-C while it was written
+        pass
+    sys.exit(130)  # 128 + SIGINT, as a shell reports it
+
+
+def _main(argv: list[str] | None) -> None:
+    import typer
+
     try:
         from scalestudy.launch.process import check_environment
 
         check_environment()  # variables the ranks and the CPU profile read: one line now, not a failure inside them
         _check_utf8(sys.argv[1:] if argv is None else argv)
+        _check_blank(sys.argv[1:] if argv is None else argv)
         code = _command().main(args=argv, prog_name="scalestudy", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors (typer's click)
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `scalestudy` or `scalestudy study`: the help

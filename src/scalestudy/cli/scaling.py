@@ -127,7 +127,9 @@ def search(
     from scalestudy.outputs import check_output_dir
     from scalestudy.search.hyperparams import check_trials_per_model, load_search, run_search
 
-    output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
+    # a str: typer's Path turns '' into the working directory; the names the search writes there (its stores,
+    # trials): a link loop in their place was a traceback from SQLite
+    output = check_output_dir(output, files=("study.sqlite", "search.sqlite", ".runner.lock"), dirs=("trials",))
     loaded = load_search(spec)
     if trials_per_model is not None:
         check_trials_per_model(trials_per_model)

@@ -34,7 +34,9 @@ def study_run(
     from scalestudy.study.runner import run_study
     from scalestudy.study.spec import load_spec
 
-    output = check_output_dir(output)  # a str: typer's Path turns '' into the working directory
+    # a str: typer's Path turns '' into the working directory; the names the runner writes there (store, lock,
+    # trials): a link loop in their place was a traceback from SQLite
+    output = check_output_dir(output, files=("study.sqlite", ".runner.lock"), dirs=("trials",))
     if executor is not None and not executor.strip():  # '' is not "the spec's executor"
         raise ScalestudyError(f"--executor needs a value (local or slurm), got {executor!r}")
     study = load_spec(spec)

@@ -72,7 +72,10 @@ def check_environment(environ: dict | None = None, where: str = "environment var
     SCALESTUDY_CACHE_DIR (a directory, or a path one can be made at)."""
     env = os.environ if environ is None else environ
     threads = env.get("OMP_NUM_THREADS")
-    if threads is not None and not (threads.strip().isdigit() and 1 <= int(threads) <= MAX_OMP_THREADS):
+    # ASCII digits only: str.isdigit() takes '²' (int() then raised a traceback) and '١' (int() reads 1, OpenMP's
+    # parser does not: the ranks ran on its default thread count)
+    digits = threads.strip() if threads is not None else ""
+    if threads is not None and not (digits.isascii() and digits.isdigit() and 1 <= int(digits) <= MAX_OMP_THREADS):
         raise ScalestudyError(f"{where} OMP_NUM_THREADS={threads!r}: scalestudy's ranks and CPU profile "
                               f"read it as one whole number of threads per rank, 1 to {MAX_OMP_THREADS:,} (e.g. 1); "
                               "unset it or fix it")
@@ -82,6 +85,9 @@ def check_environment(environ: dict | None = None, where: str = "environment var
                               f"{' or '.join(CPU_PROFILE_CHOICES)} (static keeps the built-in local-cpu profile; "
                               "unset = measured)")
     cache = env.get("SCALESTUDY_CACHE_DIR")
+    if cache and not cache.strip():  # a folder named ' ' made in whichever directory the command ran from
+        raise ScalestudyError(f"{where} SCALESTUDY_CACHE_DIR={cache!r} is blank: set it to a directory or unset it "
+                              "(default ~/.cache/scalestudy)")
     if cache:
         blocked = next((p for p in [Path(cache), *Path(cache).absolute().parents] if p.exists()), None)
         if blocked is not None and not blocked.is_dir():
@@ -173,9 +179,12 @@ def _read_json(path: Path) -> dict | None:
 def _step_row(line: str) -> dict | None:
     try:
         row = json.loads(line)
-    except ValueError:
-        return None  # a line cut by a crash
-    return row if isinstance(row, dict) and "step" in row else None
+    except (ValueError, RecursionError):
+        return None  # a line cut by a crash (or thousands of nested brackets: no row of ours)
+    # a step that is not a whole number is no row train wrote: a resume compared it with its checkpoint's step
+    # (TypeError in rank 0, after the run had started)
+    step = row.get("step") if isinstance(row, dict) else None
+    return row if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -98,6 +98,9 @@ def check_input_files(data, tokenizer: str | None, lexicon: str | None, text_fie
         if Path(path).is_dir():
             raise ScalestudyError(f"{flag} {path} is a directory: {flag} takes a file"
                                   f"{' (repeat --data for several corpus files)' if flag == '--data' else ''}")
+        if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device: its read blocks or never ends
+            raise ScalestudyError(f"{flag} {path} is not a regular file (a FIFO, a socket or a device): {flag} "
+                                  "takes a file")
         if not Path(path).is_file():
             raise ScalestudyError(f"{flag} {path}: no such file (the emitted config names it by this path)")
         if flag == "--data":

@@ -157,9 +157,12 @@ class RunConfig:
                 return p
             return str((root / Path(p).expanduser()).resolve())
 
+        d = self.data
+        for key, value in [*(("files", f) for f in d.files), ("tokenizer", d.tokenizer), ("lexicon", d.lexicon)]:
+            if isinstance(value, str) and not value.strip():  # resolved, it was the base folder itself (or 'base/ ')
+                raise OptionError(f"{key} needs a file name, got {value!r}", key)
         source = self.model.source  # a preset, or a config.json file/folder; anything else stays as typed (its error)
         model = absolute(source) if source not in PRESETS and (root / Path(source).expanduser()).exists() else source
-        d = self.data
         return dataclasses.replace(
             self, model=dataclasses.replace(self.model, source=model),
             data=dataclasses.replace(d, files=tuple(absolute(f) for f in d.files), tokenizer=absolute(d.tokenizer),

@@ -176,11 +176,15 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
 def check_local_inputs(spec: StudySpec) -> None:
     """What every local trial reads, checked once before any starts (study run, search): a missing or unreadable
     corpus, tokenizer or lexicon, or this machine's damaged cached CPU profile, would fail each trial in its ranks."""
-    missing = [d for d in spec.data if not d.startswith("hf:") and not Path(d).is_file()]
-    if missing:  # every trial would fail on it
-        raise ScalestudyError(f"corpus file not found: {missing[0]}")
+    from scalestudy.engine.data.corpora import check_corpus_file
+
+    for corpus in [d for d in spec.data if not d.startswith("hf:")]:  # every trial would fail on it
+        check_corpus_file(corpus)
     options = spec.trials[0].options() if spec.trials else {}
     for key in ("tokenizer", "lexicon"):  # train_options naming files (made absolute when the spec was loaded)
+        if options.get(key) and Path(options[key]).exists() and not Path(options[key]).is_file():
+            raise ScalestudyError(f"train_options {key} {options[key]} is not a regular file (a directory, a FIFO or "
+                                  "a device): every trial would fail on it")
         if options.get(key) and not Path(options[key]).is_file():
             raise ScalestudyError(f"train_options {key} {options[key]}: no such file (every trial would fail on it)")
     _check_inputs_read(spec.data, options, sorted({t.model for t in spec.trials}))

@@ -134,17 +134,27 @@ def read_hf(spec: str, text_field: str = "text", max_docs: int = 0) -> list[str]
     return docs
 
 
+def check_corpus_file(spec: str) -> None:
+    """A local corpus spec names a regular file: a folder, a FIFO or a device (whose read never ends or never
+    stops) and a missing file each said as such, before anything reads it or a rank starts."""
+    path = Path(spec)
+    if path.is_dir():  # a folder of shards is a common guess: name what is accepted instead
+        raise ScalestudyError(f"corpus {spec} is a directory: --data takes corpus files "
+                              f"({', '.join(EXTENSIONS)}; repeat --data for several) or hf:NAME[:CONFIG]")
+    if path.exists() and not path.is_file():  # was 'not found': it is there, but reading it would block or not end
+        raise ScalestudyError(f"corpus {spec} is not a regular file (a FIFO, a socket or a device): --data takes "
+                              "corpus files")
+    if not path.is_file():
+        raise ScalestudyError(f"corpus file not found: {spec}")
+
+
 def read_corpus(spec: str, text_field: str = "text", max_docs: int = 0) -> list[str]:
     """Documents of one corpus spec (see module docstring); raises on a missing file or an empty corpus."""
     if spec.startswith("hf:"):
         docs = read_hf(spec, text_field, max_docs)
     else:
-        if Path(spec).is_dir():  # a folder of shards is a common guess: name what is accepted instead
-            raise ScalestudyError(f"corpus {spec} is a directory: --data takes corpus files "
-                                  f"({', '.join(EXTENSIONS)}; repeat --data for several) or hf:NAME[:CONFIG]")
+        check_corpus_file(spec)
         kind = _kind(spec)
-        if not Path(spec).is_file():
-            raise ScalestudyError(f"corpus file not found: {spec}")
         if kind == "txt":
             docs = read_txt(spec, max_docs)
         elif kind == "jsonl":

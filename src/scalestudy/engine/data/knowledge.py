@@ -35,6 +35,8 @@ WORD, PHRASE, ENTITY = 0, 1, 2
 def load_lexicon(path: str | Path) -> list[str]:
     """Entries of a lexicon file: one per line, blank lines and lines starting with '#' ignored."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # was 'not found': a FIFO's read would block, a folder is no file
+        raise ScalestudyError(f"lexicon {path} is not a regular file (a directory, a FIFO or a device)")
     if not path.is_file():
         raise ScalestudyError(f"lexicon file not found: {path}")
     try:

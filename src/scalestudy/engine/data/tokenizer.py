@@ -159,6 +159,8 @@ def save_tokenizer(tok: Tokenizer, path: str | Path) -> None:
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
     path = Path(path)
+    if path.exists() and not path.is_file():  # was 'not found': a FIFO's read would block, a folder is no file
+        raise ScalestudyError(f"tokenizer {path} is not a regular file (a directory, a FIFO or a device)")
     if not path.is_file():
         raise ScalestudyError(f"tokenizer file not found: {path}")
     try:
