@@ -117,3 +117,20 @@ def test_power_trend_exact_and_interval():
 def test_bad_search_specs(change, message):
     with pytest.raises(ScalestudyError, match=message):
         _spec(**change)
+
+
+def test_each_trial_line_states_its_units():
+    """`scalestudy search` printed 'lr 0.00206 batch 4 warm-up 0 fp32: final loss 4.565': a loss without its unit,
+    a batch and a warm-up without theirs."""
+    lines = []
+    spec = _spec(trials=6)
+    spec.study = type(spec.study)(**{**spec.study.__dict__, "trials": spec.study.trials[:1]})  # one proxy
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        run_search(spec, out, runner=Synthetic(), log=lines.append)
+    done = [x for x in lines if "final loss" in x]
+    pruned = [x for x in lines if "pruned at" in x]
+    assert done and pruned
+    assert all(x.endswith(" nats/token") and " sequences, warm-up " in x and " steps, " in x for x in done), done
+    assert all(" sequences: pruned at " in x for x in pruned), pruned

@@ -352,14 +352,15 @@ def search_model(spec: SearchSpec, model: str, base, runner, storage, *, index: 
         try:
             loss = runner(trial, report)
         except Pruned as exc:
-            log(f"{model} trial {ot.number}: lr {params['lr']:.3g} batch {params['global_batch']} {exc}")
+            log(f"{model} trial {ot.number}: lr {params['lr']:.3g}, global batch {params['global_batch']} sequences: "
+                f"{exc}")
             raise optuna.TrialPruned(str(exc)) from None
         except TrialFailed as exc:
             log(f"{model} trial {ot.number}: failed ({exc})")
             ot.set_user_attr("error", str(exc))
             raise
-        log(f"{model} trial {ot.number}: lr {params['lr']:.3g} batch {params['global_batch']} "
-            f"warm-up {params['warmup_steps']} {params['precision']}: final loss {loss:.4g}")
+        log(f"{model} trial {ot.number}: lr {params['lr']:.3g}, global batch {params['global_batch']} sequences, "
+            f"warm-up {params['warmup_steps']} steps, {params['precision']}: final loss {loss:.4g} nats/token")
         return loss
 
     if left > 0:
