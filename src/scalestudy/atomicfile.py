@@ -15,7 +15,9 @@ def write_text_atomic(path: str | Path, text: str, *, executable: bool = False) 
         if executable:
             tmp.chmod(0o755)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)  # no stray temp file beside a write that failed
+        if isinstance(exc, OSError) and exc.filename is None:  # a full disk's write names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     return path

@@ -1902,3 +1902,37 @@ def test_ctrl_c_while_the_commands_load_is_one_line_and_status_130(monkeypatch):
     monkeypatch.setattr(process, "check_environment", interrupted)
     res = run_cli(["presets"])
     assert res.code == 130 and res.err.strip() == "error: interrupted (Ctrl-C)", res
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB tmpfs filled to its last few KiB (root only: skipped where mount is refused)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with open(mnt / "filler", "wb") as f:
+            with contextlib.suppress(OSError):
+                f.write(b"\0" * (256 << 10))
+        yield mnt
+    finally:  # lazily where a file is still open in it (a failed case's store): never a mount left behind
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["study", "run", "{ws}/good.yaml", "-o", "s"], "cannot write the study store"),  # was sqlite3's traceback
+    (["plan", "--model", "t5-tiny", "--global-batch", "8", "--seq-len", "128", "--emit", "e"], "--emit e: cannot write"),
+    (["fit", "{ws}/runs.csv", "--plot", "p.png"], "--plot p.png: cannot write it"),  # 'No space left on device' alone
+    (["train", "--model", "t5-tiny", "--steps", "4", "--no-progress", "--output", "t"], "t/tokenizer.json: no space"),
+], ids=["study-run", "plan-emit", "fit-plot", "train"])
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(argv, expect, full_disk, template, monkeypatch):
+    """Out of space while the outputs are written: one line naming what could not be written, status 2, and no
+    half-made output folder (a store, a lock, half of emit's configs and scripts) left behind."""
+    monkeypatch.chdir(full_disk)
+    res = run_cli([arg.replace("{ws}", str(template)) for arg in argv])
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert res.code == 2 and "Traceback" not in res.err, res
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect.lower() in lines[0].lower(), res
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"], res

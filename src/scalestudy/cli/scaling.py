@@ -56,9 +56,13 @@ def fit(
     result = analyze(source, law, target_params=target_params, target_tokens=target_tokens,
                      budget_flops=budget_flops, n_boot=bootstrap, seed=seed, level=level, flops_per_param_token=k)
     if plot is not None:
+        from scalestudy.errors import ScalestudyError
         from scalestudy.scaling.plots import plot_fit
 
-        plot_fit(result, plot)
+        try:
+            plot_fit(result, plot)
+        except OSError as exc:  # matplotlib's write on a full disk names no file: 'No space left on device' alone
+            raise ScalestudyError(f"--plot {plot}: cannot write it: {exc.strerror or exc}") from None
     data = result.to_dict()
     if as_json:
         print(json.dumps(data, indent=2))

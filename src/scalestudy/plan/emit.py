@@ -11,6 +11,7 @@ Written to DIR (each to a temporary name first, then renamed: DIR never holds ha
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -143,10 +144,17 @@ def emit(out_dir: str | Path, run: RunConfig, *, cuda: bool, plan_record: dict |
     same = Path(run.output.dir).resolve() == out.resolve()
     check_output_dir(out, flag, files=tuple(files), dirs=RUN_DIRS if same else ())
     check_not_users_files(out, flag, EMITTED_NAMES)
+    made = [p for p in (out, *(out / name for name in files)) if not p.exists()]  # taken back on a failed write
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, text in files.items():
-        paths[name] = write_text_atomic(out / name, text, executable=name.endswith((".sh", ".sbatch")))
+        try:
+            paths[name] = write_text_atomic(out / name, text, executable=name.endswith((".sh", ".sbatch")))
+        except OSError as exc:  # a full disk: no half set of configs and scripts (which a launch would mix up)
+            for p in reversed(made):
+                with contextlib.suppress(OSError):
+                    p.rmdir() if p.is_dir() else p.unlink()
+            raise ScalestudyError(f"{flag} {out}: cannot write {name}: {exc.strerror or exc}") from None
     return paths
 
 

@@ -9,6 +9,7 @@ interrupted ones re-run from scratch.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,11 +146,19 @@ def run_study(spec: StudySpec | str | Path, out: str | Path, *, executor: str | 
     if kind == "local" and multi:
         raise ScalestudyError(f"{len(multi)} trials need {max(t.nodes for t in multi)} nodes: the local executor runs "
                               "on one machine (use --executor slurm)")
+    made = [p for p in (out, out / ".runner.lock") if not p.exists()]  # taken back if no store can be made there
     out.mkdir(parents=True, exist_ok=True)
     lock = _Lock(out)
     try:
         kill_marked(out)  # leftovers of a runner that was killed
-        store = open_study(spec, out)
+        try:
+            store = open_study(spec, out)
+        except ScalestudyError:  # e.g. a full disk: the folder is left as it was, no stray lock
+            lock.release()
+            for p in reversed(made):
+                with contextlib.suppress(OSError):  # a folder something else wrote into stays
+                    p.rmdir() if p.is_dir() else p.unlink()
+            raise
         env = envinfo.capture()
         store.set_meta("env", env)
         try:

@@ -137,7 +137,8 @@ class Store:
         if (readonly or not create) and not path.is_file():
             raise ScalestudyError(f"no study store at {path} (run `scalestudy study run SPEC --output DIR` first)")
         self.path = path
-        if path.is_file():
+        new = not path.is_file()
+        if not new:
             self.conn = _open_existing(path, readonly)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,9 +146,16 @@ class Store:
             self.conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         if not readonly:
-            self.conn.execute(f"PRAGMA journal_mode={JOURNAL_MODE}")
-            self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.executescript(_SCHEMA)
+            try:
+                self.conn.execute(f"PRAGMA journal_mode={JOURNAL_MODE}")
+                self.conn.execute("PRAGMA synchronous=FULL")
+                self.conn.executescript(_SCHEMA)
+            except sqlite3.OperationalError as exc:  # a full disk while the store is made: was a traceback
+                self.conn.close()
+                if new:  # no half-made store (nor its -wal / -shm / -journal) left for the next run to refuse
+                    for suffix in ("", "-wal", "-shm", "-journal"):
+                        path.with_name(path.name + suffix).unlink(missing_ok=True)
+                raise ScalestudyError(f"cannot write the study store {path}: {exc}") from None
 
     def close(self) -> None:
         self.conn.close()
