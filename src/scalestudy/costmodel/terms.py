@@ -152,7 +152,8 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
            eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32,
-           split_saved_input(st, tp), autocast_weights(st.engine, prec, st.kernels), fp8_recipe(st.engine))
+           split_saved_input(st, tp), autocast_weights(st.engine, prec, st.kernels),
+           fp8_recipe(st.engine) if prec == fp8.FP8 else "")  # read by compute_times in fp8 only
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
