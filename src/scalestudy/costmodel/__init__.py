@@ -31,6 +31,7 @@ def activation_cache_clear() -> None:
     step._PASSES.clear()
     terms._SHAPES.clear()
     terms._SHAPES_BY_FIELDS.clear()
+    terms._RANK_PARAMS.clear()
     comm._GATHERS.clear()
     stage_terms._COMM.clear()
     stage_terms._TP.clear()

@@ -16,7 +16,7 @@ from scalestudy.costmodel.autocast_memory import autocast_rank_bytes, autocast_w
 from scalestudy.costmodel.comm import (collective, exposed_latency, gather_parts, p2p_time,
                                       per_owner_broadcast_parts)
 from scalestudy.costmodel.cpu_collectives import broadcast_latency, gloo_dp_comm, rate as cpu_collective_rate
-from scalestudy.costmodel.engines import engine_comm, grad_bucket_elems, tp_overlap
+from scalestudy.costmodel.engines import copies_tied_modules, engine_comm, grad_bucket_elems, tp_overlap
 from scalestudy.costmodel import fp8
 from scalestudy.costmodel.block_seconds import encoder_decoder_time_shares
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
@@ -35,7 +35,7 @@ from scalestudy.costmodel.zero3 import (StackOrder, Zero3Gathers, hook_host_s, l
 from scalestudy.errors import OptionError, ScalestudyError
 from scalestudy.specs.hardware import ClusterSpec
 from scalestudy.specs.model import ModelSpec
-from scalestudy.specs.parallel_layout import check_sequence_parallel
+from scalestudy.specs.parallel_layout import check_sequence_parallel, split_chunk_counts
 from scalestudy.specs.strategy import (Layout, Strategy, Workload, logit_shards, resolve_layout,
                                       vocab_shards)
 
@@ -114,7 +114,7 @@ def _shape_fields(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal)
     reuse)."""
     return (id(model), id(dev), id(cal), st.precision, tp, pp, s, t, st.recompute, flash, sp, split, st.kernels,
             st.engine, st.attention, st.attention_kernel, st.recompute_early_stop, st.cross_entropy, st.lm_head,
-            st.cublas, st.tf32, split_saved_input(st, tp))
+            st.cublas, st.tf32, split_saved_input(st, tp), st.virtual_stages if pp > 1 else 1)
 
 
 # negative, so (number, micro-batch, in_flight) never equals a full key of _shape's (its first item an id, >= 0)
@@ -141,36 +141,65 @@ def _stage_masks(model, kernel, flash, dev, st: Strategy, mb, s, t, tp, recomput
 
 
 def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight, split, cal) -> _Shape:
-    """The _Shape of these inputs, memoised in two levels: every input but `in_flight` (the micro-batches each
-    pipeline rank holds: the schedule's and the accumulation's) keys the quantities no in-flight count enters, built
-    once (_in_flight_free); `in_flight` keys the activations beside them (_activations), so a pipeline's schedules
-    and accumulations at one micro-batch share the first level."""
+    """The _Shape of these inputs, memoised in two levels: the inputs the compute, FLOPs and ZeRO-3 gathers read key
+    what is built once (_in_flight_free); under it the activations (_activations) are keyed by `in_flight` (the
+    micro-batches each pipeline rank holds: the schedule's and the accumulation's) and autocast's fp32 weights, the
+    busiest rank's parameters (_rank_params) by the chunks a rank holds and the engine's tied copies -- so a
+    pipeline's schedules, accumulations and engines at one micro-batch share the first level."""
     # keyed by object identity (ModelSpec hashing is the hot spot otherwise); the stored references guard reuse
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
     kernel = attention_kernel(st, dev)
     stop = early_stop(st)  # depends on the engine too, which the key does not hold otherwise
+    vocab, embed = vocab_shards(st, tp), logit_shards(st, tp)
     key = (id(model), id(dev), prec, tp, pp, mb, s, t, recompute, flash, sp, split, id(cal), st.kernels, kernel,
            stop, loss_kernel(st), gqa_native(st.engine), fused_swiglu(st.engine), pads_vocab(st.engine),
-           eager_fp32_softmax(model, st), vocab_shards(st, tp), logit_shards(st, tp), st.cublas, st.tf32,
-           split_saved_input(st, tp), autocast_weights(st.engine, prec, st.kernels),
+           eager_fp32_softmax(model, st), vocab, embed, st.cublas, st.tf32, split_saved_input(st, tp),
            fp8_recipe(st.engine) if prec == fp8.FP8 else "")  # read by compute_times in fp8 only
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not model or hit[1] is not dev or hit[3] is not cal:
         if len(_SHAPES) > 200_000:
             _SHAPES.clear()
-        hit = _SHAPES[key] = (model, dev, {}, cal,
-                              _in_flight_free(model, dev, st, tp, pp, s, t, flash, sp, split, cal, kernel, stop))
-    by_in_flight = hit[2]
-    shape = by_in_flight.get(in_flight)
+        free = _in_flight_free(model, dev, st, tp, pp, s, t, flash, sp, split, cal, kernel, stop)
+        hit = _SHAPES[key] = (model, dev, {}, cal, free, {})
+    # the activations read in_flight and whether the engine keeps fp32 weights under autocast (its weight copies at
+    # pp 1, _whole_extras; a T5's casts, _stage_masks); psi the chunks a rank holds and whether the engine copies tied
+    # modules per chunk (pp 1: one chunk)
+    flight = (in_flight, (pp == 1 or model.is_encoder_decoder) and autocast_weights(st.engine, prec, st.kernels))
+    chunked = (st.virtual_stages, copies_tied_modules(st.engine)) if pp > 1 else None
+    shapes, activations = hit[2], hit[5]
+    shape = shapes.get((flight, chunked))
     if shape is None:
-        psi, params_total, *rest = hit[4]
-        shape = by_in_flight[in_flight] = _Shape(psi, params_total, _activations(
-            model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, kernel), *rest)
+        acts = activations.get(flight)
+        if acts is None:
+            acts = activations[flight] = _activations(model, dev, st, tp, pp, s, t, flash, sp, in_flight, split, kernel)
+        params_total, *rest = hit[4]
+        psi = _rank_params(model, tp, pp, vocab, embed, split, chunked)
+        shape = shapes[(flight, chunked)] = _Shape(psi, params_total, acts, *rest)
     return shape
 
 
+_RANK_PARAMS: dict[tuple, tuple] = {}
+
+
+def _rank_params(model, tp, pp, vocab, embed, split, chunked) -> int:
+    """_Shape.psi: the busiest rank's parameters -- its blocks at the even split and the vocabulary tensors of the
+    chunks it holds (params.params_per_device: an encoder-decoder's embedding copies and a tied head's copy follow
+    the chunks of the stage split, specs.parallel_layout.split_chunk_counts). `chunked`: (virtual stages, whether the
+    engine copies tied modules per chunk: engines.copies_tied_modules), None at pp 1; `vocab` / `embed`: the
+    strategy's vocab_shards / logit_shards. Memoised by the model's identity (guarded)."""
+    key = (id(model), tp, pp, vocab, embed, split, chunked)
+    hit = _RANK_PARAMS.get(key)
+    if hit is None or hit[0] is not model:
+        if len(_RANK_PARAMS) > 200_000:
+            _RANK_PARAMS.clear()
+        chunks, tied = (tuple(split_chunk_counts(split, chunked[0])), chunked[1]) if chunked else ((), False)
+        hit = _RANK_PARAMS[key] = (model, params_per_device(model, tp, pp, vocab, embed, chunks, tied))
+    return hit[1]
+
+
 def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal, kernel, stop) -> tuple:
-    """_Shape's fields but the activations, in its order: what no pipeline rank's in-flight micro-batches enter."""
+    """_Shape's fields but psi and the activations, in its order: what no pipeline rank's in-flight micro-batches,
+    chunks or autocast weights enter."""
     prec, mb, recompute = st.precision, st.micro_batch, st.recompute
 
     def times(m: ModelSpec) -> ComputeTimes:
@@ -183,7 +212,7 @@ def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, ca
         return c.forward + c.backward
 
     ct = times(model)
-    return (params_per_device(model, tp, pp, vocab_shards(st, tp), logit_shards(st, tp)), param_count(model), ct,
+    return (param_count(model), ct,
             step_flops_per_sequence(model, s, t, "none"), step_flops_per_sequence(model, s, t, recompute, stop),
             max(split), param_breakdown(model).embedding // tp,
             zero3_gathers(model, tp, pp, max(split), params_per_device(model, tp, pp)),

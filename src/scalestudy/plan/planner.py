@@ -5,8 +5,10 @@ another callable with the same signature (the tuner passes one built on a calibr
 
 Speed: strategies are estimated in groups that differ only in micro-batch, ascending, and recompute is tried
 full -> selective -> none. Memory per device grows with the micro-batch and shrinks with recompute, so the first
-micro-batch that does not fit ends its group, and a layout/engine whose full-recompute micro-batch 1 does not fit
-is skipped for every lighter recompute. Pruned strategies are counted, never proposed (`prune=False` turns this off).
+micro-batch that does not fit ends its group, and a layout/engine/schedule whose full-recompute micro-batch 1 does
+not fit is skipped for every lighter recompute (not for another schedule: the chunks a rank holds place the vocabulary
+tables, the schedule's in-flight micro-batches the activations). Pruned strategies are counted, never proposed
+(`prune=False` turns this off).
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     stats = SpaceStats()
     feasible: list[Candidate] = []
     estimated = pruned = 0
-    dead: set[tuple] = set()  # layouts/engines whose lightest memory setting does not fit
+    dead: set[tuple] = set()  # layouts/engines/schedules whose lightest memory setting does not fit
     # a cluster mixing devices: pipeline layers split by each stage's device speed and memory (plan/partition.py)
     split_stages = cluster.heterogeneous and not constraints.stage_layers
     clusters = {}
@@ -202,7 +204,11 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, constra
     for group in enumerate_groups(model, cluster, workload, constraints, stats):
         first = group[0]
         s = first.strategy
-        family = (first.nodes, s.tp, s.pp, s.engine, s.zero, s.offload_optimizer, s.offload_params)
+        # the schedule too: its chunks place the vocabulary tables (params.chunk_vocab_params: an interleaved T5
+        # rank 0 can hold the embedding and the decoder's copy, a 1F1B one the embedding alone) and its in-flight
+        # micro-batches the activations, so one schedule's memory bounds no other's
+        family = (first.nodes, s.tp, s.pp, s.engine, s.zero, s.offload_optimizer, s.offload_params, s.pp_schedule,
+                  s.virtual_stages)
         if prune and family in dead:
             pruned += len(group)
             continue

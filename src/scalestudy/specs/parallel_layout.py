@@ -68,7 +68,11 @@ def chunk_layer_counts(strategy, num_layers: int) -> list[int]:
     """Layers per model chunk in stage order (chunk s lives on pp rank s % pp): each device's layers
     (`Strategy.stage_split`) divided over its `virtual_stages` chunks, the remainder on its first chunks."""
     per_device = strategy.stage_split(num_layers) if strategy.pp > 1 else (num_layers,)
-    v = strategy.virtual_stages if strategy.pp > 1 else 1
+    return split_chunk_counts(per_device, strategy.virtual_stages if strategy.pp > 1 else 1)
+
+
+def split_chunk_counts(per_device: tuple[int, ...], v: int) -> list[int]:
+    """chunk_layer_counts of a stage split: `per_device` layers per device, each divided over its `v` chunks."""
     counts = [0] * (len(per_device) * v)
     for rank, n in enumerate(per_device):
         base, extra = divmod(n, v)
