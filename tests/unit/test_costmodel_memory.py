@@ -346,11 +346,13 @@ def test_the_optimizer_step_is_a_peak_of_its_own():
                      Strategy(zero=0, pp=2, micro_batch=1, recompute="full")):  # bf16: BF16_Optimizer
         assert estimate(spec, cluster, in_place, work).memory.transient == 0.0
     # torch's foreach AdamW: one fp32 temporary of the stepped parameters (DDP's buckets stay through the step)
-    ddp = estimate(spec, cluster, Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full"), work).memory
+    foreach = Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full", optimizer_loop="foreach")
+    ddp = estimate(spec, cluster, foreach, work).memory
     assert ddp.transient == pytest.approx(max(0.0, 4 * psi / 8 - ddp.activations)) and ddp.transient > 0
-    looped = Strategy(engine="ddp", zero=1, micro_batch=1, recompute="full", optimizer_loop="per-tensor")
-    assert estimate(spec, cluster, looped, work).memory.transient == 0.0  # foreach=False: per-tensor temporaries
-    fsdp = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full"), work).memory
+    for loop in ("per-tensor", "fused", "engine"):  # foreach=False: per-tensor temporaries; fused: in place
+        assert estimate(spec, cluster, foreach.replace(optimizer_loop=loop), work).memory.transient == 0.0
+    fsdp = estimate(spec, cluster, Strategy(engine="fsdp", zero=3, micro_batch=1, recompute="full",
+                                            optimizer_loop="foreach"), work).memory
     assert fsdp.transient == pytest.approx(max(0.0, 4 * psi / 8 - fsdp.activations - fsdp.buffers))
     cpu = estimate(get_model("gpt2-tiny"), make_cluster("local-cpu", nodes=1, gpus_per_node=2),
                    Strategy(engine="ddp", precision="fp32"), Workload(global_batch=2, seq_len=64)).memory

@@ -1,7 +1,8 @@
 """Strategy.grad_accum_dtype: the bytes per parameter DeepSpeed 0.19.8 holds for a bf16 run by its gradient
 accumulation dtype (costmodel/memory.py deepspeed_bf16_wrapper / deepspeed_accumulator_bytes), what `train` runs
-(compute: engine/settings.deepspeed_config's data_types.grad_accum_dtype) and what published rows keep (engine =
-fp32). The slow test measures the tensors a real DeepSpeed engine holds on 2 gloo ranks."""
+(compute: engine/settings.deepspeed_config's data_types.grad_accum_dtype), what DeepSpeed does unasked (engine: fp32
+only without ZeRO, engine.get_data_types) and what the BigScience rows state (fp32). The slow test measures the
+tensors a real DeepSpeed engine holds on 2 gloo ranks."""
 
 import pytest
 
@@ -20,7 +21,8 @@ from scalestudy.specs.strategy import Strategy, Workload
 
 DP = 8
 # (zero, pp, grad_accum_dtype) -> bytes per parameter (weights, gradients, optimizer, accumulator) of a bf16 run on
-# DP data-parallel ranks; the wrapper named after it. compute = what train runs, engine = fp32 = published runs.
+# DP data-parallel ranks; the wrapper named after it. compute = what train runs, engine = DeepSpeed's default (fp32
+# without ZeRO, the model dtype with it), fp32 = the BigScience runs' BF16_Optimizer.
 BYTES = [
     (0, 1, "compute", (2, 2, 12, 0), "unfused"),  # FP16_UnfusedOptimizer: bf16 .grad accumulates, whole fp32 states
     (0, 2, "compute", (2, 2, 12 / DP, 2), "bf16"),  # BF16_Optimizer: 1/dp fp32 partition + moments, bf16 buffer
@@ -28,8 +30,11 @@ BYTES = [
     (1, 2, "compute", (2, 2, 12 / DP, 0), "zero"),
     (2, 1, "compute", (2, 2 / DP, 12 / DP, 0), "zero"),
     (0, 2, "engine", (2, 2, 12, 4), "bf16"),  # BF16_Optimizer, fp32 buffer; the published view's whole states
-    (1, 1, "engine", (2, 2, 12 / DP, 4), "bf16"),  # 0.19.8: bf16 + fp32 accumulation + ZeRO-1 -> BF16_Optimizer
-    (1, 1, "fp32", (2, 2, 12 / DP, 4), "bf16"),
+    # DeepSpeed's default with ZeRO is the model dtype (engine.get_data_types, v0.7.7 .. 0.19.8): no fp32 buffer
+    (1, 1, "engine", (2, 2, 12 / DP, 0), "zero"),
+    (1, 2, "engine", (2, 2, 12 / DP, 0), "zero"),
+    (1, 1, "fp32", (2, 2, 12 / DP, 4), "bf16"),  # 0.19.8: bf16 + fp32 accumulation + ZeRO-1 -> BF16_Optimizer
+    (1, 2, "fp32", (2, 2, 12 / DP, 4), "bf16"),  # BLOOM's BF16_Optimizer (the bigscience rows state fp32)
     (2, 1, "engine", (2, 2 / DP, 12 / DP, 0), "zero"),
     (0, 1, "engine", (2, 2, 12, 4), "bf16"),  # the published view kept as it was (no published row to tell)
 ]
@@ -50,7 +55,7 @@ def test_zero1_buffers_trade_the_whole_fp32_accumulator_for_the_fp32_gradient_pa
     (4 psi / dp) instead of BF16_Optimizer's whole fp32 buffer (4 psi, of which the partition is a view)."""
     model, psi = get_model("gpt2-xl"), 1.5e9
     args = (model, psi, DP, 1, "deepspeed", 1, "bf16", "none", DEFAULT_OPTIONS)
-    fp32 = buffer_bytes(*args, grad_accum_dtype="engine")
+    fp32 = buffer_bytes(*args, grad_accum_dtype="fp32")
     bf16 = buffer_bytes(*args, grad_accum_dtype="compute")
     assert fp32 - bf16 == pytest.approx(4 * psi - 4 * psi / DP)
 
@@ -109,7 +114,7 @@ def test_estimate_gpt2_xl_zero1_drops_the_accumulator():
     the fp32 gradient partition (0.73 GiB) comes; the other terms stay."""
     model, cluster = get_model("gpt2-xl"), make_cluster("a100-80gb", 1, 8)
     work = Workload(global_batch=64, seq_len=1024)
-    st = Strategy(engine="deepspeed", zero=1, micro_batch=4)
+    st = Strategy(engine="deepspeed", zero=1, micro_batch=4, grad_accum_dtype="fp32")
     old = estimate(model, cluster, st, work).memory
     new = estimate(model, cluster, st.replace(grad_accum_dtype="compute"), work).memory
     psi = old.params / 2
@@ -141,3 +146,23 @@ def test_deepspeed_holds_what_the_model_prices(deepspeed_probe):
         # whole bf16 gradients where the wrapper keeps them through the step (BF16_Optimizer); ZeRO's optimizer
         # has reduced them into its bf16 partition and freed them by then (the model's `grads` is the backward's)
         assert before.get("grads", 0) == pytest.approx(g if acc else 0, rel=0.01)
+
+
+def test_engine_at_zero1_is_deepspeeds_default_not_an_fp32_accumulator():
+    """DeepSpeed's engine.get_data_types defaults a bf16 run with ZeRO to bf16 accumulation, so an unasked ZeRO-1 run
+    is DeepSpeedZeroOptimizer's (its fp32 gradient partition, 4 psi / dp) -- not BF16_Optimizer's whole fp32 buffer
+    (4 psi), which only data_types.grad_accum_dtype fp32 buys: estimate's memory drops by the difference and equals
+    the compute dtype's, pipeline or not. Without ZeRO "engine" stays fp32 (BF16_Optimizer)."""
+    model, cluster = get_model("gpt2-xl"), make_cluster("a100-80gb", 1, 8)
+    work = Workload(global_batch=64, seq_len=1024)
+    for pp in (1, 2):
+        st = Strategy(engine="deepspeed", zero=1, micro_batch=4, pp=pp)
+        fp32 = estimate(model, cluster, st.replace(grad_accum_dtype="fp32"), work).memory
+        engine = estimate(model, cluster, st, work).memory
+        compute = estimate(model, cluster, st.replace(grad_accum_dtype="compute"), work).memory
+        psi, dp = engine.params / 2, 8 // pp
+        assert fp32.buffers - engine.buffers == pytest.approx(4 * psi - 4 * psi / dp)
+        assert engine.total == compute.total
+    for pp in (1, 2):
+        assert deepspeed_bf16_wrapper("deepspeed", 0, "bf16", pp, "engine") == "bf16"
+        assert deepspeed_accumulator_bytes(1e9, "deepspeed", 0, "bf16", pp, "engine") == 4e9

@@ -124,8 +124,9 @@ LM_HEAD = typer.Option("engine", "--lm-head",
 PLAN_LM_HEAD = _plan_default_train(LM_HEAD, "replicated")
 GRAD_ACCUM_DTYPE = typer.Option("engine", "--grad-accum-dtype",
                                 help="DeepSpeed's gradient accumulation dtype (data_types.grad_accum_dtype; engine "
-                                     "deepspeed, bf16 only): engine (fp32, the published runs') | fp32 "
-                                     "(BF16_Optimizer's fp32 accumulator at ZeRO 0/1, 4 B per parameter) | compute "
+                                     "deepspeed, bf16 only): engine (DeepSpeed's default: fp32 without ZeRO, bf16 "
+                                     "with it) | fp32 (BF16_Optimizer's fp32 accumulator at ZeRO 0/1, 4 B per "
+                                     "parameter) | compute "
                                      "(bf16: no fp32 accumulator, what scalestudy's train sets); cost model only.")
 PLAN_GRAD_ACCUM_DTYPE = _plan_default_train(GRAD_ACCUM_DTYPE, "compute on deepspeed")
 GRAD_BUCKETS = typer.Option("engine", "--grad-buckets",

@@ -16,13 +16,13 @@ _LOSSES = {"torch": "torch, fp32 copies", "engine": "Megatron vocab-parallel, fp
 
 def _optimizer(st: Strategy) -> str:
     """The optimizer step "engine" prices: a fused update in time (step.optimizer_loop_s: no unfused loop's bytes or
-    launches) -- in memory (step_temporary_bytes) with torch AdamW's foreach fp32 temporary on fsdp / ddp, DeepSpeed
-    FP16_Optimizer's flattened fp32 gradients at ZeRO-0 in fp16 (and bf16 outside a pipeline), nothing beside the
-    states otherwise."""
+    launches) -- in memory (step_temporary_bytes) torch AdamW(fused=True) on fsdp / ddp, in place (no foreach
+    temporary: memory.FOREACH_LOOPS), DeepSpeed FP16_Optimizer's flattened fp32 gradients at ZeRO-0 in fp16 (and bf16
+    outside a pipeline), nothing beside the states otherwise."""
     if st.offload_optimizer != "none":
         return "host Adam"
     if st.engine in ("fsdp", "ddp"):
-        return "fused update, foreach fp32 temporary"
+        return "fused update, torch AdamW fused"
     if deepspeed_fp16_optimizer(st.engine, st.zero, st.precision, st.pp):
         return "fused update in FP16_Optimizer"
     return "fused update"
@@ -40,7 +40,8 @@ def engine_meanings(st: Strategy, device=None) -> dict[str, str]:
         "recompute_early_stop": "on" if early_stop(st) else "off",
         "optimizer_dtype": "fp32",
         "lm_head": "sharded",  # strategy.vocab_shards: vocabulary-parallel on every engine
-        "grad_accum_dtype": "fp32",  # memory.deepspeed_bf16_wrapper: an fp32 accumulator at ZeRO 0 / 1
+        # memory.deepspeed_bf16_wrapper: DeepSpeed's get_data_types, an fp32 accumulator without ZeRO only
+        "grad_accum_dtype": "fp32" if st.zero == 0 else "compute",
         "grad_buckets": "copy",  # memory.ddp_bucket_copy_bytes: torch's gradient_as_bucket_view False
     }
     return {name: value for name, value in meanings.items() if getattr(st, name) == "engine"}

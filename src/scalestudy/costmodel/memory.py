@@ -232,8 +232,11 @@ def buffer_bytes(model: ModelSpec, psi: float, dp: int, tp: int, engine: str, ze
     bf16_accum = deepspeed_accumulator_bytes(psi, engine, zero, precision, pp, grad_accum_dtype)
     if zero == 0 or dp == 1 and zero < 3:
         return reduce + bf16_accum
+    # DeepSpeedZeroOptimizer.step casts the rank's reduced 16-bit gradient partition to fp32 for its master partition,
+    # single_partition_of_fp32_groups[i].grad = flatten(averaged_gradients[i]).to(fp32) (zero/stage_1_and_2.py,
+    # v0.16.4); BF16_Optimizer's partition is a view into its full fp32 buffer, bf16_accum
     fp32_grad_partition = 0.0 if offload_optimizer != "none" or precision == "fp32" or bf16_accum else \
-        4.0 * psi / dp  # (BF16_Optimizer's partition is a view into its full fp32 buffer)
+        4.0 * psi / dp
     if zero in (1, 2):
         return fp32_grad_partition + reduce + half * min(options.allgather_bucket_elems, psi) + bf16_accum
     return fp32_grad_partition + reduce + half * zero3_gathered_elems(model, psi, tp, options.stage3_prefetch_elems)
@@ -259,10 +262,16 @@ def deepspeed_bf16_wrapper(engine: str, zero: int, precision: str, pp: int, grad
     stages -> ZERO_OPTIMIZATION (DeepSpeedZeroOptimizer, "zero"); ZeRO-0 with bf16 accumulation -> BFLOAT16 in a
     pipeline (PipelineEngine), else DDP_BFLOAT16 (FP16_UnfusedOptimizer around a client optimizer, "unfused");
     ZeRO-0 with fp32 accumulation is refused there ("unsupported mix"), and BF16_Optimizer is what every ZeRO-0
-    bf16 run got while DeepSpeed defaulted its accumulation to fp32 (the published runs: "engine" = fp32)."""
+    bf16 run got while DeepSpeed defaulted its accumulation to fp32 there.
+    "engine" is DeepSpeed's default, engine.get_data_types with no data_types.grad_accum_dtype: fp32 for bf16
+    without ZeRO, the model dtype with it (microsoft/DeepSpeed 06938835 'Support fp32 gradaccum for bf16 model',
+    v0.7.7; 4be8df72, v0.8.1 .. v0.16.4 at 38327e07 alike) -- so a bf16 ZeRO-1 run gets BF16_Optimizer only when it
+    asks for fp32 ("fp32"), else DeepSpeedZeroOptimizer with bf16 gradients; before v0.7.6 there was no such key and
+    ZeRO with bf16 always took DeepSpeedZeroOptimizer (engine._configure_optimizer at v0.7.5). "engine" at ZeRO-0
+    stays fp32: DeepSpeed 0.19.8 defaults it to the model dtype too, which no published bf16 ZeRO-0 row ran."""
     if engine != "deepspeed" or precision != "bf16" or zero > 2:
         return ""
-    if grad_accum_dtype != "compute":  # fp32 accumulation
+    if grad_accum_dtype == "fp32" or (grad_accum_dtype == "engine" and zero == 0):  # fp32 accumulation
         return "bf16" if zero <= 1 else "zero"
     if zero >= 1:
         return "zero"
@@ -594,8 +603,11 @@ def peak_transient(backward_peak: float, step_peak: float) -> float:
     return max(0.0, step_peak - backward_peak)
 
 
-# optimizer_loop values whose step runs torch's foreach AdamW (or, for "engine", the torch-native engines' default)
-FOREACH_LOOPS = ("engine", "foreach", "deepspeed-unfused", "deepspeed-bf16")
+# optimizer_loop values whose step runs torch's foreach AdamW. Not "engine": on fsdp / ddp it is torch
+# AdamW(fused=True), as step.optimizer_loop_s prices its time (no unfused loop) -- torch._fused_adamw_ updates the
+# parameters and moments in place, no temporary of the parameters' size (torch/optim/adam.py _fused_adam, torch
+# 2.13); torchtitan's default since 6e498855 (2025-02, 'use Fused AdamW as default'), KempnerForge's, nanoGPT's
+FOREACH_LOOPS = ("foreach", "deepspeed-unfused", "deepspeed-bf16")
 
 
 def deepspeed_fp16_optimizer(engine: str, zero: int, precision: str, pp: int) -> bool:
@@ -614,9 +626,10 @@ def step_temporary_bytes(psi: float, dp: int, engine: str, zero: int, precision:
     keeps BF16_Optimizer, and so did every ZeRO-0 bf16 run while DeepSpeed defaulted its gradient accumulation to
     fp32 there, get_data_types) flattens the gradients into a new fp32 buffer,
     `_flatten_dense_tensors([p.grad.to(fp32) for p in group])`: the per-tensor fp32 copies (4 psi) and the flat
-    result (4 psi) exist at once, beside the fp16 gradients, which are dropped only after. torch's AdamW, the
-    optimizer of the torch-native engines (torchtitan foreach = not fused, scalestudy's make_adamw, HF Trainer's
-    adamw_torch: foreach by default on CUDA; `foreach` False: a CPU rank's per-tensor loop), allocates one fp32
+    result (4 psi) exist at once, beside the fp16 gradients, which are dropped only after. torch's foreach AdamW
+    (`foreach` True, FOREACH_LOOPS: torchtitan before 6e498855, scalestudy's make_adamw, HF Trainer's adamw_torch --
+    foreach by default on CUDA; False: a CPU rank's per-tensor loop, or the fused AdamW "engine" means on fsdp / ddp,
+    whose kernel updates in place), allocates one fp32
     temporary of its parameters' size (_multi_tensor_adam: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`):
     4 psi / dp under FSDP or ZeroRedundancyOptimizer, 4 psi under DDP, whose gradient buckets
     (gradient_as_bucket_view False) also stay allocated through the step -- with it True (grad_buckets "view") the

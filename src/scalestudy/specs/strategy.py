@@ -184,12 +184,14 @@ Execution options (defaults = what scalestudy's engines do; published runs set w
 - grad_accum_dtype:  the dtype DeepSpeed accumulates gradients in over a step's micro-batches (its config key
                      data_types.grad_accum_dtype; engine deepspeed only, cost model only): "fp32" (a bf16 run's fp32
                      accumulator: BF16_Optimizer's whole-stage fp32 gradient buffer at ZeRO 0 / 1, 4 B per parameter
-                     beside the bf16 gradients -- Megatron-DeepSpeed's BLOOM runs), "compute" (the compute dtype,
+                     beside the bf16 gradients -- Megatron-DeepSpeed's BLOOM runs state it), "compute" (the compute dtype,
                      what `train` sets: no fp32 accumulator -- ZeRO-0 accumulates in the parameters' bf16 .grad
                      (FP16_UnfusedOptimizer), a ZeRO-0 bf16 pipeline's BF16_Optimizer in a bf16 buffer, ZeRO 1-2 in
-                     the bf16 gradients / partition) or "engine" (fp32, as the published DeepSpeed bf16 runs
-                     accumulated). Only bf16 runs differ (costmodel/memory.py deepspeed_bf16_wrapper; DeepSpeed 0.19.8
-                     engine._do_optimizer_sanity_check, bf16_optimizer.py, zero/stage_1_and_2.py).
+                     the bf16 gradients / partition) or "engine" (DeepSpeed's default when the config names none,
+                     engine.get_data_types v0.7.7 .. v0.16: fp32 without ZeRO, the compute dtype with it -- a ZeRO-1
+                     run is DeepSpeedZeroOptimizer's, its fp32 gradient partition only). Only bf16 runs differ
+                     (costmodel/memory.py deepspeed_bf16_wrapper; DeepSpeed 0.19.8 engine._do_optimizer_sanity_check,
+                     bf16_optimizer.py, zero/stage_1_and_2.py).
 - grad_buckets:      how PyTorch DistributedDataParallel holds its gradient buckets (gradient_as_bucket_view; engine
                      ddp only, cost model only): "copy" (False, torch's default: the flat buckets, 4 B per parameter,
                      beside the .grad tensors, copied back into them after the all-reduce), "view" (True, what `train`
