@@ -310,3 +310,26 @@ def test_a_final_loss_every_trial_shares_names_no_winner(tmp_path):
     build_store(tmp_path / "spread").close()
     assert "Final training loss ranges 6.800-6.900 nats/token; lowest for" in "\n".join(
         findings(load(tmp_path / "spread")))
+
+
+def test_no_legend_covers_a_plotted_point():
+    """A legend inside the panel ('best' placement) covered points of a 7-strategy study it had no room to avoid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from scalestudy.report.plots import _series_lines
+
+    corners = [{1: 0.1, 2: 1.0}, {1: 1.0, 2: 0.1}, {1: 0.55, 2: 0.55}, {1: 0.9, 2: 0.95}, {1: 0.2, 2: 0.15},
+               {1: 0.95, 2: 0.9}, {1: 0.15, 2: 0.2}]
+    fig, _ = _series_lines(["t5-tiny"], lambda m: {f"s{i}": pts for i, pts in enumerate(corners)},
+                           "time per optimizer step (s, median after warm-up)")  # step_time.png's label
+    fig.tight_layout()
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    box = ax.get_legend().get_window_extent()
+    points = [xy for line in ax.get_lines() for xy in ax.transData.transform(line.get_xydata())]
+    assert not [p for p in points if box.contains(*p)]
+    assert box.y1 < ax.get_window_extent().y0  # below the panel, not beside the data
+    assert box.y0 >= 0  # and inside the figure tight_layout sized
+    label, whole = ax.yaxis.label.get_window_extent(), fig.bbox
+    assert whole.y0 <= label.y0 and label.y1 <= whole.y1  # the y label (its unit) is not cut off by the legend's room
