@@ -21,7 +21,7 @@ from scalestudy.costmodel import fp8
 from scalestudy.costmodel.block_seconds import encoder_decoder_time_shares
 from scalestudy.costmodel.fp8 import recipe as fp8_recipe
 from scalestudy.costmodel.flops import step_flops_per_sequence, target_length
-from scalestudy.costmodel.input_numbers import InputNumbers
+from scalestudy.costmodel.input_numbers import IdMemo, InputNumbers
 from scalestudy.costmodel.kernel_counts import sublayers
 from scalestudy.costmodel.memory import (activation_bytes, eager_composed_gelu, eager_fp32_softmax, eager_rms_norms,
                                          fused_swiglu, gqa_native, loss_kernel, split_saved_input)
@@ -178,7 +178,7 @@ def _derived_shape(model, dev, st: Strategy, tp, pp, s, t, flash, sp, in_flight,
     return shape
 
 
-_RANK_PARAMS: dict[tuple, tuple] = {}
+_RANK_PARAMS = IdMemo()
 
 
 def _rank_params(model, tp, pp, vocab, embed, split, chunked) -> int:
@@ -186,15 +186,13 @@ def _rank_params(model, tp, pp, vocab, embed, split, chunked) -> int:
     chunks it holds (params.params_per_device: an encoder-decoder's embedding copies and a tied head's copy follow
     the chunks of the stage split, specs.parallel_layout.split_chunk_counts). `chunked`: (virtual stages, whether the
     engine copies tied modules per chunk: engines.copies_tied_modules), None at pp 1; `vocab` / `embed`: the
-    strategy's vocab_shards / logit_shards. Memoised by the model's identity (guarded)."""
+    strategy's vocab_shards / logit_shards. Memoised by the model's identity (IdMemo keeps the model alive)."""
     key = (id(model), tp, pp, vocab, embed, split, chunked)
-    hit = _RANK_PARAMS.get(key)
-    if hit is None or hit[0] is not model:
-        if len(_RANK_PARAMS) > 200_000:
-            _RANK_PARAMS.clear()
+    psi = _RANK_PARAMS.get(key)
+    if psi is None:
         chunks, tied = (tuple(split_chunk_counts(split, chunked[0])), chunked[1]) if chunked else ((), False)
-        hit = _RANK_PARAMS[key] = (model, params_per_device(model, tp, pp, vocab, embed, chunks, tied))
-    return hit[1]
+        psi = _RANK_PARAMS.put(key, (model,), params_per_device(model, tp, pp, vocab, embed, chunks, tied))
+    return psi
 
 
 def _in_flight_free(model, dev, st: Strategy, tp, pp, s, t, flash, sp, split, cal, kernel, stop) -> tuple:
